@@ -1,0 +1,94 @@
+// A netlink socket of one protocol, optionally inside another network namespace. Sends many
+// requests per sendmsg, maps every ack back to its request, reads dumps to NLMSG_DONE.
+// Not thread-safe: the addon serialises use of one socket.
+#pragma once
+
+#include <linux/netlink.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "netlink/error.h"
+#include "netlink/message.h"
+
+namespace nl {
+
+enum class Outcome : uint8_t {
+  kNotSent,  // never sent: an earlier chunk failed in stop-on-error mode
+  kOk,
+  kError,    // the kernel answered with an error
+  kNoReply,  // sent but no reply arrived (ENOBUFS dropped it, or the kernel sent none)
+};
+
+struct RequestResult {
+  Outcome outcome = Outcome::kNotSent;
+  Status status;
+};
+
+struct TransactOptions {
+  bool stop_on_error = true;
+  // All messages in one sendmsg, as nfnetlink batches require (the kernel commits or aborts
+  // the whole batch).
+  bool atomic = false;
+  size_t max_chunk_messages = 1024;
+  size_t max_chunk_bytes = 256 * 1024;
+};
+
+struct DataReply {
+  size_t index;                // request the reply belongs to
+  std::vector<uint8_t> bytes;  // one complete netlink message
+};
+
+struct TransactResult {
+  std::vector<RequestResult> results;  // one per request in the batch
+  std::vector<DataReply> data;         // non-ack replies (answers to GET requests)
+  size_t sendmsg_calls = 0;
+  size_t first_error = SIZE_MAX;
+};
+
+struct SocketStats {
+  uint64_t sendmsg_calls = 0;
+  uint64_t recvmsg_calls = 0;
+  uint64_t messages_sent = 0;
+};
+
+class Socket {
+ public:
+  // protocol: NETLINK_ROUTE, NETLINK_GENERIC, NETLINK_NETFILTER. netns: "" for the caller's
+  // namespace, or a path such as /run/netns/NAME or /proc/PID/ns/net. Throws nl::Exception.
+  Socket(int protocol, const std::string& netns);
+  ~Socket();
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  int protocol() const { return protocol_; }
+  uint32_t port_id() const { return port_id_; }
+  const SocketStats& stats() const { return stats_; }
+
+  // Sends every request of the batch (in order) and collects one result per request. Requests
+  // that carry NLM_F_ACK are expected to be answered; others only if they fail.
+  TransactResult Transact(Batch& batch, const TransactOptions& opt);
+
+  // Sends one dump request (NLM_F_DUMP is added) and calls on_message for every data message
+  // until NLMSG_DONE. Throws on a kernel error, ENOBUFS or NLM_F_DUMP_INTR (after draining).
+  void Dump(Batch& request, const std::string& op, const std::function<void(const nlmsghdr*)>& on_message);
+
+ private:
+  void SendChunk(Batch& batch, size_t from, size_t to);
+  // Receives one datagram into buf_; returns its length, 0 when nothing is queued and wait is
+  // false. Throws on errors other than ENOBUFS, which it returns as -ENOBUFS.
+  ssize_t Receive(bool wait);
+  void Grow(int optname_force, int optname, int bytes);
+
+  int fd_ = -1;
+  int protocol_;
+  uint32_t port_id_ = 0;
+  uint32_t seq_;
+  int rcvbuf_ = 0;
+  std::vector<uint8_t> buf_;
+  SocketStats stats_;
+};
+
+}  // namespace nl
