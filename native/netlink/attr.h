@@ -14,7 +14,7 @@ inline constexpr size_t Align(size_t n) { return (n + 3u) & ~size_t(3); }
 
 constexpr uint16_t kNested = 1u << 15;        // NLA_F_NESTED
 constexpr uint16_t kNetByteOrder = 1u << 14;  // NLA_F_NET_BYTEORDER
-constexpr uint16_t kTypeMask = ~(kNested | kNetByteOrder);
+constexpr uint16_t kTypeMask = static_cast<uint16_t>(~(kNested | kNetByteOrder));
 constexpr size_t kAttrHeader = 4;
 
 // Appends attributes to a buffer the caller owns. Lengths are patched when a nest ends, so a

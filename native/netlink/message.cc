@@ -4,6 +4,8 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <arpa/inet.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace nl {
@@ -51,11 +53,18 @@ void Batch::Seal() {
   open_ = false;
 }
 
+int ErrorFromWire(int32_t wire) {
+  // The kernel sends -errno; anything it could not have sent (INT_MIN, which cannot be
+  // negated) is reported as a protocol error rather than trusted.
+  if (wire == INT32_MIN) return EPROTO;
+  return wire < 0 ? -wire : wire;
+}
+
 bool ParseError(const nlmsghdr* h, Status* out, uint32_t* echoed_seq) {
   const size_t payload = h->nlmsg_len - NLMSG_HDRLEN;
   if (payload < sizeof(nlmsgerr)) return false;
   const auto* e = reinterpret_cast<const nlmsgerr*>(NLMSG_DATA(h));
-  out->error = e->error < 0 ? -e->error : e->error;
+  out->error = ErrorFromWire(e->error);
   *echoed_seq = e->msg.nlmsg_seq;
   if (!(h->nlmsg_flags & NLM_F_ACK_TLVS)) return true;
   // With NLM_F_CAPPED only the request's header is echoed, otherwise the whole request.

@@ -58,6 +58,9 @@ struct Status {
   int64_t extack_offset = -1;  // NLMSGERR_ATTR_OFFS, byte offset into the request
 };
 
+// A wire error code (-errno) as a positive number, defensively.
+int ErrorFromWire(int32_t wire);
+
 // Parses an NLMSG_ERROR payload (ack when error == 0), including the extended-ack TLVs that
 // follow the echoed request (capped to its header with NETLINK_CAP_ACK, or complete).
 // Returns false if the message is malformed.

@@ -67,7 +67,8 @@ int OpenIn(int protocol, const std::string& netns, int* err) {
 
 }  // namespace
 
-Socket::Socket(int protocol, const std::string& netns) : protocol_(protocol), buf_(256 * 1024) {
+Socket::Socket(int protocol, const std::string& netns, int rcvbuf)
+    : protocol_(protocol), buf_(256 * 1024) {
   int err = 0;
   fd_ = OpenIn(protocol, netns, &err);
   if (fd_ < 0) ThrowSystem("socket(AF_NETLINK)", err);
@@ -89,7 +90,7 @@ Socket::Socket(int protocol, const std::string& netns) : protocol_(protocol), bu
   // Extended acks carry the kernel's reason text; capped acks keep each ack at 36 bytes.
   setsockopt(fd_, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
   setsockopt(fd_, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
-  Grow(SO_RCVBUFFORCE, SO_RCVBUF, kWantBuffer);
+  Grow(SO_RCVBUFFORCE, SO_RCVBUF, rcvbuf > 0 ? rcvbuf : kWantBuffer);
   Grow(SO_SNDBUFFORCE, SO_SNDBUF, 4 << 20);
   int v = 0;
   socklen_t vl = sizeof v;
@@ -312,10 +313,10 @@ void Socket::Dump(Batch& request, const std::string& op,
           if (err < 0) {
             Error e;
             e.kind = ErrorKind::kKernel;
-            e.errnum = -err;
-            e.code = ErrnoName(-err);
+            e.errnum = ErrorFromWire(err);
+            e.code = ErrnoName(e.errnum);
             e.op = op;
-            e.message = op + ": " + ErrnoText(-err);
+            e.message = op + ": " + ErrnoText(e.errnum);
             throw Exception(std::move(e));
           }
         }

@@ -5,6 +5,7 @@
 
 #include <linux/netlink.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -48,17 +49,20 @@ struct TransactResult {
   size_t first_error = SIZE_MAX;
 };
 
+// Counters readable from another thread while the socket works (tests assert batching with
+// them: how many sendmsg calls and messages a sync cost).
 struct SocketStats {
-  uint64_t sendmsg_calls = 0;
-  uint64_t recvmsg_calls = 0;
-  uint64_t messages_sent = 0;
+  std::atomic<uint64_t> sendmsg_calls{0};
+  std::atomic<uint64_t> recvmsg_calls{0};
+  std::atomic<uint64_t> messages_sent{0};
 };
 
 class Socket {
  public:
   // protocol: NETLINK_ROUTE, NETLINK_GENERIC, NETLINK_NETFILTER. netns: "" for the caller's
   // namespace, or a path such as /run/netns/NAME or /proc/PID/ns/net. Throws nl::Exception.
-  Socket(int protocol, const std::string& netns);
+  // rcvbuf: receive buffer to ask for; 0 = 16 MiB (tests shrink it to provoke ENOBUFS).
+  Socket(int protocol, const std::string& netns, int rcvbuf = 0);
   ~Socket();
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;

@@ -1,0 +1,38 @@
+// The addon's entry point: registers every family's bindings.
+#include <napi.h>
+
+#include "addon/bindings.h"
+#include "addon/errors.h"
+#include "addon/instance.h"
+
+namespace addon {
+
+Napi::Value SocketStats(Napi::Env env, Channel& ch) {
+  Napi::Object o = Napi::Object::New(env);
+  const nl::Socket* sock = ch.opened.load();
+  auto get = [&](const std::atomic<uint64_t> nl::SocketStats::*f) {
+    return sock ? static_cast<double>((sock->stats().*f).load()) : 0.0;
+  };
+  o.Set("sendmsgCalls", get(&nl::SocketStats::sendmsg_calls));
+  o.Set("recvmsgCalls", get(&nl::SocketStats::recvmsg_calls));
+  o.Set("messagesSent", get(&nl::SocketStats::messages_sent));
+  return o;
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  env.SetInstanceData(new Instance());
+  InitErrors(env, exports);
+  InitCodec(env, exports);
+  InitGenl(env, exports);
+  InitIpvs(env, exports);
+  InitRtnl(env, exports);
+  return exports;
+}
+
+}  // namespace addon
+
+namespace {
+Napi::Object InitModule(Napi::Env env, Napi::Object exports) { return addon::Init(env, exports); }
+}  // namespace
+
+NODE_API_MODULE(ipvsync, InitModule)

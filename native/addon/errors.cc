@@ -1,0 +1,65 @@
+#include "addon/errors.h"
+
+#include "addon/instance.h"
+
+namespace addon {
+
+namespace {
+
+Napi::Value SetErrorFactory(const Napi::CallbackInfo& info) {
+  if (!info[0].IsFunction()) throw Napi::TypeError::New(info.Env(), "setErrorFactory(fn)");
+  Instance::Get(info.Env()).error_factory = Napi::Persistent(info[0].As<Napi::Function>());
+  return info.Env().Undefined();
+}
+
+}  // namespace
+
+void InitErrors(Napi::Env env, Napi::Object exports) {
+  exports.Set("setErrorFactory", Napi::Function::New(env, SetErrorFactory));
+}
+
+Napi::Value MakeError(Napi::Env env, const nl::Error& e) {
+  Napi::Object fields = Napi::Object::New(env);
+  fields.Set("message", e.message);
+  fields.Set("code", e.code);
+  fields.Set("errno", e.errnum);
+  fields.Set("kind", nl::KindName(e.kind));
+  fields.Set("op", e.op);
+  if (!e.extack.empty()) fields.Set("extack", e.extack);
+  if (e.extack_offset >= 0) fields.Set("extackOffset", static_cast<double>(e.extack_offset));
+  if (e.index >= 0) fields.Set("index", static_cast<double>(e.index));
+  Instance& inst = Instance::Get(env);
+  if (!inst.error_factory.IsEmpty()) return inst.error_factory.Call({fields});
+  Napi::Error err = Napi::Error::New(env, e.message);
+  Napi::Object o = err.Value();
+  for (const auto& key : {"code", "errno", "kind", "op", "extack", "extackOffset", "index"})
+    if (fields.Has(key)) o.Set(key, fields.Get(key));
+  return o;
+}
+
+void ThrowInvalid(Napi::Env env, const std::string& op, const std::string& why) {
+  nl::Error e;
+  e.kind = nl::ErrorKind::kInvalid;
+  e.errnum = EINVAL;
+  e.code = "EINVAL";
+  e.op = op;
+  e.message = op + ": " + why;
+  throw Napi::Error(env, MakeError(env, e));
+}
+
+nl::Error KernelError(const std::string& op, int64_t index, const nl::Status& st) {
+  nl::Error e;
+  e.kind = st.error == ENOBUFS ? nl::ErrorKind::kNoBuffers : nl::ErrorKind::kKernel;
+  e.errnum = st.error;
+  e.code = nl::ErrnoName(st.error);
+  e.op = op;
+  e.index = index;
+  e.extack = st.extack;
+  e.extack_offset = st.extack_offset;
+  e.message = op + ": " + e.code + " (" + nl::ErrnoText(st.error) + ")";
+  if (!st.extack.empty()) e.message += ": " + st.extack;
+  if (st.error == EPERM) e.message += " (CAP_NET_ADMIN required)";
+  return e;
+}
+
+}  // namespace addon

@@ -1,0 +1,111 @@
+// JS surface of generic netlink control (nlctrl): class GenlHandle. Resolving many families in
+// one call exercises the batch path (many requests per sendmsg, acks mapped back).
+#include <linux/genetlink.h>
+
+#include <memory>
+
+#include "addon/async.h"
+#include "addon/batch.h"
+#include "addon/bindings.h"
+#include "addon/channel.h"
+#include "addon/errors.h"
+#include "netlink/genl.h"
+
+namespace addon {
+
+namespace {
+
+struct FamiliesResult {
+  BatchOutcome outcome;
+  std::vector<nl::GenlFamily> families;  // one per request; id 0 where it failed
+};
+
+class GenlHandle : public Napi::ObjectWrap<GenlHandle> {
+ public:
+  static void Init(Napi::Env env, Napi::Object exports) {
+    exports.Set("GenlHandle", DefineClass(env, "GenlHandle",
+                                          {
+                                              InstanceMethod<&GenlHandle::Families>("families"),
+                                              InstanceMethod<&GenlHandle::Stats>("stats"),
+                                          }));
+  }
+
+  explicit GenlHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<GenlHandle>(info) {
+    ch_ = std::make_shared<Channel>(NETLINK_GENERIC, NetnsOption(info, 0));
+    if (info.Length() > 0 && info[0].IsObject()) {
+      Napi::Value rb = info[0].As<Napi::Object>().Get("rcvbufBytes");
+      if (rb.IsNumber()) ch_->rcvbuf_bytes = rb.As<Napi::Number>().Int32Value();
+    }
+  }
+
+ private:
+  // families(names: string[], opts?) -> { statuses, errors, sendmsgCalls, families }
+  Napi::Value Families(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!info[0].IsArray()) ThrowInvalid(env, "families", "expected an array of family names");
+    Napi::Array names = info[0].As<Napi::Array>();
+    auto batch = std::make_shared<nl::Batch>();
+    std::vector<std::string> ops;
+    for (uint32_t i = 0; i < names.Length(); i++) {
+      Napi::Value v = names.Get(i);
+      if (!v.IsString()) ThrowInvalid(env, "families", "name " + std::to_string(i) + " is not a string");
+      std::string name = v.As<Napi::String>().Utf8Value();
+      if (name.empty() || name.size() >= GENL_NAMSIZ)
+        ThrowInvalid(env, "families", "name " + std::to_string(i) + " must be 1-15 characters");
+      batch->Begin(GENL_ID_CTRL, NLM_F_REQUEST | NLM_F_ACK);
+      batch->GenlHeader(CTRL_CMD_GETFAMILY, 1);
+      batch->Attrs().Str(CTRL_ATTR_FAMILY_NAME, name);
+      ops.push_back("CTRL_CMD_GETFAMILY " + name);
+    }
+    // Lookups are independent: unlike writes, they continue past a failure unless asked not to.
+    nl::TransactOptions opts = BatchOptions(info[1]);
+    if (!(info[1].IsObject() && info[1].As<Napi::Object>().Get("stopOnError").IsBoolean()))
+      opts.stop_on_error = false;
+    auto ch = ch_;
+    return PromiseWorker<FamiliesResult>::Run(
+        env,
+        [ch, batch, ops, opts]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          FamiliesResult r;
+          r.outcome.res = ch->Sock().Transact(*batch, opts);
+          r.outcome.op_names = ops;
+          r.families.resize(batch->size());
+          for (const nl::DataReply& d : r.outcome.res.data) {
+            std::string why;
+            if (!nl::GenlResolver::ParseFamily(reinterpret_cast<const nlmsghdr*>(d.bytes.data()),
+                                               &r.families[d.index], &why))
+              nl::ThrowDecode("CTRL_CMD_GETFAMILY", why);
+          }
+          return r;
+        },
+        [](Napi::Env env, FamiliesResult& r) -> Napi::Value {
+          Napi::Object o = BatchOutcomeToJs(env, r.outcome).As<Napi::Object>();
+          Napi::Array fams = Napi::Array::New(env, r.families.size());
+          for (size_t i = 0; i < r.families.size(); i++) {
+            const nl::GenlFamily& f = r.families[i];
+            if (f.id == 0) {
+              fams.Set(i, env.Null());
+              continue;
+            }
+            Napi::Object fo = Napi::Object::New(env);
+            fo.Set("name", f.name);
+            fo.Set("id", f.id);
+            fo.Set("version", f.version);
+            fo.Set("maxAttr", f.max_attr);
+            fams.Set(i, fo);
+          }
+          o.Set("families", fams);
+          return o;
+        });
+  }
+
+  Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
+
+  std::shared_ptr<Channel> ch_;
+};
+
+}  // namespace
+
+void InitGenl(Napi::Env env, Napi::Object exports) { GenlHandle::Init(env, exports); }
+
+}  // namespace addon

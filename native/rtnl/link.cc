@@ -1,0 +1,61 @@
+#include "rtnl/link.h"
+
+#include <linux/if_link.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
+
+#include <cstdio>
+
+namespace rtnl {
+
+void EncodeDumpLinks(nl::Batch& b) {
+  b.Begin(RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP);
+  ifinfomsg ifi{};
+  ifi.ifi_family = AF_UNSPEC;
+  b.Header(&ifi, sizeof ifi);
+  // Ask for the compact form without per-VF statistics.
+  b.Attrs().U32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
+}
+
+bool DecodeLink(const nlmsghdr* h, Link* out, std::string* why) {
+  if (h->nlmsg_type != RTM_NEWLINK || h->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg))) {
+    *why = "not an RTM_NEWLINK message";
+    return false;
+  }
+  const auto* ifi = static_cast<const ifinfomsg*>(NLMSG_DATA(h));
+  out->index = ifi->ifi_index;
+  out->flags = ifi->ifi_flags;
+  out->type = ifi->ifi_type;
+  nl::AttrReader r = nl::Attributes(h, sizeof(ifinfomsg));
+  while (r.Next()) {
+    switch (r.type()) {
+      case IFLA_IFNAME: out->name = r.Str(); break;
+      case IFLA_MTU: out->mtu = r.U32(); break;
+      case IFLA_OPERSTATE: out->operstate = r.U8(); break;
+      case IFLA_ADDRESS: {
+        std::string s;
+        char part[4];
+        for (size_t i = 0; i < r.len(); i++) {
+          std::snprintf(part, sizeof part, i ? ":%02x" : "%02x", r.data()[i]);
+          s += part;
+        }
+        out->address = s;
+        break;
+      }
+      case IFLA_LINKINFO: {
+        nl::AttrReader li = r.Nested();
+        while (li.Next())
+          if (li.type() == IFLA_INFO_KIND) out->kind = li.Str();
+        break;
+      }
+      default: break;
+    }
+  }
+  if (!r.ok()) {
+    *why = r.error();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace rtnl

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Bounded libFuzzer + ASan/UBSan run over every reply parser (native/fuzz/*.cc).
+# Usage: scripts/fuzz.sh [SECONDS per harness, default 20]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-20}
+if ! command -v clang++ >/dev/null; then
+  echo "fuzz: clang++ missing (scripts/setup.sh installs clang)" >&2
+  exit 1
+fi
+mkdir -p build/fuzz
+srcs=$(find native -name '*.cc' -not -path 'native/addon/*' -not -path 'native/fuzz/*' | sort)
+for harness in native/fuzz/*.cc; do
+  name=$(basename "$harness" .cc)
+  clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -Inative "$harness" $srcs -o "build/fuzz/$name"
+  mkdir -p "build/fuzz/$name.corpus"
+  echo "fuzz: $name for ${secs}s"
+  log="build/fuzz/$name.log"
+  if ! "build/fuzz/$name" -max_total_time="$secs" -max_len=4096 -print_final_stats=1 \
+    "build/fuzz/$name.corpus" >"$log" 2>&1; then
+    grep -E -A3 "runtime error|ERROR|SUMMARY" "$log" | head -40 >&2
+    echo "fuzz: $name FAILED (full log: $log)" >&2
+    exit 1
+  fi
+  grep -E "stat::number_of_executed_units" "$log" || true
+done
+echo "fuzz: no crash"

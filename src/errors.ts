@@ -1,0 +1,52 @@
+/** The kind of failure, so callers can react without parsing messages. */
+export type NetlinkErrorKind =
+  | 'kernel' // the kernel rejected a request
+  | 'nobufs' // replies were dropped (ENOBUFS): outcome unknown, resync
+  | 'dump-interrupted' // NLM_F_DUMP_INTR: the object set changed during a dump, redo it
+  | 'decode' // a reply did not parse
+  | 'system' // a socket syscall failed
+  | 'invalid' // input rejected before anything was sent
+  | 'unsupported'; // the kernel lacks the feature (missing module or family)
+
+export interface NetlinkErrorFields {
+  message: string;
+  code: string;
+  errno: number;
+  kind: NetlinkErrorKind;
+  op: string;
+  extack?: string;
+  extackOffset?: number;
+  index?: number;
+}
+
+/**
+ * Every error ipvsync raises for a kernel conversation or invalid input. `code` is the errno
+ * name ('EEXIST', 'ESRCH', 'EPERM' …) or a family-specific name ('IPSET_ERR_EXIST');
+ * `index` is the failing request's position in its batch; `extack` is the kernel's own text.
+ */
+export class NetlinkError extends Error {
+  readonly code: string;
+  readonly errno: number;
+  readonly kind: NetlinkErrorKind;
+  readonly op: string;
+  readonly extack?: string;
+  readonly extackOffset?: number;
+  readonly index?: number;
+
+  constructor(f: NetlinkErrorFields) {
+    super(f.message);
+    this.name = 'NetlinkError';
+    this.code = f.code;
+    this.errno = f.errno;
+    this.kind = f.kind;
+    this.op = f.op;
+    if (f.extack !== undefined) this.extack = f.extack;
+    if (f.extackOffset !== undefined) this.extackOffset = f.extackOffset;
+    if (f.index !== undefined) this.index = f.index;
+  }
+
+  /** Input validation failure raised in TypeScript before anything reaches the addon. */
+  static invalid(op: string, why: string): NetlinkError {
+    return new NetlinkError({ message: `${op}: ${why}`, code: 'EINVAL', errno: 22, kind: 'invalid', op });
+  }
+}
