@@ -4,7 +4,7 @@
 # only when something is missing. Loud and non-zero on failure.
 set -euo pipefail
 
-PKGS=(user-mode-linux qemu-system-x86 linux-image-amd64 busybox-static kmod
+PKGS=(user-mode-linux qemu-system-x86 linux-image-amd64 busybox-static kmod xz-utils
       ipvsadm ipset iproute2 conntrack nftables iptables)
 
 fail() { echo "vm-deps: $*" >&2; exit 1; }
