@@ -127,6 +127,7 @@ async function main(): Promise<number> {
   process.once('SIGTERM', onSignal);
 
   const started = Date.now();
+  let atLineStart = true;
   try {
     const r = await runInVm({
       kernel,
@@ -136,19 +137,22 @@ async function main(): Promise<number> {
       timeoutMs: timeoutSec * 1000,
       ...(memMB !== undefined ? { memMB } : {}),
       signal: ac.signal,
-      onOutput: (s) => process.stdout.write(s),
+      onOutput: (s) => {
+        if (s) atLineStart = s.endsWith('\n');
+        process.stdout.write(s);
+      },
     });
     const total = ((Date.now() - started) / 1000).toFixed(1);
-    process.stderr.write(`vm: kernel=${r.kernel} boot=${(r.bootMs / 1000).toFixed(1)}s total=${total}s exit=${r.code}\n`);
+    process.stderr.write(`${atLineStart ? '' : '\n'}vm: kernel=${r.kernel} boot=${(r.bootMs / 1000).toFixed(1)}s total=${total}s exit=${r.code}\n`);
     return r.code;
   } catch (e) {
     const total = ((Date.now() - started) / 1000).toFixed(1);
     if (e instanceof VmError) {
       // The console output was already streamed: the reason alone.
-      process.stderr.write(`\nvm: VM FAILED: ${e.reason}\n`);
+      process.stderr.write(`${atLineStart ? '' : '\n'}vm: VM FAILED: ${e.reason}\n`);
       process.stderr.write(`vm: kernel=${e.kernel} total=${total}s exit=${VM_FAILED} (VM failure)\n`);
     } else {
-      process.stderr.write(`\nvm: VM FAILED: ${(e as Error).stack ?? String(e)}\n`);
+      process.stderr.write(`${atLineStart ? '' : '\n'}vm: VM FAILED: ${(e as Error).stack ?? String(e)}\n`);
     }
     return VM_FAILED;
   }

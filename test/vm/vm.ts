@@ -609,8 +609,23 @@ function guestModules(kind: VmKernelKind): string[] {
   return kind === 'qemu' ? [...COMMON_MODULES, ...QEMU_ONLY_MODULES] : [...COMMON_MODULES];
 }
 
+/**
+ * Boots a VM, runs `opts.command` in it and powers it off. Resolves with the
+ * command's exit code; rejects with a VmError when the VM could not be set
+ * up, did not boot, timed out, was aborted or reported no exit code.
+ */
 export async function runInVm(opts: RunInVmOptions): Promise<RunInVmResult> {
-  const kind: VmKernelKind = opts.kernel ?? (process.env.IPVSYNC_VM_KERNEL === 'qemu' ? 'qemu' : 'uml');
+  const kind = opts.kernel ?? (process.env.IPVSYNC_VM_KERNEL === 'qemu' ? 'qemu' : 'uml');
+  try {
+    if (kind !== 'uml' && kind !== 'qemu') throw new Error(`unknown kernel ${JSON.stringify(kind)} (uml or qemu)`);
+    return await prepareAndBoot(kind, opts);
+  } catch (e) {
+    if (e instanceof VmError) throw e;
+    throw new VmError(`setup failed: ${(e as Error).message.replace(/^test\/vm: /, '')}`, String(kind), '');
+  }
+}
+
+async function prepareAndBoot(kind: VmKernelKind, opts: RunInVmOptions): Promise<RunInVmResult> {
   const cwd = path.resolve(opts.cwd ?? process.cwd());
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const memMB = opts.memMB ?? DEFAULT_MEM_MB;
