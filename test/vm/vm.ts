@@ -76,6 +76,8 @@ export class VmError extends Error {
 
 const DEFAULT_TIMEOUT_MS = 20 * 60 * 1000;
 const DEFAULT_MEM_MB = 2048;
+/** A guest not ready this long after start is taken as hung at boot (qemu TCG usually needs 5-60 s). */
+const BOOT_TIMEOUT_MS = 5 * 60 * 1000;
 const GUEST_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** IPVS schedulers. ip_vs_twos only exists from Linux 6.2 on; a missing one is reported, not fatal. */
@@ -738,6 +740,14 @@ function boot(cmd: string, args: string[], o: BootOpts): Promise<RunInVmResult> 
       if (child.pid !== undefined) killGroup(child.pid);
     };
     const timer = setTimeout(() => stop(`timed out after ${Math.round(o.timeoutMs / 1000)} s; the VM was killed`), o.timeoutMs);
+    const bootDeadline = started + Math.min(BOOT_TIMEOUT_MS, o.timeoutMs);
+    const bootWatch = setInterval(() => {
+      if (fs.existsSync(path.join(o.share, 'ready'))) clearInterval(bootWatch);
+      else if (Date.now() > bootDeadline) {
+        clearInterval(bootWatch);
+        stop(`not ready ${Math.round((Date.now() - started) / 1000)} s after start: hung at boot; the VM was killed`);
+      }
+    }, 250);
     const onAbort = () => stop('aborted; the VM was killed');
     o.signal?.addEventListener('abort', onAbort, { once: true });
 
@@ -768,6 +778,7 @@ function boot(cmd: string, args: string[], o: BootOpts): Promise<RunInVmResult> 
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      clearInterval(bootWatch);
       if (closeGrace) clearTimeout(closeGrace);
       o.signal?.removeEventListener('abort', onAbort);
       if (child.pid !== undefined) {
