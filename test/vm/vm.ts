@@ -36,7 +36,7 @@ export interface RunInVmOptions {
   command: string;
   /** Working directory of the command (a host path; visible read-only in the guest). Default: process.cwd(). */
   cwd?: string;
-  /** Extra environment for the command (added to PATH, HOME, LANG, TERM, IPVSYNC_VM, IPVSYNC_VM_KERNEL). */
+  /** Extra environment for the command (added to PATH, HOME, LANG, TERM, IPVSYNC_VM=uml|qemu, IPVSYNC_VM_RELEASE=<kernel release>). */
   env?: Record<string, string>;
   /** Kill the VM after this long. Default 20 minutes. */
   timeoutMs?: number;
@@ -655,7 +655,7 @@ async function prepareAndBoot(kind: VmKernelKind, opts: RunInVmOptions): Promise
       LANG: 'C.UTF-8',
       TERM: 'dumb',
       IPVSYNC_VM: kind,
-      IPVSYNC_VM_KERNEL: k.release,
+      IPVSYNC_VM_RELEASE: k.release,
       ...opts.env,
     };
     const lines = ['#!/bin/sh', '# written by test/vm/vm.ts for one run'];
@@ -698,7 +698,7 @@ async function prepareAndBoot(kind: VmKernelKind, opts: RunInVmOptions): Promise
         '-append', `console=ttyS0 quiet loglevel=4 panic=-1 ipvsync_kernel=qemu ipvsync_init=${initPath}`,
         '-fsdev', 'local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap',
         '-device', 'virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot',
-        '-fsdev', `local,id=share,path=${share},security_model=none`,
+        '-fsdev', `local,id=share,path=${share.replace(/,/g, ',,')},security_model=none`,
         '-device', 'virtio-9p-pci,fsdev=share,mount_tag=ipvsync_share',
       ];
     }
