@@ -9,13 +9,25 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh || { echo "test: setup failed" >&2; exit 1; }
 
 failed=()
+passed_total=0
+failed_total=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 run() {
   local name=$1
   shift
   echo
   echo "=== $name: $*"
   local t0=$SECONDS
-  if "$@"; then
+  local rc=0
+  "$@" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
+  # Sum node:test's own counts ("ℹ pass N" with the spec reporter, "# pass N" with TAP).
+  local p f
+  p=$(grep -aE '^(ℹ|#) pass [0-9]+$' "$log" | awk '{s+=$3} END {print s+0}')
+  f=$(grep -aE '^(ℹ|#) fail [0-9]+$' "$log" | awk '{s+=$3} END {print s+0}')
+  passed_total=$((passed_total + p))
+  failed_total=$((failed_total + f))
+  if [ "$rc" = 0 ]; then
     echo "=== $name: ok ($((SECONDS - t0)) s)"
   else
     echo "=== $name: FAILED ($((SECONDS - t0)) s)"
@@ -32,6 +44,7 @@ run host bash scripts/host-tests.sh
 run kernel node dist/test/vm/cli.js --suite kernel
 
 echo
+echo "tests: $passed_total passed, $failed_total failed"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "test: FAILED suites: ${failed[*]}"
   exit 1
