@@ -250,7 +250,7 @@ export function renderExpr(e: Expr | UnknownExpr): string {
  * The canonical form of an expression, as ipvsync's builders (and nft) write it. A rule dump
  * carries values the kernel fills in itself: nat's max registers (= min) and its MAP_IPS flag,
  * lookup flags 0, log level 4 (the default), counter values. Listing applies this, so a listed
- * rule deep-equals the rule that was added; apply it to hand-written expressions to compare.
+ * rule deep-equals canonicalExprs(the rule that was added).
  */
 export function canonicalExpr(e: Expr, opts: { counters?: boolean } = {}): Expr {
   switch (e.type) {
@@ -281,7 +281,19 @@ export function canonicalExpr(e: Expr, opts: { counters?: boolean } = {}): Expr 
       return e.code === undefined ? { ...e, code: 0 } : e;
     case 'counter':
       return opts.counters ? e : { type: 'counter' };
+    case 'bitwise': {
+      // the kernel dumps NFTA_BITWISE_OP always; nft sends it for some rules only
+      if (e.op === 'bool') {
+        const { op: _o, ...rest } = e;
+        return rest;
+      }
+      return e;
+    }
     default:
       return e;
   }
+}
+
+export function canonicalExprs(exprs: readonly Expr[], opts: { counters?: boolean } = {}): Expr[] {
+  return exprs.map((e) => canonicalExpr(e, opts));
 }

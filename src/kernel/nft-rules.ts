@@ -168,7 +168,8 @@ export function ctState(...states: Array<keyof typeof CT_STATE>): Expr[] {
   const bits = states.reduce((m, s) => m | CT_STATE[s], 0);
   return [
     { type: 'ct', key: 'state', dreg: 1 },
-    { type: 'bitwise', sreg: 1, dreg: 1, op: 'bool', len: 4, mask: u32le(bits), xor: u32le(0) },
+    // nft leaves NFTA_BITWISE_OP out for flag tests (the kernel defaults it to bool)
+    { type: 'bitwise', sreg: 1, dreg: 1, len: 4, mask: u32le(bits), xor: u32le(0) },
     { type: 'cmp', sreg: 1, op: 'neq', data: u32le(0) },
   ];
 }
@@ -178,7 +179,7 @@ export function ctStatus(...bits: Array<keyof typeof CT_STATUS>): Expr[] {
   const m = bits.reduce((x, s) => x | CT_STATUS[s], 0);
   return [
     { type: 'ct', key: 'status', dreg: 1 },
-    { type: 'bitwise', sreg: 1, dreg: 1, op: 'bool', len: 4, mask: u32le(m), xor: u32le(0) },
+    { type: 'bitwise', sreg: 1, dreg: 1, len: 4, mask: u32le(m), xor: u32le(0) },
     { type: 'cmp', sreg: 1, op: 'neq', data: u32le(0) },
   ];
 }
