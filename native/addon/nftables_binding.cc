@@ -410,6 +410,10 @@ nft::TxOptions TxOptionsFromJs(Napi::Env env, Napi::Value v) {
   if (Has(o, "genId")) {
     t.has_gen_id = true;
     t.gen_id = static_cast<uint32_t>(NumField(c, o, "genId", 0xffffffffu, 0));
+    // A stale generation is refused at BATCH_BEGIN and nothing else in the batch is answered:
+    // with per-op acks requested the socket would sit out its reply timeout waiting for them.
+    // Errors are reported per op with or without NLM_F_ACK, so leave the acks out here.
+    t.ack = false;
   }
   return t;
 }
@@ -576,7 +580,15 @@ Listing RunList(nl::Socket& sock, uint8_t family, const std::string& table, bool
       }
       DumpKind(sock, NFT_MSG_GETCHAIN, family, table, &l.chains, nft::DecodeChain);
       std::vector<nft::Set> sets;
-      DumpKind(sock, NFT_MSG_GETSET, family, table, &sets, nft::DecodeSet);
+      // A GETSET dump resolves its table filter by (family, name): without a family it fails
+      // with ENOENT, so filter by name here instead.
+      DumpKind(sock, NFT_MSG_GETSET, family, family ? table : "", &sets, nft::DecodeSet);
+      if (!table.empty() && !family) {
+        std::vector<nft::Set> keep;
+        for (auto& s : sets)
+          if (s.table == table) keep.push_back(std::move(s));
+        sets.swap(keep);
+      }
       for (nft::Set& s : sets) {
         SetWithElements sw;
         sw.set = std::move(s);
