@@ -119,11 +119,24 @@ export interface NativeNftOp {
   comment?: string;
   set?: string;
   setId?: number;
-  elements?: NativeNftElement[];
+  elements?: Array<NativeNftElement | NativeNftElementTuple>;
   chain?: string;
   position?: number;
-  exprs?: object[];
+  /** Objects, or the positional form [type, ...fields in exprSchema order, verdict]. */
+  exprs?: Array<object | unknown[]>;
 }
+
+/** Positional element: [key, flags, verdictCode, verdictChain, data, timeout, comment, keyEnd]. */
+export type NativeNftElementTuple = [
+  Buffer,
+  number | undefined,
+  string | undefined,
+  string | undefined,
+  Buffer | undefined,
+  number | undefined,
+  string | undefined,
+  Buffer | undefined,
+];
 
 export interface NativeNftElement {
   key: Buffer | string;
@@ -140,6 +153,7 @@ export interface NativeNftCommitOptions {
   maxOpsPerTransaction?: number;
   maxMessageBytes?: number;
   genId?: number;
+  acks?: boolean;
 }
 
 export interface NativeNftCommitOutcome {
@@ -211,6 +225,8 @@ export interface NativeNftHandle {
 }
 
 export interface NativeNftCodec {
+  /** Field order of the positional expression form, per expression type. */
+  exprSchema: Record<string, string[]>;
   encodeTransactions(ops: NativeNftOp[], opts?: NativeNftCommitOptions): Buffer[];
   decodeRule(msg: Buffer): NativeNftRule;
   decodeChain(msg: Buffer): NativeNftChain;

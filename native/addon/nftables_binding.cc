@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <memory>
+#include <unordered_map>
+#include <utility>
 
 #include "addon/async.h"
 #include "addon/bindings.h"
@@ -30,8 +32,10 @@ struct Ctx {
   [[noreturn]] void Fail(const std::string& why) const { ThrowInvalid(env, op, why); }
 };
 
+inline Napi::Value GetK(Napi::Object o, const char* key) { return o.Get(key); }
+
 std::string Str(const Ctx& c, Napi::Object o, const char* key, bool required, size_t max = 255) {
-  Napi::Value v = o.Get(key);
+  Napi::Value v = GetK(o, key);
   if (v.IsUndefined() || v.IsNull()) {
     if (required) c.Fail(std::string(key) + " is required");
     return "";
@@ -45,7 +49,7 @@ std::string Str(const Ctx& c, Napi::Object o, const char* key, bool required, si
 }
 
 bool Has(Napi::Object o, const char* key) {
-  Napi::Value v = o.Get(key);
+  Napi::Value v = GetK(o, key);
   return !v.IsUndefined() && !v.IsNull();
 }
 
@@ -64,7 +68,7 @@ uint64_t Num(const Ctx& c, Napi::Value v, const std::string& key, uint64_t max) 
 }
 
 uint64_t NumField(const Ctx& c, Napi::Object o, const char* key, uint64_t max, uint64_t dflt) {
-  Napi::Value v = o.Get(key);
+  Napi::Value v = GetK(o, key);
   if (v.IsUndefined() || v.IsNull()) return dflt;
   return Num(c, v, key, max);
 }
@@ -131,28 +135,44 @@ Napi::Value VerdictToJs(Napi::Env env, const nft::Verdict& v) {
   return o;
 }
 
+// An expression is an object ({ type: 'payload', base: 'network', … }) or, on the hot path, the
+// positional form src/kernel/nftables.ts builds from exprSchema: [type, field0, field1, …,
+// verdict?] (array element reads are much cheaper than named property lookups).
 nft::Expr ExprFromJs(const Ctx& c, Napi::Value v) {
   if (!v.IsObject()) c.Fail("expression must be an object");
+  const bool positional = v.IsArray();
   Napi::Object o = v.As<Napi::Object>();
+  Napi::Array arr = positional ? v.As<Napi::Array>() : Napi::Array();
   nft::Expr e;
-  e.name = Str(c, o, "type", true, 15);
+  if (positional) {
+    Napi::Value t = arr.Get(0u);
+    if (!t.IsString()) c.Fail("expression type must be a string");
+    e.name = t.As<Napi::String>().Utf8Value();
+  } else {
+    e.name = Str(c, o, "type", true, 15);
+  }
   const nft::ExprSchema* s = nft::FindExprSchema(e.name);
-  if (!s && !Has(o, "unknown")) c.Fail("unknown expression type " + e.name);
+  if (!s && (positional || !Has(o, "unknown"))) c.Fail("unknown expression type " + e.name);
   if (s) {
-    for (const nft::FieldSchema& f : s->fields) {
-      const std::string key = e.name + "." + f.js;
-      Napi::Value fv = o.Get(f.js);
+    e.attrs.reserve(s->fields.size());
+    const uint32_t nf = static_cast<uint32_t>(s->fields.size());
+    Napi::Value verdict = positional ? arr.Get(nf + 1) : (e.name == "immediate" ? GetK(o, "verdict") : Napi::Value());
+    const bool has_verdict = !verdict.IsEmpty() && !verdict.IsUndefined() && !verdict.IsNull();
+    for (uint32_t i = 0; i < nf; i++) {
+      const nft::FieldSchema& f = s->fields[i];
+      Napi::Value fv = positional ? arr.Get(i + 1) : GetK(o, f.js);
       nft::ExprAttr a;
       a.type = f.attr;
       a.kind = f.kind;
-      if (e.name == "immediate" && f.attr == NFTA_IMMEDIATE_DATA && Has(o, "verdict")) {
+      if (e.name == "immediate" && f.attr == NFTA_IMMEDIATE_DATA && has_verdict) {
         if (!fv.IsUndefined()) c.Fail("immediate takes data or verdict, not both");
         a.kind = ValueKind::kVerdict;
-        a.verdict = VerdictFromJs(c, o.Get("verdict"));
+        a.verdict = VerdictFromJs(c, verdict);
         e.attrs.push_back(std::move(a));
         continue;
       }
       if (fv.IsUndefined() || fv.IsNull()) continue;
+      const std::string key = e.name + "." + f.js;
       if (f.is_bool) {
         if (!fv.IsBoolean()) c.Fail(key + " must be a boolean");
         if (!fv.As<Napi::Boolean>().Value()) continue;
@@ -181,16 +201,16 @@ nft::Expr ExprFromJs(const Ctx& c, Napi::Value v) {
       e.attrs.push_back(std::move(a));
     }
   }
-  Napi::Value unk = o.Get("unknown");
-  if (unk.IsArray()) {
-    Napi::Array arr = unk.As<Napi::Array>();
-    for (uint32_t i = 0; i < arr.Length(); i++) {
-      if (!arr.Get(i).IsObject()) c.Fail("unknown attributes must be { attr, hex }");
-      Napi::Object u = arr.Get(i).As<Napi::Object>();
+  Napi::Value unk = positional ? Napi::Value() : GetK(o, "unknown");
+  if (!unk.IsEmpty() && unk.IsArray()) {
+    Napi::Array ua = unk.As<Napi::Array>();
+    for (uint32_t i = 0; i < ua.Length(); i++) {
+      if (!ua.Get(i).IsObject()) c.Fail("unknown attributes must be { attr, hex }");
+      Napi::Object u = ua.Get(i).As<Napi::Object>();
       nft::ExprAttr a;
       a.kind = ValueKind::kRaw;
       a.type = static_cast<uint16_t>(NumField(c, u, "attr", 0xffff, 0));
-      Napi::Value hv = u.Get("hex");
+      Napi::Value hv = GetK(u, "hex");
       if (!(hv.IsString() && hv.As<Napi::String>().Utf8Value().empty())) a.bytes = Bytes(c, hv, "unknown.hex", 4096);
       e.attrs.push_back(std::move(a));
     }
@@ -244,25 +264,65 @@ uint8_t Family(const Ctx& c, Napi::Object o) {
   return static_cast<uint8_t>(f);
 }
 
+// An element is an object ({ key, keyEnd?, flags?, verdict? | data?, timeout?, comment? }) or
+// the positional form [key, flags, verdictCode, verdictChain, data, timeout, comment, keyEnd].
 nft::Element ElementFromJs(const Ctx& c, Napi::Value v, size_t i) {
-  const std::string k = "elements[" + std::to_string(i) + "]";
-  if (!v.IsObject()) c.Fail(k + " must be an object");
-  Napi::Object o = v.As<Napi::Object>();
+  auto where = [&](const char* f) { return "elements[" + std::to_string(i) + "]." + f; };
+  if (!v.IsObject()) c.Fail("elements[" + std::to_string(i) + "] must be an object");
   nft::Element e;
-  e.key = Bytes(c, o.Get("key"), k + ".key");
-  if (Has(o, "keyEnd")) e.key_end = Bytes(c, o.Get("keyEnd"), k + ".keyEnd");
-  if (Has(o, "flags")) {
-    e.flags = static_cast<uint32_t>(NumField(c, o, "flags", 0xffffffffu, 0));
+  Napi::Value key, key_end, flags, verdict_code, verdict_chain, verdict, data, timeout, comment;
+  if (v.IsArray()) {
+    Napi::Array a = v.As<Napi::Array>();
+    key = a.Get(0u);
+    flags = a.Get(1u);
+    verdict_code = a.Get(2u);
+    verdict_chain = a.Get(3u);
+    data = a.Get(4u);
+    timeout = a.Get(5u);
+    comment = a.Get(6u);
+    key_end = a.Get(7u);
+  } else {
+    Napi::Object o = v.As<Napi::Object>();
+    key = GetK(o, "key");
+    key_end = GetK(o, "keyEnd");
+    flags = GetK(o, "flags");
+    verdict = GetK(o, "verdict");
+    data = GetK(o, "data");
+    timeout = GetK(o, "timeout");
+    comment = GetK(o, "comment");
+  }
+  auto present = [](const Napi::Value& x) { return !x.IsEmpty() && !x.IsUndefined() && !x.IsNull(); };
+  e.key = Bytes(c, key, where("key"));
+  if (present(key_end)) e.key_end = Bytes(c, key_end, where("keyEnd"));
+  if (present(flags)) {
+    e.flags = static_cast<uint32_t>(Num(c, flags, where("flags"), 0xffffffffu));
     e.has_flags = true;
   }
-  if (Has(o, "verdict")) {
+  if (present(verdict)) {
     e.has_verdict = true;
-    e.verdict = VerdictFromJs(c, o.Get("verdict"));
-  } else if (Has(o, "data")) {
-    e.data = Bytes(c, o.Get("data"), k + ".data");
+    e.verdict = VerdictFromJs(c, verdict);
+  } else if (present(verdict_code)) {
+    if (!verdict_code.IsString()) c.Fail(where("verdict") + " must be a verdict name");
+    int64_t x;
+    const std::string code = verdict_code.As<Napi::String>().Utf8Value();
+    if (!nft::EnumValue(nft::VerdictNames(), code, &x)) c.Fail("unknown verdict " + code);
+    e.has_verdict = true;
+    e.verdict.code = static_cast<int32_t>(x);
+    if (e.verdict.code == NFT_JUMP || e.verdict.code == NFT_GOTO) {
+      if (!verdict_chain.IsString() || verdict_chain.As<Napi::String>().Utf8Value().empty())
+        c.Fail(where("verdict") + ": " + code + " needs a chain");
+      e.verdict.chain = verdict_chain.As<Napi::String>().Utf8Value();
+      if (e.verdict.chain.size() >= NFT_CHAIN_MAXNAMELEN) c.Fail(where("verdict") + ": chain name too long");
+    }
+  } else if (present(data)) {
+    e.data = Bytes(c, data, where("data"));
   }
-  e.timeout_ms = NumField(c, o, "timeout", UINT64_MAX / 2, 0);
-  e.comment = Str(c, o, "comment", false, 127);
+  if (present(timeout)) e.timeout_ms = Num(c, timeout, where("timeout"), UINT64_MAX / 2);
+  if (present(comment)) {
+    if (!comment.IsString()) c.Fail(where("comment") + " must be a string");
+    e.comment = comment.As<Napi::String>().Utf8Value();
+    if (e.comment.size() > 127) c.Fail(where("comment") + " is longer than 127 bytes");
+  }
   return e;
 }
 
@@ -301,14 +361,14 @@ nft::Op OpFromJs(Napi::Env env, Napi::Value v, size_t index) {
     ch.table = Str(c, o, "table", true, NFT_TABLE_MAXNAMELEN - 1);
     ch.handle = NumField(c, o, "handle", UINT64_MAX, 0);
     ch.name = Str(c, o, "name", ch.handle == 0 || is_new, NFT_CHAIN_MAXNAMELEN - 1);
-    Napi::Value hv = o.Get("hook");
+    Napi::Value hv = GetK(o, "hook");
     if (is_new && hv.IsObject()) {
       Napi::Object h = hv.As<Napi::Object>();
       ch.base = true;
       ch.type = Str(c, h, "type", true, 15);
       ch.hooknum = static_cast<uint32_t>(NumField(c, h, "hooknum", 16, 1000));
       if (ch.hooknum == 1000) c.Fail("hook.hooknum is required");
-      Napi::Value pr = h.Get("priority");
+      Napi::Value pr = GetK(h, "priority");
       if (!pr.IsNumber()) c.Fail("hook.priority must be a number");
       const double p = pr.As<Napi::Number>().DoubleValue();
       if (p != std::floor(p) || p < INT32_MIN || p > INT32_MAX) c.Fail("hook.priority must be a 32-bit integer");
@@ -340,7 +400,7 @@ nft::Op OpFromJs(Napi::Env env, Napi::Value v, size_t index) {
       s.timeout_ms = NumField(c, o, "timeout", UINT64_MAX / 2, 0);
       s.gc_interval_ms = static_cast<uint32_t>(NumField(c, o, "gcInterval", 0xffffffffu, 0));
       s.size = static_cast<uint32_t>(NumField(c, o, "size", 0xffffffffu, 0));
-      Napi::Value cl = o.Get("concat");
+      Napi::Value cl = GetK(o, "concat");
       if (cl.IsArray()) {
         Napi::Array a = cl.As<Napi::Array>();
         for (uint32_t i = 0; i < a.Length(); i++) s.concat_lens.push_back(static_cast<uint8_t>(Num(c, a.Get(i), "concat", 64)));
@@ -364,7 +424,7 @@ nft::Op OpFromJs(Napi::Env env, Napi::Value v, size_t index) {
     op.ref.table = Str(c, o, "table", true, NFT_TABLE_MAXNAMELEN - 1);
     op.ref.set = Str(c, o, "set", true, NFT_SET_MAXNAMELEN - 1);
     op.ref.set_id = static_cast<uint32_t>(NumField(c, o, "setId", 0xffffffffu, 0));
-    Napi::Value ev = o.Get("elements");
+    Napi::Value ev = GetK(o, "elements");
     if (!ev.IsArray()) c.Fail("elements must be an array");
     Napi::Array a = ev.As<Napi::Array>();
     op.elements.reserve(a.Length());
@@ -386,10 +446,11 @@ nft::Op OpFromJs(Napi::Env env, Napi::Value v, size_t index) {
     }
     if (op.verb == nft::Verb::kAdd || op.verb == nft::Verb::kCreate || op.verb == nft::Verb::kInsert ||
         op.verb == nft::Verb::kReplace) {
-      Napi::Value ex = o.Get("exprs");
+      Napi::Value ex = GetK(o, "exprs");
       if (!ex.IsArray()) c.Fail("exprs must be an array");
       Napi::Array a = ex.As<Napi::Array>();
       if (a.Length() > 128) c.Fail("more than 128 expressions in a rule");
+      op.rule.exprs.reserve(a.Length());
       for (uint32_t i = 0; i < a.Length(); i++) op.rule.exprs.push_back(ExprFromJs(c, a.Get(i)));
       r.comment = Str(c, o, "comment", false, 127);
     }
@@ -407,6 +468,10 @@ nft::TxOptions TxOptionsFromJs(Napi::Env env, Napi::Value v) {
   t.max_weight = NumField(c, o, "maxOpsPerTransaction", 1u << 30, 0);
   t.max_elem_bytes = NumField(c, o, "maxMessageBytes", 60000, 60000);
   if (t.max_elem_bytes < 256) c.Fail("maxMessageBytes must be at least 256");
+  // acks: false -> only failures are answered (nfnetlink reports every failed message whether
+  // or not it asked for an ack), saving one reply per op on huge loads.
+  Napi::Value acks = GetK(o, "acks");
+  if (acks.IsBoolean()) t.ack = acks.As<Napi::Boolean>().Value();
   if (Has(o, "genId")) {
     t.has_gen_id = true;
     t.gen_id = static_cast<uint32_t>(NumField(c, o, "genId", 0xffffffffu, 0));
@@ -773,7 +838,7 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
       Napi::Object o = info[0].As<Napi::Object>();
       family = static_cast<uint8_t>(NumField(c, o, "family", 255, 0));
       table = Str(c, o, "table", false, NFT_TABLE_MAXNAMELEN - 1);
-      if (o.Get("elements").IsBoolean()) elements = o.Get("elements").As<Napi::Boolean>().Value();
+      if (GetK(o, "elements").IsBoolean()) elements = GetK(o, "elements").As<Napi::Boolean>().Value();
     }
     auto ch = ch_;
     return PromiseWorker<Listing>::Run(
@@ -860,9 +925,23 @@ Napi::Value DecodeElementsJs(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
+// { payload: ['dreg', 'base', …], immediate: ['dreg', 'data', 'verdict'], … }: the order of the
+// positional expression form.
+Napi::Value ExprSchemaJs(Napi::Env env) {
+  Napi::Object o = Napi::Object::New(env);
+  for (const nft::ExprSchema& s : nft::ExprSchemas()) {
+    Napi::Array a = Napi::Array::New(env, s.fields.size() + 1);
+    for (size_t i = 0; i < s.fields.size(); i++) a.Set(i, s.fields[i].js);
+    a.Set(s.fields.size(), "verdict");
+    o.Set(s.name, a);
+  }
+  return o;
+}
+
 void InitNftables(Napi::Env env, Napi::Object exports) {
   NftHandle::Init(env, exports);
   Napi::Object codec = CodecNamespace(env, exports, "nftables");
+  codec.Set("exprSchema", ExprSchemaJs(env));
   codec.Set("encodeTransactions", Napi::Function::New(env, EncodeTransactions));
   codec.Set("decodeRule", Napi::Function::New(env, DecodeRuleJs));
   codec.Set("decodeChain", Napi::Function::New(env, DecodeChainJs));

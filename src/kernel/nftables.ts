@@ -7,6 +7,7 @@ import {
   native,
   type HandleOptions,
   type NativeNftElement,
+  type NativeNftElementTuple,
   type NativeNftHandle,
   type NativeNftOp,
   type NativeNftSet,
@@ -103,6 +104,12 @@ export interface CommitOptions {
   /** Commit only if the ruleset generation is still this one (else ERESTART): optimistic
    *  concurrency against a listing's genId. */
   genId?: number;
+  /**
+   * NLM_F_ACK on every op (default true): every op is answered, so a lost reply is visible.
+   * false: only failed ops are answered (nfnetlink reports each failure with or without the
+   * flag, still mapped to its op) — one reply fewer per op on huge loads.
+   */
+  acks?: boolean;
 }
 
 export type NftOpStatus = 'ok' | 'error' | 'rolled-back' | 'not-sent' | 'unknown';
@@ -378,46 +385,49 @@ const END = 1; // NFT_SET_ELEM_INTERVAL_END
 
 /** Elements as the kernel wants them: keys as bytes; an interval set's CIDR becomes a start
  *  element and an end element (flag INTERVAL_END) at the first address past it, sorted, with a
- *  leading zero END element when the lowest range does not start at zero — as nft does. */
-export function lowerElements(s: SetSpec, elements: SetElement[], verb: string): NativeNftElement[] {
-  const dataEnc = (e: SetElement): Partial<NativeNftElement> => {
-    if (s.map === 'verdict') {
-      if (!e.verdict && (verb === 'add' || verb === 'create'))
-        throw NetlinkError.invalid('nftables', `map ${s.name}: element ${renderKey(e)} needs a verdict`);
-      return e.verdict ? { verdict: e.verdict } : {};
-    }
-    if (s.map) {
-      if (e.data === undefined) {
-        if (verb === 'add' || verb === 'create') throw NetlinkError.invalid('nftables', `map ${s.name}: element ${renderKey(e)} needs data`);
-        return {};
+ *  leading zero END element when the lowest range does not start at zero — as nft does.
+ *  Positional tuples (NativeNftElementTuple): cheap to hand across N-API in bulk. */
+export function lowerElements(s: SetSpec, elements: SetElement[], verb: string): NativeNftElementTuple[] {
+  const adding = verb === 'add' || verb === 'create';
+  const tuple = (key: Buffer, e: SetElement | undefined, flags?: number): NativeNftElementTuple => {
+    let code: string | undefined;
+    let chain: string | undefined;
+    let data: Buffer | undefined;
+    let timeout: number | undefined;
+    let comment: string | undefined;
+    if (e) {
+      if (s.map === 'verdict') {
+        if (e.verdict) {
+          code = e.verdict.code;
+          chain = e.verdict.chain;
+        } else if (adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${renderKey(e)} needs a verdict`);
+      } else if (s.map) {
+        if (e.data !== undefined) data = encodeKey([s.map], [e.data]);
+        else if (adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${renderKey(e)} needs data`);
+      } else if (e.verdict || e.data !== undefined) {
+        throw NetlinkError.invalid('nftables', `set ${s.name} is not a map`);
       }
-      return { data: encodeKey([s.map], [e.data]) };
+      if (e.timeout !== undefined) {
+        if (!s.timeout && !s.timeoutFlag) throw NetlinkError.invalid('nftables', `set ${s.name} has no timeout flag`);
+        if (!Number.isInteger(e.timeout) || e.timeout <= 0) throw NetlinkError.invalid('nftables', 'timeout must be a positive integer (ms)');
+        timeout = e.timeout;
+      }
+      if (e.comment !== undefined) {
+        if (Buffer.byteLength(e.comment) > 127) throw NetlinkError.invalid('nftables', 'comment longer than 127 bytes');
+        comment = e.comment;
+      }
     }
-    if (e.verdict || e.data !== undefined) throw NetlinkError.invalid('nftables', `set ${s.name} is not a map`);
-    return {};
-  };
-  const extras = (e: SetElement): Partial<NativeNftElement> => {
-    const x: Partial<NativeNftElement> = {};
-    if (e.timeout !== undefined) {
-      if (!s.timeout && !s.timeoutFlag) throw NetlinkError.invalid('nftables', `set ${s.name} has no timeout flag`);
-      if (!Number.isInteger(e.timeout) || e.timeout <= 0) throw NetlinkError.invalid('nftables', 'timeout must be a positive integer (ms)');
-      x.timeout = e.timeout;
-    }
-    if (e.comment !== undefined) {
-      if (Buffer.byteLength(e.comment) > 127) throw NetlinkError.invalid('nftables', 'comment longer than 127 bytes');
-      x.comment = e.comment;
-    }
-    return x;
+    return [key, flags, code, chain, data, timeout, comment, undefined];
   };
   const one = (e: SetElement): SetElement => {
     if (!e || !Array.isArray(e.key)) throw NetlinkError.invalid('nftables', `set ${s.name}: element key must be an array of values`);
     return e;
   };
   if (!s.interval) {
-    const out = new Array<NativeNftElement>(elements.length);
+    const out = new Array<NativeNftElementTuple>(elements.length);
     for (let i = 0; i < elements.length; i++) {
       const e = one(elements[i]!);
-      out[i] = { key: encodeKey(s.key, e.key), ...dataEnc(e), ...extras(e) };
+      out[i] = tuple(encodeKey(s.key, e.key), e);
     }
     return out;
   }
@@ -428,13 +438,27 @@ export function lowerElements(s: SetSpec, elements: SetElement[], verb: string):
     return { e, ...cidrRange(t, e.key[0]!) };
   });
   ranges.sort((a, b) => Buffer.compare(a.start, b.start));
-  const out: NativeNftElement[] = [];
-  if ((verb === 'add' || verb === 'create') && ranges.length && ranges[0]!.start.some((x) => x !== 0))
-    out.push({ key: Buffer.alloc(ranges[0]!.start.length), flags: END });
+  const out: NativeNftElementTuple[] = [];
+  if (adding && ranges.length && ranges[0]!.start.some((x) => x !== 0))
+    out.push(tuple(Buffer.alloc(ranges[0]!.start.length), undefined, END));
   for (const r of ranges) {
-    out.push({ key: r.start, ...dataEnc(r.e), ...extras(r.e) });
-    if (r.end) out.push({ key: r.end, flags: END });
+    out.push(tuple(r.start, r.e));
+    if (r.end) out.push(tuple(r.end, undefined, END));
   }
+  return out;
+}
+
+let exprSchema: Record<string, string[]> | undefined;
+
+/** The positional form of an expression (field order from the addon's schema). */
+function positional(e: Expr): object | unknown[] {
+  exprSchema ??= native().codec.nftables.exprSchema;
+  const fields = exprSchema[e.type];
+  if (!fields || 'unknown' in e) return e;
+  const rec = e as unknown as Record<string, unknown>;
+  const out = new Array<unknown>(fields.length + 1);
+  out[0] = e.type;
+  for (let i = 0; i < fields.length; i++) out[i + 1] = rec[fields[i]!];
   return out;
 }
 
@@ -484,7 +508,7 @@ function lowerOps(ops: readonly NftOp[]): NativeNftOp[] {
       }
       case 'rule': {
         const r = op.rule;
-        const o: NativeNftOp = { kind: 'rule', verb: op.verb, family: FAMILY_NUMBER[r.family], table: r.table, chain: r.chain, exprs: r.exprs };
+        const o: NativeNftOp = { kind: 'rule', verb: op.verb, family: FAMILY_NUMBER[r.family], table: r.table, chain: r.chain, exprs: r.exprs.map(positional) };
         if (r.handle !== undefined && (op.verb === 'replace' || op.verb === 'delete' || op.verb === 'destroy')) o.handle = r.handle;
         if (op.position !== undefined) o.position = op.position;
         if (r.comment) o.comment = r.comment;

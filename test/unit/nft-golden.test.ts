@@ -159,18 +159,20 @@ for (const c of golden.cases) {
   test(`golden ${c.name}: ${c.cmd}`, () => {
     const tx = new NftTransaction();
     BUILD[c.name]!(tx);
-    const ops = lowerTransaction(tx);
-    assert.equal(c.messages.length, 1);
     const theirs = Buffer.from(c.messages[0]!, 'hex');
-    const id = nftSetId(theirs);
-    if (id !== undefined) ops[0]!.setId = id;
-    if (ops[0]!.kind === 'rule') {
+    assert.equal(c.messages.length, 1);
+    const built = tx.ops[0]!.kind === 'rule' ? tx.ops[0]!.rule.exprs : [];
+    if (tx.ops[0]!.kind === 'rule') {
       // lookups: nft's set id, as above
       const decoded = codec.nftables.decodeRule(theirs).exprs;
-      ops[0]!.exprs = (ops[0]!.exprs as Array<Record<string, unknown>>).map((e, i) =>
-        e.type === 'lookup' && decoded[i]?.setId !== undefined ? { ...e, setId: decoded[i]!.setId } : e,
-      );
+      tx.ops[0]!.rule = {
+        ...tx.ops[0]!.rule,
+        exprs: built.map((e, i) => (e.type === 'lookup' && decoded[i]?.setId !== undefined ? { ...e, setId: decoded[i]!.setId as number } : e)),
+      };
     }
+    const ops = lowerTransaction(tx);
+    const id = nftSetId(theirs);
+    if (id !== undefined) ops[0]!.setId = id;
     const batches = codec.nftables.encodeTransactions(ops);
     assert.equal(batches.length, 1);
     const msgs = split(batches[0]!);
@@ -194,13 +196,13 @@ for (const c of golden.cases) {
     if (ops[0]!.kind === 'rule') {
       // nft --debug=netlink lines (after "family table chain") == ipvsync's rendering
       const lines = c.debug.slice(c.debug.findIndex((l) => l.startsWith('  ['))).filter((l) => l.startsWith('  ['));
-      assert.deepEqual(tx.ops[0]!.kind === 'rule' ? tx.ops[0]!.rule.exprs.map((e) => `  ${renderExpr(e)}`) : [], lines);
+      assert.deepEqual(built.map((e) => `  ${renderExpr(e)}`), lines);
       // and nft's bytes decode into the model the builders produced
       const decoded = codec.nftables.decodeRule(theirs).exprs.map((e) => {
         const { setId: _s, ...rest } = e as Record<string, unknown>;
         return canonicalExpr(rest as unknown as Expr);
       });
-      assert.deepEqual(decoded, tx.ops[0]!.kind === 'rule' ? canonicalExprs(tx.ops[0]!.rule.exprs) : []);
+      assert.deepEqual(decoded, canonicalExprs(built));
     }
   });
 }
