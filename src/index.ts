@@ -3,4 +3,13 @@ export { ApplyResult, type BatchOptions, type OpStatus } from './kernel/batch.js
 export { Genl, type GenlFamily, type GenlOptions } from './kernel/genl.js';
 export { Ipvs, formatInfo, type IpvsInfo } from './kernel/ipvs.js';
 export { Links, type Link } from './kernel/links.js';
+export {
+  Nftables, NftTransaction, NftCommitResult, PRIORITY, renderOp, lowerTransaction,
+  type NftablesApi, type NftOp, type NftVerb, type NftOpStatus, type CommitOptions, type NftRuleset,
+  type TableSpec, type ChainSpec, type SetSpec, type SetElement, type RuleSpec, type HookName,
+  type TableInfo, type ChainInfo, type SetInfo, type RuleInfo, type NftTransactionReport, type ListOptions,
+} from './kernel/nftables.js';
+export * as nftExpr from './kernel/nft-expr.js';
+export * as nftRules from './kernel/nft-rules.js';
+export { type NftFamily, type DataType, type KeyValue } from './kernel/nft-types.js';
 export type { HandleOptions, SocketStats } from './native.js';

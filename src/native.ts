@@ -94,6 +94,149 @@ export interface ParsedMessage {
   extackOffset?: number;
 }
 
+// ---- nftables ----
+/** A wire-shaped op (src/kernel/nftables.ts lowers typed ops to these). */
+export interface NativeNftOp {
+  kind: 'table' | 'chain' | 'set' | 'elements' | 'rule';
+  verb: 'add' | 'create' | 'delete' | 'destroy' | 'flush' | 'insert' | 'replace';
+  family: number;
+  name?: string;
+  table?: string;
+  handle?: number;
+  flags?: number;
+  hook?: { type: string; hooknum: number; priority: number; policy?: number; device?: string };
+  keyType?: number;
+  keyLen?: number;
+  keyByteorder?: number;
+  dataType?: number;
+  dataLen?: number;
+  dataByteorder?: number;
+  id?: number;
+  timeout?: number;
+  gcInterval?: number;
+  size?: number;
+  concat?: number[];
+  comment?: string;
+  set?: string;
+  setId?: number;
+  elements?: Array<NativeNftElement | NativeNftElementTuple>;
+  chain?: string;
+  position?: number;
+  /** Objects, or the positional form [type, ...fields in exprSchema order, verdict]. */
+  exprs?: Array<object | unknown[]>;
+}
+
+/** Positional element: [key, flags, verdictCode, verdictChain, data, timeout, comment, keyEnd]. */
+export type NativeNftElementTuple = [
+  Buffer,
+  number | undefined,
+  string | undefined,
+  string | undefined,
+  Buffer | undefined,
+  number | undefined,
+  string | undefined,
+  Buffer | undefined,
+];
+
+export interface NativeNftElement {
+  key: Buffer | string;
+  keyEnd?: Buffer | string;
+  flags?: number;
+  data?: Buffer | string;
+  verdict?: { code: string; chain?: string };
+  timeout?: number;
+  expiration?: number;
+  comment?: string;
+}
+
+export interface NativeNftCommitOptions {
+  maxOpsPerTransaction?: number;
+  maxMessageBytes?: number;
+  genId?: number;
+  acks?: boolean;
+}
+
+export interface NativeNftCommitOutcome {
+  statuses: Uint8Array;
+  errors: NetlinkError[];
+  transactions: Array<{ firstOp: number; endOp: number; sent: boolean; committed: boolean }>;
+  sendmsgCalls: number;
+}
+
+export interface NativeNftTable {
+  family: number;
+  name: string;
+  flags: number;
+  handle: number;
+  use: number;
+}
+
+export interface NativeNftChain {
+  family: number;
+  table: string;
+  name: string;
+  handle: number;
+  hook?: { type: string; hooknum: number; priority: number; policy?: number; device?: string };
+  use: number;
+  flags: number;
+}
+
+export interface NativeNftSet {
+  family: number;
+  table: string;
+  name: string;
+  handle: number;
+  flags: number;
+  keyType: number;
+  keyLen: number;
+  dataType?: number;
+  dataLen?: number;
+  timeout?: number;
+  gcInterval?: number;
+  size?: number;
+  concat?: number[];
+  comment?: string;
+  elements?: NativeNftElement[];
+}
+
+export interface NativeNftRule {
+  family: number;
+  table: string;
+  chain: string;
+  handle: number;
+  position?: number;
+  exprs: Array<Record<string, unknown> & { type: string }>;
+  comment?: string;
+}
+
+export interface NativeNftListing {
+  genId: number;
+  tables: NativeNftTable[];
+  chains: NativeNftChain[];
+  sets: NativeNftSet[];
+  rules: NativeNftRule[];
+}
+
+export interface NativeNftHandle {
+  commit(ops: NativeNftOp[], opts?: NativeNftCommitOptions): Promise<NativeNftCommitOutcome>;
+  list(opts?: { family?: number; table?: string; elements?: boolean }): Promise<NativeNftListing>;
+  genId(): Promise<number>;
+  stats(): SocketStats;
+}
+
+export interface NativeNftCodec {
+  /** Field order of the positional expression form, per expression type. */
+  exprSchema: Record<string, string[]>;
+  encodeTransactions(ops: NativeNftOp[], opts?: NativeNftCommitOptions): Buffer[];
+  decodeRule(msg: Buffer): NativeNftRule;
+  decodeChain(msg: Buffer): NativeNftChain;
+  decodeTable(msg: Buffer): NativeNftTable;
+  decodeSet(msg: Buffer): NativeNftSet;
+  decodeElements(msg: Buffer): { family: number; table: string; set: string; elements: NativeNftElement[] };
+  decodeGen(msg: Buffer): number;
+}
+// ---- end nftables ----
+
 /** Pure encoders/decoders, for golden-byte tests and fuzzing. */
 export interface NativeCodec {
   parseAttributes(buf: Buffer, nestedTypes?: number[]): AttributeNode[];
@@ -106,6 +249,7 @@ export interface NativeCodec {
   rtnl: {
     decodeLink(msg: Buffer): NativeLink;
   };
+  nftables: NativeNftCodec;
 }
 
 export interface NativeBinding {
@@ -113,6 +257,7 @@ export interface NativeBinding {
   GenlHandle: new (opts?: HandleOptions & { rcvbufBytes?: number }) => NativeGenlHandle;
   IpvsHandle: new (opts?: HandleOptions) => NativeIpvsHandle;
   RtnlHandle: new (opts?: HandleOptions) => NativeRtnlHandle;
+  NftHandle: new (opts?: HandleOptions) => NativeNftHandle;
   codec: NativeCodec;
 }
 

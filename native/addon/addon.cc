@@ -25,6 +25,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   InitCodec(env, exports);
   InitGenl(env, exports);
   InitIpvs(env, exports);
+  InitNftables(env, exports);
   InitRtnl(env, exports);
   return exports;
 }

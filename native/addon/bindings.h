@@ -14,6 +14,7 @@ namespace addon {
 void InitCodec(Napi::Env env, Napi::Object exports);
 void InitGenl(Napi::Env env, Napi::Object exports);
 void InitIpvs(Napi::Env env, Napi::Object exports);
+void InitNftables(Napi::Env env, Napi::Object exports);
 void InitRtnl(Napi::Env env, Napi::Object exports);
 
 // Codec hooks for tests: every family adds its pure encoders/decoders under
