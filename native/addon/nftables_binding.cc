@@ -474,11 +474,9 @@ nft::TxOptions TxOptionsFromJs(Napi::Env env, Napi::Value v) {
   if (acks.IsBoolean()) t.ack = acks.As<Napi::Boolean>().Value();
   if (Has(o, "genId")) {
     t.has_gen_id = true;
+    // A stale generation is refused at BATCH_BEGIN and nothing else in the batch is answered;
+    // the socket stops waiting once that reply is in.
     t.gen_id = static_cast<uint32_t>(NumField(c, o, "genId", 0xffffffffu, 0));
-    // A stale generation is refused at BATCH_BEGIN and nothing else in the batch is answered:
-    // with per-op acks requested the socket would sit out its reply timeout waiting for them.
-    // Errors are reported per op with or without NLM_F_ACK, so leave the acks out here.
-    t.ack = false;
   }
   return t;
 }
