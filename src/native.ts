@@ -67,6 +67,102 @@ export interface NativeRtnlHandle {
   stats(): SocketStats;
 }
 
+// ---- ipset ----
+export type IpSetFamily = 'inet' | 'inet6';
+export type IpSetProto = 'tcp' | 'udp' | 'sctp' | 'udplite' | 'icmp' | 'icmpv6' | number;
+
+/** One element of a set. Which fields apply depends on the set type (see src/kernel/ipsets.ts). */
+export interface NativeIpSetMember {
+  ip?: string;
+  cidr?: number;
+  proto?: IpSetProto;
+  port?: number;
+  ip2?: string;
+  cidr2?: number;
+  timeout?: number;
+  packets?: bigint | number;
+  bytes?: bigint | number;
+  comment?: string;
+  nomatch?: boolean;
+  skbmark?: number;
+  skbmarkmask?: number;
+  skbprio?: number;
+  skbqueue?: number;
+  /** Restore line, sent as the element's LINENO (libipset's restore mode). */
+  line?: number;
+}
+
+export interface NativeIpSetHeader {
+  name: string;
+  type: string;
+  family?: IpSetFamily;
+  revision: number;
+  hashsize?: number;
+  maxelem?: number;
+  netmask?: number;
+  timeout?: number;
+  counters?: boolean;
+  comment?: boolean;
+  skbinfo?: boolean;
+  forceadd?: boolean;
+  range?: { from: number; to: number };
+  bucketsize?: number;
+  initval?: number;
+  references: number;
+  memsize: number;
+  elements: number;
+  index?: number;
+  members?: NativeIpSetMember[];
+}
+
+export type NativeIpSetOp =
+  | {
+      op: 'create';
+      name: string;
+      type: string;
+      family?: IpSetFamily;
+      hashsize?: number;
+      maxelem?: number;
+      netmask?: number;
+      timeout?: number;
+      counters?: boolean;
+      comment?: boolean;
+      skbinfo?: boolean;
+      forceadd?: boolean;
+      range?: { from: number; to: number };
+      bucketsize?: number;
+      initval?: number;
+      exist?: boolean;
+    }
+  | { op: 'destroy' | 'flush'; name: string }
+  | { op: 'rename'; name: string; to: string }
+  | { op: 'swap'; name: string; with: string }
+  | { op: 'add' | 'del'; name: string; type: string; family?: IpSetFamily; members: NativeIpSetMember[]; exist?: boolean };
+
+export interface NativeIpsetHandle {
+  protocol(): Promise<number>;
+  apply(
+    ops: NativeIpSetOp[],
+    opts?: { stopOnError?: boolean; maxBatchMessages?: number },
+  ): Promise<NativeBatchOutcome & { messages: number }>;
+  list(name?: string, opts?: { headersOnly?: boolean }): Promise<NativeIpSetHeader[]>;
+  test(name: string, type: string, family: IpSetFamily | undefined, members: NativeIpSetMember[]): Promise<Uint8Array>;
+  stats(): SocketStats;
+}
+
+export interface NativeIpsetCodec {
+  encodeOps(ops: NativeIpSetOp[], opts?: { protocol?: number; revision?: number; maxMessageBytes?: number }): Buffer;
+  encodeProtocol(): Buffer;
+  encodeType(type: string, family?: IpSetFamily, protocol?: number): Buffer;
+  encodeList(name?: string, protocol?: number): Buffer;
+  encodeTest(name: string, type: string, family: IpSetFamily | undefined, member: NativeIpSetMember, protocol?: number): Buffer;
+  decodeList(datagram: Buffer): NativeIpSetHeader[];
+  decodeProtocol(msg: Buffer): { max: number; min: number };
+  decodeType(msg: Buffer): { revision: number; revisionMin: number };
+  errorInfo(code: number, cmd: string, bitmap?: boolean): { code: string; message: string };
+}
+// ---- end ipset ----
+
 export interface AttributeNode {
   type: number;
   nested: boolean;
@@ -106,6 +202,7 @@ export interface NativeCodec {
   rtnl: {
     decodeLink(msg: Buffer): NativeLink;
   };
+  ipset: NativeIpsetCodec;
 }
 
 export interface NativeBinding {
@@ -113,6 +210,7 @@ export interface NativeBinding {
   GenlHandle: new (opts?: HandleOptions & { rcvbufBytes?: number }) => NativeGenlHandle;
   IpvsHandle: new (opts?: HandleOptions) => NativeIpvsHandle;
   RtnlHandle: new (opts?: HandleOptions) => NativeRtnlHandle;
+  IpsetHandle: new (opts?: HandleOptions) => NativeIpsetHandle;
   codec: NativeCodec;
 }
 

@@ -26,6 +26,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   InitGenl(env, exports);
   InitIpvs(env, exports);
   InitRtnl(env, exports);
+  InitIpset(env, exports);
   return exports;
 }
 
