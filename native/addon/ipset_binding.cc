@@ -147,7 +147,8 @@ void AddrArg(Napi::Env env, const Napi::Value& v, const Napi::Value& cidr_v, boo
     if (cidr_val < 1 || cidr_val > max)
       Bad(env, where, "prefix length " + std::to_string(cidr_val) + " is out of range 1-" + std::to_string(max));
   }
-  *cidr = cidr_val >= 0 ? static_cast<uint8_t>(cidr_val) : (net ? static_cast<uint8_t>(max) : 0);
+  // No prefix: nothing is sent and the kernel takes the host prefix (as libipset does).
+  *cidr = cidr_val >= 0 ? static_cast<uint8_t>(cidr_val) : 0;
 }
 
 ipset::Member MemberArg(Napi::Env env, const Napi::Value& v, const ipset::TypeInfo& t, uint8_t family,
