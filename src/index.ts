@@ -2,7 +2,7 @@ export { NetlinkError, type NetlinkErrorFields, type NetlinkErrorKind } from './
 export { ApplyResult, type BatchOptions, type OpStatus } from './kernel/batch.js';
 export { Genl, type GenlFamily, type GenlOptions } from './kernel/genl.js';
 export { Ipvs, formatInfo, type IpvsInfo } from './kernel/ipvs.js';
-export { Links, type Link } from './kernel/links.js';
+export { Links, type Address, type Link, type LinkOp, type LinksApi } from './kernel/links.js';
 export type { HandleOptions, SocketStats } from './native.js';
 export {
   IpSets,

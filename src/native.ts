@@ -64,8 +64,37 @@ export interface NativeGenlHandle {
 
 export interface NativeRtnlHandle {
   links(): Promise<NativeLink[]>;
+  link(name: string): Promise<NativeLink | null>;
+  addresses(opts?: { family?: 'inet' | 'inet6'; link?: string }): Promise<NativeAddress[]>;
+  apply(ops: NativeRtnlOp[], opts?: { stopOnError?: boolean; maxBatchMessages?: number }): Promise<NativeBatchOutcome>;
   stats(): SocketStats;
 }
+
+// ---- rtnl ----
+export interface NativeAddress {
+  /** Name of the link the address is on. */
+  link: string;
+  index: number;
+  family: 'inet' | 'inet6';
+  address: string;
+  prefixlen: number;
+  scope: 'global' | 'site' | 'link' | 'host' | 'nowhere' | number;
+  /** IFA_F_* */
+  flags: number;
+  peer?: string;
+  label?: string;
+  validLifetime?: number;
+  preferredLifetime?: number;
+}
+
+/** A link is named by `name`/`link`, or by `index`. Addresses: 'a.b.c.d[/len]', 'x::y[/len]'
+ *  (no length: /32 or /128). `exist`: no EEXIST for what is already there. */
+export type NativeRtnlOp =
+  | { op: 'addLink'; name: string; kind: 'dummy' | 'bridge'; mtu?: number; exist?: boolean }
+  | { op: 'delLink'; name?: string; index?: number }
+  | { op: 'setLink'; name?: string; index?: number; up: boolean }
+  | { op: 'addAddr' | 'delAddr'; link?: string; index?: number; address: string; exist?: boolean };
+// ---- end rtnl ----
 
 // ---- ipset ----
 export type IpSetFamily = 'inet' | 'inet6';
@@ -201,6 +230,9 @@ export interface NativeCodec {
   };
   rtnl: {
     decodeLink(msg: Buffer): NativeLink;
+    decodeAddr(msg: Buffer): NativeAddress;
+    encodeOps(ops: NativeRtnlOp[]): Buffer;
+    encodeDumpAddrs(family?: number): Buffer;
   };
   ipset: NativeIpsetCodec;
 }
