@@ -17,3 +17,4 @@ export {
   type IpSetsApi,
 } from './kernel/ipsets.js';
 export { formatSave as formatIpsetSave, parseRestore as parseIpsetRestore, RestoreSyntaxError } from './kernel/ipset-format.js';
+export { Conntrack, type ConntrackApi, type DeleteFlowsResult, type Flow, type FlowFilter } from './kernel/conntrack.js';

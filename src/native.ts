@@ -192,6 +192,64 @@ export interface NativeIpsetCodec {
 }
 // ---- end ipset ----
 
+// ---- conntrack ----
+export interface NativeCtTuple {
+  src: string;
+  dst: string;
+  sport?: number;
+  dport?: number;
+  icmpId?: number;
+  icmpType?: number;
+  icmpCode?: number;
+}
+
+export interface NativeFlow {
+  family: 'inet' | 'inet6';
+  proto: 'tcp' | 'udp' | 'sctp' | 'udplite' | 'dccp' | 'icmp' | 'icmpv6' | number;
+  orig: NativeCtTuple;
+  reply: NativeCtTuple;
+  /** IPS_* bits */
+  status: number;
+  /** seconds left */
+  timeout: number;
+  mark: number;
+  id: number;
+  use: number;
+  zone?: number;
+  tcpState?: string;
+  counters?: { origPackets: bigint; origBytes: bigint; replyPackets: bigint; replyBytes: bigint };
+}
+
+/** Every given field must match. Ports need proto. */
+export interface NativeFlowFilter {
+  family?: 'inet' | 'inet6';
+  proto?: NativeFlow['proto'];
+  origSrc?: string;
+  origDst?: string;
+  origDport?: number;
+  /** The endpoint (after DNAT) answering the flow. */
+  replySrc?: string;
+  replySport?: number;
+}
+
+export interface NativeConntrackHandle {
+  list(filter?: NativeFlowFilter): Promise<NativeFlow[]>;
+  count(filter?: NativeFlowFilter): Promise<number>;
+  delete(
+    filter: NativeFlowFilter,
+    opts?: { maxBatchMessages?: number },
+  ): Promise<{ matched: number; deleted: number; gone: number; errors: NetlinkError[]; sendmsgCalls: number }>;
+  stats(): SocketStats;
+}
+
+export interface NativeConntrackCodec {
+  decodeFlow(msg: Buffer): NativeFlow;
+  matches(msg: Buffer, filter: NativeFlowFilter): boolean;
+  encodeDelete(flowMsg: Buffer): Buffer;
+  encodeDump(family?: number): Buffer;
+}
+// ---- end conntrack ----
+
 export interface AttributeNode {
   type: number;
   nested: boolean;
@@ -235,6 +293,7 @@ export interface NativeCodec {
     encodeDumpAddrs(family?: number): Buffer;
   };
   ipset: NativeIpsetCodec;
+  conntrack: NativeConntrackCodec;
 }
 
 export interface NativeBinding {
@@ -243,6 +302,7 @@ export interface NativeBinding {
   IpvsHandle: new (opts?: HandleOptions) => NativeIpvsHandle;
   RtnlHandle: new (opts?: HandleOptions) => NativeRtnlHandle;
   IpsetHandle: new (opts?: HandleOptions) => NativeIpsetHandle;
+  ConntrackHandle: new (opts?: HandleOptions) => NativeConntrackHandle;
   codec: NativeCodec;
 }
 

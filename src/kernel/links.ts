@@ -41,11 +41,11 @@ export class Links implements LinksApi {
     return this.h.links();
   }
 
-  get(name: string): Promise<Link | null> {
+  async get(name: string): Promise<Link | null> {
     return this.h.link(name);
   }
 
-  addresses(opts: { family?: 'inet' | 'inet6'; link?: string } = {}): Promise<Address[]> {
+  async addresses(opts: { family?: 'inet' | 'inet6'; link?: string } = {}): Promise<Address[]> {
     return this.h.addresses(opts);
   }
 
