@@ -2,7 +2,6 @@ export { NetlinkError, type NetlinkErrorFields, type NetlinkErrorKind } from './
 export { ApplyResult, type BatchOptions, type OpStatus } from './kernel/batch.js';
 export { Genl, type GenlFamily, type GenlOptions } from './kernel/genl.js';
 export { Ipvs, formatInfo, type IpvsInfo } from './kernel/ipvs.js';
-export { Links, type Link } from './kernel/links.js';
 export {
   Nftables, NftTransaction, NftCommitResult, PRIORITY, renderOp, lowerTransaction,
   type NftablesApi, type NftOp, type NftVerb, type NftOpStatus, type CommitOptions, type NftRuleset,
@@ -12,4 +11,20 @@ export {
 export * as nftExpr from './kernel/nft-expr.js';
 export * as nftRules from './kernel/nft-rules.js';
 export { type NftFamily, type DataType, type KeyValue } from './kernel/nft-types.js';
+
+export { Links, type Address, type Link, type LinkOp, type LinksApi } from './kernel/links.js';
 export type { HandleOptions, SocketStats } from './native.js';
+export {
+  IpSets,
+  IPSET_TYPES,
+  type IpSet,
+  type IpSetFamily,
+  type IpSetMember,
+  type IpSetOp,
+  type IpSetProto,
+  type IpSetSpec,
+  type IpSetType,
+  type IpSetsApi,
+} from './kernel/ipsets.js';
+export { formatSave as formatIpsetSave, parseRestore as parseIpsetRestore, RestoreSyntaxError } from './kernel/ipset-format.js';
+export { Conntrack, type ConntrackApi, type DeleteFlowsResult, type Flow, type FlowFilter } from './kernel/conntrack.js';

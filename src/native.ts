@@ -64,8 +64,191 @@ export interface NativeGenlHandle {
 
 export interface NativeRtnlHandle {
   links(): Promise<NativeLink[]>;
+  link(name: string): Promise<NativeLink | null>;
+  addresses(opts?: { family?: 'inet' | 'inet6'; link?: string }): Promise<NativeAddress[]>;
+  apply(ops: NativeRtnlOp[], opts?: { stopOnError?: boolean; maxBatchMessages?: number }): Promise<NativeBatchOutcome>;
   stats(): SocketStats;
 }
+
+// ---- rtnl ----
+export interface NativeAddress {
+  /** Name of the link the address is on. */
+  link: string;
+  index: number;
+  family: 'inet' | 'inet6';
+  address: string;
+  prefixlen: number;
+  scope: 'global' | 'site' | 'link' | 'host' | 'nowhere' | number;
+  /** IFA_F_* */
+  flags: number;
+  peer?: string;
+  label?: string;
+  validLifetime?: number;
+  preferredLifetime?: number;
+}
+
+/** A link is named by `name`/`link`, or by `index`. Addresses: 'a.b.c.d[/len]', 'x::y[/len]'
+ *  (no length: /32 or /128). `exist`: no EEXIST for what is already there. */
+export type NativeRtnlOp =
+  | { op: 'addLink'; name: string; kind: 'dummy' | 'bridge'; mtu?: number; exist?: boolean }
+  | { op: 'delLink'; name?: string; index?: number }
+  | { op: 'setLink'; name?: string; index?: number; up: boolean }
+  | { op: 'addAddr' | 'delAddr'; link?: string; index?: number; address: string; exist?: boolean };
+// ---- end rtnl ----
+
+// ---- ipset ----
+export type IpSetFamily = 'inet' | 'inet6';
+export type IpSetProto = 'tcp' | 'udp' | 'sctp' | 'udplite' | 'icmp' | 'icmpv6' | number;
+
+/** One element of a set. Which fields apply depends on the set type (see src/kernel/ipsets.ts). */
+export interface NativeIpSetMember {
+  ip?: string;
+  cidr?: number;
+  proto?: IpSetProto;
+  port?: number;
+  ip2?: string;
+  cidr2?: number;
+  timeout?: number;
+  packets?: bigint | number;
+  bytes?: bigint | number;
+  comment?: string;
+  nomatch?: boolean;
+  skbmark?: number;
+  skbmarkmask?: number;
+  skbprio?: number;
+  skbqueue?: number;
+  /** Restore line, sent as the element's LINENO (libipset's restore mode). */
+  line?: number;
+}
+
+export interface NativeIpSetHeader {
+  name: string;
+  type: string;
+  family?: IpSetFamily;
+  revision: number;
+  hashsize?: number;
+  maxelem?: number;
+  netmask?: number;
+  timeout?: number;
+  counters?: boolean;
+  comment?: boolean;
+  skbinfo?: boolean;
+  forceadd?: boolean;
+  range?: { from: number; to: number };
+  bucketsize?: number;
+  initval?: number;
+  references: number;
+  memsize: number;
+  elements: number;
+  index?: number;
+  members?: NativeIpSetMember[];
+}
+
+export type NativeIpSetOp =
+  | {
+      op: 'create';
+      name: string;
+      type: string;
+      family?: IpSetFamily;
+      hashsize?: number;
+      maxelem?: number;
+      netmask?: number;
+      timeout?: number;
+      counters?: boolean;
+      comment?: boolean;
+      skbinfo?: boolean;
+      forceadd?: boolean;
+      range?: { from: number; to: number };
+      bucketsize?: number;
+      initval?: number;
+      exist?: boolean;
+    }
+  | { op: 'destroy' | 'flush'; name: string }
+  | { op: 'rename'; name: string; to: string }
+  | { op: 'swap'; name: string; with: string }
+  | { op: 'add' | 'del'; name: string; type: string; family?: IpSetFamily; members: NativeIpSetMember[]; exist?: boolean };
+
+export interface NativeIpsetHandle {
+  protocol(): Promise<number>;
+  apply(
+    ops: NativeIpSetOp[],
+    opts?: { stopOnError?: boolean; maxBatchMessages?: number },
+  ): Promise<NativeBatchOutcome & { messages: number }>;
+  list(name?: string, opts?: { headersOnly?: boolean }): Promise<NativeIpSetHeader[]>;
+  test(name: string, type: string, family: IpSetFamily | undefined, members: NativeIpSetMember[]): Promise<Uint8Array>;
+  stats(): SocketStats;
+}
+
+export interface NativeIpsetCodec {
+  encodeOps(ops: NativeIpSetOp[], opts?: { protocol?: number; revision?: number; maxMessageBytes?: number }): Buffer;
+  encodeProtocol(): Buffer;
+  encodeType(type: string, family?: IpSetFamily, protocol?: number): Buffer;
+  encodeList(name?: string, protocol?: number): Buffer;
+  encodeTest(name: string, type: string, family: IpSetFamily | undefined, member: NativeIpSetMember, protocol?: number): Buffer;
+  decodeList(datagram: Buffer): NativeIpSetHeader[];
+  decodeProtocol(msg: Buffer): { max: number; min: number };
+  decodeType(msg: Buffer): { revision: number; revisionMin: number };
+  errorInfo(code: number, cmd: string, bitmap?: boolean): { code: string; message: string };
+}
+// ---- end ipset ----
+
+// ---- conntrack ----
+export interface NativeCtTuple {
+  src: string;
+  dst: string;
+  sport?: number;
+  dport?: number;
+  icmpId?: number;
+  icmpType?: number;
+  icmpCode?: number;
+}
+
+export interface NativeFlow {
+  family: 'inet' | 'inet6';
+  proto: 'tcp' | 'udp' | 'sctp' | 'udplite' | 'dccp' | 'icmp' | 'icmpv6' | number;
+  orig: NativeCtTuple;
+  reply: NativeCtTuple;
+  /** IPS_* bits */
+  status: number;
+  /** seconds left */
+  timeout: number;
+  mark: number;
+  id: number;
+  use: number;
+  zone?: number;
+  tcpState?: string;
+  counters?: { origPackets: bigint; origBytes: bigint; replyPackets: bigint; replyBytes: bigint };
+}
+
+/** Every given field must match. Ports need proto. */
+export interface NativeFlowFilter {
+  family?: 'inet' | 'inet6';
+  proto?: NativeFlow['proto'];
+  origSrc?: string;
+  origDst?: string;
+  origDport?: number;
+  /** The endpoint (after DNAT) answering the flow. */
+  replySrc?: string;
+  replySport?: number;
+}
+
+export interface NativeConntrackHandle {
+  list(filter?: NativeFlowFilter): Promise<NativeFlow[]>;
+  count(filter?: NativeFlowFilter): Promise<number>;
+  delete(
+    filter: NativeFlowFilter,
+    opts?: { maxBatchMessages?: number },
+  ): Promise<{ matched: number; deleted: number; gone: number; errors: NetlinkError[]; sendmsgCalls: number }>;
+  stats(): SocketStats;
+}
+
+export interface NativeConntrackCodec {
+  decodeFlow(msg: Buffer): NativeFlow;
+  matches(msg: Buffer, filter: NativeFlowFilter): boolean;
+  encodeDelete(flowMsg: Buffer): Buffer;
+  encodeDump(family?: number): Buffer;
+}
+// ---- end conntrack ----
 
 export interface AttributeNode {
   type: number;
@@ -248,8 +431,14 @@ export interface NativeCodec {
   };
   rtnl: {
     decodeLink(msg: Buffer): NativeLink;
+    decodeAddr(msg: Buffer): NativeAddress;
+    encodeOps(ops: NativeRtnlOp[]): Buffer;
+    encodeDumpAddrs(family?: number): Buffer;
   };
   nftables: NativeNftCodec;
+
+  ipset: NativeIpsetCodec;
+  conntrack: NativeConntrackCodec;
 }
 
 export interface NativeBinding {
@@ -258,6 +447,9 @@ export interface NativeBinding {
   IpvsHandle: new (opts?: HandleOptions) => NativeIpvsHandle;
   RtnlHandle: new (opts?: HandleOptions) => NativeRtnlHandle;
   NftHandle: new (opts?: HandleOptions) => NativeNftHandle;
+
+  IpsetHandle: new (opts?: HandleOptions) => NativeIpsetHandle;
+  ConntrackHandle: new (opts?: HandleOptions) => NativeConntrackHandle;
   codec: NativeCodec;
 }
 

@@ -27,6 +27,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   InitIpvs(env, exports);
   InitNftables(env, exports);
   InitRtnl(env, exports);
+  InitIpset(env, exports);
+  InitConntrack(env, exports);
   return exports;
 }
 
