@@ -35,7 +35,8 @@ export function registerIpvs(program: Command, handleOptions: () => HandleOption
     .command('restore')
     .description('apply `ipvsadm -R` rules from stdin in batches; a parse error applies nothing')
     .option('--continue', 'keep going after a kernel error (default: stop at the first)')
-    .action(async (o: { continue?: boolean }) => {
+    .option('--batch <n>', 'at most this many requests per sendmsg (default 1024); lines after a failing one in its batch were already sent', (v) => Number.parseInt(v, 10))
+    .action(async (o: { continue?: boolean; batch?: number }) => {
       const text = await readStdin();
       let rules;
       try {
@@ -50,7 +51,7 @@ export function registerIpvs(program: Command, handleOptions: () => HandleOption
       const h = await Ipvs.open(handleOptions());
       const result = await h.apply(
         rules.map((r) => r.op),
-        { stopOnError: !o.continue },
+        { stopOnError: !o.continue, ...(o.batch && o.batch > 0 ? { maxBatchMessages: o.batch } : {}) },
       );
       for (const e of [...result.errors].sort((a, b) => (a.index ?? 0) - (b.index ?? 0))) {
         const rule = e.index !== undefined ? rules[e.index] : undefined;
@@ -59,6 +60,7 @@ export function registerIpvs(program: Command, handleOptions: () => HandleOption
       if (!result.ok) {
         const notSent = result.count('not-sent');
         if (notSent > 0) console.error(`ipvsync: stopped; ${notSent} later line(s) not applied (use --continue to go on past errors)`);
+        console.error(`ipvsync: ${result.count('ok')} of ${result.size} line(s) applied`);
         process.exit(1);
       }
     });

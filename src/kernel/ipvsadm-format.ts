@@ -548,7 +548,7 @@ export function formatList(info: IpvsInfo | null, services: Service[], resolver:
     let name: string;
     if (s.fwmark) name = s.family === 'inet6' ? `FWM  ${s.fwmark} IPv6` : `FWM  ${s.fwmark}`;
     else {
-      name = `${s.protocol!.toUpperCase()}  ${addrPort(resolver, s.family, s.address!, s.port!, proto)}`;
+      name = `${s.protocol!.toUpperCase().padEnd(4)} ${addrPort(resolver, s.family, s.address!, s.port!, proto)}`;
       if (s.family === 'inet') name = name.slice(0, 33);
     }
     const st = s.stats ?? zero;
