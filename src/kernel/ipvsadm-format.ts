@@ -284,10 +284,10 @@ function parseLine(args: string[]): IpvsOp {
   if (!st.real) throw new Error(`${st.cmd} needs a real server (-r)`);
   const forward = st.forward ?? 'droute';
   let port = st.real.port ?? svcPort;
-  // As ipvsadm: direct routing and tunnelling cannot change the port, so the real server of an
-  // address service gets the service's port.
-  if (!('fwmark' in service) && (forward === 'droute' || forward === 'tunnel')) port = svcPort;
   if (st.cmd === '-d') return { op: 'deleteDestination', service, dest: { address: st.real.address, port, family: st.real.family } };
+  // As ipvsadm (-a/-e): direct routing and tunnelling cannot change the port, so the real server
+  // of an address service gets the service's port.
+  if (!('fwmark' in service) && (forward === 'droute' || forward === 'tunnel')) port = svcPort;
   if (st.real.family !== serviceFamily && forward !== 'tunnel')
     throw new Error('Different address family is allowed only for tunneling servers');
   const dest: DestinationConfig = { address: st.real.address, port, family: st.real.family, forward, weight: st.weight ?? 1 };
