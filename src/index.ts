@@ -8,6 +8,7 @@ export {
   serviceId,
   type AddressFamily,
   type AddressServiceId,
+  type ApplyOptions,
   type Daemon,
   type DaemonConfig,
   type Destination,

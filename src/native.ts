@@ -46,7 +46,7 @@ export interface NativeIpvsListOptions {
 
 export interface NativeIpvsHandle {
   info(): Promise<NativeIpvsInfo>;
-  apply(ops: unknown[], opts?: { stopOnError?: boolean; maxBatchMessages?: number }): Promise<NativeBatchOutcome>;
+  apply(ops: unknown[], opts?: { stopOnError?: boolean; maxBatchMessages?: number; ack?: 'each' | 'errors' }): Promise<NativeBatchOutcome>;
   services(opts?: NativeIpvsListOptions): Promise<NativeIpvsObject[]>;
   service(key: unknown, opts?: NativeIpvsListOptions): Promise<NativeIpvsObject | null>;
   destinations(key: unknown, opts?: { stats?: boolean }): Promise<NativeIpvsObject[]>;
@@ -57,7 +57,7 @@ export interface NativeIpvsHandle {
 
 export interface NativeIpvsCodec {
   encodeGetInfo(familyId: number): Buffer;
-  encodeOps(ops: unknown[], familyId: number): Buffer;
+  encodeOps(ops: unknown[], familyId: number, opts?: { ack?: 'each' | 'errors' }): Buffer;
   encodeGetServices(familyId: number): Buffer;
   encodeGetService(key: unknown, familyId: number): Buffer;
   encodeGetDests(key: unknown, familyId: number): Buffer;

@@ -175,6 +175,15 @@ export type IpvsOp =
   | { op: 'startDaemon'; daemon: DaemonConfig }
   | { op: 'stopDaemon'; daemon: { state: 'master' | 'backup' } };
 
+export interface ApplyOptions extends BatchOptions {
+  /**
+   * 'errors' (default): requests carry no NLM_F_ACK and the kernel answers only failures (IPVS
+   * handles requests synchronously inside sendmsg, so silence means success) — one recvmsg per
+   * chunk instead of one per op. 'each': every request is acked, exactly as ipvsadm sends it.
+   */
+  ack?: 'each' | 'errors';
+}
+
 export interface ListOptions {
   /** Also dump every service's destinations (one GET_DEST dump per service, one worker job). */
   withDestinations?: boolean;
@@ -186,7 +195,7 @@ export interface ListOptions {
 export interface IpvsApi {
   info(): Promise<IpvsInfo>;
   /** Many mixed ops in one batch: one N-API crossing, many per sendmsg, a result per op. */
-  apply(ops: IpvsOp[], opts?: BatchOptions): Promise<ApplyResult>;
+  apply(ops: IpvsOp[], opts?: ApplyOptions): Promise<ApplyResult>;
   services(opts?: ListOptions): Promise<Service[]>;
   /** One service, or null when the kernel has none with this identity. */
   service(id: ServiceId, opts?: ListOptions): Promise<Service | null>;
@@ -224,12 +233,12 @@ export class Ipvs implements IpvsApi {
    * nothing is sent), then sends them in order, many per sendmsg. With `stopOnError` (default)
    * nothing after the chunk holding the first failure is sent.
    */
-  async apply(ops: IpvsOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
+  async apply(ops: IpvsOp[], opts: ApplyOptions = {}): Promise<ApplyResult> {
     return new ApplyResult(await this.h.apply(ops, opts));
   }
 
   /** Like apply, but throws the first failure. */
-  async applyOrThrow(ops: IpvsOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
+  async applyOrThrow(ops: IpvsOp[], opts: ApplyOptions = {}): Promise<ApplyResult> {
     const r = await this.apply(ops, opts);
     if (r.errors.length > 0) throw r.errors[0];
     if (!r.ok) throw new NetlinkError({ message: 'apply: some ops got no reply', code: 'ENOBUFS', errno: 105, kind: 'nobufs', op: 'apply' });

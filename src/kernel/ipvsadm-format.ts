@@ -360,6 +360,41 @@ function v6Bytes(a: string): number[] {
   return out;
 }
 
+/**
+ * glibc's qsort (2.36: a top-down merge sort, msort_with_tmp), step for step. libipvs's
+ * comparators overflow and are not transitive for some address sets (10.0.0.1 < 127.0.0.1 <
+ * 200.0.0.1 < 10.0.0.1), so ipvsadm's order then depends on the kernel's dump order and on
+ * this exact algorithm; reproducing both keeps the output identical.
+ */
+export function glibcSort<T>(items: readonly T[], cmp: (a: T, b: T) => number): T[] {
+  const a = [...items];
+  const tmp: T[] = new Array<T>(a.length);
+  const sort = (lo: number, n: number): void => {
+    if (n <= 1) return;
+    const n1 = Math.floor(n / 2);
+    sort(lo, n1);
+    sort(lo + n1, n - n1);
+    let i = lo;
+    let j = lo + n1;
+    let l = n1;
+    let r = n - n1;
+    let k = 0;
+    while (l > 0 && r > 0) {
+      if (cmp(a[i]!, a[j]!) <= 0) {
+        tmp[k++] = a[i++]!;
+        l--;
+      } else {
+        tmp[k++] = a[j++]!;
+        r--;
+      }
+    }
+    while (l-- > 0) tmp[k++] = a[i++]!;
+    for (let m = 0; m < k; m++) a[lo + m] = tmp[m]!;
+  };
+  sort(0, a.length);
+  return a;
+}
+
 const PROTO_NUM: Record<string, number> = { tcp: 6, udp: 17, sctp: 132 };
 const AF_NUM: Record<AddressFamily, number> = { inet: 2, inet6: 10 };
 
@@ -476,10 +511,12 @@ function ruleService(s: Service, r: NameResolver): string {
 
 const FWD_SWITCH: Record<ForwardMethod, string> = { masq: '-m', local: '-g', tunnel: '-i', droute: '-g' };
 
-/** `ipvsadm -S [-n]` for services listed with their destinations. */
+/** `ipvsadm -S [-n]` for services listed with their destinations, in the kernel's dump order
+ *  (as services() returns them): the order matters where ipvsadm's comparators are not
+ *  transitive (see glibcSort). */
 export function formatSave(services: Service[], resolver: NameResolver = numeric): string {
   const lines: string[] = [];
-  for (const s of [...services].sort(compareServices)) {
+  for (const s of glibcSort(services, compareServices)) {
     const name = ruleService(s, resolver);
     let l = `-A ${name} -s ${s.scheduler}`;
     if (s.flags.includes('persistent')) {
@@ -493,7 +530,7 @@ export function formatSave(services: Service[], resolver: NameResolver = numeric
     if (sf.length) l += ` -b ${sf.join(',')}`;
     lines.push(l);
     const proto: IpvsProtocol = s.protocol ?? 'tcp';
-    for (const d of [...(s.destinations ?? [])].sort((a, b) => compareDests(s.family, a, b))) {
+    for (const d of glibcSort(s.destinations ?? [], (a, b) => compareDests(s.family, a, b))) {
       let dl = `-a ${name} -r ${addrPort(resolver, d.family, d.address, d.port, proto)} ${FWD_SWITCH[d.forward]} -w ${d.weight}`;
       if (d.forward === 'tunnel' && d.tunnel) {
         const csum = d.tunnel.checksum === 'csum' ? '--tun-csum' : d.tunnel.checksum === 'remcsum' ? '--tun-remcsum' : '--tun-nocsum';
@@ -543,7 +580,7 @@ export function formatList(info: IpvsInfo | null, services: Service[], resolver:
       out.push('Prot LocalAddress:Port Scheduler Flags', '  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn');
   }
   const zero = { conns: 0, inPackets: 0, outPackets: 0, inBytes: 0, outBytes: 0, cps: 0, inPps: 0, outPps: 0, inBps: 0, outBps: 0 };
-  for (const s of [...services].sort(compareServices)) {
+  for (const s of glibcSort(services, compareServices)) {
     const proto: IpvsProtocol = s.protocol ?? 'tcp';
     let name: string;
     if (s.fwmark) name = s.family === 'inet6' ? `FWM  ${s.fwmark} IPv6` : `FWM  ${s.fwmark}`;
@@ -569,7 +606,7 @@ export function formatList(info: IpvsInfo | null, services: Service[], resolver:
       if (s.flags.includes('one-packet')) l += ' ops';
       out.push(l);
     }
-    for (const d of [...(s.destinations ?? [])].sort((a, b) => compareDests(s.family, a, b))) {
+    for (const d of glibcSort(s.destinations ?? [], (a, b) => compareDests(s.family, a, b))) {
       let dn = addrPort(resolver, d.family, d.address, d.port, proto);
       if (s.family === 'inet') dn = dn.slice(0, 28);
       const ds = d.stats ?? zero;

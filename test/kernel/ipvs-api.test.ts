@@ -2,13 +2,18 @@
 // (write -> list -> equal) for IPv4, IPv6 and fwmark services, every scheduler and forwarding
 // method, tunnel attributes; kernel errors keep errno, op and index; validation sends nothing;
 // stop-on-error leaves later chunks unsent; a 50k-destination dump spans many recv calls.
-import { test, beforeEach } from 'node:test';
+import { test, beforeEach, after } from 'node:test';
 import assert from 'node:assert/strict';
 import * as os from 'node:os';
 import { Ipvs, SCHEDULERS, type Destination, type DestinationConfig, type IpvsOp, type Service, type ServiceConfig, type ServiceId } from '../../src/kernel/ipvs.js';
 import { NetlinkError } from '../../src/errors.js';
 
 const ipvs = await Ipvs.open();
+
+after(async () => {
+  // Leave the kernel's table as we found it (the suite's files share one guest kernel).
+  await ipvs.flush();
+});
 
 beforeEach(async () => {
   await ipvs.flush();
@@ -263,23 +268,25 @@ test('kernel errors: EEXIST, ESRCH, with op, errno and index', async () => {
   assert.equal(await ipvs.service(missing), null);
 });
 
-test('a batch failing in the middle reports the op index; stopOnError leaves later chunks unsent', async () => {
-  const mk = (i: number): IpvsOp => ({ op: 'addService', service: { protocol: 'tcp', address: `10.2.0.${i}`, port: 80, scheduler: 'rr' } });
-  const ops = [mk(1), mk(2), mk(1), mk(3), mk(4), mk(5)];
-  const stopped = await ipvs.apply(ops, { maxBatchMessages: 2 });
-  assert.deepEqual([0, 1, 2, 3, 4, 5].map((i) => stopped.status(i)), ['ok', 'ok', 'error', 'ok', 'not-sent', 'not-sent']);
-  assert.equal(stopped.errors.length, 1);
-  assert.equal(stopped.errors[0]!.index, 2);
-  assert.equal(stopped.errors[0]!.code, 'EEXIST');
-  assert.equal(stopped.sendmsgCalls, 2);
-  assert.deepEqual((await ipvs.services()).map((s) => s.address).sort(), ['10.2.0.1', '10.2.0.2', '10.2.0.3']);
+for (const ack of ['errors', 'each'] as const) {
+  test(`a batch failing in the middle reports the op index; stopOnError leaves later chunks unsent (ack: ${ack})`, async () => {
+    const mk = (i: number): IpvsOp => ({ op: 'addService', service: { protocol: 'tcp', address: `10.2.0.${i}`, port: 80, scheduler: 'rr' } });
+    const ops = [mk(1), mk(2), mk(1), mk(3), mk(4), mk(5)];
+    const stopped = await ipvs.apply(ops, { maxBatchMessages: 2, ack });
+    assert.deepEqual([0, 1, 2, 3, 4, 5].map((i) => stopped.status(i)), ['ok', 'ok', 'error', 'ok', 'not-sent', 'not-sent']);
+    assert.equal(stopped.errors.length, 1);
+    assert.equal(stopped.errors[0]!.index, 2);
+    assert.equal(stopped.errors[0]!.code, 'EEXIST');
+    assert.equal(stopped.sendmsgCalls, 2);
+    assert.deepEqual((await ipvs.services()).map((s) => s.address).sort(), ['10.2.0.1', '10.2.0.2', '10.2.0.3']);
 
-  await ipvs.flush();
-  const all = await ipvs.apply(ops, { maxBatchMessages: 2, stopOnError: false });
-  assert.deepEqual([0, 1, 2, 3, 4, 5].map((i) => all.status(i)), ['ok', 'ok', 'error', 'ok', 'ok', 'ok']);
-  assert.equal(all.sendmsgCalls, 3);
-  assert.equal((await ipvs.services()).length, 5);
-});
+    await ipvs.flush();
+    const all = await ipvs.apply(ops, { maxBatchMessages: 2, stopOnError: false, ack });
+    assert.deepEqual([0, 1, 2, 3, 4, 5].map((i) => all.status(i)), ['ok', 'ok', 'error', 'ok', 'ok', 'ok']);
+    assert.equal(all.sendmsgCalls, 3);
+    assert.equal((await ipvs.services()).length, 5);
+  });
+}
 
 test('invalid input sends nothing (every validation case is also covered by the unit suite)', async () => {
   const before = ipvs.socketStats().sendmsgCalls;

@@ -1,6 +1,6 @@
 // The `ipvsync ipvs …` command line as a black box (spawned like a user would), on a real
 // kernel inside the test VM, with ipvsadm as the independent reader.
-import { test, beforeEach } from 'node:test';
+import { test, beforeEach, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
@@ -16,6 +16,11 @@ function cli(args: string[], input?: string): { code: number; stdout: string; st
   const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', input });
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
+
+after(() => {
+  // Leave the kernel's table empty (the suite's files share one guest kernel).
+  ipvsadm(['-C']);
+});
 
 beforeEach(() => {
   ipvsadm(['-C']);

@@ -375,3 +375,14 @@ test('malformed replies are rejected with a reason, never read out of bounds', (
   rejects(() => codec.decodeDaemon(genl(9, attr(3, Buffer.concat([attr(1, u32(1)), attr(5, Buffer.from([1, 2, 3]))])))), /./);
   rejects(() => codec.decodeService(Buffer.from([1, 2, 3])), /shorter than a netlink header/);
 });
+
+test("apply's default form: the same requests without NLM_F_ACK (the kernel answers failures only)", () => {
+  const want = fixture('new-service-v4').at(-1)!;
+  const ops: IpvsOp[] = [{ op: 'addService', service: { ...tcp80, scheduler: 'rr' } }];
+  const quiet = codec.encodeOps(ops, familyOf(want), { ack: 'errors' });
+  const expected = Buffer.from(want);
+  expected.writeUInt16LE(1, 6); // NLM_F_REQUEST only
+  assert.equal(hex(quiet), hex(expected));
+  assert.equal(hex(codec.encodeOps(ops, familyOf(want), { ack: 'each' })), hex(want));
+  assert.throws(() => codec.encodeOps(ops, 1, { ack: 'some' as 'each' }), (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid');
+});

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Service } from '../../src/kernel/ipvs.js';
-import { compareServices, formatList, formatSave, parseRules, RulesParseError, type NameResolver } from '../../src/kernel/ipvsadm-format.js';
+import { compareServices, formatList, formatSave, glibcSort, parseRules, RulesParseError, type NameResolver } from '../../src/kernel/ipvsadm-format.js';
 import { prng } from '../helpers/bytes.js';
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'test', 'fixtures', 'ipvs');
@@ -131,4 +131,20 @@ test('parseRules: errors name the line', () => {
 test('parseRules reads back everything formatSave prints', () => {
   const printed = formatSave(model(SAVE));
   assert.equal(formatSave(model(printed)), SAVE);
+});
+
+test("ipvsadm's order for non-transitive address sets follows glibc qsort over the dump order", () => {
+  // Expected orders printed by glibc 2.36 qsort with libipvs's overflowing comparison (a small
+  // C program, same element size class as ipvs entries).
+  const v = (s: string): Service => model(`-A -t ${s}:80 -s rr\n`)[0]!;
+  const cases: Array<[string[], string[]]> = [
+    [['10.0.0.1', '127.0.0.1', '200.0.0.1', '10.0.0.2', '200.0.0.2', '127.0.0.2'], ['10.0.0.1', '10.0.0.2', '127.0.0.1', '127.0.0.2', '200.0.0.1', '200.0.0.2']],
+    [['200.0.0.1', '127.0.0.1', '10.0.0.1', '10.0.0.2', '200.0.0.2', '127.0.0.2'], ['200.0.0.1', '10.0.0.1', '10.0.0.2', '127.0.0.1', '127.0.0.2', '200.0.0.2']],
+    [['127.0.0.1', '200.0.0.1', '10.0.0.1', '200.0.0.2', '127.0.0.2', '10.0.0.2'], ['127.0.0.1', '200.0.0.1', '200.0.0.2', '10.0.0.1', '10.0.0.2', '127.0.0.2']],
+    [['10.0.0.2', '200.0.0.2', '127.0.0.2', '10.0.0.1', '127.0.0.1', '200.0.0.1'], ['10.0.0.1', '10.0.0.2', '127.0.0.1', '127.0.0.2', '200.0.0.1', '200.0.0.2']],
+  ];
+  for (const [input, want] of cases) {
+    assert.deepEqual(glibcSort(input.map(v), compareServices).map((s) => s.address), want);
+    assert.equal(formatSave(input.map(v)), want.map((a) => `-A -t ${a}:80 -s rr\n`).join(''));
+  }
 });
