@@ -1,18 +1,50 @@
 export { NetlinkError, type NetlinkErrorFields, type NetlinkErrorKind } from './errors.js';
 export { ApplyResult, type BatchOptions, type OpStatus } from './kernel/batch.js';
 export { Genl, type GenlFamily, type GenlOptions } from './kernel/genl.js';
-export { Ipvs, formatInfo, type IpvsInfo } from './kernel/ipvs.js';
 export {
   Nftables, NftTransaction, NftCommitResult, PRIORITY, renderOp, lowerTransaction,
   type NftablesApi, type NftOp, type NftVerb, type NftOpStatus, type CommitOptions, type NftRuleset,
   type TableSpec, type ChainSpec, type SetSpec, type SetElement, type RuleSpec, type HookName,
-  type TableInfo, type ChainInfo, type SetInfo, type RuleInfo, type NftTransactionReport, type ListOptions,
+  type TableInfo, type ChainInfo, type SetInfo, type RuleInfo, type NftTransactionReport, type ListOptions as NftListOptions,
 } from './kernel/nftables.js';
 export * as nftExpr from './kernel/nft-expr.js';
 export * as nftRules from './kernel/nft-rules.js';
 export { type NftFamily, type DataType, type KeyValue } from './kernel/nft-types.js';
 
 export { Links, type Address, type Link, type LinkOp, type LinksApi } from './kernel/links.js';
+export {
+  Ipvs,
+  SCHEDULERS,
+  formatInfo,
+  serviceId,
+  type AddressFamily,
+  type AddressServiceId,
+  type ApplyOptions,
+  type Daemon,
+  type DaemonConfig,
+  type Destination,
+  type DestinationConfig,
+  type DestinationId,
+  type ForwardMethod,
+  type FwmarkServiceId,
+  type IpvsApi,
+  type IpvsInfo,
+  type IpvsOp,
+  type IpvsOptions,
+  type IpvsProtocol,
+  type IpvsStats,
+  type ListOptions,
+  type Scheduler,
+  type Service,
+  type ServiceConfig,
+  type ServiceFlag,
+  type ServiceId,
+  type ServiceOptions,
+  type Timeouts,
+  type TunnelOptions,
+  type TunnelType,
+} from './kernel/ipvs.js';
+export { formatList, formatSave, parseRules, RulesParseError, fileResolver, numeric, type NameResolver, type ParsedRule } from './kernel/ipvsadm-format.js';
 export type { HandleOptions, SocketStats } from './native.js';
 export {
   IpSets,

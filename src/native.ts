@@ -35,10 +35,41 @@ export interface NativeLink {
   address?: string;
 }
 
+// ---- ipvs ----
+/** Plain objects as the addon produces/accepts them; src/kernel/ipvs.ts has the typed model. */
+export type NativeIpvsObject = Record<string, unknown>;
+
+export interface NativeIpvsListOptions {
+  withDestinations?: boolean;
+  stats?: boolean;
+}
+
 export interface NativeIpvsHandle {
   info(): Promise<NativeIpvsInfo>;
+  apply(ops: unknown[], opts?: { stopOnError?: boolean; maxBatchMessages?: number; ack?: 'each' | 'errors' }): Promise<NativeBatchOutcome>;
+  services(opts?: NativeIpvsListOptions): Promise<NativeIpvsObject[]>;
+  service(key: unknown, opts?: NativeIpvsListOptions): Promise<NativeIpvsObject | null>;
+  destinations(key: unknown, opts?: { stats?: boolean }): Promise<NativeIpvsObject[]>;
+  timeouts(): Promise<{ tcp: number; tcpFin: number; udp: number }>;
+  daemons(): Promise<NativeIpvsObject[]>;
   stats(): SocketStats;
 }
+
+export interface NativeIpvsCodec {
+  encodeGetInfo(familyId: number): Buffer;
+  encodeOps(ops: unknown[], familyId: number, opts?: { ack?: 'each' | 'errors' }): Buffer;
+  encodeGetServices(familyId: number): Buffer;
+  encodeGetService(key: unknown, familyId: number): Buffer;
+  encodeGetDests(key: unknown, familyId: number): Buffer;
+  encodeGetConfig(familyId: number): Buffer;
+  encodeGetDaemons(familyId: number): Buffer;
+  decodeInfo(msg: Buffer): { version: string; connTableSize: number };
+  decodeService(msg: Buffer): NativeIpvsObject;
+  decodeDest(msg: Buffer, serviceFamily?: 'inet' | 'inet6'): NativeIpvsObject;
+  decodeConfig(msg: Buffer): { tcp: number; tcpFin: number; udp: number };
+  decodeDaemon(msg: Buffer): NativeIpvsObject;
+}
+// ---- end ipvs ----
 
 /** What every batch method returns: a status byte per request, errors only for failures. */
 export interface NativeBatchOutcome {
@@ -425,10 +456,7 @@ export interface NativeCodec {
   parseAttributes(buf: Buffer, nestedTypes?: number[]): AttributeNode[];
   writeAttributes(spec: AttributeSpec[]): Buffer;
   parseMessages(buf: Buffer): ParsedMessage[];
-  ipvs: {
-    encodeGetInfo(familyId: number): Buffer;
-    decodeInfo(msg: Buffer): { version: string; connTableSize: number };
-  };
+  ipvs: NativeIpvsCodec;
   rtnl: {
     decodeLink(msg: Buffer): NativeLink;
     decodeAddr(msg: Buffer): NativeAddress;
@@ -444,7 +472,7 @@ export interface NativeCodec {
 export interface NativeBinding {
   setErrorFactory(fn: (fields: NetlinkErrorFields) => Error): void;
   GenlHandle: new (opts?: HandleOptions & { rcvbufBytes?: number }) => NativeGenlHandle;
-  IpvsHandle: new (opts?: HandleOptions) => NativeIpvsHandle;
+  IpvsHandle: new (opts?: HandleOptions & { rcvbufBytes?: number }) => NativeIpvsHandle;
   RtnlHandle: new (opts?: HandleOptions) => NativeRtnlHandle;
   NftHandle: new (opts?: HandleOptions) => NativeNftHandle;
 

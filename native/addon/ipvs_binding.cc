@@ -1,13 +1,22 @@
-// JS surface of the IPVS family: class IpvsHandle.
+// JS surface of the IPVS family: class IpvsHandle, plus codec hooks under codec.ipvs.
+// JS ops are converted to ipvs::Op structs and validated on the main thread (a bad op throws a
+// kInvalid NetlinkError naming its index, and nothing is sent); a whole batch or a whole
+// listing then costs one worker job.
 #include <linux/ip_vs.h>
 #include <linux/netlink.h>
+#include <netinet/in.h>
 
+#include <cmath>
+#include <cstring>
 #include <memory>
+#include <vector>
 
 #include "addon/async.h"
+#include "addon/batch.h"
 #include "addon/bindings.h"
 #include "addon/channel.h"
 #include "addon/errors.h"
+#include "common/inet.h"
 #include "ipvs/codec.h"
 #include "netlink/genl.h"
 
@@ -19,18 +28,482 @@ const nl::GenlFamily& IpvsFamily(Channel& ch) {
   return ch.genl.Resolve(ch.Sock(), IPVS_GENL_NAME, "ip_vs");
 }
 
+// ---- JS -> structs ---------------------------------------------------------------------------
+
+// Collects the first problem of an op; the caller throws it with the op's index.
+struct Problem : std::exception {
+  explicit Problem(std::string w) : why(std::move(w)) {}
+  std::string why;
+};
+
+bool Has(const Napi::Object& o, const char* key) {
+  Napi::Value v = o.Get(key);
+  return !v.IsUndefined() && !v.IsNull();
+}
+
+std::string Str(const Napi::Object& o, const char* key) {
+  Napi::Value v = o.Get(key);
+  if (!v.IsString()) throw Problem(std::string(key) + " must be a string");
+  return v.As<Napi::String>().Utf8Value();
+}
+
+// An integer in [lo, hi]; `what` names it in the error.
+int64_t Int(const Napi::Object& o, const char* key, int64_t lo, int64_t hi) {
+  Napi::Value v = o.Get(key);
+  if (!v.IsNumber()) throw Problem(std::string(key) + " must be a number");
+  const double d = v.As<Napi::Number>().DoubleValue();
+  if (!std::isfinite(d) || std::floor(d) != d || d < static_cast<double>(lo) || d > static_cast<double>(hi))
+    throw Problem(std::string(key) + " must be an integer " + std::to_string(lo) + "-" + std::to_string(hi) +
+                  ", got " + v.ToString().Utf8Value());
+  return static_cast<int64_t>(d);
+}
+
+uint16_t FamilyOf(const Napi::Object& o, uint16_t dflt) {
+  if (!Has(o, "family")) return dflt;
+  const std::string f = Str(o, "family");
+  if (f == "inet") return ipvs::kAfInet;
+  if (f == "inet6") return ipvs::kAfInet6;
+  throw Problem("family must be 'inet' or 'inet6', got '" + f + "'");
+}
+
+void ParseAddr(const std::string& text, uint16_t* af, uint8_t out[16], const char* what) {
+  inet::Addr a;
+  if (!inet::Parse(text, &a)) throw Problem(std::string("invalid ") + what + " '" + text + "'");
+  *af = a.family == inet::kV4 ? ipvs::kAfInet : ipvs::kAfInet6;
+  std::memcpy(out, a.bytes, 16);
+}
+
+Napi::Object Obj(const Napi::Value& v, const char* what) {
+  if (!v.IsObject()) throw Problem(std::string(what) + " must be an object");
+  return v.As<Napi::Object>();
+}
+
+void ParseServiceKey(const Napi::Object& o, ipvs::ServiceKey* k) {
+  *k = ipvs::ServiceKey{};
+  if (Has(o, "fwmark")) {
+    if (Has(o, "address") || Has(o, "protocol"))
+      throw Problem("a service is identified by fwmark or by protocol/address/port, not both");
+    k->fwmark = static_cast<uint32_t>(Int(o, "fwmark", 1, 0xffffffffLL));
+    k->af = FamilyOf(o, ipvs::kAfInet);
+    return;
+  }
+  if (!Has(o, "protocol")) throw Problem("a service needs protocol, address and port, or a fwmark");
+  const std::string p = Str(o, "protocol");
+  if (p == "tcp") k->protocol = IPPROTO_TCP;
+  else if (p == "udp") k->protocol = IPPROTO_UDP;
+  else if (p == "sctp") k->protocol = IPPROTO_SCTP;
+  else throw Problem("protocol must be tcp, udp or sctp, got '" + p + "'");
+  ParseAddr(Str(o, "address"), &k->af, k->addr, "service address");
+  const uint16_t fam = FamilyOf(o, k->af);
+  if (fam != k->af) throw Problem("family does not match the service address");
+  k->port = static_cast<uint16_t>(Int(o, "port", 0, 65535));
+}
+
+struct FlagName {
+  const char* name;
+  uint32_t bit;
+  const char* sched;  // only valid with this scheduler (nullptr: any)
+};
+constexpr FlagName kFlags[] = {
+    {"persistent", ipvs::kFlagPersistent, nullptr}, {"one-packet", ipvs::kFlagOnePacket, nullptr},
+    {"sh-fallback", ipvs::kFlagSched1, "sh"},       {"sh-port", ipvs::kFlagSched2, "sh"},
+    {"mh-fallback", ipvs::kFlagSched1, "mh"},       {"mh-port", ipvs::kFlagSched2, "mh"},
+    {"flag-1", ipvs::kFlagSched1, nullptr},         {"flag-2", ipvs::kFlagSched2, nullptr},
+    {"flag-3", ipvs::kFlagSched3, nullptr},
+};
+
+void ParseService(const Napi::Object& o, ipvs::Service* s) {
+  ParseServiceKey(o, &s->key);
+  s->sched = Has(o, "scheduler") ? Str(o, "scheduler") : "wlc";
+  if (s->sched.empty() || s->sched.size() > IP_VS_SCHEDNAME_MAXLEN - 1)
+    throw Problem("scheduler name must be 1-15 characters, got '" + s->sched + "'");
+  s->flags = 0;
+  if (Has(o, "flags")) {
+    Napi::Value fv = o.Get("flags");
+    if (!fv.IsArray()) throw Problem("flags must be an array of flag names");
+    Napi::Array fa = fv.As<Napi::Array>();
+    for (uint32_t i = 0; i < fa.Length(); i++) {
+      Napi::Value e = fa.Get(i);
+      if (!e.IsString()) throw Problem("flags must be an array of flag names");
+      const std::string name = e.As<Napi::String>().Utf8Value();
+      const FlagName* hit = nullptr;
+      for (const FlagName& f : kFlags)
+        if (name == f.name) hit = &f;
+      if (!hit) throw Problem("unknown service flag '" + name + "'");
+      if (hit->sched && s->sched != hit->sched)
+        throw Problem("flag '" + name + "' needs the " + hit->sched + " scheduler, not " + s->sched);
+      s->flags |= hit->bit;
+    }
+  }
+  // ipvsadm 1.31's -p without a value means 360 s.
+  const bool persistent = (s->flags & ipvs::kFlagPersistent) != 0;
+  s->timeout = Has(o, "timeout") ? static_cast<uint32_t>(Int(o, "timeout", 0, 0xffffffffLL)) : (persistent ? 360 : 0);
+  if (s->key.af == ipvs::kAfInet) {
+    s->netmask = 0xffffffff;
+    if (Has(o, "netmask")) {
+      Napi::Value nv = o.Get("netmask");
+      if (!nv.IsString()) throw Problem("an IPv4 service's netmask is a dotted mask string like '255.255.255.0'");
+      inet::Addr m;
+      const std::string text = nv.As<Napi::String>().Utf8Value();
+      if (!inet::Parse(text, &m) || m.family != inet::kV4) throw Problem("invalid IPv4 netmask '" + text + "'");
+      std::memcpy(&s->netmask, m.bytes, 4);
+    }
+  } else {
+    s->netmask = 128;
+    if (Has(o, "netmask")) s->netmask = static_cast<uint32_t>(Int(o, "netmask", 1, 128));
+  }
+  s->pe.clear();
+  if (Has(o, "pe")) {
+    s->pe = Str(o, "pe");
+    if (s->pe.empty() || s->pe.size() > IP_VS_PENAME_MAXLEN - 1)
+      throw Problem("persistence engine name must be 1-15 characters");
+  }
+}
+
+void ParseDest(const Napi::Object& o, const ipvs::ServiceKey& k, bool full, ipvs::Dest* d) {
+  *d = ipvs::Dest{};
+  ParseAddr(Str(o, "address"), &d->af, d->addr, "destination address");
+  if (FamilyOf(o, d->af) != d->af) throw Problem("family does not match the destination address");
+  d->port = static_cast<uint16_t>(Int(o, "port", 0, 65535));
+  if (!full) return;
+  d->fwd = ipvs::kDroute;
+  if (Has(o, "forward")) {
+    const std::string f = Str(o, "forward");
+    if (f == "masq") d->fwd = ipvs::kMasq;
+    else if (f == "local") d->fwd = ipvs::kLocal;
+    else if (f == "tunnel") d->fwd = ipvs::kTunnel;
+    else if (f == "droute") d->fwd = ipvs::kDroute;
+    else throw Problem("forward must be masq, local, tunnel or droute, got '" + f + "'");
+  }
+  if (Has(o, "weight")) {
+    Napi::Value wv = o.Get("weight");
+    if (!wv.IsNumber()) throw Problem("weight must be a number");
+    const double w = wv.As<Napi::Number>().DoubleValue();
+    if (!std::isfinite(w) || std::floor(w) != w || w < 0 || w > 2147483647.0)
+      throw Problem("weight must be an integer 0-2147483647, got " + wv.ToString().Utf8Value());
+    d->weight = static_cast<int64_t>(w);
+  }
+  if (Has(o, "upperThreshold")) d->u_thresh = static_cast<uint32_t>(Int(o, "upperThreshold", 0, 0xffffffffLL));
+  if (Has(o, "lowerThreshold")) d->l_thresh = static_cast<uint32_t>(Int(o, "lowerThreshold", 0, 0xffffffffLL));
+  if (Has(o, "tunnel")) {
+    Napi::Object t = Obj(o.Get("tunnel"), "tunnel");
+    const std::string type = Has(t, "type") ? Str(t, "type") : "ipip";
+    if (type == "ipip") d->tun_type = ipvs::kIpip;
+    else if (type == "gue") d->tun_type = ipvs::kGue;
+    else if (type == "gre") d->tun_type = ipvs::kGre;
+    else throw Problem("tunnel type must be ipip, gue or gre, got '" + type + "'");
+    if (Has(t, "port")) d->tun_port = static_cast<uint16_t>(Int(t, "port", 1, 65535));
+    if (Has(t, "checksum")) {
+      const std::string c = Str(t, "checksum");
+      if (c == "none") d->tun_flags = 0;
+      else if (c == "csum") d->tun_flags = ipvs::kTunCsum;
+      else if (c == "remcsum") d->tun_flags = ipvs::kTunRemCsum;
+      else throw Problem("tunnel checksum must be none, csum or remcsum, got '" + c + "'");
+    }
+  }
+}
+
+ipvs::Op ParseOp(const Napi::Value& v) {
+  Napi::Object o = Obj(v, "op");
+  ipvs::Op op;
+  const std::string kind = Has(o, "op") ? Str(o, "op") : "";
+  if (kind == "addService" || kind == "updateService") {
+    op.kind = kind == "addService" ? ipvs::OpKind::kAddService : ipvs::OpKind::kUpdateService;
+    ParseService(Obj(o.Get("service"), "service"), &op.svc);
+  } else if (kind == "deleteService") {
+    op.kind = ipvs::OpKind::kDeleteService;
+    ParseServiceKey(Obj(o.Get("service"), "service"), &op.svc.key);
+  } else if (kind == "addDestination" || kind == "updateDestination" || kind == "deleteDestination") {
+    op.kind = kind == "addDestination"      ? ipvs::OpKind::kAddDest
+              : kind == "updateDestination" ? ipvs::OpKind::kUpdateDest
+                                            : ipvs::OpKind::kDeleteDest;
+    ParseServiceKey(Obj(o.Get("service"), "service"), &op.svc.key);
+    ParseDest(Obj(o.Get("dest"), "dest"), op.svc.key, op.kind != ipvs::OpKind::kDeleteDest, &op.dest);
+  } else if (kind == "flush") {
+    op.kind = ipvs::OpKind::kFlush;
+  } else if (kind == "zero") {
+    op.kind = ipvs::OpKind::kZero;
+    op.has_service = Has(o, "service");
+    if (op.has_service) ParseServiceKey(Obj(o.Get("service"), "service"), &op.svc.key);
+  } else if (kind == "setTimeouts") {
+    op.kind = ipvs::OpKind::kSetTimeouts;
+    Napi::Object t = Obj(o.Get("timeouts"), "timeouts");
+    if (Has(t, "tcp")) op.timeouts.tcp = static_cast<uint32_t>(Int(t, "tcp", 0, 0x7fffffffLL));
+    if (Has(t, "tcpFin")) op.timeouts.tcp_fin = static_cast<uint32_t>(Int(t, "tcpFin", 0, 0x7fffffffLL));
+    if (Has(t, "udp")) op.timeouts.udp = static_cast<uint32_t>(Int(t, "udp", 0, 0x7fffffffLL));
+  } else if (kind == "startDaemon" || kind == "stopDaemon") {
+    op.kind = kind == "startDaemon" ? ipvs::OpKind::kStartDaemon : ipvs::OpKind::kStopDaemon;
+    Napi::Object d = Obj(o.Get("daemon"), "daemon");
+    const std::string state = Str(d, "state");
+    if (state == "master") op.daemon.state = ipvs::kStateMaster;
+    else if (state == "backup") op.daemon.state = ipvs::kStateBackup;
+    else throw Problem("daemon state must be master or backup, got '" + state + "'");
+    if (op.kind == ipvs::OpKind::kStartDaemon) {
+      op.daemon.mcast_ifn = Str(d, "interface");
+      if (Has(d, "syncId")) op.daemon.sync_id = static_cast<uint32_t>(Int(d, "syncId", 0, 255));
+      if (Has(d, "syncMaxLen")) op.daemon.sync_maxlen = static_cast<uint16_t>(Int(d, "syncMaxLen", 1, 65535));
+      if (Has(d, "mcastGroup")) {
+        ParseAddr(Str(d, "mcastGroup"), &op.daemon.mcast_af, op.daemon.mcast_group, "multicast group");
+        const bool mc = op.daemon.mcast_af == ipvs::kAfInet ? (op.daemon.mcast_group[0] & 0xf0) == 0xe0
+                                                            : op.daemon.mcast_group[0] == 0xff;
+        if (!mc) throw Problem("mcastGroup must be a multicast address");
+      }
+      if (Has(d, "mcastPort")) op.daemon.mcast_port = static_cast<uint16_t>(Int(d, "mcastPort", 1, 65535));
+      if (Has(d, "mcastTtl")) op.daemon.mcast_ttl = static_cast<uint8_t>(Int(d, "mcastTtl", 1, 255));
+    }
+  } else {
+    throw Problem("unknown op '" + kind + "'");
+  }
+  std::string why;
+  if (!ipvs::Validate(op, &why)) throw Problem(why);
+  return op;
+}
+
+[[noreturn]] void ThrowInvalidAt(Napi::Env env, const std::string& op, int64_t index, const std::string& why) {
+  nl::Error e;
+  e.kind = nl::ErrorKind::kInvalid;
+  e.errnum = EINVAL;
+  e.code = "EINVAL";
+  e.op = op;
+  e.index = index;
+  e.message = (index >= 0 ? "op " + std::to_string(index) + " (" + op + "): " : op + ": ") + why;
+  throw Napi::Error(env, MakeError(env, e));
+}
+
+// Converts and validates every op; builds the batch. Throws a kInvalid NetlinkError (with the
+// op's index) on the first bad op.
+void BuildBatch(Napi::Env env, const Napi::Value& v, uint16_t family_id, nl::Batch* b,
+                std::vector<std::string>* names) {
+  if (!v.IsArray()) ThrowInvalid(env, "apply", "expected an array of ops");
+  Napi::Array arr = v.As<Napi::Array>();
+  const uint32_t n = arr.Length();
+  for (uint32_t i = 0; i < n; i++) {
+    ipvs::Op op;
+    try {
+      op = ParseOp(arr.Get(i));
+    } catch (const Problem& p) {
+      std::string name = "apply";
+      Napi::Value ov = arr.Get(i);
+      if (ov.IsObject() && ov.As<Napi::Object>().Get("op").IsString())
+        name = ov.As<Napi::Object>().Get("op").As<Napi::String>().Utf8Value();
+      ThrowInvalidAt(env, name, i, p.why);
+    }
+    ipvs::EncodeOp(*b, family_id, op);
+    if (names) {
+      std::string d = ipvs::CommandName(op.kind);
+      switch (op.kind) {
+        case ipvs::OpKind::kAddDest:
+        case ipvs::OpKind::kUpdateDest:
+        case ipvs::OpKind::kDeleteDest: d += " " + ipvs::DescribeDest(op.svc.key, op.dest); break;
+        case ipvs::OpKind::kAddService:
+        case ipvs::OpKind::kUpdateService:
+        case ipvs::OpKind::kDeleteService: d += " " + ipvs::DescribeService(op.svc.key); break;
+        case ipvs::OpKind::kZero:
+          if (op.has_service) d += " " + ipvs::DescribeService(op.svc.key);
+          break;
+        default: break;
+      }
+      if (op.kind == ipvs::OpKind::kAddService || op.kind == ipvs::OpKind::kUpdateService)
+        d += " scheduler " + op.svc.sched;
+      names->push_back(std::move(d));
+    }
+  }
+}
+
+// { ack: 'each' | 'errors' } (default 'errors'). IPVS handles generic netlink requests
+// synchronously inside sendmsg, so a request without NLM_F_ACK that drew no error by the time
+// the chunk's replies are drained has succeeded: asking the kernel to answer only failures
+// saves one recvmsg per op (the dominant cost of a large batch). 'each' sends exactly what
+// ipvsadm sends.
+bool AckEach(const Napi::Value& v) {
+  if (!v.IsObject()) return false;
+  Napi::Value a = v.As<Napi::Object>().Get("ack");
+  if (a.IsUndefined()) return false;
+  if (!a.IsString()) ThrowInvalid(v.Env(), "apply", "ack must be 'each' or 'errors'");
+  const std::string s = a.As<Napi::String>().Utf8Value();
+  if (s != "each" && s != "errors") ThrowInvalid(v.Env(), "apply", "ack must be 'each' or 'errors'");
+  return s == "each";
+}
+
+ipvs::ServiceKey KeyArg(Napi::Env env, const Napi::Value& v, const char* op) {
+  ipvs::ServiceKey k;
+  try {
+    ParseServiceKey(Obj(v, "service"), &k);
+  } catch (const Problem& p) {
+    ThrowInvalid(env, op, p.why);
+  }
+  return k;
+}
+
+// ---- structs -> JS ---------------------------------------------------------------------------
+
+std::string FormatAddr(uint16_t af, const uint8_t* bytes) {
+  return inet::Format(af == ipvs::kAfInet ? inet::kV4 : inet::kV6, bytes);
+}
+
+const char* FamilyName(uint16_t af) { return af == ipvs::kAfInet ? "inet" : "inet6"; }
+
+Napi::Object StatsToJs(Napi::Env env, const ipvs::Stats& s) {
+  Napi::Object o = Napi::Object::New(env);
+  auto n = [&](const char* k, uint64_t v) { o.Set(k, static_cast<double>(v)); };
+  n("conns", s.conns);
+  n("inPackets", s.inpkts);
+  n("outPackets", s.outpkts);
+  n("inBytes", s.inbytes);
+  n("outBytes", s.outbytes);
+  n("cps", s.cps);
+  n("inPps", s.inpps);
+  n("outPps", s.outpps);
+  n("inBps", s.inbps);
+  n("outBps", s.outbps);
+  return o;
+}
+
+Napi::Array FlagsToJs(Napi::Env env, const ipvs::Service& s) {
+  Napi::Array a = Napi::Array::New(env);
+  uint32_t n = 0;
+  if (s.flags & ipvs::kFlagPersistent) a.Set(n++, "persistent");
+  if (s.flags & ipvs::kFlagOnePacket) a.Set(n++, "one-packet");
+  const bool sh = s.sched == "sh", mh = s.sched == "mh";
+  if (s.flags & ipvs::kFlagSched1) a.Set(n++, sh ? "sh-fallback" : mh ? "mh-fallback" : "flag-1");
+  if (s.flags & ipvs::kFlagSched2) a.Set(n++, sh ? "sh-port" : mh ? "mh-port" : "flag-2");
+  if (s.flags & ipvs::kFlagSched3) a.Set(n++, "flag-3");
+  return a;
+}
+
+void KeyToJs(Napi::Object o, const ipvs::ServiceKey& k) {
+  o.Set("family", FamilyName(k.af));
+  if (k.fwmark) {
+    o.Set("fwmark", k.fwmark);
+    return;
+  }
+  o.Set("protocol", k.protocol == IPPROTO_TCP ? "tcp" : k.protocol == IPPROTO_UDP ? "udp" : k.protocol == IPPROTO_SCTP ? "sctp" : "unknown");
+  o.Set("address", FormatAddr(k.af, k.addr));
+  o.Set("port", k.port);
+}
+
+Napi::Object ServiceToJs(Napi::Env env, const ipvs::Service& s, bool stats) {
+  Napi::Object o = Napi::Object::New(env);
+  KeyToJs(o, s.key);
+  o.Set("scheduler", s.sched);
+  o.Set("flags", FlagsToJs(env, s));
+  o.Set("timeout", s.timeout);
+  if (s.key.af == ipvs::kAfInet) o.Set("netmask", FormatAddr(ipvs::kAfInet, reinterpret_cast<const uint8_t*>(&s.netmask)));
+  else o.Set("netmask", s.netmask);
+  if (!s.pe.empty()) o.Set("pe", s.pe);
+  if (stats && s.have_stats) o.Set("stats", StatsToJs(env, s.stats));
+  return o;
+}
+
+Napi::Object DestToJs(Napi::Env env, const ipvs::ServiceKey& k, const ipvs::Dest& d, bool stats) {
+  Napi::Object o = Napi::Object::New(env);
+  const uint16_t af = d.af ? d.af : k.af;
+  o.Set("family", FamilyName(af));
+  o.Set("address", FormatAddr(af, d.addr));
+  o.Set("port", d.port);
+  static const char* const kFwd[] = {"masq", "local", "tunnel", "droute"};
+  o.Set("forward", d.fwd <= 3 ? kFwd[d.fwd] : "unknown");
+  o.Set("weight", static_cast<double>(d.weight));
+  o.Set("upperThreshold", d.u_thresh);
+  o.Set("lowerThreshold", d.l_thresh);
+  if (d.fwd == ipvs::kTunnel && d.have_tun) {
+    Napi::Object t = Napi::Object::New(env);
+    static const char* const kTun[] = {"ipip", "gue", "gre"};
+    t.Set("type", d.tun_type <= 2 ? kTun[d.tun_type] : "unknown");
+    if (d.tun_type == ipvs::kGue) t.Set("port", d.tun_port);
+    if (d.tun_type != ipvs::kIpip)
+      t.Set("checksum", d.tun_flags & ipvs::kTunRemCsum ? "remcsum" : d.tun_flags & ipvs::kTunCsum ? "csum" : "none");
+    o.Set("tunnel", t);
+  }
+  o.Set("activeConns", d.active_conns);
+  o.Set("inactiveConns", d.inact_conns);
+  o.Set("persistentConns", d.persist_conns);
+  if (stats && d.have_stats) o.Set("stats", StatsToJs(env, d.stats));
+  return o;
+}
+
+Napi::Object DaemonToJs(Napi::Env env, const ipvs::Daemon& d) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("state", d.state == ipvs::kStateBackup ? "backup" : "master");
+  o.Set("interface", d.mcast_ifn);
+  o.Set("syncId", d.sync_id);
+  o.Set("syncMaxLen", d.sync_maxlen);
+  if (d.mcast_af) o.Set("mcastGroup", FormatAddr(d.mcast_af, d.mcast_group));
+  o.Set("mcastPort", d.mcast_port);
+  o.Set("mcastTtl", d.mcast_ttl);
+  return o;
+}
+
+struct ListOptions {
+  bool with_dests = false;
+  bool stats = false;
+};
+
+ListOptions ListOpts(const Napi::Value& v) {
+  ListOptions o;
+  if (!v.IsObject()) return o;
+  Napi::Object obj = v.As<Napi::Object>();
+  o.with_dests = obj.Get("withDestinations").ToBoolean().Value();
+  o.stats = obj.Get("stats").ToBoolean().Value();
+  return o;
+}
+
+struct Listing {
+  std::vector<ipvs::Service> services;
+  std::vector<std::vector<ipvs::Dest>> dests;  // parallel to services when with_dests
+  bool found = true;                           // for service(): false on ESRCH
+};
+
+const nlmsghdr* Msg(const std::vector<uint8_t>& bytes) { return reinterpret_cast<const nlmsghdr*>(bytes.data()); }
+
+void DumpDests(Channel& ch, uint16_t fam, const ipvs::ServiceKey& k, std::vector<ipvs::Dest>* out) {
+  nl::Batch req;
+  ipvs::EncodeGetDests(req, fam, k);
+  ch.Sock().Dump(req, "IPVS_CMD_GET_DEST", [&](const nlmsghdr* h) {
+    ipvs::Dest d;
+    std::string why;
+    if (!ipvs::DecodeDest(h, &d, &why)) nl::ThrowDecode("IPVS_CMD_GET_DEST", why);
+    out->push_back(d);
+  });
+}
+
+Napi::Array ListingToJs(Napi::Env env, const Listing& l, const ListOptions& o) {
+  Napi::Array arr = Napi::Array::New(env, l.services.size());
+  for (size_t i = 0; i < l.services.size(); i++) {
+    Napi::Object so = ServiceToJs(env, l.services[i], o.stats);
+    if (o.with_dests) {
+      const std::vector<ipvs::Dest>& ds = l.dests[i];
+      Napi::Array da = Napi::Array::New(env, ds.size());
+      for (size_t j = 0; j < ds.size(); j++) da.Set(j, DestToJs(env, l.services[i].key, ds[j], o.stats));
+      so.Set("destinations", da);
+    }
+    arr.Set(i, so);
+  }
+  return arr;
+}
+
 class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
  public:
   static void Init(Napi::Env env, Napi::Object exports) {
     exports.Set("IpvsHandle", DefineClass(env, "IpvsHandle",
                                           {
                                               InstanceMethod<&IpvsHandle::Info>("info"),
+                                              InstanceMethod<&IpvsHandle::Apply>("apply"),
+                                              InstanceMethod<&IpvsHandle::Services>("services"),
+                                              InstanceMethod<&IpvsHandle::Service>("service"),
+                                              InstanceMethod<&IpvsHandle::Destinations>("destinations"),
+                                              InstanceMethod<&IpvsHandle::Timeouts>("timeouts"),
+                                              InstanceMethod<&IpvsHandle::Daemons>("daemons"),
                                               InstanceMethod<&IpvsHandle::Stats>("stats"),
                                           }));
   }
 
   explicit IpvsHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<IpvsHandle>(info) {
     ch_ = std::make_shared<Channel>(NETLINK_GENERIC, NetnsOption(info, 0));
+    if (info.Length() > 0 && info[0].IsObject()) {
+      Napi::Value rb = info[0].As<Napi::Object>().Get("rcvbufBytes");
+      if (rb.IsNumber()) ch_->rcvbuf_bytes = rb.As<Napi::Number>().Int32Value();
+    }
   }
 
  private:
@@ -49,8 +522,7 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
           if (res.data.empty()) nl::ThrowDecode("IPVS_CMD_GET_INFO", "no reply message");
           ipvs::Info out;
           std::string why;
-          if (!ipvs::DecodeInfo(reinterpret_cast<const nlmsghdr*>(res.data[0].bytes.data()), &out, &why))
-            nl::ThrowDecode("IPVS_CMD_GET_INFO", why);
+          if (!ipvs::DecodeInfo(Msg(res.data[0].bytes), &out, &why)) nl::ThrowDecode("IPVS_CMD_GET_INFO", why);
           return out;
         },
         [](Napi::Env env, ipvs::Info& r) -> Napi::Value {
@@ -62,17 +534,249 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
         });
   }
 
+  // apply(ops, { stopOnError?, maxBatchMessages?, ack? }) -> { statuses, errors, sendmsgCalls }
+  Napi::Value Apply(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    // The family id is only known after the first worker job resolved it; encode with a
+    // placeholder and patch the message types on the worker (the id is the nlmsg_type).
+    auto batch = std::make_shared<nl::Batch>();
+    auto names = std::make_shared<std::vector<std::string>>();
+    BuildBatch(env, info[0], 0, batch.get(), names.get());
+    nl::TransactOptions opts = BatchOptions(info[1]);
+    const bool ack_each = AckEach(info[1]);
+    auto ch = ch_;
+    return PromiseWorker<BatchOutcome>::Run(
+        env,
+        [ch, batch, names, opts, ack_each]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          const nl::GenlFamily& fam = IpvsFamily(*ch);
+          batch->Seal();
+          for (size_t i = 0; i < batch->size(); i++) {
+            nlmsghdr* h = batch->header(i);
+            h->nlmsg_type = fam.id;
+            if (!ack_each) h->nlmsg_flags &= ~NLM_F_ACK;
+          }
+          BatchOutcome out;
+          out.res = ch->Sock().Transact(*batch, opts);
+          out.op_names = std::move(*names);
+          return out;
+        },
+        [](Napi::Env env, BatchOutcome& r) -> Napi::Value { return BatchOutcomeToJs(env, r); });
+  }
+
+  // services({ withDestinations?, stats? }): one GET_SERVICE dump, then one GET_DEST dump per
+  // service (the kernel has no all-destinations dump), all in one worker job.
+  Napi::Value Services(const Napi::CallbackInfo& info) {
+    const ListOptions o = ListOpts(info[0]);
+    auto ch = ch_;
+    return PromiseWorker<Listing>::Run(
+        info.Env(),
+        [ch, o]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          const nl::GenlFamily& fam = IpvsFamily(*ch);
+          Listing l;
+          nl::Batch req;
+          ipvs::EncodeGetServices(req, fam.id);
+          ch->Sock().Dump(req, "IPVS_CMD_GET_SERVICE", [&](const nlmsghdr* h) {
+            ipvs::Service s;
+            std::string why;
+            if (!ipvs::DecodeService(h, &s, &why)) nl::ThrowDecode("IPVS_CMD_GET_SERVICE", why);
+            l.services.push_back(std::move(s));
+          });
+          if (o.with_dests) {
+            l.dests.resize(l.services.size());
+            for (size_t i = 0; i < l.services.size(); i++) DumpDests(*ch, fam.id, l.services[i].key, &l.dests[i]);
+          }
+          return l;
+        },
+        [o](Napi::Env env, Listing& l) -> Napi::Value { return ListingToJs(env, l, o); });
+  }
+
+  // service(key, { withDestinations?, stats? }) -> Service | null (null when the kernel says ESRCH)
+  Napi::Value Service(const Napi::CallbackInfo& info) {
+    const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "service");
+    const ListOptions o = ListOpts(info[1]);
+    auto ch = ch_;
+    return PromiseWorker<Listing>::Run(
+        info.Env(),
+        [ch, k, o]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          const nl::GenlFamily& fam = IpvsFamily(*ch);
+          Listing l;
+          nl::Batch b;
+          ipvs::EncodeGetService(b, fam.id, k);
+          const std::string op = "IPVS_CMD_GET_SERVICE " + ipvs::DescribeService(k);
+          nl::TransactResult res = ch->Sock().Transact(b, nl::TransactOptions{});
+          const nl::RequestResult& rr = res.results[0];
+          if (rr.outcome == nl::Outcome::kError && rr.status.error == ESRCH) {
+            l.found = false;
+            return l;
+          }
+          if (rr.outcome != nl::Outcome::kOk) throw nl::Exception(KernelError(op, -1, rr.status));
+          if (res.data.empty()) nl::ThrowDecode(op, "no reply message");
+          ipvs::Service s;
+          std::string why;
+          if (!ipvs::DecodeService(Msg(res.data[0].bytes), &s, &why)) nl::ThrowDecode(op, why);
+          l.services.push_back(std::move(s));
+          if (o.with_dests) {
+            l.dests.resize(1);
+            DumpDests(*ch, fam.id, k, &l.dests[0]);
+          }
+          return l;
+        },
+        [o](Napi::Env env, Listing& l) -> Napi::Value {
+          if (!l.found) return env.Null();
+          return ListingToJs(env, l, o).Get(0u);
+        });
+  }
+
+  // destinations(key, { stats? }) -> Destination[]
+  Napi::Value Destinations(const Napi::CallbackInfo& info) {
+    const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "destinations");
+    const ListOptions o = ListOpts(info[1]);
+    auto ch = ch_;
+    return PromiseWorker<std::vector<ipvs::Dest>>::Run(
+        info.Env(),
+        [ch, k]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          const nl::GenlFamily& fam = IpvsFamily(*ch);
+          std::vector<ipvs::Dest> out;
+          DumpDests(*ch, fam.id, k, &out);
+          return out;
+        },
+        [k, o](Napi::Env env, std::vector<ipvs::Dest>& ds) -> Napi::Value {
+          Napi::Array a = Napi::Array::New(env, ds.size());
+          for (size_t i = 0; i < ds.size(); i++) a.Set(i, DestToJs(env, k, ds[i], o.stats));
+          return a;
+        });
+  }
+
+  // timeouts() -> { tcp, tcpFin, udp }
+  Napi::Value Timeouts(const Napi::CallbackInfo& info) {
+    auto ch = ch_;
+    return PromiseWorker<ipvs::Timeouts>::Run(
+        info.Env(),
+        [ch]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          const nl::GenlFamily& fam = IpvsFamily(*ch);
+          nl::Batch b;
+          ipvs::EncodeGetConfig(b, fam.id);
+          nl::TransactResult res = ch->Sock().Transact(b, nl::TransactOptions{});
+          if (res.results[0].outcome != nl::Outcome::kOk)
+            throw nl::Exception(KernelError("IPVS_CMD_GET_CONFIG", -1, res.results[0].status));
+          if (res.data.empty()) nl::ThrowDecode("IPVS_CMD_GET_CONFIG", "no reply message");
+          ipvs::Timeouts t;
+          std::string why;
+          if (!ipvs::DecodeConfig(Msg(res.data[0].bytes), &t, &why)) nl::ThrowDecode("IPVS_CMD_GET_CONFIG", why);
+          return t;
+        },
+        [](Napi::Env env, ipvs::Timeouts& t) -> Napi::Value {
+          Napi::Object o = Napi::Object::New(env);
+          o.Set("tcp", t.tcp);
+          o.Set("tcpFin", t.tcp_fin);
+          o.Set("udp", t.udp);
+          return o;
+        });
+  }
+
+  // daemons() -> Daemon[] (master and/or backup)
+  Napi::Value Daemons(const Napi::CallbackInfo& info) {
+    auto ch = ch_;
+    return PromiseWorker<std::vector<ipvs::Daemon>>::Run(
+        info.Env(),
+        [ch]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          const nl::GenlFamily& fam = IpvsFamily(*ch);
+          std::vector<ipvs::Daemon> out;
+          nl::Batch req;
+          ipvs::EncodeGetDaemons(req, fam.id);
+          ch->Sock().Dump(req, "IPVS_CMD_GET_DAEMON", [&](const nlmsghdr* h) {
+            ipvs::Daemon d;
+            std::string why;
+            if (!ipvs::DecodeDaemon(h, &d, &why)) nl::ThrowDecode("IPVS_CMD_GET_DAEMON", why);
+            out.push_back(d);
+          });
+          return out;
+        },
+        [](Napi::Env env, std::vector<ipvs::Daemon>& ds) -> Napi::Value {
+          Napi::Array a = Napi::Array::New(env, ds.size());
+          for (size_t i = 0; i < ds.size(); i++) a.Set(i, DaemonToJs(env, ds[i]));
+          return a;
+        });
+  }
+
   Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
 
   std::shared_ptr<Channel> ch_;
 };
 
+// ---- codec hooks (golden bytes, malformed input, fuzzing) -----------------------------------
+
+uint16_t FamilyIdArg(const Napi::CallbackInfo& info, size_t i) {
+  if (!info[i].IsNumber()) ThrowInvalid(info.Env(), "codec", "expected a family id");
+  return static_cast<uint16_t>(info[i].As<Napi::Number>().Uint32Value());
+}
+
+Napi::Value Sealed(Napi::Env env, nl::Batch& b) {
+  b.Seal();
+  return ToBuffer(env, b.buffer());
+}
+
 // A message as a request batch would send it (seq and pid zero): the golden-byte form.
 Napi::Value EncodeGetInfo(const Napi::CallbackInfo& info) {
   nl::Batch b;
-  ipvs::EncodeGetInfo(b, static_cast<uint16_t>(info[0].As<Napi::Number>().Uint32Value()));
+  ipvs::EncodeGetInfo(b, FamilyIdArg(info, 0));
+  return Sealed(info.Env(), b);
+}
+
+// encodeOps(ops, familyId): every request apply() would send, back to back.
+// encodeOps(ops, familyId, { ack }?): 'each' by default here, the form ipvsadm sends.
+Napi::Value EncodeOps(const Napi::CallbackInfo& info) {
+  nl::Batch b;
+  BuildBatch(info.Env(), info[0], FamilyIdArg(info, 1), &b, nullptr);
   b.Seal();
+  if (info.Length() > 2 && info[2].IsObject() && !AckEach(info[2]))
+    for (size_t i = 0; i < b.size(); i++) b.header(i)->nlmsg_flags &= ~NLM_F_ACK;
   return ToBuffer(info.Env(), b.buffer());
+}
+
+// Dump requests carry NLM_F_DUMP as nl::Socket::Dump sends them.
+Napi::Value AsDump(Napi::Env env, nl::Batch& b) {
+  b.Seal();
+  b.header(0)->nlmsg_flags |= NLM_F_DUMP;
+  return ToBuffer(env, b.buffer());
+}
+
+Napi::Value EncodeGetServices(const Napi::CallbackInfo& info) {
+  nl::Batch b;
+  ipvs::EncodeGetServices(b, FamilyIdArg(info, 0));
+  return AsDump(info.Env(), b);
+}
+
+Napi::Value EncodeGetService(const Napi::CallbackInfo& info) {
+  const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "encodeGetService");
+  nl::Batch b;
+  ipvs::EncodeGetService(b, FamilyIdArg(info, 1), k);
+  return Sealed(info.Env(), b);
+}
+
+Napi::Value EncodeGetDests(const Napi::CallbackInfo& info) {
+  const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "encodeGetDests");
+  nl::Batch b;
+  ipvs::EncodeGetDests(b, FamilyIdArg(info, 1), k);
+  return AsDump(info.Env(), b);
+}
+
+Napi::Value EncodeGetConfig(const Napi::CallbackInfo& info) {
+  nl::Batch b;
+  ipvs::EncodeGetConfig(b, FamilyIdArg(info, 0));
+  return Sealed(info.Env(), b);
+}
+
+Napi::Value EncodeGetDaemons(const Napi::CallbackInfo& info) {
+  nl::Batch b;
+  ipvs::EncodeGetDaemons(b, FamilyIdArg(info, 0));
+  return AsDump(info.Env(), b);
 }
 
 Napi::Value DecodeInfo(const Napi::CallbackInfo& info) {
@@ -87,13 +791,71 @@ Napi::Value DecodeInfo(const Napi::CallbackInfo& info) {
   return o;
 }
 
+Napi::Value DecodeService(const Napi::CallbackInfo& info) {
+  std::vector<uint8_t> storage;
+  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeService");
+  ipvs::Service s;
+  std::string why;
+  if (!ipvs::DecodeService(h, &s, &why)) ThrowInvalid(info.Env(), "decodeService", why);
+  Napi::Object o = ServiceToJs(info.Env(), s, true);
+  o.Set("stats64", s.stats64);
+  return o;
+}
+
+// decodeDest(msg, serviceFamily?): the service's family fills in a missing ADDR_FAMILY.
+Napi::Value DecodeDest(const Napi::CallbackInfo& info) {
+  std::vector<uint8_t> storage;
+  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeDest");
+  ipvs::Dest d;
+  std::string why;
+  if (!ipvs::DecodeDest(h, &d, &why)) ThrowInvalid(info.Env(), "decodeDest", why);
+  ipvs::ServiceKey k;
+  if (info.Length() > 1 && info[1].IsString() && info[1].As<Napi::String>().Utf8Value() == "inet6")
+    k.af = ipvs::kAfInet6;
+  Napi::Object o = DestToJs(info.Env(), k, d, true);
+  o.Set("stats64", d.stats64);
+  return o;
+}
+
+Napi::Value DecodeConfig(const Napi::CallbackInfo& info) {
+  std::vector<uint8_t> storage;
+  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeConfig");
+  ipvs::Timeouts t;
+  std::string why;
+  if (!ipvs::DecodeConfig(h, &t, &why)) ThrowInvalid(info.Env(), "decodeConfig", why);
+  Napi::Object o = Napi::Object::New(info.Env());
+  o.Set("tcp", t.tcp);
+  o.Set("tcpFin", t.tcp_fin);
+  o.Set("udp", t.udp);
+  return o;
+}
+
+Napi::Value DecodeDaemon(const Napi::CallbackInfo& info) {
+  std::vector<uint8_t> storage;
+  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeDaemon");
+  ipvs::Daemon d;
+  std::string why;
+  if (!ipvs::DecodeDaemon(h, &d, &why)) ThrowInvalid(info.Env(), "decodeDaemon", why);
+  return DaemonToJs(info.Env(), d);
+}
+
 }  // namespace
 
 void InitIpvs(Napi::Env env, Napi::Object exports) {
   IpvsHandle::Init(env, exports);
   Napi::Object codec = CodecNamespace(env, exports, "ipvs");
   codec.Set("encodeGetInfo", Napi::Function::New(env, EncodeGetInfo));
+  codec.Set("encodeOps", Napi::Function::New(env, EncodeOps));
+  codec.Set("encodeGetServices", Napi::Function::New(env, EncodeGetServices));
+  codec.Set("encodeGetService", Napi::Function::New(env, EncodeGetService));
+  codec.Set("encodeGetDests", Napi::Function::New(env, EncodeGetDests));
+  codec.Set("encodeGetConfig", Napi::Function::New(env, EncodeGetConfig));
+  codec.Set("encodeGetDaemons", Napi::Function::New(env, EncodeGetDaemons));
   codec.Set("decodeInfo", Napi::Function::New(env, DecodeInfo));
+  codec.Set("decodeService", Napi::Function::New(env, DecodeService));
+  codec.Set("decodeDest", Napi::Function::New(env, DecodeDest));
+  codec.Set("decodeConfig", Napi::Function::New(env, DecodeConfig));
+  codec.Set("decodeDaemon", Napi::Function::New(env, DecodeDaemon));
 }
 
 }  // namespace addon

@@ -1,6 +1,13 @@
 import type { Command } from 'commander';
 import { Ipvs, formatInfo } from '../kernel/ipvs.js';
+import { fileResolver, formatList, formatSave, numeric, parseRules, RulesParseError } from '../kernel/ipvsadm-format.js';
 import type { HandleOptions } from '../native.js';
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
 
 /** `ipvsync ipvs …` */
 export function registerIpvs(program: Command, handleOptions: () => HandleOptions): void {
@@ -12,5 +19,74 @@ export function registerIpvs(program: Command, handleOptions: () => HandleOption
     .action(async () => {
       const h = await Ipvs.open(handleOptions());
       console.log(formatInfo(await h.info()));
+    });
+
+  ipvs
+    .command('save')
+    .description('print the table as `ipvsadm -S` does (rules `ipvsadm -R` reads)')
+    .option('-n, --numeric', 'numeric addresses and ports')
+    .action(async (o: { numeric?: boolean }) => {
+      const h = await Ipvs.open(handleOptions());
+      const services = await h.services({ withDestinations: true });
+      process.stdout.write(formatSave(services, o.numeric ? numeric : fileResolver()));
+    });
+
+  ipvs
+    .command('restore')
+    .description('apply `ipvsadm -R` rules from stdin in batches; a parse error applies nothing')
+    .option('--continue', 'keep going after a kernel error (default: stop at the first)')
+    .option('--batch <n>', 'at most this many requests per sendmsg (default 1024); lines after a failing one in its batch were already sent', (v) => Number.parseInt(v, 10))
+    .action(async (o: { continue?: boolean; batch?: number }) => {
+      const text = await readStdin();
+      let rules;
+      try {
+        rules = parseRules(text);
+      } catch (e) {
+        if (e instanceof RulesParseError) {
+          console.error(`ipvsync: ${e.message} (nothing applied)`);
+          process.exit(2);
+        }
+        throw e;
+      }
+      const h = await Ipvs.open(handleOptions());
+      const result = await h.apply(
+        rules.map((r) => r.op),
+        { stopOnError: !o.continue, ...(o.batch && o.batch > 0 ? { maxBatchMessages: o.batch } : {}) },
+      );
+      for (const e of [...result.errors].sort((a, b) => (a.index ?? 0) - (b.index ?? 0))) {
+        const rule = e.index !== undefined ? rules[e.index] : undefined;
+        console.error(`ipvsync: line ${rule?.line ?? '?'}: ${e.code}: ${e.message}`);
+      }
+      if (!result.ok) {
+        const notSent = result.count('not-sent');
+        if (notSent > 0) console.error(`ipvsync: stopped; ${notSent} later line(s) not applied (use --continue to go on past errors)`);
+        console.error(`ipvsync: ${result.count('ok')} of ${result.size} line(s) applied`);
+        process.exit(1);
+      }
+    });
+
+  ipvs
+    .command('list')
+    .description('list virtual services and their real servers (like `ipvsadm -Ln`)')
+    .option('--json', 'print the typed model as JSON')
+    .option('--stats', 'include counters')
+    .option('--names', 'resolve addresses and ports from /etc/hosts and /etc/services')
+    .action(async (o: { json?: boolean; stats?: boolean; names?: boolean }) => {
+      const h = await Ipvs.open(handleOptions());
+      const services = await h.services({ withDestinations: true, stats: !!o.stats });
+      if (o.json) {
+        process.stdout.write(JSON.stringify(services, null, 2) + '\n');
+        return;
+      }
+      const info = await h.info();
+      process.stdout.write(formatList(info, services, o.names ? fileResolver() : numeric, o.stats ? 'stats' : 'default'));
+    });
+
+  ipvs
+    .command('flush')
+    .description('delete every virtual service (like `ipvsadm -C`)')
+    .action(async () => {
+      const h = await Ipvs.open(handleOptions());
+      await h.flush();
     });
 }
