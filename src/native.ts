@@ -2,7 +2,7 @@
 // façades in src/kernel/ are the public API.
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NetlinkError, type NetlinkErrorFields } from './errors.js';
 
@@ -145,7 +145,7 @@ export interface NativeBinding {
 }
 
 function locate(): string {
-  if (process.env.IPVSYNC_ADDON) return process.env.IPVSYNC_ADDON;
+  if (process.env.IPVSYNC_ADDON) return resolve(process.env.IPVSYNC_ADDON);
   // dist/src/native.js -> <root>/build/{Release,Debug}/ipvsync.node
   const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
   for (const kind of ['Release', 'Debug']) {
