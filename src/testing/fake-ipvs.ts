@@ -40,6 +40,10 @@ export class FakeIpvs implements IpvsApi {
   dumps = 0;
   /** Fail the next apply's op at this index with this code (one shot), for failure tests. */
   failNext: { index: number; code: keyof typeof ERRNO } | undefined;
+  /** Simulates the process dying mid-apply: the next apply performs this many ops, then throws. */
+  crashAfter: number | undefined;
+  /** GETs of single services served (service()). */
+  gets = 0;
 
   async info(): Promise<IpvsInfo> {
     return { version: '1.2.1', versionCode: 0x010201, connTableSize: 4096 };
@@ -57,7 +61,10 @@ export class FakeIpvs implements IpvsApi {
     const errors: NetlinkError[] = [];
     const inject = this.failNext;
     this.failNext = undefined;
+    const crash = this.crashAfter;
+    this.crashAfter = undefined;
     for (let i = 0; i < ops.length; i++) {
+      if (crash !== undefined && i === crash) throw new Error(`simulated crash after ${crash} ops`);
       const op = ops[i]!;
       const code = inject && inject.index === i ? inject.code : this.applyOne(op);
       if (code) {
@@ -142,6 +149,7 @@ export class FakeIpvs implements IpvsApi {
   }
 
   async service(id: ServiceId, opts: ListOptions = {}): Promise<Service | null> {
+    this.gets++;
     const e = this.table.get(serviceKey(id));
     return e ? this.view(e, opts) : null;
   }
