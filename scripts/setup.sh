@@ -27,6 +27,16 @@ if [ ! -d node_modules/node-addon-api ] || [ package.json -nt node_modules/.pack
   npm install --no-audit --no-fund --ignore-scripts --loglevel=error
 fi
 
+# Build against the machine's own Node headers (offline). npm passes its `nodedir` setting in
+# the environment; when this script runs outside npm, find the headers ourselves.
+if [ -z "${npm_config_nodedir:-}" ]; then
+  nodedir=$(npm config get nodedir 2>/dev/null || true)
+  if [ -z "$nodedir" ] || [ "$nodedir" = undefined ] || [ "$nodedir" = null ]; then
+    nodedir=$(dirname "$(dirname "$(command -v node)")")
+  fi
+  [ -f "$nodedir/include/node/node_api.h" ] && export npm_config_nodedir="$nodedir"
+fi
+
 # The addon: configure every time (binding.gyp lists native/**/*.cc at configure time, so a new
 # source file is picked up), then an incremental build.
 echo "setup: building the addon"

@@ -33,5 +33,29 @@ export {
   type TunnelType,
 } from './kernel/ipvs.js';
 export { formatList, formatSave, parseRules, RulesParseError, fileResolver, numeric, type NameResolver, type ParsedRule } from './kernel/ipvsadm-format.js';
-export { Links, type Link } from './kernel/links.js';
+export {
+  Nftables, NftTransaction, NftCommitResult, PRIORITY, renderOp, lowerTransaction,
+  type NftablesApi, type NftOp, type NftVerb, type NftOpStatus, type CommitOptions, type NftRuleset,
+  type TableSpec, type ChainSpec, type SetSpec, type SetElement, type RuleSpec, type HookName,
+  type TableInfo, type ChainInfo, type SetInfo, type RuleInfo, type NftTransactionReport, type ListOptions as NftListOptions,
+} from './kernel/nftables.js';
+export * as nftExpr from './kernel/nft-expr.js';
+export * as nftRules from './kernel/nft-rules.js';
+export { type NftFamily, type DataType, type KeyValue } from './kernel/nft-types.js';
+
+export { Links, type Address, type Link, type LinkOp, type LinksApi } from './kernel/links.js';
 export type { HandleOptions, SocketStats } from './native.js';
+export {
+  IpSets,
+  IPSET_TYPES,
+  type IpSet,
+  type IpSetFamily,
+  type IpSetMember,
+  type IpSetOp,
+  type IpSetProto,
+  type IpSetSpec,
+  type IpSetType,
+  type IpSetsApi,
+} from './kernel/ipsets.js';
+export { formatSave as formatIpsetSave, parseRestore as parseIpsetRestore, RestoreSyntaxError } from './kernel/ipset-format.js';
+export { Conntrack, type ConntrackApi, type DeleteFlowsResult, type Flow, type FlowFilter } from './kernel/conntrack.js';

@@ -95,8 +95,191 @@ export interface NativeGenlHandle {
 
 export interface NativeRtnlHandle {
   links(): Promise<NativeLink[]>;
+  link(name: string): Promise<NativeLink | null>;
+  addresses(opts?: { family?: 'inet' | 'inet6'; link?: string }): Promise<NativeAddress[]>;
+  apply(ops: NativeRtnlOp[], opts?: { stopOnError?: boolean; maxBatchMessages?: number }): Promise<NativeBatchOutcome>;
   stats(): SocketStats;
 }
+
+// ---- rtnl ----
+export interface NativeAddress {
+  /** Name of the link the address is on. */
+  link: string;
+  index: number;
+  family: 'inet' | 'inet6';
+  address: string;
+  prefixlen: number;
+  scope: 'global' | 'site' | 'link' | 'host' | 'nowhere' | number;
+  /** IFA_F_* */
+  flags: number;
+  peer?: string;
+  label?: string;
+  validLifetime?: number;
+  preferredLifetime?: number;
+}
+
+/** A link is named by `name`/`link`, or by `index`. Addresses: 'a.b.c.d[/len]', 'x::y[/len]'
+ *  (no length: /32 or /128). `exist`: no EEXIST for what is already there. */
+export type NativeRtnlOp =
+  | { op: 'addLink'; name: string; kind: 'dummy' | 'bridge'; mtu?: number; exist?: boolean }
+  | { op: 'delLink'; name?: string; index?: number }
+  | { op: 'setLink'; name?: string; index?: number; up: boolean }
+  | { op: 'addAddr' | 'delAddr'; link?: string; index?: number; address: string; exist?: boolean };
+// ---- end rtnl ----
+
+// ---- ipset ----
+export type IpSetFamily = 'inet' | 'inet6';
+export type IpSetProto = 'tcp' | 'udp' | 'sctp' | 'udplite' | 'icmp' | 'icmpv6' | number;
+
+/** One element of a set. Which fields apply depends on the set type (see src/kernel/ipsets.ts). */
+export interface NativeIpSetMember {
+  ip?: string;
+  cidr?: number;
+  proto?: IpSetProto;
+  port?: number;
+  ip2?: string;
+  cidr2?: number;
+  timeout?: number;
+  packets?: bigint | number;
+  bytes?: bigint | number;
+  comment?: string;
+  nomatch?: boolean;
+  skbmark?: number;
+  skbmarkmask?: number;
+  skbprio?: number;
+  skbqueue?: number;
+  /** Restore line, sent as the element's LINENO (libipset's restore mode). */
+  line?: number;
+}
+
+export interface NativeIpSetHeader {
+  name: string;
+  type: string;
+  family?: IpSetFamily;
+  revision: number;
+  hashsize?: number;
+  maxelem?: number;
+  netmask?: number;
+  timeout?: number;
+  counters?: boolean;
+  comment?: boolean;
+  skbinfo?: boolean;
+  forceadd?: boolean;
+  range?: { from: number; to: number };
+  bucketsize?: number;
+  initval?: number;
+  references: number;
+  memsize: number;
+  elements: number;
+  index?: number;
+  members?: NativeIpSetMember[];
+}
+
+export type NativeIpSetOp =
+  | {
+      op: 'create';
+      name: string;
+      type: string;
+      family?: IpSetFamily;
+      hashsize?: number;
+      maxelem?: number;
+      netmask?: number;
+      timeout?: number;
+      counters?: boolean;
+      comment?: boolean;
+      skbinfo?: boolean;
+      forceadd?: boolean;
+      range?: { from: number; to: number };
+      bucketsize?: number;
+      initval?: number;
+      exist?: boolean;
+    }
+  | { op: 'destroy' | 'flush'; name: string }
+  | { op: 'rename'; name: string; to: string }
+  | { op: 'swap'; name: string; with: string }
+  | { op: 'add' | 'del'; name: string; type: string; family?: IpSetFamily; members: NativeIpSetMember[]; exist?: boolean };
+
+export interface NativeIpsetHandle {
+  protocol(): Promise<number>;
+  apply(
+    ops: NativeIpSetOp[],
+    opts?: { stopOnError?: boolean; maxBatchMessages?: number },
+  ): Promise<NativeBatchOutcome & { messages: number }>;
+  list(name?: string, opts?: { headersOnly?: boolean }): Promise<NativeIpSetHeader[]>;
+  test(name: string, type: string, family: IpSetFamily | undefined, members: NativeIpSetMember[]): Promise<Uint8Array>;
+  stats(): SocketStats;
+}
+
+export interface NativeIpsetCodec {
+  encodeOps(ops: NativeIpSetOp[], opts?: { protocol?: number; revision?: number; maxMessageBytes?: number }): Buffer;
+  encodeProtocol(): Buffer;
+  encodeType(type: string, family?: IpSetFamily, protocol?: number): Buffer;
+  encodeList(name?: string, protocol?: number): Buffer;
+  encodeTest(name: string, type: string, family: IpSetFamily | undefined, member: NativeIpSetMember, protocol?: number): Buffer;
+  decodeList(datagram: Buffer): NativeIpSetHeader[];
+  decodeProtocol(msg: Buffer): { max: number; min: number };
+  decodeType(msg: Buffer): { revision: number; revisionMin: number };
+  errorInfo(code: number, cmd: string, bitmap?: boolean): { code: string; message: string };
+}
+// ---- end ipset ----
+
+// ---- conntrack ----
+export interface NativeCtTuple {
+  src: string;
+  dst: string;
+  sport?: number;
+  dport?: number;
+  icmpId?: number;
+  icmpType?: number;
+  icmpCode?: number;
+}
+
+export interface NativeFlow {
+  family: 'inet' | 'inet6';
+  proto: 'tcp' | 'udp' | 'sctp' | 'udplite' | 'dccp' | 'icmp' | 'icmpv6' | number;
+  orig: NativeCtTuple;
+  reply: NativeCtTuple;
+  /** IPS_* bits */
+  status: number;
+  /** seconds left */
+  timeout: number;
+  mark: number;
+  id: number;
+  use: number;
+  zone?: number;
+  tcpState?: string;
+  counters?: { origPackets: bigint; origBytes: bigint; replyPackets: bigint; replyBytes: bigint };
+}
+
+/** Every given field must match. Ports need proto. */
+export interface NativeFlowFilter {
+  family?: 'inet' | 'inet6';
+  proto?: NativeFlow['proto'];
+  origSrc?: string;
+  origDst?: string;
+  origDport?: number;
+  /** The endpoint (after DNAT) answering the flow. */
+  replySrc?: string;
+  replySport?: number;
+}
+
+export interface NativeConntrackHandle {
+  list(filter?: NativeFlowFilter): Promise<NativeFlow[]>;
+  count(filter?: NativeFlowFilter): Promise<number>;
+  delete(
+    filter: NativeFlowFilter,
+    opts?: { maxBatchMessages?: number },
+  ): Promise<{ matched: number; deleted: number; gone: number; errors: NetlinkError[]; sendmsgCalls: number }>;
+  stats(): SocketStats;
+}
+
+export interface NativeConntrackCodec {
+  decodeFlow(msg: Buffer): NativeFlow;
+  matches(msg: Buffer, filter: NativeFlowFilter): boolean;
+  encodeDelete(flowMsg: Buffer): Buffer;
+  encodeDump(family?: number): Buffer;
+}
+// ---- end conntrack ----
 
 export interface AttributeNode {
   type: number;
@@ -125,6 +308,149 @@ export interface ParsedMessage {
   extackOffset?: number;
 }
 
+// ---- nftables ----
+/** A wire-shaped op (src/kernel/nftables.ts lowers typed ops to these). */
+export interface NativeNftOp {
+  kind: 'table' | 'chain' | 'set' | 'elements' | 'rule';
+  verb: 'add' | 'create' | 'delete' | 'destroy' | 'flush' | 'insert' | 'replace';
+  family: number;
+  name?: string;
+  table?: string;
+  handle?: number;
+  flags?: number;
+  hook?: { type: string; hooknum: number; priority: number; policy?: number; device?: string };
+  keyType?: number;
+  keyLen?: number;
+  keyByteorder?: number;
+  dataType?: number;
+  dataLen?: number;
+  dataByteorder?: number;
+  id?: number;
+  timeout?: number;
+  gcInterval?: number;
+  size?: number;
+  concat?: number[];
+  comment?: string;
+  set?: string;
+  setId?: number;
+  elements?: Array<NativeNftElement | NativeNftElementTuple>;
+  chain?: string;
+  position?: number;
+  /** Objects, or the positional form [type, ...fields in exprSchema order, verdict]. */
+  exprs?: Array<object | unknown[]>;
+}
+
+/** Positional element: [key, flags, verdictCode, verdictChain, data, timeout, comment, keyEnd]. */
+export type NativeNftElementTuple = [
+  Buffer,
+  number | undefined,
+  string | undefined,
+  string | undefined,
+  Buffer | undefined,
+  number | undefined,
+  string | undefined,
+  Buffer | undefined,
+];
+
+export interface NativeNftElement {
+  key: Buffer | string;
+  keyEnd?: Buffer | string;
+  flags?: number;
+  data?: Buffer | string;
+  verdict?: { code: string; chain?: string };
+  timeout?: number;
+  expiration?: number;
+  comment?: string;
+}
+
+export interface NativeNftCommitOptions {
+  maxOpsPerTransaction?: number;
+  maxMessageBytes?: number;
+  genId?: number;
+  acks?: boolean;
+}
+
+export interface NativeNftCommitOutcome {
+  statuses: Uint8Array;
+  errors: NetlinkError[];
+  transactions: Array<{ firstOp: number; endOp: number; sent: boolean; committed: boolean }>;
+  sendmsgCalls: number;
+}
+
+export interface NativeNftTable {
+  family: number;
+  name: string;
+  flags: number;
+  handle: number;
+  use: number;
+}
+
+export interface NativeNftChain {
+  family: number;
+  table: string;
+  name: string;
+  handle: number;
+  hook?: { type: string; hooknum: number; priority: number; policy?: number; device?: string };
+  use: number;
+  flags: number;
+}
+
+export interface NativeNftSet {
+  family: number;
+  table: string;
+  name: string;
+  handle: number;
+  flags: number;
+  keyType: number;
+  keyLen: number;
+  dataType?: number;
+  dataLen?: number;
+  timeout?: number;
+  gcInterval?: number;
+  size?: number;
+  concat?: number[];
+  comment?: string;
+  elements?: NativeNftElement[];
+}
+
+export interface NativeNftRule {
+  family: number;
+  table: string;
+  chain: string;
+  handle: number;
+  position?: number;
+  exprs: Array<Record<string, unknown> & { type: string }>;
+  comment?: string;
+}
+
+export interface NativeNftListing {
+  genId: number;
+  tables: NativeNftTable[];
+  chains: NativeNftChain[];
+  sets: NativeNftSet[];
+  rules: NativeNftRule[];
+}
+
+export interface NativeNftHandle {
+  commit(ops: NativeNftOp[], opts?: NativeNftCommitOptions): Promise<NativeNftCommitOutcome>;
+  list(opts?: { family?: number; table?: string; elements?: boolean }): Promise<NativeNftListing>;
+  genId(): Promise<number>;
+  stats(): SocketStats;
+}
+
+export interface NativeNftCodec {
+  /** Field order of the positional expression form, per expression type. */
+  exprSchema: Record<string, string[]>;
+  encodeTransactions(ops: NativeNftOp[], opts?: NativeNftCommitOptions): Buffer[];
+  decodeRule(msg: Buffer): NativeNftRule;
+  decodeChain(msg: Buffer): NativeNftChain;
+  decodeTable(msg: Buffer): NativeNftTable;
+  decodeSet(msg: Buffer): NativeNftSet;
+  decodeElements(msg: Buffer): { family: number; table: string; set: string; elements: NativeNftElement[] };
+  decodeGen(msg: Buffer): number;
+}
+// ---- end nftables ----
+
 /** Pure encoders/decoders, for golden-byte tests and fuzzing. */
 export interface NativeCodec {
   parseAttributes(buf: Buffer, nestedTypes?: number[]): AttributeNode[];
@@ -133,7 +459,14 @@ export interface NativeCodec {
   ipvs: NativeIpvsCodec;
   rtnl: {
     decodeLink(msg: Buffer): NativeLink;
+    decodeAddr(msg: Buffer): NativeAddress;
+    encodeOps(ops: NativeRtnlOp[]): Buffer;
+    encodeDumpAddrs(family?: number): Buffer;
   };
+  nftables: NativeNftCodec;
+
+  ipset: NativeIpsetCodec;
+  conntrack: NativeConntrackCodec;
 }
 
 export interface NativeBinding {
@@ -141,6 +474,10 @@ export interface NativeBinding {
   GenlHandle: new (opts?: HandleOptions & { rcvbufBytes?: number }) => NativeGenlHandle;
   IpvsHandle: new (opts?: HandleOptions & { rcvbufBytes?: number }) => NativeIpvsHandle;
   RtnlHandle: new (opts?: HandleOptions) => NativeRtnlHandle;
+  NftHandle: new (opts?: HandleOptions) => NativeNftHandle;
+
+  IpsetHandle: new (opts?: HandleOptions) => NativeIpsetHandle;
+  ConntrackHandle: new (opts?: HandleOptions) => NativeConntrackHandle;
   codec: NativeCodec;
 }
 

@@ -25,7 +25,10 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   InitCodec(env, exports);
   InitGenl(env, exports);
   InitIpvs(env, exports);
+  InitNftables(env, exports);
   InitRtnl(env, exports);
+  InitIpset(env, exports);
+  InitConntrack(env, exports);
   return exports;
 }
 

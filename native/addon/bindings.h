@@ -14,7 +14,10 @@ namespace addon {
 void InitCodec(Napi::Env env, Napi::Object exports);
 void InitGenl(Napi::Env env, Napi::Object exports);
 void InitIpvs(Napi::Env env, Napi::Object exports);
+void InitNftables(Napi::Env env, Napi::Object exports);
 void InitRtnl(Napi::Env env, Napi::Object exports);
+void InitIpset(Napi::Env env, Napi::Object exports);
+void InitConntrack(Napi::Env env, Napi::Object exports);
 
 // Codec hooks for tests: every family adds its pure encoders/decoders under
 // exports.codec.<family> from its own binding file (CodecNamespace creates that object).

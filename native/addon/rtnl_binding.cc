@@ -1,13 +1,20 @@
-// JS surface of rtnetlink: class RtnlHandle.
+// JS surface of rtnetlink: class RtnlHandle (links and addresses) + codec hooks.
 #include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
 
+#include <algorithm>
+#include <cmath>
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "addon/async.h"
+#include "addon/batch.h"
 #include "addon/bindings.h"
 #include "addon/channel.h"
 #include "addon/errors.h"
+#include "rtnl/addr.h"
 #include "rtnl/link.h"
 
 namespace addon {
@@ -28,12 +35,278 @@ Napi::Value LinkToJs(Napi::Env env, const rtnl::Link& l) {
 
 namespace {
 
+const char* ScopeName(uint8_t s) {
+  switch (s) {
+    case RT_SCOPE_UNIVERSE: return "global";
+    case RT_SCOPE_SITE: return "site";
+    case RT_SCOPE_LINK: return "link";
+    case RT_SCOPE_HOST: return "host";
+    case RT_SCOPE_NOWHERE: return "nowhere";
+    default: return nullptr;
+  }
+}
+
+Napi::Value AddressToJs(Napi::Env env, const rtnl::Address& a, const std::string& link) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("link", link);
+  o.Set("index", a.index);
+  o.Set("family", a.local.family == inet::kV6 ? "inet6" : "inet");
+  o.Set("address", inet::Format(a.local));
+  o.Set("prefixlen", a.prefixlen);
+  const char* scope = ScopeName(a.scope);
+  if (scope)
+    o.Set("scope", scope);
+  else
+    o.Set("scope", a.scope);
+  o.Set("flags", a.flags);
+  if (a.peer.family) o.Set("peer", inet::Format(a.peer));
+  if (!a.label.empty()) o.Set("label", a.label);
+  if (a.valid_lft != UINT32_MAX) o.Set("validLifetime", a.valid_lft);
+  if (a.preferred_lft != UINT32_MAX) o.Set("preferredLifetime", a.preferred_lft);
+  return o;
+}
+
+// ---- ops ---------------------------------------------------------------------------------------
+
+enum class Kind { kAddLink, kDelLink, kSetLink, kAddAddr, kDelAddr };
+
+struct RtOp {
+  Kind kind;
+  std::string name;   // link name ("" when given by index)
+  int32_t index = 0;  // link index (0 = resolve the name)
+  std::string link_kind;
+  uint32_t mtu = 0;
+  bool up = false;
+  bool exist = false;
+  inet::Addr addr;
+  uint8_t prefixlen = 0;
+  std::string label;  // for messages
+};
+
+[[noreturn]] void Bad(Napi::Env env, const std::string& op, const std::string& why) { ThrowInvalid(env, op, why); }
+
+bool IsSet(const Napi::Value& v) { return !v.IsUndefined() && !v.IsNull(); }
+
+std::string LinkNameArg(Napi::Env env, const Napi::Value& v, const std::string& where) {
+  if (!v.IsString()) Bad(env, where, "link name must be a string");
+  std::string n = v.As<Napi::String>().Utf8Value();
+  if (n.empty()) Bad(env, where, "link name is empty");
+  if (n.size() > rtnl::kMaxLinkName)
+    Bad(env, where, "link name '" + n + "' is " + std::to_string(n.size()) + " bytes; at most 15");
+  if (n == "." || n == ".." || n.find_first_of("/: \t\n") != std::string::npos)
+    Bad(env, where, "link name '" + n + "' holds a character the kernel refuses ('/', ':' or whitespace)");
+  return n;
+}
+
+int32_t IndexArg(Napi::Env env, const Napi::Value& v, const std::string& where) {
+  if (!v.IsNumber()) Bad(env, where, "index must be a number");
+  const double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= 1) || d != std::floor(d) || d > 2147483647.0) Bad(env, where, "index must be a positive integer");
+  return static_cast<int32_t>(d);
+}
+
+// { link: name } or { index: n }
+void TargetArg(Napi::Env env, Napi::Object o, RtOp* op, const std::string& where, const char* name_key) {
+  const Napi::Value idx = o.Get("index");
+  const Napi::Value name = o.Get(name_key);
+  if (IsSet(idx)) {
+    op->index = IndexArg(env, idx, where);
+    if (IsSet(name)) op->name = LinkNameArg(env, name, where);
+  } else {
+    op->name = LinkNameArg(env, name, where);
+  }
+}
+
+void AddressArg(Napi::Env env, const Napi::Value& v, RtOp* op, const std::string& where) {
+  if (!v.IsString()) Bad(env, where, "address must be a string such as '10.0.0.1/32' or 'fd00::1'");
+  std::string s = v.As<Napi::String>().Utf8Value();
+  int prefix = -1;
+  const size_t slash = s.find('/');
+  if (slash != std::string::npos) {
+    const std::string p = s.substr(slash + 1);
+    if (p.empty() || p.size() > 3 || p.find_first_not_of("0123456789") != std::string::npos)
+      Bad(env, where, "bad prefix length in '" + s + "'");
+    prefix = std::stoi(p);
+    s.resize(slash);
+  }
+  if (!inet::Parse(s, &op->addr)) Bad(env, where, "'" + s + "' is not an IPv4 or IPv6 address");
+  const int max = op->addr.family == inet::kV6 ? 128 : 32;
+  if (prefix < 0) prefix = max;  // a VIP: /32 or /128
+  if (prefix > max) Bad(env, where, "prefix length " + std::to_string(prefix) + " is out of range 0-" + std::to_string(max));
+  op->prefixlen = static_cast<uint8_t>(prefix);
+}
+
+RtOp OpArg(Napi::Env env, const Napi::Value& v, size_t i) {
+  const std::string at = "op " + std::to_string(i);
+  if (!v.IsObject()) Bad(env, at, "must be an object");
+  Napi::Object o = v.As<Napi::Object>();
+  if (!o.Get("op").IsString()) Bad(env, at, "op must be a string");
+  const std::string kind = o.Get("op").As<Napi::String>().Utf8Value();
+  const std::string where = at + " (" + kind + ")";
+  RtOp op;
+  const Napi::Value exist = o.Get("exist");
+  if (IsSet(exist)) {
+    if (!exist.IsBoolean()) Bad(env, where, "exist must be a boolean");
+    op.exist = exist.As<Napi::Boolean>().Value();
+  }
+  if (kind == "addLink") {
+    op.kind = Kind::kAddLink;
+    op.name = LinkNameArg(env, o.Get("name"), where);
+    if (!o.Get("kind").IsString()) Bad(env, where, "kind must be a string");
+    op.link_kind = o.Get("kind").As<Napi::String>().Utf8Value();
+    if (op.link_kind != "dummy" && op.link_kind != "bridge")
+      Bad(env, where, "link kind '" + op.link_kind + "' is not supported (dummy, bridge)");
+    const Napi::Value mtu = o.Get("mtu");
+    if (IsSet(mtu)) {
+      if (!mtu.IsNumber()) Bad(env, where, "mtu must be a number");
+      const double d = mtu.As<Napi::Number>().DoubleValue();
+      if (!(d >= 68) || d > 65535 || d != std::floor(d)) Bad(env, where, "mtu is out of range 68-65535");
+      op.mtu = static_cast<uint32_t>(d);
+    }
+  } else if (kind == "delLink" || kind == "setLink") {
+    op.kind = kind == "delLink" ? Kind::kDelLink : Kind::kSetLink;
+    TargetArg(env, o, &op, where, "name");
+    if (op.kind == Kind::kSetLink) {
+      if (!o.Get("up").IsBoolean()) Bad(env, where, "up must be a boolean");
+      op.up = o.Get("up").As<Napi::Boolean>().Value();
+    }
+  } else if (kind == "addAddr" || kind == "delAddr") {
+    op.kind = kind == "addAddr" ? Kind::kAddAddr : Kind::kDelAddr;
+    TargetArg(env, o, &op, where, "link");
+    AddressArg(env, o.Get("address"), &op, where);
+  } else {
+    Bad(env, at, "unknown op '" + kind + "' (addLink, delLink, setLink, addAddr, delAddr)");
+  }
+  return op;
+}
+
+std::string OpName(const RtOp& op) {
+  const std::string link = op.name.empty() ? "#" + std::to_string(op.index) : op.name;
+  switch (op.kind) {
+    case Kind::kAddLink: return "RTM_NEWLINK " + op.name + " (" + op.link_kind + ")";
+    case Kind::kDelLink: return "RTM_DELLINK " + link;
+    case Kind::kSetLink: return "RTM_NEWLINK " + link + (op.up ? " up" : " down");
+    case Kind::kAddAddr: return "RTM_NEWADDR " + inet::Format(op.addr) + "/" + std::to_string(op.prefixlen) + " dev " + link;
+    case Kind::kDelAddr: return "RTM_DELADDR " + inet::Format(op.addr) + "/" + std::to_string(op.prefixlen) + " dev " + link;
+  }
+  return "";
+}
+
+void Encode(nl::Batch& b, const RtOp& op, int32_t index) {
+  switch (op.kind) {
+    case Kind::kAddLink: rtnl::EncodeNewLink(b, op.name, op.link_kind, op.mtu, op.exist); break;
+    case Kind::kDelLink: rtnl::EncodeDelLink(b, op.index, op.name); break;
+    case Kind::kSetLink: rtnl::EncodeSetLinkUp(b, op.index, op.name, op.up); break;
+    case Kind::kAddAddr: rtnl::EncodeNewAddr(b, index, op.addr, op.prefixlen, op.exist); break;
+    case Kind::kDelAddr: rtnl::EncodeDelAddr(b, index, op.addr, op.prefixlen); break;
+  }
+}
+
+std::map<std::string, int32_t> LinkIndexes(nl::Socket& sock) {
+  nl::Batch b;
+  rtnl::EncodeDumpLinks(b);
+  std::map<std::string, int32_t> out;
+  sock.Dump(b, "RTM_GETLINK", [&](const nlmsghdr* h) {
+    rtnl::Link l;
+    std::string why;
+    if (!rtnl::DecodeLink(h, &l, &why)) nl::ThrowDecode("RTM_GETLINK", why);
+    out[l.name] = l.index;
+  });
+  return out;
+}
+
+struct ApplyWork {
+  std::vector<RtOp> ops;
+  nl::TransactOptions opts;
+  BatchOutcome outcome;
+};
+
+// Runs the ops in order. Address ops need link indexes: names are resolved with one link dump,
+// redone only after an op that creates or deletes a link. Requests between those points share
+// one Transact (many per sendmsg).
+void RunApply(nl::Socket& sock, ApplyWork& w) {
+  const size_t n = w.ops.size();
+  nl::TransactResult& all = w.outcome.res;
+  all.results.resize(n);
+  std::map<std::string, int32_t> idx;
+  bool fresh = false;
+  size_t i = 0;
+  bool stopped = false;
+  while (i < n && !stopped) {
+    nl::Batch b;
+    std::vector<size_t> req_op;
+    size_t j = i;
+    for (; j < n; j++) {
+      const RtOp& op = w.ops[j];
+      int32_t index = op.index;
+      const bool addr = op.kind == Kind::kAddAddr || op.kind == Kind::kDelAddr;
+      if (addr && index == 0) {
+        auto it = idx.find(op.name);
+        if (it == idx.end() && !fresh) {
+          if (!b.empty()) break;  // send what precedes first: it may create the link
+          idx = LinkIndexes(sock);
+          fresh = true;
+          it = idx.find(op.name);
+        }
+        if (it == idx.end()) {
+          // As the kernel would answer a missing device.
+          if (!b.empty()) break;
+          all.results[j].outcome = nl::Outcome::kError;
+          all.results[j].status.error = ENODEV;
+          all.results[j].status.extack = "no link named " + op.name;
+          if (all.first_error == SIZE_MAX) all.first_error = j;
+          if (w.opts.stop_on_error) {
+            stopped = true;
+            j++;
+            break;
+          }
+          continue;
+        }
+        index = it->second;
+      }
+      Encode(b, op, index);
+      req_op.push_back(j);
+      if (op.kind == Kind::kAddLink || op.kind == Kind::kDelLink) {
+        fresh = false;  // names may map differently now
+        idx.clear();
+        j++;
+        break;
+      }
+    }
+    if (!b.empty()) {
+      nl::TransactResult r = sock.Transact(b, w.opts);
+      all.sendmsg_calls += r.sendmsg_calls;
+      for (size_t k = 0; k < req_op.size(); k++) {
+        all.results[req_op[k]] = std::move(r.results[k]);
+        if (all.results[req_op[k]].outcome == nl::Outcome::kError && all.first_error > req_op[k])
+          all.first_error = req_op[k];
+      }
+      if (w.opts.stop_on_error && (r.first_error != SIZE_MAX ||
+                                   std::any_of(r.results.begin(), r.results.end(), [](const nl::RequestResult& x) {
+                                     return x.outcome == nl::Outcome::kNoReply;
+                                   })))
+        stopped = true;
+    }
+    i = j;
+  }
+  w.outcome.op_names.reserve(n);
+  for (const RtOp& op : w.ops) w.outcome.op_names.push_back(OpName(op));
+}
+
+struct AddrList {
+  std::vector<rtnl::Address> addrs;
+  std::map<int32_t, std::string> names;
+};
+
 class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
  public:
   static void Init(Napi::Env env, Napi::Object exports) {
     exports.Set("RtnlHandle", DefineClass(env, "RtnlHandle",
                                           {
                                               InstanceMethod<&RtnlHandle::Links>("links"),
+                                              InstanceMethod<&RtnlHandle::GetLink>("link"),
+                                              InstanceMethod<&RtnlHandle::Addresses>("addresses"),
+                                              InstanceMethod<&RtnlHandle::Apply>("apply"),
                                               InstanceMethod<&RtnlHandle::Stats>("stats"),
                                           }));
   }
@@ -67,6 +340,111 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
         });
   }
 
+  // link(name) -> Link | null
+  Napi::Value GetLink(const Napi::CallbackInfo& info) {
+    const std::string name = LinkNameArg(info.Env(), info[0], "RTM_GETLINK");
+    auto ch = ch_;
+    return PromiseWorker<std::vector<rtnl::Link>>::Run(
+        info.Env(),
+        [ch, name]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          nl::Batch b;
+          rtnl::EncodeGetLink(b, name);
+          nl::TransactResult r = ch->Sock().Transact(b, nl::TransactOptions{});
+          std::vector<rtnl::Link> out;
+          const nl::RequestResult& rr = r.results[0];
+          if (rr.outcome == nl::Outcome::kError && rr.status.error == ENODEV) return out;
+          if (rr.outcome != nl::Outcome::kOk) throw nl::Exception(KernelError("RTM_GETLINK " + name, -1, rr.status));
+          for (const nl::DataReply& d : r.data) {
+            rtnl::Link l;
+            std::string why;
+            if (!rtnl::DecodeLink(reinterpret_cast<const nlmsghdr*>(d.bytes.data()), &l, &why))
+              nl::ThrowDecode("RTM_GETLINK", why);
+            out.push_back(std::move(l));
+          }
+          return out;
+        },
+        [](Napi::Env env, std::vector<rtnl::Link>& l) -> Napi::Value {
+          return l.empty() ? env.Null() : LinkToJs(env, l[0]);
+        });
+  }
+
+  // addresses({ family?: 'inet'|'inet6', link?: name }) -> every address with its link's name
+  // (one RTM_GETADDR dump + one RTM_GETLINK dump for the names).
+  Napi::Value Addresses(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    uint8_t family = AF_UNSPEC;
+    std::string link;
+    if (info.Length() > 0 && info[0].IsObject()) {
+      Napi::Object o = info[0].As<Napi::Object>();
+      const Napi::Value f = o.Get("family");
+      if (IsSet(f)) {
+        const std::string fs = f.IsString() ? f.As<Napi::String>().Utf8Value() : "";
+        if (fs == "inet") family = AF_INET;
+        else if (fs == "inet6") family = AF_INET6;
+        else Bad(env, "RTM_GETADDR", "family must be 'inet' or 'inet6'");
+      }
+      if (IsSet(o.Get("link"))) link = LinkNameArg(env, o.Get("link"), "RTM_GETADDR");
+    }
+    auto ch = ch_;
+    return PromiseWorker<AddrList>::Run(
+        env,
+        [ch, family, link]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          AddrList out;
+          for (const auto& [name, index] : LinkIndexes(ch->Sock())) out.names[index] = name;
+          int32_t want = 0;
+          if (!link.empty()) {
+            for (const auto& [index, name] : out.names)
+              if (name == link) want = index;
+            if (!want) {
+              nl::Status st;
+              st.error = ENODEV;
+              st.extack = "no link named " + link;
+              throw nl::Exception(KernelError("RTM_GETADDR dev " + link, -1, st));
+            }
+          }
+          nl::Batch b;
+          rtnl::EncodeDumpAddrs(b, family);
+          ch->Sock().Dump(b, "RTM_GETADDR", [&](const nlmsghdr* h) {
+            rtnl::Address a;
+            std::string why;
+            if (!rtnl::DecodeAddr(h, &a, &why)) nl::ThrowDecode("RTM_GETADDR", why);
+            if (want && a.index != want) return;  // filtered here: no strict dump checking needed
+            out.addrs.push_back(std::move(a));
+          });
+          return out;
+        },
+        [](Napi::Env env, AddrList& l) -> Napi::Value {
+          Napi::Array a = Napi::Array::New(env, l.addrs.size());
+          for (size_t i = 0; i < l.addrs.size(); i++) {
+            auto it = l.names.find(l.addrs[i].index);
+            a.Set(i, AddressToJs(env, l.addrs[i], it == l.names.end() ? "" : it->second));
+          }
+          return a;
+        });
+  }
+
+  // apply(ops, opts) -> { statuses, errors, sendmsgCalls }
+  Napi::Value Apply(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!info[0].IsArray()) Bad(env, "rtnl apply", "expected an array of ops");
+    Napi::Array arr = info[0].As<Napi::Array>();
+    auto w = std::make_shared<ApplyWork>();
+    w->ops.reserve(arr.Length());
+    for (uint32_t i = 0; i < arr.Length(); i++) w->ops.push_back(OpArg(env, arr.Get(i), i));
+    w->opts = BatchOptions(info[1]);
+    auto ch = ch_;
+    return PromiseWorker<std::shared_ptr<ApplyWork>>::Run(
+        env,
+        [ch, w]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          RunApply(ch->Sock(), *w);
+          return w;
+        },
+        [](Napi::Env env, std::shared_ptr<ApplyWork>& w) { return BatchOutcomeToJs(env, w->outcome); });
+  }
+
   Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
 
   std::shared_ptr<Channel> ch_;
@@ -81,12 +459,47 @@ Napi::Value DecodeLink(const Napi::CallbackInfo& info) {
   return LinkToJs(info.Env(), l);
 }
 
+Napi::Value DecodeAddrHook(const Napi::CallbackInfo& info) {
+  std::vector<uint8_t> storage;
+  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeAddr");
+  rtnl::Address a;
+  std::string why;
+  if (!rtnl::DecodeAddr(h, &a, &why)) ThrowInvalid(info.Env(), "decodeAddr", why);
+  return AddressToJs(info.Env(), a, "");
+}
+
+// encodeOps(ops) -> the requests as sent (golden form); address ops need an explicit index.
+Napi::Value EncodeOpsHook(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsArray()) Bad(env, "encodeOps", "expected an array of ops");
+  Napi::Array arr = info[0].As<Napi::Array>();
+  nl::Batch b;
+  for (uint32_t i = 0; i < arr.Length(); i++) {
+    RtOp op = OpArg(env, arr.Get(i), i);
+    if ((op.kind == Kind::kAddAddr || op.kind == Kind::kDelAddr) && op.index == 0)
+      Bad(env, "encodeOps", "address ops need an index here");
+    Encode(b, op, op.index);
+  }
+  b.Seal();
+  return ToBuffer(env, b.buffer());
+}
+
+Napi::Value EncodeDumpAddrsHook(const Napi::CallbackInfo& info) {
+  nl::Batch b;
+  rtnl::EncodeDumpAddrs(b, static_cast<uint8_t>(info[0].IsNumber() ? info[0].As<Napi::Number>().Uint32Value() : 0));
+  b.Seal();
+  return ToBuffer(info.Env(), b.buffer());
+}
+
 }  // namespace
 
 void InitRtnl(Napi::Env env, Napi::Object exports) {
   RtnlHandle::Init(env, exports);
   Napi::Object codec = CodecNamespace(env, exports, "rtnl");
   codec.Set("decodeLink", Napi::Function::New(env, DecodeLink));
+  codec.Set("decodeAddr", Napi::Function::New(env, DecodeAddrHook));
+  codec.Set("encodeOps", Napi::Function::New(env, EncodeOpsHook));
+  codec.Set("encodeDumpAddrs", Napi::Function::New(env, EncodeDumpAddrsHook));
 }
 
 }  // namespace addon

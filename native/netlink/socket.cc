@@ -215,13 +215,16 @@ TransactResult Socket::Transact(Batch& batch, const TransactOptions& opt) {
     out.sendmsg_calls++;
 
     // The kernel handles route, generic and netfilter requests synchronously inside sendmsg,
-    // so every reply of this chunk is already queued: drain without blocking, and wait only as
-    // a safety net for a kernel that answers late.
+    // so every reply of this chunk is already queued: drain without blocking. Once any reply
+    // of the chunk has arrived, the ones still missing will not come (an nfnetlink batch
+    // rejected at BATCH_BEGIN answers only that); only a chunk with no reply at all is given
+    // a grace period, as a safety net for a kernel that answers late.
     bool waited = false;
+    bool any_reply = false;
     for (;;) {
       ssize_t len = Receive(false);
       if (len == 0) {
-        if (awaiting == 0 || waited || lost) break;
+        if (awaiting == 0 || waited || lost || any_reply) break;
         pollfd p{fd_, POLLIN, 0};
         waited = poll(&p, 1, kReplyWaitMs) <= 0;
         continue;
@@ -233,6 +236,7 @@ TransactResult Socket::Transact(Batch& batch, const TransactOptions& opt) {
       const bool ok = ForEachMessage(buf_.data(), static_cast<size_t>(len), [&](const nlmsghdr* h) {
         if (h->nlmsg_seq < base + from || h->nlmsg_seq >= base + to) return true;  // stale
         const size_t idx = h->nlmsg_seq - base;
+        any_reply = true;
         if (h->nlmsg_type == NLMSG_ERROR) {
           Status st;
           uint32_t echoed = 0;

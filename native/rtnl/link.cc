@@ -2,6 +2,7 @@
 
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
+#include <net/if.h>
 #include <sys/socket.h>
 
 #include <cstdio>
@@ -56,6 +57,55 @@ bool DecodeLink(const nlmsghdr* h, Link* out, std::string* why) {
     return false;
   }
   return true;
+}
+
+}  // namespace rtnl
+
+namespace rtnl {
+
+namespace {
+
+void LinkHeader(nl::Batch& b, int32_t index, uint32_t flags, uint32_t change) {
+  ifinfomsg ifi{};
+  ifi.ifi_family = AF_UNSPEC;
+  ifi.ifi_index = index;
+  ifi.ifi_flags = flags;
+  ifi.ifi_change = change;
+  b.Header(&ifi, sizeof ifi);
+}
+
+}  // namespace
+
+void EncodeNewLink(nl::Batch& b, const std::string& name, const std::string& kind, uint32_t mtu, bool exist) {
+  b.Begin(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (exist ? 0 : NLM_F_EXCL));
+  LinkHeader(b, 0, 0, 0);
+  nl::AttrWriter w = b.Attrs();
+  w.Str(IFLA_IFNAME, name);
+  if (mtu) w.U32(IFLA_MTU, mtu);
+  const size_t li = w.Begin(IFLA_LINKINFO);
+  // iproute2 sends the kind without its NUL; the kernel's NLA_STRING policy takes both.
+  w.Put(IFLA_INFO_KIND, kind.data(), kind.size());
+  w.End(li);
+}
+
+void EncodeSetLinkUp(nl::Batch& b, int32_t index, const std::string& name, bool up) {
+  b.Begin(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK);
+  LinkHeader(b, index, up ? IFF_UP : 0, IFF_UP);
+  if (index <= 0) b.Attrs().Str(IFLA_IFNAME, name);
+}
+
+void EncodeDelLink(nl::Batch& b, int32_t index, const std::string& name) {
+  b.Begin(RTM_DELLINK, NLM_F_REQUEST | NLM_F_ACK);
+  LinkHeader(b, index, 0, 0);
+  if (index <= 0) b.Attrs().Str(IFLA_IFNAME, name);
+}
+
+void EncodeGetLink(nl::Batch& b, const std::string& name) {
+  b.Begin(RTM_GETLINK, NLM_F_REQUEST | NLM_F_ACK);
+  LinkHeader(b, 0, 0, 0);
+  nl::AttrWriter w = b.Attrs();
+  w.Str(IFLA_IFNAME, name);
+  w.U32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
 }
 
 }  // namespace rtnl

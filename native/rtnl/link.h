@@ -8,6 +8,8 @@
 
 namespace rtnl {
 
+constexpr size_t kMaxLinkName = 15;  // IFNAMSIZ - 1
+
 struct Link {
   int32_t index = 0;
   std::string name;
@@ -21,5 +23,14 @@ struct Link {
 
 void EncodeDumpLinks(nl::Batch& b);
 bool DecodeLink(const nlmsghdr* h, Link* out, std::string* why);
+
+// RTM_NEWLINK creating a link of `kind` (dummy, bridge: no kind-specific data). exist=false
+// asks for EEXIST when it is there already (NLM_F_EXCL); mtu 0 = the kind's default.
+void EncodeNewLink(nl::Batch& b, const std::string& name, const std::string& kind, uint32_t mtu, bool exist);
+// The link is named by index when index > 0 (as iproute2 does), by IFLA_IFNAME otherwise.
+void EncodeSetLinkUp(nl::Batch& b, int32_t index, const std::string& name, bool up);
+void EncodeDelLink(nl::Batch& b, int32_t index, const std::string& name);
+// RTM_GETLINK of one link by name (answered with RTM_NEWLINK, or ENODEV).
+void EncodeGetLink(nl::Batch& b, const std::string& name);
 
 }  // namespace rtnl

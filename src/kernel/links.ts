@@ -1,9 +1,35 @@
-import { native, type HandleOptions, type NativeLink, type NativeRtnlHandle, type SocketStats } from '../native.js';
+// Links and addresses over rtnetlink: the LinksApi interface (an in-memory double implements the
+// same) and the real implementation over the addon.
+import {
+  native,
+  type HandleOptions,
+  type NativeAddress,
+  type NativeLink,
+  type NativeRtnlHandle,
+  type NativeRtnlOp,
+  type SocketStats,
+} from '../native.js';
+import { ApplyResult, type BatchOptions } from './batch.js';
 
 export type Link = NativeLink;
+export type Address = NativeAddress;
+export type LinkOp = NativeRtnlOp;
 
-/** Links and addresses over rtnetlink. */
-export class Links {
+/** What the sync engine needs from rtnetlink; the real class and test doubles implement it. */
+export interface LinksApi {
+  /** Every link (one dump). */
+  list(): Promise<Link[]>;
+  /** One link by name, or null. */
+  get(name: string): Promise<Link | null>;
+  /** Every address of the node, or of one link / family, with link names and scopes. */
+  addresses(opts?: { family?: 'inet' | 'inet6'; link?: string }): Promise<Address[]>;
+  /** Ops in order, many per sendmsg; an address that exists fails its op with EEXIST unless
+   *  `exist` is set, so callers can tell "already there" from real failures. */
+  apply(ops: LinkOp[], opts?: BatchOptions): Promise<ApplyResult>;
+}
+
+/** Links and addresses over rtnetlink. One handle owns one netlink socket (per namespace). */
+export class Links implements LinksApi {
   private constructor(private readonly h: NativeRtnlHandle) {}
 
   static async open(opts: HandleOptions = {}): Promise<Links> {
@@ -13,6 +39,40 @@ export class Links {
   /** Every link of the namespace (one RTM_GETLINK dump). */
   list(): Promise<Link[]> {
     return this.h.links();
+  }
+
+  async get(name: string): Promise<Link | null> {
+    return this.h.link(name);
+  }
+
+  async addresses(opts: { family?: 'inet' | 'inet6'; link?: string } = {}): Promise<Address[]> {
+    return this.h.addresses(opts);
+  }
+
+  async apply(ops: LinkOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
+    return new ApplyResult(await this.h.apply(ops, opts));
+  }
+
+  /** Creates a dummy link (kube-ipvs0) unless it exists, and sets it up. */
+  async ensureDummy(name: string): Promise<Link> {
+    const r = await this.apply([
+      { op: 'addLink', name, kind: 'dummy' },
+      { op: 'setLink', name, up: true },
+    ], { stopOnError: false });
+    if (r.status(0) === 'error' && r.errorOf(0)!.code !== 'EEXIST') throw r.errorOf(0);
+    if (r.status(1) !== 'ok') throw r.errorOf(1) ?? new Error(`setting ${name} up: ${r.status(1)}`);
+    const l = await this.get(name);
+    if (!l) throw new Error(`${name} vanished after it was created`);
+    return l;
+  }
+
+  /** Adds many addresses to one link in one batch; per address 'ok' or an EEXIST error. */
+  addAddresses(link: string, addresses: string[], opts: BatchOptions & { exist?: boolean } = {}): Promise<ApplyResult> {
+    return this.apply(addresses.map((address) => ({ op: 'addAddr', link, address, exist: opts.exist })), { stopOnError: false, ...opts });
+  }
+
+  delAddresses(link: string, addresses: string[], opts: BatchOptions = {}): Promise<ApplyResult> {
+    return this.apply(addresses.map((address) => ({ op: 'delAddr', link, address })), { stopOnError: false, ...opts });
   }
 
   socketStats(): SocketStats {

@@ -1,0 +1,310 @@
+// JS surface of conntrack (nfnetlink subsystem CTNETLINK): class ConntrackHandle + codec hooks.
+#include <linux/netlink.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "addon/async.h"
+#include "addon/batch.h"
+#include "addon/bindings.h"
+#include "addon/channel.h"
+#include "addon/errors.h"
+#include "conntrack/codec.h"
+
+namespace addon {
+
+namespace {
+
+[[noreturn]] void Bad(Napi::Env env, const std::string& op, const std::string& why) { ThrowInvalid(env, op, why); }
+bool IsSet(const Napi::Value& v) { return !v.IsUndefined() && !v.IsNull(); }
+
+uint8_t ProtoArg(Napi::Env env, const Napi::Value& v, const std::string& op) {
+  if (v.IsNumber()) {
+    const double d = v.As<Napi::Number>().DoubleValue();
+    if (!(d >= 1) || d > 255 || d != std::floor(d)) Bad(env, op, "proto must be 1-255");
+    return static_cast<uint8_t>(d);
+  }
+  if (!v.IsString()) Bad(env, op, "proto must be a name or a number");
+  const std::string s = v.As<Napi::String>().Utf8Value();
+  if (s == "tcp") return IPPROTO_TCP;
+  if (s == "udp") return IPPROTO_UDP;
+  if (s == "sctp") return IPPROTO_SCTP;
+  if (s == "udplite") return IPPROTO_UDPLITE;
+  if (s == "dccp") return IPPROTO_DCCP;
+  if (s == "icmp") return IPPROTO_ICMP;
+  if (s == "icmpv6") return IPPROTO_ICMPV6;
+  Bad(env, op, "unknown proto '" + s + "'");
+}
+
+const char* ProtoName(uint8_t p) {
+  switch (p) {
+    case IPPROTO_TCP: return "tcp";
+    case IPPROTO_UDP: return "udp";
+    case IPPROTO_SCTP: return "sctp";
+    case IPPROTO_UDPLITE: return "udplite";
+    case IPPROTO_DCCP: return "dccp";
+    case IPPROTO_ICMP: return "icmp";
+    case IPPROTO_ICMPV6: return "icmpv6";
+    default: return nullptr;
+  }
+}
+
+void AddrField(Napi::Env env, Napi::Object o, const char* key, bool* has, inet::Addr* out, uint8_t* family,
+               const std::string& op) {
+  const Napi::Value v = o.Get(key);
+  if (!IsSet(v)) return;
+  if (!v.IsString()) Bad(env, op, std::string(key) + " must be an address string");
+  const std::string s = v.As<Napi::String>().Utf8Value();
+  if (!inet::Parse(s, out)) Bad(env, op, std::string(key) + " '" + s + "' is not an IPv4 or IPv6 address");
+  if (*family && *family != out->family)
+    Bad(env, op, std::string(key) + " '" + s + "' does not match the filter's family");
+  *family = static_cast<uint8_t>(out->family);
+  *has = true;
+}
+
+int32_t PortField(Napi::Env env, Napi::Object o, const char* key, const std::string& op) {
+  const Napi::Value v = o.Get(key);
+  if (!IsSet(v)) return -1;
+  if (!v.IsNumber()) Bad(env, op, std::string(key) + " must be a number");
+  const double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= 0) || d > 65535 || d != std::floor(d))
+    Bad(env, op, std::string(key) + " is out of range 0-65535 (got " + v.ToString().Utf8Value() + ")");
+  return static_cast<int32_t>(d);
+}
+
+ct::Filter FilterArg(Napi::Env env, const Napi::Value& v, const std::string& op) {
+  ct::Filter f;
+  if (!IsSet(v)) return f;
+  if (!v.IsObject()) Bad(env, op, "filter must be an object");
+  Napi::Object o = v.As<Napi::Object>();
+  const Napi::Value fam = o.Get("family");
+  if (IsSet(fam)) {
+    const std::string s = fam.IsString() ? fam.As<Napi::String>().Utf8Value() : "";
+    if (s == "inet") f.family = AF_INET;
+    else if (s == "inet6") f.family = AF_INET6;
+    else Bad(env, op, "family must be 'inet' or 'inet6'");
+  }
+  if (IsSet(o.Get("proto"))) f.proto = ProtoArg(env, o.Get("proto"), op);
+  AddrField(env, o, "origSrc", &f.has_orig_src, &f.orig_src, &f.family, op);
+  AddrField(env, o, "origDst", &f.has_orig_dst, &f.orig_dst, &f.family, op);
+  AddrField(env, o, "replySrc", &f.has_reply_src, &f.reply_src, &f.family, op);
+  f.orig_dport = PortField(env, o, "origDport", op);
+  f.reply_sport = PortField(env, o, "replySport", op);
+  if ((f.orig_dport >= 0 || f.reply_sport >= 0) && !f.proto)
+    Bad(env, op, "a port filter needs proto (tcp, udp, sctp …)");
+  return f;
+}
+
+Napi::Object TupleToJs(Napi::Env env, const ct::Tuple& t) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("src", inet::Format(t.src));
+  o.Set("dst", inet::Format(t.dst));
+  if (t.has_ports) {
+    o.Set("sport", t.sport);
+    o.Set("dport", t.dport);
+  }
+  if (t.has_icmp) {
+    o.Set("icmpId", t.icmp_id);
+    o.Set("icmpType", t.icmp_type);
+    o.Set("icmpCode", t.icmp_code);
+  }
+  return o;
+}
+
+Napi::Object FlowToJs(Napi::Env env, const ct::Flow& f) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("family", f.family == AF_INET6 ? "inet6" : "inet");
+  const char* pn = ProtoName(f.orig.proto);
+  if (pn)
+    o.Set("proto", pn);
+  else
+    o.Set("proto", f.orig.proto);
+  o.Set("orig", TupleToJs(env, f.orig));
+  o.Set("reply", TupleToJs(env, f.reply));
+  o.Set("status", f.status);
+  o.Set("timeout", f.timeout);
+  o.Set("mark", f.mark);
+  o.Set("id", f.id);
+  o.Set("use", f.use);
+  if (f.zone) o.Set("zone", f.zone);
+  if (f.has_tcp_state) o.Set("tcpState", ct::TcpStateName(f.tcp_state));
+  if (f.has_counters) {
+    Napi::Object c = Napi::Object::New(env);
+    c.Set("origPackets", Napi::BigInt::New(env, f.orig_packets));
+    c.Set("origBytes", Napi::BigInt::New(env, f.orig_bytes));
+    c.Set("replyPackets", Napi::BigInt::New(env, f.reply_packets));
+    c.Set("replyBytes", Napi::BigInt::New(env, f.reply_bytes));
+    o.Set("counters", c);
+  }
+  return o;
+}
+
+std::vector<ct::Flow> DumpMatching(nl::Socket& sock, const ct::Filter& f) {
+  nl::Batch b;
+  ct::EncodeDump(b, f.family);
+  std::vector<ct::Flow> out;
+  sock.Dump(b, "IPCTNL_MSG_CT_GET", [&](const nlmsghdr* h) {
+    ct::Flow flow;
+    std::string why;
+    if (!ct::DecodeFlow(h, &flow, &why)) nl::ThrowDecode("IPCTNL_MSG_CT_GET", why);
+    if (ct::Matches(flow, f)) out.push_back(std::move(flow));
+  });
+  return out;
+}
+
+struct DeleteResult {
+  std::vector<ct::Flow> matched;
+  nl::TransactResult res;
+};
+
+class ConntrackHandle : public Napi::ObjectWrap<ConntrackHandle> {
+ public:
+  static void Init(Napi::Env env, Napi::Object exports) {
+    exports.Set("ConntrackHandle", DefineClass(env, "ConntrackHandle",
+                                               {
+                                                   InstanceMethod<&ConntrackHandle::List>("list"),
+                                                   InstanceMethod<&ConntrackHandle::Count>("count"),
+                                                   InstanceMethod<&ConntrackHandle::Delete>("delete"),
+                                                   InstanceMethod<&ConntrackHandle::Stats>("stats"),
+                                               }));
+  }
+
+  explicit ConntrackHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ConntrackHandle>(info) {
+    ch_ = std::make_shared<Channel>(NETLINK_NETFILTER, NetnsOption(info, 0));
+  }
+
+ private:
+  Napi::Value List(const Napi::CallbackInfo& info) {
+    const ct::Filter f = FilterArg(info.Env(), info[0], "IPCTNL_MSG_CT_GET");
+    auto ch = ch_;
+    return PromiseWorker<std::vector<ct::Flow>>::Run(
+        info.Env(),
+        [ch, f]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          return DumpMatching(ch->Sock(), f);
+        },
+        [](Napi::Env env, std::vector<ct::Flow>& flows) -> Napi::Value {
+          Napi::Array a = Napi::Array::New(env, flows.size());
+          for (size_t i = 0; i < flows.size(); i++) a.Set(i, FlowToJs(env, flows[i]));
+          return a;
+        });
+  }
+
+  Napi::Value Count(const Napi::CallbackInfo& info) {
+    const ct::Filter f = FilterArg(info.Env(), info[0], "IPCTNL_MSG_CT_GET");
+    auto ch = ch_;
+    return PromiseWorker<size_t>::Run(
+        info.Env(),
+        [ch, f]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          return DumpMatching(ch->Sock(), f).size();
+        },
+        [](Napi::Env env, size_t& n) -> Napi::Value { return Napi::Number::New(env, static_cast<double>(n)); });
+  }
+
+  // delete(filter) -> { matched, deleted, gone, errors, sendmsgCalls }: one dump, then the
+  // matching flows deleted by tuple+id in one batch. A flow that expired in between (ENOENT)
+  // counts as gone, not as an error.
+  Napi::Value Delete(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const ct::Filter f = FilterArg(env, info[0], "IPCTNL_MSG_CT_DELETE");
+    nl::TransactOptions opts = BatchOptions(info[1]);
+    opts.stop_on_error = false;
+    auto ch = ch_;
+    return PromiseWorker<std::shared_ptr<DeleteResult>>::Run(
+        env,
+        [ch, f, opts]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          auto r = std::make_shared<DeleteResult>();
+          r->matched = DumpMatching(ch->Sock(), f);
+          nl::Batch b;
+          for (const ct::Flow& flow : r->matched) ct::EncodeDelete(b, flow);
+          r->res = ch->Sock().Transact(b, opts);
+          return r;
+        },
+        [](Napi::Env env, std::shared_ptr<DeleteResult>& r) -> Napi::Value {
+          uint32_t deleted = 0, gone = 0, ne = 0;
+          Napi::Array errors = Napi::Array::New(env);
+          for (size_t i = 0; i < r->res.results.size(); i++) {
+            const nl::RequestResult& rr = r->res.results[i];
+            if (rr.outcome == nl::Outcome::kOk) {
+              deleted++;
+            } else if (rr.outcome == nl::Outcome::kError && rr.status.error == ENOENT) {
+              gone++;
+            } else if (rr.outcome == nl::Outcome::kError || rr.status.error) {
+              const ct::Flow& f = r->matched[i];
+              const std::string op = std::string("IPCTNL_MSG_CT_DELETE ") + (ProtoName(f.orig.proto) ? ProtoName(f.orig.proto) : "proto") +
+                                     " " + inet::Format(f.orig.src) + ":" + std::to_string(f.orig.sport) + " -> " +
+                                     inet::Format(f.orig.dst) + ":" + std::to_string(f.orig.dport);
+              errors.Set(ne++, MakeError(env, KernelError(op, static_cast<int64_t>(i), rr.status)));
+            }
+          }
+          Napi::Object o = Napi::Object::New(env);
+          o.Set("matched", static_cast<double>(r->matched.size()));
+          o.Set("deleted", deleted);
+          o.Set("gone", gone);
+          o.Set("errors", errors);
+          o.Set("sendmsgCalls", static_cast<double>(r->res.sendmsg_calls));
+          return o;
+        });
+  }
+
+  Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
+
+  std::shared_ptr<Channel> ch_;
+};
+
+Napi::Value DecodeFlowHook(const Napi::CallbackInfo& info) {
+  std::vector<uint8_t> storage;
+  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeFlow");
+  ct::Flow f;
+  std::string why;
+  if (!ct::DecodeFlow(h, &f, &why)) ThrowInvalid(info.Env(), "decodeFlow", why);
+  return FlowToJs(info.Env(), f);
+}
+
+// matches(flowMessage, filter) -> boolean: the C++ filter on a decoded reply.
+Napi::Value MatchesHook(const Napi::CallbackInfo& info) {
+  std::vector<uint8_t> storage;
+  const nlmsghdr* h = MessageArg(info, 0, &storage, "matches");
+  ct::Flow f;
+  std::string why;
+  if (!ct::DecodeFlow(h, &f, &why)) ThrowInvalid(info.Env(), "matches", why);
+  return Napi::Boolean::New(info.Env(), ct::Matches(f, FilterArg(info.Env(), info[1], "matches")));
+}
+
+// encodeDelete(flowMessage) -> the DELETE request for that flow (golden form).
+Napi::Value EncodeDeleteHook(const Napi::CallbackInfo& info) {
+  std::vector<uint8_t> storage;
+  const nlmsghdr* h = MessageArg(info, 0, &storage, "encodeDelete");
+  ct::Flow f;
+  std::string why;
+  if (!ct::DecodeFlow(h, &f, &why)) ThrowInvalid(info.Env(), "encodeDelete", why);
+  nl::Batch b;
+  ct::EncodeDelete(b, f);
+  b.Seal();
+  return ToBuffer(info.Env(), b.buffer());
+}
+
+Napi::Value EncodeDumpHook(const Napi::CallbackInfo& info) {
+  nl::Batch b;
+  ct::EncodeDump(b, static_cast<uint8_t>(info[0].IsNumber() ? info[0].As<Napi::Number>().Uint32Value() : 0));
+  b.Seal();
+  return ToBuffer(info.Env(), b.buffer());
+}
+
+}  // namespace
+
+void InitConntrack(Napi::Env env, Napi::Object exports) {
+  ConntrackHandle::Init(env, exports);
+  Napi::Object codec = CodecNamespace(env, exports, "conntrack");
+  codec.Set("decodeFlow", Napi::Function::New(env, DecodeFlowHook));
+  codec.Set("matches", Napi::Function::New(env, MatchesHook));
+  codec.Set("encodeDelete", Napi::Function::New(env, EncodeDeleteHook));
+  codec.Set("encodeDump", Napi::Function::New(env, EncodeDumpHook));
+}
+
+}  // namespace addon

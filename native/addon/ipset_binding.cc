@@ -1,0 +1,936 @@
+// JS surface of ipset (nfnetlink subsystem IPSET): class IpsetHandle + codec hooks.
+// Inputs are validated and converted on the main thread (a bad op throws a kInvalid
+// NetlinkError and nothing is sent); protocol negotiation, type revisions, encoding and the
+// kernel conversation happen on the worker.
+#include <linux/netfilter/ipset/ip_set.h>
+#include <linux/netlink.h>
+#include <netinet/in.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "addon/async.h"
+#include "addon/batch.h"
+#include "addon/bindings.h"
+#include "addon/channel.h"
+#include "addon/errors.h"
+#include "ipset/codec.h"
+#include "netlink/error.h"
+
+namespace addon {
+
+namespace {
+
+constexpr uint32_t kMaxTimeout = 2147483;  // IPSET_MAX_TIMEOUT: (UINT_MAX >> 1) / MSEC_PER_SEC
+
+// Negotiated per handle (per socket), touched only on the worker with ch->mu held.
+struct IpsetState {
+  uint8_t protocol = 0;
+  std::map<std::string, uint8_t> revisions;  // "type/family" -> highest revision the kernel has
+};
+
+// ---- JS -> structs ---------------------------------------------------------------------------
+
+// Property keys created once per conversion, so 100k members do not create 1.5M key strings.
+struct Keys {
+  explicit Keys(Napi::Env env) {
+    const char* names[] = {"ip",      "cidr",   "proto",      "port",   "ip2",     "cidr2",
+                           "timeout", "packets", "bytes",     "comment", "nomatch", "skbmark",
+                           "skbmarkmask", "skbprio", "skbqueue", "line"};
+    for (size_t i = 0; i < kCount; i++) k[i] = Napi::String::New(env, names[i]);
+  }
+  enum { kIp, kCidr, kProto, kPort, kIp2, kCidr2, kTimeout, kPackets, kBytes, kComment, kNomatch,
+         kSkbmark, kSkbmarkmask, kSkbprio, kSkbqueue, kLine, kCount };
+  Napi::String k[kCount];
+};
+
+[[noreturn]] void Bad(Napi::Env env, const std::string& op, const std::string& why) {
+  ThrowInvalid(env, op, why);
+}
+
+bool IsSet(const Napi::Value& v) { return !v.IsUndefined() && !v.IsNull(); }
+
+uint64_t UInt(Napi::Env env, const Napi::Value& v, uint64_t max, const std::string& op, const std::string& what) {
+  if (v.IsBigInt()) {
+    bool lossless = true;
+    const uint64_t x = v.As<Napi::BigInt>().Uint64Value(&lossless);
+    if (!lossless || x > max) Bad(env, op, what + " is out of range 0-" + std::to_string(max));
+    return x;
+  }
+  if (!v.IsNumber()) Bad(env, op, what + " must be a number");
+  const double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= 0) || d != std::floor(d) || d > static_cast<double>(max))
+    Bad(env, op, what + " is out of range 0-" + std::to_string(max) + " (got " + v.ToString().Utf8Value() + ")");
+  return static_cast<uint64_t>(d);
+}
+
+std::string Str(Napi::Env env, const Napi::Value& v, const std::string& op, const std::string& what) {
+  if (!v.IsString()) Bad(env, op, what + " must be a string");
+  return v.As<Napi::String>().Utf8Value();
+}
+
+void CheckName(Napi::Env env, const std::string& name, const std::string& op, const char* what = "set name") {
+  if (name.empty()) Bad(env, op, std::string(what) + " is empty");
+  if (name.size() > ipset::kMaxNameLen)
+    Bad(env, op, std::string(what) + " '" + name + "' is " + std::to_string(name.size()) +
+                     " bytes; ipset names are at most 31");
+}
+
+uint8_t FamilyArg(Napi::Env env, const Napi::Value& v, const ipset::TypeInfo& t, const std::string& op) {
+  if (t.bitmap) {
+    if (IsSet(v)) Bad(env, op, std::string(t.name) + " takes no family");
+    return ipset::kFamilyUnspec;
+  }
+  if (!IsSet(v)) return ipset::kFamilyInet;
+  const std::string f = Str(env, v, op, "family");
+  if (f == "inet") return ipset::kFamilyInet;
+  if (f == "inet6") return ipset::kFamilyInet6;
+  Bad(env, op, "family must be 'inet' or 'inet6' (got '" + f + "')");
+}
+
+const ipset::TypeInfo& TypeArg(Napi::Env env, const Napi::Value& v, const std::string& op) {
+  const std::string type = Str(env, v, op, "type");
+  const ipset::TypeInfo* t = ipset::FindType(type);
+  if (!t) Bad(env, op, "set type '" + type + "' is not supported by ipvsync");
+  return *t;
+}
+
+bool ProtoHasPorts(uint8_t p) {
+  return p == IPPROTO_TCP || p == IPPROTO_UDP || p == IPPROTO_SCTP || p == IPPROTO_UDPLITE ||
+         p == IPPROTO_ICMP || p == IPPROTO_ICMPV6;
+}
+
+uint8_t ProtoArg(Napi::Env env, const Napi::Value& v, const std::string& where) {
+  if (!IsSet(v)) return IPPROTO_TCP;  // ipset's default for a bare port
+  if (v.IsNumber()) {
+    const uint64_t p = UInt(env, v, 255, where, "proto");
+    if (p == 0) Bad(env, where, "proto 0 is not a valid protocol");
+    return static_cast<uint8_t>(p);
+  }
+  const std::string s = Str(env, v, where, "proto");
+  if (s == "tcp") return IPPROTO_TCP;
+  if (s == "udp") return IPPROTO_UDP;
+  if (s == "sctp") return IPPROTO_SCTP;
+  if (s == "udplite") return IPPROTO_UDPLITE;
+  if (s == "icmp") return IPPROTO_ICMP;
+  if (s == "icmpv6" || s == "ipv6-icmp") return IPPROTO_ICMPV6;
+  Bad(env, where, "unknown proto '" + s + "' (tcp, udp, sctp, udplite, icmp, icmpv6 or a number)");
+}
+
+// "10.0.0.0/8" or "10.0.0.1" (+ an optional separate cidr) for an address component.
+void AddrArg(Napi::Env env, const Napi::Value& v, const Napi::Value& cidr_v, bool net, uint8_t family,
+             inet::Addr* out, uint8_t* cidr, const std::string& where, const char* what) {
+  std::string s = Str(env, v, where, what);
+  int cidr_val = -1;
+  const size_t slash = s.find('/');
+  if (slash != std::string::npos) {
+    const std::string c = s.substr(slash + 1);
+    s.resize(slash);
+    if (c.empty() || c.size() > 3 || c.find_first_not_of("0123456789") != std::string::npos)
+      Bad(env, where, std::string(what) + " has a bad prefix length '" + c + "'");
+    cidr_val = std::stoi(c);
+  }
+  if (IsSet(cidr_v)) {
+    if (cidr_val >= 0) Bad(env, where, std::string(what) + " has a prefix length twice");
+    cidr_val = static_cast<int>(UInt(env, cidr_v, 128, where, "cidr"));
+  }
+  if (!inet::Parse(s, out)) Bad(env, where, std::string(what) + " '" + s + "' is not an IPv4 or IPv6 address");
+  const bool want6 = family == ipset::kFamilyInet6;
+  if ((out->family == inet::kV6) != want6)
+    Bad(env, where, std::string(what) + " '" + s + "' is " + (want6 ? "IPv4" : "IPv6") + " but the set is family " +
+                        (want6 ? "inet6" : "inet"));
+  const int max = want6 ? 128 : 32;
+  if (cidr_val >= 0) {
+    if (!net) Bad(env, where, std::string(what) + " is a host address in this set type; no prefix length allowed");
+    if (cidr_val < 1 || cidr_val > max)
+      Bad(env, where, "prefix length " + std::to_string(cidr_val) + " is out of range 1-" + std::to_string(max));
+  }
+  // No prefix: nothing is sent and the kernel takes the host prefix (as libipset does).
+  *cidr = cidr_val >= 0 ? static_cast<uint8_t>(cidr_val) : 0;
+}
+
+ipset::Member MemberArg(Napi::Env env, const Napi::Value& v, const ipset::TypeInfo& t, uint8_t family,
+                        const Keys& keys, const std::string& where) {
+  if (!v.IsObject()) Bad(env, where, "member must be an object");
+  Napi::Object o = v.As<Napi::Object>();
+  ipset::Member m;
+  auto get = [&](int k) { return o.Get(keys.k[k]); };
+  const ipset::Dim d0 = t.dims[0];
+  int addr_dims = 0;
+  if (d0 == ipset::Dim::kIp || d0 == ipset::Dim::kNet) {
+    const Napi::Value ip = get(Keys::kIp);
+    if (!IsSet(ip)) Bad(env, where, std::string(t.name) + " members need ip");
+    AddrArg(env, ip, get(Keys::kCidr), d0 == ipset::Dim::kNet, family, &m.ip, &m.cidr, where, "ip");
+    if (d0 == ipset::Dim::kIp) m.cidr = 0;
+    addr_dims++;
+  } else if (IsSet(get(Keys::kIp))) {
+    Bad(env, where, std::string(t.name) + " members take no ip");
+  }
+  if (ipset::HasDim(t, ipset::Dim::kPort)) {
+    const Napi::Value port = get(Keys::kPort);
+    if (!IsSet(port)) Bad(env, where, std::string(t.name) + " members need port");
+    m.port = static_cast<uint16_t>(UInt(env, port, 65535, where, "port"));
+    m.has_port = true;
+    if (!t.bitmap) {
+      m.proto = ProtoArg(env, get(Keys::kProto), where);
+      if (m.proto == IPPROTO_ICMP && family != ipset::kFamilyInet)
+        Bad(env, where, "proto icmp can be used with family inet only");
+      if (m.proto == IPPROTO_ICMPV6 && family != ipset::kFamilyInet6)
+        Bad(env, where, "proto icmpv6 can be used with family inet6 only");
+      if (!ProtoHasPorts(m.proto) && m.port != 0)
+        Bad(env, where, "proto " + std::to_string(m.proto) + " has no ports; port must be 0");
+    } else if (IsSet(get(Keys::kProto))) {
+      Bad(env, where, "bitmap:port members take no proto");
+    }
+  } else if (IsSet(get(Keys::kPort))) {
+    Bad(env, where, std::string(t.name) + " members take no port");
+  }
+  const int n = ipset::DimCount(t);
+  const ipset::Dim last = n >= 2 ? t.dims[n - 1] : ipset::Dim::kNone;
+  const bool has_second_addr = n >= 2 && (last == ipset::Dim::kIp || last == ipset::Dim::kNet);
+  if (has_second_addr) {
+    const Napi::Value ip2 = get(Keys::kIp2);
+    if (!IsSet(ip2)) Bad(env, where, std::string(t.name) + " members need ip2");
+    AddrArg(env, ip2, get(Keys::kCidr2), last == ipset::Dim::kNet, family, &m.ip2, &m.cidr2, where, "ip2");
+    if (last == ipset::Dim::kIp) m.cidr2 = 0;
+  } else if (IsSet(get(Keys::kIp2))) {
+    Bad(env, where, std::string(t.name) + " members take no ip2");
+  }
+  const Napi::Value timeout = get(Keys::kTimeout);
+  if (IsSet(timeout)) {
+    m.timeout = static_cast<uint32_t>(UInt(env, timeout, kMaxTimeout, where, "timeout"));
+    m.has_timeout = true;
+  }
+  const Napi::Value packets = get(Keys::kPackets), bytes = get(Keys::kBytes);
+  if (IsSet(packets) || IsSet(bytes)) {
+    m.has_counters = true;
+    if (IsSet(packets)) m.packets = UInt(env, packets, UINT64_MAX, where, "packets");
+    if (IsSet(bytes)) m.bytes = UInt(env, bytes, UINT64_MAX, where, "bytes");
+  }
+  const Napi::Value comment = get(Keys::kComment);
+  if (IsSet(comment)) {
+    m.comment = Str(env, comment, where, "comment");
+    if (m.comment.size() > ipset::kMaxCommentLen) Bad(env, where, "comment is longer than 255 bytes");
+    if (m.comment.find('"') != std::string::npos) Bad(env, where, "comment must not contain '\"'");
+    m.has_comment = true;
+  }
+  const Napi::Value nomatch = get(Keys::kNomatch);
+  if (IsSet(nomatch)) {
+    if (!nomatch.IsBoolean()) Bad(env, where, "nomatch must be a boolean");
+    m.nomatch = nomatch.As<Napi::Boolean>().Value();
+    if (m.nomatch && !ipset::HasDim(t, ipset::Dim::kNet))
+      Bad(env, where, std::string("nomatch needs a net component; ") + t.name + " has none");
+  }
+  const Napi::Value skbmark = get(Keys::kSkbmark);
+  if (IsSet(skbmark)) {
+    m.skbmark = static_cast<uint32_t>(UInt(env, skbmark, UINT32_MAX, where, "skbmark"));
+    const Napi::Value mask = get(Keys::kSkbmarkmask);
+    m.skbmarkmask = IsSet(mask) ? static_cast<uint32_t>(UInt(env, mask, UINT32_MAX, where, "skbmarkmask")) : UINT32_MAX;
+    m.has_skbmark = true;
+  }
+  const Napi::Value skbprio = get(Keys::kSkbprio);
+  if (IsSet(skbprio)) {
+    m.skbprio = static_cast<uint32_t>(UInt(env, skbprio, UINT32_MAX, where, "skbprio"));
+    m.has_skbprio = true;
+  }
+  const Napi::Value skbqueue = get(Keys::kSkbqueue);
+  if (IsSet(skbqueue)) {
+    m.skbqueue = static_cast<uint16_t>(UInt(env, skbqueue, 65535, where, "skbqueue"));
+    m.has_skbqueue = true;
+  }
+  const Napi::Value line = get(Keys::kLine);
+  if (IsSet(line)) m.lineno = static_cast<uint32_t>(UInt(env, line, UINT32_MAX, where, "line"));
+  (void)addr_dims;
+  return m;
+}
+
+enum class OpKind { kCreate, kDestroy, kFlush, kRename, kSwap, kAdd, kDel };
+
+struct PlannedOp {
+  OpKind kind;
+  uint8_t cmd;
+  std::string name, name2;
+  ipset::SetHeader create;
+  const ipset::TypeInfo* type = nullptr;
+  uint8_t family = 0;
+  bool exist = false;
+  std::vector<ipset::Member> members;
+};
+
+PlannedOp OpArg(Napi::Env env, const Napi::Value& v, size_t i, const Keys& keys) {
+  const std::string at = "op " + std::to_string(i);
+  if (!v.IsObject()) Bad(env, at, "must be an object");
+  Napi::Object o = v.As<Napi::Object>();
+  const std::string kind = Str(env, o.Get("op"), at, "op");
+  PlannedOp p;
+  p.name = Str(env, o.Get("name"), at + " (" + kind + ")", "name");
+  const std::string where = at + " (" + kind + " " + p.name + ")";
+  CheckName(env, p.name, where);
+  const Napi::Value exist = o.Get("exist");
+  if (IsSet(exist)) {
+    if (!exist.IsBoolean()) Bad(env, where, "exist must be a boolean");
+    p.exist = exist.As<Napi::Boolean>().Value();
+  }
+  if (kind == "create") {
+    p.kind = OpKind::kCreate;
+    p.cmd = IPSET_CMD_CREATE;
+    const ipset::TypeInfo& t = TypeArg(env, o.Get("type"), where);
+    p.type = &t;
+    ipset::SetHeader& h = p.create;
+    h.name = p.name;
+    h.type = t.name;
+    h.family = FamilyArg(env, o.Get("family"), t, where);
+    auto opt32 = [&](const char* key, bool* has, uint32_t* out, uint64_t max) {
+      const Napi::Value x = o.Get(key);
+      if (!IsSet(x)) return;
+      if (t.bitmap && std::string(key) != "timeout") Bad(env, where, std::string(t.name) + " takes no " + key);
+      *out = static_cast<uint32_t>(UInt(env, x, max, where, key));
+      *has = true;
+    };
+    opt32("hashsize", &h.has_hashsize, &h.hashsize, UINT32_MAX);
+    opt32("maxelem", &h.has_maxelem, &h.maxelem, UINT32_MAX);
+    opt32("timeout", &h.has_timeout, &h.timeout, kMaxTimeout);
+    opt32("initval", &h.has_initval, &h.initval, UINT32_MAX);
+    const Napi::Value bucketsize = o.Get("bucketsize");
+    if (IsSet(bucketsize)) {
+      if (t.bitmap) Bad(env, where, std::string(t.name) + " takes no bucketsize");
+      h.bucketsize = static_cast<uint8_t>(UInt(env, bucketsize, 255, where, "bucketsize"));
+      h.has_bucketsize = true;
+    }
+    if (h.has_maxelem && h.maxelem == 0) Bad(env, where, "maxelem must be at least 1");
+    const Napi::Value netmask = o.Get("netmask");
+    if (IsSet(netmask)) {
+      if (std::string(t.name) != "hash:ip") Bad(env, where, "netmask is only supported by hash:ip");
+      const uint8_t max = h.family == ipset::kFamilyInet6 ? 128 : 32;
+      h.netmask = static_cast<uint8_t>(UInt(env, netmask, max, where, "netmask"));
+      if (h.netmask == 0) Bad(env, where, "netmask is out of range 1-" + std::to_string(max));
+      h.has_netmask = true;
+    }
+    auto flag = [&](const char* key, bool* out) {
+      const Napi::Value x = o.Get(key);
+      if (!IsSet(x)) return;
+      if (!x.IsBoolean()) Bad(env, where, std::string(key) + " must be a boolean");
+      *out = x.As<Napi::Boolean>().Value();
+    };
+    flag("counters", &h.counters);
+    flag("comment", &h.comment);
+    flag("skbinfo", &h.skbinfo);
+    flag("forceadd", &h.forceadd);
+    if (h.forceadd && t.bitmap) Bad(env, where, "forceadd is only supported by hash types");
+    const Napi::Value range = o.Get("range");
+    if (t.bitmap) {
+      if (!range.IsObject()) Bad(env, where, "bitmap:port needs range: { from, to }");
+      Napi::Object r = range.As<Napi::Object>();
+      h.port_from = static_cast<uint16_t>(UInt(env, r.Get("from"), 65535, where, "range.from"));
+      h.port_to = static_cast<uint16_t>(UInt(env, r.Get("to"), 65535, where, "range.to"));
+      if (h.port_from > h.port_to) Bad(env, where, "range.from is greater than range.to");
+      h.has_range = true;
+    } else if (IsSet(range)) {
+      Bad(env, where, std::string(t.name) + " takes no range");
+    }
+    return p;
+  }
+  if (kind == "destroy" || kind == "flush") {
+    p.kind = kind == "destroy" ? OpKind::kDestroy : OpKind::kFlush;
+    p.cmd = kind == "destroy" ? IPSET_CMD_DESTROY : IPSET_CMD_FLUSH;
+    return p;
+  }
+  if (kind == "rename" || kind == "swap") {
+    p.kind = kind == "rename" ? OpKind::kRename : OpKind::kSwap;
+    p.cmd = kind == "rename" ? IPSET_CMD_RENAME : IPSET_CMD_SWAP;
+    p.name2 = Str(env, o.Get(kind == "rename" ? "to" : "with"), where, kind == "rename" ? "to" : "with");
+    CheckName(env, p.name2, where, kind == "rename" ? "new name" : "second set name");
+    return p;
+  }
+  if (kind == "add" || kind == "del") {
+    p.kind = kind == "add" ? OpKind::kAdd : OpKind::kDel;
+    p.cmd = kind == "add" ? IPSET_CMD_ADD : IPSET_CMD_DEL;
+    const ipset::TypeInfo& t = TypeArg(env, o.Get("type"), where);
+    p.type = &t;
+    p.family = FamilyArg(env, o.Get("family"), t, where);
+    const Napi::Value mv = o.Get("members");
+    if (!mv.IsArray()) Bad(env, where, "members must be an array");
+    Napi::Array arr = mv.As<Napi::Array>();
+    const uint32_t n = arr.Length();
+    p.members.reserve(n);
+    for (uint32_t j = 0; j < n; j++) {
+      p.members.push_back(MemberArg(env, arr.Get(j), t, p.family, keys, where + " member " + std::to_string(j)));
+    }
+    return p;
+  }
+  Bad(env, at, "unknown op '" + kind + "' (create, destroy, flush, rename, swap, add, del)");
+}
+
+// ---- structs -> JS ---------------------------------------------------------------------------
+
+const char* ProtoName(uint8_t p) {
+  switch (p) {
+    case IPPROTO_TCP: return "tcp";
+    case IPPROTO_UDP: return "udp";
+    case IPPROTO_SCTP: return "sctp";
+    case IPPROTO_UDPLITE: return "udplite";
+    case IPPROTO_ICMP: return "icmp";
+    case IPPROTO_ICMPV6: return "icmpv6";
+    default: return nullptr;
+  }
+}
+
+const char* FamilyName(uint8_t f) {
+  return f == ipset::kFamilyInet6 ? "inet6" : f == ipset::kFamilyInet ? "inet" : nullptr;
+}
+
+Napi::Object MemberToJs(Napi::Env env, const ipset::Member& m, const Keys& keys) {
+  Napi::Object o = Napi::Object::New(env);
+  if (m.ip.family) o.Set(keys.k[Keys::kIp], inet::Format(m.ip));
+  if (m.cidr) o.Set(keys.k[Keys::kCidr], m.cidr);
+  if (m.has_port) {
+    if (m.proto) {
+      const char* pn = ProtoName(m.proto);
+      if (pn)
+        o.Set(keys.k[Keys::kProto], pn);
+      else
+        o.Set(keys.k[Keys::kProto], m.proto);
+    }
+    o.Set(keys.k[Keys::kPort], m.port);
+  }
+  if (m.ip2.family) o.Set(keys.k[Keys::kIp2], inet::Format(m.ip2));
+  if (m.cidr2) o.Set(keys.k[Keys::kCidr2], m.cidr2);
+  if (m.has_timeout) o.Set(keys.k[Keys::kTimeout], m.timeout);
+  if (m.has_counters) {
+    o.Set(keys.k[Keys::kPackets], Napi::BigInt::New(env, m.packets));
+    o.Set(keys.k[Keys::kBytes], Napi::BigInt::New(env, m.bytes));
+  }
+  if (m.has_comment) o.Set(keys.k[Keys::kComment], m.comment);
+  if (m.nomatch) o.Set(keys.k[Keys::kNomatch], true);
+  if (m.has_skbmark) {
+    o.Set(keys.k[Keys::kSkbmark], m.skbmark);
+    o.Set(keys.k[Keys::kSkbmarkmask], m.skbmarkmask);
+  }
+  if (m.has_skbprio) o.Set(keys.k[Keys::kSkbprio], m.skbprio);
+  if (m.has_skbqueue) o.Set(keys.k[Keys::kSkbqueue], m.skbqueue);
+  return o;
+}
+
+Napi::Object HeaderToJs(Napi::Env env, const ipset::SetHeader& h) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("name", h.name);
+  o.Set("type", h.type);
+  const char* fam = FamilyName(h.family);
+  if (fam) o.Set("family", fam);
+  o.Set("revision", h.revision);
+  if (h.has_hashsize) o.Set("hashsize", h.hashsize);
+  if (h.has_maxelem) o.Set("maxelem", h.maxelem);
+  if (h.has_netmask) o.Set("netmask", h.netmask);
+  if (h.has_timeout) o.Set("timeout", h.timeout);
+  if (h.counters) o.Set("counters", true);
+  if (h.comment) o.Set("comment", true);
+  if (h.skbinfo) o.Set("skbinfo", true);
+  if (h.forceadd) o.Set("forceadd", true);
+  if (h.has_range) {
+    Napi::Object r = Napi::Object::New(env);
+    r.Set("from", h.port_from);
+    r.Set("to", h.port_to);
+    o.Set("range", r);
+  }
+  if (h.has_bucketsize) o.Set("bucketsize", h.bucketsize);
+  if (h.has_initval) o.Set("initval", h.initval);
+  o.Set("references", h.references);
+  o.Set("memsize", h.memsize);
+  o.Set("elements", h.elements);
+  if (h.index >= 0) o.Set("index", h.index);
+  return o;
+}
+
+Napi::Value SetsToJs(Napi::Env env, std::vector<ipset::ListedSet>& sets, bool with_members) {
+  Keys keys(env);
+  Napi::Array a = Napi::Array::New(env, sets.size());
+  for (size_t i = 0; i < sets.size(); i++) {
+    Napi::Object o = HeaderToJs(env, sets[i].header);
+    if (with_members) {
+      Napi::Array ms = Napi::Array::New(env, sets[i].members.size());
+      for (size_t j = 0; j < sets[i].members.size(); j++) ms.Set(j, MemberToJs(env, sets[i].members[j], keys));
+      o.Set("members", ms);
+    }
+    a.Set(i, o);
+  }
+  return a;
+}
+
+// ---- kernel conversation (worker thread, ch->mu held) -----------------------------------------
+
+nl::Error IpsetError(const std::string& op, uint8_t cmd, bool bitmap, int64_t index, const nl::Status& st) {
+  nl::Error e = KernelError(op, index, st);
+  const std::string name = ipset::ErrorName(st.error, bitmap);
+  if (!name.empty()) e.code = name;
+  const std::string text = ipset::ErrorMessage(st.error, cmd, bitmap);
+  if (!text.empty()) {
+    e.message = op + ": " + text + " (" + e.code + ")";
+    if (!st.extack.empty()) e.message += ": " + st.extack;
+  }
+  return e;
+}
+
+// One request whose reply is a data message (PROTOCOL, TYPE); throws on failure.
+std::vector<uint8_t> Ask(Channel& ch, nl::Batch& b, uint8_t cmd, const std::string& op) {
+  nl::TransactResult res = ch.Sock().Transact(b, nl::TransactOptions{});
+  const nl::RequestResult& r = res.results[0];
+  if (r.outcome != nl::Outcome::kOk) {
+    nl::Error e = IpsetError(op, cmd, false, -1, r.status);
+    if (cmd == IPSET_CMD_PROTOCOL) {
+      // nfnetlink answers a subsystem it does not have with EOPNOTSUPP (or EINVAL on old kernels).
+      e.kind = nl::ErrorKind::kUnsupported;
+      e.message = op + ": the kernel has no ipset support (module ip_set is not loaded): " + e.code;
+    }
+    throw nl::Exception(std::move(e));
+  }
+  if (res.data.empty()) nl::ThrowDecode(op, "no reply message");
+  return std::move(res.data[0].bytes);
+}
+
+uint8_t EnsureProtocol(Channel& ch, IpsetState& st) {
+  if (st.protocol) return st.protocol;
+  nl::Batch b;
+  ipset::EncodeProtocol(b);
+  std::vector<uint8_t> reply = Ask(ch, b, IPSET_CMD_PROTOCOL, "IPSET_CMD_PROTOCOL");
+  uint8_t max = 0, min = 0;
+  std::string why;
+  if (!ipset::DecodeProtocol(reinterpret_cast<const nlmsghdr*>(reply.data()), &max, &min, &why))
+    nl::ThrowDecode("IPSET_CMD_PROTOCOL", why);
+  // Like libipset: speak the newest version both sides know.
+  const uint8_t use = max < ipset::kProtocol ? max : ipset::kProtocol;
+  if (use < ipset::kProtocolMin || min > ipset::kProtocol) {
+    nl::Error e;
+    e.kind = nl::ErrorKind::kUnsupported;
+    e.errnum = EPROTONOSUPPORT;
+    e.code = "EPROTONOSUPPORT";
+    e.op = "IPSET_CMD_PROTOCOL";
+    e.message = "IPSET_CMD_PROTOCOL: the kernel speaks ipset protocol " + std::to_string(min) + "-" +
+                std::to_string(max) + ", ipvsync " + std::to_string(ipset::kProtocolMin) + "-" +
+                std::to_string(ipset::kProtocol);
+    throw nl::Exception(std::move(e));
+  }
+  st.protocol = use;
+  return use;
+}
+
+uint8_t EnsureRevision(Channel& ch, IpsetState& st, const std::string& type, uint8_t family) {
+  const std::string key = type + "/" + std::to_string(family);
+  auto it = st.revisions.find(key);
+  if (it != st.revisions.end()) return it->second;
+  nl::Batch b;
+  ipset::EncodeType(b, st.protocol, type, family);
+  const std::string op = "IPSET_CMD_TYPE " + type;
+  std::vector<uint8_t> reply = Ask(ch, b, IPSET_CMD_TYPE, op);
+  uint8_t max = 0, min = 0;
+  std::string why;
+  if (!ipset::DecodeType(reinterpret_cast<const nlmsghdr*>(reply.data()), &max, &min, &why))
+    nl::ThrowDecode(op, why);
+  st.revisions[key] = max;
+  return max;
+}
+
+struct ApplyWork {
+  std::vector<PlannedOp> ops;
+  nl::TransactOptions opts;
+  // filled on the worker
+  nl::TransactResult res;
+  std::vector<size_t> req_op;
+  std::vector<std::pair<size_t, size_t>> req_range;  // member range of ADT requests
+};
+
+std::string OpLabel(const PlannedOp& p) {
+  std::string s = std::string(ipset::CommandName(p.cmd)) + " " + p.name;
+  if (!p.name2.empty()) s += " " + p.name2;
+  return s;
+}
+
+void RunApply(Channel& ch, IpsetState& st, ApplyWork& w) {
+  const uint8_t proto = EnsureProtocol(ch, st);
+  nl::Batch b;
+  for (size_t i = 0; i < w.ops.size(); i++) {
+    PlannedOp& p = w.ops[i];
+    const size_t before = b.size();
+    switch (p.kind) {
+      case OpKind::kCreate:
+        p.create.revision = EnsureRevision(ch, st, p.create.type, p.create.family);
+        ipset::EncodeCreate(b, proto, p.create, p.exist);
+        break;
+      case OpKind::kDestroy:
+      case OpKind::kFlush:
+      case OpKind::kRename:
+      case OpKind::kSwap:
+        ipset::EncodeNamed(b, proto, p.cmd, p.name, p.name2);
+        break;
+      case OpKind::kAdd:
+      case OpKind::kDel:
+        ipset::EncodeAdt(b, proto, p.cmd, p.name, *p.type, p.members, 0, p.members.size(), p.exist, &w.req_range);
+        break;
+    }
+    for (size_t r = before; r < b.size(); r++) {
+      w.req_op.push_back(i);
+      if (p.kind != OpKind::kAdd && p.kind != OpKind::kDel) w.req_range.emplace_back(0, 0);
+    }
+  }
+  w.res = ch.Sock().Transact(b, w.opts);
+}
+
+Napi::Value ApplyToJs(Napi::Env env, ApplyWork& w) {
+  const size_t nops = w.ops.size();
+  // Per op: the worst outcome of its requests. An op split over several messages that was only
+  // partly sent (a later chunk stopped by an earlier failure) is 'unknown': resync it.
+  std::vector<uint32_t> n_req(nops, 0), n_ok(nops, 0), n_err(nops, 0), n_noreply(nops, 0), n_notsent(nops, 0);
+  Napi::Array errors = Napi::Array::New(env);
+  uint32_t ne = 0;
+  for (size_t r = 0; r < w.res.results.size(); r++) {
+    const size_t i = w.req_op[r];
+    const PlannedOp& p = w.ops[i];
+    const nl::RequestResult& rr = w.res.results[r];
+    n_req[i]++;
+    switch (rr.outcome) {
+      case nl::Outcome::kOk: n_ok[i]++; break;
+      case nl::Outcome::kError: n_err[i]++; break;
+      case nl::Outcome::kNoReply: n_noreply[i]++; break;
+      case nl::Outcome::kNotSent: n_notsent[i]++; break;
+    }
+    if (rr.outcome == nl::Outcome::kError || (rr.outcome == nl::Outcome::kNoReply && rr.status.error)) {
+      const auto& range = w.req_range[r];
+      const bool adt = p.kind == OpKind::kAdd || p.kind == OpKind::kDel;
+      nl::Error e = IpsetError(OpLabel(p), p.cmd, p.type && p.type->bitmap, static_cast<int64_t>(i), rr.status);
+      if (adt && p.members.size() > 1) {
+        // The kernel stops a multi-element message at its first failing element: elements
+        // before it were applied, the rest of the message was not.
+        e.message += " [members " + std::to_string(range.first) + "-" + std::to_string(range.second - 1) +
+                     " of " + std::to_string(p.members.size()) +
+                     " share one message: those before the failing one were applied, those after it were not]";
+      }
+      errors.Set(ne++, MakeError(env, e));
+    }
+  }
+  Napi::Uint8Array statuses = Napi::Uint8Array::New(env, nops);
+  for (size_t i = 0; i < nops; i++) {
+    uint8_t s = kStatusOk;  // an add of zero members has nothing to do
+    if (n_err[i]) s = kStatusError;
+    else if (n_noreply[i]) s = kStatusNoReply;
+    else if (n_req[i] && n_notsent[i] == n_req[i]) s = kStatusNotSent;
+    else if (n_notsent[i]) s = kStatusNoReply;
+    statuses[i] = s;
+  }
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("statuses", statuses);
+  o.Set("errors", errors);
+  o.Set("sendmsgCalls", static_cast<double>(w.res.sendmsg_calls));
+  o.Set("messages", static_cast<double>(w.res.results.size()));
+  return o;
+}
+
+class IpsetHandle : public Napi::ObjectWrap<IpsetHandle> {
+ public:
+  static void Init(Napi::Env env, Napi::Object exports) {
+    exports.Set("IpsetHandle", DefineClass(env, "IpsetHandle",
+                                           {
+                                               InstanceMethod<&IpsetHandle::Protocol>("protocol"),
+                                               InstanceMethod<&IpsetHandle::Apply>("apply"),
+                                               InstanceMethod<&IpsetHandle::List>("list"),
+                                               InstanceMethod<&IpsetHandle::Test>("test"),
+                                               InstanceMethod<&IpsetHandle::Stats>("stats"),
+                                           }));
+  }
+
+  explicit IpsetHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<IpsetHandle>(info) {
+    ch_ = std::make_shared<Channel>(NETLINK_NETFILTER, NetnsOption(info, 0));
+    st_ = std::make_shared<IpsetState>();
+  }
+
+ private:
+  Napi::Value Protocol(const Napi::CallbackInfo& info) {
+    auto ch = ch_;
+    auto st = st_;
+    return PromiseWorker<uint8_t>::Run(
+        info.Env(),
+        [ch, st]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          return EnsureProtocol(*ch, *st);
+        },
+        [](Napi::Env env, uint8_t& v) -> Napi::Value { return Napi::Number::New(env, v); });
+  }
+
+  // apply(ops, { stopOnError?, maxBatchMessages? }) -> { statuses (per op), errors, sendmsgCalls, messages }
+  Napi::Value Apply(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!info[0].IsArray()) Bad(env, "ipset apply", "expected an array of ops");
+    Napi::Array arr = info[0].As<Napi::Array>();
+    auto work = std::make_shared<ApplyWork>();
+    Keys keys(env);
+    work->ops.reserve(arr.Length());
+    for (uint32_t i = 0; i < arr.Length(); i++) work->ops.push_back(OpArg(env, arr.Get(i), i, keys));
+    work->opts = BatchOptions(info[1]);
+    // ADT messages are up to 32 KiB: let a sendmsg carry 1 MiB of them.
+    work->opts.max_chunk_bytes = 1 << 20;
+    auto ch = ch_;
+    auto st = st_;
+    return PromiseWorker<std::shared_ptr<ApplyWork>>::Run(
+        env,
+        [ch, st, work]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          RunApply(*ch, *st, *work);
+          return work;
+        },
+        [](Napi::Env env, std::shared_ptr<ApplyWork>& w) { return ApplyToJs(env, *w); });
+  }
+
+  // list(name?: string, { headersOnly? }) -> sets (one dump)
+  Napi::Value List(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    std::string name;
+    if (info.Length() > 0 && IsSet(info[0])) {
+      name = Str(env, info[0], "IPSET_CMD_LIST", "name");
+      CheckName(env, name, "IPSET_CMD_LIST");
+    }
+    bool headers_only = false;
+    if (info.Length() > 1 && info[1].IsObject()) {
+      Napi::Value h = info[1].As<Napi::Object>().Get("headersOnly");
+      headers_only = h.IsBoolean() && h.As<Napi::Boolean>().Value();
+    }
+    auto ch = ch_;
+    auto st = st_;
+    return PromiseWorker<std::vector<ipset::ListedSet>>::Run(
+        env,
+        [ch, st, name, headers_only]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          const uint8_t proto = EnsureProtocol(*ch, *st);
+          nl::Batch b;
+          ipset::EncodeList(b, proto, name);
+          if (headers_only) b.Attrs().U32(IPSET_ATTR_FLAGS, IPSET_FLAG_LIST_HEADER);
+          ipset::ListAccumulator acc;
+          const std::string op = name.empty() ? "IPSET_CMD_LIST" : "IPSET_CMD_LIST " + name;
+          try {
+            ch->Sock().Dump(b, op, [&](const nlmsghdr* h) {
+              std::string why;
+              if (!acc.Add(h, &why)) nl::ThrowDecode(op, why);
+            });
+          } catch (const nl::Exception& ex) {
+            if (ex.error().kind != nl::ErrorKind::kKernel) throw;
+            nl::Status s;
+            s.error = ex.error().errnum;
+            s.extack = ex.error().extack;
+            throw nl::Exception(IpsetError(op, IPSET_CMD_LIST, false, -1, s));
+          }
+          return std::move(acc.sets());
+        },
+        [headers_only](Napi::Env env, std::vector<ipset::ListedSet>& sets) {
+          return SetsToJs(env, sets, !headers_only);
+        });
+  }
+
+  // test(name, type, family, members) -> Uint8Array (1 = in the set)
+  Napi::Value Test(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const std::string name = Str(env, info[0], "IPSET_CMD_TEST", "name");
+    const std::string where = "IPSET_CMD_TEST " + name;
+    CheckName(env, name, where);
+    const ipset::TypeInfo& t = TypeArg(env, info[1], where);
+    const uint8_t family = FamilyArg(env, info[2], t, where);
+    if (!info[3].IsArray()) Bad(env, where, "members must be an array");
+    Napi::Array arr = info[3].As<Napi::Array>();
+    Keys keys(env);
+    auto members = std::make_shared<std::vector<ipset::Member>>();
+    for (uint32_t j = 0; j < arr.Length(); j++)
+      members->push_back(MemberArg(env, arr.Get(j), t, family, keys, where + " member " + std::to_string(j)));
+    auto ch = ch_;
+    auto st = st_;
+    const ipset::TypeInfo* tp = &t;
+    return PromiseWorker<std::vector<uint8_t>>::Run(
+        env,
+        [ch, st, members, tp, name, where]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          const uint8_t proto = EnsureProtocol(*ch, *st);
+          nl::Batch b;
+          for (const ipset::Member& m : *members) ipset::EncodeTest(b, proto, name, *tp, m);
+          nl::TransactOptions opts;
+          opts.stop_on_error = false;
+          nl::TransactResult res = ch->Sock().Transact(b, opts);
+          std::vector<uint8_t> present(members->size(), 0);
+          for (size_t i = 0; i < res.results.size(); i++) {
+            const nl::RequestResult& r = res.results[i];
+            if (r.outcome == nl::Outcome::kOk) {
+              present[i] = 1;
+            } else if (r.outcome == nl::Outcome::kError && r.status.error == IPSET_ERR_EXIST) {
+              present[i] = 0;  // TEST answers "not in the set" with IPSET_ERR_EXIST
+            } else {
+              throw nl::Exception(IpsetError(where, IPSET_CMD_TEST, tp->bitmap, static_cast<int64_t>(i), r.status));
+            }
+          }
+          return present;
+        },
+        [](Napi::Env env, std::vector<uint8_t>& present) -> Napi::Value {
+          Napi::Uint8Array a = Napi::Uint8Array::New(env, present.size());
+          for (size_t i = 0; i < present.size(); i++) a[i] = present[i];
+          return a;
+        });
+  }
+
+  Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
+
+  std::shared_ptr<Channel> ch_;
+  std::shared_ptr<IpsetState> st_;
+};
+
+// ---- codec hooks (golden bytes, fuzzing) -------------------------------------------------------
+
+uint8_t ProtoOpt(const Napi::CallbackInfo& info, size_t i) {
+  if (info.Length() > i && info[i].IsNumber()) return static_cast<uint8_t>(info[i].As<Napi::Number>().Uint32Value());
+  return ipset::kProtocol;
+}
+
+// encodeOps(ops, { protocol?, revision? }) -> Buffer with every request the ops become.
+Napi::Value EncodeOps(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsArray()) Bad(env, "encodeOps", "expected an array of ops");
+  Napi::Array arr = info[0].As<Napi::Array>();
+  Keys keys(env);
+  uint8_t proto = ipset::kProtocol, revision = 0;
+  size_t max_bytes = ipset::kMaxAdtBytes;
+  if (info[1].IsObject()) {
+    Napi::Object o = info[1].As<Napi::Object>();
+    if (o.Get("protocol").IsNumber()) proto = static_cast<uint8_t>(o.Get("protocol").As<Napi::Number>().Uint32Value());
+    if (o.Get("revision").IsNumber()) revision = static_cast<uint8_t>(o.Get("revision").As<Napi::Number>().Uint32Value());
+    if (o.Get("maxMessageBytes").IsNumber()) max_bytes = o.Get("maxMessageBytes").As<Napi::Number>().Uint32Value();
+  }
+  nl::Batch b;
+  for (uint32_t i = 0; i < arr.Length(); i++) {
+    PlannedOp p = OpArg(env, arr.Get(i), i, keys);
+    switch (p.kind) {
+      case OpKind::kCreate:
+        p.create.revision = revision;
+        ipset::EncodeCreate(b, proto, p.create, p.exist);
+        break;
+      case OpKind::kAdd:
+      case OpKind::kDel:
+        ipset::EncodeAdt(b, proto, p.cmd, p.name, *p.type, p.members, 0, p.members.size(), p.exist, nullptr, max_bytes);
+        break;
+      default: ipset::EncodeNamed(b, proto, p.cmd, p.name, p.name2);
+    }
+  }
+  b.Seal();
+  return ToBuffer(env, b.buffer());
+}
+
+Napi::Value EncodeProtocolHook(const Napi::CallbackInfo& info) {
+  nl::Batch b;
+  ipset::EncodeProtocol(b);
+  b.Seal();
+  return ToBuffer(info.Env(), b.buffer());
+}
+
+Napi::Value EncodeTypeHook(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const ipset::TypeInfo& t = TypeArg(env, info[0], "encodeType");
+  const uint8_t family = FamilyArg(env, info[1], t, "encodeType");
+  nl::Batch b;
+  ipset::EncodeType(b, ProtoOpt(info, 2), t.name, family);
+  b.Seal();
+  return ToBuffer(env, b.buffer());
+}
+
+Napi::Value EncodeListHook(const Napi::CallbackInfo& info) {
+  nl::Batch b;
+  std::string name = info.Length() > 0 && info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
+  ipset::EncodeList(b, ProtoOpt(info, 1), name);
+  b.Seal();
+  return ToBuffer(info.Env(), b.buffer());
+}
+
+Napi::Value EncodeTestHook(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::string name = Str(env, info[0], "encodeTest", "name");
+  const ipset::TypeInfo& t = TypeArg(env, info[1], "encodeTest");
+  const uint8_t family = FamilyArg(env, info[2], t, "encodeTest");
+  Keys keys(env);
+  ipset::Member m = MemberArg(env, info[3], t, family, keys, "encodeTest");
+  nl::Batch b;
+  ipset::EncodeTest(b, ProtoOpt(info, 4), name, t, m);
+  b.Seal();
+  return ToBuffer(env, b.buffer());
+}
+
+// decodeList(buf) -> sets, folding every message of a datagram (a dump's replies back to back).
+Napi::Value DecodeListHook(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::vector<uint8_t> buf = BufferArg(info, 0);
+  ipset::ListAccumulator acc;
+  std::string why;
+  bool bad = false;
+  const bool ok = nl::ForEachMessage(buf.data(), buf.size(), [&](const nlmsghdr* h) {
+    if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) return true;
+    if (!acc.Add(h, &why)) {
+      bad = true;
+      return false;
+    }
+    return true;
+  });
+  if (!ok) Bad(env, "decodeList", "truncated or malformed netlink message");
+  if (bad) Bad(env, "decodeList", why);
+  return SetsToJs(env, acc.sets(), true);
+}
+
+Napi::Value DecodeProtocolHook(const Napi::CallbackInfo& info) {
+  std::vector<uint8_t> storage;
+  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeProtocol");
+  uint8_t max = 0, min = 0;
+  std::string why;
+  if (!ipset::DecodeProtocol(h, &max, &min, &why)) Bad(info.Env(), "decodeProtocol", why);
+  Napi::Object o = Napi::Object::New(info.Env());
+  o.Set("max", max);
+  o.Set("min", min);
+  return o;
+}
+
+Napi::Value DecodeTypeHook(const Napi::CallbackInfo& info) {
+  std::vector<uint8_t> storage;
+  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeType");
+  uint8_t max = 0, min = 0;
+  std::string why;
+  if (!ipset::DecodeType(h, &max, &min, &why)) Bad(info.Env(), "decodeType", why);
+  Napi::Object o = Napi::Object::New(info.Env());
+  o.Set("revision", max);
+  o.Set("revisionMin", min);
+  return o;
+}
+
+// errorInfo(code, cmdName, bitmap?) -> { code, message }
+Napi::Value ErrorInfoHook(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const int code = info[0].As<Napi::Number>().Int32Value();
+  const std::string cmd = info[1].As<Napi::String>().Utf8Value();
+  const bool bitmap = info.Length() > 2 && info[2].IsBoolean() && info[2].As<Napi::Boolean>().Value();
+  uint8_t c = 0;
+  for (uint8_t i = 1; i <= IPSET_CMD_TYPE; i++)
+    if (cmd == ipset::CommandName(i)) c = i;
+  nl::Status st;
+  st.error = code;
+  nl::Error e = IpsetError(cmd, c, bitmap, -1, st);
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("code", e.code);
+  o.Set("message", e.message);
+  return o;
+}
+
+}  // namespace
+
+void InitIpset(Napi::Env env, Napi::Object exports) {
+  IpsetHandle::Init(env, exports);
+  Napi::Object codec = CodecNamespace(env, exports, "ipset");
+  codec.Set("encodeOps", Napi::Function::New(env, EncodeOps));
+  codec.Set("encodeProtocol", Napi::Function::New(env, EncodeProtocolHook));
+  codec.Set("encodeType", Napi::Function::New(env, EncodeTypeHook));
+  codec.Set("encodeList", Napi::Function::New(env, EncodeListHook));
+  codec.Set("encodeTest", Napi::Function::New(env, EncodeTestHook));
+  codec.Set("decodeList", Napi::Function::New(env, DecodeListHook));
+  codec.Set("decodeProtocol", Napi::Function::New(env, DecodeProtocolHook));
+  codec.Set("decodeType", Napi::Function::New(env, DecodeTypeHook));
+  codec.Set("errorInfo", Napi::Function::New(env, ErrorInfoHook));
+}
+
+}  // namespace addon

@@ -1,0 +1,952 @@
+// JS surface of nf_tables: class NftHandle (commit transactions, list the ruleset, read the
+// generation id) and codec hooks under codec.nftables for golden-byte tests and fuzzing.
+// JS objects are validated and converted to plain nft:: structs on the main thread; encoding,
+// sending and decoding run on the worker.
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+
+#include <cmath>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+
+#include "addon/async.h"
+#include "addon/bindings.h"
+#include "addon/channel.h"
+#include "addon/errors.h"
+#include "nftables/codec.h"
+
+namespace addon {
+
+namespace {
+
+using nft::ValueKind;
+
+// Status bytes per op, as src/kernel/nftables.ts reads them.
+enum : uint8_t { kOpNotSent = 0, kOpOk = 1, kOpError = 2, kOpUnknown = 3, kOpRolledBack = 4 };
+
+struct Ctx {
+  Napi::Env env;
+  std::string op;  // for error messages: "commit: op 3"
+  [[noreturn]] void Fail(const std::string& why) const { ThrowInvalid(env, op, why); }
+};
+
+inline Napi::Value GetK(Napi::Object o, const char* key) { return o.Get(key); }
+
+std::string Str(const Ctx& c, Napi::Object o, const char* key, bool required, size_t max = 255) {
+  Napi::Value v = GetK(o, key);
+  if (v.IsUndefined() || v.IsNull()) {
+    if (required) c.Fail(std::string(key) + " is required");
+    return "";
+  }
+  if (!v.IsString()) c.Fail(std::string(key) + " must be a string");
+  std::string s = v.As<Napi::String>().Utf8Value();
+  if (required && s.empty()) c.Fail(std::string(key) + " must not be empty");
+  if (s.size() > max) c.Fail(std::string(key) + " is longer than " + std::to_string(max) + " bytes");
+  if (s.find('\0') != std::string::npos) c.Fail(std::string(key) + " contains a NUL byte");
+  return s;
+}
+
+bool Has(Napi::Object o, const char* key) {
+  Napi::Value v = GetK(o, key);
+  return !v.IsUndefined() && !v.IsNull();
+}
+
+uint64_t Num(const Ctx& c, Napi::Value v, const std::string& key, uint64_t max) {
+  if (v.IsBigInt()) {
+    bool lossless = true;
+    uint64_t x = v.As<Napi::BigInt>().Uint64Value(&lossless);
+    if (!lossless || x > max) c.Fail(key + " is out of range");
+    return x;
+  }
+  if (!v.IsNumber()) c.Fail(key + " must be a number");
+  const double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= 0) || d != std::floor(d) || d > static_cast<double>(max) || d > 9007199254740991.0)
+    c.Fail(key + " must be an integer in 0.." + std::to_string(max));
+  return static_cast<uint64_t>(d);
+}
+
+uint64_t NumField(const Ctx& c, Napi::Object o, const char* key, uint64_t max, uint64_t dflt) {
+  Napi::Value v = GetK(o, key);
+  if (v.IsUndefined() || v.IsNull()) return dflt;
+  return Num(c, v, key, max);
+}
+
+int HexNibble(char ch) {
+  if (ch >= '0' && ch <= '9') return ch - '0';
+  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+  return -1;
+}
+
+// Data values are Buffers or hex strings ("0a000001"), at most NFT_DATA_VALUE_MAXLEN bytes.
+std::vector<uint8_t> Bytes(const Ctx& c, Napi::Value v, const std::string& key, size_t max = 64) {
+  std::vector<uint8_t> out;
+  if (v.IsBuffer() || v.IsTypedArray()) {
+    auto a = v.As<Napi::Uint8Array>();
+    out.assign(a.Data(), a.Data() + a.ByteLength());
+  } else if (v.IsString()) {
+    std::string s = v.As<Napi::String>().Utf8Value();
+    if (s.size() % 2) c.Fail(key + ": odd-length hex string");
+    out.resize(s.size() / 2);
+    for (size_t i = 0; i < out.size(); i++) {
+      int hi = HexNibble(s[2 * i]), lo = HexNibble(s[2 * i + 1]);
+      if (hi < 0 || lo < 0) c.Fail(key + ": not a hex string");
+      out[i] = static_cast<uint8_t>(hi << 4 | lo);
+    }
+  } else {
+    c.Fail(key + " must be a Buffer or a hex string");
+  }
+  if (out.empty()) c.Fail(key + " must not be empty");
+  if (out.size() > max) c.Fail(key + " is longer than " + std::to_string(max) + " bytes");
+  return out;
+}
+
+std::string Hex(const std::vector<uint8_t>& b) {
+  static const char* d = "0123456789abcdef";
+  std::string s(b.size() * 2, '0');
+  for (size_t i = 0; i < b.size(); i++) {
+    s[2 * i] = d[b[i] >> 4];
+    s[2 * i + 1] = d[b[i] & 15];
+  }
+  return s;
+}
+
+nft::Verdict VerdictFromJs(const Ctx& c, Napi::Value v) {
+  if (!v.IsObject()) c.Fail("verdict must be an object { code, chain? }");
+  Napi::Object o = v.As<Napi::Object>();
+  nft::Verdict out;
+  std::string code = Str(c, o, "code", true);
+  int64_t x;
+  if (!nft::EnumValue(nft::VerdictNames(), code, &x)) c.Fail("unknown verdict " + code);
+  out.code = static_cast<int32_t>(x);
+  if (out.code == NFT_JUMP || out.code == NFT_GOTO) out.chain = Str(c, o, "chain", true, NFT_CHAIN_MAXNAMELEN - 1);
+  else if (Has(o, "chain")) c.Fail("only jump and goto take a chain");
+  return out;
+}
+
+Napi::Value VerdictToJs(Napi::Env env, const nft::Verdict& v) {
+  Napi::Object o = Napi::Object::New(env);
+  const char* n = nft::EnumName(nft::VerdictNames(), v.code);
+  if (n) o.Set("code", n);
+  else o.Set("code", v.code);
+  if (!v.chain.empty()) o.Set("chain", v.chain);
+  return o;
+}
+
+// An expression is an object ({ type: 'payload', base: 'network', … }) or, on the hot path, the
+// positional form src/kernel/nftables.ts builds from exprSchema: [type, field0, field1, …,
+// verdict?] (array element reads are much cheaper than named property lookups).
+nft::Expr ExprFromJs(const Ctx& c, Napi::Value v) {
+  if (!v.IsObject()) c.Fail("expression must be an object");
+  const bool positional = v.IsArray();
+  Napi::Object o = v.As<Napi::Object>();
+  Napi::Array arr = positional ? v.As<Napi::Array>() : Napi::Array();
+  nft::Expr e;
+  if (positional) {
+    Napi::Value t = arr.Get(0u);
+    if (!t.IsString()) c.Fail("expression type must be a string");
+    e.name = t.As<Napi::String>().Utf8Value();
+  } else {
+    e.name = Str(c, o, "type", true, 15);
+  }
+  const nft::ExprSchema* s = nft::FindExprSchema(e.name);
+  if (!s && (positional || !Has(o, "unknown"))) c.Fail("unknown expression type " + e.name);
+  if (s) {
+    e.attrs.reserve(s->fields.size());
+    const uint32_t nf = static_cast<uint32_t>(s->fields.size());
+    Napi::Value verdict = positional ? arr.Get(nf + 1) : (e.name == "immediate" ? GetK(o, "verdict") : Napi::Value());
+    const bool has_verdict = !verdict.IsEmpty() && !verdict.IsUndefined() && !verdict.IsNull();
+    for (uint32_t i = 0; i < nf; i++) {
+      const nft::FieldSchema& f = s->fields[i];
+      Napi::Value fv = positional ? arr.Get(i + 1) : GetK(o, f.js);
+      nft::ExprAttr a;
+      a.type = f.attr;
+      a.kind = f.kind;
+      if (e.name == "immediate" && f.attr == NFTA_IMMEDIATE_DATA && has_verdict) {
+        if (!fv.IsUndefined()) c.Fail("immediate takes data or verdict, not both");
+        a.kind = ValueKind::kVerdict;
+        a.verdict = VerdictFromJs(c, verdict);
+        e.attrs.push_back(std::move(a));
+        continue;
+      }
+      if (fv.IsUndefined() || fv.IsNull()) continue;
+      const std::string key = e.name + "." + f.js;
+      if (f.is_bool) {
+        if (!fv.IsBoolean()) c.Fail(key + " must be a boolean");
+        if (!fv.As<Napi::Boolean>().Value()) continue;
+        a.num = 1;
+      } else if (f.enums && fv.IsString()) {
+        int64_t x;
+        if (!nft::EnumValue(f.enums, fv.As<Napi::String>().Utf8Value(), &x))
+          c.Fail(key + ": unknown value " + fv.As<Napi::String>().Utf8Value());
+        a.num = static_cast<uint64_t>(x);
+      } else {
+        switch (f.kind) {
+          case ValueKind::kU8: a.num = Num(c, fv, key, 0xff); break;
+          case ValueKind::kBe16: a.num = Num(c, fv, key, 0xffff); break;
+          case ValueKind::kBe32: a.num = Num(c, fv, key, f.is_register ? static_cast<uint64_t>(NFT_REG32_15) : 0xffffffffu); break;
+          case ValueKind::kBe64: a.num = Num(c, fv, key, UINT64_MAX); break;
+          case ValueKind::kStr: {
+            if (!fv.IsString()) c.Fail(key + " must be a string");
+            a.str = fv.As<Napi::String>().Utf8Value();
+            if (a.str.size() > 255 || a.str.find('\0') != std::string::npos) c.Fail(key + " is not a valid name");
+            break;
+          }
+          case ValueKind::kData: a.bytes = Bytes(c, fv, key); break;
+          default: c.Fail(key + ": unsupported field");
+        }
+      }
+      e.attrs.push_back(std::move(a));
+    }
+  }
+  Napi::Value unk = positional ? Napi::Value() : GetK(o, "unknown");
+  if (!unk.IsEmpty() && unk.IsArray()) {
+    Napi::Array ua = unk.As<Napi::Array>();
+    for (uint32_t i = 0; i < ua.Length(); i++) {
+      if (!ua.Get(i).IsObject()) c.Fail("unknown attributes must be { attr, hex }");
+      Napi::Object u = ua.Get(i).As<Napi::Object>();
+      nft::ExprAttr a;
+      a.kind = ValueKind::kRaw;
+      a.type = static_cast<uint16_t>(NumField(c, u, "attr", 0xffff, 0));
+      Napi::Value hv = GetK(u, "hex");
+      if (!(hv.IsString() && hv.As<Napi::String>().Utf8Value().empty())) a.bytes = Bytes(c, hv, "unknown.hex", 4096);
+      e.attrs.push_back(std::move(a));
+    }
+  }
+  return e;
+}
+
+Napi::Value ExprToJs(Napi::Env env, const nft::Expr& e) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("type", e.name);
+  const nft::ExprSchema* s = nft::FindExprSchema(e.name);
+  Napi::Array unknown = Napi::Array::New(env);
+  uint32_t nu = 0;
+  for (const nft::ExprAttr& a : e.attrs) {
+    const nft::FieldSchema* f = nullptr;
+    if (s && a.kind != ValueKind::kRaw)
+      for (const nft::FieldSchema& x : s->fields)
+        if (x.attr == a.type) f = &x;
+    if (!f) {
+      Napi::Object u = Napi::Object::New(env);
+      u.Set("attr", a.type);
+      u.Set("hex", Hex(a.bytes));
+      unknown.Set(nu++, u);
+      continue;
+    }
+    switch (a.kind) {
+      case ValueKind::kVerdict: o.Set("verdict", VerdictToJs(env, a.verdict)); break;
+      case ValueKind::kData: o.Set(f->js, Hex(a.bytes)); break;
+      case ValueKind::kStr: o.Set(f->js, a.str); break;
+      default: {
+        if (f->is_bool) {
+          o.Set(f->js, (a.num & 1) != 0);
+          break;
+        }
+        const char* n = f->enums ? nft::EnumName(f->enums, static_cast<int64_t>(a.num)) : nullptr;
+        if (n) o.Set(f->js, n);
+        else o.Set(f->js, static_cast<double>(a.num));
+      }
+    }
+  }
+  if (nu) o.Set("unknown", unknown);
+  return o;
+}
+
+uint8_t Family(const Ctx& c, Napi::Object o) {
+  const uint64_t f = NumField(c, o, "family", 255, 256);
+  if (f == 256) c.Fail("family is required");
+  if (f != NFPROTO_INET && f != NFPROTO_IPV4 && f != NFPROTO_IPV6 && f != NFPROTO_ARP && f != NFPROTO_BRIDGE &&
+      f != NFPROTO_NETDEV)
+    c.Fail("unknown family " + std::to_string(f));
+  return static_cast<uint8_t>(f);
+}
+
+// An element is an object ({ key, keyEnd?, flags?, verdict? | data?, timeout?, comment? }) or
+// the positional form [key, flags, verdictCode, verdictChain, data, timeout, comment, keyEnd].
+nft::Element ElementFromJs(const Ctx& c, Napi::Value v, size_t i) {
+  auto where = [&](const char* f) { return "elements[" + std::to_string(i) + "]." + f; };
+  if (!v.IsObject()) c.Fail("elements[" + std::to_string(i) + "] must be an object");
+  nft::Element e;
+  Napi::Value key, key_end, flags, verdict_code, verdict_chain, verdict, data, timeout, comment;
+  if (v.IsArray()) {
+    Napi::Array a = v.As<Napi::Array>();
+    key = a.Get(0u);
+    flags = a.Get(1u);
+    verdict_code = a.Get(2u);
+    verdict_chain = a.Get(3u);
+    data = a.Get(4u);
+    timeout = a.Get(5u);
+    comment = a.Get(6u);
+    key_end = a.Get(7u);
+  } else {
+    Napi::Object o = v.As<Napi::Object>();
+    key = GetK(o, "key");
+    key_end = GetK(o, "keyEnd");
+    flags = GetK(o, "flags");
+    verdict = GetK(o, "verdict");
+    data = GetK(o, "data");
+    timeout = GetK(o, "timeout");
+    comment = GetK(o, "comment");
+  }
+  auto present = [](const Napi::Value& x) { return !x.IsEmpty() && !x.IsUndefined() && !x.IsNull(); };
+  e.key = Bytes(c, key, where("key"));
+  if (present(key_end)) e.key_end = Bytes(c, key_end, where("keyEnd"));
+  if (present(flags)) {
+    e.flags = static_cast<uint32_t>(Num(c, flags, where("flags"), 0xffffffffu));
+    e.has_flags = true;
+  }
+  if (present(verdict)) {
+    e.has_verdict = true;
+    e.verdict = VerdictFromJs(c, verdict);
+  } else if (present(verdict_code)) {
+    if (!verdict_code.IsString()) c.Fail(where("verdict") + " must be a verdict name");
+    int64_t x;
+    const std::string code = verdict_code.As<Napi::String>().Utf8Value();
+    if (!nft::EnumValue(nft::VerdictNames(), code, &x)) c.Fail("unknown verdict " + code);
+    e.has_verdict = true;
+    e.verdict.code = static_cast<int32_t>(x);
+    if (e.verdict.code == NFT_JUMP || e.verdict.code == NFT_GOTO) {
+      if (!verdict_chain.IsString() || verdict_chain.As<Napi::String>().Utf8Value().empty())
+        c.Fail(where("verdict") + ": " + code + " needs a chain");
+      e.verdict.chain = verdict_chain.As<Napi::String>().Utf8Value();
+      if (e.verdict.chain.size() >= NFT_CHAIN_MAXNAMELEN) c.Fail(where("verdict") + ": chain name too long");
+    }
+  } else if (present(data)) {
+    e.data = Bytes(c, data, where("data"));
+  }
+  if (present(timeout)) e.timeout_ms = Num(c, timeout, where("timeout"), UINT64_MAX / 2);
+  if (present(comment)) {
+    if (!comment.IsString()) c.Fail(where("comment") + " must be a string");
+    e.comment = comment.As<Napi::String>().Utf8Value();
+    if (e.comment.size() > 127) c.Fail(where("comment") + " is longer than 127 bytes");
+  }
+  return e;
+}
+
+nft::Op OpFromJs(Napi::Env env, Napi::Value v, size_t index) {
+  Ctx c{env, "nftables op " + std::to_string(index)};
+  if (!v.IsObject()) c.Fail("must be an object");
+  Napi::Object o = v.As<Napi::Object>();
+  nft::Op op;
+  const std::string verb = Str(c, o, "verb", true);
+  const std::string kind = Str(c, o, "kind", true);
+  static const std::pair<const char*, nft::Verb> verbs[] = {
+      {"add", nft::Verb::kAdd},         {"create", nft::Verb::kCreate}, {"delete", nft::Verb::kDelete},
+      {"destroy", nft::Verb::kDestroy}, {"flush", nft::Verb::kFlush},   {"insert", nft::Verb::kInsert},
+      {"replace", nft::Verb::kReplace}};
+  bool found = false;
+  for (const auto& p : verbs)
+    if (verb == p.first) {
+      op.verb = p.second;
+      found = true;
+    }
+  if (!found) c.Fail("unknown verb " + verb);
+  const bool is_new = op.verb == nft::Verb::kAdd || op.verb == nft::Verb::kCreate;
+  if ((op.verb == nft::Verb::kInsert || op.verb == nft::Verb::kReplace) && kind != "rule")
+    c.Fail(verb + " applies to rules only");
+  const uint8_t family = Family(c, o);
+  if (kind == "table") {
+    op.kind = nft::Kind::kTable;
+    op.table.family = family;
+    op.table.handle = NumField(c, o, "handle", UINT64_MAX, 0);
+    op.table.name = Str(c, o, "name", op.table.handle == 0, NFT_TABLE_MAXNAMELEN - 1);
+    op.table.flags = static_cast<uint32_t>(NumField(c, o, "flags", 0xffffffffu, 0));
+  } else if (kind == "chain") {
+    op.kind = nft::Kind::kChain;
+    nft::Chain& ch = op.chain;
+    ch.family = family;
+    ch.table = Str(c, o, "table", true, NFT_TABLE_MAXNAMELEN - 1);
+    ch.handle = NumField(c, o, "handle", UINT64_MAX, 0);
+    ch.name = Str(c, o, "name", ch.handle == 0 || is_new, NFT_CHAIN_MAXNAMELEN - 1);
+    Napi::Value hv = GetK(o, "hook");
+    if (is_new && hv.IsObject()) {
+      Napi::Object h = hv.As<Napi::Object>();
+      ch.base = true;
+      ch.type = Str(c, h, "type", true, 15);
+      ch.hooknum = static_cast<uint32_t>(NumField(c, h, "hooknum", 16, 1000));
+      if (ch.hooknum == 1000) c.Fail("hook.hooknum is required");
+      Napi::Value pr = GetK(h, "priority");
+      if (!pr.IsNumber()) c.Fail("hook.priority must be a number");
+      const double p = pr.As<Napi::Number>().DoubleValue();
+      if (p != std::floor(p) || p < INT32_MIN || p > INT32_MAX) c.Fail("hook.priority must be a 32-bit integer");
+      ch.priority = static_cast<int32_t>(p);
+      if (Has(h, "policy")) {
+        ch.has_policy = true;
+        ch.policy = static_cast<uint32_t>(NumField(c, h, "policy", 1, 1));
+      }
+      ch.device = Str(c, h, "device", false, 15);
+    }
+  } else if (kind == "set") {
+    op.kind = nft::Kind::kSet;
+    nft::Set& s = op.set;
+    s.family = family;
+    s.table = Str(c, o, "table", true, NFT_TABLE_MAXNAMELEN - 1);
+    s.handle = NumField(c, o, "handle", UINT64_MAX, 0);
+    s.name = Str(c, o, "name", s.handle == 0 || is_new, NFT_SET_MAXNAMELEN - 1);
+    if (is_new) {
+      s.flags = static_cast<uint32_t>(NumField(c, o, "flags", 0xffffffffu, 0));
+      s.key_type = static_cast<uint32_t>(NumField(c, o, "keyType", 0xffffffffu, 0));
+      s.key_len = static_cast<uint32_t>(NumField(c, o, "keyLen", 64, 0));
+      if (s.key_len == 0) c.Fail("keyLen must be 1..64");
+      if (Has(o, "dataType")) {
+        s.has_data = true;
+        s.data_type = static_cast<uint32_t>(NumField(c, o, "dataType", 0xffffffffu, 0));
+        s.data_len = static_cast<uint32_t>(NumField(c, o, "dataLen", 64, 0));
+      }
+      s.id = static_cast<uint32_t>(NumField(c, o, "id", 0xffffffffu, 0));
+      s.timeout_ms = NumField(c, o, "timeout", UINT64_MAX / 2, 0);
+      s.gc_interval_ms = static_cast<uint32_t>(NumField(c, o, "gcInterval", 0xffffffffu, 0));
+      s.size = static_cast<uint32_t>(NumField(c, o, "size", 0xffffffffu, 0));
+      Napi::Value cl = GetK(o, "concat");
+      if (cl.IsArray()) {
+        Napi::Array a = cl.As<Napi::Array>();
+        for (uint32_t i = 0; i < a.Length(); i++) s.concat_lens.push_back(static_cast<uint8_t>(Num(c, a.Get(i), "concat", 64)));
+      }
+      // nft's set udata: key byte order, and for maps data byte order + "data is not an interval".
+      const uint32_t kbo = static_cast<uint32_t>(NumField(c, o, "keyByteorder", 2, 0));
+      nft::UdataPut(s.userdata, nft::kUdataSetKeyByteorder, &kbo, 4);
+      if (s.has_data) {
+        const uint32_t dbo = static_cast<uint32_t>(NumField(c, o, "dataByteorder", 2, 0));
+        const uint32_t zero = 0;
+        nft::UdataPut(s.userdata, nft::kUdataSetDataByteorder, &dbo, 4);
+        nft::UdataPut(s.userdata, nft::kUdataSetDataInterval, &zero, 4);
+      }
+      const std::string comment = Str(c, o, "comment", false, 127);
+      if (!comment.empty()) nft::UdataPutStr(s.userdata, nft::kUdataSetComment, comment);
+    }
+  } else if (kind == "elements") {
+    op.kind = nft::Kind::kElements;
+    if (op.verb == nft::Verb::kFlush) c.Fail("flush a set with kind 'set'");
+    op.ref.family = family;
+    op.ref.table = Str(c, o, "table", true, NFT_TABLE_MAXNAMELEN - 1);
+    op.ref.set = Str(c, o, "set", true, NFT_SET_MAXNAMELEN - 1);
+    op.ref.set_id = static_cast<uint32_t>(NumField(c, o, "setId", 0xffffffffu, 0));
+    Napi::Value ev = GetK(o, "elements");
+    if (!ev.IsArray()) c.Fail("elements must be an array");
+    Napi::Array a = ev.As<Napi::Array>();
+    op.elements.reserve(a.Length());
+    for (uint32_t i = 0; i < a.Length(); i++) op.elements.push_back(ElementFromJs(c, a.Get(i), i));
+  } else if (kind == "rule") {
+    op.kind = nft::Kind::kRule;
+    nft::Rule& r = op.rule;
+    r.family = family;
+    r.table = Str(c, o, "table", true, NFT_TABLE_MAXNAMELEN - 1);
+    const bool needs_chain = op.verb != nft::Verb::kFlush;
+    r.chain = Str(c, o, "chain", needs_chain, NFT_CHAIN_MAXNAMELEN - 1);
+    r.handle = NumField(c, o, "handle", UINT64_MAX, 0);
+    r.position = NumField(c, o, "position", UINT64_MAX, 0);
+    if ((op.verb == nft::Verb::kReplace || op.verb == nft::Verb::kDelete || op.verb == nft::Verb::kDestroy) &&
+        r.handle == 0)
+      c.Fail(verb + " rule needs a handle");
+    if (op.verb == nft::Verb::kAdd || op.verb == nft::Verb::kCreate || op.verb == nft::Verb::kInsert) {
+      if (r.handle) c.Fail("a new rule has no handle (use position)");
+    }
+    if (op.verb == nft::Verb::kAdd || op.verb == nft::Verb::kCreate || op.verb == nft::Verb::kInsert ||
+        op.verb == nft::Verb::kReplace) {
+      Napi::Value ex = GetK(o, "exprs");
+      if (!ex.IsArray()) c.Fail("exprs must be an array");
+      Napi::Array a = ex.As<Napi::Array>();
+      if (a.Length() > 128) c.Fail("more than 128 expressions in a rule");
+      op.rule.exprs.reserve(a.Length());
+      for (uint32_t i = 0; i < a.Length(); i++) op.rule.exprs.push_back(ExprFromJs(c, a.Get(i)));
+      r.comment = Str(c, o, "comment", false, 127);
+    }
+  } else {
+    c.Fail("unknown kind " + kind);
+  }
+  return op;
+}
+
+nft::TxOptions TxOptionsFromJs(Napi::Env env, Napi::Value v) {
+  nft::TxOptions t;
+  if (!v.IsObject()) return t;
+  Ctx c{env, "nftables commit"};
+  Napi::Object o = v.As<Napi::Object>();
+  t.max_weight = NumField(c, o, "maxOpsPerTransaction", 1u << 30, 0);
+  t.max_elem_bytes = NumField(c, o, "maxMessageBytes", 60000, 60000);
+  if (t.max_elem_bytes < 256) c.Fail("maxMessageBytes must be at least 256");
+  // acks: false -> only failures are answered (nfnetlink reports every failed message whether
+  // or not it asked for an ack), saving one reply per op on huge loads.
+  Napi::Value acks = GetK(o, "acks");
+  if (acks.IsBoolean()) t.ack = acks.As<Napi::Boolean>().Value();
+  if (Has(o, "genId")) {
+    t.has_gen_id = true;
+    // A stale generation is refused at BATCH_BEGIN and nothing else in the batch is answered;
+    // the socket stops waiting once that reply is in.
+    t.gen_id = static_cast<uint32_t>(NumField(c, o, "genId", 0xffffffffu, 0));
+  }
+  return t;
+}
+
+std::vector<nft::Op> OpsFromJs(Napi::Env env, Napi::Value v) {
+  if (!v.IsArray()) ThrowInvalid(env, "nftables commit", "expected an array of ops");
+  Napi::Array a = v.As<Napi::Array>();
+  std::vector<nft::Op> ops;
+  ops.reserve(a.Length());
+  for (uint32_t i = 0; i < a.Length(); i++) ops.push_back(OpFromJs(env, a.Get(i), i));
+  return ops;
+}
+
+// ---- results -------------------------------------------------------------------------------
+
+struct TxReport {
+  size_t first_op = 0, end_op = 0;
+  bool sent = false;
+  bool committed = false;
+};
+
+struct CommitResult {
+  std::vector<uint8_t> statuses;  // per op
+  std::vector<nl::Error> errors;
+  std::vector<TxReport> txs;
+  size_t sendmsg_calls = 0;
+};
+
+CommitResult RunCommit(nl::Socket& sock, const std::vector<nft::Op>& ops, const nft::TxOptions& opt) {
+  CommitResult out;
+  out.statuses.assign(ops.size(), kOpNotSent);
+  std::vector<nft::TxBatch> txs = nft::BuildTransactions(ops, opt);
+  nl::TransactOptions to;
+  to.atomic = true;
+  to.stop_on_error = true;
+  bool failed = false;
+  for (nft::TxBatch& tx : txs) {
+    TxReport rep{tx.first_op, tx.end_op, false, false};
+    if (failed) {
+      out.txs.push_back(rep);
+      continue;
+    }
+    nl::TransactResult res = sock.Transact(tx.batch, to);
+    out.sendmsg_calls += res.sendmsg_calls;
+    rep.sent = true;
+    bool tx_error = false, unknown = false;
+    for (size_t m = 0; m < res.results.size(); m++) {
+      const nl::RequestResult& r = res.results[m];
+      const int64_t opi = tx.op_index[m];
+      if (r.outcome == nl::Outcome::kError ||
+          (r.outcome == nl::Outcome::kNoReply && r.status.error != 0)) {
+        tx_error = tx_error || r.outcome == nl::Outcome::kError;
+        unknown = unknown || r.outcome == nl::Outcome::kNoReply;
+        std::string name;
+        if (opi >= 0) {
+          const nl::Batch& b = tx.batch;
+          name = nft::OpName(ops[static_cast<size_t>(opi)], b.header(m)->nlmsg_type & 0xff);
+        } else {
+          name = m == 0 ? "NFT_COMMIT" : "NFNL_MSG_BATCH_END";
+        }
+        nl::Error e = KernelError(name, opi, r.status);
+        out.errors.push_back(std::move(e));
+        if (opi >= 0) out.statuses[static_cast<size_t>(opi)] = r.outcome == nl::Outcome::kError ? kOpError : kOpUnknown;
+      } else if (r.outcome == nl::Outcome::kNoReply && opi >= 0) {
+        unknown = true;
+      }
+    }
+    rep.committed = !tx_error && !unknown;
+    for (size_t m = 0; m < res.results.size(); m++) {
+      const int64_t opi = tx.op_index[m];
+      if (opi < 0) continue;
+      uint8_t& st = out.statuses[static_cast<size_t>(opi)];
+      if (st == kOpError || st == kOpUnknown) continue;
+      // Any error aborts the whole batch in the kernel: the other ops were rolled back.
+      if (tx_error) st = kOpRolledBack;
+      else st = unknown ? kOpUnknown : kOpOk;
+    }
+    if (!rep.committed) failed = true;
+    out.txs.push_back(rep);
+  }
+  return out;
+}
+
+Napi::Value CommitResultToJs(Napi::Env env, CommitResult& r) {
+  Napi::Object o = Napi::Object::New(env);
+  Napi::Uint8Array st = Napi::Uint8Array::New(env, r.statuses.size());
+  for (size_t i = 0; i < r.statuses.size(); i++) st[i] = r.statuses[i];
+  o.Set("statuses", st);
+  Napi::Array errs = Napi::Array::New(env, r.errors.size());
+  for (size_t i = 0; i < r.errors.size(); i++) errs.Set(i, MakeError(env, r.errors[i]));
+  o.Set("errors", errs);
+  Napi::Array txs = Napi::Array::New(env, r.txs.size());
+  for (size_t i = 0; i < r.txs.size(); i++) {
+    Napi::Object t = Napi::Object::New(env);
+    t.Set("firstOp", static_cast<double>(r.txs[i].first_op));
+    t.Set("endOp", static_cast<double>(r.txs[i].end_op));
+    t.Set("sent", r.txs[i].sent);
+    t.Set("committed", r.txs[i].committed);
+    txs.Set(i, t);
+  }
+  o.Set("transactions", txs);
+  o.Set("sendmsgCalls", static_cast<double>(r.sendmsg_calls));
+  return o;
+}
+
+// ---- listing -------------------------------------------------------------------------------
+
+struct SetWithElements {
+  nft::Set set;
+  std::vector<nft::Element> elements;
+};
+
+struct Listing {
+  uint32_t gen_id = 0;
+  std::vector<nft::Table> tables;
+  std::vector<nft::Chain> chains;
+  std::vector<SetWithElements> sets;
+  std::vector<nft::Rule> rules;
+  bool want_elements = true;
+};
+
+uint32_t GetGen(nl::Socket& sock) {
+  nl::Batch b;
+  nft::EncodeGetGen(b);
+  b.header(0)->nlmsg_flags |= NLM_F_ACK;
+  nl::TransactResult res = sock.Transact(b, nl::TransactOptions{});
+  if (res.results[0].outcome == nl::Outcome::kError) {
+    throw nl::Exception(KernelError("NFT_MSG_GETGEN", -1, res.results[0].status));
+  }
+  for (const nl::DataReply& d : res.data) {
+    uint32_t id = 0;
+    std::string why;
+    if (!nft::DecodeGen(reinterpret_cast<const nlmsghdr*>(d.bytes.data()), &id, &why))
+      nl::ThrowDecode("NFT_MSG_GETGEN", why);
+    return id;
+  }
+  nl::ThrowDecode("NFT_MSG_GETGEN", "no generation in the reply");
+}
+
+template <class T, class Decode>
+void DumpKind(nl::Socket& sock, uint16_t msg, uint8_t family, const std::string& table, std::vector<T>* out,
+              Decode decode) {
+  nl::Batch b;
+  nft::EncodeDump(b, msg, family, table);
+  sock.Dump(b, nft::MsgName(static_cast<uint16_t>(msg)), [&](const nlmsghdr* h) {
+    T x;
+    std::string why;
+    if (!decode(h, &x, &why)) nl::ThrowDecode(nft::MsgName(msg), why);
+    out->push_back(std::move(x));
+  });
+}
+
+Listing RunList(nl::Socket& sock, uint8_t family, const std::string& table, bool elements) {
+  for (int attempt = 0;; attempt++) {
+    Listing l;
+    try {
+      l.gen_id = GetGen(sock);
+      DumpKind(sock, NFT_MSG_GETTABLE, family, "", &l.tables, nft::DecodeTable);
+      if (!table.empty()) {
+        std::vector<nft::Table> keep;
+        for (auto& t : l.tables)
+          if (t.name == table) keep.push_back(std::move(t));
+        l.tables.swap(keep);
+      }
+      DumpKind(sock, NFT_MSG_GETCHAIN, family, table, &l.chains, nft::DecodeChain);
+      std::vector<nft::Set> sets;
+      // A GETSET dump resolves its table filter by (family, name): without a family it fails
+      // with ENOENT, so filter by name here instead.
+      DumpKind(sock, NFT_MSG_GETSET, family, family ? table : "", &sets, nft::DecodeSet);
+      if (!table.empty() && !family) {
+        std::vector<nft::Set> keep;
+        for (auto& s : sets)
+          if (s.table == table) keep.push_back(std::move(s));
+        sets.swap(keep);
+      }
+      for (nft::Set& s : sets) {
+        SetWithElements sw;
+        sw.set = std::move(s);
+        if (elements) {
+          nl::Batch b;
+          nft::EncodeDumpElements(b, sw.set.family, sw.set.table, sw.set.name);
+          sock.Dump(b, "NFT_MSG_GETSETELEM", [&](const nlmsghdr* h) {
+            nft::ElementsRef ref;
+            std::string why;
+            if (!nft::DecodeElements(h, &ref, &sw.elements, &why)) nl::ThrowDecode("NFT_MSG_GETSETELEM", why);
+          });
+        }
+        l.sets.push_back(std::move(sw));
+      }
+      DumpKind(sock, NFT_MSG_GETRULE, family, table, &l.rules, nft::DecodeRule);
+      if (GetGen(sock) == l.gen_id) return l;
+    } catch (const nl::Exception& e) {
+      if (e.error().kind != nl::ErrorKind::kDumpInterrupted || attempt >= 4) throw;
+      continue;
+    }
+    if (attempt >= 4) {
+      nl::Error e;
+      e.kind = nl::ErrorKind::kDumpInterrupted;
+      e.errnum = EINTR;
+      e.code = "DUMP_INTR";
+      e.op = "nftables list";
+      e.message = "nftables list: the ruleset kept changing (generation id moved on every attempt)";
+      throw nl::Exception(std::move(e));
+    }
+  }
+}
+
+Napi::Value TableToJs(Napi::Env env, const nft::Table& t) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("family", t.family);
+  o.Set("name", t.name);
+  o.Set("flags", t.flags);
+  o.Set("handle", static_cast<double>(t.handle));
+  o.Set("use", t.use);
+  return o;
+}
+
+Napi::Value ChainToJs(Napi::Env env, const nft::Chain& c) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("family", c.family);
+  o.Set("table", c.table);
+  o.Set("name", c.name);
+  o.Set("handle", static_cast<double>(c.handle));
+  if (c.base) {
+    Napi::Object h = Napi::Object::New(env);
+    h.Set("type", c.type);
+    h.Set("hooknum", c.hooknum);
+    h.Set("priority", c.priority);
+    if (c.has_policy) h.Set("policy", c.policy);
+    if (!c.device.empty()) h.Set("device", c.device);
+    o.Set("hook", h);
+  }
+  o.Set("use", c.use);
+  o.Set("flags", c.flags);
+  return o;
+}
+
+Napi::Value ElementToJs(Napi::Env env, const nft::Element& e) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("key", ToBuffer(env, e.key));
+  if (!e.key_end.empty()) o.Set("keyEnd", ToBuffer(env, e.key_end));
+  if (e.has_flags) o.Set("flags", e.flags);
+  if (e.has_verdict) o.Set("verdict", VerdictToJs(env, e.verdict));
+  else if (!e.data.empty()) o.Set("data", ToBuffer(env, e.data));
+  if (e.timeout_ms) o.Set("timeout", static_cast<double>(e.timeout_ms));
+  if (e.expiration_ms) o.Set("expiration", static_cast<double>(e.expiration_ms));
+  if (!e.comment.empty()) o.Set("comment", e.comment);
+  return o;
+}
+
+Napi::Value SetToJs(Napi::Env env, const nft::Set& s, const std::vector<nft::Element>* elems) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("family", s.family);
+  o.Set("table", s.table);
+  o.Set("name", s.name);
+  o.Set("handle", static_cast<double>(s.handle));
+  o.Set("flags", s.flags);
+  o.Set("keyType", s.key_type);
+  o.Set("keyLen", s.key_len);
+  if (s.has_data) {
+    o.Set("dataType", s.data_type);
+    o.Set("dataLen", s.data_len);
+  }
+  if (s.timeout_ms) o.Set("timeout", static_cast<double>(s.timeout_ms));
+  if (s.gc_interval_ms) o.Set("gcInterval", s.gc_interval_ms);
+  if (s.size) o.Set("size", s.size);
+  if (!s.concat_lens.empty()) {
+    Napi::Array a = Napi::Array::New(env, s.concat_lens.size());
+    for (size_t i = 0; i < s.concat_lens.size(); i++) a.Set(i, s.concat_lens[i]);
+    o.Set("concat", a);
+  }
+  const std::string comment = nft::UdataGetStr(s.userdata, nft::kUdataSetComment);
+  if (!comment.empty()) o.Set("comment", comment);
+  if (elems) {
+    Napi::Array a = Napi::Array::New(env, elems->size());
+    for (size_t i = 0; i < elems->size(); i++) a.Set(i, ElementToJs(env, (*elems)[i]));
+    o.Set("elements", a);
+  }
+  return o;
+}
+
+Napi::Value RuleToJs(Napi::Env env, const nft::Rule& r) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("family", r.family);
+  o.Set("table", r.table);
+  o.Set("chain", r.chain);
+  o.Set("handle", static_cast<double>(r.handle));
+  if (r.position) o.Set("position", static_cast<double>(r.position));
+  Napi::Array a = Napi::Array::New(env, r.exprs.size());
+  for (size_t i = 0; i < r.exprs.size(); i++) a.Set(i, ExprToJs(env, r.exprs[i]));
+  o.Set("exprs", a);
+  if (!r.comment.empty()) o.Set("comment", r.comment);
+  return o;
+}
+
+Napi::Value ListingToJs(Napi::Env env, Listing& l) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("genId", l.gen_id);
+  Napi::Array t = Napi::Array::New(env, l.tables.size());
+  for (size_t i = 0; i < l.tables.size(); i++) t.Set(i, TableToJs(env, l.tables[i]));
+  Napi::Array c = Napi::Array::New(env, l.chains.size());
+  for (size_t i = 0; i < l.chains.size(); i++) c.Set(i, ChainToJs(env, l.chains[i]));
+  Napi::Array s = Napi::Array::New(env, l.sets.size());
+  for (size_t i = 0; i < l.sets.size(); i++)
+    s.Set(i, SetToJs(env, l.sets[i].set, l.want_elements ? &l.sets[i].elements : nullptr));
+  Napi::Array r = Napi::Array::New(env, l.rules.size());
+  for (size_t i = 0; i < l.rules.size(); i++) r.Set(i, RuleToJs(env, l.rules[i]));
+  o.Set("tables", t);
+  o.Set("chains", c);
+  o.Set("sets", s);
+  o.Set("rules", r);
+  return o;
+}
+
+// ---- the handle ----------------------------------------------------------------------------
+
+class NftHandle : public Napi::ObjectWrap<NftHandle> {
+ public:
+  static void Init(Napi::Env env, Napi::Object exports) {
+    exports.Set("NftHandle", DefineClass(env, "NftHandle",
+                                         {
+                                             InstanceMethod<&NftHandle::Commit>("commit"),
+                                             InstanceMethod<&NftHandle::List>("list"),
+                                             InstanceMethod<&NftHandle::GenId>("genId"),
+                                             InstanceMethod<&NftHandle::Stats>("stats"),
+                                         }));
+  }
+
+  explicit NftHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NftHandle>(info) {
+    ch_ = std::make_shared<Channel>(NETLINK_NETFILTER, NetnsOption(info, 0));
+  }
+
+ private:
+  // commit(ops, opts?) -> { statuses, errors, transactions, sendmsgCalls }
+  Napi::Value Commit(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto ops = std::make_shared<std::vector<nft::Op>>(OpsFromJs(env, info[0]));
+    const nft::TxOptions opt = TxOptionsFromJs(env, info[1]);
+    auto ch = ch_;
+    return PromiseWorker<CommitResult>::Run(
+        env,
+        [ch, ops, opt]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          return RunCommit(ch->Sock(), *ops, opt);
+        },
+        [](Napi::Env env, CommitResult& r) { return CommitResultToJs(env, r); });
+  }
+
+  // list({ family?, table?, elements? }) -> { genId, tables, chains, sets, rules }
+  Napi::Value List(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    Ctx c{env, "nftables list"};
+    uint8_t family = 0;
+    std::string table;
+    bool elements = true;
+    if (info.Length() > 0 && info[0].IsObject()) {
+      Napi::Object o = info[0].As<Napi::Object>();
+      family = static_cast<uint8_t>(NumField(c, o, "family", 255, 0));
+      table = Str(c, o, "table", false, NFT_TABLE_MAXNAMELEN - 1);
+      if (GetK(o, "elements").IsBoolean()) elements = GetK(o, "elements").As<Napi::Boolean>().Value();
+    }
+    auto ch = ch_;
+    return PromiseWorker<Listing>::Run(
+        env,
+        [ch, family, table, elements]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          Listing l = RunList(ch->Sock(), family, table, elements);
+          l.want_elements = elements;
+          return l;
+        },
+        [](Napi::Env env, Listing& l) { return ListingToJs(env, l); });
+  }
+
+  Napi::Value GenId(const Napi::CallbackInfo& info) {
+    auto ch = ch_;
+    return PromiseWorker<uint32_t>::Run(
+        info.Env(),
+        [ch]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          return GetGen(ch->Sock());
+        },
+        [](Napi::Env env, uint32_t& g) -> Napi::Value { return Napi::Number::New(env, g); });
+  }
+
+  Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
+
+  std::shared_ptr<Channel> ch_;
+};
+
+// ---- codec hooks ---------------------------------------------------------------------------
+
+// encodeTransactions(ops, opts?) -> Buffer[] (one per transaction; seq and port id are 0)
+Napi::Value EncodeTransactions(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::vector<nft::Op> ops = OpsFromJs(env, info[0]);
+  std::vector<nft::TxBatch> txs = nft::BuildTransactions(ops, TxOptionsFromJs(env, info[1]));
+  Napi::Array a = Napi::Array::New(env, txs.size());
+  for (size_t i = 0; i < txs.size(); i++) a.Set(i, ToBuffer(env, txs[i].batch.buffer()));
+  return a;
+}
+
+template <class T, bool (*Decode)(const nlmsghdr*, T*, std::string*)>
+T DecodeArg(const Napi::CallbackInfo& info, const char* op) {
+  std::vector<uint8_t> storage;
+  const nlmsghdr* h = MessageArg(info, 0, &storage, op);
+  T x;
+  std::string why;
+  if (!Decode(h, &x, &why)) ThrowInvalid(info.Env(), op, why);
+  return x;
+}
+
+Napi::Value DecodeRuleJs(const Napi::CallbackInfo& info) {
+  return RuleToJs(info.Env(), DecodeArg<nft::Rule, nft::DecodeRule>(info, "decodeRule"));
+}
+Napi::Value DecodeChainJs(const Napi::CallbackInfo& info) {
+  return ChainToJs(info.Env(), DecodeArg<nft::Chain, nft::DecodeChain>(info, "decodeChain"));
+}
+Napi::Value DecodeTableJs(const Napi::CallbackInfo& info) {
+  return TableToJs(info.Env(), DecodeArg<nft::Table, nft::DecodeTable>(info, "decodeTable"));
+}
+Napi::Value DecodeSetJs(const Napi::CallbackInfo& info) {
+  return SetToJs(info.Env(), DecodeArg<nft::Set, nft::DecodeSet>(info, "decodeSet"), nullptr);
+}
+Napi::Value DecodeGenJs(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), DecodeArg<uint32_t, nft::DecodeGen>(info, "decodeGen"));
+}
+Napi::Value DecodeElementsJs(const Napi::CallbackInfo& info) {
+  std::vector<uint8_t> storage;
+  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeElements");
+  nft::ElementsRef ref;
+  std::vector<nft::Element> elems;
+  std::string why;
+  if (!nft::DecodeElements(h, &ref, &elems, &why)) ThrowInvalid(info.Env(), "decodeElements", why);
+  Napi::Env env = info.Env();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("family", ref.family);
+  o.Set("table", ref.table);
+  o.Set("set", ref.set);
+  Napi::Array a = Napi::Array::New(env, elems.size());
+  for (size_t i = 0; i < elems.size(); i++) a.Set(i, ElementToJs(env, elems[i]));
+  o.Set("elements", a);
+  return o;
+}
+
+}  // namespace
+
+// { payload: ['dreg', 'base', …], immediate: ['dreg', 'data', 'verdict'], … }: the order of the
+// positional expression form.
+Napi::Value ExprSchemaJs(Napi::Env env) {
+  Napi::Object o = Napi::Object::New(env);
+  for (const nft::ExprSchema& s : nft::ExprSchemas()) {
+    Napi::Array a = Napi::Array::New(env, s.fields.size() + 1);
+    for (size_t i = 0; i < s.fields.size(); i++) a.Set(i, s.fields[i].js);
+    a.Set(s.fields.size(), "verdict");
+    o.Set(s.name, a);
+  }
+  return o;
+}
+
+void InitNftables(Napi::Env env, Napi::Object exports) {
+  NftHandle::Init(env, exports);
+  Napi::Object codec = CodecNamespace(env, exports, "nftables");
+  codec.Set("exprSchema", ExprSchemaJs(env));
+  codec.Set("encodeTransactions", Napi::Function::New(env, EncodeTransactions));
+  codec.Set("decodeRule", Napi::Function::New(env, DecodeRuleJs));
+  codec.Set("decodeChain", Napi::Function::New(env, DecodeChainJs));
+  codec.Set("decodeTable", Napi::Function::New(env, DecodeTableJs));
+  codec.Set("decodeSet", Napi::Function::New(env, DecodeSetJs));
+  codec.Set("decodeElements", Napi::Function::New(env, DecodeElementsJs));
+  codec.Set("decodeGen", Napi::Function::New(env, DecodeGenJs));
+}
+
+}  // namespace addon

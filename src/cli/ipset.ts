@@ -1,0 +1,73 @@
+import type { Command } from 'commander';
+import { NetlinkError } from '../errors.js';
+import { formatSave, parseRestore, RestoreSyntaxError } from '../kernel/ipset-format.js';
+import { IpSets, type IpSetFamily, type IpSetType } from '../kernel/ipsets.js';
+import type { HandleOptions } from '../native.js';
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** `ipvsync ipset …` */
+export function registerIpset(program: Command, handleOptions: () => HandleOptions): void {
+  const ipset = program.command('ipset').description('ipsets over nfnetlink (ipset save/restore compatible)');
+
+  ipset
+    .command('save')
+    .argument('[name]', 'one set (default: every set)')
+    .description('print sets and members in `ipset save` format')
+    .action(async (name?: string) => {
+      const sets = await (await IpSets.open(handleOptions())).list(name);
+      process.stdout.write(formatSave(sets));
+    });
+
+  ipset
+    .command('restore')
+    .description('apply `ipset restore` input from stdin in batches; a syntax error applies nothing')
+    .option('--exist, -!', 'ignore errors for sets/elements that already exist (ipset -exist)')
+    .option('-f, --file <path>', 'read this file instead of stdin')
+    .action(async (o: { exist?: boolean; file?: string }) => {
+      const text = o.file ? (await import('node:fs')).readFileSync(o.file, 'utf8') : await readStdin();
+      const sets = await IpSets.open(handleOptions());
+      const known = new Map<string, { type: IpSetType; family?: IpSetFamily }>();
+      for (const s of await sets.headers()) known.set(s.name, { type: s.type, family: s.family });
+      let plan;
+      try {
+        plan = parseRestore(text, known, { exist: o.exist });
+      } catch (e) {
+        if (e instanceof RestoreSyntaxError) {
+          console.error(`ipvsync: ipset restore: ${e.message}; nothing was applied`);
+          process.exit(1);
+        }
+        throw e;
+      }
+      let result;
+      try {
+        result = await sets.apply(plan.ops);
+      } catch (e) {
+        // Validation in the addon names "op N … member M": point at the input line instead.
+        if (e instanceof NetlinkError && e.kind === 'invalid') {
+          const m = /^op (\d+)(?: \([^)]*\))?(?: member (\d+))?/.exec(e.message);
+          if (m) {
+            const lines = plan.lines[Number(m[1])] ?? [];
+            const line = lines[m[2] ? Number(m[2]) : 0];
+            if (line !== undefined) {
+              console.error(`ipvsync: ipset restore: line ${line}: ${e.message}; nothing was applied`);
+              process.exit(1);
+            }
+          }
+        }
+        throw e;
+      }
+      if (!result.ok) {
+        for (const e of result.errors) {
+          const lines = plan.lines[e.index ?? -1] ?? [];
+          const where = lines.length > 1 ? `lines ${lines[0]}-${lines[lines.length - 1]}` : `line ${lines[0] ?? '?'}`;
+          console.error(`ipvsync: ipset restore: error in ${where}: ${e.message}`);
+        }
+        process.exit(1);
+      }
+    });
+}

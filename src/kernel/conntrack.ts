@@ -1,0 +1,71 @@
+// conntrack over nfnetlink (CTNETLINK): list, count and delete flows by filter. The ConntrackApi
+// interface is what the sync engine uses (an in-memory double implements the same).
+import type { NetlinkError } from '../errors.js';
+import {
+  native,
+  type HandleOptions,
+  type NativeConntrackHandle,
+  type NativeFlow,
+  type NativeFlowFilter,
+  type SocketStats,
+} from '../native.js';
+
+export type Flow = NativeFlow;
+export type FlowFilter = NativeFlowFilter;
+
+export interface DeleteFlowsResult {
+  /** Flows the dump matched. */
+  matched: number;
+  deleted: number;
+  /** Matched, but gone before the delete reached them (expired): not an error. */
+  gone: number;
+  errors: NetlinkError[];
+  sendmsgCalls: number;
+}
+
+export interface ConntrackApi {
+  list(filter?: FlowFilter): Promise<Flow[]>;
+  count(filter?: FlowFilter): Promise<number>;
+  /** Deletes every matching flow: one dump, then one batch of deletes by tuple. */
+  delete(filter: FlowFilter): Promise<DeleteFlowsResult>;
+}
+
+/**
+ * Flows are dumped per family (the kernel filters by family) and matched in C++ against the
+ * rest of the filter, as conntrack-tools does; only matching flows cross into JS.
+ */
+export class Conntrack implements ConntrackApi {
+  private constructor(private readonly h: NativeConntrackHandle) {}
+
+  static async open(opts: HandleOptions = {}): Promise<Conntrack> {
+    return new Conntrack(new (native().ConntrackHandle)(opts));
+  }
+
+  // async: invalid input rejects the promise like every other failure.
+  async list(filter: FlowFilter = {}): Promise<Flow[]> {
+    return this.h.list(filter);
+  }
+
+  async count(filter: FlowFilter = {}): Promise<number> {
+    return this.h.count(filter);
+  }
+
+  async delete(filter: FlowFilter): Promise<DeleteFlowsResult> {
+    return this.h.delete(filter);
+  }
+
+  /** kube-proxy's flush for a UDP endpoint that went away: flows of `proto` whose reply comes
+   *  from the endpoint. */
+  flushEndpoint(endpoint: string, port: number, proto: FlowFilter['proto'] = 'udp'): Promise<DeleteFlowsResult> {
+    return this.delete({ proto, replySrc: endpoint, replySport: port });
+  }
+
+  /** Flows to a service address (ClusterIP, NodePort address …) of `proto`. */
+  flushService(address: string, port: number | undefined, proto: FlowFilter['proto'] = 'udp'): Promise<DeleteFlowsResult> {
+    return this.delete({ proto, origDst: address, ...(port === undefined ? {} : { origDport: port }) });
+  }
+
+  socketStats(): SocketStats {
+    return this.h.stats();
+  }
+}

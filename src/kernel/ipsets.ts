@@ -1,0 +1,251 @@
+// ipset over nfnetlink: typed model, the IpSetsApi interface (an in-memory double implements the
+// same), and the real implementation over the addon.
+import { NetlinkError } from '../errors.js';
+import {
+  native,
+  type HandleOptions,
+  type IpSetFamily,
+  type IpSetProto,
+  type NativeIpSetHeader,
+  type NativeIpSetMember,
+  type NativeIpSetOp,
+  type NativeIpsetHandle,
+  type SocketStats,
+} from '../native.js';
+import { ApplyResult, type BatchOptions } from './batch.js';
+
+export type { IpSetFamily, IpSetProto };
+
+/** Set types ipvsync encodes: elements made of ip / net / port components. */
+export const IPSET_TYPES = [
+  'hash:ip',
+  'hash:ip,port',
+  'hash:ip,port,ip',
+  'hash:ip,port,net',
+  'hash:net',
+  'hash:net,port',
+  'hash:net,net',
+  'hash:net,port,net',
+  'bitmap:port',
+] as const;
+export type IpSetType = (typeof IPSET_TYPES)[number];
+
+/**
+ * One element. By type:
+ * - `hash:ip`: ip · `hash:net`: ip + cidr (or ip 'a.b.c.d/n')
+ * - `hash:ip,port` / `hash:net,port`: ip (+cidr), proto (default tcp), port
+ * - `hash:ip,port,ip` / `hash:ip,port,net` / `hash:net,port,net`: … + ip2 (+cidr2)
+ * - `hash:net,net`: ip/cidr + ip2/cidr2 · `bitmap:port`: port
+ * For icmp/icmpv6, `port` is (type << 8) | code, as the kernel stores it.
+ * Extensions: timeout (s), packets/bytes (sets with counters), comment, nomatch (net types).
+ */
+export type IpSetMember = NativeIpSetMember;
+
+/** Create options. */
+export interface IpSetSpec {
+  name: string;
+  type: IpSetType;
+  /** inet (default) or inet6; bitmap:port has none. */
+  family?: IpSetFamily;
+  hashsize?: number;
+  maxelem?: number;
+  /** hash:ip only. */
+  netmask?: number;
+  /** Default timeout in seconds; 0 = entries never expire but may carry their own. */
+  timeout?: number;
+  counters?: boolean;
+  comment?: boolean;
+  skbinfo?: boolean;
+  forceadd?: boolean;
+  /** bitmap:port: the port range. */
+  range?: { from: number; to: number };
+  bucketsize?: number;
+  initval?: number;
+}
+
+/** A set as the kernel reports it (header data; members when listed with them). */
+export interface IpSet extends IpSetSpec {
+  revision: number;
+  references: number;
+  /** Bytes of kernel memory. */
+  memsize: number;
+  elements: number;
+  members?: IpSetMember[];
+}
+
+export type IpSetOp =
+  | ({ op: 'create'; exist?: boolean } & IpSetSpec)
+  | { op: 'destroy'; name: string }
+  | { op: 'flush'; name: string }
+  | { op: 'rename'; name: string; to: string }
+  | { op: 'swap'; name: string; with: string }
+  /** `type`/`family` may be given; otherwise they are learned from a create in the same batch,
+   *  from earlier calls, or from one header dump. `exist`: ipset's -exist (no error for members
+   *  already present on add / absent on del). */
+  | { op: 'add' | 'del'; name: string; members: IpSetMember[]; exist?: boolean; type?: IpSetType; family?: IpSetFamily };
+
+/** What the sync engine needs from ipset; the real class and test doubles implement it. */
+export interface IpSetsApi {
+  /** Applies ops in order in one batch (add/del of many members become a few ADT messages). */
+  apply(ops: IpSetOp[], opts?: BatchOptions): Promise<ApplyResult>;
+  /** Every set with its members (one dump), or one set. */
+  list(name?: string): Promise<IpSet[]>;
+  /** Headers only (no members), one dump. */
+  headers(): Promise<IpSet[]>;
+  /** Which members are in the set. */
+  test(name: string, members: IpSetMember[]): Promise<boolean[]>;
+}
+
+interface SetShape {
+  type: IpSetType;
+  family: IpSetFamily | undefined;
+}
+
+function shapeOf(h: { type: string; family?: IpSetFamily }): SetShape {
+  return { type: h.type as IpSetType, family: h.type.startsWith('bitmap:') ? undefined : (h.family ?? 'inet') };
+}
+
+/** ipset over nfnetlink. One handle owns one netlink socket (per network namespace). */
+export class IpSets implements IpSetsApi {
+  /** name -> type/family, learned from creates and dumps, so add/del need no extra request. */
+  private readonly shapes = new Map<string, SetShape>();
+
+  private constructor(private readonly h: NativeIpsetHandle) {}
+
+  /** Opens a handle and negotiates the protocol (throws `unsupported` without ip_set). */
+  static async open(opts: HandleOptions = {}): Promise<IpSets> {
+    const s = new IpSets(new (native().IpsetHandle)(opts));
+    await s.h.protocol();
+    return s;
+  }
+
+  /** The ipset protocol version in use (6 or 7). */
+  protocol(): Promise<number> {
+    return this.h.protocol();
+  }
+
+  async apply(ops: IpSetOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
+    let native = this.resolve(ops, false);
+    if (!native) {
+      await this.headers();
+      native = this.resolve(ops, true)!;
+    }
+    const raw = await this.h.apply(native, opts);
+    const result = new ApplyResult(raw);
+    this.learn(ops, result);
+    return result;
+  }
+
+  async list(name?: string): Promise<IpSet[]> {
+    const sets = (await this.h.list(name)) as IpSet[];
+    for (const s of sets) this.shapes.set(s.name, shapeOf(s));
+    return sets;
+  }
+
+  async headers(): Promise<IpSet[]> {
+    const sets = (await this.h.list(undefined, { headersOnly: true })) as IpSet[];
+    this.shapes.clear();
+    for (const s of sets) this.shapes.set(s.name, shapeOf(s));
+    return sets;
+  }
+
+  async test(name: string, members: IpSetMember[]): Promise<boolean[]> {
+    let shape = this.shapes.get(name);
+    if (!shape) {
+      await this.headers();
+      shape = this.shapes.get(name);
+      if (!shape) throw unknownSet('IPSET_CMD_TEST ' + name, name);
+    }
+    const present = await this.h.test(name, shape.type, shape.family, members);
+    return [...present].map((x) => x === 1);
+  }
+
+  socketStats(): SocketStats {
+    return this.h.stats();
+  }
+
+  /** Fills type/family of add/del ops by replaying the batch's creates/renames/swaps over the
+   *  known shapes. Returns undefined when a set is unknown and `final` is false. */
+  private resolve(ops: IpSetOp[], final: boolean): NativeIpSetOp[] | undefined {
+    const view = new Map(this.shapes);
+    const out: NativeIpSetOp[] = [];
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
+      switch (op.op) {
+        case 'create':
+          view.set(op.name, shapeOf(op));
+          out.push(op);
+          break;
+        case 'rename': {
+          const s = view.get(op.name);
+          view.delete(op.name);
+          if (s) view.set(op.to, s);
+          out.push(op);
+          break;
+        }
+        case 'swap': {
+          const a = view.get(op.name);
+          const b = view.get(op.with);
+          if (a && b) {
+            view.set(op.name, b);
+            view.set(op.with, a);
+          }
+          out.push(op);
+          break;
+        }
+        case 'destroy':
+          view.delete(op.name);
+          out.push(op);
+          break;
+        case 'flush':
+          out.push(op);
+          break;
+        case 'add':
+        case 'del': {
+          let shape: SetShape | undefined = op.type ? shapeOf({ type: op.type, family: op.family }) : view.get(op.name);
+          if (!shape) {
+            if (!final) return undefined;
+            throw unknownSet(`op ${i} (${op.op} ${op.name})`, op.name);
+          }
+          out.push({ op: op.op, name: op.name, members: op.members, type: shape.type, family: shape.family, exist: op.exist });
+          break;
+        }
+        default:
+          throw NetlinkError.invalid(`op ${i}`, `unknown op '${(op as { op: string }).op}'`);
+      }
+    }
+    return out;
+  }
+
+  private learn(ops: IpSetOp[], result: ApplyResult): void {
+    ops.forEach((op, i) => {
+      if (result.status(i) !== 'ok') return;
+      if (op.op === 'create') this.shapes.set(op.name, shapeOf(op));
+      else if (op.op === 'destroy') this.shapes.delete(op.name);
+      else if (op.op === 'rename') {
+        const s = this.shapes.get(op.name);
+        this.shapes.delete(op.name);
+        if (s) this.shapes.set(op.to, s);
+      } else if (op.op === 'swap') {
+        const a = this.shapes.get(op.name);
+        const b = this.shapes.get(op.with);
+        if (a && b) {
+          this.shapes.set(op.name, b);
+          this.shapes.set(op.with, a);
+        }
+      }
+    });
+  }
+}
+
+function unknownSet(op: string, name: string): NetlinkError {
+  return new NetlinkError({
+    message: `${op}: The set with the given name does not exist (${name}); nothing was sent`,
+    code: 'ENOENT',
+    errno: 2,
+    kind: 'invalid',
+    op,
+  });
+}
+
+export type { NativeIpSetHeader };

@@ -1,0 +1,259 @@
+// Small builders for the rules a service proxy needs. Each returns exactly the expressions `nft`
+// generates for the equivalent rule text (checked against golden captures of nft 1.0.6), e.g.
+//   rule(inSet([F.ipDaddr, F.l4proto, F.thDport], 'svc'), accept())
+//     == nft 'ip daddr . meta l4proto . th dport @svc accept'
+import { NetlinkError } from '../errors.js';
+import {
+  CT_STATE, CT_STATUS, FIB_DADDR, NAT_RANGE_PERSISTENT, NAT_RANGE_PROTO_RANDOM, NAT_RANGE_PROTO_RANDOM_FULLY,
+  NAT_RANGE_PROTO_SPECIFIED, RTN,
+  type CtKey, type Expr, type MetaKey, type PayloadBase, type Register, type Verdict,
+} from './nft-expr.js';
+import { DATATYPES, cidrRange, encodeValue, type DataType, type KeyValue } from './nft-types.js';
+
+/** Something a rule can load into a register and compare: a header field, meta or ct key. */
+export interface Field {
+  readonly name: string;
+  /** Bytes loaded. */
+  readonly len: number;
+  /** Datatype of the field's values (for match() and set keys). */
+  readonly datatype: DataType | 'nfproto';
+  load(dreg: Register): Expr;
+}
+
+function payload(name: string, base: PayloadBase, offset: number, len: number, datatype: DataType): Field {
+  return { name, len, datatype, load: (dreg) => ({ type: 'payload', dreg, base, offset, len }) };
+}
+function meta(key: MetaKey, len: number, datatype: DataType | 'nfproto'): Field {
+  return { name: `meta ${key}`, len, datatype, load: (dreg) => ({ type: 'meta', key, dreg }) };
+}
+function ct(key: CtKey, len: number, datatype: DataType): Field {
+  return { name: `ct ${key}`, len, datatype, load: (dreg) => ({ type: 'ct', key, dreg }) };
+}
+
+/** The fields a proxy matches on. */
+export const F = {
+  ipSaddr: payload('ip saddr', 'network', 12, 4, 'ipv4_addr'),
+  ipDaddr: payload('ip daddr', 'network', 16, 4, 'ipv4_addr'),
+  ip6Saddr: payload('ip6 saddr', 'network', 8, 16, 'ipv6_addr'),
+  ip6Daddr: payload('ip6 daddr', 'network', 24, 16, 'ipv6_addr'),
+  ipProtocol: payload('ip protocol', 'network', 9, 1, 'inet_proto'),
+  ip6Nexthdr: payload('ip6 nexthdr', 'network', 6, 1, 'inet_proto'),
+  thSport: payload('th sport', 'transport', 0, 2, 'inet_service'),
+  thDport: payload('th dport', 'transport', 2, 2, 'inet_service'),
+  l4proto: meta('l4proto', 1, 'inet_proto'),
+  nfproto: meta('nfproto', 1, 'nfproto'),
+  mark: meta('mark', 4, 'mark'),
+  iifname: meta('iifname', 16, 'ifname'),
+  oifname: meta('oifname', 16, 'ifname'),
+  ctMark: ct('mark', 4, 'mark'),
+} as const;
+
+/** nft's register for the field starting at 32-bit word `w` of a concatenation: the 16-byte
+ *  registers (1..4) where aligned, for compatibility, else the 32-bit ones (8 + w). */
+export function registerForWord(w: number): Register {
+  return w % 4 === 0 ? 1 + w / 4 : 8 + w;
+}
+
+/** Loads a (concatenation of) field(s) into consecutive registers starting at reg 1. */
+export function load(fields: readonly Field[]): Expr[] {
+  const out: Expr[] = [];
+  let w = 0;
+  for (const f of fields) {
+    out.push(f.load(registerForWord(w)));
+    w += (f.len + 3) >> 2;
+  }
+  return out;
+}
+
+function encodeFieldValue(f: Field, v: KeyValue): Buffer {
+  if (f.datatype === 'nfproto') {
+    const n = v === 'ipv4' || v === 'ip' ? 2 : v === 'ipv6' || v === 'ip6' ? 10 : v;
+    if (typeof n !== 'number') throw NetlinkError.invalid('nftables', `not an nfproto: ${v}`);
+    return Buffer.from([n]);
+  }
+  const b = Buffer.alloc(DATATYPES[f.datatype].len);
+  encodeValue(f.datatype, v, b, 0);
+  return b;
+}
+
+/** `<field> [!=] <value>`; an address field takes a CIDR too ('10.0.0.0/8'), as nft does:
+ *  byte-aligned prefixes load fewer bytes, others are masked. */
+export function match(f: Field, value: KeyValue, op: 'eq' | 'neq' = 'eq'): Expr[] {
+  if ((f.datatype === 'ipv4_addr' || f.datatype === 'ipv6_addr') && typeof value === 'string' && value.includes('/')) {
+    const plen = Number(value.split('/')[1]);
+    const { start } = cidrRange(f.datatype, value);
+    const l = f.load(1);
+    if (plen % 8 === 0 && l.type === 'payload') {
+      const n = plen / 8;
+      return [{ ...l, len: n }, { type: 'cmp', sreg: 1, op, data: start.subarray(0, n).toString('hex') }];
+    }
+    const mask = Buffer.alloc(start.length);
+    for (let i = 0; i < plen; i++) mask[i >> 3]! |= 0x80 >> (i & 7);
+    return [
+      l,
+      { type: 'bitwise', sreg: 1, dreg: 1, op: 'bool', len: start.length, mask: mask.toString('hex'), xor: Buffer.alloc(start.length).toString('hex') },
+      { type: 'cmp', sreg: 1, op, data: start.toString('hex') },
+    ];
+  }
+  return [f.load(1), { type: 'cmp', sreg: 1, op, data: encodeFieldValue(f, value).toString('hex') }];
+}
+
+/** `<fields> [!=] @set`. */
+export function inSet(fields: readonly Field[], set: string, opts: { invert?: boolean; setId?: number } = {}): Expr[] {
+  return [
+    ...load(fields),
+    { type: 'lookup', sreg: 1, set, ...(opts.setId !== undefined ? { setId: opts.setId } : {}), ...(opts.invert ? { invert: true } : {}) },
+  ];
+}
+
+/** `<fields> vmap @map`. */
+export function vmap(fields: readonly Field[], map: string, opts: { setId?: number } = {}): Expr[] {
+  return [...load(fields), { type: 'lookup', sreg: 1, dreg: 0, set: map, ...(opts.setId !== undefined ? { setId: opts.setId } : {}) }];
+}
+
+export function verdict(v: Verdict): Expr {
+  return { type: 'immediate', dreg: 0, verdict: v };
+}
+export const accept = (): Expr => verdict({ code: 'accept' });
+export const drop = (): Expr => verdict({ code: 'drop' });
+export const ret = (): Expr => verdict({ code: 'return' });
+export const jump = (chain: string): Expr => verdict({ code: 'jump', chain });
+export const goTo = (chain: string): Expr => verdict({ code: 'goto', chain });
+
+function u32le(v: number): string {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(v >>> 0, 0);
+  return b.toString('hex');
+}
+
+/** `meta mark & mask == value` (or `ct mark …`, or `!=`). */
+export function markMatch(source: 'meta' | 'ct', mask: number, value: number = mask, op: 'eq' | 'neq' = 'eq'): Expr[] {
+  const f = source === 'meta' ? F.mark : F.ctMark;
+  return [
+    f.load(1),
+    { type: 'bitwise', sreg: 1, dreg: 1, op: 'bool', len: 4, mask: u32le(mask), xor: u32le(0) },
+    { type: 'cmp', sreg: 1, op, data: u32le(value) },
+  ];
+}
+
+/** `meta mark set mark | bits`. */
+export function setMarkBits(bits: number): Expr[] {
+  return [
+    F.mark.load(1),
+    { type: 'bitwise', sreg: 1, dreg: 1, op: 'bool', len: 4, mask: u32le(~bits >>> 0), xor: u32le(bits) },
+    { type: 'meta', key: 'mark', sreg: 1 },
+  ];
+}
+
+/** `meta mark set <value>`. */
+export function setMark(value: number): Expr[] {
+  return [{ type: 'immediate', dreg: 1, data: u32le(value) }, { type: 'meta', key: 'mark', sreg: 1 }];
+}
+
+/** `ct mark set meta mark`. */
+export function ctMarkFromMeta(): Expr[] {
+  return [F.mark.load(1), { type: 'ct', key: 'mark', sreg: 1 }];
+}
+
+/** `fib daddr type local` (or another route type). */
+export function fibDaddrType(type: keyof typeof RTN = 'local'): Expr[] {
+  return [
+    { type: 'fib', flags: FIB_DADDR, result: 'type', dreg: 1 },
+    { type: 'cmp', sreg: 1, op: 'eq', data: u32le(RTN[type]) },
+  ];
+}
+
+/** `ct state established,related`. */
+export function ctState(...states: Array<keyof typeof CT_STATE>): Expr[] {
+  const bits = states.reduce((m, s) => m | CT_STATE[s], 0);
+  return [
+    { type: 'ct', key: 'state', dreg: 1 },
+    // nft leaves NFTA_BITWISE_OP out for flag tests (the kernel defaults it to bool)
+    { type: 'bitwise', sreg: 1, dreg: 1, len: 4, mask: u32le(bits), xor: u32le(0) },
+    { type: 'cmp', sreg: 1, op: 'neq', data: u32le(0) },
+  ];
+}
+
+/** `ct status dnat` (any of the bits). */
+export function ctStatus(...bits: Array<keyof typeof CT_STATUS>): Expr[] {
+  const m = bits.reduce((x, s) => x | CT_STATUS[s], 0);
+  return [
+    { type: 'ct', key: 'status', dreg: 1 },
+    { type: 'bitwise', sreg: 1, dreg: 1, len: 4, mask: u32le(m), xor: u32le(0) },
+    { type: 'cmp', sreg: 1, op: 'neq', data: u32le(0) },
+  ];
+}
+
+/** `ct direction original|reply`. */
+export function ctDirection(d: 'original' | 'reply'): Expr[] {
+  return [{ type: 'ct', key: 'direction', dreg: 1 }, { type: 'cmp', sreg: 1, op: 'eq', data: d === 'reply' ? '01' : '00' }];
+}
+
+function natTo(kind: 'snat' | 'dnat', family: 'ip' | 'ip6', addr: string, port?: number, flags = 0): Expr[] {
+  const a = Buffer.alloc(family === 'ip' ? 4 : 16);
+  encodeValue(family === 'ip' ? 'ipv4_addr' : 'ipv6_addr', addr, a, 0);
+  const out: Expr[] = [{ type: 'immediate', dreg: 1, data: a.toString('hex') }];
+  if (port !== undefined) {
+    const p = Buffer.alloc(2);
+    encodeValue('inet_service', port, p, 0);
+    out.push({ type: 'immediate', dreg: 2, data: p.toString('hex') });
+    flags |= NAT_RANGE_PROTO_SPECIFIED;
+  }
+  out.push({
+    type: 'nat',
+    nat: kind,
+    family,
+    addrMin: 1,
+    ...(port !== undefined ? { protoMin: 2 } : {}),
+    ...(flags ? { flags } : {}),
+  });
+  return out;
+}
+
+/** `dnat to 10.1.1.1:8080` (ip) / `dnat to [fd00::2]:8080` (ip6). */
+export function dnat(family: 'ip' | 'ip6', addr: string, port?: number): Expr[] {
+  return natTo('dnat', family, addr, port);
+}
+export function snat(family: 'ip' | 'ip6', addr: string, port?: number): Expr[] {
+  return natTo('snat', family, addr, port);
+}
+
+/** `masquerade [random] [fully-random] [persistent]`. */
+export function masquerade(opts: { random?: boolean; fullyRandom?: boolean; persistent?: boolean } = {}): Expr {
+  const flags =
+    (opts.random ? NAT_RANGE_PROTO_RANDOM : 0) |
+    (opts.fullyRandom ? NAT_RANGE_PROTO_RANDOM_FULLY : 0) |
+    (opts.persistent ? NAT_RANGE_PERSISTENT : 0);
+  return flags ? { type: 'masq', flags } : { type: 'masq' };
+}
+
+export const counter = (): Expr => ({ type: 'counter' });
+
+/** `limit rate N/unit burst B packets`. */
+export function limit(rate: number, per: 'second' | 'minute' | 'hour' | 'day' = 'second', burst = 5): Expr {
+  const unit = { second: 1, minute: 60, hour: 3600, day: 86400 }[per];
+  return { type: 'limit', rate, unit, burst, limitType: 'packets', flags: 0 };
+}
+
+export function log(prefix?: string): Expr {
+  return prefix === undefined ? { type: 'log' } : { type: 'log', prefix };
+}
+
+/** `reject` (icmp port-unreachable in ip, icmpv6 in ip6) or `reject with tcp reset`. */
+export function reject(how: 'icmp-port-unreachable' | 'icmpv6-port-unreachable' | 'icmpx-port-unreachable' | 'tcp-reset' = 'icmp-port-unreachable'): Expr {
+  switch (how) {
+    case 'tcp-reset':
+      return { type: 'reject', rejectType: 'tcp-reset', code: 0 };
+    case 'icmpv6-port-unreachable':
+      return { type: 'reject', rejectType: 'icmp', code: 4 };
+    case 'icmpx-port-unreachable':
+      return { type: 'reject', rejectType: 'icmpx', code: 1 };
+    default:
+      return { type: 'reject', rejectType: 'icmp', code: 3 };
+  }
+}
+
+/** Flattens parts into one expression list. */
+export function rule(...parts: Array<Expr | Expr[]>): Expr[] {
+  return parts.flat();
+}

@@ -1,0 +1,276 @@
+// nftables datatypes as nft knows them (src/datatype.c): their ids, lengths, byte order, and
+// the conversion between a typed value ('10.0.0.1', 'tcp', 443) and the bytes in a set key or
+// a cmp/immediate register.
+import { NetlinkError } from '../errors.js';
+
+export type NftFamily = 'ip' | 'ip6' | 'inet';
+export const FAMILY_NUMBER: Record<NftFamily, number> = { inet: 1, ip: 2, ip6: 10 };
+export function familyName(n: number): NftFamily {
+  const f = n === 1 ? 'inet' : n === 2 ? 'ip' : n === 10 ? 'ip6' : undefined;
+  if (!f) throw NetlinkError.invalid('nftables', `unsupported family ${n}`);
+  return f;
+}
+
+export type DataType = 'ipv4_addr' | 'ipv6_addr' | 'inet_proto' | 'inet_service' | 'mark' | 'ifname';
+
+interface TypeInfo {
+  id: number;
+  len: number; // bytes on the wire (before 4-byte padding in concatenations)
+  byteorder: 1 | 2; // BYTEORDER_HOST_ENDIAN / BYTEORDER_BIG_ENDIAN (set udata)
+}
+
+export const DATATYPES: Record<DataType, TypeInfo> = {
+  ipv4_addr: { id: 7, len: 4, byteorder: 2 },
+  ipv6_addr: { id: 8, len: 16, byteorder: 2 },
+  inet_proto: { id: 12, len: 1, byteorder: 2 },
+  inet_service: { id: 13, len: 2, byteorder: 2 },
+  mark: { id: 19, len: 4, byteorder: 1 },
+  ifname: { id: 41, len: 16, byteorder: 1 },
+};
+const BY_ID = new Map<number, DataType>(Object.entries(DATATYPES).map(([k, v]) => [v.id, k as DataType]));
+
+/** NFT_DATA_VERDICT: the data type of a verdict map. */
+export const VERDICT_DATATYPE = 0xffffff00;
+// nft's concat type id: (t1 << 6 | t2) << 6 | t3 … (CONCAT_TYPE_BITS = 6)
+const CONCAT_BITS = 6;
+
+export function keyTypeId(types: readonly DataType[]): number {
+  let id = 0;
+  for (const t of types) id = id * (1 << CONCAT_BITS) + DATATYPES[t].id;
+  return id >>> 0;
+}
+
+export function keyTypesFromId(id: number, keyLen: number): DataType[] | undefined {
+  const single = BY_ID.get(id);
+  if (single && DATATYPES[single].len === keyLen) return [single];
+  const out: DataType[] = [];
+  let x = id >>> 0;
+  while (x > 0) {
+    const t = BY_ID.get(x & 0x3f);
+    if (!t) return undefined;
+    out.unshift(t);
+    x = Math.floor(x / (1 << CONCAT_BITS));
+  }
+  return out.length && keyLength(out) === keyLen ? out : undefined;
+}
+
+/** Key length: every concatenated field takes a multiple of 4 bytes (nft registers are 32-bit). */
+export function keyLength(types: readonly DataType[]): number {
+  if (types.length === 1) return DATATYPES[types[0]!].len;
+  return types.reduce((n, t) => n + ((DATATYPES[t].len + 3) & ~3), 0);
+}
+
+export type KeyValue = string | number;
+
+const PROTOS: Record<string, number> = { icmp: 1, igmp: 2, tcp: 6, udp: 17, gre: 47, esp: 50, ah: 51, icmpv6: 58, sctp: 132, udplite: 136 };
+const PROTO_NAMES = new Map<number, string>([
+  [6, 'tcp'],
+  [17, 'udp'],
+  [132, 'sctp'],
+  [1, 'icmp'],
+  [58, 'icmpv6'],
+]);
+
+function invalid(why: string): NetlinkError {
+  return NetlinkError.invalid('nftables', why);
+}
+
+export function parseIPv4(s: string): Buffer {
+  const parts = s.split('.');
+  if (parts.length !== 4) throw invalid(`not an IPv4 address: ${s}`);
+  const b = Buffer.alloc(4);
+  parts.forEach((p, i) => {
+    if (!/^\d{1,3}$/.test(p) || Number(p) > 255) throw invalid(`not an IPv4 address: ${s}`);
+    b[i] = Number(p);
+  });
+  return b;
+}
+
+export function parseIPv6(s: string): Buffer {
+  const bad = () => invalid(`not an IPv6 address: ${s}`);
+  let str = s;
+  if (str.includes('.')) {
+    // embedded IPv4 (::ffff:1.2.3.4): rewrite its last 32 bits as two hex groups
+    const i = str.lastIndexOf(':');
+    if (i < 0) throw bad();
+    const v4 = parseIPv4(str.slice(i + 1));
+    str = `${str.slice(0, i + 1)}${v4.readUInt16BE(0).toString(16)}:${v4.readUInt16BE(2).toString(16)}`;
+  }
+  const halves = str.split('::');
+  if (halves.length > 2) throw bad();
+  const group = (x: string) => (x === '' ? [] : x.split(':'));
+  const head = group(halves[0]!);
+  const rest = halves.length === 2 ? group(halves[1]!) : [];
+  const words = (g: string[]) =>
+    g.map((w) => {
+      if (!/^[0-9a-fA-F]{1,4}$/.test(w)) throw bad();
+      return parseInt(w, 16);
+    });
+  const h = words(head);
+  const r = words(rest);
+  const fill = 8 - h.length - r.length;
+  if (halves.length === 1 ? fill !== 0 : fill < 1) throw bad();
+  const all = [...h, ...Array(halves.length === 2 ? fill : 0).fill(0), ...r];
+  const b = Buffer.alloc(16);
+  all.forEach((w, i) => b.writeUInt16BE(w, i * 2));
+  return b;
+}
+
+export function formatIPv4(b: Buffer | Uint8Array, off = 0): string {
+  return `${b[off]}.${b[off + 1]}.${b[off + 2]}.${b[off + 3]}`;
+}
+
+/** RFC 5952 text: lower case, the longest run (≥ 2) of zero groups as '::'. */
+export function formatIPv6(b: Buffer | Uint8Array, off = 0): string {
+  const w: number[] = [];
+  for (let i = 0; i < 8; i++) w.push((b[off + 2 * i]! << 8) | b[off + 2 * i + 1]!);
+  let best = -1;
+  let bestLen = 1;
+  for (let i = 0; i < 8; ) {
+    if (w[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && w[j] === 0) j++;
+    if (j - i > bestLen) {
+      best = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  const hex = (a: number[]) => a.map((x) => x.toString(16)).join(':');
+  if (best < 0) return hex(w);
+  return `${hex(w.slice(0, best))}::${hex(w.slice(best + bestLen))}`;
+}
+
+/** Writes one typed value into `out` at `off` (exactly DATATYPES[t].len bytes). */
+export function encodeValue(t: DataType, v: KeyValue, out: Buffer, off: number): void {
+  switch (t) {
+    case 'ipv4_addr':
+      if (typeof v !== 'string') throw invalid(`ipv4_addr value must be a string: ${v}`);
+      parseIPv4(v).copy(out, off);
+      return;
+    case 'ipv6_addr':
+      if (typeof v !== 'string') throw invalid(`ipv6_addr value must be a string: ${v}`);
+      parseIPv6(v).copy(out, off);
+      return;
+    case 'inet_proto': {
+      const n = typeof v === 'string' ? PROTOS[v] : v;
+      if (n === undefined || !Number.isInteger(n) || n < 0 || n > 255) throw invalid(`not an inet_proto: ${v}`);
+      out[off] = n;
+      return;
+    }
+    case 'inet_service':
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 65535) throw invalid(`not a port: ${v}`);
+      out.writeUInt16BE(v, off);
+      return;
+    case 'mark':
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 0xffffffff) throw invalid(`not a mark: ${v}`);
+      out.writeUInt32LE(v, off); // host byte order
+      return;
+    case 'ifname': {
+      if (typeof v !== 'string' || v.length === 0 || Buffer.byteLength(v) > 15 || v.includes('\0'))
+        throw invalid(`not an interface name: ${v}`);
+      out.fill(0, off, off + 16);
+      out.write(v, off, 'utf8');
+      return;
+    }
+  }
+}
+
+export function decodeValue(t: DataType, b: Buffer, off: number): KeyValue {
+  switch (t) {
+    case 'ipv4_addr':
+      return formatIPv4(b, off);
+    case 'ipv6_addr':
+      return formatIPv6(b, off);
+    case 'inet_proto':
+      return PROTO_NAMES.get(b[off]!) ?? b[off]!;
+    case 'inet_service':
+      return b.readUInt16BE(off);
+    case 'mark':
+      return b.readUInt32LE(off);
+    case 'ifname': {
+      const s = b.subarray(off, off + 16);
+      const nul = s.indexOf(0);
+      return s.subarray(0, nul < 0 ? 16 : nul).toString('utf8');
+    }
+  }
+}
+
+/** A concatenated key: every field padded to 4 bytes (a single field is not padded). */
+export function encodeKey(types: readonly DataType[], values: readonly KeyValue[]): Buffer {
+  if (values.length !== types.length)
+    throw invalid(`key has ${values.length} field(s), the set's type has ${types.length} (${types.join(' . ')})`);
+  const out = Buffer.alloc(keyLength(types));
+  let off = 0;
+  types.forEach((t, i) => {
+    encodeValue(t, values[i]!, out, off);
+    off += types.length === 1 ? DATATYPES[t].len : (DATATYPES[t].len + 3) & ~3;
+  });
+  return out;
+}
+
+export function decodeKey(types: readonly DataType[], b: Buffer): KeyValue[] {
+  const out: KeyValue[] = [];
+  let off = 0;
+  for (const t of types) {
+    if (off + DATATYPES[t].len > b.length) throw new NetlinkError({ message: 'nftables: set key shorter than its type', code: 'EPROTO', errno: 71, kind: 'decode', op: 'NFT_MSG_GETSETELEM' });
+    out.push(decodeValue(t, b, off));
+    off += types.length === 1 ? DATATYPES[t].len : (DATATYPES[t].len + 3) & ~3;
+  }
+  return out;
+}
+
+/** 'a.b.c.d/n' or 'x::/n' (a bare address is /32 or /128) -> [start, end) as bytes; end is
+ *  undefined when the range reaches the top of the address space. */
+export function cidrRange(t: 'ipv4_addr' | 'ipv6_addr', v: KeyValue): { start: Buffer; end: Buffer | undefined } {
+  if (typeof v !== 'string') throw invalid(`not a CIDR: ${v}`);
+  const [addr, plen] = v.split('/');
+  const start = t === 'ipv4_addr' ? parseIPv4(addr!) : parseIPv6(addr!);
+  const bits = start.length * 8;
+  const p = plen === undefined ? bits : Number(plen);
+  if (!Number.isInteger(p) || p < 0 || p > bits || (plen !== undefined && !/^\d+$/.test(plen)))
+    throw invalid(`bad prefix length in ${v}`);
+  for (let i = p; i < bits; i++)
+    if (start[i >> 3]! & (0x80 >> (i & 7))) throw invalid(`${v} has host bits set (nft would reject it too)`);
+  const end = Buffer.from(start);
+  // add 2^(bits-p): increment at bit p-1
+  if (p === 0) return { start, end: undefined };
+  let i = (p - 1) >> 3;
+  let carry = 0x80 >> ((p - 1) & 7);
+  while (i >= 0 && carry) {
+    const x = end[i]! + carry;
+    end[i] = x & 0xff;
+    carry = x > 0xff ? 1 : 0;
+    i--;
+  }
+  return { start, end: carry ? undefined : end };
+}
+
+/** [start, end) back to 'addr/len' when it is a prefix, else 'start-last'. */
+export function rangeToText(t: 'ipv4_addr' | 'ipv6_addr', start: Buffer, end: Buffer | undefined): string {
+  const fmt = (b: Buffer) => (t === 'ipv4_addr' ? formatIPv4(b) : formatIPv6(b));
+  const bits = start.length * 8;
+  for (let p = 0; p <= bits; p++) {
+    try {
+      const r = cidrRange(t, `${fmt(start)}/${p}`);
+      if ((r.end === undefined && end === undefined) || (r.end && end && r.end.equals(end)))
+        return p === bits ? fmt(start) : `${fmt(start)}/${p}`;
+    } catch {
+      // host bits set at this length: try a longer prefix
+    }
+  }
+  const last = Buffer.from(end ?? Buffer.alloc(start.length, 0xff));
+  if (end) {
+    for (let i = last.length - 1; i >= 0; i--) {
+      if (last[i]! > 0) {
+        last[i] = last[i]! - 1;
+        break;
+      }
+      last[i] = 0xff;
+    }
+  }
+  return `${fmt(start)}-${fmt(last)}`;
+}

@@ -1,0 +1,679 @@
+// nftables over nfnetlink. A transaction (NftTransaction) collects typed ops; Nftables.commit
+// sends them as one NFNL_MSG_BATCH_BEGIN … BATCH_END batch in one sendmsg: the kernel applies
+// all of them or none. Listing reads tables, chains, sets (with elements) and rules back into
+// the same plain-data model.
+import { NetlinkError } from '../errors.js';
+import {
+  native,
+  type HandleOptions,
+  type NativeNftElement,
+  type NativeNftElementTuple,
+  type NativeNftHandle,
+  type NativeNftOp,
+  type NativeNftSet,
+  type SocketStats,
+} from '../native.js';
+import { canonicalExpr, renderExpr, type Expr, type Verdict } from './nft-expr.js';
+import {
+  DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, cidrRange, decodeKey, encodeKey, familyName, keyLength,
+  keyTypeId, keyTypesFromId, rangeToText, type DataType, type KeyValue, type NftFamily,
+} from './nft-types.js';
+
+export type { NftFamily, DataType, KeyValue } from './nft-types.js';
+
+export type HookName = 'prerouting' | 'input' | 'forward' | 'output' | 'postrouting';
+const HOOKS: HookName[] = ['prerouting', 'input', 'forward', 'output', 'postrouting'];
+/** nft's named priorities (ip/ip6/inet). */
+export const PRIORITY = { raw: -300, mangle: -150, dstnat: -100, filter: 0, security: 50, srcnat: 100 } as const;
+
+export interface TableSpec {
+  family: NftFamily;
+  name: string;
+}
+
+export interface ChainSpec {
+  family: NftFamily;
+  table: string;
+  name: string;
+  /** A base chain: attached to a netfilter hook. */
+  hook?: {
+    type: 'filter' | 'nat' | 'route';
+    hook: HookName;
+    priority: number;
+    policy?: 'accept' | 'drop';
+  };
+}
+
+export interface SetSpec {
+  family: NftFamily;
+  table: string;
+  name: string;
+  /** One datatype, or a concatenation (ipv4_addr . inet_proto . inet_service). */
+  key: DataType[];
+  /** A map: the element value is a verdict or a datatype. */
+  map?: 'verdict' | DataType;
+  /** Interval set: elements are CIDRs / prefixes (single address-type key only). */
+  interval?: boolean;
+  /** Elements may carry timeouts; default timeout in ms (0: none). */
+  timeout?: number;
+  /** Allow per-element timeouts without a default. */
+  timeoutFlag?: boolean;
+  comment?: string;
+  /** NFTA_SET_DESC_SIZE hint. */
+  size?: number;
+}
+
+export interface SetElement {
+  /** One value per key field; an interval set's element is a CIDR ('10.0.0.0/8'). */
+  key: KeyValue[];
+  verdict?: Verdict;
+  /** Map value (for datatype maps). */
+  data?: KeyValue;
+  /** ms */
+  timeout?: number;
+  comment?: string;
+}
+
+export interface RuleSpec {
+  family: NftFamily;
+  table: string;
+  chain: string;
+  exprs: Expr[];
+  comment?: string;
+  /** Existing rules only (replace / delete), or read back from the kernel. */
+  handle?: number;
+}
+
+export type NftVerb = 'add' | 'create' | 'delete' | 'destroy' | 'flush';
+export type NftOp =
+  | { verb: NftVerb; kind: 'table'; table: TableSpec }
+  | { verb: NftVerb; kind: 'chain'; chain: ChainSpec }
+  | { verb: NftVerb; kind: 'set'; set: SetSpec }
+  | { verb: 'add' | 'create' | 'delete' | 'destroy'; kind: 'elements'; set: SetSpec; elements: SetElement[] }
+  | { verb: 'add' | 'insert' | 'replace' | 'delete' | 'destroy'; kind: 'rule'; rule: RuleSpec; position?: number };
+
+export interface CommitOptions {
+  /**
+   * Split the ops into several transactions of at most this much work each (one unit per
+   * table/chain/set/rule op, one per set element). Each transaction is atomic on its own;
+   * the whole load is NOT: on a failure, earlier transactions stay committed and later ones are
+   * not sent. Use for huge loads (the kernel's commit is superlinear in the transaction size)
+   * when all-or-nothing across the whole load is not needed. Default: one atomic transaction.
+   */
+  maxOpsPerTransaction?: number;
+  /** Commit only if the ruleset generation is still this one (else ERESTART): optimistic
+   *  concurrency against a listing's genId. */
+  genId?: number;
+  /**
+   * NLM_F_ACK on every op (default true): every op is answered, so a lost reply is visible.
+   * false: only failed ops are answered (nfnetlink reports each failure with or without the
+   * flag, still mapped to its op) — one reply fewer per op on huge loads.
+   */
+  acks?: boolean;
+}
+
+export type NftOpStatus = 'ok' | 'error' | 'rolled-back' | 'not-sent' | 'unknown';
+const STATUS: readonly NftOpStatus[] = ['not-sent', 'ok', 'error', 'unknown', 'rolled-back'];
+
+export interface NftTransactionReport {
+  firstOp: number;
+  endOp: number;
+  sent: boolean;
+  committed: boolean;
+}
+
+/** What a commit did: per op, and per transaction when the load was split. */
+export class NftCommitResult {
+  readonly errors: NetlinkError[];
+  readonly transactions: NftTransactionReport[];
+  readonly sendmsgCalls: number;
+  readonly size: number;
+  private readonly statuses: Uint8Array;
+
+  constructor(raw: { statuses: Uint8Array; errors: NetlinkError[]; transactions: NftTransactionReport[]; sendmsgCalls: number }) {
+    this.statuses = raw.statuses;
+    this.errors = raw.errors;
+    this.transactions = raw.transactions;
+    this.sendmsgCalls = raw.sendmsgCalls;
+    this.size = raw.statuses.length;
+  }
+
+  /** Every transaction committed. */
+  get ok(): boolean {
+    return this.errors.length === 0 && this.transactions.every((t) => t.committed);
+  }
+
+  status(i: number): NftOpStatus {
+    const s = this.statuses[i];
+    if (s === undefined) throw new RangeError(`no op ${i}`);
+    return STATUS[s]!;
+  }
+
+  count(s: NftOpStatus): number {
+    const code = STATUS.indexOf(s);
+    let n = 0;
+    for (const x of this.statuses) if (x === code) n++;
+    return n;
+  }
+
+  errorOf(i: number): NetlinkError | undefined {
+    return this.errors.find((e) => e.index === i);
+  }
+
+  /** Throws the first error (with its op index) if anything failed. */
+  orThrow(): this {
+    if (!this.ok) throw this.errors[0] ?? NetlinkError.invalid('nftables commit', 'transaction not committed');
+    return this;
+  }
+}
+
+// ---- transactions --------------------------------------------------------------------------
+
+const NAME_RE = /^[^\0]{1,255}$/;
+
+function checkName(what: string, s: string, max = 255): void {
+  if (typeof s !== 'string' || !NAME_RE.test(s) || Buffer.byteLength(s) > max)
+    throw NetlinkError.invalid('nftables', `${what} must be a non-empty name of at most ${max} bytes`);
+}
+
+function checkFamily(f: string): void {
+  if (!(f in FAMILY_NUMBER)) throw NetlinkError.invalid('nftables', `family must be ip, ip6 or inet (got ${f})`);
+}
+
+function validateSet(s: SetSpec): void {
+  checkFamily(s.family);
+  checkName('table', s.table);
+  checkName('set', s.name);
+  if (!Array.isArray(s.key) || s.key.length === 0 || s.key.length > 16)
+    throw NetlinkError.invalid('nftables', `set ${s.name}: key must list 1..16 datatypes`);
+  for (const t of s.key) if (!(t in DATATYPES)) throw NetlinkError.invalid('nftables', `set ${s.name}: unknown datatype ${t}`);
+  if (s.interval && (s.key.length !== 1 || (s.key[0] !== 'ipv4_addr' && s.key[0] !== 'ipv6_addr')))
+    throw NetlinkError.invalid('nftables', `set ${s.name}: interval sets take a single ipv4_addr or ipv6_addr key (concatenated ranges are not supported)`);
+  if (s.map !== undefined && s.map !== 'verdict' && !(s.map in DATATYPES))
+    throw NetlinkError.invalid('nftables', `set ${s.name}: unknown map type ${s.map}`);
+}
+
+function renderSetType(s: SetSpec): string {
+  return s.key.join(' . ') + (s.map ? ` : ${s.map}` : '');
+}
+
+function renderKey(e: SetElement): string {
+  return e.key.join(' . ');
+}
+
+function renderVerdict(v: Verdict): string {
+  return v.chain !== undefined ? `${v.code} ${v.chain}` : v.code;
+}
+
+/** Renders one op as nft-like text plus the expressions, for readable test diffs. */
+export function renderOp(op: NftOp): string {
+  switch (op.kind) {
+    case 'table':
+      return `${op.verb} table ${op.table.family} ${op.table.name}`;
+    case 'chain': {
+      const c = op.chain;
+      const h = c.hook && (op.verb === 'add' || op.verb === 'create')
+        ? ` { type ${c.hook.type} hook ${c.hook.hook} priority ${c.hook.priority}; ${c.hook.policy ? `policy ${c.hook.policy}; ` : ''}}`
+        : '';
+      return `${op.verb} chain ${c.family} ${c.table} ${c.name}${h}`;
+    }
+    case 'set': {
+      const s = op.set;
+      const attrs = op.verb === 'add' || op.verb === 'create'
+        ? ` { type ${renderSetType(s)};${s.interval ? ' flags interval;' : ''}${s.timeout ? ` timeout ${s.timeout}ms;` : ''}${s.comment ? ` comment "${s.comment}";` : ''} }`
+        : '';
+      return `${op.verb} ${s.map ? 'map' : 'set'} ${s.family} ${s.table} ${s.name}${attrs}`;
+    }
+    case 'elements': {
+      const els = op.elements.map((e) => {
+        let t = renderKey(e);
+        if (e.timeout) t += ` timeout ${e.timeout}ms`;
+        if (e.comment) t += ` comment "${e.comment}"`;
+        if (e.verdict) t += ` : ${renderVerdict(e.verdict)}`;
+        else if (e.data !== undefined) t += ` : ${e.data}`;
+        return t;
+      });
+      return `${op.verb} element ${op.set.family} ${op.set.table} ${op.set.name} { ${els.join(', ')} }`;
+    }
+    case 'rule': {
+      const r = op.rule;
+      const where = r.handle !== undefined ? ` handle ${r.handle}` : op.position !== undefined ? ` position ${op.position}` : '';
+      const head = `${op.verb} rule ${r.family} ${r.table} ${r.chain}${where}${r.comment ? ` comment "${r.comment}"` : ''}`;
+      if (op.verb === 'delete' || op.verb === 'destroy') return head;
+      return [head, ...r.exprs.map((e) => `  ${renderExpr(e)}`)].join('\n');
+    }
+  }
+}
+
+/**
+ * A batch of ops, validated as they are queued (knftables style). Plain data: `ops` is what
+ * an NftablesApi implementation (the kernel or a test double) receives.
+ */
+export class NftTransaction {
+  readonly ops: NftOp[] = [];
+
+  private push(op: NftOp): this {
+    this.ops.push(op);
+    return this;
+  }
+
+  private table(verb: NftVerb, t: TableSpec): this {
+    checkFamily(t.family);
+    checkName('table', t.name);
+    return this.push({ verb, kind: 'table', table: t });
+  }
+  addTable(t: TableSpec): this { return this.table('add', t); }
+  /** Fails with EEXIST if the table exists. */
+  createTable(t: TableSpec): this { return this.table('create', t); }
+  deleteTable(t: TableSpec): this { return this.table('delete', t); }
+  /** Delete that does not fail when absent (kernel 6.3+; older kernels answer EINVAL). */
+  destroyTable(t: TableSpec): this { return this.table('destroy', t); }
+  /** Removes every rule of every chain of the table. */
+  flushTable(t: TableSpec): this { return this.table('flush', t); }
+
+  private chain(verb: NftVerb, c: ChainSpec): this {
+    checkFamily(c.family);
+    checkName('table', c.table);
+    checkName('chain', c.name, 255);
+    if (c.hook) {
+      if (!HOOKS.includes(c.hook.hook)) throw NetlinkError.invalid('nftables', `chain ${c.name}: unknown hook ${c.hook.hook}`);
+      if (!['filter', 'nat', 'route'].includes(c.hook.type)) throw NetlinkError.invalid('nftables', `chain ${c.name}: unknown type ${c.hook.type}`);
+      if (!Number.isInteger(c.hook.priority)) throw NetlinkError.invalid('nftables', `chain ${c.name}: priority must be an integer`);
+    }
+    return this.push({ verb, kind: 'chain', chain: c });
+  }
+  addChain(c: ChainSpec): this { return this.chain('add', c); }
+  createChain(c: ChainSpec): this { return this.chain('create', c); }
+  deleteChain(c: ChainSpec): this { return this.chain('delete', c); }
+  destroyChain(c: ChainSpec): this { return this.chain('destroy', c); }
+  /** Removes every rule of the chain. */
+  flushChain(c: ChainSpec): this { return this.chain('flush', c); }
+
+  private set(verb: NftVerb, s: SetSpec): this {
+    validateSet(s);
+    return this.push({ verb, kind: 'set', set: s });
+  }
+  addSet(s: SetSpec): this { return this.set('add', s); }
+  createSet(s: SetSpec): this { return this.set('create', s); }
+  deleteSet(s: SetSpec): this { return this.set('delete', s); }
+  destroySet(s: SetSpec): this { return this.set('destroy', s); }
+  /** Removes every element. */
+  flushSet(s: SetSpec): this { return this.set('flush', s); }
+
+  private elements(verb: 'add' | 'create' | 'delete' | 'destroy', s: SetSpec, elements: SetElement[]): this {
+    validateSet(s);
+    // Encoding validates every key now, so a bad element fails here and not at commit.
+    lowerElements(s, elements, verb);
+    return this.push({ verb, kind: 'elements', set: s, elements });
+  }
+  addElements(s: SetSpec, elements: SetElement[]): this { return this.elements('add', s, elements); }
+  /** Fails with EEXIST if an element exists. */
+  createElements(s: SetSpec, elements: SetElement[]): this { return this.elements('create', s, elements); }
+  deleteElements(s: SetSpec, elements: SetElement[]): this { return this.elements('delete', s, elements); }
+  destroyElements(s: SetSpec, elements: SetElement[]): this { return this.elements('destroy', s, elements); }
+
+  private rule(verb: 'add' | 'insert' | 'replace' | 'delete' | 'destroy', r: RuleSpec, position?: number): this {
+    checkFamily(r.family);
+    checkName('table', r.table);
+    checkName('chain', r.chain);
+    if ((verb === 'replace' || verb === 'delete' || verb === 'destroy') && !(Number.isInteger(r.handle) && r.handle! > 0))
+      throw NetlinkError.invalid('nftables', `${verb} rule needs the rule's handle`);
+    if ((verb === 'add' || verb === 'insert' || verb === 'replace') && (!Array.isArray(r.exprs) || r.exprs.length === 0))
+      throw NetlinkError.invalid('nftables', `${verb} rule needs expressions`);
+    const op: NftOp = { verb, kind: 'rule', rule: r };
+    if (position !== undefined) op.position = position;
+    return this.push(op);
+  }
+  /** Appends (after rule `position` when given). */
+  addRule(r: RuleSpec, opts: { after?: number } = {}): this { return this.rule('add', r, opts.after); }
+  /** Prepends (before rule `position` when given). */
+  insertRule(r: RuleSpec, opts: { before?: number } = {}): this { return this.rule('insert', r, opts.before); }
+  /** Replaces the rule with r.handle. */
+  replaceRule(r: RuleSpec): this { return this.rule('replace', r); }
+  deleteRule(r: Omit<RuleSpec, 'exprs'> & { exprs?: Expr[]; handle: number }): this {
+    return this.rule('delete', { exprs: [], ...r });
+  }
+  destroyRule(r: Omit<RuleSpec, 'exprs'> & { exprs?: Expr[]; handle: number }): this {
+    return this.rule('destroy', { exprs: [], ...r });
+  }
+
+  get size(): number {
+    return this.ops.length;
+  }
+
+  /** nft-like text, one op per line (rules followed by their expressions). */
+  toString(): string {
+    return this.ops.map(renderOp).join('\n');
+  }
+}
+
+// ---- lowering typed ops to the addon's wire-shaped ops -------------------------------------
+
+function lowerSet(s: SetSpec, id: number): NativeNftOp {
+  const interval = s.interval === true;
+  let flags = interval ? 0x4 : 0; // NFT_SET_INTERVAL
+  if (s.map) flags |= 0x8; // NFT_SET_MAP
+  if (s.timeout || s.timeoutFlag) flags |= 0x10; // NFT_SET_TIMEOUT
+  const op: NativeNftOp = {
+    kind: 'set',
+    verb: 'add',
+    family: FAMILY_NUMBER[s.family],
+    table: s.table,
+    name: s.name,
+    flags,
+    keyType: keyTypeId(s.key),
+    keyLen: keyLength(s.key),
+    keyByteorder: s.key.length === 1 ? DATATYPES[s.key[0]!].byteorder : 0,
+    id,
+  };
+  if (s.map === 'verdict') {
+    op.dataType = VERDICT_DATATYPE;
+    op.dataLen = 0;
+    op.dataByteorder = 0;
+  } else if (s.map) {
+    op.dataType = DATATYPES[s.map].id;
+    op.dataLen = DATATYPES[s.map].len;
+    op.dataByteorder = DATATYPES[s.map].byteorder;
+  }
+  if (s.timeout) op.timeout = s.timeout;
+  if (s.comment) op.comment = s.comment;
+  if (s.size) op.size = s.size;
+  return op;
+}
+
+const END = 1; // NFT_SET_ELEM_INTERVAL_END
+
+/** Elements as the kernel wants them: keys as bytes; an interval set's CIDR becomes a start
+ *  element and an end element (flag INTERVAL_END) at the first address past it, sorted, with a
+ *  leading zero END element when the lowest range does not start at zero — as nft does.
+ *  Positional tuples (NativeNftElementTuple): cheap to hand across N-API in bulk. */
+export function lowerElements(s: SetSpec, elements: SetElement[], verb: string): NativeNftElementTuple[] {
+  const adding = verb === 'add' || verb === 'create';
+  const tuple = (key: Buffer, e: SetElement | undefined, flags?: number): NativeNftElementTuple => {
+    let code: string | undefined;
+    let chain: string | undefined;
+    let data: Buffer | undefined;
+    let timeout: number | undefined;
+    let comment: string | undefined;
+    if (e) {
+      if (s.map === 'verdict') {
+        if (e.verdict) {
+          code = e.verdict.code;
+          chain = e.verdict.chain;
+        } else if (adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${renderKey(e)} needs a verdict`);
+      } else if (s.map) {
+        if (e.data !== undefined) data = encodeKey([s.map], [e.data]);
+        else if (adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${renderKey(e)} needs data`);
+      } else if (e.verdict || e.data !== undefined) {
+        throw NetlinkError.invalid('nftables', `set ${s.name} is not a map`);
+      }
+      if (e.timeout !== undefined) {
+        if (!s.timeout && !s.timeoutFlag) throw NetlinkError.invalid('nftables', `set ${s.name} has no timeout flag`);
+        if (!Number.isInteger(e.timeout) || e.timeout <= 0) throw NetlinkError.invalid('nftables', 'timeout must be a positive integer (ms)');
+        timeout = e.timeout;
+      }
+      if (e.comment !== undefined) {
+        if (Buffer.byteLength(e.comment) > 127) throw NetlinkError.invalid('nftables', 'comment longer than 127 bytes');
+        comment = e.comment;
+      }
+    }
+    return [key, flags, code, chain, data, timeout, comment, undefined];
+  };
+  const one = (e: SetElement): SetElement => {
+    if (!e || !Array.isArray(e.key)) throw NetlinkError.invalid('nftables', `set ${s.name}: element key must be an array of values`);
+    return e;
+  };
+  if (!s.interval) {
+    const out = new Array<NativeNftElementTuple>(elements.length);
+    for (let i = 0; i < elements.length; i++) {
+      const e = one(elements[i]!);
+      out[i] = tuple(encodeKey(s.key, e.key), e);
+    }
+    return out;
+  }
+  const t = s.key[0] as 'ipv4_addr' | 'ipv6_addr';
+  const ranges = elements.map((e) => {
+    one(e);
+    if (e.key.length !== 1) throw NetlinkError.invalid('nftables', `set ${s.name}: an interval element has one key value`);
+    return { e, ...cidrRange(t, e.key[0]!) };
+  });
+  ranges.sort((a, b) => Buffer.compare(a.start, b.start));
+  const out: NativeNftElementTuple[] = [];
+  if (adding && ranges.length && ranges[0]!.start.some((x) => x !== 0))
+    out.push(tuple(Buffer.alloc(ranges[0]!.start.length), undefined, END));
+  for (const r of ranges) {
+    out.push(tuple(r.start, r.e));
+    if (r.end) out.push(tuple(r.end, undefined, END));
+  }
+  return out;
+}
+
+let exprSchema: Record<string, string[]> | undefined;
+
+/** The positional form of an expression (field order from the addon's schema). */
+function positional(e: Expr): object | unknown[] {
+  exprSchema ??= native().codec.nftables.exprSchema;
+  const fields = exprSchema[e.type];
+  if (!fields || 'unknown' in e) return e;
+  const rec = e as unknown as Record<string, unknown>;
+  const out = new Array<unknown>(fields.length + 1);
+  out[0] = e.type;
+  for (let i = 0; i < fields.length; i++) out[i + 1] = rec[fields[i]!];
+  return out;
+}
+
+function lowerOps(ops: readonly NftOp[]): NativeNftOp[] {
+  const out: NativeNftOp[] = [];
+  const setIds = new Map<string, number>();
+  let nextId = 1;
+  for (const op of ops) {
+    switch (op.kind) {
+      case 'table':
+        out.push({ kind: 'table', verb: op.verb, family: FAMILY_NUMBER[op.table.family], name: op.table.name });
+        break;
+      case 'chain': {
+        const c = op.chain;
+        const o: NativeNftOp = { kind: 'chain', verb: op.verb, family: FAMILY_NUMBER[c.family], table: c.table, name: c.name };
+        if (c.hook) {
+          o.hook = { type: c.hook.type, hooknum: HOOKS.indexOf(c.hook.hook), priority: c.hook.priority };
+          if (c.hook.policy) o.hook.policy = c.hook.policy === 'accept' ? 1 : 0;
+        }
+        out.push(o);
+        break;
+      }
+      case 'set': {
+        if (op.verb === 'add' || op.verb === 'create') {
+          const id = nextId++;
+          setIds.set(`${op.set.family}\0${op.set.table}\0${op.set.name}`, id);
+          out.push({ ...lowerSet(op.set, id), verb: op.verb });
+        } else {
+          out.push({ kind: 'set', verb: op.verb, family: FAMILY_NUMBER[op.set.family], table: op.set.table, name: op.set.name });
+        }
+        break;
+      }
+      case 'elements': {
+        const s = op.set;
+        const o: NativeNftOp = {
+          kind: 'elements',
+          verb: op.verb,
+          family: FAMILY_NUMBER[s.family],
+          table: s.table,
+          set: s.name,
+          elements: lowerElements(s, op.elements, op.verb),
+        };
+        const id = setIds.get(`${s.family}\0${s.table}\0${s.name}`);
+        if (id !== undefined) o.setId = id;
+        out.push(o);
+        break;
+      }
+      case 'rule': {
+        const r = op.rule;
+        const o: NativeNftOp = { kind: 'rule', verb: op.verb, family: FAMILY_NUMBER[r.family], table: r.table, chain: r.chain, exprs: r.exprs.map(positional) };
+        if (r.handle !== undefined && (op.verb === 'replace' || op.verb === 'delete' || op.verb === 'destroy')) o.handle = r.handle;
+        if (op.position !== undefined) o.position = op.position;
+        if (r.comment) o.comment = r.comment;
+        out.push(o);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+/** The wire-shaped ops the addon takes (exported for golden-byte tests). */
+export function lowerTransaction(tx: NftTransaction | readonly NftOp[]): NativeNftOp[] {
+  return lowerOps(tx instanceof NftTransaction ? tx.ops : tx);
+}
+
+// ---- listing -------------------------------------------------------------------------------
+
+export interface TableInfo extends TableSpec {
+  handle: number;
+  flags: number;
+}
+export interface ChainInfo extends ChainSpec {
+  handle: number;
+}
+export interface SetInfo extends SetSpec {
+  handle: number;
+  elements: SetElement[];
+}
+export interface RuleInfo extends RuleSpec {
+  handle: number;
+}
+export interface NftRuleset {
+  /** The generation the listing is consistent with (pass it to commit's genId). */
+  genId: number;
+  tables: TableInfo[];
+  chains: ChainInfo[];
+  sets: SetInfo[];
+  rules: RuleInfo[];
+}
+
+function setFromNative(s: NativeNftSet): SetInfo {
+  const key = keyTypesFromId(s.keyType, s.keyLen);
+  if (!key)
+    throw new NetlinkError({ message: `nftables list: set ${s.table}/${s.name} has a key type ipvsync does not know (${s.keyType}/${s.keyLen} bytes)`, code: 'EPROTO', errno: 71, kind: 'decode', op: 'NFT_MSG_GETSET' });
+  const info: SetInfo = { family: familyName(s.family), table: s.table, name: s.name, key, handle: s.handle, elements: [] };
+  if (s.flags & 0x8) {
+    if (s.dataType === VERDICT_DATATYPE) info.map = 'verdict';
+    else {
+      const d = keyTypesFromId(s.dataType ?? 0, s.dataLen ?? 0);
+      if (d?.length === 1) info.map = d[0];
+    }
+  }
+  if (s.flags & 0x4) info.interval = true;
+  if (s.timeout) info.timeout = s.timeout;
+  else if (s.flags & 0x10) info.timeoutFlag = true;
+  if (s.comment) info.comment = s.comment;
+  if (s.size) info.size = s.size;
+  const raw = s.elements ?? [];
+  const plain = (e: NativeNftElement, k: KeyValue[]): SetElement => {
+    const out: SetElement = { key: k };
+    if (e.verdict) out.verdict = e.verdict as Verdict;
+    else if (e.data && info.map && info.map !== 'verdict') out.data = decodeKey([info.map], e.data as Buffer)[0]!;
+    if (e.timeout) out.timeout = e.timeout;
+    if (e.comment) out.comment = e.comment;
+    return out;
+  };
+  if (!info.interval) {
+    info.elements = raw.map((e) => plain(e, decodeKey(key, e.key as Buffer)));
+    return info;
+  }
+  // Interval sets list as start/end pairs (INTERVAL_END flagged): rebuild the CIDRs.
+  const t = key[0] as 'ipv4_addr' | 'ipv6_addr';
+  const sorted = [...raw].sort((a, b) => Buffer.compare(a.key as Buffer, b.key as Buffer));
+  for (let i = 0; i < sorted.length; i++) {
+    const e = sorted[i]!;
+    if ((e.flags ?? 0) & END) continue;
+    const next = sorted[i + 1];
+    const end = next && (next.flags ?? 0) & END ? (next.key as Buffer) : undefined;
+    info.elements.push(plain(e, [rangeToText(t, e.key as Buffer, end)]));
+  }
+  return info;
+}
+
+export interface ListOptions {
+  family?: NftFamily;
+  /** Only this table (its chains, sets and rules). */
+  table?: string;
+  /** Read set elements (default true; one dump per set). */
+  elements?: boolean;
+  /** Keep counter values in rule expressions (default: dropped, so rules compare equal). */
+  counters?: boolean;
+}
+
+/** The calls an engine needs; the kernel implementation is Nftables, a test double can be another. */
+export interface NftablesApi {
+  commit(tx: NftTransaction | readonly NftOp[], opts?: CommitOptions): Promise<NftCommitResult>;
+  list(opts?: ListOptions): Promise<NftRuleset>;
+  genId(): Promise<number>;
+}
+
+/** nf_tables over nfnetlink. One handle owns one netlink socket (per network namespace). */
+export class Nftables implements NftablesApi {
+  private constructor(private readonly h: NativeNftHandle) {}
+
+  static async open(opts: HandleOptions = {}): Promise<Nftables> {
+    const n = new Nftables(new (native().NftHandle)(opts));
+    await n.genId(); // fails early (typed) without CAP_NET_ADMIN or nf_tables
+    return n;
+  }
+
+  /** A new empty transaction. */
+  transaction(): NftTransaction {
+    return new NftTransaction();
+  }
+
+  /**
+   * Sends the ops as one nfnetlink batch in one sendmsg (or several batches with
+   * maxOpsPerTransaction). Never throws for a kernel rejection: the result says which op
+   * failed (index, errno name, extack) and that the others were rolled back.
+   */
+  async commit(tx: NftTransaction | readonly NftOp[], opts: CommitOptions = {}): Promise<NftCommitResult> {
+    const raw = await this.h.commit(lowerTransaction(tx), opts);
+    return new NftCommitResult(raw);
+  }
+
+  /** Tables, chains, sets with their elements, and rules: one dump per kind (plus one per set
+   *  for elements), consistent with one ruleset generation (retried if it moved). */
+  async list(opts: ListOptions = {}): Promise<NftRuleset> {
+    const raw = await this.h.list({
+      family: opts.family ? FAMILY_NUMBER[opts.family] : 0,
+      ...(opts.table ? { table: opts.table } : {}),
+      elements: opts.elements !== false,
+    });
+    return {
+      genId: raw.genId,
+      tables: raw.tables.map((t) => ({ family: familyName(t.family), name: t.name, handle: t.handle, flags: t.flags })),
+      chains: raw.chains.map((c) => {
+        const out: ChainInfo = { family: familyName(c.family), table: c.table, name: c.name, handle: c.handle };
+        if (c.hook) {
+          out.hook = {
+            type: c.hook.type as 'filter' | 'nat' | 'route',
+            hook: HOOKS[c.hook.hooknum] ?? (String(c.hook.hooknum) as HookName),
+            priority: c.hook.priority,
+          };
+          if (c.hook.policy !== undefined) out.hook.policy = c.hook.policy === 1 ? 'accept' : 'drop';
+        }
+        return out;
+      }),
+      sets: raw.sets.map(setFromNative),
+      rules: raw.rules.map((r) => {
+        const exprs = (r.exprs as Expr[]).map((e) => canonicalExpr(e, { counters: opts.counters === true }));
+        const out: RuleInfo = { family: familyName(r.family), table: r.table, chain: r.chain, handle: r.handle, exprs };
+        if (r.comment) out.comment = r.comment;
+        return out;
+      }),
+    };
+  }
+
+  /** NFT_MSG_GETGEN: the ruleset generation id (changes with every committed transaction). */
+  genId(): Promise<number> {
+    return this.h.genId();
+  }
+
+  socketStats(): SocketStats {
+    return this.h.stats();
+  }
+}

@@ -1,0 +1,70 @@
+// Runs inside the test VM (node dist/test/vm/cli.js --suite kernel): the dummy link kube-ipvs0
+// and VIP addresses on it, as the proxy uses them. Cross-checked with `ip -j link` / `ip -j addr`.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { Links } from '../../src/kernel/links.js';
+
+const ip = (...args: string[]) => execFileSync('ip', args, { encoding: 'utf8' });
+const LINK = 'kube-ipvs0';
+interface IpAddr { ifname: string; addr_info: Array<{ family: string; local: string; prefixlen: number; scope: string }> }
+
+after(() => {
+  spawnSync('ip', ['link', 'del', LINK]);
+});
+
+test('kube-ipvs0: created as a dummy link, set up, found again, created only once', async () => {
+  spawnSync('ip', ['link', 'del', LINK]);
+  const l = await Links.open();
+  const link = await l.ensureDummy(LINK);
+  assert.equal(link.kind, 'dummy');
+  assert.equal(link.up, true);
+  const theirs = JSON.parse(ip('-j', '-d', 'link', 'show', LINK))[0] as { ifindex: number; flags: string[]; linkinfo: { info_kind: string } };
+  assert.equal(theirs.linkinfo.info_kind, 'dummy');
+  assert.equal(theirs.ifindex, link.index);
+  assert.ok(theirs.flags.includes('UP'));
+  // a second ensure finds it (EEXIST is "done"), same index
+  assert.equal((await l.ensureDummy(LINK)).index, link.index);
+  const dup = await l.apply([{ op: 'addLink', name: LINK, kind: 'dummy' }]);
+  assert.equal(dup.errorOf(0)?.code, 'EEXIST');
+  assert.ok((await l.apply([{ op: 'setLink', name: LINK, up: false }])).ok);
+  assert.equal((await l.get(LINK))?.up, false);
+  assert.ok((await l.apply([{ op: 'setLink', name: LINK, up: true }])).ok);
+});
+
+test('VIPs on kube-ipvs0: /32 and /128 in one batch, EEXIST per op, listed like ip -j addr, deleted', async () => {
+  const l = await Links.open();
+  await l.ensureDummy(LINK);
+  const vips = [
+    ...Array.from({ length: 300 }, (_, i) => `10.96.${i >> 8}.${(i & 255) + 0}`).map((a) => `${a}/32`),
+    ...Array.from({ length: 300 }, (_, i) => `fd00:96::${(i + 1).toString(16)}/128`),
+  ];
+  const r = await l.addAddresses(LINK, vips);
+  assert.deepEqual(r.errors, []);
+  assert.ok(r.sendmsgCalls <= 4, `${r.sendmsgCalls} sendmsg calls`);
+  const ours = (await l.addresses({ link: LINK })).filter((a) => a.scope === 'global').map((a) => `${a.address}/${a.prefixlen}`).sort();
+  const theirs = (JSON.parse(ip('-j', 'addr', 'show', 'dev', LINK)) as IpAddr[])
+    .flatMap((x) => x.addr_info)
+    .filter((a) => a.scope === 'global')
+    .map((a) => `${a.local}/${a.prefixlen}`)
+    .sort();
+  assert.deepEqual(ours, theirs);
+  assert.deepEqual(ours, [...vips].sort());
+  // the node-wide list includes them with the link name
+  const all = await l.addresses();
+  assert.ok(all.some((a) => a.link === LINK && a.address === '10.96.0.0' && a.prefixlen === 32));
+  assert.ok(all.some((a) => a.link === 'lo' && a.address === '127.0.0.1'));
+  // again: EEXIST for each, distinct from failures; exist: fine
+  const again = await l.addAddresses(LINK, vips.slice(0, 3));
+  assert.deepEqual(again.errors.map((e) => [e.index, e.code]), [[0, 'EEXIST'], [1, 'EEXIST'], [2, 'EEXIST']]);
+  assert.ok((await l.addAddresses(LINK, vips.slice(0, 3), { exist: true })).ok);
+  // iproute2 sees our deletes
+  const del = await l.delAddresses(LINK, vips);
+  assert.ok(del.ok, del.errors.map((e) => e.message).join('; '));
+  assert.deepEqual(
+    (JSON.parse(ip('-j', 'addr', 'show', 'dev', LINK)) as IpAddr[]).flatMap((x) => x.addr_info).filter((a) => a.scope === 'global'),
+    [],
+  );
+  assert.ok((await l.apply([{ op: 'delLink', name: LINK }])).ok);
+  assert.equal(await l.get(LINK), null);
+});
