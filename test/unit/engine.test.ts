@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { Engine, keyToId } from '../../src/engine/engine.js';
 import { serviceKey, type DesiredService } from '../../src/engine/ipvs-model.js';
 import { parseCidr, cidrContains } from '../../src/engine/cidr.js';
-import type { FlowFlush } from '../../src/engine/ipvs-diff.js';
+import type { FlowFilter } from '../../src/kernel/conntrack.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 
 function svc(address: string, port: number, dests: string[], protocol: 'tcp' | 'udp' = 'tcp'): DesiredService {
@@ -143,14 +143,19 @@ test('a crash in the middle of an apply, then a restart, converges with no dupli
 
 test('removed UDP destinations: deleted at once and their flows flushed', async () => {
   const ipvs = new FakeIpvs();
-  const flushed: FlowFlush[] = [];
-  const e = new Engine({ ipvs, flushFlows: async (f) => (flushed.push(...f), f.length * 2) }, { managedCidrs: ['10.96.0.0/12'] });
+  const flushed: FlowFilter[] = [];
+  const conntrack = {
+    list: async () => [],
+    count: async () => 0,
+    delete: async (f: FlowFilter) => (flushed.push(f), { matched: 2, deleted: 2, gone: 0, errors: [], sendmsgCalls: 1 }),
+  };
+  const e = new Engine({ ipvs, conntrack }, { managedCidrs: ['10.96.0.0/12'] });
   await e.sync({ services: [svc('10.96.0.10', 53, ['10.244.0.5', '10.244.0.6'], 'udp')] });
   const r = await e.sync({ services: [svc('10.96.0.10', 53, ['10.244.0.5'], 'udp')] });
   assert.deepEqual(r.ipvs.ops, { deleteDestination: 1 });
   assert.equal(r.flowsFlushed, 2);
   assert.deepEqual(flushed, [
-    { protocol: 'udp', family: 'inet', service: { address: '10.96.0.10', port: 53 }, dest: { address: '10.244.0.6', port: 8080 } },
+    { family: 'inet', proto: 'udp', origDst: '10.96.0.10', origDport: 53, replySrc: '10.244.0.6', replySport: 8080 },
   ]);
 });
 
