@@ -60,3 +60,22 @@ export {
 } from './kernel/ipsets.js';
 export { formatSave as formatIpsetSave, parseRestore as parseIpsetRestore, RestoreSyntaxError } from './kernel/ipset-format.js';
 export { Conntrack, type ConntrackApi, type DeleteFlowsResult, type Flow, type FlowFilter } from './kernel/conntrack.js';
+export {
+  Engine,
+  planWrites,
+  keyToId,
+  type DesiredState,
+  type EngineKernel,
+  type EngineOptions,
+  type Ownership,
+  type Plan,
+  type PlannedWrite,
+  type SyncReport,
+  type KindReport,
+} from './engine/engine.js';
+export { canonicalAddress, serviceKey, destKey, type DesiredService } from './engine/ipvs-model.js';
+export { diffIpvs, type IpvsDelta, type FlowFlush } from './engine/ipvs-diff.js';
+export type { DesiredVips } from './engine/addresses-diff.js';
+export type { DesiredIpSet } from './engine/ipsets-diff.js';
+export type { DesiredNftTable } from './engine/nft-diff.js';
+export { SyncRunner, type RunnerOptions, type SyncRecord, type SyncTrigger, type Clock } from './engine/runner.js';

@@ -1,0 +1,55 @@
+// CIDR parsing and membership for ownership rules (managed / excluded ranges).
+import { isIP } from 'node:net';
+
+export interface Cidr {
+  family: 4 | 6;
+  base: bigint;
+  bits: number;
+}
+
+function toBig(address: string): { family: 4 | 6; value: bigint } | null {
+  const f = isIP(address);
+  if (f === 4) {
+    const v = address.split('.').reduce((acc, p) => (acc << 8n) | BigInt(Number(p)), 0n);
+    return { family: 4, value: v };
+  }
+  if (f === 6) {
+    let text = address;
+    // an embedded IPv4 tail (::ffff:1.2.3.4) becomes two hex groups
+    const m = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+    if (m) {
+      const v4 = toBig(m[1]!)!.value;
+      text = text.slice(0, -m[1]!.length) + `${(v4 >> 16n).toString(16)}:${(v4 & 0xffffn).toString(16)}`;
+    }
+    const [head, tail] = text.includes('::') ? text.split('::') : [text, undefined];
+    const h = head ? head.split(':') : [];
+    const t = tail !== undefined && tail !== '' ? tail.split(':') : [];
+    const groups = tail === undefined ? h : [...h, ...Array(8 - h.length - t.length).fill('0'), ...t];
+    const v = groups.reduce((acc, g) => (acc << 16n) | BigInt(parseInt(g, 16)), 0n);
+    return { family: 6, value: v };
+  }
+  return null;
+}
+
+/** Parses "10.96.0.0/12", "fd00::/108" or a bare address (a /32 or /128). Throws on bad input. */
+export function parseCidr(text: string): Cidr {
+  const [addr, len] = text.split('/');
+  const a = toBig(addr ?? '');
+  if (!a) throw new RangeError(`not a CIDR: ${text}`);
+  const max = a.family === 4 ? 32 : 128;
+  const bits = len === undefined ? max : Number(len);
+  if (!Number.isInteger(bits) || bits < 0 || bits > max) throw new RangeError(`bad prefix length in ${text}`);
+  const shift = BigInt(max - bits);
+  return { family: a.family, base: (a.value >> shift) << shift, bits };
+}
+
+export function cidrContains(c: Cidr, address: string): boolean {
+  const a = toBig(address);
+  if (!a || a.family !== c.family) return false;
+  const shift = BigInt((c.family === 4 ? 32 : 128) - c.bits);
+  return (a.value >> shift) << shift === c.base;
+}
+
+export function anyContains(cidrs: readonly Cidr[], address: string): boolean {
+  return cidrs.some((c) => cidrContains(c, address));
+}

@@ -1,0 +1,294 @@
+// The sync engine: desired state -> one dump per object kind -> pure diffs -> batched apply.
+// plan() reads the kernel and computes every write (no write happens: it is also the dry run);
+// apply() performs a plan in a safe order; sync() is both. Each object kind has its own diff
+// (ipvs-diff, addresses-diff, ipsets-diff, nft-diff); the engine orders them, keeps what must
+// survive between syncs (draining destinations), and reports what it did.
+import type { NetlinkError } from '../errors.js';
+import type { ConntrackApi } from '../kernel/conntrack.js';
+import type { IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
+import type { IpvsApi, IpvsOp, Service } from '../kernel/ipvs.js';
+import type { LinkOp, LinksApi } from '../kernel/links.js';
+import type { NftablesApi, NftOp } from '../kernel/nftables.js';
+import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
+import { anyContains, parseCidr, type Cidr } from './cidr.js';
+import { diffIpSets, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
+import { diffIpvs, type FlowFlush, type IpvsDelta } from './ipvs-diff.js';
+import { canonicalAddress, serviceKey, type DesiredService } from './ipvs-model.js';
+import { diffNft, type DesiredNftTable, type NftDelta } from './nft-diff.js';
+
+export interface DesiredState {
+  /** IPVS virtual services with their destinations. */
+  services: DesiredService[];
+  /** VIPs bound on the engine's own link (kube-ipvs0). */
+  vips?: DesiredVips;
+  /** ipsets owned through Ownership.ipsetPrefix. */
+  ipsets?: DesiredIpSet[];
+  /** The engine's own nftables table. */
+  nft?: DesiredNftTable;
+}
+
+export interface Ownership {
+  /** IPVS services whose address falls in these CIDRs are the engine's… */
+  managedCidrs?: string[];
+  /** …unless it falls in one of these (kube-proxy's excludeCIDRs). */
+  excludeCidrs?: string[];
+  /** Firewall-mark services in this range are the engine's. */
+  managedFwmarks?: { min: number; max: number };
+  /** ipsets whose names start with this are the engine's (required to manage ipsets). */
+  ipsetPrefix?: string;
+}
+
+export interface EngineKernel {
+  ipvs: IpvsApi;
+  links?: LinksApi;
+  ipsets?: IpSetsApi;
+  nft?: NftablesApi;
+  conntrack?: ConntrackApi;
+}
+
+export interface EngineOptions extends Ownership {
+  /** A draining TCP destination is deleted after this even with connections (default 15 min). */
+  drainTimeoutMs?: number;
+  /** Upper bound of ops per nftables transaction (default: the whole delta is one). */
+  maxNftOpsPerTransaction?: number;
+  now?: () => number;
+}
+
+/** Every write a sync would make, per kind, in the order they will be made. */
+export interface Plan {
+  mode: 'full' | 'incremental';
+  /** Incremental: the service keys this plan looked at. */
+  scope?: string[];
+  ipvs: IpvsDelta;
+  addresses?: AddressesDelta;
+  ipsets?: IpSetsDelta;
+  nft?: NftDelta;
+  observeMs: number;
+  diffMs: number;
+}
+
+export type PlannedWrite =
+  | { kind: 'ipvs'; op: IpvsOp }
+  | { kind: 'link'; op: LinkOp }
+  | { kind: 'ipset'; op: IpSetOp }
+  | { kind: 'nft'; op: NftOp };
+
+export interface KindReport {
+  /** Writes that succeeded, by op name. */
+  ops: Record<string, number>;
+  writes: number;
+  errors: NetlinkError[];
+}
+
+export interface SyncReport {
+  mode: 'full' | 'incremental';
+  ipvs: KindReport;
+  addresses: KindReport;
+  ipsets: KindReport;
+  nft: KindReport;
+  flowsFlushed: number;
+  /** Destinations at weight 0 waiting for their connections to end. */
+  draining: number;
+  /** Every failure of this sync (typed, with the op and its index in its kind's batch). */
+  errors: NetlinkError[];
+  durations: { observeMs: number; diffMs: number; applyMs: number; totalMs: number };
+}
+
+function emptyReport(): KindReport {
+  return { ops: {}, writes: 0, errors: [] };
+}
+
+/** The writes of a plan as one flat list (what `--dry-run --json` prints). */
+export function planWrites(p: Plan): PlannedWrite[] {
+  return [
+    ...(p.addresses?.early ?? []).map((op) => ({ kind: 'link' as const, op })),
+    ...(p.ipsets?.early ?? []).map((op) => ({ kind: 'ipset' as const, op })),
+    ...(p.nft?.ops ?? []).map((op) => ({ kind: 'nft' as const, op })),
+    ...p.ipvs.ops.map((op) => ({ kind: 'ipvs' as const, op })),
+    ...(p.ipsets?.late ?? []).map((op) => ({ kind: 'ipset' as const, op })),
+    ...(p.addresses?.late ?? []).map((op) => ({ kind: 'link' as const, op })),
+  ];
+}
+
+export class Engine {
+  private draining = new Map<string, number>();
+  private readonly managed: Cidr[];
+  private readonly excluded: Cidr[];
+  private readonly now: () => number;
+  /** VIPs the engine was asked for (services and the VIP link): services on them are owned. */
+  private readonly desiredVips = new Set<string>();
+
+  constructor(
+    private readonly kernel: EngineKernel,
+    private readonly opts: EngineOptions = {},
+  ) {
+    this.managed = (opts.managedCidrs ?? []).map(parseCidr);
+    this.excluded = (opts.excludeCidrs ?? []).map(parseCidr);
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** Whether the engine may change or delete an observed IPVS service. */
+  owns(s: Service): boolean {
+    if (s.fwmark !== undefined) {
+      const r = this.opts.managedFwmarks;
+      return r !== undefined && s.fwmark >= r.min && s.fwmark <= r.max;
+    }
+    const a = canonicalAddress(s.address);
+    if (anyContains(this.excluded, a)) return false;
+    return this.desiredVips.has(a) || anyContains(this.managed, a);
+  }
+
+  /**
+   * Reads the kernel (one dump per object kind; with `changed`, one GET per changed IPVS
+   * service instead of the IPVS dump) and computes every write. Writes nothing.
+   */
+  async plan(desired: DesiredState, changed?: ReadonlySet<string>): Promise<Plan> {
+    const t0 = performance.now();
+    for (const s of desired.services) if ('address' in s && s.address) this.desiredVips.add(canonicalAddress(s.address));
+    for (const a of desired.vips?.addresses ?? []) this.desiredVips.add(canonicalAddress(a));
+
+    const k = this.kernel;
+    const wantIpsets = desired.ipsets && k.ipsets;
+    if (desired.ipsets && !this.opts.ipsetPrefix) throw new RangeError('managing ipsets needs Ownership.ipsetPrefix');
+    // The kinds are independent sockets: observe them concurrently.
+    const [observed, link, addrs, sets, ruleset] = await Promise.all([
+      changed
+        ? Promise.all([...changed].map((key) => k.ipvs.service(keyToId(key), { withDestinations: true }))).then((l) =>
+            l.filter((s): s is Service => s !== null),
+          )
+        : k.ipvs.services({ withDestinations: true }),
+      desired.vips && k.links ? k.links.get(desired.vips.link) : undefined,
+      desired.vips && k.links ? k.links.addresses({ link: desired.vips.link }).catch(noLink) : undefined,
+      wantIpsets ? k.ipsets!.list() : undefined,
+      desired.nft && k.nft ? k.nft.list({ family: desired.nft.family, table: desired.nft.name, elements: true }) : undefined,
+    ]);
+    const t1 = performance.now();
+
+    const want = changed ? desired.services.filter((s) => changed.has(serviceKey(s))) : desired.services;
+    const draining = changed ? new Map([...this.draining].filter(([key]) => changed.has(key.split('/')[0]!))) : this.draining;
+    const ipvs = diffIpvs({
+      desired: want,
+      observed,
+      owns: (s) => this.owns(s),
+      draining,
+      now: this.now(),
+      drainTimeoutMs: this.opts.drainTimeoutMs ?? 15 * 60 * 1000,
+    });
+    const plan: Plan = { mode: changed ? 'incremental' : 'full', ipvs, observeMs: t1 - t0, diffMs: 0 };
+    if (changed) plan.scope = [...changed];
+    if (desired.vips && k.links) plan.addresses = diffAddresses(desired.vips, { linkExists: link !== null, addresses: addrs ?? [] });
+    if (wantIpsets) plan.ipsets = diffIpSets(desired.ipsets!, sets!, this.opts.ipsetPrefix!);
+    if (desired.nft && k.nft) plan.nft = diffNft(desired.nft, ruleset!);
+    plan.diffMs = performance.now() - t1;
+    return plan;
+  }
+
+  /** Performs a plan: link and set creation, nftables, IPVS, then removals and flow flushes. */
+  async apply(plan: Plan): Promise<SyncReport> {
+    const t0 = performance.now();
+    const k = this.kernel;
+    const report: SyncReport = {
+      mode: plan.mode,
+      ipvs: emptyReport(),
+      addresses: emptyReport(),
+      ipsets: emptyReport(),
+      nft: emptyReport(),
+      flowsFlushed: 0,
+      draining: 0,
+      errors: [],
+      durations: { observeMs: plan.observeMs, diffMs: plan.diffMs, applyMs: 0, totalMs: 0 },
+    };
+    // Every batch continues past failures: one bad object must not hold back the rest, and the
+    // next sync retries what failed (the diff starts from what the kernel has).
+    const batch = async <Op extends { op: string }>(
+      r: KindReport,
+      ops: Op[],
+      run: (ops: Op[]) => Promise<{ status(i: number): string; errors: NetlinkError[] }>,
+    ): Promise<((i: number) => boolean) | undefined> => {
+      if (!ops.length) return undefined;
+      const res = await run(ops);
+      r.errors.push(...res.errors);
+      ops.forEach((o, i) => {
+        if (res.status(i) !== 'ok') return;
+        r.ops[o.op] = (r.ops[o.op] ?? 0) + 1;
+        r.writes++;
+      });
+      return (i) => res.status(i) === 'ok';
+    };
+
+    if (plan.addresses && k.links) await batch(report.addresses, plan.addresses.early, (o) => k.links!.apply(o, { stopOnError: false }));
+    if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.early, (o) => k.ipsets!.apply(o, { stopOnError: false }));
+    if (plan.nft && k.nft && plan.nft.ops.length) {
+      const res = await k.nft.commit(plan.nft.ops, this.opts.maxNftOpsPerTransaction ? { maxOpsPerTransaction: this.opts.maxNftOpsPerTransaction } : {});
+      report.nft.errors.push(...res.errors);
+      plan.nft.ops.forEach((o, i) => {
+        if (res.status(i) !== 'ok') return;
+        const name = `${o.verb}-${o.kind}`;
+        report.nft.ops[name] = (report.nft.ops[name] ?? 0) + 1;
+        report.nft.writes++;
+      });
+    }
+    const ipvsOk = await batch(report.ipvs, plan.ipvs.ops, (o) => k.ipvs.apply(o, { stopOnError: false }));
+    if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.late, (o) => k.ipsets!.apply(o, { stopOnError: false }));
+    if (plan.addresses && k.links) await batch(report.addresses, plan.addresses.late, (o) => k.links!.apply(o, { stopOnError: false }));
+
+    // Drain state: what this plan saw, plus (incremental) what it did not look at.
+    if (plan.scope) {
+      const looked = new Set(plan.scope);
+      for (const [key, v] of this.draining) if (!looked.has(key.split('/')[0]!)) plan.ipvs.draining.set(key, v);
+    }
+    this.draining = plan.ipvs.draining;
+    report.draining = this.draining.size;
+
+    // Stale UDP/SCTP flows of destinations whose delete succeeded.
+    const deleted = new Set<string>();
+    plan.ipvs.ops.forEach((o, i) => {
+      if (o.op === 'deleteDestination' && ipvsOk?.(i)) deleted.add(`${serviceKey(o.service)}/${o.dest.address}/${o.dest.port}`);
+    });
+    const flows = plan.ipvs.flushFlows.filter((f) =>
+      deleted.has(`${serviceKey({ protocol: f.protocol, address: f.service.address, port: f.service.port, family: f.family })}/${f.dest.address}/${f.dest.port}`),
+    );
+    if (flows.length && k.conntrack) report.flowsFlushed = await flushFlows(k.conntrack, flows, report.errors);
+
+    report.errors.unshift(...report.addresses.errors, ...report.ipsets.errors, ...report.nft.errors, ...report.ipvs.errors);
+    const t1 = performance.now();
+    report.durations.applyMs = t1 - t0;
+    report.durations.totalMs = plan.observeMs + plan.diffMs + (t1 - t0);
+    return report;
+  }
+
+  /** Full reconcile (or, with `changed`, incremental): plan + apply. */
+  async sync(desired: DesiredState, changed?: ReadonlySet<string>): Promise<SyncReport> {
+    return this.apply(await this.plan(desired, changed));
+  }
+}
+
+/** A missing link has no addresses (the plan creates it). */
+function noLink(e: unknown): Array<{ address: string; prefixlen: number }> {
+  if ((e as NetlinkError)?.code === 'ENODEV' || (e as NetlinkError)?.code === 'ENOENT') return [];
+  throw e;
+}
+
+/** Deletes the conntrack flows of removed UDP/SCTP destinations: clients stop using a dead
+ *  backend instead of waiting for the flow to time out. */
+async function flushFlows(ct: ConntrackApi, flows: FlowFlush[], errors: NetlinkError[]): Promise<number> {
+  let n = 0;
+  for (const f of flows) {
+    try {
+      const r = await ct.delete({ family: f.family, proto: f.protocol, origDst: f.service.address, origDport: f.service.port, replySrc: f.dest.address, replySport: f.dest.port });
+      n += r.deleted;
+      errors.push(...r.errors);
+    } catch (e) {
+      errors.push(e as NetlinkError);
+    }
+  }
+  return n;
+}
+
+/** serviceKey() back to a ServiceId, for the incremental path's GETs. */
+export function keyToId(key: string): Parameters<IpvsApi['service']>[0] {
+  const [family, proto, a, b] = key.split('|') as [string, string, string, string | undefined];
+  const fam = family === 'inet6' ? 'inet6' : 'inet';
+  if (proto === 'fwmark') return { family: fam, fwmark: Number(a) };
+  return { family: fam, protocol: proto as 'tcp' | 'udp' | 'sctp', address: a, port: Number(b) };
+}

@@ -1,0 +1,78 @@
+// ipsets the engine owns (a name prefix): created when missing, members diffed, sets whose
+// declaration changed refilled through a temporary set and an atomic swap, stale owned sets
+// destroyed. Foreign sets are never touched. Pure.
+import type { IpSet, IpSetMember, IpSetOp, IpSetSpec } from '../kernel/ipsets.js';
+import { canonicalAddress } from './ipvs-model.js';
+
+export type DesiredIpSet = IpSetSpec & { members: IpSetMember[] };
+
+export interface IpSetsDelta {
+  /** Creates, member adds/dels, refills: before IPVS. */
+  early: IpSetOp[];
+  /** Destroys of stale sets: last. */
+  late: IpSetOp[];
+}
+
+const NET_TYPES = /net/;
+
+/** Canonical member text: the fields that make a member's identity in its set. */
+export function memberKey(type: string, m: IpSetMember): string {
+  const net = NET_TYPES.test(type);
+  const ip = m.ip ? canonicalAddress(m.ip) : '';
+  const host = ip.includes(':') ? 128 : 32;
+  const cidr = m.ip && net ? `/${m.cidr ?? host}` : '';
+  const ip2 = m.ip2 ? canonicalAddress(m.ip2) : '';
+  const host2 = ip2.includes(':') ? 128 : 32;
+  const cidr2 = m.ip2 && /net$/.test(type) ? `/${m.cidr2 ?? host2}` : '';
+  const proto = m.proto === undefined ? '' : String(m.proto);
+  return [ip + cidr, proto, m.port ?? '', ip2 + cidr2].join(',');
+}
+
+/** Only the fields that name a member (a del carries no counters or timeouts). */
+function identity(m: IpSetMember): IpSetMember {
+  const out: IpSetMember = {};
+  for (const k of ['ip', 'cidr', 'proto', 'port', 'ip2', 'cidr2'] as const) if (m[k] !== undefined) (out as Record<string, unknown>)[k] = m[k];
+  return out;
+}
+
+function declaration(s: IpSetSpec): string {
+  return JSON.stringify([s.type, s.family ?? 'inet', s.maxelem ?? 65536, s.timeout ?? 0, !!s.counters, !!s.comment, s.range ?? null]);
+}
+
+export function diffIpSets(desired: readonly DesiredIpSet[], observed: readonly IpSet[], prefix: string): IpSetsDelta {
+  const early: IpSetOp[] = [];
+  const late: IpSetOp[] = [];
+  const have = new Map(observed.filter((s) => s.name.startsWith(prefix)).map((s) => [s.name, s]));
+  for (const want of desired) {
+    if (!want.name.startsWith(prefix)) throw new RangeError(`ipset ${want.name} does not carry the owned prefix ${prefix}`);
+    const { members, ...spec } = want;
+    const h = have.get(want.name);
+    if (!h) {
+      early.push({ op: 'create', ...spec });
+      if (members.length) early.push({ op: 'add', name: want.name, type: want.type, family: want.family, members });
+      continue;
+    }
+    if (declaration(h) !== declaration(spec)) {
+      // Refill atomically: a temporary set of the new declaration, swapped in, then destroyed.
+      const tmp = `${want.name.slice(0, 26)}-tmp`;
+      early.push({ op: 'create', ...spec, name: tmp });
+      if (members.length) early.push({ op: 'add', name: tmp, type: want.type, family: want.family, members });
+      early.push({ op: 'swap', name: tmp, with: want.name }, { op: 'destroy', name: tmp });
+      continue;
+    }
+    const haveKeys = new Map((h.members ?? []).map((m) => [memberKey(want.type, m), m]));
+    const wantKeys = new Set<string>();
+    const add: IpSetMember[] = [];
+    for (const m of members) {
+      const k = memberKey(want.type, m);
+      wantKeys.add(k);
+      if (!haveKeys.has(k)) add.push(m);
+    }
+    const del = [...haveKeys].filter(([k]) => !wantKeys.has(k)).map(([, m]) => identity(m));
+    if (del.length) early.push({ op: 'del', name: want.name, type: want.type, family: want.family, members: del });
+    if (add.length) early.push({ op: 'add', name: want.name, type: want.type, family: want.family, members: add });
+  }
+  const wanted = new Set(desired.map((s) => s.name));
+  for (const name of have.keys()) if (!wanted.has(name)) late.push({ op: 'destroy', name });
+  return { early, late };
+}

@@ -1,0 +1,164 @@
+// diff(desired, observed) -> the minimal list of IPVS ops, as a pure function. Unchanged
+// services and destinations produce no op; changed options become SET_SERVICE / SET_DEST in
+// place; removed TCP destinations drain (weight 0) before they are deleted.
+import type { DestinationConfig, Destination, IpvsOp, Service, ServiceId } from '../kernel/ipvs.js';
+import { serviceId } from '../kernel/ipvs.js';
+import {
+  canonicalAddress,
+  destKey,
+  destShape,
+  familyOf,
+  sameShape,
+  serviceKey,
+  serviceShape,
+  type DesiredService,
+} from './ipvs-model.js';
+
+export interface IpvsDiffInput {
+  desired: readonly DesiredService[];
+  observed: readonly Service[];
+  /** Observed services the engine may change or delete (ones it does not own are never
+   *  touched, even when they look stale). Desired services are always managed. */
+  owns: (s: Service) => boolean;
+  /** Destinations draining since (ms), keyed by drainKey(); the engine keeps it between syncs. */
+  draining: ReadonlyMap<string, number>;
+  now: number;
+  /** A draining destination is deleted after this even if it still has connections. */
+  drainTimeoutMs: number;
+}
+
+export interface FlowFlush {
+  protocol: 'udp' | 'sctp';
+  family: 'inet' | 'inet6';
+  service: { address: string; port: number };
+  dest: { address: string; port: number };
+}
+
+export interface IpvsDelta {
+  ops: IpvsOp[];
+  /** Draining destinations after this delta is applied (replaces the input map). */
+  draining: Map<string, number>;
+  /** UDP/SCTP destinations removed: their conntrack flows must go (clients stick otherwise). */
+  flushFlows: FlowFlush[];
+}
+
+export function drainKey(svc: string, dest: string): string {
+  return `${svc}/${dest}`;
+}
+
+function idOf(s: Service | DesiredService): ServiceId {
+  return serviceId(s);
+}
+
+function destConfig(d: DestinationConfig): DestinationConfig {
+  return { ...d, address: canonicalAddress(d.address) };
+}
+
+export function diffIpvs(input: IpvsDiffInput): IpvsDelta {
+  const observed = new Map<string, Service>();
+  for (const s of input.observed) observed.set(serviceKey(s), s);
+  const wanted = new Map<string, DesiredService>();
+  for (const s of input.desired) wanted.set(serviceKey(s), s);
+
+  const addServices: IpvsOp[] = [];
+  const setServices: IpvsOp[] = [];
+  const destOps: IpvsOp[] = [];
+  const delServices: IpvsOp[] = [];
+  const draining = new Map<string, number>();
+  const flushFlows: FlowFlush[] = [];
+
+  for (const [key, want] of wanted) {
+    const have = observed.get(key);
+    const id = idOf(want);
+    if (!have) {
+      addServices.push({ op: 'addService', service: { ...want, ...canonicalId(want) } });
+      for (const d of want.destinations) destOps.push({ op: 'addDestination', service: id, dest: destConfig(d) });
+      continue;
+    }
+    if (!sameShape(serviceShape(want), serviceShape(have)))
+      setServices.push({ op: 'updateService', service: { ...want, ...canonicalId(want) } });
+
+    const haveDests = new Map<string, Destination>();
+    for (const d of have.destinations ?? []) haveDests.set(destKey(d), d);
+    const wantDests = new Set<string>();
+    for (const d of want.destinations) {
+      const dk = destKey(d);
+      wantDests.add(dk);
+      const hd = haveDests.get(dk);
+      if (!hd) destOps.push({ op: 'addDestination', service: id, dest: destConfig(d) });
+      // A destination left at weight 0 (draining, or by a previous run) comes back to its
+      // weight through the same comparison.
+      else if (!sameShape(destShape(d), destShape(hd)))
+        destOps.push({ op: 'updateDestination', service: id, dest: destConfig(d) });
+    }
+    for (const [dk, hd] of haveDests) {
+      if (wantDests.has(dk)) continue;
+      removeDestination(input, key, have, hd, destOps, draining, flushFlows);
+    }
+  }
+
+  for (const [key, have] of observed) {
+    if (wanted.has(key) || !input.owns(have)) continue;
+    delServices.push({ op: 'deleteService', service: idOf(have) });
+  }
+
+  // Create before reference, remove references before delete: services first, then their
+  // destinations, then stale services (which takes their destinations with them).
+  return { ops: [...addServices, ...setServices, ...destOps, ...delServices], draining, flushFlows };
+}
+
+function canonicalId(s: DesiredService): Partial<DesiredService> {
+  if ('fwmark' in s && s.fwmark !== undefined) return {};
+  const a = s as { address: string };
+  return { address: canonicalAddress(a.address) } as Partial<DesiredService>;
+}
+
+function removeDestination(
+  input: IpvsDiffInput,
+  svcKey: string,
+  svc: Service,
+  d: Destination,
+  ops: IpvsOp[],
+  draining: Map<string, number>,
+  flushFlows: FlowFlush[],
+): void {
+  const id = idOf(svc);
+  const dk = drainKey(svcKey, destKey(d));
+  const dest = { address: d.address, port: d.port };
+  // UDP and SCTP have no connection to finish: delete now and flush their flows. TCP (and
+  // fwmark services, whose protocol is unknown) drain first.
+  if (svc.protocol === 'udp' || svc.protocol === 'sctp') {
+    ops.push({ op: 'deleteDestination', service: id, dest });
+    flushFlows.push({
+      protocol: svc.protocol,
+      family: svc.family ?? familyOf(d.address),
+      service: { address: svc.address!, port: svc.port! },
+      dest,
+    });
+    return;
+  }
+  const since = input.draining.get(dk);
+  // Nothing to drain when no connection uses it; otherwise weight 0 until the connections are
+  // gone or the drain timeout passes.
+  const idle = d.activeConns + d.inactiveConns === 0;
+  const expired = d.weight === 0 && since !== undefined && input.now - since >= input.drainTimeoutMs;
+  if (idle || expired) {
+    ops.push({ op: 'deleteDestination', service: id, dest });
+    return;
+  }
+  if (d.weight !== 0) {
+    ops.push({
+      op: 'updateDestination',
+      service: id,
+      dest: {
+        ...dest,
+        forward: d.forward,
+        weight: 0,
+        upperThreshold: d.upperThreshold,
+        lowerThreshold: d.lowerThreshold,
+        ...(d.tunnel ? { tunnel: d.tunnel } : {}),
+      },
+    });
+  }
+  draining.set(dk, since ?? input.now);
+}

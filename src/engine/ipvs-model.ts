@@ -1,0 +1,112 @@
+// Canonical forms of IPVS objects, so desired state (as a caller writes it, with defaults left
+// out) and observed state (as the kernel reports it, everything filled in) compare exactly.
+import { isIP } from 'node:net';
+import type {
+  AddressFamily,
+  Destination,
+  DestinationConfig,
+  ForwardMethod,
+  Service,
+  ServiceConfig,
+  ServiceFlag,
+  ServiceId,
+  TunnelOptions,
+} from '../kernel/ipvs.js';
+
+/** A virtual service the caller wants, with the real servers it wants behind it. */
+export type DesiredService = ServiceConfig & { destinations: DestinationConfig[] };
+
+/** Canonical text of an address ("fd00:0::1" → "fd00::1"); unchanged when not an IP. */
+export function canonicalAddress(a: string): string {
+  if (isIP(a) === 6) return new URL(`http://[${a}]/`).hostname.slice(1, -1);
+  return a;
+}
+
+export function familyOf(address: string): AddressFamily {
+  return isIP(address) === 6 ? 'inet6' : 'inet';
+}
+
+/** Identity key: "inet|tcp|10.0.0.1|80" or "inet|fwmark|7". */
+export function serviceKey(s: ServiceId | Service): string {
+  if ('fwmark' in s && s.fwmark !== undefined) return `${s.family ?? 'inet'}|fwmark|${s.fwmark}`;
+  const a = s as { protocol: string; address: string; port: number; family?: AddressFamily };
+  const addr = canonicalAddress(a.address);
+  return `${a.family ?? familyOf(addr)}|${a.protocol}|${addr}|${a.port}`;
+}
+
+/** Destination key within a service: "10.1.0.5|8080" or "[fd00::5]|8080". */
+export function destKey(d: { address: string; port: number }): string {
+  const a = canonicalAddress(d.address);
+  return `${isIP(a) === 6 ? `[${a}]` : a}|${d.port}`;
+}
+
+// Flag names map onto kernel bits; sh-/mh-/flag-N share bits, so compare bits, not names.
+const FLAG_BITS: Record<ServiceFlag, number> = {
+  persistent: 0x1,
+  'one-packet': 0x4,
+  'sh-fallback': 0x8,
+  'mh-fallback': 0x8,
+  'flag-1': 0x8,
+  'sh-port': 0x10,
+  'mh-port': 0x10,
+  'flag-2': 0x10,
+  'flag-3': 0x20,
+};
+
+export function flagBits(flags: readonly ServiceFlag[] | undefined): number {
+  let b = 0;
+  for (const f of flags ?? []) b |= FLAG_BITS[f];
+  return b;
+}
+
+export interface ServiceShape {
+  scheduler: string;
+  flags: number;
+  timeout: number;
+  netmask: string;
+  pe: string;
+}
+
+/** The options that SET_SERVICE can change, with the façade's defaults filled in. */
+export function serviceShape(s: ServiceConfig | Service): ServiceShape {
+  const flags = flagBits(s.flags);
+  const v6 = (s.family ?? ('address' in s && s.address ? familyOf(s.address) : 'inet')) === 'inet6';
+  const netmask = s.netmask ?? (v6 ? 128 : '255.255.255.255');
+  return {
+    scheduler: s.scheduler ?? 'wlc',
+    flags,
+    timeout: s.timeout ?? (flags & 0x1 ? 360 : 0),
+    netmask: String(netmask),
+    pe: s.pe ?? '',
+  };
+}
+
+export interface DestShape {
+  forward: ForwardMethod;
+  weight: number;
+  upperThreshold: number;
+  lowerThreshold: number;
+  tunnel: string;
+}
+
+function tunnelText(forward: ForwardMethod, t: TunnelOptions | undefined): string {
+  if (forward !== 'tunnel' || !t) return '';
+  return `${t.type}|${t.port ?? 0}|${t.checksum ?? 'none'}`;
+}
+
+/** The options that SET_DEST can change, with defaults filled in. */
+export function destShape(d: DestinationConfig | Destination): DestShape {
+  const forward = d.forward ?? 'droute';
+  return {
+    forward,
+    weight: d.weight ?? 1,
+    upperThreshold: d.upperThreshold ?? 0,
+    lowerThreshold: d.lowerThreshold ?? 0,
+    tunnel: tunnelText(forward, d.tunnel),
+  };
+}
+
+export function sameShape<T extends object>(a: T, b: T): boolean {
+  for (const k of Object.keys(a) as Array<keyof T>) if (a[k] !== b[k]) return false;
+  return true;
+}

@@ -1,0 +1,152 @@
+// The engine's own nftables table: its static part (chains, rules, set declarations) changes
+// rarely and is rebuilt atomically when it differs; set and map elements — the per-service
+// part — are diffed element by element. Pure: (desired, observed listing) -> NftOp[], all of
+// which go into one transaction (the kernel applies it entirely or not at all).
+import type { ChainSpec, NftOp, NftRuleset, RuleSpec, SetElement, SetSpec, TableSpec } from '../kernel/nftables.js';
+import type { NftFamily } from '../kernel/nft-types.js';
+import { canonicalExprs } from '../kernel/nft-expr.js';
+import { canonicalAddress } from './ipvs-model.js';
+
+type Local<T> = Omit<T, 'family' | 'table'>;
+
+export interface DesiredNftTable {
+  family: NftFamily;
+  name: string;
+  chains: Array<Local<ChainSpec>>;
+  sets: Array<Local<SetSpec> & { elements: SetElement[] }>;
+  /** Rules in order; a chain's rules are compared as one ordered list. */
+  rules: Array<Local<RuleSpec>>;
+}
+
+export interface NftDelta {
+  ops: NftOp[];
+  /** Why the static part was rebuilt, when it was. */
+  rebuilt?: string;
+}
+
+const PROTO: Record<number, string> = { 6: 'tcp', 17: 'udp', 132: 'sctp', 1: 'icmp', 58: 'ipv6-icmp' };
+
+/** One key field in canonical form: addresses canonical, host-length CIDRs bare, protocols named. */
+function canonField(v: unknown, interval: boolean): string {
+  if (typeof v === 'number') return String(v);
+  if (typeof v !== 'string') return JSON.stringify(v);
+  const slash = v.indexOf('/');
+  if (slash < 0) return canonicalAddress(v);
+  const a = canonicalAddress(v.slice(0, slash));
+  const len = Number(v.slice(slash + 1));
+  const host = a.includes(':') ? 128 : 32;
+  return interval && len === host ? a : `${a}/${len}`;
+}
+
+function canonKeyValue(v: unknown, isProto: boolean, interval: boolean): string {
+  if (isProto && PROTO[Number(v)]) return PROTO[Number(v)]!;
+  return canonField(v, interval);
+}
+
+export function elementKey(set: Pick<SetSpec, 'key' | 'interval'>, e: SetElement): string {
+  return e.key.map((v, i) => canonKeyValue(v, set.key[i] === 'inet_proto', !!set.interval)).join(' . ');
+}
+
+function elementValue(e: SetElement): string {
+  if (e.verdict) return JSON.stringify(e.verdict);
+  if (e.data !== undefined) return JSON.stringify(e.data);
+  return '';
+}
+
+function specSignature(s: Local<SetSpec>): string {
+  return JSON.stringify([s.key, s.map ?? null, !!s.interval, s.timeout ?? 0, !!s.timeoutFlag]);
+}
+
+function chainSignature(c: Local<ChainSpec>): string {
+  return JSON.stringify(c.hook ? [c.hook.type, c.hook.hook, c.hook.priority, c.hook.policy ?? 'accept'] : null);
+}
+
+function ruleSignature(r: Local<RuleSpec>): string {
+  return JSON.stringify([canonicalExprs(r.exprs), r.comment ?? '']);
+}
+
+function full<T extends object>(t: TableSpec, x: T): T & TableRef {
+  return { ...x, family: t.family, table: t.name };
+}
+type TableRef = { family: NftFamily; table: string };
+
+/** Everything of the table, in dependency order (chains and sets before what refers to them). */
+function build(t: TableSpec, d: DesiredNftTable): NftOp[] {
+  const ops: NftOp[] = [{ verb: 'add', kind: 'table', table: t }];
+  for (const c of d.chains) ops.push({ verb: 'add', kind: 'chain', chain: full(t, c) });
+  for (const { elements, ...s } of d.sets) {
+    ops.push({ verb: 'add', kind: 'set', set: full(t, s) });
+    if (elements.length) ops.push({ verb: 'add', kind: 'elements', set: full(t, s), elements });
+  }
+  for (const r of d.rules) ops.push({ verb: 'add', kind: 'rule', rule: full(t, r) });
+  return ops;
+}
+
+export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelta {
+  const t: TableSpec = { family: desired.family, name: desired.name };
+  const mine = (x: { family: NftFamily; table: string }) => x.family === t.family && x.table === t.name;
+  if (!observed.tables.some((x) => x.family === t.family && x.name === t.name)) return { ops: build(t, desired) };
+
+  // Static part: chains (with hooks), set declarations, and each chain's rule list.
+  const haveChains = new Map(observed.chains.filter(mine).map((c) => [c.name, chainSignature(c)]));
+  const haveSets = new Map(observed.sets.filter(mine).map((s) => [s.name, s]));
+  const haveRules = new Map<string, string[]>();
+  for (const r of observed.rules.filter(mine)) {
+    const list = haveRules.get(r.chain) ?? [];
+    list.push(ruleSignature(r));
+    haveRules.set(r.chain, list);
+  }
+  const wantRules = new Map<string, Array<Local<RuleSpec>>>();
+  for (const r of desired.rules) wantRules.set(r.chain, [...(wantRules.get(r.chain) ?? []), r]);
+
+  let why: string | undefined;
+  if (haveChains.size !== desired.chains.length) why = 'chains differ';
+  for (const c of desired.chains) if (!why && haveChains.get(c.name) !== chainSignature(c)) why = `chain ${c.name} differs`;
+  if (!why && haveSets.size !== desired.sets.length) why = 'sets differ';
+  for (const s of desired.sets) {
+    const h = haveSets.get(s.name);
+    if (!why && (!h || specSignature(h) !== specSignature(s))) why = `set ${s.name} differs`;
+  }
+  if (why) {
+    // Rebuild the whole table in the same transaction: delete + add commit together.
+    return { ops: [{ verb: 'delete', kind: 'table', table: t }, ...build(t, desired)], rebuilt: why };
+  }
+
+  const ops: NftOp[] = [];
+  // Chains whose rule list differs: flush and re-add (sets and chains are unchanged here).
+  for (const c of desired.chains) {
+    const want = (wantRules.get(c.name) ?? []).map(ruleSignature);
+    const have = haveRules.get(c.name) ?? [];
+    if (want.length === have.length && want.every((w, i) => w === have[i])) continue;
+    ops.push({ verb: 'flush', kind: 'chain', chain: full(t, c) });
+    for (const r of wantRules.get(c.name) ?? []) ops.push({ verb: 'add', kind: 'rule', rule: full(t, r) });
+  }
+  // Elements: by canonical key; a changed value (another verdict/data) is a delete + add.
+  for (const { elements, ...s } of desired.sets) {
+    const spec = full(t, s);
+    const have = new Map<string, SetElement>();
+    for (const e of haveSets.get(s.name)!.elements) have.set(elementKey(s, e), e);
+    const add: SetElement[] = [];
+    const del: SetElement[] = [];
+    const want = new Set<string>();
+    for (const e of elements) {
+      const k = elementKey(s, e);
+      want.add(k);
+      const h = have.get(k);
+      if (!h) add.push(e);
+      else if (elementValue(h) !== elementValue(e)) {
+        del.push(h);
+        add.push(e);
+      }
+    }
+    for (const [k, h] of have) if (!want.has(k)) del.push(h);
+    if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
+    if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
+  }
+  return { ops };
+}
+
+/** The table's own identity, for cleanup. */
+export function tableOf(d: Pick<DesiredNftTable, 'family' | 'name'>): TableSpec {
+  return { family: d.family, name: d.name };
+}

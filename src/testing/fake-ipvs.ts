@@ -1,0 +1,238 @@
+// An in-memory IPVS with the kernel's semantics, implementing the same IpvsApi as the real
+// handle: EEXIST for a duplicate add, ESRCH for a missing service, ENOENT for a missing
+// destination or an unknown scheduler; connection counts a test can set; a log of every call,
+// so engine tests can assert the exact, minimal delta.
+import { NetlinkError } from '../errors.js';
+import { ApplyResult, type BatchOptions } from '../kernel/batch.js';
+import {
+  SCHEDULERS,
+  type Daemon,
+  type DaemonConfig,
+  type Destination,
+  type DestinationConfig,
+  type DestinationId,
+  type IpvsApi,
+  type IpvsInfo,
+  type IpvsOp,
+  type ListOptions,
+  type Service,
+  type ServiceConfig,
+  type ServiceFlag,
+  type ServiceId,
+  type Timeouts,
+} from '../kernel/ipvs.js';
+import { canonicalAddress, destKey, destShape, familyOf, serviceKey, serviceShape } from '../engine/ipvs-model.js';
+
+const ERRNO = { EEXIST: 17, ESRCH: 3, ENOENT: 2, EINVAL: 22 } as const;
+
+interface Entry {
+  service: Service;
+  dests: Map<string, Destination>;
+}
+
+export class FakeIpvs implements IpvsApi {
+  private readonly table = new Map<string, Entry>();
+  private t: Timeouts = { tcp: 900, tcpFin: 120, udp: 300 };
+  private readonly daemonList: Daemon[] = [];
+  /** Every apply() call's ops, in order. */
+  readonly log: IpvsOp[][] = [];
+  /** Dumps served (services()). */
+  dumps = 0;
+  /** Fail the next apply's op at this index with this code (one shot), for failure tests. */
+  failNext: { index: number; code: keyof typeof ERRNO } | undefined;
+  /** Simulates the process dying mid-apply: the next apply performs this many ops, then throws. */
+  crashAfter: number | undefined;
+  /** GETs of single services served (service()). */
+  gets = 0;
+
+  async info(): Promise<IpvsInfo> {
+    return { version: '1.2.1', versionCode: 0x010201, connTableSize: 4096 };
+  }
+
+  /** Total ops written across all apply() calls. */
+  get writes(): number {
+    return this.log.reduce((n, ops) => n + ops.length, 0);
+  }
+
+  async apply(ops: IpvsOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
+    this.log.push(ops.map((o) => structuredClone(o)));
+    const stop = opts.stopOnError ?? true;
+    const statuses = new Uint8Array(ops.length);
+    const errors: NetlinkError[] = [];
+    const inject = this.failNext;
+    this.failNext = undefined;
+    const crash = this.crashAfter;
+    this.crashAfter = undefined;
+    for (let i = 0; i < ops.length; i++) {
+      if (crash !== undefined && i === crash) throw new Error(`simulated crash after ${crash} ops`);
+      const op = ops[i]!;
+      const code = inject && inject.index === i ? inject.code : this.applyOne(op);
+      if (code) {
+        statuses[i] = 2;
+        errors.push(
+          new NetlinkError({ message: `${op.op}: ${code}`, code, errno: ERRNO[code], kind: 'kernel', op: op.op, index: i }),
+        );
+        if (stop) break;
+      } else {
+        statuses[i] = 1;
+      }
+    }
+    return new ApplyResult({ statuses, errors, sendmsgCalls: ops.length ? 1 : 0 });
+  }
+
+  private applyOne(op: IpvsOp): keyof typeof ERRNO | undefined {
+    switch (op.op) {
+      case 'addService': {
+        const k = serviceKey(op.service);
+        if (this.table.has(k)) return 'EEXIST';
+        const sched = op.service.scheduler ?? 'wlc';
+        if (!(SCHEDULERS as readonly string[]).includes(sched)) return 'ENOENT';
+        this.table.set(k, { service: materialize(op.service), dests: new Map() });
+        return undefined;
+      }
+      case 'updateService': {
+        const e = this.table.get(serviceKey(op.service));
+        if (!e) return 'ESRCH';
+        const sched = op.service.scheduler ?? 'wlc';
+        if (!(SCHEDULERS as readonly string[]).includes(sched)) return 'ENOENT';
+        e.service = materialize(op.service);
+        return undefined;
+      }
+      case 'deleteService':
+        return this.table.delete(serviceKey(op.service)) ? undefined : 'ESRCH';
+      case 'addDestination': {
+        const e = this.table.get(serviceKey(op.service));
+        if (!e) return 'ESRCH';
+        const k = destKey(op.dest);
+        if (e.dests.has(k)) return 'EEXIST';
+        e.dests.set(k, materializeDest(op.dest));
+        return undefined;
+      }
+      case 'updateDestination': {
+        const e = this.table.get(serviceKey(op.service));
+        if (!e) return 'ESRCH';
+        const k = destKey(op.dest);
+        const old = e.dests.get(k);
+        if (!old) return 'ENOENT';
+        e.dests.set(k, { ...materializeDest(op.dest), activeConns: old.activeConns, inactiveConns: old.inactiveConns, persistentConns: old.persistentConns });
+        return undefined;
+      }
+      case 'deleteDestination': {
+        const e = this.table.get(serviceKey(op.service));
+        if (!e) return 'ESRCH';
+        return e.dests.delete(destKey(op.dest)) ? undefined : 'ENOENT';
+      }
+      case 'flush':
+        this.table.clear();
+        return undefined;
+      case 'zero':
+        return op.service && !this.table.has(serviceKey(op.service)) ? 'ESRCH' : undefined;
+      case 'setTimeouts':
+        this.t = { ...this.t, ...op.timeouts };
+        return undefined;
+      case 'startDaemon':
+        if (this.daemonList.some((d) => d.state === op.daemon.state)) return 'EEXIST';
+        this.daemonList.push({ syncId: 0, syncMaxLen: 1472, mcastPort: 8848, mcastTtl: 1, ...op.daemon } as Daemon);
+        return undefined;
+      case 'stopDaemon': {
+        const i = this.daemonList.findIndex((d) => d.state === op.daemon.state);
+        if (i < 0) return 'ESRCH';
+        this.daemonList.splice(i, 1);
+        return undefined;
+      }
+    }
+  }
+
+  async services(opts: ListOptions = {}): Promise<Service[]> {
+    this.dumps++;
+    return [...this.table.values()].map((e) => this.view(e, opts));
+  }
+
+  async service(id: ServiceId, opts: ListOptions = {}): Promise<Service | null> {
+    this.gets++;
+    const e = this.table.get(serviceKey(id));
+    return e ? this.view(e, opts) : null;
+  }
+
+  async destinations(service: ServiceId): Promise<Destination[]> {
+    const e = this.table.get(serviceKey(service));
+    if (!e) throw new NetlinkError({ message: 'no such service', code: 'ESRCH', errno: 3, kind: 'kernel', op: 'IPVS_CMD_GET_DEST' });
+    return [...e.dests.values()].map((d) => ({ ...d }));
+  }
+
+  async timeouts(): Promise<Timeouts> {
+    return { ...this.t };
+  }
+
+  async setTimeouts(t: Partial<Timeouts>): Promise<void> {
+    await this.apply([{ op: 'setTimeouts', timeouts: t }]);
+  }
+
+  async daemons(): Promise<Daemon[]> {
+    return this.daemonList.map((d) => ({ ...d }));
+  }
+
+  async startDaemon(d: DaemonConfig): Promise<void> {
+    const r = await this.apply([{ op: 'startDaemon', daemon: d }]);
+    if (r.errors[0]) throw r.errors[0];
+  }
+
+  async stopDaemon(state: 'master' | 'backup'): Promise<void> {
+    const r = await this.apply([{ op: 'stopDaemon', daemon: { state } }]);
+    if (r.errors[0]) throw r.errors[0];
+  }
+
+  /** Test hook: set a destination's connection counts (as traffic would). */
+  setConnections(service: ServiceId, dest: DestinationId, active: number, inactive = 0): void {
+    const d = this.table.get(serviceKey(service))?.dests.get(destKey(dest));
+    if (!d) throw new Error(`no destination ${destKey(dest)} in ${serviceKey(service)}`);
+    d.activeConns = active;
+    d.inactiveConns = inactive;
+  }
+
+  private view(e: Entry, opts: ListOptions): Service {
+    const s: Service = { ...e.service };
+    if (opts.withDestinations) s.destinations = [...e.dests.values()].map((d) => ({ ...d }));
+    return s;
+  }
+}
+
+const FLAG_NAMES: Array<[number, ServiceFlag]> = [
+  [0x1, 'persistent'],
+  [0x4, 'one-packet'],
+];
+
+function materialize(c: ServiceConfig): Service {
+  const shape = serviceShape(c);
+  const flags: ServiceFlag[] = FLAG_NAMES.filter(([b]) => shape.flags & b).map(([, n]) => n);
+  for (const f of c.flags ?? []) if (!flags.includes(f)) flags.push(f);
+  const base = {
+    scheduler: shape.scheduler,
+    flags,
+    timeout: shape.timeout,
+    netmask: typeof c.netmask === 'number' ? c.netmask : shape.netmask === '128' ? 128 : shape.netmask,
+    ...(shape.pe ? { pe: shape.pe } : {}),
+  };
+  if ('fwmark' in c && c.fwmark !== undefined) return { family: c.family ?? 'inet', fwmark: c.fwmark, ...base };
+  const a = c as { protocol: 'tcp' | 'udp' | 'sctp'; address: string; port: number; family?: 'inet' | 'inet6' };
+  const address = canonicalAddress(a.address);
+  return { family: a.family ?? familyOf(address), protocol: a.protocol, address, port: a.port, ...base };
+}
+
+function materializeDest(d: DestinationConfig): Destination {
+  const shape = destShape(d);
+  const address = canonicalAddress(d.address);
+  return {
+    family: d.family ?? familyOf(address),
+    address,
+    port: d.port,
+    forward: shape.forward,
+    weight: shape.weight,
+    upperThreshold: shape.upperThreshold,
+    lowerThreshold: shape.lowerThreshold,
+    ...(shape.forward === 'tunnel' && d.tunnel ? { tunnel: d.tunnel } : {}),
+    activeConns: 0,
+    inactiveConns: 0,
+    persistentConns: 0,
+  };
+}

@@ -1,0 +1,167 @@
+// The engine's other object kinds against the in-memory kernel: VIP addresses on its link,
+// owned ipsets, its nftables table; plan() as a dry run; the order of writes across kinds.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Engine, planWrites, type DesiredState } from '../../src/engine/engine.js';
+import type { DesiredService } from '../../src/engine/ipvs-model.js';
+import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
+import { fakeKernel } from '../../src/testing/fake-kernel.js';
+import * as R from '../../src/kernel/nft-rules.js';
+
+function svc(address: string, port: number, dests: string[]): DesiredService {
+  return { protocol: 'tcp', address, port, scheduler: 'rr', destinations: dests.map((d) => ({ address: d, port: 80, forward: 'masq' as const, weight: 1 })) };
+}
+
+function table(vips: Array<[string, number]>): DesiredNftTable {
+  const spec = { name: 'services', key: ['ipv4_addr' as const, 'inet_proto' as const, 'inet_service' as const] };
+  return {
+    family: 'ip',
+    name: 'ipvsync',
+    chains: [{ name: 'prerouting', hook: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' } }, { name: 'mark' }],
+    sets: [
+      { ...spec, elements: vips.map(([a, p]) => ({ key: [a, 'tcp', p] })) },
+      { name: 'cluster', key: ['ipv4_addr'], interval: true, elements: [{ key: ['10.244.0.0/16'] }] },
+    ],
+    rules: [
+      { chain: 'prerouting', exprs: [...R.inSet([R.F.ipDaddr, R.F.l4proto, R.F.thDport], 'services'), R.jump('mark')] },
+      { chain: 'mark', exprs: [...R.setMarkBits(0x4000)] },
+    ],
+  };
+}
+
+function state(n: number): DesiredState {
+  const vips = Array.from({ length: n }, (_, i) => `10.96.0.${i + 1}`);
+  return {
+    services: vips.map((v) => svc(v, 80, ['10.244.1.1', '10.244.1.2'])),
+    vips: { link: 'kube-ipvs0', addresses: vips },
+    ipsets: [{ name: 'IPVSYNC-CLUSTER-IP', type: 'hash:ip,port', family: 'inet', members: vips.map((ip) => ({ ip, proto: 'tcp' as const, port: 80 })) }],
+    nft: table(vips.map((v) => [v, 80])),
+  };
+}
+
+test('a first sync creates the link, the addresses, the sets, the table and IPVS; a resync writes nothing', async () => {
+  const k = fakeKernel();
+  const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] });
+  const r1 = await e.sync(state(20));
+  assert.deepEqual(r1.errors, []);
+  assert.deepEqual(r1.addresses.ops, { addLink: 1, addAddr: 20 });
+  assert.deepEqual(r1.ipsets.ops, { create: 1, add: 1 });
+  assert.equal(r1.nft.writes, 1 + 2 + 2 + 2 + 2, 'table, 2 chains, 2 sets, 2 element batches, 2 rules');
+  assert.equal(r1.ipvs.writes, 60);
+  const w = [k.ipvs.writes, k.links.writes, k.ipsets.writes, k.nft.writes];
+  const r2 = await e.sync(state(20));
+  assert.deepEqual(
+    [r2.ipvs.writes, r2.addresses.writes, r2.ipsets.writes, r2.nft.writes],
+    [0, 0, 0, 0],
+  );
+  assert.deepEqual([k.ipvs.writes, k.links.writes, k.ipsets.writes, k.nft.writes], w, 'zero write messages of any kind');
+  assert.equal(k.nft.log.length, 1, 'no empty nftables transaction either');
+});
+
+test('one service more: one address, one ipset member, one nft element, its IPVS objects — nothing else', async () => {
+  const k = fakeKernel();
+  const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] });
+  await e.sync(state(20));
+  const plan = await e.plan(state(21));
+  const writes = planWrites(plan);
+  assert.deepEqual(
+    writes.map((w) => `${w.kind}:${'op' in w.op ? w.op.op : `${w.op.verb}-${w.op.kind}`}`),
+    ['link:addAddr', 'ipset:add', 'nft:add-elements', 'ipvs:addService', 'ipvs:addDestination', 'ipvs:addDestination'],
+  );
+  const r = await e.apply(plan);
+  assert.deepEqual(r.errors, []);
+  assert.equal((await e.plan(state(21))).ipvs.ops.length, 0);
+  assert.equal(planWrites(await e.plan(state(21))).length, 0);
+});
+
+test('removing services: IPVS goes first, then the addresses and members it used', async () => {
+  const k = fakeKernel();
+  const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] });
+  await e.sync(state(5));
+  const writes = planWrites(await e.plan(state(3)));
+  assert.deepEqual(
+    writes.map((w) => `${w.kind}:${'op' in w.op ? w.op.op : `${w.op.verb}-${w.op.kind}`}`),
+    ['ipset:del', 'nft:delete-elements', 'ipvs:deleteService', 'ipvs:deleteService', 'link:delAddr', 'link:delAddr'],
+  );
+  await e.sync(state(3));
+  assert.deepEqual((await k.links.addresses({ link: 'kube-ipvs0' })).map((a) => a.address).sort(), ['10.96.0.1', '10.96.0.2', '10.96.0.3']);
+  assert.equal((await k.ipsets.list('IPVSYNC-CLUSTER-IP'))[0]!.members!.length, 3);
+});
+
+test('plan() is a dry run: it writes nothing', async () => {
+  const k = fakeKernel();
+  const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-' });
+  const plan = await e.plan(state(4));
+  assert.ok(planWrites(plan).length > 0);
+  assert.deepEqual([k.ipvs.writes, k.links.writes, k.ipsets.writes, k.nft.writes], [0, 0, 0, 0]);
+});
+
+test('foreign sets, tables, addresses elsewhere and stray addresses on our link', async () => {
+  const k = fakeKernel();
+  await k.ipsets.apply([{ op: 'create', name: 'KUBE-CLUSTER-IP', type: 'hash:ip,port', family: 'inet' }, { op: 'create', name: 'IPVSYNC-OLD', type: 'hash:ip', family: 'inet' }]);
+  await k.nft.commit([{ verb: 'add', kind: 'table', table: { family: 'inet', name: 'firewalld' } }]);
+  await k.links.apply([{ op: 'addLink', name: 'eth0', kind: 'dummy' }, { op: 'addAddr', link: 'eth0', address: '192.168.1.5/24' }]);
+  await k.links.apply([{ op: 'addLink', name: 'kube-ipvs0', kind: 'dummy' }, { op: 'addAddr', link: 'kube-ipvs0', address: '10.96.9.9/24' }]);
+  const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-' });
+  const r = await e.sync(state(2));
+  assert.deepEqual(r.errors, []);
+  assert.deepEqual((await k.ipsets.headers()).map((s) => s.name).sort(), ['IPVSYNC-CLUSTER-IP', 'KUBE-CLUSTER-IP'], 'stale owned set destroyed, foreign kept');
+  assert.deepEqual((await k.nft.list()).tables.map((t) => t.name).sort(), ['firewalld', 'ipvsync']);
+  assert.deepEqual((await k.links.addresses({ link: 'eth0' })).map((a) => a.address), ['192.168.1.5']);
+  assert.deepEqual((await k.links.addresses({ link: 'kube-ipvs0' })).map((a) => `${a.address}/${a.prefixlen}`).sort(), ['10.96.0.1/32', '10.96.0.2/32']);
+});
+
+test('a changed nftables rule rebuilds only that chain; a changed set declaration rebuilds the table atomically', async () => {
+  const k = fakeKernel();
+  const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-' });
+  const s = state(3);
+  await e.sync(s);
+  const s2 = state(3);
+  s2.nft!.rules[1] = { chain: 'mark', exprs: [...R.setMarkBits(0x8000)] };
+  const p = await e.plan(s2);
+  assert.deepEqual(p.nft!.ops.map((o) => `${o.verb}-${o.kind}`), ['flush-chain', 'add-rule']);
+  await e.apply(p);
+  const s3 = state(3);
+  s3.nft!.rules[1] = s2.nft!.rules[1]!;
+  s3.nft!.sets[1]!.key = ['ipv4_addr'];
+  s3.nft!.sets[1]!.interval = false;
+  s3.nft!.sets[1]!.elements = [{ key: ['10.244.0.1'] }];
+  const p3 = await e.plan(s3);
+  assert.match(p3.nft!.rebuilt ?? '', /set cluster differs/);
+  assert.equal(p3.nft!.ops[0]!.verb, 'delete');
+  const r = await e.apply(p3);
+  assert.deepEqual(r.nft.errors, []);
+  assert.equal(k.nft.log.at(-1)!.length, p3.nft!.ops.length, 'one transaction');
+  assert.equal(planWrites(await e.plan(s3)).length, 0);
+});
+
+test('an nftables failure rolls back that transaction only; IPVS still converges; the next sync retries', async () => {
+  const k = fakeKernel();
+  const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-' });
+  const s = state(2);
+  s.nft!.rules.push({ chain: 'no-such-chain', exprs: [R.accept()] });
+  const r = await e.sync(s);
+  assert.equal(r.nft.writes, 0, 'rolled back');
+  assert.equal(r.nft.errors[0]?.code, 'ENOENT');
+  assert.ok(r.errors.includes(r.nft.errors[0]!));
+  assert.equal(r.ipvs.writes, 6, 'IPVS applied all the same');
+  assert.deepEqual((await k.nft.list()).tables, []);
+  const fixed = await e.sync(state(2));
+  assert.deepEqual(fixed.errors, []);
+  assert.ok(fixed.nft.writes > 0);
+});
+
+test('an ipset declaration change refills through a temporary set and a swap', async () => {
+  const k = fakeKernel();
+  const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-' });
+  await e.sync(state(2));
+  const s = state(2);
+  s.ipsets![0]!.maxelem = 131072;
+  const p = await e.plan(s);
+  assert.deepEqual(p.ipsets!.early.map((o) => o.op), ['create', 'add', 'swap', 'destroy']);
+  await e.apply(p);
+  const [set] = await k.ipsets.list('IPVSYNC-CLUSTER-IP');
+  assert.equal(set!.maxelem, 131072);
+  assert.equal(set!.members!.length, 2);
+  assert.deepEqual((await k.ipsets.headers()).map((x) => x.name), ['IPVSYNC-CLUSTER-IP']);
+});

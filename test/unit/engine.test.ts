@@ -1,0 +1,191 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Engine, keyToId } from '../../src/engine/engine.js';
+import { serviceKey, type DesiredService } from '../../src/engine/ipvs-model.js';
+import { parseCidr, cidrContains } from '../../src/engine/cidr.js';
+import type { FlowFilter } from '../../src/kernel/conntrack.js';
+import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
+
+function svc(address: string, port: number, dests: string[], protocol: 'tcp' | 'udp' = 'tcp'): DesiredService {
+  return {
+    protocol,
+    address,
+    port,
+    scheduler: 'rr',
+    destinations: dests.map((d) => ({ address: d, port: 8080, forward: 'masq' as const, weight: 1 })),
+  };
+}
+
+function cluster(n: number, dests = 3): DesiredService[] {
+  return Array.from({ length: n }, (_, i) => svc(`10.96.${i >> 8}.${i & 255}`, 80, Array.from({ length: dests }, (_, j) => `10.244.${j}.${(i % 250) + 1}`)));
+}
+
+test('first sync creates everything; a resync of unchanged state writes nothing and dumps once', async () => {
+  const ipvs = new FakeIpvs();
+  const e = new Engine({ ipvs }, { managedCidrs: ['10.96.0.0/12'] });
+  const desired = { services: cluster(200) };
+  const r1 = await e.sync(desired);
+  assert.equal(r1.ipvs.ops.addService, 200);
+  assert.equal(r1.ipvs.ops.addDestination, 600);
+  assert.equal(r1.ipvs.writes, 800);
+  assert.deepEqual(r1.errors, []);
+  const dumps = ipvs.dumps;
+  const writes = ipvs.writes;
+  const r2 = await e.sync(desired);
+  assert.equal(r2.ipvs.writes, 0);
+  assert.equal(ipvs.writes, writes, 'zero write messages');
+  assert.equal(ipvs.dumps - dumps, 1, 'one dump for the whole sync');
+  assert.equal(ipvs.gets, 0, 'never a GET per service in a full sync');
+});
+
+test('ownership: foreign services and excluded CIDRs survive every sync; stale managed ones go', async () => {
+  const ipvs = new FakeIpvs();
+  await ipvs.apply([
+    { op: 'addService', service: { protocol: 'tcp', address: '192.168.1.10', port: 22 } }, // foreign
+    { op: 'addService', service: { protocol: 'tcp', address: '10.96.0.200', port: 80 } }, // stale, managed
+    { op: 'addService', service: { protocol: 'tcp', address: '10.96.100.1', port: 80 } }, // excluded
+    { op: 'addService', service: { fwmark: 5 } }, // foreign fwmark
+    { op: 'addService', service: { fwmark: 0x4001 } }, // managed fwmark, stale
+  ]);
+  const e = new Engine(
+    { ipvs },
+    { managedCidrs: ['10.96.0.0/12'], excludeCidrs: ['10.96.100.0/24'], managedFwmarks: { min: 0x4000, max: 0x4fff } },
+  );
+  const r = await e.sync({ services: [svc('10.96.0.1', 80, ['10.244.0.1'])] });
+  assert.equal(r.ipvs.ops.deleteService, 2);
+  const left = (await ipvs.services()).map((s) => serviceKey(s)).sort();
+  assert.deepEqual(left, ['inet|fwmark|5', 'inet|tcp|10.96.0.1|80', 'inet|tcp|10.96.100.1|80', 'inet|tcp|192.168.1.10|22']);
+  // a service outside the managed CIDRs that the desired state names is managed all the same
+  await e.sync({ services: [svc('10.96.0.1', 80, ['10.244.0.1']), svc('172.16.0.9', 443, [])] });
+  await e.sync({ services: [svc('10.96.0.1', 80, ['10.244.0.1'])] });
+  assert.ok(!(await ipvs.services()).some((s) => s.address === '172.16.0.9'), 'a VIP it once created is its own');
+});
+
+test('incremental: one changed service costs one GET and one or two writes, whatever the size', async () => {
+  const ipvs = new FakeIpvs();
+  const e = new Engine({ ipvs }, { managedCidrs: ['10.96.0.0/12'] });
+  const desired = { services: cluster(2000) };
+  await e.sync(desired);
+  const changed = desired.services[1234]!;
+  changed.destinations = [...changed.destinations.slice(1), { address: '10.244.9.9', port: 8080, forward: 'masq', weight: 1 }];
+  const dumps = ipvs.dumps;
+  const writes = ipvs.writes;
+  const r = await e.sync(desired, new Set([serviceKey(changed)]));
+  assert.equal(r.mode, 'incremental');
+  assert.equal(ipvs.dumps, dumps, 'no dump');
+  assert.equal(ipvs.gets, 1, 'one GET for the one changed service');
+  assert.equal(ipvs.writes - writes, 2);
+  assert.deepEqual(r.ipvs.ops, { addDestination: 1, deleteDestination: 1 });
+  // a full sync afterwards finds nothing left to do
+  assert.equal((await e.sync(desired)).ipvs.writes, 0);
+});
+
+test('incremental: a deleted service is removed when named in the change set', async () => {
+  const ipvs = new FakeIpvs();
+  const e = new Engine({ ipvs }, { managedCidrs: ['10.96.0.0/12'] });
+  const desired = { services: cluster(10) };
+  await e.sync(desired);
+  const gone = desired.services.pop()!;
+  const r = await e.sync(desired, new Set([serviceKey(gone)]));
+  assert.deepEqual(r.ipvs.ops, { deleteService: 1 });
+  assert.equal((await ipvs.services()).length, 9);
+});
+
+test('a failed op is reported, the rest converges, and the next sync retries it', async () => {
+  const ipvs = new FakeIpvs();
+  const e = new Engine({ ipvs }, { managedCidrs: ['10.96.0.0/12'] });
+  const desired = { services: cluster(5, 2) }; // ops: 5 addService, then 10 addDestination
+  ipvs.failNext = { index: 7, code: 'EEXIST' };
+  const r1 = await e.sync(desired);
+  assert.equal(r1.errors.length, 1);
+  assert.equal(r1.errors[0]!.index, 7);
+  assert.equal(r1.errors[0]!.code, 'EEXIST');
+  assert.equal(r1.ipvs.writes, 14, 'every other op applied');
+  const r2 = await e.sync(desired);
+  assert.deepEqual(r2.ipvs.ops, { addDestination: 1 }, 'the one failed op, retried');
+  assert.deepEqual(r2.errors, []);
+  assert.equal((await e.sync(desired)).ipvs.writes, 0);
+});
+
+test('a failed service add fails its destinations too (ESRCH), and all of it converges next time', async () => {
+  const ipvs = new FakeIpvs();
+  const e = new Engine({ ipvs }, { managedCidrs: ['10.96.0.0/12'] });
+  const desired = { services: cluster(5, 2) };
+  ipvs.failNext = { index: 3, code: 'EEXIST' };
+  const r1 = await e.sync(desired);
+  assert.deepEqual(
+    r1.errors.map((x) => [x.index, x.code]),
+    [
+      [3, 'EEXIST'],
+      [11, 'ESRCH'],
+      [12, 'ESRCH'],
+    ],
+  );
+  const r2 = await e.sync(desired);
+  assert.deepEqual(r2.ipvs.ops, { addService: 1, addDestination: 2 });
+  assert.equal((await e.sync(desired)).ipvs.writes, 0);
+});
+
+test('a crash in the middle of an apply, then a restart, converges with no duplicate or leftover', async () => {
+  const ipvs = new FakeIpvs();
+  const desiredA = { services: cluster(50) };
+  await new Engine({ ipvs }, { managedCidrs: ['10.96.0.0/12'] }).sync(desiredA);
+  const desiredB = { services: cluster(80).slice(20) }; // 20 removed, 30 added, 30 kept
+  ipvs.crashAfter = 40;
+  await assert.rejects(new Engine({ ipvs }, { managedCidrs: ['10.96.0.0/12'] }).sync(desiredB), /simulated crash/);
+  const restarted = new Engine({ ipvs }, { managedCidrs: ['10.96.0.0/12'] });
+  const r = await restarted.sync(desiredB);
+  assert.deepEqual(r.errors, [], 'no EEXIST: the diff starts from what the kernel has');
+  const keys = (await ipvs.services({ withDestinations: true })).map((s) => `${serviceKey(s)} ${s.destinations!.length}`).sort();
+  assert.deepEqual(keys, desiredB.services.map((s) => `${serviceKey(s)} 3`).sort());
+  assert.equal((await restarted.sync(desiredB)).ipvs.writes, 0);
+});
+
+test('removed UDP destinations: deleted at once and their flows flushed', async () => {
+  const ipvs = new FakeIpvs();
+  const flushed: FlowFilter[] = [];
+  const conntrack = {
+    list: async () => [],
+    count: async () => 0,
+    delete: async (f: FlowFilter) => (flushed.push(f), { matched: 2, deleted: 2, gone: 0, errors: [], sendmsgCalls: 1 }),
+  };
+  const e = new Engine({ ipvs, conntrack }, { managedCidrs: ['10.96.0.0/12'] });
+  await e.sync({ services: [svc('10.96.0.10', 53, ['10.244.0.5', '10.244.0.6'], 'udp')] });
+  const r = await e.sync({ services: [svc('10.96.0.10', 53, ['10.244.0.5'], 'udp')] });
+  assert.deepEqual(r.ipvs.ops, { deleteDestination: 1 });
+  assert.equal(r.flowsFlushed, 2);
+  assert.deepEqual(flushed, [
+    { family: 'inet', proto: 'udp', origDst: '10.96.0.10', origDport: 53, replySrc: '10.244.0.6', replySport: 8080 },
+  ]);
+});
+
+test('graceful termination through the engine: drain, keep draining across syncs, delete when idle', async () => {
+  const ipvs = new FakeIpvs();
+  let now = 0;
+  const e = new Engine({ ipvs }, { managedCidrs: ['10.96.0.0/12'], drainTimeoutMs: 1000, now: () => now });
+  await e.sync({ services: [svc('10.96.0.1', 80, ['10.244.0.1', '10.244.0.2'])] });
+  ipvs.setConnections({ protocol: 'tcp', address: '10.96.0.1', port: 80 }, { address: '10.244.0.2', port: 8080 }, 1);
+  const d1 = await e.sync({ services: [svc('10.96.0.1', 80, ['10.244.0.1'])] });
+  assert.deepEqual(d1.ipvs.ops, { updateDestination: 1 });
+  assert.equal(d1.draining, 1);
+  now = 500;
+  assert.equal((await e.sync({ services: [svc('10.96.0.1', 80, ['10.244.0.1'])] })).ipvs.writes, 0);
+  now = 1000;
+  const d3 = await e.sync({ services: [svc('10.96.0.1', 80, ['10.244.0.1'])] });
+  assert.deepEqual(d3.ipvs.ops, { deleteDestination: 1 }, 'the drain timeout passed');
+  assert.equal(d3.draining, 0);
+});
+
+test('cidr helpers', () => {
+  assert.ok(cidrContains(parseCidr('10.96.0.0/12'), '10.111.255.1'));
+  assert.ok(!cidrContains(parseCidr('10.96.0.0/12'), '10.112.0.1'));
+  assert.ok(cidrContains(parseCidr('fd00:10::/108'), 'fd00:10::f:1'));
+  assert.ok(!cidrContains(parseCidr('fd00:10::/108'), 'fd00:10::10:1'));
+  assert.ok(cidrContains(parseCidr('::ffff:10.0.0.0/104'), '::ffff:10.1.2.3'));
+  assert.ok(!cidrContains(parseCidr('10.0.0.0/8'), 'fd00::1'));
+  assert.ok(cidrContains(parseCidr('0.0.0.0/0'), '1.2.3.4'));
+  assert.throws(() => parseCidr('10.0.0.0/33'), RangeError);
+  assert.throws(() => parseCidr('nope'), RangeError);
+  assert.deepEqual(keyToId('inet6|udp|fd00::1|53'), { family: 'inet6', protocol: 'udp', address: 'fd00::1', port: 53 });
+  assert.deepEqual(keyToId('inet|fwmark|7'), { family: 'inet', fwmark: 7 });
+});
