@@ -16,7 +16,8 @@ import { formatSave, parseRules } from '../src/kernel/ipvsadm-format.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const CLI = join(here, '..', 'src', 'cli', 'main.js');
-const RESULTS = join(here, '..', '..', 'bench', 'results');
+// Inside the VM the checkout is read-only: scripts/bench.sh points this at the VM's output window.
+const RESULTS = process.env.IPVSYNC_RESULTS_DIR ?? join(here, '..', '..', 'bench', 'results');
 
 function arg(name: string, dflt: string): string {
   const i = process.argv.indexOf(name);

@@ -22,6 +22,7 @@ const USAGE = `usage: node dist/test/vm/cli.js [options] [--suite NAME | -- COMM
                        kernel  node --test on dist/test/kernel/**/*.test.js
   --timeout SEC      kill the VM after SEC seconds (default 1200)
   --mem MB           guest memory (default 2048)
+  --out DIR          copy what the command wrote to $IPVSYNC_VM_OUT into DIR
   --no-deps          don't run scripts/vm-deps.sh first
   -h, --help         this text
 
@@ -63,6 +64,7 @@ async function main(): Promise<number> {
         suite: { type: 'string' },
         timeout: { type: 'string' },
         mem: { type: 'string' },
+        out: { type: 'string' },
         'no-deps': { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -136,6 +138,7 @@ async function main(): Promise<number> {
       env,
       timeoutMs: timeoutSec * 1000,
       ...(memMB !== undefined ? { memMB } : {}),
+      ...(values.out ? { outDir: values.out } : {}),
       signal: ac.signal,
       onOutput: (s) => {
         if (s) atLineStart = s.endsWith('\n');

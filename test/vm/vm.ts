@@ -36,6 +36,9 @@ export interface RunInVmOptions {
   command: string;
   /** Working directory of the command (a host path; visible read-only in the guest). Default: process.cwd(). */
   cwd?: string;
+  /** Host directory that receives what the command writes to $IPVSYNC_VM_OUT (the guest sees
+   *  the checkout read-only; benchmarks write their results there). */
+  outDir?: string;
   /** Extra environment for the command (added to PATH, HOME, LANG, TERM, IPVSYNC_VM=uml|qemu, IPVSYNC_VM_RELEASE=<kernel release>). */
   env?: Record<string, string>;
   /** Kill the VM after this long. Default 20 minutes. */
@@ -647,6 +650,7 @@ async function prepareAndBoot(kind: VmKernelKind, opts: RunInVmOptions): Promise
   assertNoSpace('the temp directory', hostTmp);
   const share = path.join(hostTmp, 'share');
   fs.mkdirSync(share, { mode: 0o755 });
+  fs.mkdirSync(path.join(share, 'out'), { mode: 0o777 });
 
   try {
     const env: Record<string, string> = {
@@ -656,6 +660,7 @@ async function prepareAndBoot(kind: VmKernelKind, opts: RunInVmOptions): Promise
       TERM: 'dumb',
       IPVSYNC_VM: kind,
       IPVSYNC_VM_RELEASE: k.release,
+      IPVSYNC_VM_OUT: '/run/ipvsync/share/out',
       ...opts.env,
     };
     const lines = ['#!/bin/sh', '# written by test/vm/vm.ts for one run'];
@@ -702,7 +707,12 @@ async function prepareAndBoot(kind: VmKernelKind, opts: RunInVmOptions): Promise
         '-device', 'virtio-9p-pci,fsdev=share,mount_tag=ipvsync_share',
       ];
     }
-    return await boot(cmd, args, { kernelName, share, timeoutMs, onOutput: opts.onOutput, signal: opts.signal });
+    const result = await boot(cmd, args, { kernelName, share, timeoutMs, onOutput: opts.onOutput, signal: opts.signal });
+    if (opts.outDir) {
+      fs.mkdirSync(opts.outDir, { recursive: true });
+      fs.cpSync(path.join(share, 'out'), opts.outDir, { recursive: true });
+    }
+    return result;
   } finally {
     fs.rmSync(hostTmp, { recursive: true, force: true });
   }
