@@ -39,7 +39,7 @@ export function registerIpset(program: Command, handleOptions: () => HandleOptio
       } catch (e) {
         if (e instanceof RestoreSyntaxError) {
           console.error(`ipvsync: ipset restore: ${e.message}; nothing was applied`);
-          process.exit(1);
+          process.exit(2); // bad input, nothing applied (as ipvs restore)
         }
         throw e;
       }
@@ -55,7 +55,7 @@ export function registerIpset(program: Command, handleOptions: () => HandleOptio
             const line = lines[m[2] ? Number(m[2]) : 0];
             if (line !== undefined) {
               console.error(`ipvsync: ipset restore: line ${line}: ${e.message}; nothing was applied`);
-              process.exit(1);
+              process.exit(2);
             }
           }
         }

@@ -125,7 +125,7 @@ test('CLI restore: a syntax error names the line and applies nothing; kernel err
   ipset('create', 'keep', 'hash:ip');
   const bad = ['create n1 hash:ip', 'add n1 10.0.0.1', 'add n1 10.0.0.2,80', 'add keep 10.0.0.3', ''].join('\n');
   const r = cli(['ipset', 'restore'], bad);
-  assert.equal(r.status, 1);
+  assert.equal(r.status, 2, 'bad input: exit 2, nothing applied');
   assert.match(r.stderr, /line 3: '10.0.0.2,80' does not match hash:ip/);
   assert.match(r.stderr, /nothing was applied/);
   assert.equal(ipset('save'), ipset('save', 'keep'), 'no new set');
@@ -133,12 +133,12 @@ test('CLI restore: a syntax error names the line and applies nothing; kernel err
   // validated in the addon (port range) before anything is sent: still nothing applied
   const bad2 = ['create n2 hash:ip,port', 'add n2 10.0.0.1,tcp:80', 'add n2 10.0.0.1,tcp:99999', ''].join('\n');
   const r2 = cli(['ipset', 'restore'], bad2);
-  assert.equal(r2.status, 1);
+  assert.equal(r2.status, 2);
   assert.match(r2.stderr, /line 3: '99999' is not a valid port \(0-65535\); nothing was applied/);
   // parsed fine, rejected by the addon's validation: mapped back to its line, nothing applied
   const bad3 = ['create n2 hash:ip,port', 'add n2 10.0.0.1,tcp:80', 'add n2 10.0.0.1,tcp:81 nomatch', ''].join('\n');
   const r3a = cli(['ipset', 'restore'], bad3);
-  assert.equal(r3a.status, 1);
+  assert.equal(r3a.status, 2);
   assert.match(r3a.stderr, /line 3: op 1 \(add n2\) member 1: nomatch needs a net component; hash:ip,port has none; nothing was applied/);
   assert.doesNotMatch(ipset('list', '-n'), /n2/);
   // kernel error: element already added, without -exist
