@@ -17,6 +17,7 @@ export interface NetlinkErrorFields {
   extack?: string;
   extackOffset?: number;
   index?: number;
+  member?: number;
 }
 
 /**
@@ -32,6 +33,8 @@ export class NetlinkError extends Error {
   readonly extack?: string;
   readonly extackOffset?: number;
   readonly index?: number;
+  /** Within a multi-element op (ipset add/del of many members): the member that failed. */
+  readonly member?: number;
 
   constructor(f: NetlinkErrorFields) {
     super(f.message);
@@ -43,6 +46,7 @@ export class NetlinkError extends Error {
     if (f.extack !== undefined) this.extack = f.extack;
     if (f.extackOffset !== undefined) this.extackOffset = f.extackOffset;
     if (f.index !== undefined) this.index = f.index;
+    if (f.member !== undefined) this.member = f.member;
   }
 
   /** Input validation failure raised in TypeScript before anything reaches the addon. */

@@ -28,11 +28,12 @@ Napi::Value MakeError(Napi::Env env, const nl::Error& e) {
   if (!e.extack.empty()) fields.Set("extack", e.extack);
   if (e.extack_offset >= 0) fields.Set("extackOffset", static_cast<double>(e.extack_offset));
   if (e.index >= 0) fields.Set("index", static_cast<double>(e.index));
+  if (e.member >= 0) fields.Set("member", static_cast<double>(e.member));
   Instance& inst = Instance::Get(env);
   if (!inst.error_factory.IsEmpty()) return inst.error_factory.Call({fields});
   Napi::Error err = Napi::Error::New(env, e.message);
   Napi::Object o = err.Value();
-  for (const auto& key : {"code", "errno", "kind", "op", "extack", "extackOffset", "index"})
+  for (const auto& key : {"code", "errno", "kind", "op", "extack", "extackOffset", "index", "member"})
     if (fields.Has(key)) o.Set(key, fields.Get(key));
   return o;
 }

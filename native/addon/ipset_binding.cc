@@ -3,9 +3,11 @@
 // NetlinkError and nothing is sent); protocol negotiation, type revisions, encoding and the
 // kernel conversation happen on the worker.
 #include <linux/netfilter/ipset/ip_set.h>
+#include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -257,7 +259,19 @@ struct PlannedOp {
   uint8_t family = 0;
   bool exist = false;
   std::vector<ipset::Member> members;
+  bool numbered = false;  // member linenos were assigned by us (index + 1), not by the caller
 };
+
+// The command-level LINENO of a request the kernel echoed back (0 when absent).
+uint32_t EchoedLineno(const std::vector<uint8_t>& echoed) {
+  const size_t hdr = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(nfgenmsg));
+  if (echoed.size() <= hdr) return 0;
+  nl::AttrReader r(echoed.data() + hdr, echoed.size() - hdr);
+  uint32_t line = 0;
+  while (r.Next())
+    if (r.type() == IPSET_ATTR_LINENO && r.len() == 4) line = r.Be32();
+  return r.ok() ? line : 0;
+}
 
 PlannedOp OpArg(Napi::Env env, const Napi::Value& v, size_t i, const Keys& keys) {
   const std::string at = "op " + std::to_string(i);
@@ -565,6 +579,13 @@ void RunApply(Channel& ch, IpsetState& st, ApplyWork& w) {
         break;
       case OpKind::kAdd:
       case OpKind::kDel:
+        // Number the members (as `ipset restore` numbers lines) unless the caller did: when one
+        // member of a multi-member message fails, the kernel echoes the request with that
+        // member's number patched into the command-level LINENO, which names it exactly.
+        if (p.members.size() > 1 && std::all_of(p.members.begin(), p.members.end(), [](const ipset::Member& m) { return m.lineno == 0; })) {
+          for (size_t j = 0; j < p.members.size(); j++) p.members[j].lineno = static_cast<uint32_t>(j + 1);
+          p.numbered = true;
+        }
         ipset::EncodeAdt(b, proto, p.cmd, p.name, *p.type, p.members, 0, p.members.size(), p.exist, &w.req_range);
         break;
     }
@@ -600,10 +621,22 @@ Napi::Value ApplyToJs(Napi::Env env, ApplyWork& w) {
       nl::Error e = IpsetError(OpLabel(p), p.cmd, p.type && p.type->bitmap, static_cast<int64_t>(i), rr.status);
       if (adt && p.members.size() > 1) {
         // The kernel stops a multi-element message at its first failing element: elements
-        // before it were applied, the rest of the message was not.
-        e.message += " [members " + std::to_string(range.first) + "-" + std::to_string(range.second - 1) +
-                     " of " + std::to_string(p.members.size()) +
-                     " share one message: those before the failing one were applied, those after it were not]";
+        // before it were applied, the rest of the message was not. Its echo names the element.
+        const uint32_t line = EchoedLineno(rr.status.echoed);
+        int64_t failed = -1;
+        for (size_t j = range.first; line && j < range.second && j < p.members.size(); j++)
+          if (p.members[j].lineno == line) failed = static_cast<int64_t>(j);
+        if (failed >= 0) {
+          e.member = failed;
+          e.message += " [member " + std::to_string(failed) + (p.numbered ? "" : " (line " + std::to_string(line) + ")") +
+                       " failed; members " + std::to_string(range.first) + "-" + std::to_string(failed - 1) +
+                       " of its message were applied, " + std::to_string(failed + 1) + "-" +
+                       std::to_string(range.second - 1) + " were not]";
+        } else {
+          e.message += " [members " + std::to_string(range.first) + "-" + std::to_string(range.second - 1) +
+                       " of " + std::to_string(p.members.size()) +
+                       " share one message: those before the failing one were applied, those after it were not]";
+        }
       }
       errors.Set(ne++, MakeError(env, e));
     }

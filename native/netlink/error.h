@@ -32,6 +32,7 @@ struct Error {
   std::string extack;    // the kernel's extended-ack text, if any
   int64_t extack_offset = -1;
   int64_t index = -1;    // index of the failing request in its batch
+  int64_t member = -1;   // within a multi-element op (ipset ADT): the element that failed
 };
 
 class Exception : public std::exception {

@@ -66,6 +66,11 @@ bool ParseError(const nlmsghdr* h, Status* out, uint32_t* echoed_seq) {
   const auto* e = reinterpret_cast<const nlmsgerr*>(NLMSG_DATA(h));
   out->error = ErrorFromWire(e->error);
   *echoed_seq = e->msg.nlmsg_seq;
+  if (out->error != 0 && !(h->nlmsg_flags & NLM_F_CAPPED) && e->msg.nlmsg_len > NLMSG_HDRLEN &&
+      e->msg.nlmsg_len <= payload - (sizeof(nlmsgerr) - sizeof(nlmsghdr))) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&e->msg);
+    out->echoed.assign(p, p + e->msg.nlmsg_len);
+  }
   if (!(h->nlmsg_flags & NLM_F_ACK_TLVS)) return true;
   // With NLM_F_CAPPED only the request's header is echoed, otherwise the whole request.
   size_t tlv_off = NLMSG_HDRLEN + sizeof(nlmsgerr);

@@ -56,6 +56,9 @@ struct Status {
   int error = 0;            // positive errno (or an ipset code >= 4096); 0 = success
   std::string extack;       // NLMSGERR_ATTR_MSG
   int64_t extack_offset = -1;  // NLMSGERR_ATTR_OFFS, byte offset into the request
+  // The request as the kernel echoed it, when it echoed it whole (not capped). ipset patches
+  // the failing element's line number into this copy.
+  std::vector<uint8_t> echoed;
 };
 
 // A wire error code (-errno) as a positive number, defensively.

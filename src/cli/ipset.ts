@@ -64,7 +64,10 @@ export function registerIpset(program: Command, handleOptions: () => HandleOptio
       if (!result.ok) {
         for (const e of result.errors) {
           const lines = plan.lines[e.index ?? -1] ?? [];
-          const where = lines.length > 1 ? `lines ${lines[0]}-${lines[lines.length - 1]}` : `line ${lines[0] ?? '?'}`;
+          // The kernel names the failing member of a multi-member message: point at its line.
+          const exact = e.member !== undefined ? lines[e.member] : undefined;
+          const where =
+            exact !== undefined ? `line ${exact}` : lines.length > 1 ? `lines ${lines[0]}-${lines[lines.length - 1]}` : `line ${lines[0] ?? '?'}`;
           console.error(`ipvsync: ipset restore: error in ${where}: ${e.message}`);
         }
         process.exit(1);

@@ -145,7 +145,8 @@ test('CLI restore: a syntax error names the line and applies nothing; kernel err
   const dup = ['add keep 10.0.0.9', 'add keep 10.0.0.9', ''].join('\n');
   const r3 = cli(['ipset', 'restore'], dup);
   assert.equal(r3.status, 1);
-  assert.match(r3.stderr, /lines 1-2: IPSET_CMD_ADD keep: Element cannot be added to the set: it's already added \(IPSET_ERR_EXIST\)/);
+  // the kernel's echo names the failing member: the second line, exactly
+  assert.match(r3.stderr, /error in line 2: IPSET_CMD_ADD keep: Element cannot be added to the set: it's already added \(IPSET_ERR_EXIST\) \[member 1 failed/);
   // -exist (flag or per line) makes it idempotent
   assert.equal(cli(['ipset', 'restore', '--exist'], dup).status, 0);
   assert.equal(cli(['ipset', 'restore'], 'add -exist keep 10.0.0.9\n').status, 0);
