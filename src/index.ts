@@ -35,3 +35,28 @@ export {
 export { formatList, formatSave, parseRules, RulesParseError, fileResolver, numeric, type NameResolver, type ParsedRule } from './kernel/ipvsadm-format.js';
 export { Links, type Link } from './kernel/links.js';
 export type { HandleOptions, SocketStats } from './native.js';
+// ---- kube ----
+export { translate, servedBy, DEFAULT_AFFINITY_TIMEOUT, DEFAULT_SCHEDULER } from './kube/translate.js';
+export { ServiceTracker, EndpointSliceTracker, serviceFingerprint, endpointSlicesFingerprint, objectKey } from './kube/change-tracker.js';
+export { loadManifests, parseManifests, endpointsToSlices, resolveLegacyEndpoints, ManifestError, type ManifestSet } from './kube/manifests.js';
+export { changedServiceKeys } from './kube/model-diff.js';
+export { chooseScheduler, type SchedulerChoice } from './kube/scheduler.js';
+export {
+  ANNOTATION_LB_SOURCE_RANGES,
+  ANNOTATION_SCHEDULER,
+  ANNOTATION_SCHEDULER_FLAGS,
+  LABEL_SERVICE_NAME,
+  LABEL_SERVICE_PROXY_NAME,
+  type FrontendKind,
+  type GlueHairpin,
+  type GlueNodePort,
+  type GlueSourceRange,
+  type GlueSpec,
+  type GlueVip,
+  type HealthCheck,
+  type ModelWarning,
+  type NodeInfo,
+  type ProxyConfig,
+  type ProxyModel,
+  type TranslateInput,
+} from './kube/types.js';

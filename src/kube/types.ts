@@ -60,8 +60,9 @@ export interface GlueVip {
   address: string;
   protocol: IpvsProtocol;
   port: number;
-  /** Only node-local endpoints behind it (eTP Local for external kinds, iTP Local for cluster
-   *  IPs); external traffic to a local-only VIP keeps its source address (no SNAT). */
+  /** Only node-local endpoints behind it: externalTrafficPolicy Local for external IPs and
+   *  load-balancer IPs (their traffic keeps its source address: no SNAT), internalTrafficPolicy
+   *  Local for cluster IPs (informational: cluster-IP masquerade rules do not change). */
   localOnly: boolean;
   /** "namespace/name:port". */
   servicePort: string;
