@@ -184,13 +184,7 @@ function translateService(svc: V1Service, ctx: Context): void {
   const clusterIPs = clusterIPsOf(svc, warn);
   if (clusterIPs.length === 0) return;
   const spec = svc.spec!;
-  const sched = chooseScheduler(svc.metadata?.annotations, ctx.defaultScheduler);
-  sched.warnings.forEach(warn);
-  const options: ServiceOptions = { scheduler: sched.scheduler };
-  const flags = [...(spec.sessionAffinity === 'ClientIP' ? (['persistent'] as const) : []), ...sched.flags];
-  if (flags.length) options.flags = flags;
-  if (spec.sessionAffinity === 'ClientIP') options.timeout = affinityTimeout(svc, warn);
-
+  const options = serviceOptions(svc, ctx.defaultScheduler, warn);
   const externallyAccessible = spec.type === 'NodePort' || spec.type === 'LoadBalancer' || (spec.externalIPs?.length ?? 0) > 0;
   const externalLocal = externallyAccessible && spec.externalTrafficPolicy === 'Local';
   if (externalLocal) ctx.out.localTraffic.add(service);
@@ -207,6 +201,18 @@ function translateService(svc: V1Service, ctx: Context): void {
   if (spec.type === 'LoadBalancer' && externalLocal && hc > 0) {
     ctx.out.healthChecks.set(service, { nodePort: hc, service, localEndpoints: localReady.size });
   }
+}
+
+/** Scheduler (annotation or default), scheduler flags, and ClientIP affinity as persistence. */
+function serviceOptions(svc: V1Service, defaultScheduler: string, warn: (m: string) => void): ServiceOptions {
+  const sched = chooseScheduler(svc.metadata?.annotations, defaultScheduler);
+  sched.warnings.forEach(warn);
+  const options: ServiceOptions = { scheduler: sched.scheduler };
+  const sticky = svc.spec?.sessionAffinity === 'ClientIP';
+  const flags = [...(sticky ? (['persistent'] as const) : []), ...sched.flags];
+  if (flags.length) options.flags = flags;
+  if (sticky) options.timeout = affinityTimeout(svc, warn);
+  return options;
 }
 
 function affinityTimeout(svc: V1Service, warn: (m: string) => void): number {
