@@ -79,3 +79,28 @@ export type { DesiredVips } from './engine/addresses-diff.js';
 export type { DesiredIpSet } from './engine/ipsets-diff.js';
 export type { DesiredNftTable } from './engine/nft-diff.js';
 export { SyncRunner, type RunnerOptions, type SyncRecord, type SyncTrigger, type Clock } from './engine/runner.js';
+// ---- kube ----
+export { translate, servedBy, DEFAULT_AFFINITY_TIMEOUT, DEFAULT_SCHEDULER } from './kube/translate.js';
+export { ServiceTracker, EndpointSliceTracker, serviceFingerprint, endpointSlicesFingerprint, objectKey } from './kube/change-tracker.js';
+export { loadManifests, parseManifests, endpointsToSlices, resolveLegacyEndpoints, ManifestError, type ManifestSet } from './kube/manifests.js';
+export { changedServiceKeys } from './kube/model-diff.js';
+export { chooseScheduler, type SchedulerChoice } from './kube/scheduler.js';
+export {
+  ANNOTATION_LB_SOURCE_RANGES,
+  ANNOTATION_SCHEDULER,
+  ANNOTATION_SCHEDULER_FLAGS,
+  LABEL_SERVICE_NAME,
+  LABEL_SERVICE_PROXY_NAME,
+  type FrontendKind,
+  type GlueHairpin,
+  type GlueNodePort,
+  type GlueSourceRange,
+  type GlueSpec,
+  type GlueVip,
+  type HealthCheck,
+  type ModelWarning,
+  type NodeInfo,
+  type ProxyConfig,
+  type ProxyModel,
+  type TranslateInput,
+} from './kube/types.js';

@@ -1,0 +1,71 @@
+// Address helpers for the semantics layer: family, canonical text, a total order for stable
+// output, and CIDR lists that never throw (bad entries come back as rejects to warn about).
+import { isIP } from 'node:net';
+import { anyContains, parseCidr, type Cidr } from '../engine/cidr.js';
+import { canonicalAddress } from '../engine/ipvs-model.js';
+import type { AddressFamily } from '../kernel/ipvs.js';
+
+export function ipFamily(address: string): AddressFamily | undefined {
+  const f = isIP(address);
+  return f === 4 ? 'inet' : f === 6 ? 'inet6' : undefined;
+}
+
+/** Canonical text of a valid IP, or undefined. */
+export function validIp(address: string | undefined): string | undefined {
+  if (!address) return undefined;
+  const a = address.trim();
+  return ipFamily(a) ? canonicalAddress(a) : undefined;
+}
+
+/** Fixed-width hex, so string order is numeric order and IPv4 sorts before IPv6. */
+function sortKey(address: string): string {
+  if (isIP(address) === 4) return '4' + address.split('.').map((o) => Number(o).toString(16).padStart(2, '0')).join('');
+  if (isIP(address) !== 6) return '9' + address;
+  const full = canonicalAddress(address).replace(/(\d+)\.(\d+)\.(\d+)\.(\d+)$/, (_, a, b, c, d) =>
+    [(Number(a) << 8) | Number(b), (Number(c) << 8) | Number(d)].map((n) => n.toString(16)).join(':'),
+  );
+  const [head = '', tail] = full.split('::');
+  const h = head ? head.split(':') : [];
+  const t = tail ? tail.split(':') : [];
+  const groups = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
+  return '6' + groups.map((g) => g.padStart(4, '0')).join('');
+}
+
+export function compareAddress(a: string, b: string): number {
+  const ka = sortKey(a);
+  const kb = sortKey(b);
+  return ka < kb ? -1 : ka > kb ? 1 : 0;
+}
+
+export function isIpv6LinkLocal(address: string): boolean {
+  return isIP(address) === 6 && /^fe[89ab]/i.test(canonicalAddress(address));
+}
+
+export interface CidrList {
+  texts: string[];
+  cidrs: Cidr[];
+  rejected: string[];
+}
+
+/** Parses CIDRs (whitespace trimmed, bare addresses allowed), keeping those of `family` if given. */
+export function cidrList(texts: readonly string[] | undefined, family?: AddressFamily): CidrList {
+  const out: CidrList = { texts: [], cidrs: [], rejected: [] };
+  for (const raw of texts ?? []) {
+    const text = raw.trim();
+    let c: Cidr;
+    try {
+      c = parseCidr(text);
+    } catch {
+      out.rejected.push(raw);
+      continue;
+    }
+    if (family && (c.family === 4 ? 'inet' : 'inet6') !== family) continue;
+    out.texts.push(text);
+    out.cidrs.push(c);
+  }
+  return out;
+}
+
+export function inAny(list: CidrList, address: string): boolean {
+  return anyContains(list.cidrs, address);
+}

@@ -1,0 +1,181 @@
+// Change trackers, kube-proxy style: they keep the current objects, and for every service touched
+// since the last drain the state it had then (as a fingerprint of only what the proxy reads).
+// drain() reports the services whose proxy-relevant state differs — so churn that changes
+// nothing we program (resourceVersion, managedFields, status conditions, selectors, an endpoint
+// moving between two slices of one service, an update reverted before the drain) is dropped.
+import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import {
+  ANNOTATION_LB_SOURCE_RANGES,
+  ANNOTATION_SCHEDULER,
+  ANNOTATION_SCHEDULER_FLAGS,
+  LABEL_SERVICE_NAME,
+  LABEL_SERVICE_PROXY_NAME,
+} from './types.js';
+
+interface Meta {
+  metadata?: { namespace?: string; name?: string; labels?: Record<string, string> };
+}
+
+export function objectKey(o: Meta): string {
+  return `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name ?? ''}`;
+}
+
+/**
+ * Objects grouped by the service they belong to; a group's fingerprint is computed over all
+ * its objects, so several objects per service (EndpointSlices) merge before comparing.
+ */
+class GroupTracker<T extends Meta> {
+  private readonly objects = new Map<string, T>();
+  private readonly groups = new Map<string, Set<string>>();
+  /** Group → fingerprint at the last drain, for groups touched since. */
+  private readonly pending = new Map<string, string>();
+
+  constructor(
+    private readonly groupOf: (o: T) => string | undefined,
+    private readonly fingerprint: (objects: T[]) => string,
+  ) {}
+
+  /** Adds or replaces an object (informer add and update). */
+  update(obj: T): void {
+    const key = objectKey(obj);
+    const old = this.objects.get(key);
+    const oldGroup = old ? this.groupOf(old) : undefined;
+    const group = this.groupOf(obj);
+    if (oldGroup) this.touch(oldGroup);
+    if (group) this.touch(group);
+    if (oldGroup && oldGroup !== group) this.groups.get(oldGroup)?.delete(key);
+    this.objects.set(key, obj);
+    if (group) {
+      let members = this.groups.get(group);
+      if (!members) this.groups.set(group, (members = new Set()));
+      members.add(key);
+    }
+  }
+
+  /** Removes an object by "namespace/name" or by the object itself (informer delete). */
+  delete(keyOrObj: string | T): void {
+    const key = typeof keyOrObj === 'string' ? keyOrObj : objectKey(keyOrObj);
+    const old = this.objects.get(key);
+    if (!old) return;
+    const group = this.groupOf(old);
+    if (group) this.touch(group);
+    this.objects.delete(key);
+    if (group) {
+      const members = this.groups.get(group)!;
+      members.delete(key);
+      if (members.size === 0) this.groups.delete(group);
+    }
+  }
+
+  /** Services whose relevant state changed since the last drain; starts a new round. */
+  drain(): Set<string> {
+    const changed = new Set<string>();
+    for (const [group, before] of this.pending) if (this.groupFingerprint(group) !== before) changed.add(group);
+    this.pending.clear();
+    return changed.size ? new Set([...changed].sort()) : changed;
+  }
+
+  /** Whether anything was touched since the last drain (it may still drain to no change). */
+  get dirty(): boolean {
+    return this.pending.size > 0;
+  }
+
+  get(key: string): T | undefined {
+    return this.objects.get(key);
+  }
+
+  /** Objects of one service. */
+  members(group: string): T[] {
+    return [...(this.groups.get(group) ?? [])].map((k) => this.objects.get(k)!);
+  }
+
+  list(): T[] {
+    return [...this.objects.values()];
+  }
+
+  get size(): number {
+    return this.objects.size;
+  }
+
+  private touch(group: string): void {
+    if (!this.pending.has(group)) this.pending.set(group, this.groupFingerprint(group));
+  }
+
+  private groupFingerprint(group: string): string {
+    return this.fingerprint(this.members(group));
+  }
+}
+
+/** Stable JSON: object keys sorted, undefined dropped. */
+function stable(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) =>
+    x && typeof x === 'object' && !Array.isArray(x)
+      ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : x,
+  );
+}
+
+function pick(m: Record<string, string> | undefined, keys: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k of keys) if (m?.[k] !== undefined) out[k] = m[k];
+  return out;
+}
+
+/** What translate() reads from a Service; nothing else can change what is programmed. */
+export function serviceFingerprint(s: V1Service | undefined): string {
+  if (!s) return '';
+  const spec = s.spec ?? {};
+  return stable({
+    labels: pick(s.metadata?.labels, [LABEL_SERVICE_PROXY_NAME]),
+    annotations: pick(s.metadata?.annotations, [ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS, ANNOTATION_LB_SOURCE_RANGES]),
+    type: spec.type ?? 'ClusterIP',
+    clusterIP: spec.clusterIP,
+    clusterIPs: spec.clusterIPs,
+    ports: (spec.ports ?? []).map((p) => [p.name ?? '', p.protocol ?? 'TCP', p.port, p.nodePort ?? 0]),
+    externalIPs: spec.externalIPs,
+    sessionAffinity: spec.sessionAffinity,
+    timeout: spec.sessionAffinityConfig?.clientIP?.timeoutSeconds,
+    externalTrafficPolicy: spec.externalTrafficPolicy,
+    internalTrafficPolicy: spec.internalTrafficPolicy,
+    healthCheckNodePort: spec.healthCheckNodePort,
+    loadBalancerSourceRanges: spec.loadBalancerSourceRanges,
+    ingress: (s.status?.loadBalancer?.ingress ?? []).map((i) => [i.ip, i.ipMode]),
+  });
+}
+
+/** What translate() reads from the EndpointSlices of one service, order-independent. */
+export function endpointSlicesFingerprint(slices: readonly V1EndpointSlice[]): string {
+  const rows: string[] = [];
+  for (const sl of slices) {
+    const ports = (sl.ports ?? []).map((p) => `${p.name ?? ''}/${p.protocol ?? 'TCP'}/${p.port ?? ''}`).sort().join(',');
+    for (const e of sl.endpoints ?? []) {
+      // Absent conditions mean what kube-proxy reads them as.
+      const ready = e.conditions?.ready ?? true;
+      const c = { ready, serving: e.conditions?.serving ?? ready, terminating: e.conditions?.terminating ?? false };
+      const hints = [...(e.hints?.forZones ?? []).map((z) => `z:${z.name}`), ...(e.hints?.forNodes ?? []).map((n) => `n:${n.name}`)].sort();
+      rows.push(stable([sl.addressType, ports, e.addresses?.[0], c.ready, c.serving, c.terminating, e.nodeName, hints]));
+    }
+  }
+  // Sorted rows without slice names: an endpoint moving between two slices with the same ports
+  // is no change.
+  return rows.sort().join('\n');
+}
+
+export class ServiceTracker extends GroupTracker<V1Service> {
+  constructor() {
+    super(objectKey, (objs) => serviceFingerprint(objs[0]));
+  }
+}
+
+/** EndpointSlices merged per service ("namespace/<kubernetes.io/service-name>"). */
+export class EndpointSliceTracker extends GroupTracker<V1EndpointSlice> {
+  constructor() {
+    super(
+      (s) => {
+        const svc = s.metadata?.labels?.[LABEL_SERVICE_NAME];
+        return svc ? `${s.metadata?.namespace ?? 'default'}/${svc}` : undefined;
+      },
+      endpointSlicesFingerprint,
+    );
+  }
+}

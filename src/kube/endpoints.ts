@@ -1,0 +1,116 @@
+// Endpoints of one service port, from the service's EndpointSlices, and kube-proxy's choice of
+// which of them serve cluster-wide and node-local traffic (pkg/proxy/topology.go:
+// CategorizeEndpoints, topologyModeFromHints, serving-terminating fallback of KEP-1669).
+import type { V1EndpointSlice } from '@kubernetes/client-node';
+import type { AddressFamily, IpvsProtocol } from '../kernel/ipvs.js';
+import { compareAddress, ipFamily, validIp } from './address.js';
+
+export interface EndpointInfo {
+  address: string;
+  port: number;
+  ready: boolean;
+  serving: boolean;
+  terminating: boolean;
+  /** endpoint.nodeName is this node. */
+  local: boolean;
+  zoneHints: ReadonlySet<string>;
+  nodeHints: ReadonlySet<string>;
+}
+
+export function endpointKey(e: { address: string; port: number }): string {
+  return `${e.address}|${e.port}`;
+}
+
+/** Slices sorted by name, so that a duplicated address resolves the same way every time
+ *  (the later slice wins, as in kube-proxy's endpointSliceCache). */
+export function sortSlices(slices: readonly V1EndpointSlice[]): V1EndpointSlice[] {
+  return [...slices].sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''));
+}
+
+function protocolOf(p: string | undefined): IpvsProtocol | undefined {
+  const v = (p ?? 'TCP').toUpperCase();
+  return v === 'TCP' ? 'tcp' : v === 'UDP' ? 'udp' : v === 'SCTP' ? 'sctp' : undefined;
+}
+
+function sliceFamily(slice: V1EndpointSlice): AddressFamily | undefined {
+  return slice.addressType === 'IPv4' ? 'inet' : slice.addressType === 'IPv6' ? 'inet6' : undefined;
+}
+
+/**
+ * The endpoints behind service port (name, protocol) of one family: each slice resolves the
+ * port by name (so the target port can differ per slice), only the first address of an
+ * endpoint counts (as kube-proxy), and addresses of the other family or FQDN slices are skipped.
+ */
+export function endpointsForPort(
+  slices: readonly V1EndpointSlice[],
+  portName: string,
+  protocol: IpvsProtocol,
+  family: AddressFamily,
+  nodeName: string,
+): EndpointInfo[] {
+  const byKey = new Map<string, EndpointInfo>();
+  for (const slice of slices) {
+    if (sliceFamily(slice) !== family) continue;
+    const sp = (slice.ports ?? []).find((p) => (p.name ?? '') === portName && protocolOf(p.protocol) === protocol);
+    if (!sp || typeof sp.port !== 'number' || sp.port < 1 || sp.port > 65535) continue;
+    for (const ep of slice.endpoints ?? []) {
+      const address = validIp(ep.addresses?.[0]);
+      if (!address || ipFamily(address) !== family) continue;
+      const ready = ep.conditions?.ready ?? true;
+      const info: EndpointInfo = {
+        address,
+        port: sp.port,
+        ready,
+        serving: ep.conditions?.serving ?? ready,
+        terminating: ep.conditions?.terminating ?? false,
+        local: ep.nodeName !== undefined && ep.nodeName === nodeName,
+        zoneHints: new Set((ep.hints?.forZones ?? []).map((z) => z.name)),
+        nodeHints: new Set((ep.hints?.forNodes ?? []).map((n) => n.name)),
+      };
+      byKey.set(endpointKey(info), info);
+    }
+  }
+  return [...byKey.values()].sort((a, b) => compareAddress(a.address, b.address) || a.port - b.port);
+}
+
+export type TopologyMode = '' | 'PreferSameNode' | 'PreferSameZone';
+
+/** kube-proxy's topologyModeFromHints: hints only count when EVERY ready endpoint has one and
+ *  at least one names this node (zone); node hints win over zone hints. */
+export function topologyMode(endpoints: readonly EndpointInfo[], nodeName: string, zone: string | undefined): TopologyMode {
+  let allNode = true;
+  let forNode = false;
+  let allZone = true;
+  let forZone = false;
+  for (const e of endpoints) {
+    if (!e.ready) continue;
+    if (e.nodeHints.size === 0) allNode = false;
+    else if (e.nodeHints.has(nodeName)) forNode = true;
+    if (e.zoneHints.size === 0) allZone = false;
+    else if (zone && e.zoneHints.has(zone)) forZone = true;
+  }
+  if (allNode && forNode) return 'PreferSameNode';
+  if (allZone && forZone) return 'PreferSameZone';
+  return '';
+}
+
+function availableForTopology(e: EndpointInfo, mode: TopologyMode, nodeName: string, zone: string | undefined): boolean {
+  if (mode === 'PreferSameNode') return e.nodeHints.has(nodeName);
+  if (mode === 'PreferSameZone') return zone !== undefined && e.zoneHints.has(zone);
+  return true;
+}
+
+const servingTerminating = (e: EndpointInfo): boolean => e.serving && e.terminating;
+
+/** Endpoints for Cluster traffic policy: ready ones (topology-filtered), else serving-terminating. */
+export function clusterEndpoints(endpoints: readonly EndpointInfo[], nodeName: string, zone: string | undefined): EndpointInfo[] {
+  const mode = topologyMode(endpoints, nodeName, zone);
+  const ready = endpoints.filter((e) => e.ready && availableForTopology(e, mode, nodeName, zone));
+  return ready.length ? ready : endpoints.filter(servingTerminating);
+}
+
+/** Endpoints for Local traffic policy: ready node-local ones, else serving-terminating node-local. */
+export function localEndpoints(endpoints: readonly EndpointInfo[]): EndpointInfo[] {
+  const ready = endpoints.filter((e) => e.local && e.ready);
+  return ready.length ? ready : endpoints.filter((e) => e.local && servingTerminating(e));
+}

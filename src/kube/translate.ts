@@ -1,0 +1,409 @@
+// Services + EndpointSlices + this node → the IPVS table, VIPs and glue kube-proxy's IPVS mode
+// would program. Pure: same input, same (sorted) output; bad input becomes a warning, never a
+// throw. Every service port yields a list of frontends (cluster IP, external IPs, load-balancer
+// IPs, node ports), each built by its own small function; one loop turns frontends into virtual
+// servers and glue, so the four kinds never repeat the same block.
+import type { V1EndpointSlice, V1Service, V1ServicePort } from '@kubernetes/client-node';
+import { serviceKey, type DesiredService } from '../engine/ipvs-model.js';
+import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
+import { cidrList, compareAddress, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
+import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
+import { chooseScheduler, isKnownScheduler } from './scheduler.js';
+import {
+  ANNOTATION_LB_SOURCE_RANGES,
+  LABEL_SERVICE_NAME,
+  LABEL_SERVICE_PROXY_NAME,
+  type FrontendKind,
+  type GlueHairpin,
+  type GlueNodePort,
+  type GlueSourceRange,
+  type GlueVip,
+  type HealthCheck,
+  type ProxyConfig,
+  type ProxyModel,
+  type TranslateInput,
+} from './types.js';
+
+/** kube-proxy's default ClientIP affinity timeout (3 h). */
+export const DEFAULT_AFFINITY_TIMEOUT = 10800;
+export const DEFAULT_SCHEDULER = 'rr';
+
+/** One (service, port, family): everything the frontends and endpoints need. */
+interface ServicePortInfo {
+  service: string;
+  servicePort: string;
+  portName: string;
+  protocol: IpvsProtocol;
+  family: AddressFamily;
+  port: number;
+  nodePort: number;
+  clusterIP: string;
+  externalIPs: string[];
+  loadBalancerIPs: string[];
+  sourceRanges: CidrList;
+  internalLocal: boolean;
+  externalLocal: boolean;
+  options: ServiceOptions;
+}
+
+interface Frontend {
+  kind: FrontendKind;
+  address: string;
+  port: number;
+  localOnly: boolean;
+  /** Bound on kube-ipvs0 (node addresses are local already). */
+  bind: boolean;
+}
+
+interface Context {
+  nodeName: string;
+  zone: string | undefined;
+  config: ProxyConfig;
+  defaultScheduler: string;
+  nodeAddresses: Set<string>;
+  nodePortAddresses: Record<AddressFamily, string[]>;
+  slicesByService: Map<string, V1EndpointSlice[]>;
+  out: Accumulator;
+}
+
+interface Accumulator {
+  services: Map<string, { owner: string; vs: DesiredService }>;
+  vips: Set<string>;
+  glueVips: GlueVip[];
+  nodePorts: Map<string, GlueNodePort>;
+  sourceRanges: GlueSourceRange[];
+  hairpin: Map<string, GlueHairpin>;
+  localTraffic: Set<string>;
+  healthChecks: Map<string, HealthCheck>;
+  noLocal: Set<string>;
+  noLocalTotal: { internal: number; external: number };
+  warnings: Array<{ service: string; message: string }>;
+}
+
+export function translate(input: TranslateInput): ProxyModel {
+  const ctx = context(input);
+  const services = [...input.services].sort((a, b) => nameOf(a).localeCompare(nameOf(b)));
+  for (const svc of services) translateService(svc, ctx);
+  return finish(ctx);
+}
+
+// ---- setup ----
+
+function nameOf(o: { metadata?: { namespace?: string; name?: string } }): string {
+  return `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name ?? ''}`;
+}
+
+function context(input: TranslateInput): Context {
+  const config = input.config ?? {};
+  const out: Accumulator = {
+    services: new Map(),
+    vips: new Set(),
+    glueVips: [],
+    nodePorts: new Map(),
+    sourceRanges: [],
+    hairpin: new Map(),
+    localTraffic: new Set(),
+    healthChecks: new Map(),
+    noLocal: new Set(),
+    noLocalTotal: { internal: 0, external: 0 },
+    warnings: [],
+  };
+  let defaultScheduler = config.scheduler?.trim() || DEFAULT_SCHEDULER;
+  if (!isKnownScheduler(defaultScheduler)) {
+    out.warnings.push({ service: '', message: `config scheduler: unknown scheduler "${defaultScheduler}", using "${DEFAULT_SCHEDULER}"` });
+    defaultScheduler = DEFAULT_SCHEDULER;
+  }
+  const nodeAddresses = new Set(input.node.addresses.map(validIp).filter((a): a is string => a !== undefined));
+  return {
+    nodeName: input.node.name,
+    zone: input.node.zone || undefined,
+    config,
+    defaultScheduler,
+    nodeAddresses,
+    nodePortAddresses: nodePortAddresses([...nodeAddresses], config.nodePortAddresses, out),
+    slicesByService: groupSlices(input.endpointSlices),
+    out,
+  };
+}
+
+/** Per family: the node addresses inside nodePortAddresses CIDRs of that family, or all of that
+ *  family when it lists none. IPv6 link-local addresses never carry NodePorts (no scope). */
+function nodePortAddresses(addresses: string[], cidrs: string[] | undefined, out: Accumulator): Record<AddressFamily, string[]> {
+  const all = cidrList(cidrs);
+  for (const bad of all.rejected) out.warnings.push({ service: '', message: `nodePortAddresses: "${bad}" is not a CIDR, ignored` });
+  const pick = (family: AddressFamily): string[] => {
+    const mine = cidrList(all.texts, family);
+    return addresses
+      .filter((a) => ipFamily(a) === family && !isIpv6LinkLocal(a))
+      .filter((a) => mine.cidrs.length === 0 || inAny(mine, a))
+      .sort(compareAddress);
+  };
+  return { inet: pick('inet'), inet6: pick('inet6') };
+}
+
+function groupSlices(slices: Iterable<V1EndpointSlice>): Map<string, V1EndpointSlice[]> {
+  const by = new Map<string, V1EndpointSlice[]>();
+  for (const s of slices) {
+    const svc = s.metadata?.labels?.[LABEL_SERVICE_NAME];
+    if (!svc) continue;
+    const key = `${s.metadata?.namespace ?? 'default'}/${svc}`;
+    by.set(key, [...(by.get(key) ?? []), s]);
+  }
+  for (const [k, v] of by) by.set(k, sortSlices(v));
+  return by;
+}
+
+// ---- per service ----
+
+/** kube-proxy skips every Service labelled service-proxy-name; ipvsync also serves its own name. */
+export function servedBy(svc: V1Service, config: ProxyConfig): boolean {
+  const label = svc.metadata?.labels?.[LABEL_SERVICE_PROXY_NAME];
+  if (config.proxyName && config.proxyNameOnly) return label === config.proxyName;
+  return label === undefined || (config.proxyName !== undefined && label === config.proxyName);
+}
+
+/** Allocated cluster IPs; none for headless ("None"), ExternalName or not-yet-allocated services. */
+function clusterIPsOf(svc: V1Service, warn: (m: string) => void): string[] {
+  const spec = svc.spec;
+  if (!spec || spec.type === 'ExternalName') return [];
+  const raw = spec.clusterIPs?.length ? spec.clusterIPs : spec.clusterIP ? [spec.clusterIP] : [];
+  if (raw.length === 0 || raw[0] === 'None') return [];
+  const ips: string[] = [];
+  for (const r of raw) {
+    const ip = validIp(r);
+    if (ip) ips.push(ip);
+    else warn(`clusterIP "${r}" is not an IP address, ignored`);
+  }
+  return ips;
+}
+
+function translateService(svc: V1Service, ctx: Context): void {
+  const service = nameOf(svc);
+  const warn = (message: string): void => void ctx.out.warnings.push({ service, message });
+  if (!servedBy(svc, ctx.config)) return;
+  const clusterIPs = clusterIPsOf(svc, warn);
+  if (clusterIPs.length === 0) return;
+  const spec = svc.spec!;
+  const options = serviceOptions(svc, ctx.defaultScheduler, warn);
+  const externallyAccessible = spec.type === 'NodePort' || spec.type === 'LoadBalancer' || (spec.externalIPs?.length ?? 0) > 0;
+  const externalLocal = externallyAccessible && spec.externalTrafficPolicy === 'Local';
+  if (externalLocal) ctx.out.localTraffic.add(service);
+
+  const localReady = new Set<string>();
+  clusterIPs.forEach((clusterIP, i) => {
+    const family = ipFamily(clusterIP)!;
+    for (const port of spec.ports ?? []) {
+      const sp = servicePortInfo(svc, port, { service, clusterIP, family, options, externalLocal }, i === 0 ? warn : () => {}); // warn once, not per family
+      if (sp) translatePort(sp, ctx).forEach((a) => localReady.add(a));
+    }
+  });
+  const hc = spec.healthCheckNodePort ?? 0;
+  if (spec.type === 'LoadBalancer' && externalLocal && hc > 0) {
+    ctx.out.healthChecks.set(service, { nodePort: hc, service, localEndpoints: localReady.size });
+  }
+}
+
+/** Scheduler (annotation or default), scheduler flags, and ClientIP affinity as persistence. */
+function serviceOptions(svc: V1Service, defaultScheduler: string, warn: (m: string) => void): ServiceOptions {
+  const sched = chooseScheduler(svc.metadata?.annotations, defaultScheduler);
+  sched.warnings.forEach(warn);
+  const options: ServiceOptions = { scheduler: sched.scheduler };
+  const sticky = svc.spec?.sessionAffinity === 'ClientIP';
+  const flags = [...(sticky ? (['persistent'] as const) : []), ...sched.flags];
+  if (flags.length) options.flags = flags;
+  if (sticky) options.timeout = affinityTimeout(svc, warn);
+  return options;
+}
+
+function affinityTimeout(svc: V1Service, warn: (m: string) => void): number {
+  const t = svc.spec?.sessionAffinityConfig?.clientIP?.timeoutSeconds;
+  if (t === undefined || t === null) return DEFAULT_AFFINITY_TIMEOUT;
+  if (Number.isInteger(t) && t > 0 && t <= 86400) return t;
+  warn(`sessionAffinityConfig.clientIP.timeoutSeconds ${String(t)} out of range 1..86400, using ${DEFAULT_AFFINITY_TIMEOUT}`);
+  return DEFAULT_AFFINITY_TIMEOUT;
+}
+
+function protocolOf(p: string | undefined): IpvsProtocol | undefined {
+  const v = p ?? 'TCP';
+  return v === 'TCP' ? 'tcp' : v === 'UDP' ? 'udp' : v === 'SCTP' ? 'sctp' : undefined;
+}
+
+/** Valid IPs of `family` from a list; others of the family that fail to parse are warned about. */
+function ipsOfFamily(list: readonly (string | undefined)[], family: AddressFamily, what: string, warn: (m: string) => void): string[] {
+  const out: string[] = [];
+  for (const raw of list) {
+    const ip = validIp(raw);
+    if (!ip) warn(`${what} "${String(raw)}" is not an IP address, ignored`);
+    else if (ipFamily(ip) === family) out.push(ip);
+  }
+  return out;
+}
+
+function servicePortInfo(
+  svc: V1Service,
+  port: V1ServicePort,
+  base: { service: string; clusterIP: string; family: AddressFamily; options: ServiceOptions; externalLocal: boolean },
+  warn: (m: string) => void,
+): ServicePortInfo | undefined {
+  const spec = svc.spec!;
+  const protocol = protocolOf(port.protocol);
+  if (!protocol) return void warn(`port ${port.port}: protocol ${String(port.protocol)} not supported, ignored`);
+  if (!Number.isInteger(port.port) || port.port < 1 || port.port > 65535) return void warn(`port ${String(port.port)} out of range, ignored`);
+  const portName = port.name ?? '';
+  const lbIngress = spec.type === 'LoadBalancer' ? (svc.status?.loadBalancer?.ingress ?? []) : [];
+  // ipMode Proxy (KEP-1860): the load balancer proxies itself; the IP must not be captured here.
+  const lbIPs = lbIngress.filter((i) => i.ip && i.ipMode !== 'Proxy').map((i) => i.ip);
+  const rangeTexts = spec.loadBalancerSourceRanges?.length
+    ? spec.loadBalancerSourceRanges
+    : (svc.metadata?.annotations?.[ANNOTATION_LB_SOURCE_RANGES] ?? '').split(',').filter((s) => s.trim());
+  const sourceRanges = cidrList(rangeTexts, base.family);
+  for (const bad of sourceRanges.rejected) warn(`loadBalancerSourceRanges: "${bad}" is not a CIDR, ignored`);
+  return {
+    service: base.service,
+    servicePort: portName ? `${base.service}:${portName}` : base.service,
+    portName,
+    protocol,
+    family: base.family,
+    port: port.port,
+    nodePort: port.nodePort ?? 0,
+    clusterIP: base.clusterIP,
+    externalIPs: ipsOfFamily(spec.externalIPs ?? [], base.family, 'externalIP', warn),
+    loadBalancerIPs: ipsOfFamily(lbIPs, base.family, 'load balancer ingress IP', warn),
+    sourceRanges,
+    internalLocal: spec.internalTrafficPolicy === 'Local',
+    externalLocal: base.externalLocal,
+    options: base.options,
+  };
+}
+
+// ---- per service port ----
+
+/** Returns the ready node-local endpoint addresses (for the health check count). */
+function translatePort(sp: ServicePortInfo, ctx: Context): string[] {
+  const all = endpointsForPort(ctx.slicesByService.get(sp.service) ?? [], sp.portName, sp.protocol, sp.family, ctx.nodeName);
+  const cluster = clusterEndpoints(all, ctx.nodeName, ctx.zone);
+  const local = localEndpoints(all);
+  const internal = sp.internalLocal ? local : cluster;
+  const external = sp.externalLocal ? local : cluster;
+  for (const fe of frontends(sp, ctx)) {
+    addVirtualServer(sp, fe, fe.kind === 'clusterIP' ? internal : external, ctx);
+    addGlue(sp, fe, ctx);
+  }
+  addHairpin(sp, [...internal, ...external], ctx);
+  countNoLocal(sp, local.length, ctx);
+  return all.filter((e) => e.local && e.ready).map((e) => e.address);
+}
+
+function frontends(sp: ServicePortInfo, ctx: Context): Frontend[] {
+  return [...clusterIPFrontend(sp), ...externalIPFrontends(sp, ctx), ...loadBalancerFrontends(sp, ctx), ...nodePortFrontends(sp, ctx)];
+}
+
+function clusterIPFrontend(sp: ServicePortInfo): Frontend[] {
+  return [{ kind: 'clusterIP', address: sp.clusterIP, port: sp.port, localOnly: sp.internalLocal, bind: true }];
+}
+
+function externalIPFrontends(sp: ServicePortInfo, ctx: Context): Frontend[] {
+  return sp.externalIPs.map((address) => ({ kind: 'externalIP', address, port: sp.port, localOnly: sp.externalLocal, bind: !ctx.nodeAddresses.has(address) }));
+}
+
+function loadBalancerFrontends(sp: ServicePortInfo, ctx: Context): Frontend[] {
+  return sp.loadBalancerIPs.map((address) => ({ kind: 'loadBalancer', address, port: sp.port, localOnly: sp.externalLocal, bind: !ctx.nodeAddresses.has(address) }));
+}
+
+function nodePortFrontends(sp: ServicePortInfo, ctx: Context): Frontend[] {
+  if (!sp.nodePort) return [];
+  return ctx.nodePortAddresses[sp.family].map((address) => ({ kind: 'nodePort', address, port: sp.nodePort, localOnly: sp.externalLocal, bind: false }));
+}
+
+function addVirtualServer(sp: ServicePortInfo, fe: Frontend, endpoints: readonly EndpointInfo[], ctx: Context): void {
+  const vs: DesiredService = {
+    protocol: sp.protocol,
+    address: fe.address,
+    port: fe.port,
+    ...structuredClone(sp.options),
+    destinations: endpoints.map((e) => ({ address: e.address, port: e.port, forward: 'masq', weight: 1 })),
+  };
+  const key = serviceKey(vs);
+  const taken = ctx.out.services.get(key);
+  if (taken) {
+    ctx.out.warnings.push({ service: sp.service, message: `${fe.kind} ${key} already belongs to ${taken.owner}, ignored` });
+    return;
+  }
+  ctx.out.services.set(key, { owner: sp.servicePort, vs });
+  if (fe.bind) ctx.out.vips.add(fe.address);
+}
+
+function addGlue(sp: ServicePortInfo, fe: Frontend, ctx: Context): void {
+  const { protocol, servicePort } = sp;
+  if (fe.kind === 'nodePort') {
+    const key = `${sp.family}|${protocol}|${fe.port}`;
+    if (!ctx.out.nodePorts.has(key)) ctx.out.nodePorts.set(key, { protocol, port: fe.port, family: sp.family, localOnly: fe.localOnly, servicePort });
+    return;
+  }
+  ctx.out.glueVips.push({ kind: fe.kind, address: fe.address, protocol, port: fe.port, localOnly: fe.localOnly, servicePort });
+  if (fe.kind === 'loadBalancer' && sp.sourceRanges.cidrs.length) {
+    const allowFromNode = [...ctx.nodeAddresses].some((a) => !isLoopback(a) && inAny(sp.sourceRanges, a));
+    ctx.out.sourceRanges.push({ address: fe.address, protocol, port: fe.port, cidrs: [...sp.sourceRanges.texts].sort(), allowFromNode, servicePort });
+  }
+}
+
+function isLoopback(a: string): boolean {
+  return a === '::1' || a.startsWith('127.');
+}
+
+/** Node-local endpoints in use may reach themselves through a VIP: they need masquerade. */
+function addHairpin(sp: ServicePortInfo, used: readonly EndpointInfo[], ctx: Context): void {
+  for (const e of used) {
+    if (!e.local) continue;
+    ctx.out.hairpin.set(`${sp.protocol}|${e.address}|${e.port}`, { address: e.address, protocol: sp.protocol, port: e.port });
+  }
+}
+
+function countNoLocal(sp: ServicePortInfo, locals: number, ctx: Context): void {
+  if (locals > 0) return;
+  if (sp.internalLocal) ctx.out.noLocalTotal.internal++;
+  if (sp.externalLocal) ctx.out.noLocalTotal.external++;
+  if (sp.internalLocal || sp.externalLocal) ctx.out.noLocal.add(sp.service);
+}
+
+// ---- output ----
+
+function finish(ctx: Context): ProxyModel {
+  const o = ctx.out;
+  const byVip = <T extends { address: string; protocol: string; port: number }>(a: T, b: T): number =>
+    compareAddress(a.address, b.address) || a.protocol.localeCompare(b.protocol) || a.port - b.port;
+  const services = [...o.services.values()].map(({ vs }) => vs);
+  for (const s of services) s.destinations.sort((a, b) => compareAddress(a.address, b.address) || a.port - b.port);
+  services.sort((a, b) => byVip(a as never, b as never));
+  const healthChecks = [...o.healthChecks.values()].sort((a, b) => a.nodePort - b.nodePort);
+  return {
+    services,
+    vips: [...o.vips].sort(compareAddress),
+    glue: {
+      clusterCIDRs: [...(ctx.config.clusterCIDRs ?? [])],
+      masqueradeAll: ctx.config.masqueradeAll ?? false,
+      vips: o.glueVips.sort((a, b) => byVip(a, b) || a.kind.localeCompare(b.kind)),
+      nodePorts: [...o.nodePorts.values()].sort((a, b) => a.family.localeCompare(b.family) || a.protocol.localeCompare(b.protocol) || a.port - b.port),
+      nodePortAddresses: [...ctx.nodePortAddresses.inet, ...ctx.nodePortAddresses.inet6],
+      sourceRanges: o.sourceRanges.sort(byVip),
+      hairpin: [...o.hairpin.values()].sort(byVip),
+      localTrafficServices: [...o.localTraffic].sort(),
+      healthCheckNodePorts: healthChecks.map((h) => h.nodePort),
+    },
+    healthChecks,
+    noLocalEndpoints: [...o.noLocal].sort(),
+    noLocalEndpointsTotal: { ...o.noLocalTotal },
+    warnings: uniqueWarnings(o.warnings),
+  };
+}
+
+/** The same problem found on every port of a service is reported once. */
+function uniqueWarnings(ws: Accumulator['warnings']): Accumulator['warnings'] {
+  const seen = new Set<string>();
+  return ws.filter((w) => {
+    const k = `${w.service}\n${w.message}`;
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
+}

@@ -1,0 +1,175 @@
+// Static manifests: files and folders, multi-document YAML, Lists, JSON, legacy Endpoints, and
+// errors that say which file and document is wrong.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { endpointsToSlices, loadManifests, ManifestError, parseManifests } from '../../src/kube/manifests.js';
+import { translate } from '../../src/kube/translate.js';
+import { render } from '../fixtures/kube/builders.js';
+
+const EXAMPLE = join(import.meta.dirname, '../../../test/fixtures/kube/example');
+
+test('manifests: the example folder (YAML multi-doc, a List with legacy Endpoints, JSON) loads and translates', async () => {
+  const set = await loadManifests([EXAMPLE]);
+  assert.deepEqual(set.services.map((s) => `${s.metadata!.namespace}/${s.metadata!.name}`), ['default/sticky', 'default/nginx-basic', 'default/web-nodeport']);
+  assert.deepEqual(set.skipped, [{ source: `${EXAMPLE}/affinity.json: document 1`, kind: 'Deployment', name: 'default/sticky' }]);
+  assert.deepEqual(
+    set.endpointSlices.map((s) => s.metadata!.name),
+    ['sticky-1', 'nginx-basic-7xk2p', 'web-nodeport-mirror-0-ipv4'],
+  );
+  const m = translate({ ...set, node: { name: 'node-a', addresses: ['10.0.0.11'] } });
+  assert.deepEqual(render(m.services), [
+    'TCP 10.0.0.11:30080 rr',
+    '  -> 192.168.1.10:8000 Masq 1',
+    '  -> 192.168.2.10:8000 Masq 1',
+    'TCP 10.96.100.10:8080 rr',
+    '  -> 192.168.1.10:8000 Masq 1',
+    '  -> 192.168.2.10:8000 Masq 1',
+    'TCP 10.96.100.20:80 rr persistent 600',
+    '  -> 192.168.1.20:8080 Masq 1',
+    '  -> 192.168.1.21:8080 Masq 1',
+    'TCP 10.105.250.129:80 rr',
+    '  -> 192.168.0.7:80 Masq 1',
+    '  -> 192.168.1.3:80 Masq 1',
+    '  -> 192.168.1.4:80 Masq 1',
+  ]);
+  assert.deepEqual(m.vips, ['10.96.100.10', '10.96.100.20', '10.105.250.129']);
+});
+
+test('manifests: legacy Endpoints → one slice per subset and family; notReady addresses not ready', () => {
+  const slices = endpointsToSlices({
+    metadata: { name: 'db', namespace: 'prod', labels: { app: 'db' } },
+    subsets: [
+      {
+        addresses: [{ ip: '10.244.0.1', nodeName: 'n1', hostname: 'db-0' }, { ip: 'fd00::1' }],
+        notReadyAddresses: [{ ip: '10.244.0.2' }],
+        ports: [{ name: 'pg', port: 5432 }, { name: 'metrics', port: 9187, protocol: 'TCP' }],
+      },
+      { addresses: [{ ip: '10.244.0.3' }], ports: [{ port: 53, protocol: 'UDP' }] },
+      { ports: [{ port: 1 }] },
+    ],
+  });
+  assert.deepEqual(slices, [
+    {
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: { name: 'db-mirror-0-ipv4', namespace: 'prod', labels: { app: 'db', 'kubernetes.io/service-name': 'db' } },
+      addressType: 'IPv4',
+      endpoints: [
+        { addresses: ['10.244.0.1'], conditions: { ready: true }, nodeName: 'n1', hostname: 'db-0' },
+        { addresses: ['10.244.0.2'], conditions: { ready: false } },
+      ],
+      ports: [
+        { name: 'pg', port: 5432, protocol: 'TCP' },
+        { name: 'metrics', port: 9187, protocol: 'TCP' },
+      ],
+    },
+    {
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: { name: 'db-mirror-0-ipv6', namespace: 'prod', labels: { app: 'db', 'kubernetes.io/service-name': 'db' } },
+      addressType: 'IPv6',
+      endpoints: [{ addresses: ['fd00::1'], conditions: { ready: true } }],
+      ports: [
+        { name: 'pg', port: 5432, protocol: 'TCP' },
+        { name: 'metrics', port: 9187, protocol: 'TCP' },
+      ],
+    },
+    {
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: { name: 'db-mirror-1-ipv4', namespace: 'prod', labels: { app: 'db', 'kubernetes.io/service-name': 'db' } },
+      addressType: 'IPv4',
+      endpoints: [{ addresses: ['10.244.0.3'], conditions: { ready: true } }],
+      ports: [{ name: '', port: 53, protocol: 'UDP' }],
+    },
+  ]);
+});
+
+test('manifests: legacy Endpoints are ignored for a service that has EndpointSlices', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ipvsync-manifests-'));
+  try {
+    writeFileSync(
+      join(dir, 'a.yaml'),
+      `apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {name: web}
+subsets: [{addresses: [{ip: 10.244.9.9}], ports: [{port: 80}]}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{port: 80}]
+endpoints: [{addresses: [10.244.0.1]}]
+`,
+    );
+    const set = await loadManifests([join(dir, 'a.yaml')]);
+    assert.equal(set.endpoints.length, 1, 'kept as read');
+    assert.deepEqual(set.endpointSlices.map((s) => s.metadata!.name), ['web-1']);
+    const m = translate({ ...set, node: { name: 'n', addresses: [] } });
+    assert.deepEqual(render(m.services), ['TCP 10.96.0.1:80 rr', '  -> 10.244.0.1:80 Masq 1']);
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
+});
+
+const bad: Array<{ name: string; text: string; error: RegExp; document: number; item?: number }> = [
+  { name: 'YAML syntax', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {}\n---\nfoo: [unclosed\n', error: /^x\.yaml: document 2: YAML: /, document: 2 },
+  { name: 'a scalar document', text: 'just text\n', error: /^x\.yaml: document 1: not a Kubernetes object/, document: 1 },
+  { name: 'no kind', text: 'apiVersion: v1\nmetadata: {name: a}\n', error: /document 1: missing kind/, document: 1 },
+  { name: 'no name (after an empty document)', text: '---\n---\napiVersion: v1\nkind: Service\nmetadata: {}\nspec: {}\n', error: /document 2: Service without metadata.name/, document: 2 },
+  { name: 'wrong apiVersion', text: 'apiVersion: discovery.k8s.io/v1beta1\nkind: EndpointSlice\nmetadata: {name: a}\naddressType: IPv4\nendpoints: []\n', error: /EndpointSlice default\/a: apiVersion discovery.k8s.io\/v1beta1 \(expected discovery.k8s.io\/v1\)/, document: 1 },
+  { name: 'Service without spec', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\n', error: /Service default\/a without spec/, document: 1 },
+  { name: 'bad service port', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {ports: [{port: 0}]}\n', error: /spec.ports\[0\].port must be 1..65535/, document: 1 },
+  { name: 'bad node port', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {ports: [{port: 80, nodePort: "x"}]}\n', error: /spec.ports\[0\].nodePort/, document: 1 },
+  { name: 'externalIPs not a list', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {externalIPs: 1.2.3.4}\n', error: /spec.externalIPs must be a list of strings/, document: 1 },
+  { name: 'slice addressType', text: 'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a}\naddressType: IPv5\nendpoints: []\n', error: /addressType must be IPv4, IPv6 or FQDN/, document: 1 },
+  { name: 'slice without endpoints', text: 'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a}\naddressType: IPv4\n', error: /endpoints must be a list/, document: 1 },
+  { name: 'slice endpoint without addresses', text: 'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a}\naddressType: IPv4\nendpoints: [{addresses: []}]\n', error: /endpoints\[0\].addresses must be a non-empty list/, document: 1 },
+  { name: 'Endpoints with a bad ip', text: 'apiVersion: v1\nkind: Endpoints\nmetadata: {name: a}\nsubsets: [{addresses: [{ip: 10.0.0.300}]}]\n', error: /subsets\[0\].addresses\[0\].ip is not an IP address/, document: 1 },
+  { name: 'List item', text: 'apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Service, metadata: {name: ok}, spec: {}}\n- {apiVersion: v1, kind: Service, spec: {}}\n', error: /^x\.yaml: document 1, item 1: Service without metadata.name/, document: 1, item: 1 },
+  { name: 'List without items', text: 'apiVersion: v1\nkind: List\n', error: /List without an items list/, document: 1 },
+  { name: 'duplicate', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: default}\nspec: {}\n', error: /document 2: duplicate Service default\/a \(first in x\.yaml: document 1\)/, document: 2 },
+];
+
+for (const b of bad) {
+  test(`manifests: bad document — ${b.name}`, () => {
+    assert.throws(
+      () => parseManifests(b.text, 'x.yaml'),
+      (e: unknown) => {
+        assert.ok(e instanceof ManifestError, String(e));
+        assert.match(e.message, b.error);
+        assert.equal(e.file, 'x.yaml');
+        assert.equal(e.document, b.document);
+        assert.equal(e.item, b.item);
+        return true;
+      },
+    );
+  });
+}
+
+test('manifests: a missing path and a duplicate across files name the files', async () => {
+  await assert.rejects(loadManifests(['/nonexistent/ipvsync.yaml']), (e: unknown) => e instanceof ManifestError && e.file === '/nonexistent/ipvsync.yaml' && /ENOENT/.test(e.message));
+  const dir = mkdtempSync(join(tmpdir(), 'ipvsync-manifests-'));
+  try {
+    const doc = 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {}\n';
+    writeFileSync(join(dir, '1.yaml'), doc);
+    writeFileSync(join(dir, '2.yml'), `---\n${doc}`);
+    writeFileSync(join(dir, '.hidden.yaml'), 'broken: [');
+    await assert.rejects(loadManifests([dir]), (e: unknown) => {
+      assert.ok(e instanceof ManifestError);
+      assert.equal(e.message, `${join(dir, '2.yml')}: document 1: duplicate Service default/a (first in ${join(dir, '1.yaml')}: document 1)`);
+      return true;
+    });
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
+});
