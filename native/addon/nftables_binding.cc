@@ -840,23 +840,27 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
   }
 
   // commitWire(stream: Uint8Array, opts?) -> same as commit. The op stream (nftables/wire.h) is
-  // copied here and decoded, validated and encoded on the worker: the main thread does one
-  // memcpy. A bad op rejects with a kInvalid NetlinkError before anything is sent.
+  // decoded, validated and encoded on the worker, in place: the main thread only takes a
+  // reference to the buffer (src/kernel/nft-wire.ts never touches a stream once written), which
+  // is released on the main thread when the worker object goes. A bad op rejects with a
+  // kInvalid NetlinkError before anything is sent.
   Napi::Value CommitWire(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (!info[0].IsTypedArray()) ThrowInvalid(env, "nftables commit", "expected an op stream (Uint8Array)");
     auto a = info[0].As<Napi::Uint8Array>();
-    auto stream = std::make_shared<std::vector<uint8_t>>(a.Data(), a.Data() + a.ByteLength());
+    const uint8_t* data = a.Data();
+    const size_t len = a.ByteLength();
+    auto keep = std::make_shared<Napi::ObjectReference>(Napi::Persistent(a.As<Napi::Object>()));
     const nft::TxOptions opt = TxOptionsFromJs(env, info[1]);
     auto ch = ch_;
     return PromiseWorker<CommitResult>::Run(
         env,
-        [ch, stream, opt]() {
+        [ch, keep, data, len, opt]() {
           std::vector<size_t> offsets;
-          std::vector<nft::TxBatch> txs = nft::BuildTransactionsFromWire(stream->data(), stream->size(), opt, &offsets);
+          std::vector<nft::TxBatch> txs = nft::BuildTransactionsFromWire(data, len, opt, &offsets);
           std::lock_guard<std::mutex> lock(ch->mu);
           return RunCommit(ch->Sock(), txs, offsets.size(), [&](size_t i, uint16_t msg) {
-            return nft::OpName(nft::WireOpAt(stream->data(), stream->size(), offsets[i], i), msg);
+            return nft::OpName(nft::WireOpAt(data, len, offsets[i], i), msg);
           });
         },
         [](Napi::Env env, CommitResult& r) { return CommitResultToJs(env, r); });

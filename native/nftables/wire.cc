@@ -14,6 +14,17 @@ namespace nft {
 
 namespace {
 
+std::string KeyOf(const char* k) { return k; }
+template <size_t N>
+std::string KeyOf(const char (&k)[N]) {
+  return k;
+}
+std::string KeyOf(const std::string& k) { return k; }
+template <class F>
+std::string KeyOf(const F& f) {
+  return f();
+}
+
 class Cursor {
  public:
   Cursor(const uint8_t*& p, const uint8_t* end, size_t index) : p_(p), end_(end), index_(index) {}
@@ -43,8 +54,10 @@ class Cursor {
     return v;
   }
   int32_t I32() { return static_cast<int32_t>(U32()); }
-  // A number field: absent (NaN-free sentinel) is tag 2.
-  bool Num(const std::string& key, uint64_t max, uint64_t* out) {
+  // A number field: absent is tag 2. key: a const char* or a callable building the name (only
+  // called to report an error).
+  template <class K>
+  bool Num(const K& key, uint64_t max, uint64_t* out) {
     const uint8_t tag = U8();
     if (tag == 2) return false;  // undefined / null
     Need(8);
@@ -52,7 +65,7 @@ class Cursor {
       uint64_t x;
       std::memcpy(&x, p_, 8);
       p_ += 8;
-      if (x > max) Fail(key + " is out of range");
+      if (x > max) Fail(KeyOf(key) + " is out of range");
       *out = x;
       return true;
     }
@@ -61,11 +74,12 @@ class Cursor {
     std::memcpy(&d, p_, 8);
     p_ += 8;
     if (!(d >= 0) || d != std::floor(d) || d > static_cast<double>(max) || d > 9007199254740991.0)
-      Fail(key + " must be an integer in 0.." + std::to_string(max));
+      Fail(KeyOf(key) + " must be an integer in 0.." + std::to_string(max));
     *out = static_cast<uint64_t>(d);
     return true;
   }
-  uint64_t NumOr(const std::string& key, uint64_t max, uint64_t dflt) {
+  template <class K>
+  uint64_t NumOr(const K& key, uint64_t max, uint64_t dflt) {
     uint64_t v;
     return Num(key, max, &v) ? v : dflt;
   }
@@ -99,20 +113,22 @@ class Cursor {
     out->assign(p_, p_ + n);
     p_ += n;
   }
-  void Name(const std::string& key, std::string* out) {
+  template <class K>
+  void Name(const K& key, std::string* out) {
     const uint16_t n = U16();
     Need(n);
     out->assign(reinterpret_cast<const char*>(p_), n);
     p_ += n;
-    if (n > 255 || std::memchr(out->data(), 0, n)) Fail(key + " is not a valid name");
+    if (n > 255 || std::memchr(out->data(), 0, n)) Fail(KeyOf(key) + " is not a valid name");
   }
-  void Bytes(const std::string& key, size_t max, std::vector<uint8_t>* out) {
+  template <class K>
+  void Bytes(const K& key, size_t max, std::vector<uint8_t>* out) {
     const uint16_t n = U16();
     Need(n);
     out->assign(p_, p_ + n);
     p_ += n;
-    if (n == 0) Fail(key + " must not be empty");
-    if (n > max) Fail(key + " is longer than " + std::to_string(max) + " bytes");
+    if (n == 0) Fail(KeyOf(key) + " must not be empty");
+    if (n > max) Fail(KeyOf(key) + " is longer than " + std::to_string(max) + " bytes");
   }
 
  private:
@@ -121,14 +137,15 @@ class Cursor {
   size_t index_;
 };
 
-void VerdictFrom(Cursor& c, const std::string& where, Verdict* v) {
+template <class K>
+void VerdictFrom(Cursor& c, const K& where, Verdict* v) {
   v->code = c.I32();
   const char* name = EnumName(VerdictNames(), v->code);
   if (!name) c.Fail("unknown verdict " + std::to_string(v->code));
   c.Str("chain", false, 255, &v->chain);
   if (v->code == NFT_JUMP || v->code == NFT_GOTO) {
-    if (v->chain.empty()) c.Fail(where + ": " + name + " needs a chain");
-    if (v->chain.size() >= NFT_CHAIN_MAXNAMELEN) c.Fail(where + ": chain name too long");
+    if (v->chain.empty()) c.Fail(KeyOf(where) + ": " + name + " needs a chain");
+    if (v->chain.size() >= NFT_CHAIN_MAXNAMELEN) c.Fail(KeyOf(where) + ": chain name too long");
   } else if (!v->chain.empty()) {
     c.Fail("only jump and goto take a chain");
   }
@@ -151,11 +168,13 @@ void ExprFrom(Cursor& c, Expr* e) {
   const bool has_verdict = (mask & 0x8000) != 0;
   if (s) {
     const size_t nf = s->fields.size();
+    const bool immediate = std::strcmp(s->name, "immediate") == 0;
+    e->attrs.reserve(nf);
     if (mask & 0x7fff & ~((1u << nf) - 1)) c.Fail("bad field mask in op stream");
     for (size_t i = 0; i < nf; i++) {
       const FieldSchema& f = s->fields[i];
       const bool present = (mask >> i) & 1;
-      if (e->name == "immediate" && f.attr == NFTA_IMMEDIATE_DATA && has_verdict) {
+      if (immediate && f.attr == NFTA_IMMEDIATE_DATA && has_verdict) {
         if (present) c.Fail("immediate takes data or verdict, not both");
         ExprAttr a;
         a.type = f.attr;
@@ -165,7 +184,7 @@ void ExprFrom(Cursor& c, Expr* e) {
         continue;
       }
       if (!present) continue;
-      const std::string key = e->name + "." + f.js;
+      auto key = [&] { return e->name + "." + f.js; };
       ExprAttr a;
       a.type = f.attr;
       a.kind = f.kind;
@@ -181,12 +200,12 @@ void ExprFrom(Cursor& c, Expr* e) {
           case ValueKind::kBe64: c.Num(key, UINT64_MAX, &a.num); break;
           case ValueKind::kStr: c.Name(key, &a.str); break;
           case ValueKind::kData: c.Bytes(key, 64, &a.bytes); break;
-          default: c.Fail(key + ": unsupported field");
+          default: c.Fail(key() + ": unsupported field");
         }
       }
       e->attrs.push_back(std::move(a));
     }
-    if (has_verdict && e->name != "immediate") c.Fail(e->name + " takes no verdict");
+    if (has_verdict && !immediate) c.Fail(e->name + " takes no verdict");
   } else if (mask != 0) {
     c.Fail("unknown expression type " + e->name);
   }
@@ -233,10 +252,10 @@ void WireReader::Next(Op* op, size_t index) {
   if (verb > static_cast<uint8_t>(Verb::kReplace)) c.Fail("unknown verb");
   op->kind = static_cast<Kind>(kind);
   op->verb = static_cast<Verb>(verb);
-  const std::string vname = VerbName(op->verb);
+  auto vname = [op] { return std::string(VerbName(op->verb)); };
   const bool is_new = op->verb == Verb::kAdd || op->verb == Verb::kCreate;
   if ((op->verb == Verb::kInsert || op->verb == Verb::kReplace) && op->kind != Kind::kRule)
-    c.Fail(vname + " applies to rules only");
+    c.Fail(vname() + " applies to rules only");
   const uint8_t family = FamilyFrom(c);
   switch (op->kind) {
     case Kind::kTable: {
@@ -360,9 +379,9 @@ void WireReader::Next(Op* op, size_t index) {
       op->elements.resize(n);
       for (uint32_t i = 0; i < n; i++) {
         Element& e = op->elements[i];
-        const std::string where = "elements[" + std::to_string(i) + "]";
+        auto where = [i] { return "elements[" + std::to_string(i) + "]"; };
         const uint8_t m = c.U8();
-        c.Bytes(where + ".key", 64, &e.key);
+        c.Bytes([&] { return where() + ".key"; }, 64, &e.key);
         e.flags = 0;
         e.has_flags = false;
         e.has_verdict = false;
@@ -372,20 +391,20 @@ void WireReader::Next(Op* op, size_t index) {
         e.comment.clear();
         e.key_end.clear();
         if (m & 1) {
-          e.flags = static_cast<uint32_t>(c.NumOr(where + ".flags", 0xffffffffu, 0));
+          e.flags = static_cast<uint32_t>(c.NumOr([&] { return where() + ".flags"; }, 0xffffffffu, 0));
           e.has_flags = true;
         }
         if (m & 2) {
           e.has_verdict = true;
-          VerdictFrom(c, where + ".verdict", &e.verdict);
+          VerdictFrom(c, where, &e.verdict);
         }
         if (m & 4) {
-          if (e.has_verdict) c.Fail(where + ": a verdict or data, not both");
-          c.Bytes(where + ".data", 64, &e.data);
+          if (e.has_verdict) c.Fail(where() + ": a verdict or data, not both");
+          c.Bytes([&] { return where() + ".data"; }, 64, &e.data);
         }
-        if (m & 8) e.timeout_ms = c.NumOr(where + ".timeout", UINT64_MAX / 2, 0);
-        if (m & 16) c.Str((where + ".comment").c_str(), false, 127, &e.comment);
-        if (m & 32) c.Bytes(where + ".keyEnd", 64, &e.key_end);
+        if (m & 8) e.timeout_ms = c.NumOr([&] { return where() + ".timeout"; }, UINT64_MAX / 2, 0);
+        if (m & 16) c.Str("comment", false, 127, &e.comment);
+        if (m & 32) c.Bytes([&] { return where() + ".keyEnd"; }, 64, &e.key_end);
       }
       break;
     }
@@ -398,7 +417,7 @@ void WireReader::Next(Op* op, size_t index) {
       r.position = c.NumOr("position", UINT64_MAX, 0);
       c.Str("comment", false, 127, &r.comment);
       if ((op->verb == Verb::kReplace || op->verb == Verb::kDelete || op->verb == Verb::kDestroy) && r.handle == 0)
-        c.Fail(vname + " rule needs a handle");
+        c.Fail(vname() + " rule needs a handle");
       if ((op->verb == Verb::kAdd || op->verb == Verb::kCreate || op->verb == Verb::kInsert) && r.handle)
         c.Fail("a new rule has no handle (use position)");
       const bool with_exprs = op->verb == Verb::kAdd || op->verb == Verb::kCreate ||
@@ -427,7 +446,7 @@ std::vector<TxBatch> BuildTransactionsFromWire(const uint8_t* data, size_t len, 
                                                std::vector<size_t>* op_offsets) {
   WireReader r(data, len);
   // The netlink batch is a little larger than the stream (attribute headers, padding).
-  TxBuilder tb(opt, len + len / 2 + 4096);
+  TxBuilder tb(opt, 2 * len + 4096);
   Op op;
   size_t i = 0;
   while (!r.AtEnd()) {

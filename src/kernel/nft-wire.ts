@@ -515,7 +515,8 @@ export function writeOps(
   elementChunk: (op: WireOp) => Uint8Array | undefined,
   lowerInterval: (s: SetLike, elements: ElementLike[], verb: string) => LoweredElement[],
 ): Uint8Array {
-  const w = new WireWriter(1 << 20);
+  // ~130 bytes per rule of a proxy table; the writer grows if that is short.
+  const w = new WireWriter(Math.min(1 << 22, 256 + ops.length * 160));
   w.u32(MAGIC);
   const setIds = new Map<string, number>();
   let nextId = 1;

@@ -312,7 +312,7 @@ export class NftTransaction {
     validateSet(s);
     // Encoding validates every key now, so a bad element fails here and not at commit; the
     // encoded list is kept for the commit (the op's elements are captured when queued).
-    const w = new WireWriter(64 + elements.length * (keyLength(s.key) + 24));
+    const w = new WireWriter(64 + elements.length * (keyLength(s.key) + 40));
     if (s.interval) writeLoweredElements(w, lowerElements(s, elements, verb));
     else writeElements(w, s, elements, verb);
     const op: NftOp = { verb, kind: 'elements', set: s, elements };
