@@ -6,9 +6,9 @@
 //      ruleset as nft text (whole process).
 //   2. single element update with the full ruleset loaded: ipvsync commit of one element vs
 //      starting `nft add element` (whole process).
-// Usage (root): node dist/bench/nftables.js [services=10000] [nftUpdates=5]
+// Usage (root): node dist/bench/nftables.js [services=10000] [nftUpdates=5] [fullLoadRuns=7]
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,6 +27,7 @@ if (process.env.IPVSYNC_BENCH_NETNS !== '1') {
 
 const N = Number(process.argv[2] ?? 10_000);
 const NFT_UPDATES = Number(process.argv[3] ?? 5);
+const RUNS = Number(process.argv[4] ?? 7);
 const T = 'bench';
 const F = R.F;
 const vip = (i: number) => `10.96.${(i >> 8) & 255}.${i & 255}`;
@@ -49,8 +50,8 @@ function transaction(): NftTransaction {
     .addChain({ family: 'ip', table: T, name: 'postrouting', hook: { type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept' } })
     .addChain({ family: 'ip', table: T, name: 'forward', hook: { type: 'filter', hook: 'forward', priority: 0, policy: 'accept' } })
     .addSet(services)
-    .addSet(nodeports)
-    .addSet(external);
+    .addSet(external)
+    .addSet(nodeports);
   const svcEls = [];
   const npEls = [];
   for (let i = 0; i < N; i++) {
@@ -123,55 +124,101 @@ function nftText(): string {
 
 const ms = (t0: bigint) => Number(process.hrtime.bigint() - t0) / 1e6;
 const flush = () => execFileSync('nft', ['flush', 'ruleset']);
-const count = () => {
-  const j = JSON.parse(execFileSync('nft', ['-j', 'list', 'ruleset'], { encoding: 'utf8', maxBuffer: 1 << 30 })) as { nftables: Array<Record<string, unknown>> };
-  return { rules: j.nftables.filter((o) => 'rule' in o).length, chains: j.nftables.filter((o) => 'chain' in o).length };
-};
+type NftJson = { nftables: Array<Record<string, Record<string, unknown>>> };
+const listJson = (): NftJson => JSON.parse(execFileSync('nft', ['-j', 'list', 'ruleset'], { encoding: 'utf8', maxBuffer: 1 << 30 })) as NftJson;
+const count = (j: NftJson) => ({ rules: j.nftables.filter((o) => 'rule' in o).length, chains: j.nftables.filter((o) => 'chain' in o).length });
+/** The ruleset as `nft -j` lists it, without what differs between two identical loads (handles,
+ *  the order a hash set lists its elements in), as one comparable string. */
+function content(j: NftJson): string {
+  const strip = (x: unknown): unknown => {
+    if (Array.isArray(x)) return x.map(strip);
+    if (x && typeof x === 'object') {
+      const o: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(x)) if (k !== 'handle') o[k] = k === 'elem' && Array.isArray(v) ? v.map((e) => JSON.stringify(strip(e))).sort() : strip(v);
+      return o;
+    }
+    return x;
+  };
+  return JSON.stringify(j.nftables.filter((o) => !('metainfo' in o)).map(strip));
+}
+/** CPU seconds (user, sys) of this process's waited-for children, from /proc/self/stat. */
+function childCpu(): { user: number; sys: number } {
+  const f = readFileSync('/proc/self/stat', 'utf8');
+  const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  const hz = 100; // USER_HZ
+  return { user: Number(fields[13]) / hz, sys: Number(fields[14]) / hz };
+}
+const med = (a: number[]) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)]!;
 
 async function main(): Promise<void> {
   const nft = await Nftables.open();
   const dir = mkdtempSync(join(tmpdir(), 'ipvsync-bench-'));
   const file = join(dir, 'ruleset.nft');
   writeFileSync(file, nftText());
-  const runs = 3;
 
-  // 1. full load
+  // 1. full load. The tools alternate run by run, so load from other processes on the machine
+  // hits both alike; every run starts from an empty ruleset.
   const oursLoad: number[] = [];
-  const oursCommit: number[] = [];
+  const oursBuild: number[] = [];
+  const oursCpu: Array<{ user: number; sys: number }> = [];
+  const oursPerOpAcks: number[] = [];
+  const theirsLoad: number[] = [];
+  const theirsCpu: Array<{ user: number; sys: number }> = [];
   let sendmsgCalls = 0;
   let ops = 0;
-  for (let r = 0; r < runs; r++) {
+  let ours = { rules: 0, chains: 0 };
+  let theirs = { rules: 0, chains: 0 };
+  let oursContent = '';
+  for (let r = 0; r < RUNS; r++) {
     flush();
+    const u0 = process.resourceUsage();
     const t0 = process.hrtime.bigint();
     const tx = transaction();
     const t1 = process.hrtime.bigint();
     const res = await nft.commit(tx);
     const total = ms(t0);
+    const u1 = process.resourceUsage();
     if (!res.ok) throw res.errors[0];
     oursLoad.push(total);
-    oursCommit.push(Number(process.hrtime.bigint() - t1) / 1e6);
+    oursBuild.push(Number(t1 - t0) / 1e6);
+    oursCpu.push({ user: (u1.userCPUTime - u0.userCPUTime) / 1e6, sys: (u1.systemCPUTime - u0.systemCPUTime) / 1e6 });
     sendmsgCalls = res.sendmsgCalls;
     ops = tx.size;
-  }
-  const oursNoAck: number[] = [];
-  for (let r = 0; r < runs; r++) {
+    if (r === 0) {
+      const j = listJson();
+      ours = count(j);
+      oursContent = content(j);
+    }
+
     flush();
-    const t0 = process.hrtime.bigint();
-    const res = await nft.commit(transaction(), { acks: false });
-    if (!res.ok) throw res.errors[0];
-    oursNoAck.push(ms(t0));
-  }
-  const ours = count();
-  const theirsLoad: number[] = [];
-  for (let r = 0; r < runs; r++) {
-    flush();
-    const t0 = process.hrtime.bigint();
+    const c0 = childCpu();
+    const t2 = process.hrtime.bigint();
     execFileSync('nft', ['-f', file]);
-    theirsLoad.push(ms(t0));
+    theirsLoad.push(ms(t2));
+    const c1 = childCpu();
+    theirsCpu.push({ user: c1.user - c0.user, sys: c1.sys - c0.sys });
+    if (r === 0) {
+      const j = listJson();
+      theirs = count(j);
+      if (process.env.IPVSYNC_BENCH_DUMP) {
+        writeFileSync(join(dir, 'ours.json'), oursContent.replaceAll('},{', '},\n{'));
+        writeFileSync(join(dir, 'theirs.json'), content(j).replaceAll('},{', '},\n{'));
+        console.log(`dumped to ${dir}`);
+      }
+      if (content(j) !== oursContent || theirs.rules !== ours.rules || theirs.chains !== ours.chains)
+        throw new Error(`ipvsync and nft -f loaded different rulesets: ipvsync ${JSON.stringify(ours)} vs nft ${JSON.stringify(theirs)}`);
+    }
   }
-  const theirs = count();
-  if (ours.rules !== theirs.rules || ours.chains !== theirs.chains)
-    throw new Error(`rulesets differ: ipvsync ${JSON.stringify(ours)} vs nft ${JSON.stringify(theirs)}`);
+  // per-op acks (acks: true), for reference
+  for (let r = 0; r < Math.min(RUNS, 3); r++) {
+    flush();
+    const t0 = process.hrtime.bigint();
+    const res = await nft.commit(transaction(), { acks: true });
+    if (!res.ok) throw res.errors[0];
+    oursPerOpAcks.push(ms(t0));
+  }
+  flush();
+  execFileSync('nft', ['-f', file]); // the single-update part runs on the loaded ruleset
 
   // 2. single element update on the loaded ruleset (loaded by nft -f above): one add + one
   // delete per cycle, each its own transaction.
@@ -206,8 +253,6 @@ async function main(): Promise<void> {
     execFileSync('nft', ['add', 'element', 'ip', T, 'services', `{ ${vip(N + 2000 + r)} . tcp . 80 : goto svc-0 }`]);
     theirsVmap.push(ms(t0));
   }
-  const med = (a: number[]) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)]!;
-
   const result = {
     kernel: execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim(),
     nft: execFileSync('nft', ['--version'], { encoding: 'utf8' }).trim(),
@@ -215,13 +260,18 @@ async function main(): Promise<void> {
     ruleset: { ...ours, mapElements: 2 * N, ops },
     fullLoad: {
       ipvsyncMs: med(oursLoad),
-      ipvsyncCommitOnlyMs: med(oursCommit),
+      ipvsyncBuildMs: med(oursBuild),
+      ipvsyncUserCpuMs: med(oursCpu.map((c) => c.user * 1000)),
+      ipvsyncSysCpuMs: med(oursCpu.map((c) => c.sys * 1000)),
       ipvsyncSendmsgCalls: sendmsgCalls,
       nftFileMs: med(theirsLoad),
+      nftUserCpuMs: med(theirsCpu.map((c) => c.user * 1000)),
+      nftSysCpuMs: med(theirsCpu.map((c) => c.sys * 1000)),
       ratio: med(theirsLoad) / med(oursLoad),
+      sameContent: true,
       runs: { ipvsync: oursLoad, nft: theirsLoad },
     },
-    fullLoadNoAcks: { ipvsyncMs: med(oursNoAck), ratio: med(theirsLoad) / med(oursNoAck), runs: oursNoAck },
+    fullLoadPerOpAcks: { ipvsyncMs: med(oursPerOpAcks), ratio: med(theirsLoad) / med(oursPerOpAcks), runs: oursPerOpAcks },
     singleUpdatePlainSet: {
       ipvsyncMs: oursPlainMs,
       ipvsyncRme: updPlain.stats.rme,
@@ -242,8 +292,9 @@ async function main(): Promise<void> {
   console.log(`nftables, ${N} services (${ours.chains} chains, ${ours.rules} rules, ${2 * N} map elements), kernel ${result.kernel}, ${result.nft}`);
   console.log('| operation | ipvsync | nft | nft / ipvsync |');
   console.log('|---|---|---|---|');
-  console.log(`| full load (one transaction) | ${f(result.fullLoad.ipvsyncMs)} ms (commit ${f(result.fullLoad.ipvsyncCommitOnlyMs)} ms, ${sendmsgCalls} sendmsg) | ${f(result.fullLoad.nftFileMs)} ms (nft -f) | ${result.fullLoad.ratio.toFixed(1)}x |`);
-  console.log(`| full load, acks: false | ${f(result.fullLoadNoAcks.ipvsyncMs)} ms | ${f(result.fullLoad.nftFileMs)} ms (nft -f) | ${result.fullLoadNoAcks.ratio.toFixed(1)}x |`);
+  const fl = result.fullLoad;
+  console.log(`| full load (one transaction), median of ${RUNS} | ${f(fl.ipvsyncMs)} ms (build ${f(fl.ipvsyncBuildMs)} ms; cpu user ${f(fl.ipvsyncUserCpuMs)} + sys ${f(fl.ipvsyncSysCpuMs)} ms; ${sendmsgCalls} sendmsg) | ${f(fl.nftFileMs)} ms (nft -f; cpu user ${f(fl.nftUserCpuMs)} + sys ${f(fl.nftSysCpuMs)} ms) | ${fl.ratio.toFixed(2)}x |`);
+  console.log(`| full load, acks: true (an ack per op) | ${f(result.fullLoadPerOpAcks.ipvsyncMs)} ms | ${f(fl.nftFileMs)} ms (nft -f) | ${result.fullLoadPerOpAcks.ratio.toFixed(2)}x |`);
   console.log(`| one element, plain set | ${f(oursPlainMs)} ms (±${updPlain.stats.rme.toFixed(1)}%) | ${f(result.singleUpdatePlainSet.nftAddElementMs)} ms (nft add element) | ${result.singleUpdatePlainSet.ratio.toFixed(0)}x |`);
   console.log(`| one element, verdict map (goto) | ${f(oursVmapMs)} ms (±${updVmap.stats.rme.toFixed(1)}%) | ${f(result.singleUpdateVerdictMap.nftAddElementMs)} ms (nft add element) | ${result.singleUpdateVerdictMap.ratio.toFixed(0)}x |`);
   console.log(`load average during the run: ${result.loadAverage}`);

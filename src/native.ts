@@ -368,6 +368,8 @@ export interface NativeNftCommitOptions {
   maxMessageBytes?: number;
   genId?: number;
   acks?: boolean;
+  /** Overrides acks: NLM_F_ACK on every op, on the last op of each transaction, or none. */
+  ackMode?: 'all' | 'last' | 'none';
 }
 
 export interface NativeNftCommitOutcome {
@@ -433,6 +435,8 @@ export interface NativeNftListing {
 
 export interface NativeNftHandle {
   commit(ops: NativeNftOp[], opts?: NativeNftCommitOptions): Promise<NativeNftCommitOutcome>;
+  /** The same, from an op stream (native/nftables/wire.h; written by src/kernel/nft-wire.ts). */
+  commitWire(stream: Uint8Array, opts?: NativeNftCommitOptions): Promise<NativeNftCommitOutcome>;
   list(opts?: { family?: number; table?: string; elements?: boolean }): Promise<NativeNftListing>;
   genId(): Promise<number>;
   stats(): SocketStats;
@@ -441,7 +445,14 @@ export interface NativeNftHandle {
 export interface NativeNftCodec {
   /** Field order of the positional expression form, per expression type. */
   exprSchema: Record<string, string[]>;
+  /** Expression schemas (index = position) with field kinds and enum names, for the op stream. */
+  exprWire: {
+    types: Array<{ name: string; fields: Array<{ name: string; kind: 'num' | 'str' | 'data' | 'bool'; enums?: Record<string, number> }> }>;
+    verdicts: Record<string, number>;
+  };
   encodeTransactions(ops: NativeNftOp[], opts?: NativeNftCommitOptions): Buffer[];
+  /** The batches commitWire would send for an op stream (seq and port id 0). */
+  encodeWire(stream: Uint8Array, opts?: NativeNftCommitOptions): Buffer[];
   decodeRule(msg: Buffer): NativeNftRule;
   decodeChain(msg: Buffer): NativeNftChain;
   decodeTable(msg: Buffer): NativeNftTable;

@@ -16,6 +16,7 @@
 #include "addon/channel.h"
 #include "addon/errors.h"
 #include "nftables/codec.h"
+#include "nftables/wire.h"
 
 namespace addon {
 
@@ -471,7 +472,16 @@ nft::TxOptions TxOptionsFromJs(Napi::Env env, Napi::Value v) {
   // acks: false -> only failures are answered (nfnetlink reports every failed message whether
   // or not it asked for an ack), saving one reply per op on huge loads.
   Napi::Value acks = GetK(o, "acks");
-  if (acks.IsBoolean()) t.ack = acks.As<Napi::Boolean>().Value();
+  if (acks.IsBoolean()) t.ack_mode = acks.As<Napi::Boolean>().Value() ? nft::AckMode::kAll : nft::AckMode::kNone;
+  // ackMode: 'all' | 'last' | 'none' (src/kernel/nftables.ts passes this one).
+  Napi::Value am = GetK(o, "ackMode");
+  if (!am.IsUndefined()) {
+    const std::string m = am.IsString() ? am.As<Napi::String>().Utf8Value() : "";
+    if (m == "all") t.ack_mode = nft::AckMode::kAll;
+    else if (m == "last") t.ack_mode = nft::AckMode::kLast;
+    else if (m == "none") t.ack_mode = nft::AckMode::kNone;
+    else c.Fail("ackMode must be 'all', 'last' or 'none'");
+  }
   if (Has(o, "genId")) {
     t.has_gen_id = true;
     // A stale generation is refused at BATCH_BEGIN and nothing else in the batch is answered;
@@ -505,10 +515,11 @@ struct CommitResult {
   size_t sendmsg_calls = 0;
 };
 
-CommitResult RunCommit(nl::Socket& sock, const std::vector<nft::Op>& ops, const nft::TxOptions& opt) {
+// Sends the batches; op_name(op index, message type) names a failed op.
+template <class OpName>
+CommitResult RunCommit(nl::Socket& sock, std::vector<nft::TxBatch>& txs, size_t n_ops, OpName op_name) {
   CommitResult out;
-  out.statuses.assign(ops.size(), kOpNotSent);
-  std::vector<nft::TxBatch> txs = nft::BuildTransactions(ops, opt);
+  out.statuses.assign(n_ops, kOpNotSent);
   nl::TransactOptions to;
   to.atomic = true;
   to.stop_on_error = true;
@@ -533,7 +544,7 @@ CommitResult RunCommit(nl::Socket& sock, const std::vector<nft::Op>& ops, const 
         std::string name;
         if (opi >= 0) {
           const nl::Batch& b = tx.batch;
-          name = nft::OpName(ops[static_cast<size_t>(opi)], b.header(m)->nlmsg_type & 0xff);
+          name = op_name(static_cast<size_t>(opi), static_cast<uint16_t>(b.header(m)->nlmsg_type & 0xff));
         } else {
           name = m == 0 ? "NFT_COMMIT" : "NFNL_MSG_BATCH_END";
         }
@@ -799,6 +810,7 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
     exports.Set("NftHandle", DefineClass(env, "NftHandle",
                                          {
                                              InstanceMethod<&NftHandle::Commit>("commit"),
+                                             InstanceMethod<&NftHandle::CommitWire>("commitWire"),
                                              InstanceMethod<&NftHandle::List>("list"),
                                              InstanceMethod<&NftHandle::GenId>("genId"),
                                              InstanceMethod<&NftHandle::Stats>("stats"),
@@ -819,8 +831,37 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
     return PromiseWorker<CommitResult>::Run(
         env,
         [ch, ops, opt]() {
+          std::vector<nft::TxBatch> txs = nft::BuildTransactions(*ops, opt);
           std::lock_guard<std::mutex> lock(ch->mu);
-          return RunCommit(ch->Sock(), *ops, opt);
+          return RunCommit(ch->Sock(), txs, ops->size(),
+                           [&](size_t i, uint16_t msg) { return nft::OpName((*ops)[i], msg); });
+        },
+        [](Napi::Env env, CommitResult& r) { return CommitResultToJs(env, r); });
+  }
+
+  // commitWire(stream: Uint8Array, opts?) -> same as commit. The op stream (nftables/wire.h) is
+  // decoded, validated and encoded on the worker, in place: the main thread only takes a
+  // reference to the buffer (src/kernel/nft-wire.ts never touches a stream once written), which
+  // is released on the main thread when the worker object goes. A bad op rejects with a
+  // kInvalid NetlinkError before anything is sent.
+  Napi::Value CommitWire(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!info[0].IsTypedArray()) ThrowInvalid(env, "nftables commit", "expected an op stream (Uint8Array)");
+    auto a = info[0].As<Napi::Uint8Array>();
+    const uint8_t* data = a.Data();
+    const size_t len = a.ByteLength();
+    auto keep = std::make_shared<Napi::ObjectReference>(Napi::Persistent(a.As<Napi::Object>()));
+    const nft::TxOptions opt = TxOptionsFromJs(env, info[1]);
+    auto ch = ch_;
+    return PromiseWorker<CommitResult>::Run(
+        env,
+        [ch, keep, data, len, opt]() {
+          std::vector<size_t> offsets;
+          std::vector<nft::TxBatch> txs = nft::BuildTransactionsFromWire(data, len, opt, &offsets);
+          std::lock_guard<std::mutex> lock(ch->mu);
+          return RunCommit(ch->Sock(), txs, offsets.size(), [&](size_t i, uint16_t msg) {
+            return nft::OpName(nft::WireOpAt(data, len, offsets[i], i), msg);
+          });
         },
         [](Napi::Env env, CommitResult& r) { return CommitResultToJs(env, r); });
   }
@@ -876,6 +917,24 @@ Napi::Value EncodeTransactions(const Napi::CallbackInfo& info) {
   Napi::Array a = Napi::Array::New(env, txs.size());
   for (size_t i = 0; i < txs.size(); i++) a.Set(i, ToBuffer(env, txs[i].batch.buffer()));
   return a;
+}
+
+// encodeWire(stream, opts?) -> Buffer[]: the batches commitWire would send (seq and port id 0).
+Napi::Value EncodeWire(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsTypedArray()) ThrowInvalid(env, "nftables commit", "expected an op stream (Uint8Array)");
+  auto a = info[0].As<Napi::Uint8Array>();
+  const nft::TxOptions opt = TxOptionsFromJs(env, info[1]);
+  std::vector<nft::TxBatch> txs;
+  try {
+    std::vector<size_t> offsets;
+    txs = nft::BuildTransactionsFromWire(a.Data(), a.ByteLength(), opt, &offsets);
+  } catch (const nl::Exception& e) {
+    throw Napi::Error(env, MakeError(env, e.error()));
+  }
+  Napi::Array out = Napi::Array::New(env, txs.size());
+  for (size_t i = 0; i < txs.size(); i++) out.Set(i, ToBuffer(env, txs[i].batch.buffer()));
+  return out;
 }
 
 template <class T, bool (*Decode)(const nlmsghdr*, T*, std::string*)>
@@ -936,10 +995,48 @@ Napi::Value ExprSchemaJs(Napi::Env env) {
   return o;
 }
 
+// { types: [{ name, fields: [{ name, kind: 'num'|'str'|'data'|'bool', enums? }] }], verdicts }:
+// what src/kernel/nft-wire.ts needs to write expressions into the op stream (the schema index
+// is the position in types).
+Napi::Value ExprWireJs(Napi::Env env) {
+  auto enums = [&](const nft::EnumEntry* t) {
+    Napi::Object o = Napi::Object::New(env);
+    for (; t && t->name; t++) o.Set(t->name, static_cast<double>(t->value));
+    return o;
+  };
+  Napi::Array types = Napi::Array::New(env);
+  uint32_t i = 0;
+  for (const nft::ExprSchema& s : nft::ExprSchemas()) {
+    Napi::Object t = Napi::Object::New(env);
+    t.Set("name", s.name);
+    Napi::Array fields = Napi::Array::New(env, s.fields.size());
+    for (size_t k = 0; k < s.fields.size(); k++) {
+      const nft::FieldSchema& f = s.fields[k];
+      Napi::Object fo = Napi::Object::New(env);
+      fo.Set("name", f.js);
+      const char* kind = f.is_bool ? "bool"
+                         : f.kind == ValueKind::kStr ? "str"
+                         : f.kind == ValueKind::kData ? "data"
+                                                      : "num";
+      fo.Set("kind", kind);
+      if (f.enums) fo.Set("enums", enums(f.enums));
+      fields.Set(k, fo);
+    }
+    t.Set("fields", fields);
+    types.Set(i++, t);
+  }
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("types", types);
+  o.Set("verdicts", enums(nft::VerdictNames()));
+  return o;
+}
+
 void InitNftables(Napi::Env env, Napi::Object exports) {
   NftHandle::Init(env, exports);
   Napi::Object codec = CodecNamespace(env, exports, "nftables");
   codec.Set("exprSchema", ExprSchemaJs(env));
+  codec.Set("exprWire", ExprWireJs(env));
+  codec.Set("encodeWire", Napi::Function::New(env, EncodeWire));
   codec.Set("encodeTransactions", Napi::Function::New(env, EncodeTransactions));
   codec.Set("decodeRule", Napi::Function::New(env, DecodeRuleJs));
   codec.Set("decodeChain", Napi::Function::New(env, DecodeChainJs));

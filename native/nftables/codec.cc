@@ -187,42 +187,68 @@ std::string OpName(const Op& op, uint16_t msg) {
   return s;
 }
 
-std::vector<TxBatch> BuildTransactions(const std::vector<Op>& ops, const TxOptions& opt) {
-  std::vector<TxBatch> out;
-  const uint16_t ack = opt.ack ? NLM_F_ACK : 0;
-  size_t weight = 0;
-  auto open = [&](size_t op) {
-    out.emplace_back();
-    TxBatch& t = out.back();
-    t.first_op = op;
-    t.end_op = op;
-    BatchMarker(t.batch, NFNL_MSG_BATCH_BEGIN, opt);
-    t.op_index.push_back(-1);
-    weight = 0;
-  };
-  auto close = [&]() {
-    TxBatch& t = out.back();
-    BatchMarker(t.batch, NFNL_MSG_BATCH_END, opt);
-    t.op_index.push_back(-1);
-    t.batch.Seal();
-  };
-  // Called before each message: starts a new transaction when the current one is full.
-  auto room = [&](size_t op, size_t w) {
-    if (out.empty()) {
-      open(op);
-    } else if (opt.max_weight && weight > 0 && weight + w > opt.max_weight) {
-      close();
-      open(op);
-    }
-    weight += w;
-    TxBatch& t = out.back();
-    t.op_index.push_back(static_cast<int64_t>(op));
-    if (t.end_op < op + 1) t.end_op = op + 1;
-    if (t.first_op > op) t.first_op = op;
-  };
+TxBuilder::TxBuilder(const TxOptions& opt, size_t reserve_bytes) : opt_(opt), reserve_(reserve_bytes) {}
 
-  for (size_t i = 0; i < ops.size(); i++) {
-    const Op& op = ops[i];
+void TxBuilder::Open(size_t op) {
+  out_.emplace_back();
+  TxBatch& t = out_.back();
+  if (reserve_) {
+    t.batch.buffer().reserve(reserve_);
+    reserve_ = 0;  // only the first (usually the only) transaction
+  }
+  t.first_op = op;
+  t.end_op = op;
+  BatchMarker(t.batch, NFNL_MSG_BATCH_BEGIN, opt_);
+  t.op_index.push_back(-1);
+  weight_ = 0;
+}
+
+void TxBuilder::Close() {
+  TxBatch& t = out_.back();
+  // AckMode::kLast: one ack, on the last op message, confirms that the kernel went through the
+  // whole batch (failures are reported per message with or without NLM_F_ACK).
+  if (opt_.ack_mode == AckMode::kLast && t.batch.size() > 1) {
+    t.batch.Seal();
+    t.batch.header(t.batch.size() - 1)->nlmsg_flags |= NLM_F_ACK;
+  }
+  BatchMarker(t.batch, NFNL_MSG_BATCH_END, opt_);
+  t.op_index.push_back(-1);
+  t.batch.Seal();
+}
+
+// Called before each message: starts a new transaction when the current one is full.
+void TxBuilder::Room(size_t op, size_t w) {
+  if (out_.empty()) {
+    Open(op);
+  } else if (opt_.max_weight && weight_ > 0 && weight_ + w > opt_.max_weight) {
+    Close();
+    Open(op);
+  }
+  weight_ += w;
+  TxBatch& t = out_.back();
+  t.op_index.push_back(static_cast<int64_t>(op));
+  if (t.end_op < op + 1) t.end_op = op + 1;
+  if (t.first_op > op) t.first_op = op;
+}
+
+std::vector<TxBatch> TxBuilder::Finish() {
+  if (!out_.empty()) Close();
+  return std::move(out_);
+}
+
+std::vector<TxBatch> BuildTransactions(const std::vector<Op>& ops, const TxOptions& opt) {
+  TxBuilder tb(opt);
+  for (size_t i = 0; i < ops.size(); i++) tb.Add(ops[i], i);
+  return tb.Finish();
+}
+
+void TxBuilder::Add(const Op& op, size_t i) {
+  const TxOptions& opt = opt_;
+  auto room = [this](size_t o, size_t w) { Room(o, w); };
+  std::vector<TxBatch>& out = out_;
+  size_t& weight = weight_;
+  const uint16_t ack = opt.ack_mode == AckMode::kAll ? NLM_F_ACK : 0;
+  {
     const bool excl = op.verb == Verb::kCreate;
     switch (op.kind) {
       case Kind::kTable: {
@@ -330,8 +356,6 @@ std::vector<TxBatch> BuildTransactions(const std::vector<Op>& ops, const TxOptio
       }
     }
   }
-  if (!out.empty()) close();
-  return out;
 }
 
 void EncodeGetGen(nl::Batch& b) {

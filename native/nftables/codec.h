@@ -184,6 +184,12 @@ struct Op {
   Rule rule;
 };
 
+enum class AckMode : uint8_t {
+  kAll,   // NLM_F_ACK on every op message
+  kLast,  // only on the last op message of each transaction (confirms the batch was processed)
+  kNone,  // none: only failures are answered
+};
+
 struct TxOptions {
   // 0: everything in one atomic transaction. Otherwise a transaction is closed once it holds
   // this much work (one per message, one per element); atomicity is then per transaction.
@@ -193,13 +199,31 @@ struct TxOptions {
   size_t max_elem_bytes = 60000;
   bool has_gen_id = false;  // NFNL_BATCH_GENID: fail with ERESTART if the ruleset changed
   uint32_t gen_id = 0;
-  bool ack = true;  // NLM_F_ACK on every op message
+  AckMode ack_mode = AckMode::kAll;
 };
 
 struct TxBatch {
   nl::Batch batch;
   std::vector<int64_t> op_index;  // message -> op (-1 for BATCH_BEGIN / BATCH_END)
   size_t first_op = 0, end_op = 0;  // ops [first_op, end_op) have messages in this batch
+};
+
+// Lays ops out as one or more batches (one per transaction), op by op: the caller may reuse
+// one Op for every Add (the op stream decoder does).
+class TxBuilder {
+ public:
+  explicit TxBuilder(const TxOptions& opt, size_t reserve_bytes = 0);
+  void Add(const Op& op, size_t index);
+  std::vector<TxBatch> Finish();
+
+ private:
+  void Open(size_t op);
+  void Close();
+  void Room(size_t op, size_t w);
+  TxOptions opt_;
+  size_t reserve_ = 0;
+  size_t weight_ = 0;
+  std::vector<TxBatch> out_;
 };
 
 // Lays the ops out as one or more batches (one per transaction).

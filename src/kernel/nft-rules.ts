@@ -8,7 +8,7 @@ import {
   NAT_RANGE_PROTO_SPECIFIED, RTN,
   type CtKey, type Expr, type MetaKey, type PayloadBase, type Register, type Verdict,
 } from './nft-expr.js';
-import { DATATYPES, cidrRange, encodeValue, type DataType, type KeyValue } from './nft-types.js';
+import { DATATYPES, HEX_BYTE, cidrRange, encodeValue, hexBe32, hexLe32, ipv4ToU32, type DataType, type KeyValue } from './nft-types.js';
 
 /** Something a rule can load into a register and compare: a header field, meta or ct key. */
 export interface Field {
@@ -65,37 +65,82 @@ export function load(fields: readonly Field[]): Expr[] {
   return out;
 }
 
-function encodeFieldValue(f: Field, v: KeyValue): Buffer {
-  if (f.datatype === 'nfproto') {
-    const n = v === 'ipv4' || v === 'ip' ? 2 : v === 'ipv6' || v === 'ip6' ? 10 : v;
-    if (typeof n !== 'number') throw NetlinkError.invalid('nftables', `not an nfproto: ${v}`);
-    return Buffer.from([n]);
+const PROTO_HEX: Record<string, string> = { tcp: '06', udp: '11', sctp: '84', icmp: '01', icmpv6: '3a' };
+
+/** A field value as the hex a cmp compares with. */
+function fieldValueHex(f: Field, v: KeyValue): string {
+  switch (f.datatype) {
+    case 'nfproto': {
+      const n = v === 'ipv4' || v === 'ip' ? 2 : v === 'ipv6' || v === 'ip6' ? 10 : v;
+      if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 255) throw NetlinkError.invalid('nftables', `not an nfproto: ${v}`);
+      return HEX_BYTE[n]!;
+    }
+    case 'inet_proto':
+      if (typeof v === 'string' && PROTO_HEX[v] !== undefined) return PROTO_HEX[v]!;
+      break;
+    case 'ipv4_addr':
+      if (typeof v === 'string') return hexBe32(ipv4ToU32(v));
+      break;
+    case 'inet_service':
+      if (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 65535) return HEX_BYTE[v >>> 8]! + HEX_BYTE[v & 0xff]!;
+      break;
+    case 'mark':
+      if (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 0xffffffff) return hexLe32(v);
+      break;
   }
   const b = Buffer.alloc(DATATYPES[f.datatype].len);
   encodeValue(f.datatype, v, b, 0);
-  return b;
+  return b.toString('hex');
+}
+
+/** A CIDR match's constant parts, computed once per (type, text). */
+interface CidrMatch {
+  plen: number;
+  /** byte-aligned prefix: the bytes compared */
+  prefixHex: string;
+  start: string;
+  mask: string;
+  zero: string;
+  len: number;
+}
+const CIDR_CACHE = new Map<string, CidrMatch>();
+
+function cidrMatch(t: 'ipv4_addr' | 'ipv6_addr', value: string): CidrMatch {
+  const k = t === 'ipv4_addr' ? value : `6 ${value}`;
+  let m = CIDR_CACHE.get(k);
+  if (m) return m;
+  const plen = Number(value.split('/')[1]);
+  const { start } = cidrRange(t, value);
+  const mask = Buffer.alloc(start.length);
+  for (let i = 0; i < plen; i++) mask[i >> 3]! |= 0x80 >> (i & 7);
+  m = {
+    plen,
+    prefixHex: plen % 8 === 0 ? start.subarray(0, plen / 8).toString('hex') : '',
+    start: start.toString('hex'),
+    mask: mask.toString('hex'),
+    zero: Buffer.alloc(start.length).toString('hex'),
+    len: start.length,
+  };
+  if (CIDR_CACHE.size < 4096) CIDR_CACHE.set(k, m);
+  return m;
 }
 
 /** `<field> [!=] <value>`; an address field takes a CIDR too ('10.0.0.0/8'), as nft does:
  *  byte-aligned prefixes load fewer bytes, others are masked. */
 export function match(f: Field, value: KeyValue, op: 'eq' | 'neq' = 'eq'): Expr[] {
   if ((f.datatype === 'ipv4_addr' || f.datatype === 'ipv6_addr') && typeof value === 'string' && value.includes('/')) {
-    const plen = Number(value.split('/')[1]);
-    const { start } = cidrRange(f.datatype, value);
+    const m = cidrMatch(f.datatype, value);
     const l = f.load(1);
-    if (plen % 8 === 0 && l.type === 'payload') {
-      const n = plen / 8;
-      return [{ ...l, len: n }, { type: 'cmp', sreg: 1, op, data: start.subarray(0, n).toString('hex') }];
+    if (m.plen % 8 === 0 && l.type === 'payload') {
+      return [{ ...l, len: m.plen / 8 }, { type: 'cmp', sreg: 1, op, data: m.prefixHex }];
     }
-    const mask = Buffer.alloc(start.length);
-    for (let i = 0; i < plen; i++) mask[i >> 3]! |= 0x80 >> (i & 7);
     return [
       l,
-      { type: 'bitwise', sreg: 1, dreg: 1, op: 'bool', len: start.length, mask: mask.toString('hex'), xor: Buffer.alloc(start.length).toString('hex') },
-      { type: 'cmp', sreg: 1, op, data: start.toString('hex') },
+      { type: 'bitwise', sreg: 1, dreg: 1, op: 'bool', len: m.len, mask: m.mask, xor: m.zero },
+      { type: 'cmp', sreg: 1, op, data: m.start },
     ];
   }
-  return [f.load(1), { type: 'cmp', sreg: 1, op, data: encodeFieldValue(f, value).toString('hex') }];
+  return [f.load(1), { type: 'cmp', sreg: 1, op, data: fieldValueHex(f, value) }];
 }
 
 /** `<fields> [!=] @set`. */
@@ -121,9 +166,7 @@ export const jump = (chain: string): Expr => verdict({ code: 'jump', chain });
 export const goTo = (chain: string): Expr => verdict({ code: 'goto', chain });
 
 function u32le(v: number): string {
-  const b = Buffer.alloc(4);
-  b.writeUInt32LE(v >>> 0, 0);
-  return b.toString('hex');
+  return hexLe32(v >>> 0);
 }
 
 /** `meta mark & mask == value` (or `ct mark …`, or `!=`). */
@@ -190,13 +233,18 @@ export function ctDirection(d: 'original' | 'reply'): Expr[] {
 }
 
 function natTo(kind: 'snat' | 'dnat', family: 'ip' | 'ip6', addr: string, port?: number, flags = 0): Expr[] {
-  const a = Buffer.alloc(family === 'ip' ? 4 : 16);
-  encodeValue(family === 'ip' ? 'ipv4_addr' : 'ipv6_addr', addr, a, 0);
-  const out: Expr[] = [{ type: 'immediate', dreg: 1, data: a.toString('hex') }];
+  let hex: string;
+  if (family === 'ip' && typeof addr === 'string') {
+    hex = hexBe32(ipv4ToU32(addr));
+  } else {
+    const a = Buffer.alloc(family === 'ip' ? 4 : 16);
+    encodeValue(family === 'ip' ? 'ipv4_addr' : 'ipv6_addr', addr, a, 0);
+    hex = a.toString('hex');
+  }
+  const out: Expr[] = [{ type: 'immediate', dreg: 1, data: hex }];
   if (port !== undefined) {
-    const p = Buffer.alloc(2);
-    encodeValue('inet_service', port, p, 0);
-    out.push({ type: 'immediate', dreg: 2, data: p.toString('hex') });
+    if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > 65535) throw NetlinkError.invalid('nftables', `not a port: ${port}`);
+    out.push({ type: 'immediate', dreg: 2, data: HEX_BYTE[port >>> 8]! + HEX_BYTE[port & 0xff]! });
     flags |= NAT_RANGE_PROTO_SPECIFIED;
   }
   out.push({
@@ -255,5 +303,11 @@ export function reject(how: 'icmp-port-unreachable' | 'icmpv6-port-unreachable' 
 
 /** Flattens parts into one expression list. */
 export function rule(...parts: Array<Expr | Expr[]>): Expr[] {
-  return parts.flat();
+  const out: Expr[] = [];
+  for (let i = 0; i < parts.length; i++) {
+    const p = parts[i]!;
+    if (Array.isArray(p)) for (let k = 0; k < p.length; k++) out.push(p[k]!);
+    else out.push(p);
+  }
+  return out;
 }

@@ -75,15 +75,53 @@ function invalid(why: string): NetlinkError {
   return NetlinkError.invalid('nftables', why);
 }
 
+/** 'a.b.c.d' -> the address as an unsigned 32-bit number (a = most significant byte). Each
+ *  part is 1..3 decimal digits up to 255. */
+export function ipv4ToU32(s: string): number {
+  const n = s.length;
+  let v = 0;
+  let part = 0;
+  let digits = 0;
+  let parts = 0;
+  for (let i = 0; i <= n; i++) {
+    const c = i < n ? s.charCodeAt(i) : 46; // a final '.' closes the last part
+    if (c === 46) {
+      if (digits === 0 || part > 255 || ++parts > 4) throw invalid(`not an IPv4 address: ${s}`);
+      v = v * 256 + part;
+      part = 0;
+      digits = 0;
+    } else if (c >= 48 && c <= 57 && digits < 3) {
+      part = part * 10 + (c - 48);
+      digits++;
+    } else {
+      throw invalid(`not an IPv4 address: ${s}`);
+    }
+  }
+  if (parts !== 4) throw invalid(`not an IPv4 address: ${s}`);
+  return v;
+}
+
 export function parseIPv4(s: string): Buffer {
-  const parts = s.split('.');
-  if (parts.length !== 4) throw invalid(`not an IPv4 address: ${s}`);
-  const b = Buffer.alloc(4);
-  parts.forEach((p, i) => {
-    if (!/^\d{1,3}$/.test(p) || Number(p) > 255) throw invalid(`not an IPv4 address: ${s}`);
-    b[i] = Number(p);
-  });
+  const v = ipv4ToU32(s);
+  const b = Buffer.allocUnsafe(4);
+  b[0] = v >>> 24;
+  b[1] = (v >>> 16) & 0xff;
+  b[2] = (v >>> 8) & 0xff;
+  b[3] = v & 0xff;
   return b;
+}
+
+/** Two lower-case hex digits per byte value. */
+export const HEX_BYTE: readonly string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+
+/** A 32-bit value as 8 hex digits, most significant byte first (network order). */
+export function hexBe32(v: number): string {
+  return HEX_BYTE[v >>> 24]! + HEX_BYTE[(v >>> 16) & 0xff]! + HEX_BYTE[(v >>> 8) & 0xff]! + HEX_BYTE[v & 0xff]!;
+}
+
+/** A 32-bit value as 8 hex digits, least significant byte first (host order on x86/arm). */
+export function hexLe32(v: number): string {
+  return HEX_BYTE[v & 0xff]! + HEX_BYTE[(v >>> 8) & 0xff]! + HEX_BYTE[(v >>> 16) & 0xff]! + HEX_BYTE[v >>> 24]!;
 }
 
 export function parseIPv6(s: string): Buffer {
@@ -149,7 +187,13 @@ export function encodeValue(t: DataType, v: KeyValue, out: Buffer, off: number):
   switch (t) {
     case 'ipv4_addr':
       if (typeof v !== 'string') throw invalid(`ipv4_addr value must be a string: ${v}`);
-      parseIPv4(v).copy(out, off);
+      {
+        const x = ipv4ToU32(v);
+        out[off] = x >>> 24;
+        out[off + 1] = (x >>> 16) & 0xff;
+        out[off + 2] = (x >>> 8) & 0xff;
+        out[off + 3] = x & 0xff;
+      }
       return;
     case 'ipv6_addr':
       if (typeof v !== 'string') throw invalid(`ipv6_addr value must be a string: ${v}`);
@@ -163,7 +207,8 @@ export function encodeValue(t: DataType, v: KeyValue, out: Buffer, off: number):
     }
     case 'inet_service':
       if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 65535) throw invalid(`not a port: ${v}`);
-      out.writeUInt16BE(v, off);
+      out[off] = v >>> 8;
+      out[off + 1] = v & 0xff;
       return;
     case 'mark':
       if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 0xffffffff) throw invalid(`not a mark: ${v}`);

@@ -8,11 +8,13 @@ import {
   type HandleOptions,
   type NativeNftElement,
   type NativeNftElementTuple,
+  type NativeNftCommitOptions,
   type NativeNftHandle,
   type NativeNftOp,
   type NativeNftSet,
   type SocketStats,
 } from '../native.js';
+import { WireWriter, writeElements, writeLoweredElements, writeOps } from './nft-wire.js';
 import { canonicalExpr, renderExpr, type Expr, type Verdict } from './nft-expr.js';
 import {
   DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, cidrRange, decodeKey, encodeKey, familyName, keyLength,
@@ -105,9 +107,11 @@ export interface CommitOptions {
    *  concurrency against a listing's genId. */
   genId?: number;
   /**
-   * NLM_F_ACK on every op (default true): every op is answered, so a lost reply is visible.
-   * false: only failed ops are answered (nfnetlink reports each failure with or without the
-   * flag, still mapped to its op) — one reply fewer per op on huge loads.
+   * true: NLM_F_ACK on every op, every op is answered. false: only failed ops are answered
+   * (nfnetlink reports each failure with or without the flag, still mapped to its op).
+   * Default: only the last op of each transaction asks for an ack — failures are still
+   * reported per op, and that one ack confirms the kernel went through the whole batch (a
+   * batch with no reply at all is 'unknown'), without one reply (and one recvmsg) per op.
    */
   acks?: boolean;
 }
@@ -169,10 +173,14 @@ export class NftCommitResult {
 
 // ---- transactions --------------------------------------------------------------------------
 
-const NAME_RE = /^[^\0]{1,255}$/;
-
 function checkName(what: string, s: string, max = 255): void {
-  if (typeof s !== 'string' || !NAME_RE.test(s) || Buffer.byteLength(s) > max)
+  // A UTF-16 code unit is at most 3 UTF-8 bytes: short names skip the byte count.
+  if (
+    typeof s !== 'string' ||
+    s.length === 0 ||
+    s.indexOf('\0') !== -1 ||
+    (s.length * 3 > max && Buffer.byteLength(s) > max)
+  )
     throw NetlinkError.invalid('nftables', `${what} must be a non-empty name of at most ${max} bytes`);
 }
 
@@ -302,9 +310,14 @@ export class NftTransaction {
 
   private elements(verb: 'add' | 'create' | 'delete' | 'destroy', s: SetSpec, elements: SetElement[]): this {
     validateSet(s);
-    // Encoding validates every key now, so a bad element fails here and not at commit.
-    lowerElements(s, elements, verb);
-    return this.push({ verb, kind: 'elements', set: s, elements });
+    // Encoding validates every key now, so a bad element fails here and not at commit; the
+    // encoded list is kept for the commit (the op's elements are captured when queued).
+    const w = new WireWriter(64 + elements.length * (keyLength(s.key) + 40));
+    if (s.interval) writeLoweredElements(w, lowerElements(s, elements, verb));
+    else writeElements(w, s, elements, verb);
+    const op: NftOp = { verb, kind: 'elements', set: s, elements };
+    ELEMENT_CHUNKS.set(op, w.result());
+    return this.push(op);
   }
   addElements(s: SetSpec, elements: SetElement[]): this { return this.elements('add', s, elements); }
   /** Fails with EEXIST if an element exists. */
@@ -345,6 +358,15 @@ export class NftTransaction {
   toString(): string {
     return this.ops.map(renderOp).join('\n');
   }
+}
+
+/** Element lists encoded when they were queued (and validated), keyed by their op. */
+const ELEMENT_CHUNKS = new WeakMap<object, Uint8Array>();
+
+/** The op stream of a transaction (native/nftables/wire.h): what commit hands the addon. */
+export function encodeOps(tx: NftTransaction | readonly NftOp[]): Uint8Array {
+  const ops = tx instanceof NftTransaction ? tx.ops : tx;
+  return writeOps(ops, (op) => ELEMENT_CHUNKS.get(op), (s, els, verb) => lowerElements(s as SetSpec, els as SetElement[], verb));
 }
 
 // ---- lowering typed ops to the addon's wire-shaped ops -------------------------------------
@@ -631,7 +653,11 @@ export class Nftables implements NftablesApi {
    * failed (index, errno name, extack) and that the others were rolled back.
    */
   async commit(tx: NftTransaction | readonly NftOp[], opts: CommitOptions = {}): Promise<NftCommitResult> {
-    const raw = await this.h.commit(lowerTransaction(tx), opts);
+    const stream = encodeOps(tx);
+    const native: NativeNftCommitOptions = { ackMode: opts.acks === true ? 'all' : opts.acks === false ? 'none' : 'last' };
+    if (opts.maxOpsPerTransaction !== undefined) native.maxOpsPerTransaction = opts.maxOpsPerTransaction;
+    if (opts.genId !== undefined) native.genId = opts.genId;
+    const raw = await this.h.commitWire(stream, native);
     return new NftCommitResult(raw);
   }
 

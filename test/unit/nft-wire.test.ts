@@ -1,0 +1,204 @@
+// The op stream commit sends (src/kernel/nft-wire.ts -> native/nftables/wire.cc) against the
+// object path (lowerTransaction -> codec.encodeTransactions, itself checked byte for byte
+// against nft in nft-golden): the same batches for every op kind, verb, expression kind and
+// element form; the same invalid-input errors; ack placement; mutated streams never crash.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { native } from '../../src/native.js';
+import { NetlinkError } from '../../src/errors.js';
+import { NftTransaction, encodeOps, lowerTransaction, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
+import type { Expr } from '../../src/kernel/nft-expr.js';
+import * as R from '../../src/kernel/nft-rules.js';
+import { prng } from '../helpers/bytes.js';
+
+const codec = native().codec.nftables;
+const F = R.F;
+const T = 'ipvsync';
+const NLM_F_ACK = 4;
+
+function split(batch: Buffer): Buffer[] {
+  const out: Buffer[] = [];
+  for (let off = 0; off + 16 <= batch.length; ) {
+    const len = batch.readUInt32LE(off);
+    out.push(batch.subarray(off, off + len));
+    off += (len + 3) & ~3;
+  }
+  return out;
+}
+
+const svc4: SetSpec = { family: 'ip', table: T, name: 'svc', key: ['ipv4_addr', 'inet_proto', 'inet_service'] };
+const vmap4: SetSpec = { family: 'ip', table: T, name: 'svcmap', key: ['ipv4_addr', 'inet_proto', 'inet_service'], map: 'verdict' };
+const cidr4: SetSpec = { family: 'ip', table: T, name: 'lb-src', key: ['ipv4_addr'], interval: true };
+const cidr6: SetSpec = { family: 'ip6', table: T, name: 'lb-src6', key: ['ipv6_addr'], interval: true };
+const stale: SetSpec = { family: 'ip', table: T, name: 'stale', key: ['ipv4_addr'], timeoutFlag: true };
+const marks: SetSpec = { family: 'ip', table: T, name: 'marks', key: ['mark'], map: 'mark', comment: 'mark map' };
+const ifs: SetSpec = { family: 'inet', table: T, name: 'ifs', key: ['ifname'], size: 64 };
+const vmap6: SetSpec = { family: 'ip6', table: T, name: 'svc6', key: ['ipv6_addr', 'inet_proto', 'inet_service'], map: 'verdict', timeout: 5000 };
+const chain = (name: string) => ({ family: 'ip' as const, table: T, name });
+const ruleIn = (c: string, exprs: Expr[], comment?: string) => ({ family: 'ip' as const, table: T, chain: c, exprs, ...(comment ? { comment } : {}) });
+
+function everything(): NftTransaction {
+  return new NftTransaction()
+    .addTable({ family: 'ip', name: T })
+    .createTable({ family: 'inet', name: 'other' })
+    .addChain(chain('svc-a'))
+    .addChain({ ...chain('prerouting'), hook: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' } })
+    .addChain({ ...chain('forward'), hook: { type: 'filter', hook: 'forward', priority: 0 } })
+    .createChain({ ...chain('out'), hook: { type: 'route', hook: 'output', priority: -150, policy: 'drop' } })
+    .addSet(svc4).addSet(vmap4).addSet(cidr4).addSet(cidr6).addSet(stale).addSet(marks).addSet(ifs).addSet(vmap6)
+    .addElements(svc4, [{ key: ['10.96.0.1', 'tcp', 443] }, { key: ['10.96.0.10', 'udp', 53] }])
+    .addElements(vmap4, [{ key: ['10.96.0.1', 'tcp', 443], verdict: { code: 'goto', chain: 'svc-a' } }, { key: ['10.96.0.2', 'sctp', 1], verdict: { code: 'drop' } }])
+    .addElements(cidr4, [{ key: ['10.0.0.0/8'] }, { key: ['192.168.1.0/24'] }, { key: ['172.16.0.1'] }])
+    .addElements(cidr6, [{ key: ['fd00::/64'] }])
+    .addElements(stale, [{ key: ['1.2.3.4'], timeout: 600_000, comment: 'stale udp' }])
+    .addElements(marks, [{ key: [0x4000], data: 7 }])
+    .addElements(ifs, [{ key: ['eth0'], comment: 'ünïcode' }])
+    .createElements(vmap6, [{ key: ['fd00::1', 'tcp', 443], verdict: { code: 'jump', chain: 'svc-a' }, timeout: 1000 }])
+    .deleteElements(svc4, [{ key: ['10.96.0.1', 'tcp', 443] }])
+    .destroyElements(cidr4, [{ key: ['10.0.0.0/8'] }])
+    .addRule(ruleIn('prerouting', R.vmap([F.ipDaddr, F.l4proto, F.thDport], 'svcmap')))
+    .addRule(ruleIn('prerouting', R.rule(R.fibDaddrType('local'), R.jump('svc-a'))))
+    .addRule(ruleIn('svc-a', R.rule(R.setMarkBits(0x4000)), 'mark for masquerade'))
+    .addRule(ruleIn('svc-a', R.rule(R.match(F.ipSaddr, '10.244.0.0/16', 'neq'), R.match(F.ipSaddr, '10.244.0.0/15'), R.match(F.l4proto, 'tcp'), R.dnat('ip', '10.244.1.5', 8443))))
+    .addRule(ruleIn('svc-a', R.rule(R.markMatch('ct', 0x4000), R.masquerade({ fullyRandom: true, persistent: true }))))
+    .addRule(ruleIn('svc-a', R.rule(R.ctState('established', 'related'), R.ctStatus('dnat'), R.ctDirection('reply'), R.limit(5, 'minute'), R.log('x '), R.reject('tcp-reset'), R.counter(), R.accept())))
+    .addRule(ruleIn('svc-a', R.rule(R.match(F.ip6Daddr, 'fd00::/63'), R.match(F.iifname, 'eth0'), R.match(F.nfproto, 'ipv6'), R.match(F.mark, 7), R.match(F.thDport, 80), R.snat('ip6', 'fd00::1', 99), R.setMark(1), R.ctMarkFromMeta(), R.ret())))
+    .addRule(ruleIn('forward', R.rule(R.inSet([F.ipSaddr], 'lb-src', { invert: true }), R.counter(), R.drop())))
+    .insertRule(ruleIn('forward', [R.accept()]), { before: 5 })
+    .addRule(ruleIn('forward', [R.goTo('svc-a')]), { after: 3 })
+    .replaceRule({ ...ruleIn('forward', [R.drop()]), handle: 7 })
+    .deleteRule({ family: 'ip', table: T, chain: 'forward', handle: 9 })
+    .destroyRule({ family: 'ip', table: T, chain: 'forward', handle: 10 })
+    .addRule(ruleIn('forward', [
+      { type: 'counter', bytes: 5, packets: 6 },
+      { type: 'ct', key: 'mark', sreg: 1 },
+      { type: 'ct', key: 'src', dreg: 1, direction: 'original' },
+      { type: 'meta', key: 'mark', dreg: 1 },
+      { type: 'payload', base: 'transport', offset: 2, len: 2, sreg: 1, csumType: 1, csumOffset: 16, csumFlags: 1 },
+      { type: 'bitwise', sreg: 1, dreg: 1, op: 'lshift', len: 4, data: '08000000' },
+      { type: 'lookup', sreg: 1, set: 'svc', setId: 3 },
+      { type: 'log', group: 2, snaplen: 64, qthreshold: 1, flags: 0 },
+      { type: 'nat', nat: 'dnat', family: 'ip', addrMin: 1, addrMax: 1, protoMin: 2, protoMax: 2, flags: 0x2 },
+      { type: 'masq', flags: 0x4, protoMin: 1, protoMax: 2 },
+    ]))
+    .flushChain(chain('svc-a')).flushSet(svc4).flushTable({ family: 'ip', name: T })
+    .deleteChain(chain('svc-a')).destroyChain(chain('gone')).deleteSet(vmap4).destroySet(stale)
+    .deleteTable({ family: 'inet', name: 'other' }).destroyTable({ family: 'ip', name: 'x' });
+}
+
+test('the op stream encodes every op kind, verb, expression and element form to the same batches as the object path', () => {
+  const tx = everything();
+  for (const opts of [{}, { maxOpsPerTransaction: 5 }, { maxOpsPerTransaction: 1 }, { genId: 5 }]) {
+    const objects = codec.encodeTransactions(lowerTransaction(tx), opts);
+    const stream = codec.encodeWire(encodeOps(tx), { ...opts, ackMode: 'all' });
+    assert.equal(stream.length, objects.length, JSON.stringify(opts));
+    objects.forEach((b, i) => assert.ok(b.equals(stream[i]!), `${JSON.stringify(opts)} batch ${i}`));
+  }
+  // raw op arrays (no NftTransaction: elements are encoded at commit) and expressions kept
+  // verbatim from a dump
+  const ops: NftOp[] = [
+    ...tx.ops,
+    { verb: 'add', kind: 'rule', rule: ruleIn('c', [{ type: 'foo', unknown: [{ attr: 1, hex: '0001' }, { attr: 2, hex: '' }] } as unknown as Expr, { type: 'cmp', sreg: 1, op: 'eq', data: '01', unknown: [{ attr: 9, hex: 'ab' }] } as unknown as Expr]) },
+  ];
+  const a = codec.encodeTransactions(lowerTransaction(ops));
+  const b = codec.encodeWire(encodeOps(ops), { ackMode: 'all' });
+  assert.equal(a.length, 1);
+  assert.ok(a[0]!.equals(b[0]!));
+});
+
+test('100k elements and a 30k-rule table: the same bytes either way', () => {
+  const s: SetSpec = { family: 'ip', table: T, name: 'big', key: ['ipv4_addr', 'inet_proto', 'inet_service'], map: 'verdict' };
+  const tx = new NftTransaction().addTable({ family: 'ip', name: T }).addSet(s);
+  const els = Array.from({ length: 100_000 }, (_, i) => ({ key: [`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, i % 2 ? 'udp' : 'tcp', 1 + (i % 60000)], verdict: { code: 'goto' as const, chain: `c${i % 100}` } }));
+  tx.addElements(s, els);
+  for (let i = 0; i < 10_000; i++)
+    tx.addRule(ruleIn(`c${i}`, R.rule(R.match(F.ipSaddr, '10.244.0.0/16', 'neq'), R.setMarkBits(0x4000))))
+      .addRule(ruleIn(`c${i}`, R.rule(R.counter(), R.match(F.l4proto, 'tcp'), R.dnat('ip', `10.244.${i >> 8}.${i & 255}`, 8080))))
+      .addRule(ruleIn(`c${i}`, [R.drop()]));
+  const a = codec.encodeTransactions(lowerTransaction(tx));
+  const b = codec.encodeWire(encodeOps(tx), { ackMode: 'all' });
+  assert.equal(a.length, 1);
+  assert.equal(b.length, 1);
+  assert.ok(a[0]!.equals(b[0]!));
+});
+
+test("ackMode: an ack on every op, on each transaction's last op only, or none", () => {
+  const tx = everything();
+  const flags = (opts: object) =>
+    codec.encodeWire(encodeOps(tx), opts).map((b) => split(b).map((m) => (m.readUInt16LE(6) & NLM_F_ACK) !== 0));
+  for (const batch of flags({ ackMode: 'all' })) assert.deepEqual(batch, batch.map((_, i) => i > 0 && i < batch.length - 1));
+  for (const batch of flags({ ackMode: 'none' })) assert.ok(batch.every((x) => !x));
+  const last = flags({ ackMode: 'last', maxOpsPerTransaction: 7 });
+  assert.ok(last.length > 1);
+  for (const batch of last) assert.deepEqual(batch, batch.map((_, i) => i === batch.length - 2), 'only the message before BATCH_END');
+  assert.throws(() => codec.encodeWire(encodeOps(tx), { ackMode: 'some' as 'all' }), /ackMode/);
+});
+
+test('bad input through the op stream: the same typed errors as the object path', () => {
+  const bad: Expr[][] = [
+    [{ type: 'cmp', sreg: 1, op: 'eq', data: 'zz' }],
+    [{ type: 'cmp', sreg: 1, op: 'eq', data: 'abc' }],
+    [{ type: 'cmp', sreg: 1, op: 'eq', data: '' }],
+    [{ type: 'cmp', sreg: 1, op: 'eq', data: '00'.repeat(65) }],
+    [{ type: 'meta', key: 'bogus', dreg: 1 } as unknown as Expr],
+    [{ type: 'meta', key: 'mark', dreg: 99 }],
+    [{ type: 'meta', key: 'mark', dreg: 1.5 }],
+    [{ type: 'meta', key: 'mark', dreg: -1 }],
+    [{ type: 'meta', key: 'mark', dreg: '1' as unknown as number }],
+    [{ type: 'immediate', dreg: 0, verdict: { code: 'bogus' as 'accept' } }],
+    [{ type: 'immediate', dreg: 0, verdict: { code: 'accept', chain: 'x' } }],
+    [{ type: 'immediate', dreg: 0, data: '01', verdict: { code: 'accept' } }],
+    [{ type: 'lookup', sreg: 1, set: 's', invert: 1 as unknown as boolean }],
+    [{ type: 'nope' } as unknown as Expr],
+    [{ type: 'payload', base: 'network', offset: 2 ** 32, len: 1, dreg: 1 }],
+  ];
+  for (const exprs of bad) {
+    const ops: NftOp[] = [{ verb: 'add', kind: 'rule', rule: ruleIn('c', exprs) }];
+    let objectError: unknown;
+    let streamError: unknown;
+    try {
+      codec.encodeTransactions(lowerTransaction(ops));
+    } catch (e) {
+      objectError = e;
+    }
+    try {
+      codec.encodeWire(encodeOps(ops));
+    } catch (e) {
+      streamError = e;
+    }
+    const what = JSON.stringify(exprs);
+    assert.ok(objectError instanceof NetlinkError && objectError.kind === 'invalid', `object path rejects ${what}`);
+    assert.ok(streamError instanceof NetlinkError && streamError.kind === 'invalid', `stream rejects ${what}`);
+    if (!/needs a chain|is required/.test(objectError.message)) assert.equal(streamError.message, objectError.message, what);
+  }
+  const badOps: NftOp[][] = [
+    [{ verb: 'add', kind: 'rule', rule: ruleIn('c', Array(129).fill(R.accept())) }],
+    [{ verb: 'add', kind: 'rule', rule: { ...ruleIn('c', [R.accept()]), table: 'x'.repeat(300) } }],
+    [{ verb: 'add', kind: 'chain', chain: { family: 'ip', table: T, name: 'a\0b' } }],
+    [{ verb: 'add', kind: 'table', table: { family: 'arp' as 'ip', name: 'x' } }],
+    [{ verb: 'bogus' as 'add', kind: 'table', table: { family: 'ip', name: 'x' } }],
+    [{ verb: 'add', kind: 'rule', rule: { ...ruleIn('c', [R.accept()]), comment: 'x'.repeat(200) } }],
+  ];
+  for (const ops of badOps)
+    assert.throws(() => codec.encodeWire(encodeOps(ops)), (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid', JSON.stringify(ops).slice(0, 80));
+});
+
+test('mutated op streams are rejected as invalid or encode; never a crash', () => {
+  const stream = Buffer.from(encodeOps(everything()));
+  const rnd = prng(5);
+  let rejected = 0;
+  let encoded = 0;
+  for (let i = 0; i < 3000; i++) {
+    const m = Buffer.from(stream.subarray(0, 4 + Math.floor(rnd() * (stream.length - 4))));
+    for (let k = 0; k < 1 + Math.floor(rnd() * 8); k++) m[4 + Math.floor(rnd() * (m.length - 4))] = Math.floor(rnd() * 256);
+    try {
+      codec.encodeWire(m, { maxOpsPerTransaction: Math.floor(rnd() * 5) });
+      encoded++;
+    } catch (e) {
+      assert.ok(e instanceof NetlinkError && e.kind === 'invalid', String(e));
+      rejected++;
+    }
+  }
+  assert.ok(rejected > 0 && encoded > 0, `${rejected} rejected, ${encoded} encoded`);
+  assert.throws(() => codec.encodeWire(Buffer.from('nope')), /not an op stream/);
+});
