@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
+import { hostname } from 'node:os';
 import { parse as parseYaml, stringify as stringifyYaml, YAMLParseError } from 'yaml';
 import { parseCidr } from '../engine/cidr.js';
 import { isKnownScheduler } from '../kube/scheduler.js';
@@ -587,6 +588,11 @@ export function renderConfig(cfg: IpvsyncConfig): string {
 /** --write-config-to FILE: writes the effective config (the caller exits afterwards). */
 export async function writeConfigTo(file: string, cfg: IpvsyncConfig): Promise<void> {
   await writeFile(file, renderConfig(cfg), { mode: 0o644 });
+}
+
+/** This node's name: hostnameOverride, else the hostname lowercased (kube-proxy's GetHostname). */
+export function nodeName(cfg: IpvsyncConfig, host: () => string = hostname): string {
+  return cfg.hostnameOverride || host().trim().toLowerCase();
 }
 
 /** The part of the config translate() reads. */

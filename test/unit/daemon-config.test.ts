@@ -12,6 +12,7 @@ import {
   formatDuration,
   loadConfig,
   mergeFlags,
+  nodeName,
   parseDuration,
   parseHostPort,
   renderConfig,
@@ -314,4 +315,9 @@ test('--write-config-to writes the effective config, which loads back to the sam
   assert.deepEqual(back.warnings, []);
   assert.equal(renderConfig(back.config), text);
   assert.deepEqual(validateConfig(undefined).config, defaultConfig());
+});
+
+test('node name: hostnameOverride, else the lowercased hostname', () => {
+  assert.equal(nodeName(loadConfig({ text: 'hostnameOverride: Node-7' }).config, () => 'ignored'), 'node-7');
+  assert.equal(nodeName(defaultConfig(), () => ' Worker-1.Example '), 'worker-1.example');
 });
