@@ -58,6 +58,8 @@ export interface RequestRecord {
   watch: boolean;
   query: Record<string, string>;
   status: number;
+  /** The Authorization header, if any. */
+  authorization?: string;
 }
 
 export class FakeApiServer {
@@ -292,6 +294,7 @@ export class FakeApiServer {
     const r = this.route(url.pathname);
     const watch = query.watch === 'true' || query.watch === '1';
     const rec: RequestRecord = { method: req.method ?? '', resource: r?.resource ?? '', watch, query, status: 200 };
+    if (req.headers.authorization) rec.authorization = req.headers.authorization;
     this.requests.push(rec);
     const fail = (code: number, reason: string, message: string) => {
       rec.status = code;
