@@ -104,3 +104,29 @@ export {
   type ProxyModel,
   type TranslateInput,
 } from './kube/types.js';
+// ---- daemon ----
+// (src/kube/informers.ts and src/kube/kubeconfig.ts load @kubernetes/client-node's runtime:
+// imported by the proxy directly, not re-exported here.)
+export {
+  loadConfig,
+  validateConfig,
+  mergeFlags,
+  renderConfig,
+  writeConfigTo,
+  toProxyConfig,
+  nodeName,
+  defaultConfig,
+  parseDuration,
+  formatDuration,
+  CONFIG_FLAGS,
+  ConfigError,
+  type IpvsyncConfig,
+  type ConfigIssue,
+  type FlagSpec,
+  type LoadedConfig,
+  type BindMode,
+} from './daemon/config.js';
+export { ProxyMetrics, MetricsServer, Registry, Counter, Gauge, Histogram, PROMETHEUS_CONTENT_TYPE, type ServiceLabelSource } from './daemon/metrics.js';
+export { ProxierHealth, HealthzServer, ServiceHealthServers, TO_BE_DELETED_TAINT, type HealthState, type ServiceHealthSyncResult } from './daemon/healthz.js';
+export { createLogger, type Logger, type LogLevel, type Fields } from './daemon/log.js';
+export { Lifecycle, preflight, systemChecks, hasCapability, PreflightError, CAP_NET_ADMIN, type PreflightChecks, type StopReport } from './daemon/lifecycle.js';

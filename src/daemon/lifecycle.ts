@@ -1,0 +1,173 @@
+// Start and stop: a preflight that refuses to start without what the proxy needs (CAP_NET_ADMIN,
+// IPVS) and says what is missing; ordered shutdown on SIGTERM/SIGINT that stops the sources, the
+// runner and the servers but leaves the data plane programmed (traffic keeps flowing while the
+// proxy restarts; `ipvsync cleanup` is the way to remove it).
+import { readFile } from 'node:fs/promises';
+import { NetlinkError } from '../errors.js';
+import type { Logger } from './log.js';
+
+/** Linux capability numbers (include/uapi/linux/capability.h). */
+export const CAP_NET_ADMIN = 12;
+
+/** Whether the CapEff line of /proc/<pid>/status has capability `cap`. */
+export function hasCapability(procStatus: string, cap: number): boolean {
+  const m = /^CapEff:\s*([0-9a-fA-F]+)\s*$/m.exec(procStatus);
+  if (!m) throw new Error('no CapEff line in /proc/self/status');
+  return ((BigInt(`0x${m[1]}`) >> BigInt(cap)) & 1n) === 1n;
+}
+
+export interface PreflightChecks {
+  /** Resolves true when the process has CAP_NET_ADMIN. */
+  capNetAdmin(): Promise<boolean>;
+  /** Resolves when IPVS answers (e.g. by opening an Ipvs handle); rejects otherwise. */
+  ipvs(): Promise<void>;
+}
+
+export class PreflightError extends Error {
+  override readonly name = 'PreflightError';
+  constructor(readonly problems: string[]) {
+    super(`cannot start:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  }
+}
+
+/** The real checks: /proc/self/status and an IPVS GET_INFO through `openIpvs`. */
+export function systemChecks(openIpvs: () => Promise<unknown>): PreflightChecks {
+  return {
+    capNetAdmin: async () => hasCapability(await readFile('/proc/self/status', 'utf8'), CAP_NET_ADMIN),
+    ipvs: async () => {
+      await openIpvs();
+    },
+  };
+}
+
+/**
+ * Runs every check and throws one PreflightError listing all problems. Without CAP_NET_ADMIN
+ * the IPVS check is not run (it would fail with EPERM and say nothing new).
+ */
+export async function preflight(checks: PreflightChecks): Promise<void> {
+  const problems: string[] = [];
+  let cap: boolean;
+  try {
+    cap = await checks.capNetAdmin();
+  } catch (e) {
+    problems.push(`cannot read the process capabilities: ${(e as Error).message}`);
+    cap = false;
+  }
+  if (!cap && problems.length === 0)
+    problems.push('missing CAP_NET_ADMIN: run as root or grant the capability (in Kubernetes: a privileged container, or securityContext.capabilities.add: [NET_ADMIN])');
+  if (cap) {
+    try {
+      await checks.ipvs();
+    } catch (e) {
+      problems.push(ipvsProblem(e));
+    }
+  }
+  if (problems.length) throw new PreflightError(problems);
+}
+
+function ipvsProblem(e: unknown): string {
+  if (e instanceof NetlinkError) {
+    if (e.kind === 'unsupported')
+      return `IPVS is not available in this kernel (${e.message}): load the ip_vs module on the node (modprobe ip_vs; in a container mount /lib/modules read-only so the kernel can autoload it) or use a kernel built with CONFIG_IP_VS`;
+    if (e.code === 'EPERM' || e.code === 'EACCES') return `IPVS refused access (${e.code}): CAP_NET_ADMIN is needed in the network namespace that owns the proxy's network`;
+    return `IPVS check failed: ${e.message} (${e.code}, ${e.kind})`;
+  }
+  return `IPVS check failed: ${(e as Error)?.message ?? String(e)}`;
+}
+
+export interface StopStep {
+  name: string;
+  ok: boolean;
+  error?: unknown;
+  timedOut?: boolean;
+}
+
+export interface StopReport {
+  reason: string;
+  steps: StopStep[];
+}
+
+/** Minimal process surface, so tests can send signals to a stand-in. */
+export interface SignalSource {
+  on(signal: NodeJS.Signals, fn: () => void): unknown;
+  off(signal: NodeJS.Signals, fn: () => void): unknown;
+}
+
+/**
+ * Ordered shutdown: steps run in reverse registration order (what started last stops first),
+ * one at a time, each bounded by `stepTimeoutMs`; a failing step is reported and the rest still
+ * run. stop() is idempotent: every caller gets the same report.
+ */
+export class Lifecycle {
+  private readonly steps: Array<{ name: string; fn: () => Promise<void> | void }> = [];
+  private stopping: Promise<StopReport> | undefined;
+
+  constructor(private readonly opts: { log?: Logger; stepTimeoutMs?: number } = {}) {}
+
+  onStop(name: string, fn: () => Promise<void> | void): void {
+    this.steps.push({ name, fn });
+  }
+
+  get isStopping(): boolean {
+    return this.stopping !== undefined;
+  }
+
+  stop(reason: string): Promise<StopReport> {
+    this.stopping ??= this.run(reason);
+    return this.stopping;
+  }
+
+  private async run(reason: string): Promise<StopReport> {
+    const log = this.opts.log;
+    log?.info('stopping; the data plane stays programmed', { reason });
+    const report: StopReport = { reason, steps: [] };
+    const timeout = this.opts.stepTimeoutMs ?? 10_000;
+    for (const s of [...this.steps].reverse()) {
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        const timedOut = await Promise.race([
+          Promise.resolve().then(s.fn).then(() => false),
+          new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeout))),
+        ]);
+        report.steps.push(timedOut ? { name: s.name, ok: false, timedOut: true } : { name: s.name, ok: true });
+        if (timedOut) log?.warn('stop step timed out', { step: s.name, timeoutMs: timeout });
+      } catch (error) {
+        report.steps.push({ name: s.name, ok: false, error });
+        log?.error('stop step failed', { step: s.name, error });
+      } finally {
+        clearTimeout(timer);
+      }
+    }
+    log?.info('stopped', { reason, failed: report.steps.filter((s) => !s.ok).map((s) => s.name) });
+    return report;
+  }
+
+  /**
+   * SIGTERM/SIGINT → stop(); `onStopped` gets the report (the caller exits). A second signal
+   * while stopping calls `onForce` (exit at once). Returns a function that removes the handlers.
+   */
+  handleSignals(opts: {
+    source?: SignalSource;
+    signals?: NodeJS.Signals[];
+    onStopped: (r: StopReport) => void;
+    onForce?: (signal: NodeJS.Signals) => void;
+  }): () => void {
+    const source = opts.source ?? process;
+    const signals = opts.signals ?? ['SIGTERM', 'SIGINT'];
+    const handlers = signals.map((sig) => {
+      const fn = () => {
+        if (this.isStopping) {
+          this.opts.log?.warn('second signal while stopping: exiting now', { signal: sig });
+          opts.onForce?.(sig);
+          return;
+        }
+        void this.stop(sig).then(opts.onStopped);
+      };
+      source.on(sig, fn);
+      return [sig, fn] as const;
+    });
+    return () => {
+      for (const [sig, fn] of handlers) source.off(sig, fn);
+    };
+  }
+}

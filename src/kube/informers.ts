@@ -1,0 +1,425 @@
+// Supervised informers for Services, EndpointSlices and this Node, built on
+// @kubernetes/client-node's ListWatch (its cache and its event dedup: a re-list deletes what
+// vanished and is silent about objects whose resourceVersion did not change; a resumed watch
+// continues from the last resourceVersion seen) with what a node proxy needs around it:
+//
+// - Restart with bounded exponential backoff on any error. ListWatch itself stops on the first
+//   error (it only emits 'error'); a 410 Gone makes it re-list, and a cleanly ended watch makes
+//   it re-watch — at once, so a server that keeps failing that way would be hammered: every list
+//   and watch therefore waits its turn on one backoff schedule per resource, which only a watch
+//   that made progress (an event) or stayed up resets.
+// - A watch that can hang: the client's Watch sets no timeout (its AbortSignal.timeout is
+//   overwritten by the controller's signal in 1.4.0). We ask the server to end each watch after
+//   `timeoutSeconds` (as client-go does), give the connect phase a timeout, and abort a watch the
+//   server did not end by then.
+// - Plain objects: lists go over the client's authenticated HTTP options as raw JSON, as the
+//   watch stream already is (the typed list API would hand out class instances with Dates).
+// - An initial-list barrier over all three resources, and a field selector for the Node
+//   (makeInformer in 1.4.0 cannot pass one; ListWatch's constructor can).
+import http from 'node:http';
+import https from 'node:https';
+import { ListWatch, Watch, type KubeConfig, type KubernetesObject, type V1EndpointSlice, type V1Node, type V1Service } from '@kubernetes/client-node';
+
+/** Where events go; plug-compatible with ServiceTracker / EndpointSliceTracker. Every object is a
+ *  plain JSON object; keys are "namespace/name" (a node's key is its name). */
+export interface KubeHandlers {
+  onServiceUpdate(svc: V1Service): void;
+  onServiceDelete(key: string): void;
+  onSliceUpdate(slice: V1EndpointSlice): void;
+  onSliceDelete(key: string): void;
+  onNode(node: V1Node): void;
+  onNodeDelete?(name: string): void;
+}
+
+export type ResourceName = 'services' | 'endpointslices' | 'node';
+
+export interface InformerError {
+  resource: ResourceName;
+  error: Error;
+  /** Delay before the next attempt (0: at once). */
+  retryInMs: number;
+  consecutiveFailures: number;
+}
+
+export interface InformerOptions {
+  /** First backoff step (default 500 ms); doubles per consecutive failure. The first failure
+   *  after a healthy period retries at once (a 410 Gone re-lists without waiting). */
+  backoffInitialMs?: number;
+  /** Backoff cap (default 30 s). */
+  backoffMaxMs?: number;
+  /** Random extra fraction of each delay (default 0.1), so nodes do not retry in lockstep. */
+  jitter?: number;
+  /** A watch open this long without failing counts as healthy (default 10 s). */
+  healthyAfterMs?: number;
+  /** Server-side watch timeout asked for (default: random in [300, 600) s, as client-go). */
+  watchTimeoutSeconds?: number;
+  /** Time to wait past the server-side timeout before aborting a silent watch (default 30 s). */
+  watchGraceMs?: number;
+  /** Timeout of one list page and of a watch's connect phase (default 60 s). */
+  requestTimeoutMs?: number;
+  /** List page size (default 500; 0: unpaged). */
+  listPageSize?: number;
+  /** Called for every failure (for logs); never needed for recovery. */
+  onError?: (e: InformerError) => void;
+  /** Called when a handler throws (a bug in the caller); the informer keeps going. */
+  onHandlerError?: (resource: ResourceName, error: unknown) => void;
+  random?: () => number;
+}
+
+export interface ResourceStats {
+  resource: ResourceName;
+  synced: boolean;
+  lists: number;
+  watches: number;
+  failures: number;
+  consecutiveFailures: number;
+  /** Re-lists forced by 410 Gone. */
+  gone: number;
+  events: { update: number; delete: number };
+  resourceVersion: string;
+  lastError?: string;
+}
+
+interface ResourceSpec<T extends KubernetesObject> {
+  name: ResourceName;
+  path: string;
+  fieldSelector?: string;
+  onUpdate(obj: T): void;
+  onDelete(obj: T): void;
+}
+
+class HttpStatusError extends Error {
+  constructor(
+    readonly statusCode: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** GET returning parsed JSON, with the client's credentials and TLS settings. */
+async function getJson(kc: KubeConfig, url: URL, timeoutMs: number): Promise<unknown> {
+  const opts: https.RequestOptions = {};
+  await kc.applyToHTTPSOptions(opts);
+  const mod = url.protocol === 'http:' ? http : https;
+  return new Promise((resolve, reject) => {
+    const req = mod.request(url, { ...opts, method: 'GET', headers: { ...opts.headers, accept: 'application/json' } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', reject);
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString();
+        if (res.statusCode !== 200) {
+          let msg = text.slice(0, 200);
+          try {
+            msg = (JSON.parse(text) as { message?: string }).message ?? msg;
+          } catch {
+            // not a Status object: keep the raw text
+          }
+          reject(new HttpStatusError(res.statusCode ?? 0, `GET ${url.pathname}: HTTP ${res.statusCode}: ${msg}`));
+          return;
+        }
+        try {
+          resolve(JSON.parse(text));
+        } catch (e) {
+          reject(new Error(`GET ${url.pathname}: bad JSON: ${(e as Error).message}`));
+        }
+      });
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`GET ${url.pathname}: no answer in ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+interface ListResult<T> {
+  metadata?: { resourceVersion?: string; continue?: string };
+  items: T[];
+}
+
+type WatchCallback = (phase: string, apiObj: any, watchObj?: any) => void; // eslint-disable-line @typescript-eslint/no-explicit-any
+type DoneCallback = (err: any) => void; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+/** One resource: a ListWatch, supervised. */
+export class ResourceInformer<T extends KubernetesObject> {
+  private readonly lw: ListWatch<T>;
+  private readonly inner: Watch;
+  private stopped = true;
+  private nextAttemptAt = 0;
+  private listCompleted = false;
+  private readonly sleepers = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
+  private resolveSynced!: () => void;
+  private rejectSynced!: (e: Error) => void;
+  /** Resolves after the first complete list has been delivered to the handlers. */
+  readonly synced: Promise<void>;
+  readonly stats: ResourceStats;
+
+  constructor(
+    private readonly kc: KubeConfig,
+    private readonly spec: ResourceSpec<T>,
+    private readonly opts: InformerOptions = {},
+  ) {
+    this.stats = {
+      resource: spec.name,
+      synced: false,
+      lists: 0,
+      watches: 0,
+      failures: 0,
+      consecutiveFailures: 0,
+      gone: 0,
+      events: { update: 0, delete: 0 },
+      resourceVersion: '',
+    };
+    this.synced = new Promise((resolve, reject) => {
+      this.resolveSynced = resolve;
+      this.rejectSynced = reject;
+    });
+    this.synced.catch(() => undefined); // a stop before sync rejects; callers that care await it
+    const connectTimeout = opts.requestTimeoutMs ?? 60_000;
+    // The client's Watch reads only these two members of its KubeConfig: add a timeout to the
+    // connect phase (node-fetch's `timeout` covers the wait for response headers).
+    const watchConfig = {
+      getCurrentCluster: () => kc.getCurrentCluster(),
+      applyToFetchOptions: async (o: https.RequestOptions) => ({ ...(await kc.applyToFetchOptions(o)), timeout: connectTimeout }),
+    } as unknown as KubeConfig;
+    this.inner = new Watch(watchConfig);
+    const adapter = { watch: this.watch.bind(this) } as unknown as Watch;
+    this.lw = new ListWatch<T>(spec.path, adapter, () => this.listAll(), false, undefined, spec.fieldSelector);
+    this.lw.on('add', (o) => this.deliver('update', o));
+    this.lw.on('update', (o) => this.deliver('update', o));
+    this.lw.on('delete', (o) => this.deliver('delete', o));
+    this.lw.on('error', (e) => this.onListWatchError(e));
+  }
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    void this.lw.start();
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const s of this.sleepers) {
+      clearTimeout(s.timer);
+      s.resolve();
+    }
+    this.sleepers.clear();
+    await this.lw.stop();
+    if (!this.stats.synced) this.rejectSynced(new Error(`${this.spec.name}: stopped before the initial list completed`));
+  }
+
+  /** The informer's cache (plain objects). */
+  cached(): readonly T[] {
+    return this.lw.list();
+  }
+
+  private deliver(kind: 'update' | 'delete', o: T): void {
+    if (this.stopped) return;
+    this.stats.events[kind]++;
+    try {
+      if (kind === 'update') this.spec.onUpdate(o);
+      else this.spec.onDelete(o);
+    } catch (e) {
+      this.opts.onHandlerError?.(this.spec.name, e);
+    }
+  }
+
+  private async listAll(): Promise<ListResult<T>> {
+    await this.waitTurn();
+    if (this.stopped) throw new Error('stopped');
+    const cluster = this.kc.getCurrentCluster();
+    if (!cluster) throw new Error('no current cluster in the kubeconfig');
+    const pageSize = this.opts.listPageSize ?? 500;
+    const items: T[] = [];
+    let rv: string | undefined;
+    let cont: string | undefined;
+    // Bounded: a list cannot have more pages than objects; 1e6 pages is a broken server.
+    for (let page = 0; page < 1_000_000; page++) {
+      const url = new URL(cluster.server + this.spec.path);
+      if (this.spec.fieldSelector) url.searchParams.set('fieldSelector', this.spec.fieldSelector);
+      if (pageSize > 0) url.searchParams.set('limit', String(pageSize));
+      if (cont) url.searchParams.set('continue', cont);
+      const body = (await getJson(this.kc, url, this.opts.requestTimeoutMs ?? 60_000)) as ListResult<T>;
+      if (this.stopped) throw new Error('stopped');
+      rv ??= body.metadata?.resourceVersion;
+      for (const it of body.items ?? []) items.push(it);
+      cont = body.metadata?.continue;
+      if (!cont) break;
+    }
+    if (!rv) throw new Error(`list ${this.spec.path}: no resourceVersion in the answer`);
+    this.stats.lists++;
+    this.listCompleted = true;
+    return { metadata: { resourceVersion: rv }, items };
+  }
+
+  /** The Watch that ListWatch calls for every (re)connection, right after it processed a list. */
+  private async watch(path: string, query: Record<string, string>, callback: WatchCallback, done: DoneCallback): Promise<{ abort(): void }> {
+    if (this.listCompleted) {
+      // ListWatch has delivered the whole list (it calls watch() synchronously after).
+      this.listCompleted = false;
+      if (!this.stats.synced) {
+        this.stats.synced = true;
+        this.resolveSynced();
+      }
+    }
+    const ctl = { aborted: false, inner: undefined as AbortController | undefined, abort(): void {
+      this.aborted = true;
+      this.inner?.abort();
+    } };
+    await this.waitTurn();
+    if (this.stopped) return ctl;
+    this.stats.resourceVersion = query.resourceVersion ?? '';
+    const timeoutSeconds = this.opts.watchTimeoutSeconds ?? Math.floor(300 * (1 + (this.opts.random ?? Math.random)()));
+    const params = { ...query, allowWatchBookmarks: 'true', timeoutSeconds: String(timeoutSeconds) };
+    const startedAt = Date.now();
+    let events = 0;
+    let finished = false;
+    const watchdog = setTimeout(() => ctl.abort(), timeoutSeconds * 1000 + (this.opts.watchGraceMs ?? 30_000));
+    watchdog.unref();
+    const wrappedCallback: WatchCallback = (phase, obj, raw) => {
+      if (this.stopped || ctl.aborted || finished) return;
+      if (phase === 'ERROR') {
+        const code = (obj as { code?: number } | undefined)?.code;
+        if (code === 410) this.stats.gone++;
+        this.fail(new HttpStatusError(code ?? 0, `watch ${path}: ${(obj as { message?: string })?.message ?? 'ERROR event'}`));
+      } else {
+        events++;
+        this.healthy();
+      }
+      callback(phase, obj, raw);
+      if (phase !== 'ERROR' && obj?.metadata?.resourceVersion) this.stats.resourceVersion = obj.metadata.resourceVersion;
+    };
+    const wrappedDone: DoneCallback = (err) => {
+      clearTimeout(watchdog);
+      if (finished) return;
+      finished = true;
+      if (this.stopped) return;
+      if (err) {
+        // A 410 answered as an HTTP status: ListWatch re-lists by itself; others reach 'error'.
+        if ((err as { statusCode?: number }).statusCode === 410) {
+          this.stats.gone++;
+          this.fail(err as Error);
+        }
+      } else if (events === 0 && Date.now() - startedAt < (this.opts.healthyAfterMs ?? 10_000)) {
+        this.fail(new Error(`watch ${path}: closed by the server with no events`));
+      } else if (Date.now() - startedAt >= (this.opts.healthyAfterMs ?? 10_000)) {
+        this.healthy();
+      }
+      done(err);
+    };
+    this.stats.watches++;
+    ctl.inner = await this.inner.watch(path, params, wrappedCallback, wrappedDone);
+    if (this.stopped || ctl.aborted) ctl.inner.abort();
+    return ctl;
+  }
+
+  private onListWatchError(e: unknown): void {
+    if (this.stopped) return;
+    const err = e instanceof Error ? e : new Error(String(e));
+    this.fail(err);
+    // ListWatch is idle after an error: start it again once the backoff allows (start()
+    // re-lists when its resourceVersion was reset, else resumes the watch from it). Deferred to
+    // a new task so the failing call chain has fully unwound.
+    setTimeout(() => {
+      if (!this.stopped) void this.lw.start();
+    }, 0).unref();
+  }
+
+  private fail(error: Error): void {
+    this.stats.failures++;
+    this.stats.consecutiveFailures++;
+    this.stats.lastError = error.message;
+    const n = this.stats.consecutiveFailures;
+    const initial = this.opts.backoffInitialMs ?? 500;
+    const base = n <= 1 ? 0 : Math.min(initial * 2 ** (n - 2), this.opts.backoffMaxMs ?? 30_000);
+    const delay = Math.round(base * (1 + (this.opts.jitter ?? 0.1) * (this.opts.random ?? Math.random)()));
+    this.nextAttemptAt = Date.now() + delay;
+    this.opts.onError?.({ resource: this.spec.name, error, retryInMs: delay, consecutiveFailures: n });
+  }
+
+  private healthy(): void {
+    this.stats.consecutiveFailures = 0;
+  }
+
+  private waitTurn(): Promise<void> {
+    const ms = this.nextAttemptAt - Date.now();
+    if (ms <= 0 || this.stopped) return Promise.resolve();
+    return new Promise((resolve) => {
+      const s = { timer: setTimeout(() => {
+        this.sleepers.delete(s);
+        resolve();
+      }, ms), resolve };
+      this.sleepers.add(s);
+    });
+  }
+}
+
+function nsKey(o: KubernetesObject): string {
+  return `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name ?? ''}`;
+}
+
+export interface KubeSourcesOptions extends InformerOptions {
+  kubeConfig: KubeConfig;
+  /** This node's name (kube-proxy's hostnameOverride or the hostname). */
+  nodeName: string;
+  handlers: KubeHandlers;
+}
+
+/** Services (all namespaces), EndpointSlices (discovery.k8s.io/v1, all namespaces) and this Node. */
+export class KubeSources {
+  readonly services: ResourceInformer<V1Service>;
+  readonly endpointSlices: ResourceInformer<V1EndpointSlice>;
+  readonly node: ResourceInformer<V1Node>;
+  private readonly all: Array<ResourceInformer<KubernetesObject>>;
+  private readonly syncedAll: Promise<void>;
+
+  constructor(opts: KubeSourcesOptions) {
+    const { kubeConfig: kc, handlers: h } = opts;
+    if (!opts.nodeName) throw new Error('KubeSources: nodeName is required');
+    this.services = new ResourceInformer<V1Service>(kc, {
+      name: 'services',
+      path: '/api/v1/services',
+      onUpdate: (o) => h.onServiceUpdate(o),
+      onDelete: (o) => h.onServiceDelete(nsKey(o)),
+    }, opts);
+    this.endpointSlices = new ResourceInformer<V1EndpointSlice>(kc, {
+      name: 'endpointslices',
+      path: '/apis/discovery.k8s.io/v1/endpointslices',
+      onUpdate: (o) => h.onSliceUpdate(o),
+      onDelete: (o) => h.onSliceDelete(nsKey(o)),
+    }, opts);
+    this.node = new ResourceInformer<V1Node>(kc, {
+      name: 'node',
+      path: '/api/v1/nodes',
+      fieldSelector: `metadata.name=${opts.nodeName}`,
+      onUpdate: (o) => h.onNode(o),
+      onDelete: (o) => h.onNodeDelete?.(o.metadata?.name ?? ''),
+    }, opts);
+    this.all = [this.services, this.endpointSlices, this.node] as Array<ResourceInformer<KubernetesObject>>;
+    this.syncedAll = Promise.all(this.all.map((i) => i.synced)).then(() => undefined);
+    this.syncedAll.catch(() => undefined);
+  }
+
+  start(): void {
+    for (const i of this.all) i.start();
+  }
+
+  /** Resolves once Services, EndpointSlices and the Node have each completed a first list and
+   *  delivered it; rejects if stopped before. Program nothing before this. */
+  synced(): Promise<void> {
+    return this.syncedAll;
+  }
+
+  get hasSynced(): boolean {
+    return this.all.every((i) => i.stats.synced);
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.all.map((i) => i.stop()));
+  }
+
+  stats(): ResourceStats[] {
+    return this.all.map((i) => structuredClone(i.stats));
+  }
+}

@@ -1,0 +1,323 @@
+// The daemon config: kube-proxy field names and defaults, every validation case with its
+// message, flags over the file, --write-config-to round trip.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  ConfigError,
+  CONFIG_FLAGS,
+  defaultConfig,
+  formatDuration,
+  loadConfig,
+  mergeFlags,
+  nodeName,
+  parseDuration,
+  parseHostPort,
+  renderConfig,
+  toProxyConfig,
+  validateConfig,
+  writeConfigTo,
+} from '../../src/daemon/config.js';
+
+function issuesOf(fn: () => unknown): Array<[string, string]> {
+  try {
+    fn();
+  } catch (e) {
+    assert.ok(e instanceof ConfigError, `expected ConfigError, got ${e}`);
+    return e.issues.map((i) => [i.path, i.message]);
+  }
+  assert.fail('expected a ConfigError');
+}
+
+test('defaults are kube-proxy IPVS mode defaults', () => {
+  const { config, warnings } = loadConfig();
+  assert.deepEqual(warnings, []);
+  assert.deepEqual(config, defaultConfig());
+  assert.equal(config.ipvs.syncPeriodMs, 30_000);
+  assert.equal(config.ipvs.minSyncPeriodMs, 0);
+  assert.deepEqual(config.healthzBindAddress, { host: '0.0.0.0', port: 10256 });
+  assert.deepEqual(config.metricsBindAddress, { host: '127.0.0.1', port: 10249 });
+  assert.equal(config.vipLink, 'kube-ipvs0');
+  assert.equal(config.bindMode, 'address');
+  assert.equal(config.drainTimeoutMs, 15 * 60_000);
+  assert.deepEqual(loadConfig({ text: '' }).config, defaultConfig(), 'an empty file is the defaults');
+});
+
+test('a full KubeProxyConfiguration document', () => {
+  const { config, warnings } = loadConfig({
+    text: `
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: ipvs
+clusterCIDR: 10.244.0.0/16,fd00:10:244::/56
+nodePortAddresses: [192.168.0.0/24, "fd00::/64"]
+hostnameOverride: " Node-A.example "
+metricsBindAddress: 0.0.0.0:9100
+healthzBindAddress: "[::]"
+clientConnection:
+  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
+  qps: 5
+ipvs:
+  scheduler: wrr
+  syncPeriod: 1m
+  minSyncPeriod: 1s
+  tcpTimeout: 900s
+  tcpFinTimeout: 2m
+  udpTimeout: 300s
+  strictARP: true
+  excludeCIDRs: [10.10.0.0/16]
+iptables:
+  masqueradeAll: true
+  masqueradeBit: 14
+conntrack:
+  maxPerCore: 32768
+oomScoreAdj: -999
+bindMode: route
+serviceCIDRs: [10.96.0.0/12]
+vipLink: ipvs0
+drainTimeout: 5m
+proxyName: ipvsync
+logLevel: debug
+`,
+  });
+  assert.deepEqual(config, {
+    clusterCIDRs: ['10.244.0.0/16', 'fd00:10:244::/56'],
+    nodePortAddresses: ['192.168.0.0/24', 'fd00::/64'],
+    hostnameOverride: 'node-a.example',
+    metricsBindAddress: { host: '0.0.0.0', port: 9100 },
+    healthzBindAddress: { host: '::', port: 10256 },
+    masqueradeAll: true,
+    kubeconfig: '/var/lib/kube-proxy/kubeconfig.conf',
+    master: '',
+    ipvs: {
+      scheduler: 'wrr',
+      syncPeriodMs: 60_000,
+      minSyncPeriodMs: 1000,
+      tcpTimeoutMs: 900_000,
+      tcpFinTimeoutMs: 120_000,
+      udpTimeoutMs: 300_000,
+      strictARP: true,
+      excludeCIDRs: ['10.10.0.0/16'],
+    },
+    bindMode: 'route',
+    serviceCIDRs: ['10.96.0.0/12'],
+    vipLink: 'ipvs0',
+    drainTimeoutMs: 300_000,
+    proxyName: 'ipvsync',
+    logLevel: 'debug',
+  });
+  assert.deepEqual(warnings.sort(), [
+    'clientConnection.qps: kube-proxy field ignored by ipvsync',
+    'conntrack: kube-proxy field ignored by ipvsync',
+    'iptables.masqueradeBit: kube-proxy field ignored by ipvsync',
+    'oomScoreAdj: kube-proxy field ignored by ipvsync',
+  ]);
+  assert.deepEqual(toProxyConfig(config), {
+    scheduler: 'wrr',
+    nodePortAddresses: ['192.168.0.0/24', 'fd00::/64'],
+    clusterCIDRs: ['10.244.0.0/16', 'fd00:10:244::/56'],
+    masqueradeAll: true,
+    proxyName: 'ipvsync',
+  });
+});
+
+test('validation: every problem reported at once with its field path', () => {
+  const cases: Array<[string, Array<[string, RegExp]>]> = [
+    ['kind: Pod', [['kind', /must be KubeProxyConfiguration, not "Pod"/]]],
+    ['apiVersion: v1', [['apiVersion', /must be one of kubeproxy.config.k8s.io\/v1alpha1/]]],
+    ['mode: iptables', [['mode', /mode must be "ipvs" or empty, not "iptables"/]]],
+    ['clusterCIDR: 10.0.0.0', [['clusterCIDR', /"10.0.0.0" is not a CIDR/]]],
+    ['clusterCIDR: 10.0.0.0/33', [['clusterCIDR', /prefix length 33 is too long for IPv4/]]],
+    ['clusterCIDR: 10.0.0.0/8,10.1.0.0/16', [['clusterCIDR', /at most one CIDR per IP family/]]],
+    ['clusterCIDR: 10.0.0.0/8,fd00::/64,fd01::/64', [['clusterCIDR', /at most one CIDR per IP family/]]],
+    ['clusterCIDR: 42', [['clusterCIDR', /must be a list of CIDRs or a comma-separated string, not number 42/]]],
+    ['nodePortAddresses: [10.0.0.0/8, bogus]', [['nodePortAddresses[1]', /"bogus" is not a CIDR/]]],
+    ['nodePortAddresses: [primary]', [['nodePortAddresses', /"primary" is not supported/]]],
+    ['hostnameOverride: "bad_name!"', [['hostnameOverride', /not a valid node name/]]],
+    ['metricsBindAddress: "127.0.0.1:99999"', [['metricsBindAddress', /port "99999" must be a number from 0 to 65535/]]],
+    ['metricsBindAddress: "localhost:10249"', [['metricsBindAddress', /"localhost" is not an IP address/]]],
+    ['healthzBindAddress: 10256', [['healthzBindAddress', /must be "host:port", not number 10256/]]],
+    ['healthzBindAddress: "0.0.0.0:abc"', [['healthzBindAddress', /port "abc" must be a number/]]],
+    ['masqueradeAll: yes-please', [['masqueradeAll', /must be true or false, not string "yes-please"/]]],
+    ['ipvs: {syncPeriod: 30}', [['ipvs.syncPeriod', /must be a duration such as "30s" or "1m", not number 30/]]],
+    ['ipvs: {syncPeriod: 30 seconds}', [['ipvs.syncPeriod', /"30 seconds" is not a duration/]]],
+    ['ipvs: {syncPeriod: 0s}', [['ipvs.syncPeriod', /must be greater than 0/]]],
+    ['ipvs: {minSyncPeriod: -1s}', [['ipvs.minSyncPeriod', /"-1s" is negative/]]],
+    ['ipvs: {syncPeriod: 10s, minSyncPeriod: 1m}', [['ipvs.minSyncPeriod', /must not exceed ipvs.syncPeriod \(1m0s > 10s\)/]]],
+    ['ipvs: {tcpTimeout: 1500ms}', [['ipvs.tcpTimeout', /not a whole number of seconds/]]],
+    ['ipvs: {scheduler: fastest}', [['ipvs.scheduler', /unknown IPVS scheduler "fastest"/]]],
+    ['ipvs: {strictArp: true}', [['ipvs.strictArp', /unknown field/]]],
+    ['ipvs: {excludeCIDRs: [1.2.3.4/40]}', [['ipvs.excludeCIDRs[0]', /too long/]]],
+    ['ipvs: [1, 2]', [['ipvs', /must be a mapping, not a list/]]],
+    ['clusterCidr: 10.0.0.0/8', [['clusterCidr', /unknown field/]]],
+    ['bindMode: tunnel', [['bindMode', /must be "address" or "route", not "tunnel"/]]],
+    ['bindMode: route', [['serviceCIDRs', /required with bindMode "route"/]]],
+    ['vipLink: "kube ipvs0"', [['vipLink', /not a link name/]]],
+    ['vipLink: a-very-long-link-name', [['vipLink', /not a link name/]]],
+    ['drainTimeout: forever', [['drainTimeout', /"forever" is not a duration/]]],
+    ['proxyName: "-bad"', [['proxyName', /not a valid label value/]]],
+    ['logLevel: trace', [['logLevel', /must be one of debug, info, warn, error, not "trace"/]]],
+    ['clientConnection: {kubeconfig: 7}', [['clientConnection.kubeconfig', /must be a string, not number 7/]]],
+    [
+      'ipvs: {syncPeriod: 1x, udpTimeout: 1.5s}\nvipLink: "a/b"\nfoo: 1',
+      [
+        ['foo', /unknown field/],
+        ['ipvs.syncPeriod', /not a duration/],
+        ['ipvs.udpTimeout', /not a whole number of seconds/],
+        ['vipLink', /not a link name/],
+      ],
+    ],
+  ];
+  for (const [text, expected] of cases) {
+    const got = issuesOf(() => loadConfig({ text, file: 'proxy.yaml' }));
+    assert.equal(got.length, expected.length, `${text}: ${JSON.stringify(got)}`);
+    for (const [i, [path, re]] of expected.entries()) {
+      assert.equal(got[i]![0], path, `${text}: path`);
+      assert.match(got[i]![1], re, `${text}: message`);
+    }
+  }
+});
+
+test('the error message names the file and lists every issue', () => {
+  try {
+    loadConfig({ text: 'ipvs: {syncPeriod: nope}\nlogLevel: loud', file: '/etc/ipvsync/config.yaml' });
+    assert.fail('expected a ConfigError');
+  } catch (e) {
+    assert.equal(
+      (e as Error).message,
+      '/etc/ipvsync/config.yaml: invalid configuration:\n' +
+        '  ipvs.syncPeriod: "nope" is not a duration (examples: "30s", "1m", "1h30m", "250ms")\n' +
+        '  logLevel: must be one of debug, info, warn, error, not "loud"',
+    );
+  }
+});
+
+test('YAML syntax errors and unreadable files', () => {
+  const syntax = issuesOf(() => loadConfig({ text: 'ipvs:\n  syncPeriod: [1s\n', file: 'x.yaml' }));
+  assert.equal(syntax.length, 1);
+  assert.match(syntax[0]![0], /^line \d+, column \d+$/);
+  assert.match(syntax[0]![1], /^YAML syntax: Flow sequence in block collection must be sufficiently indented and end with a \]$/);
+  assert.deepEqual(issuesOf(() => loadConfig({ text: '- a\n- b' })), [['(document)', 'must be a mapping, not a list']]);
+  assert.deepEqual(issuesOf(() => loadConfig({ file: '/nonexistent/ipvsync.yaml' })), [['(file)', 'cannot read: ENOENT']]);
+});
+
+test('durations: Go syntax in, Go Duration.String() out', () => {
+  const ok: Array<[string, number]> = [
+    ['0', 0],
+    ['0s', 0],
+    ['30s', 30_000],
+    ['1m', 60_000],
+    ['1h30m', 5_400_000],
+    ['250ms', 250],
+    ['1.5s', 1500],
+    ['1m30s', 90_000],
+    ['500us', 0.5],
+  ];
+  for (const [t, ms] of ok) assert.equal(parseDuration(t), ms, t);
+  for (const t of ['', '30', 's', '1d', '1 s', '-1s', '1s2', 'abc']) assert.equal(parseDuration(t), undefined, t);
+  const fmt: Array<[number, string]> = [
+    [0, '0s'],
+    [250, '250ms'],
+    [30_000, '30s'],
+    [60_000, '1m0s'],
+    [900_000, '15m0s'],
+    [3_600_000, '1h0m0s'],
+    [5_430_000, '1h30m30s'],
+    [1500, '1.5s'],
+  ];
+  for (const [ms, t] of fmt) {
+    assert.equal(formatDuration(ms), t);
+    assert.equal(parseDuration(t), ms, `round trip ${t}`);
+  }
+});
+
+test('bind addresses: kube-proxy AppendPortIfNeeded semantics, IPv6 brackets, port 0 turns the server off', () => {
+  assert.deepEqual(parseHostPort('0.0.0.0', 10256), { host: '0.0.0.0', port: 10256 });
+  assert.deepEqual(parseHostPort('::1', 10249), { host: '::1', port: 10249 });
+  assert.deepEqual(parseHostPort('[::1]:9000', 10249), { host: '::1', port: 9000 });
+  assert.deepEqual(parseHostPort('[fd00::1]', 10249), { host: 'fd00::1', port: 10249 });
+  assert.deepEqual(parseHostPort('10.0.0.1:0', 10249), { host: '10.0.0.1', port: 0 });
+  assert.match(parseHostPort('[nope]:1', 1) as string, /"nope" is not an IP address/);
+  assert.equal(loadConfig({ text: 'metricsBindAddress: 127.0.0.1:0' }).config.metricsBindAddress, null);
+});
+
+test('flags override the file; their problems are reported under the flag name', () => {
+  const text = 'ipvs:\n  syncPeriod: 1m\n  scheduler: lc\nclusterCIDR: 10.244.0.0/16\nlogLevel: warn\n';
+  const { config } = loadConfig({
+    text,
+    flags: {
+      'ipvs-sync-period': '45s',
+      ipvsMinSyncPeriod: '2s', // commander's camelCase
+      masqueradeAll: true,
+      clusterCidr: '10.1.0.0/16,fd00::/48',
+      kubeconfig: '/k.conf',
+      hostnameOverride: undefined, // not given
+      'unrelated-option': 'x',
+    },
+  });
+  assert.equal(config.ipvs.syncPeriodMs, 45_000);
+  assert.equal(config.ipvs.minSyncPeriodMs, 2000);
+  assert.equal(config.ipvs.scheduler, 'lc', 'file value kept where no flag');
+  assert.equal(config.masqueradeAll, true);
+  assert.deepEqual(config.clusterCIDRs, ['10.1.0.0/16', 'fd00::/48']);
+  assert.equal(config.kubeconfig, '/k.conf');
+  assert.equal(config.logLevel, 'warn');
+
+  assert.deepEqual(
+    issuesOf(() => loadConfig({ text, flags: { 'ipvs-sync-period': 'soon', 'nodeport-addresses': '10.0.0.0/8,x', 'log-level': 'warn' } })),
+    [
+      ['--nodeport-addresses', '"x" is not a CIDR (address/prefix-length, e.g. 10.244.0.0/16 or fd00::/64)'],
+      ['--ipvs-sync-period', '"soon" is not a duration (examples: "30s", "1m", "1h30m", "250ms")'],
+    ],
+  );
+  // A conflict between a flag and a file value names whichever field the rule is attached to.
+  assert.deepEqual(issuesOf(() => loadConfig({ text, flags: { 'ipvs-min-sync-period': '5m' } })), [
+    ['--ipvs-min-sync-period', 'must not exceed ipvs.syncPeriod (5m0s > 1m0s)'],
+  ]);
+});
+
+test('mergeFlags is pure and knows every flag', () => {
+  const doc = { ipvs: { scheduler: 'rr' } };
+  const { doc: merged } = mergeFlags(doc, { 'ipvs-strict-arp': true, 'vip-link': 'ipvs1' });
+  assert.deepEqual(doc, { ipvs: { scheduler: 'rr' } }, 'input untouched');
+  assert.deepEqual(merged, { ipvs: { scheduler: 'rr', strictARP: true }, vipLink: 'ipvs1' });
+  // Every flag lands on a field the validator knows (no "unknown field").
+  const sample: Record<string, unknown> = {};
+  for (const f of CONFIG_FLAGS) {
+    sample[f.flag] = { bool: true, duration: '10s', cidrs: '10.0.0.0/8', string: '' }[f.kind];
+  }
+  sample['bind-mode'] = 'address';
+  sample['log-level'] = 'info';
+  sample['ipvs-scheduler'] = 'rr';
+  sample['metrics-bind-address'] = '127.0.0.1:10249';
+  sample['healthz-bind-address'] = '0.0.0.0:10256';
+  sample['vip-link'] = 'kube-ipvs0';
+  assert.doesNotThrow(() => loadConfig({ flags: sample }));
+});
+
+test('--write-config-to writes the effective config, which loads back to the same config', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ipvsync-config-'));
+  const src = join(dir, 'in.yaml');
+  writeFileSync(src, 'clusterCIDR: 10.244.0.0/16\nipvs:\n  scheduler: sh\n  tcpTimeout: 15m\nhealthzBindAddress: "[::]:10256"\nmetricsBindAddress: 127.0.0.1:0\n');
+  const { config } = loadConfig({ file: src, flags: { 'drain-timeout': '90s' } });
+  const out = join(dir, 'out.yaml');
+  await writeConfigTo(out, config);
+  const text = readFileSync(out, 'utf8');
+  assert.match(text, /^apiVersion: kubeproxy.config.k8s.io\/v1alpha1$/m);
+  assert.match(text, /^kind: KubeProxyConfiguration$/m);
+  assert.match(text, /^ {2}tcpTimeout: 15m0s$/m);
+  assert.match(text, /^drainTimeout: 1m30s$/m);
+  assert.match(text, /^healthzBindAddress: "?\[::\]:10256"?$/m);
+  const back = loadConfig({ file: out });
+  assert.deepEqual(back.config, config);
+  assert.deepEqual(back.warnings, []);
+  assert.equal(renderConfig(back.config), text);
+  assert.deepEqual(validateConfig(undefined).config, defaultConfig());
+});
+
+test('node name: hostnameOverride, else the lowercased hostname', () => {
+  assert.equal(nodeName(loadConfig({ text: 'hostnameOverride: Node-7' }).config, () => 'ignored'), 'node-7');
+  assert.equal(nodeName(defaultConfig(), () => ' Worker-1.Example '), 'worker-1.example');
+});

@@ -1,0 +1,166 @@
+// kube-proxy's health semantics: /healthz and /livez from queued/updated timestamps and node
+// eligibility; per-service healthCheckNodePort servers managed from a list. Real HTTP on 127.0.0.1.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { HealthzServer, ProxierHealth, ServiceHealthServers, TO_BE_DELETED_TAINT } from '../../src/daemon/healthz.js';
+import { ProxyMetrics } from '../../src/daemon/metrics.js';
+
+const T0 = Date.parse('2024-05-01T10:00:00Z');
+
+test('ProxierHealth: healthy at start, while an update is younger than the timeout, and after a sync', () => {
+  let now = T0;
+  const h = new ProxierHealth(60_000, () => now);
+  assert.deepEqual(h.state(), { healthy: true, lastUpdated: 0, currentTime: T0, nodeEligible: true });
+  h.queuedUpdate();
+  now += 59_999;
+  assert.equal(h.isHealthy(), true, 'pending but not late');
+  h.queuedUpdate(); // the oldest pending one counts
+  now += 1;
+  assert.equal(h.isHealthy(), false, 'pending for the whole timeout');
+  h.updated();
+  assert.deepEqual(h.state(), { healthy: true, lastUpdated: T0 + 60_000, currentTime: T0 + 60_000, nodeEligible: true });
+  now += 10 * 60_000;
+  assert.equal(h.isHealthy(), true, 'no pending update: healthy however long ago the last sync was');
+  assert.throws(() => new ProxierHealth(0), /healthTimeoutMs/);
+});
+
+test('node eligibility: deletion timestamp or the autoscaler taint; a deleted node', () => {
+  const h = new ProxierHealth(1000, () => T0);
+  h.syncNode({ metadata: { name: 'n' }, spec: { taints: [{ key: 'other', effect: 'NoSchedule' }] } });
+  assert.equal(h.state().nodeEligible, true);
+  h.syncNode({ metadata: { name: 'n' }, spec: { taints: [{ key: TO_BE_DELETED_TAINT, effect: 'NoSchedule' }] } });
+  assert.equal(h.state().nodeEligible, false);
+  h.syncNode({ metadata: { name: 'n' } });
+  assert.equal(h.state().nodeEligible, true);
+  h.syncNode({ metadata: { name: 'n', deletionTimestamp: new Date(T0) } });
+  assert.equal(h.state().nodeEligible, false);
+  h.syncNode(undefined);
+  assert.equal(h.state().nodeEligible, false);
+});
+
+test('/healthz and /livez over HTTP: status codes, JSON bodies, headers, counters', async () => {
+  let now = T0;
+  const health = new ProxierHealth(60_000, () => now);
+  const metrics = new ProxyMetrics();
+  const srv = new HealthzServer(health, { host: '127.0.0.1', port: 0, metrics });
+  await srv.start();
+  const get = async (path: string) => {
+    const r = await fetch(`http://127.0.0.1:${srv.port}${path}`);
+    return { status: r.status, body: await r.text(), type: r.headers.get('content-type'), nosniff: r.headers.get('x-content-type-options') };
+  };
+  try {
+    const nowIso = () => new Date(now).toISOString();
+    let r = await get('/healthz');
+    assert.deepEqual(r, { status: 200, body: JSON.stringify({ lastUpdated: nowIso(), currentTime: nowIso(), nodeEligible: true }), type: 'application/json', nosniff: 'nosniff' });
+    health.updated();
+    const synced = now;
+    health.queuedUpdate();
+    now += 61_000;
+    r = await get('/healthz');
+    assert.equal(r.status, 503);
+    assert.deepEqual(JSON.parse(r.body), { lastUpdated: new Date(synced).toISOString(), currentTime: nowIso(), nodeEligible: true }, 'stale: the real last update');
+    r = await get('/livez');
+    assert.equal(r.status, 503);
+    assert.deepEqual(JSON.parse(r.body), { lastUpdated: new Date(synced).toISOString(), currentTime: nowIso() });
+    health.updated();
+    health.syncNode({ metadata: { name: 'n' }, spec: { taints: [{ key: TO_BE_DELETED_TAINT, effect: 'NoSchedule' }] } });
+    r = await get('/healthz');
+    assert.equal(r.status, 503, 'an ineligible node fails /healthz');
+    assert.equal(JSON.parse(r.body).nodeEligible, false);
+    r = await get('/livez');
+    assert.equal(r.status, 200, '…but not /livez');
+    assert.deepEqual(JSON.parse(r.body), { lastUpdated: nowIso(), currentTime: nowIso() });
+    assert.equal((await get('/other')).status, 404);
+    assert.equal(metrics.healthzTotal.get({ code: '200' }), 1);
+    assert.equal(metrics.healthzTotal.get({ code: '503' }), 2);
+    assert.equal(metrics.livezTotal.get({ code: '503' }), 1);
+    assert.equal(metrics.livezTotal.get({ code: '200' }), 1);
+    // Never synced and unhealthy: Go's zero time.
+    const h2 = new ProxierHealth(10, () => now);
+    h2.queuedUpdate();
+    now += 11;
+    assert.equal(JSON.parse(new HealthzServer(h2, { host: '127.0.0.1', port: 0 }).answer('/healthz')!.body).lastUpdated, '0001-01-01T00:00:00Z');
+  } finally {
+    await srv.stop();
+  }
+});
+
+async function freePorts(n: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from({ length: n }, () => new Promise<net.Server>((resolve) => {
+      const s = net.createServer();
+      s.listen(0, '127.0.0.1', () => resolve(s));
+    })),
+  );
+  const ports = servers.map((s) => (s.address() as net.AddressInfo).port);
+  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+  return ports;
+}
+
+async function probe(port: number): Promise<{ status: number; body: unknown; weight: string | null } | 'refused'> {
+  try {
+    const r = await fetch(`http://127.0.0.1:${port}/`);
+    return { status: r.status, body: JSON.parse(await r.text()), weight: r.headers.get('x-load-balancing-endpoint-weight') };
+  } catch {
+    return 'refused';
+  }
+}
+
+test('service health servers: started, updated in place, stopped as the list changes', async () => {
+  const [p1, p2, p3] = await freePorts(3);
+  let proxyHealthy = true;
+  const mgr = new ServiceHealthServers({ addresses: ['127.0.0.1'], proxyHealth: { isHealthy: () => proxyHealthy } });
+  try {
+    let r = await mgr.sync([
+      { nodePort: p1!, service: 'default/web', localEndpoints: 2 },
+      { nodePort: p2!, service: 'prod/api', localEndpoints: 0 },
+    ]);
+    assert.deepEqual(r, { started: [p1, p2].sort((a, b) => a! - b!), stopped: [], failed: [] });
+    assert.deepEqual(await probe(p1!), { status: 200, body: { service: { namespace: 'default', name: 'web' }, localEndpoints: 2, serviceProxyHealthy: true }, weight: '2' });
+    assert.deepEqual(await probe(p2!), { status: 503, body: { service: { namespace: 'prod', name: 'api' }, localEndpoints: 0, serviceProxyHealthy: true }, weight: '0' });
+
+    r = await mgr.sync([
+      { nodePort: p1!, service: 'default/web', localEndpoints: 0 },
+      { nodePort: p3!, service: 'default/lb', localEndpoints: 1 },
+    ]);
+    assert.deepEqual(r, { started: [p3], stopped: [p2], failed: [] });
+    assert.equal((await probe(p1!) as { status: number }).status, 503, 'count updated without a restart');
+    assert.equal(await probe(p2!), 'refused');
+    assert.equal((await probe(p3!) as { status: number }).status, 200);
+    proxyHealthy = false;
+    const unhealthy = await probe(p3!);
+    assert.deepEqual(unhealthy, { status: 503, body: { service: { namespace: 'default', name: 'lb' }, localEndpoints: 1, serviceProxyHealthy: false }, weight: '1' });
+    assert.deepEqual(mgr.list(), [
+      { nodePort: p1, service: 'default/web', localEndpoints: 0 },
+      { nodePort: p3, service: 'default/lb', localEndpoints: 1 },
+    ].sort((a, b) => a.nodePort! - b.nodePort!));
+  } finally {
+    await mgr.stop();
+  }
+  assert.equal(await probe(p1!), 'refused');
+  assert.equal(await probe(p3!), 'refused');
+});
+
+test('service health servers: a port that cannot be bound is reported and retried on the next sync', async () => {
+  const [port] = await freePorts(1);
+  const blocker = net.createServer();
+  await new Promise<void>((r) => blocker.listen(port, '127.0.0.1', () => r()));
+  const mgr = new ServiceHealthServers({ addresses: ['127.0.0.1'] });
+  try {
+    const checks = [{ nodePort: port!, service: 'default/web', localEndpoints: 1 }];
+    let r = await mgr.sync(checks);
+    assert.equal(r.started.length, 0);
+    assert.equal(r.failed.length, 1);
+    assert.equal(r.failed[0]!.nodePort, port);
+    assert.equal((r.failed[0]!.error as NodeJS.ErrnoException).code, 'EADDRINUSE');
+    assert.deepEqual(mgr.list(), []);
+    await new Promise((res) => blocker.close(res));
+    r = await mgr.sync(checks);
+    assert.deepEqual(r, { started: [port], stopped: [], failed: [] });
+    assert.equal((await probe(port!) as { status: number }).status, 200);
+  } finally {
+    await mgr.stop();
+    if (blocker.listening) blocker.close();
+  }
+});
