@@ -23,8 +23,8 @@ export interface DesiredState {
   vips?: DesiredVips;
   /** ipsets owned through Ownership.ipsetPrefix. */
   ipsets?: DesiredIpSet[];
-  /** The engine's own nftables table. */
-  nft?: DesiredNftTable;
+  /** The engine's own nftables table(s) (e.g. one `ip` and one `ip6` table). */
+  nft?: DesiredNftTable | DesiredNftTable[];
 }
 
 export interface Ownership {
@@ -149,6 +149,7 @@ export class Engine {
 
     const k = this.kernel;
     const wantIpsets = desired.ipsets && k.ipsets;
+    const tables = desired.nft && k.nft ? [desired.nft].flat() : [];
     if (desired.ipsets && !this.opts.ipsetPrefix) throw new RangeError('managing ipsets needs Ownership.ipsetPrefix');
     // The kinds are independent sockets: observe them concurrently.
     const [observed, link, addrs, sets, ruleset] = await Promise.all([
@@ -160,7 +161,7 @@ export class Engine {
       desired.vips && k.links ? k.links.get(desired.vips.link) : undefined,
       desired.vips && k.links ? k.links.addresses({ link: desired.vips.link }).catch(noLink) : undefined,
       wantIpsets ? k.ipsets!.list() : undefined,
-      desired.nft && k.nft ? k.nft.list({ family: desired.nft.family, table: desired.nft.name, elements: true }) : undefined,
+      Promise.all(tables.map((t) => k.nft!.list({ family: t.family, table: t.name, elements: true }))),
     ]);
     const t1 = performance.now();
 
@@ -178,7 +179,12 @@ export class Engine {
     if (changed) plan.scope = [...changed];
     if (desired.vips && k.links) plan.addresses = diffAddresses(desired.vips, { linkExists: link !== null, addresses: addrs ?? [] });
     if (wantIpsets) plan.ipsets = diffIpSets(desired.ipsets!, sets!, this.opts.ipsetPrefix!);
-    if (desired.nft && k.nft) plan.nft = diffNft(desired.nft, ruleset!);
+    if (tables.length) {
+      // Every table's delta goes into the same transaction: the glue changes all at once.
+      const deltas = tables.map((t, i) => diffNft(t, ruleset[i]!));
+      const rebuilt = deltas.map((d, i) => (d.rebuilt ? `${tables[i]!.family} ${tables[i]!.name}: ${d.rebuilt}` : '')).filter(Boolean);
+      plan.nft = { ops: deltas.flatMap((d) => d.ops), ...(rebuilt.length ? { rebuilt: rebuilt.join('; ') } : {}) };
+    }
     plan.diffMs = performance.now() - t1;
     return plan;
   }

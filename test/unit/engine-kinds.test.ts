@@ -29,7 +29,7 @@ function table(vips: Array<[string, number]>): DesiredNftTable {
   };
 }
 
-function state(n: number): DesiredState {
+function state(n: number): DesiredState & { nft: DesiredNftTable } {
   const vips = Array.from({ length: n }, (_, i) => `10.96.0.${i + 1}`);
   return {
     services: vips.map((v) => svc(v, 80, ['10.244.1.1', '10.244.1.2'])),
@@ -164,4 +164,27 @@ test('an ipset declaration change refills through a temporary set and a swap', a
   assert.equal(set!.maxelem, 131072);
   assert.equal(set!.members!.length, 2);
   assert.deepEqual((await k.ipsets.headers()).map((x) => x.name), ['IPVSYNC-CLUSTER-IP']);
+});
+
+test('several owned nftables tables (ip and ip6) change in one transaction', async () => {
+  const k = fakeKernel();
+  const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-' });
+  const v4 = table([['10.96.0.1', 80]]);
+  const v6: DesiredNftTable = {
+    family: 'ip6',
+    name: 'ipvsync',
+    chains: [{ name: 'mark' }],
+    sets: [{ name: 'services', key: ['ipv6_addr', 'inet_proto', 'inet_service'], elements: [{ key: ['fd00::1', 'tcp', 80] }] }],
+    rules: [{ chain: 'mark', exprs: [...R.setMarkBits(0x4000)] }],
+  };
+  await e.sync({ services: [], nft: [v4, v6] });
+  assert.deepEqual((await k.nft.list()).tables.map((t) => `${t.family} ${t.name}`).sort(), ['ip ipvsync', 'ip6 ipvsync']);
+  v6.sets[0]!.elements.push({ key: ['fd00::2', 'tcp', 80] });
+  v4.sets[0]!.elements.push({ key: ['10.96.0.2', 'tcp', 80] });
+  const before = k.nft.log.length;
+  const p = await e.plan({ services: [], nft: [v4, v6] });
+  assert.deepEqual(p.nft!.ops.map((o) => `${o.verb}-${o.kind} ${'set' in o ? o.set.family : ''}`), ['add-elements ip', 'add-elements ip6']);
+  await e.apply(p);
+  assert.equal(k.nft.log.length - before, 1, 'one transaction for both tables');
+  assert.equal(planWrites(await e.plan({ services: [], nft: [v4, v6] })).length, 0);
 });
