@@ -8,7 +8,7 @@ import type { ConntrackApi } from '../kernel/conntrack.js';
 import type { IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
 import type { IpvsApi, IpvsOp, Service } from '../kernel/ipvs.js';
 import type { LinkOp, LinksApi } from '../kernel/links.js';
-import type { NftablesApi, NftOp } from '../kernel/nftables.js';
+import type { NftablesApi, NftOp, NftRuleset } from '../kernel/nftables.js';
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
 import { anyContains, parseCidr, type Cidr } from './cidr.js';
 import { diffIpSets, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
@@ -161,9 +161,12 @@ export class Engine {
       desired.vips && k.links ? k.links.get(desired.vips.link) : undefined,
       desired.vips && k.links ? k.links.addresses({ link: desired.vips.link }).catch(noLink) : undefined,
       wantIpsets ? k.ipsets!.list() : undefined,
-      Promise.all(tables.map((t) => k.nft!.list({ family: t.family, table: t.name, elements: true }))),
+      Promise.all(tables.map((t) => k.nft!.list({ family: t.family, table: t.name, elements: true }).catch(noTable))),
     ]);
     const t1 = performance.now();
+    // Addresses bound on the engine's own link are its VIPs, also those of an earlier run:
+    // services on them are owned (a restart still cleans up what it left behind).
+    for (const a of addrs ?? []) this.desiredVips.add(canonicalAddress(a.address));
 
     const want = changed ? desired.services.filter((s) => changed.has(serviceKey(s))) : desired.services;
     const draining = changed ? new Map([...this.draining].filter(([key]) => changed.has(key.split('/')[0]!))) : this.draining;
@@ -267,6 +270,12 @@ export class Engine {
   async sync(desired: DesiredState, changed?: ReadonlySet<string>): Promise<SyncReport> {
     return this.apply(await this.plan(desired, changed));
   }
+}
+
+/** A table that does not exist yet lists as empty (the plan creates it). */
+function noTable(e: unknown): NftRuleset {
+  if ((e as NetlinkError)?.code === 'ENOENT') return { genId: 0, tables: [], chains: [], sets: [], rules: [] };
+  throw e;
 }
 
 /** A missing link has no addresses (the plan creates it). */

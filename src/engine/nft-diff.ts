@@ -48,21 +48,35 @@ export function elementKey(set: Pick<SetSpec, 'key' | 'interval'>, e: SetElement
 }
 
 function elementValue(e: SetElement): string {
-  if (e.verdict) return JSON.stringify(e.verdict);
-  if (e.data !== undefined) return JSON.stringify(e.data);
+  if (e.verdict) return stableStringify(e.verdict);
+  if (e.data !== undefined) return stableStringify(e.data);
   return '';
 }
 
 function specSignature(s: Local<SetSpec>): string {
-  return JSON.stringify([s.key, s.map ?? null, !!s.interval, s.timeout ?? 0, !!s.timeoutFlag]);
+  return stableStringify([s.key, s.map ?? null, !!s.interval, s.timeout ?? 0, !!s.timeoutFlag]);
 }
 
 function chainSignature(c: Local<ChainSpec>): string {
-  return JSON.stringify(c.hook ? [c.hook.type, c.hook.hook, c.hook.priority, c.hook.policy ?? 'accept'] : null);
+  return stableStringify(c.hook ? [c.hook.type, c.hook.hook, c.hook.priority, c.hook.policy ?? 'accept'] : null);
+}
+
+/** JSON with object keys sorted: the kernel's listing and a builder order keys differently. */
+export function stableStringify(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stableStringify).join(',')}]`;
+  if (v && typeof v === 'object') {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o)
+      .filter((k) => o[k] !== undefined)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${stableStringify(o[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v);
 }
 
 function ruleSignature(r: Local<RuleSpec>): string {
-  return JSON.stringify([canonicalExprs(r.exprs), r.comment ?? '']);
+  return stableStringify([canonicalExprs(r.exprs), r.comment ?? '']);
 }
 
 function full<T extends object>(t: TableSpec, x: T): T & TableRef {

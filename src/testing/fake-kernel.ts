@@ -10,7 +10,7 @@ import type { Address, Link, LinkOp, LinksApi } from '../kernel/links.js';
 import { NftCommitResult, NftTransaction, type CommitOptions, type NftablesApi, type NftOp, type NftRuleset, type ListOptions } from '../kernel/nftables.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { memberKey } from '../engine/ipsets-diff.js';
-import { elementKey } from '../engine/nft-diff.js';
+import { elementKey, stableStringify } from '../engine/nft-diff.js';
 import { canonicalAddress, familyOf } from '../engine/ipvs-model.js';
 import { FakeIpvs } from './fake-ipvs.js';
 
@@ -236,6 +236,9 @@ export class FakeNftables implements NftablesApi {
 
   async list(opts: ListOptions = {}): Promise<NftRuleset> {
     this.dumps++;
+    // as the kernel: listing a named table that does not exist is ENOENT
+    if (opts.table && !this.rs.tables.some((t) => t.name === opts.table && (!opts.family || t.family === opts.family)))
+      throw err('ENOENT', 'NFT_MSG_GETSET', 0);
     const f = <T extends { family: string }>(x: T, table: string) =>
       (!opts.family || x.family === opts.family) && (!opts.table || table === opts.table);
     const c = structuredClone(this.rs);
@@ -357,7 +360,9 @@ export class FakeNftables implements NftablesApi {
         const r = op.rule;
         if (!rs.chains.some((x) => sameT(x, r.family, r.table) && x.name === r.chain)) return 'ENOENT';
         if (op.verb === 'add' || op.verb === 'insert') {
-          const info = { ...r, exprs: canonicalExprs(r.exprs), handle: this.handle++ };
+          // stored as a listing returns it: canonical, and with keys in another order than the
+          // builders use (sorted), so a diff that compares key order is caught here too
+          const info = { ...r, exprs: JSON.parse(stableStringify(canonicalExprs(r.exprs))) as typeof r.exprs, handle: this.handle++ };
           if (op.verb === 'add') rs.rules.push(info);
           else {
             const first = rs.rules.findIndex((x) => sameT(x, r.family, r.table) && x.chain === r.chain);
@@ -368,7 +373,7 @@ export class FakeNftables implements NftablesApi {
         const handle = (r as { handle?: number }).handle;
         const i = rs.rules.findIndex((x) => x.handle === handle);
         if (i < 0) return op.verb === 'destroy' ? undefined : 'ENOENT';
-        if (op.verb === 'replace') rs.rules[i] = { ...r, exprs: canonicalExprs(r.exprs), handle: handle! };
+        if (op.verb === 'replace') rs.rules[i] = { ...r, exprs: JSON.parse(stableStringify(canonicalExprs(r.exprs))) as typeof r.exprs, handle: handle! };
         else rs.rules.splice(i, 1);
         return undefined;
       }

@@ -188,3 +188,13 @@ test('several owned nftables tables (ip and ip6) change in one transaction', asy
   assert.equal(k.nft.log.length - before, 1, 'one transaction for both tables');
   assert.equal(planWrites(await e.plan({ services: [], nft: [v4, v6] })).length, 0);
 });
+
+test('after a restart, services on addresses bound to its link are owned (and cleaned up)', async () => {
+  const k = fakeKernel();
+  await new Engine(k, { ipsetPrefix: 'IPVSYNC-' }).sync(state(3));
+  // a new process, no managed CIDRs, and service 3 is gone from the desired state
+  const fresh = new Engine(k, { ipsetPrefix: 'IPVSYNC-' });
+  const r = await fresh.sync(state(2));
+  assert.deepEqual(r.ipvs.ops, { deleteService: 1 });
+  assert.deepEqual((await k.ipvs.services()).map((s) => s.address).sort(), ['10.96.0.1', '10.96.0.2']);
+});

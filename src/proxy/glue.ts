@@ -1,0 +1,130 @@
+// kube-proxy's iptables glue for IPVS mode, as nftables tables ipvsync owns (`ip ipvsync` and
+// `ip6 ipvsync`): static chains and rules, with everything per-service in sets and maps, so a
+// service or endpoint change is an element change, never a rule change.
+//
+//   nat prerouting/output -> services: mark 0x4000 for traffic that must be masqueraded:
+//       to a cluster IP from outside the cluster CIDRs (or all of it with masqueradeAll),
+//       to an external / load-balancer IP (unless externalTrafficPolicy Local),
+//       to a NodePort on a local address (unless Local)
+//   nat postrouting: masquerade (fully random) what carries the mark; hairpin: an endpoint that
+//       reached itself through a VIP is masqueraded so the reply comes back through IPVS
+//   filter input: loadBalancerSourceRanges (jump to a per-service chain that returns for
+//       allowed sources and drops the rest); reject traffic to a VIP on a port that is no
+//       service (IPVS would otherwise hand it to the local stack)
+// IPVS runs at LOCAL_IN priority 98 and LOCAL_OUT -98, after the filter input chain (0) and
+// after the nat output chain (-100); with net.ipv4.vs.conntrack=1 its forwarded packets pass
+// nat postrouting, where the masquerade happens.
+import { createHash } from 'node:crypto';
+import type { DesiredNftTable } from '../engine/nft-diff.js';
+import type { Expr } from '../kernel/nft-expr.js';
+import * as R from '../kernel/nft-rules.js';
+import type { SetElement } from '../kernel/nftables.js';
+import type { GlueSpec } from '../kube/types.js';
+import { familyOf } from '../engine/ipvs-model.js';
+
+export const MASQ_MARK = 0x4000;
+export const GLUE_TABLE = 'ipvsync';
+
+type Fam = 'ip' | 'ip6';
+
+interface FamilyFields {
+  saddr: R.Field;
+  daddr: R.Field;
+  addr: 'ipv4_addr' | 'ipv6_addr';
+  reject: 'icmp-port-unreachable' | 'icmpv6-port-unreachable';
+}
+
+const FIELDS: Record<Fam, FamilyFields> = {
+  ip: { saddr: R.F.ipSaddr, daddr: R.F.ipDaddr, addr: 'ipv4_addr', reject: 'icmp-port-unreachable' },
+  ip6: { saddr: R.F.ip6Saddr, daddr: R.F.ip6Daddr, addr: 'ipv6_addr', reject: 'icmpv6-port-unreachable' },
+};
+
+/** A stable, short chain name for a service's source-range firewall. */
+export function firewallChain(address: string, protocol: string, port: number): string {
+  return `fw-${createHash('sha256').update(`${address}|${protocol}|${port}`).digest('hex').slice(0, 12)}`;
+}
+
+function fam(address: string): Fam {
+  return familyOf(address) === 'inet6' ? 'ip6' : 'ip';
+}
+
+function uniq(elements: SetElement[]): SetElement[] {
+  const seen = new Map<string, SetElement>();
+  for (const e of elements) seen.set(JSON.stringify(e.key), e);
+  return [...seen.values()].sort((a, b) => JSON.stringify(a.key).localeCompare(JSON.stringify(b.key)));
+}
+
+/** The glue tables for a GlueSpec: always both families, so stale ones are emptied, not left. */
+export function glueTables(g: GlueSpec): DesiredNftTable[] {
+  return (['ip', 'ip6'] as const).map((f) => glueTable(g, f));
+}
+
+export function glueTable(g: GlueSpec, family: Fam): DesiredNftTable {
+  const F = FIELDS[family];
+  const mine = <T extends { address: string }>(x: T) => fam(x.address) === family;
+  const vipKey = (v: { address: string; protocol: string; port: number }): SetElement => ({ key: [v.address, v.protocol, v.port] });
+  const svcKey = [F.addr, 'inet_proto', 'inet_service'] as const;
+
+  const vips = g.vips.filter(mine);
+  const clusterIps = uniq(vips.filter((v) => v.kind === 'clusterIP').map(vipKey));
+  const externalMasq = uniq(vips.filter((v) => v.kind !== 'clusterIP' && !v.localOnly).map(vipKey));
+  const allVipPorts = uniq(vips.map(vipKey));
+  const vipAddrs = uniq(vips.map((v) => ({ key: [v.address] })));
+  const nodePortFamily = family === 'ip' ? 'inet' : 'inet6';
+  const nodePorts = uniq(g.nodePorts.filter((n) => n.family === nodePortFamily && !n.localOnly).map((n) => ({ key: [n.protocol, n.port] })));
+  const clusterCidrs = uniq(g.clusterCIDRs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] })));
+  const hairpin = uniq(g.hairpin.filter(mine).map((h) => ({ key: [h.address, h.protocol, h.port, h.address] })));
+  const ranges = g.sourceRanges.filter(mine);
+
+  const chains: DesiredNftTable['chains'] = [
+    { name: 'prerouting', hook: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' } },
+    { name: 'output', hook: { type: 'nat', hook: 'output', priority: -100, policy: 'accept' } },
+    { name: 'postrouting', hook: { type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept' } },
+    { name: 'input', hook: { type: 'filter', hook: 'input', priority: 0, policy: 'accept' } },
+    { name: 'services' },
+  ];
+  const rules: DesiredNftTable['rules'] = [];
+  const add = (chain: string, ...parts: Array<Expr | Expr[]>) => rules.push({ chain, exprs: R.rule(...parts) });
+  const mark = R.setMarkBits(MASQ_MARK);
+  const svcFields = [F.daddr, R.F.l4proto, R.F.thDport];
+
+  add('prerouting', R.jump('services'));
+  add('output', R.jump('services'));
+  if (g.masqueradeAll) add('services', R.inSet(svcFields, 'cluster-ips'), mark);
+  else if (clusterCidrs.length) add('services', R.inSet(svcFields, 'cluster-ips'), R.inSet([F.saddr], 'cluster-cidrs', { invert: true }), mark);
+  add('services', R.inSet(svcFields, 'external-ips'), mark);
+  add('services', R.fibDaddrType('local'), R.inSet([R.F.l4proto, R.F.thDport], 'nodeports'), mark);
+  add('postrouting', R.markMatch('meta', MASQ_MARK), R.masquerade({ fullyRandom: true }));
+  add('postrouting', R.inSet([F.daddr, R.F.l4proto, R.F.thDport, F.saddr], 'hairpin'), R.masquerade({ fullyRandom: true }));
+  add('input', R.vmap(svcFields, 'firewall'));
+  add('input', R.inSet([R.F.l4proto], 'service-protocols'), R.inSet([F.daddr], 'vips'), R.inSet(svcFields, 'vip-ports', { invert: true }), R.reject(F.reject));
+
+  const firewall: SetElement[] = [];
+  for (const r of ranges) {
+    const chain = firewallChain(r.address, r.protocol, r.port);
+    if (chains.some((c) => c.name === chain)) continue;
+    chains.push({ name: chain });
+    for (const cidr of r.cidrs.filter((c) => fam(c.split('/')[0]!) === family)) add(chain, R.match(F.saddr, cidr), R.ret());
+    if (r.allowFromNode) add(chain, R.match(F.saddr, r.address), R.ret());
+    add(chain, R.drop());
+    firewall.push({ key: [r.address, r.protocol, r.port], verdict: { code: 'jump', chain } });
+  }
+
+  return {
+    family,
+    name: GLUE_TABLE,
+    chains,
+    sets: [
+      { name: 'cluster-ips', key: [...svcKey], elements: clusterIps },
+      { name: 'external-ips', key: [...svcKey], elements: externalMasq },
+      { name: 'vip-ports', key: [...svcKey], elements: allVipPorts },
+      { name: 'vips', key: [F.addr], elements: vipAddrs },
+      { name: 'nodeports', key: ['inet_proto', 'inet_service'], elements: nodePorts },
+      { name: 'cluster-cidrs', key: [F.addr], interval: true, elements: clusterCidrs },
+      { name: 'hairpin', key: [F.addr, 'inet_proto', 'inet_service', F.addr], elements: hairpin },
+      { name: 'service-protocols', key: ['inet_proto'], elements: [{ key: ['tcp'] }, { key: ['udp'] }, { key: ['sctp'] }] },
+      { name: 'firewall', key: [...svcKey], map: 'verdict', elements: uniq(firewall) },
+    ],
+    rules,
+  };
+}

@@ -1,0 +1,91 @@
+// The proxy's nftables glue on the machine's own kernel (private netns): translated from the
+// example manifests, programmed through the engine, read back with `nft -j`, resynced with
+// zero writes, and changed by elements only when services change.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { Engine } from '../../src/engine/engine.js';
+import { Nftables } from '../../src/kernel/nftables.js';
+import { loadManifests } from '../../src/kube/manifests.js';
+import { translate } from '../../src/kube/translate.js';
+import { glueTables } from '../../src/proxy/glue.js';
+import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
+
+const EXAMPLE = join(process.cwd(), 'test', 'fixtures', 'kube', 'example');
+
+interface NftJson {
+  nftables: Array<Record<string, { family: string; table?: string; name: string; elem?: unknown[]; type?: unknown; hook?: string }>>;
+}
+
+function listed(family: string): NftJson {
+  return JSON.parse(execFileSync('nft', ['-j', 'list', 'table', family, 'ipvsync'], { encoding: 'utf8' })) as NftJson;
+}
+
+function elements(j: NftJson, set: string): string[] {
+  const s = j.nftables.find((o) => (o.set ?? o.map)?.name === set);
+  const obj = s?.set ?? s?.map;
+  return ((obj?.elem ?? []) as unknown[]).map((e) => JSON.stringify(e)).sort();
+}
+
+test('glue from the example manifests: programmed, read back with nft -j, resync writes nothing', async () => {
+  const m = await loadManifests([EXAMPLE]);
+  const node = { name: 'n1', addresses: ['10.0.0.11', '127.0.0.1'] };
+  const config = { clusterCIDRs: ['192.168.0.0/16'] };
+  const model = translate({ services: m.services, endpointSlices: m.endpointSlices, node, config });
+  const nft = await Nftables.open();
+  const engine = new Engine({ ipvs: new FakeIpvs(), nft });
+  try {
+    const r1 = await engine.sync({ services: [], nft: glueTables(model.glue) });
+    assert.deepEqual(r1.errors, []);
+    const j = listed('ip');
+    const chains = j.nftables.filter((o) => o.chain).map((o) => `${o.chain!.name}:${o.chain!.hook ?? ''}`).sort();
+    assert.deepEqual(chains, ['input:input', 'output:output', 'postrouting:postrouting', 'prerouting:prerouting', 'services:']);
+    const vipPorts = model.glue.vips.filter((v) => !v.address.includes(':'));
+    assert.equal(elements(j, 'vip-ports').length, new Set(vipPorts.map((v) => `${v.address}|${v.protocol}|${v.port}`)).size);
+    assert.ok(elements(j, 'cluster-ips').some((e) => e.includes('10.105.250.129')), 'the nginx-basic cluster IP');
+    assert.deepEqual(elements(j, 'cluster-cidrs'), [JSON.stringify({ prefix: { addr: '192.168.0.0', len: 16 } })]);
+    assert.ok(listed('ip6').nftables.some((o) => o.table?.family === 'ip6'), 'the ip6 table exists too');
+    const r2 = await engine.sync({ services: [], nft: glueTables(model.glue) });
+    assert.equal(r2.nft.writes, 0, 'an unchanged glue costs no write');
+
+    // One service fewer: element deletions only, no rule or chain touched.
+    const fewer = translate({ services: m.services.slice(1), endpointSlices: m.endpointSlices, node, config });
+    const plan = await engine.plan({ services: [], nft: glueTables(fewer.glue) });
+    assert.ok(plan.nft!.ops.length > 0);
+    assert.ok(plan.nft!.ops.every((o) => o.kind === 'elements'), plan.nft!.ops.map((o) => `${o.verb} ${o.kind}`).join(', '));
+    const r3 = await engine.apply(plan);
+    assert.deepEqual(r3.errors, []);
+    assert.equal((await engine.plan({ services: [], nft: glueTables(fewer.glue) })).nft!.ops.length, 0);
+  } finally {
+    execFileSync('nft', ['delete', 'table', 'ip', 'ipvsync']);
+    execFileSync('nft', ['delete', 'table', 'ip6', 'ipvsync']);
+  }
+});
+
+test('loadBalancerSourceRanges: a per-service firewall chain, jumped to from the firewall map', async () => {
+  const glue = {
+    clusterCIDRs: [],
+    masqueradeAll: false,
+    vips: [{ kind: 'loadBalancer' as const, address: '198.51.100.7', protocol: 'tcp' as const, port: 443, localOnly: false, servicePort: 'ns/lb:https' }],
+    nodePorts: [],
+    nodePortAddresses: [],
+    sourceRanges: [{ address: '198.51.100.7', protocol: 'tcp' as const, port: 443, cidrs: ['203.0.113.0/24', '192.0.2.10/32'], allowFromNode: true, servicePort: 'ns/lb:https' }],
+    hairpin: [],
+    localTrafficServices: [],
+    healthCheckNodePorts: [],
+  };
+  const engine = new Engine({ ipvs: new FakeIpvs(), nft: await Nftables.open() });
+  try {
+    assert.deepEqual((await engine.sync({ services: [], nft: glueTables(glue) })).errors, []);
+    const text = execFileSync('nft', ['list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' });
+    assert.match(text, /198\.51\.100\.7 \. tcp \. 443 : jump fw-[0-9a-f]{12}/);
+    assert.match(text, /ip saddr 203\.0\.113\.0\/24 return/);
+    assert.match(text, /ip saddr 192\.0\.2\.10 return/);
+    assert.match(text, /ip saddr 198\.51\.100\.7 return/, 'the node itself through the LB IP');
+    assert.match(text, /chain fw-[0-9a-f]{12} \{[^}]*drop/);
+  } finally {
+    execFileSync('nft', ['delete', 'table', 'ip', 'ipvsync']);
+    execFileSync('nft', ['delete', 'table', 'ip6', 'ipvsync']);
+  }
+});
