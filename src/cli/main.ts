@@ -4,6 +4,7 @@ import { Command } from 'commander';
 import { NetlinkError } from '../errors.js';
 import type { HandleOptions } from '../native.js';
 import { registerIpvs } from './ipvs.js';
+import { registerProxy } from './proxy.js';
 import { registerIpset } from './ipset.js';
 
 const program = new Command();
@@ -18,6 +19,7 @@ function handleOptions(): HandleOptions {
 }
 
 registerIpvs(program, handleOptions);
+registerProxy(program, handleOptions);
 registerIpset(program, handleOptions);
 
 program.parseAsync(process.argv).catch((e: unknown) => {

@@ -9,8 +9,8 @@
 //   nat postrouting: masquerade (fully random) what carries the mark; hairpin: an endpoint that
 //       reached itself through a VIP is masqueraded so the reply comes back through IPVS
 //   filter input: loadBalancerSourceRanges (jump to a per-service chain that returns for
-//       allowed sources and drops the rest); reject traffic to a VIP on a port that is no
-//       service (IPVS would otherwise hand it to the local stack)
+//       allowed sources and drops the rest); reject new connections to a VIP on a port that
+//       is no service (IPVS would otherwise hand them to the local stack)
 // IPVS runs at LOCAL_IN priority 98 and LOCAL_OUT -98, after the filter input chain (0) and
 // after the nat output chain (-100); with net.ipv4.vs.conntrack=1 its forwarded packets pass
 // nat postrouting, where the masquerade happens.
@@ -97,7 +97,9 @@ export function glueTable(g: GlueSpec, family: Fam): DesiredNftTable {
   add('postrouting', R.markMatch('meta', MASQ_MARK), R.masquerade({ fullyRandom: true }));
   add('postrouting', R.inSet([F.daddr, R.F.l4proto, R.F.thDport, F.saddr], 'hairpin'), R.masquerade({ fullyRandom: true }));
   add('input', R.vmap(svcFields, 'firewall'));
-  add('input', R.inSet([R.F.l4proto], 'service-protocols'), R.inSet([F.daddr], 'vips'), R.inSet(svcFields, 'vip-ports', { invert: true }), R.reject(F.reject));
+  // Only new connections: replies to a local client whose source is a VIP (the kernel picks
+  // the VIP itself as source for a local destination) arrive on the VIP at an ephemeral port.
+  add('input', R.ctState('new'), R.inSet([R.F.l4proto], 'service-protocols'), R.inSet([F.daddr], 'vips'), R.inSet(svcFields, 'vip-ports', { invert: true }), R.reject(F.reject));
 
   const firewall: SetElement[] = [];
   for (const r of ranges) {

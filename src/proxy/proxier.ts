@@ -1,0 +1,143 @@
+// The service proxy: Kubernetes objects in (from informers or manifests, through change
+// trackers), kube-proxy IPVS-mode semantics (translate), the engine out. Source-agnostic: the
+// caller feeds the handlers and runs syncs (directly or through a SyncRunner).
+import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import { Engine, planWrites, type EngineKernel, type Plan, type SyncReport } from '../engine/engine.js';
+import type { DesiredService } from '../engine/ipvs-model.js';
+import { canonicalAddress } from '../engine/ipvs-model.js';
+import { EndpointSliceTracker, ServiceTracker } from '../kube/change-tracker.js';
+import { changedServiceKeys } from '../kube/model-diff.js';
+import { translate } from '../kube/translate.js';
+import type { NodeInfo, ProxyConfig, ProxyModel } from '../kube/types.js';
+import type { Address } from '../kernel/links.js';
+import { desiredState } from './desired.js';
+
+export interface ProxierOptions {
+  node: NodeInfo;
+  config: ProxyConfig;
+  vipLink?: string;
+  glue?: boolean;
+  excludeCidrs?: string[];
+  drainTimeoutMs?: number;
+}
+
+export interface ProxySyncResult {
+  model: ProxyModel;
+  report: SyncReport;
+  /** Service and endpoint changes taken into this sync. */
+  serviceChanges: number;
+  endpointChanges: number;
+}
+
+/** Every local address usable for NodePorts: all links but the VIP link, no IPv6 link-local. */
+export function nodeAddresses(addrs: readonly Address[], vipLink: string): string[] {
+  const out = new Set<string>();
+  for (const a of addrs) {
+    if (a.link === vipLink) continue;
+    if (a.family === 'inet6' && (a.scope === 'link' || a.address.toLowerCase().startsWith('fe80:'))) continue;
+    out.add(canonicalAddress(a.address));
+  }
+  return [...out].sort();
+}
+
+export class Proxier {
+  readonly services = new ServiceTracker();
+  readonly slices = new EndpointSliceTracker();
+  readonly engine: Engine;
+  private last: ProxyModel | undefined;
+  private readonly vipLink: string;
+  private readonly glue: boolean;
+  node: NodeInfo;
+
+  constructor(
+    kernel: EngineKernel,
+    private readonly opts: ProxierOptions,
+  ) {
+    this.vipLink = opts.vipLink ?? 'kube-ipvs0';
+    this.glue = opts.glue ?? true;
+    this.node = opts.node;
+    // kube-proxy manages every IPVS virtual server on its VIPs and on the node's addresses
+    // (NodePorts), except those in excludeCIDRs.
+    this.engine = new Engine(kernel, {
+      managedCidrs: opts.node.addresses.map((a) => `${a}/${a.includes(':') ? 128 : 32}`),
+      excludeCidrs: opts.excludeCidrs ?? [],
+      ...(opts.drainTimeoutMs !== undefined ? { drainTimeoutMs: opts.drainTimeoutMs } : {}),
+    });
+  }
+
+  // ---- handlers (KubeHandlers-compatible) ----
+  onServiceUpdate(s: V1Service): void {
+    this.services.update(s);
+  }
+  onServiceDelete(key: string): void {
+    this.services.delete(key);
+  }
+  onSliceUpdate(s: V1EndpointSlice): void {
+    this.slices.update(s);
+  }
+  onSliceDelete(key: string): void {
+    this.slices.delete(key);
+  }
+
+  /** The model for the current objects (pure). */
+  model(): ProxyModel {
+    return translate({ services: this.services.list(), endpointSlices: this.slices.list(), node: this.node, config: this.opts.config });
+  }
+
+  /**
+   * Plans a sync. `full`: compare every IPVS service (one dump); otherwise only the services
+   * whose virtual servers changed since the last sync (one GET each).
+   */
+  async plan(full: boolean): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number }> {
+    const serviceChanges = this.services.drain().size;
+    const endpointChanges = this.slices.drain().size;
+    const model = this.model();
+    const desired = desiredState(model, { vipLink: this.vipLink, glue: this.glue });
+    const changed = full || !this.last ? undefined : changedServiceKeys(this.last.services, model.services);
+    const plan = await this.engine.plan(desired, changed);
+    return { plan, model, serviceChanges, endpointChanges };
+  }
+
+  /** Plans and applies; remembers the model as the base of the next incremental sync. */
+  async sync(full: boolean): Promise<ProxySyncResult> {
+    const { plan, model, serviceChanges, endpointChanges } = await this.plan(full);
+    const report = await this.engine.apply(plan);
+    // Only a clean sync is a base for incremental ones; otherwise the next sync is full.
+    this.last = report.errors.length ? undefined : model;
+    return { model, report, serviceChanges, endpointChanges };
+  }
+}
+
+/** One line per kernel write, for `--dry-run`. */
+export function describePlan(plan: Plan): string[] {
+  return planWrites(plan).map((w) => {
+    switch (w.kind) {
+      case 'ipvs': {
+        const o = w.op;
+        const svc = 'service' in o && o.service ? svcText(o.service) : '';
+        const dest = 'dest' in o ? ` -> ${o.dest.address}:${o.dest.port}${'weight' in o.dest && o.dest.weight !== undefined ? ` weight ${o.dest.weight}` : ''}` : '';
+        return `ipvs ${o.op} ${svc}${dest}`.trimEnd();
+      }
+      case 'link':
+        return `link ${w.op.op} ${'address' in w.op ? `${w.op.address} dev ${w.op.link ?? w.op.index}` : 'name' in w.op ? w.op.name : ''}`.trimEnd();
+      case 'ipset':
+        return `ipset ${w.op.op} ${w.op.name}${'members' in w.op ? ` (${w.op.members.length} members)` : ''}`;
+      case 'nft': {
+        const o = w.op;
+        const what =
+          o.kind === 'table' ? `${o.table.family} ${o.table.name}` :
+          o.kind === 'chain' ? `${o.chain.family} ${o.chain.table} ${o.chain.name}` :
+          o.kind === 'set' ? `${o.set.family} ${o.set.table} ${o.set.name}` :
+          o.kind === 'elements' ? `${o.set.family} ${o.set.table} ${o.set.name} { ${o.elements.map((e) => e.key.join(' . ')).join(', ')} }` :
+          `${o.rule.family} ${o.rule.table} ${o.rule.chain}`;
+        return `nft ${o.verb} ${o.kind} ${what}`;
+      }
+    }
+  });
+}
+
+function svcText(s: Partial<DesiredService> & { fwmark?: number }): string {
+  if (s.fwmark !== undefined) return `fwmark ${s.fwmark}`;
+  const a = s as { protocol: string; address: string; port: number };
+  return `${a.protocol.toUpperCase()} ${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}`;
+}
