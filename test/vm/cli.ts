@@ -20,6 +20,8 @@ const USAGE = `usage: node dist/test/vm/cli.js [options] [--suite NAME | -- COMM
                      qemu: Debian kernel under qemu TCG, complete but ~10x slower
   --suite NAME       run a named suite:
                        kernel  node --test on dist/test/kernel/**/*.test.js
+                       e2e     node --test on dist/test/e2e/**/*.test.js (the proxy
+                               end to end; wants --kernel qemu for nftables)
   --timeout SEC      kill the VM after SEC seconds (default 1200)
   --mem MB           guest memory (default 2048)
   --out DIR          copy what the command wrote to $IPVSYNC_VM_OUT into DIR
@@ -91,9 +93,10 @@ async function main(): Promise<number> {
   if (values.suite !== undefined) {
     if (positionals.length) die('give either --suite or a command, not both');
     switch (values.suite) {
-      case 'kernel': {
-        const files = findTests(path.join(root, 'dist', 'test', 'kernel'));
-        if (!files.length) die('no dist/test/kernel/**/*.test.js: compile first (npx tsc -p .)', VM_FAILED);
+      case 'kernel':
+      case 'e2e': {
+        const files = findTests(path.join(root, 'dist', 'test', values.suite));
+        if (!files.length) die(`no dist/test/${values.suite}/**/*.test.js: compile first (npx tsc -p .)`, VM_FAILED);
         // One test file at a time: they share the guest kernel's global state.
         command = ['node', '--test', '--test-reporter=spec', '--test-concurrency=1', ...files.map((f) => path.relative(root, f))]
           .map(shq)
@@ -101,7 +104,7 @@ async function main(): Promise<number> {
         break;
       }
       default:
-        die(`unknown suite ${JSON.stringify(values.suite)} (known: kernel)`);
+        die(`unknown suite ${JSON.stringify(values.suite)} (known: kernel, e2e)`);
     }
   } else if (positionals.length === 1) {
     command = positionals[0] as string;
