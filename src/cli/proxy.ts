@@ -15,6 +15,11 @@ import { GLUE_TABLE } from '../proxy/glue.js';
 import { describePlan, nodeAddresses, Proxier } from '../proxy/proxier.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
 import { SyncRunner } from '../engine/runner.js';
+import { CONFIG_FLAGS, loadConfig, nodeName, toProxyConfig, writeConfigTo } from '../daemon/config.js';
+import { HealthzServer, ProxierHealth, ServiceHealthServers } from '../daemon/healthz.js';
+import { Lifecycle, preflight, systemChecks } from '../daemon/lifecycle.js';
+import { createLogger } from '../daemon/log.js';
+import { MetricsServer, ProxyMetrics } from '../daemon/metrics.js';
 import { canonicalAddress } from '../engine/ipvs-model.js';
 
 interface KernelOpts {
@@ -112,23 +117,21 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       if (report.errors.length) process.exitCode = 1;
     });
 
-  program
+  const proxy = program
     .command('proxy')
-    .description('run the service proxy: watch a manifests folder (--manifests) or the Kubernetes API')
-    .option('--manifests <dir>', 'watch this folder of manifests instead of a cluster')
-    .option('--kubeconfig <file>', 'kubeconfig (default: in-cluster)')
-    .option('--master <url>', 'API server URL (overrides the kubeconfig)')
-    .option('--config <file>', 'KubeProxyConfiguration-style YAML')
-    .option('--hostname-override <name>', 'this node')
-    .option('--node-ip <ip>', 'node addresses for NodePorts', list)
-    .option('--cluster-cidr <cidr>', 'pod CIDR(s)', list)
-    .option('--vip-link <name>', 'the dummy link holding the VIPs', 'kube-ipvs0')
-    .option('--no-glue', 'do not program the nftables glue')
-    .option('--min-sync-period <ms>', 'coalesce changes for at least this long', '1000')
-    .option('--sync-period <ms>', 'full resync at least this often', '30000')
-    .action(async (o: { manifests?: string; kubeconfig?: string; master?: string; config?: string; hostnameOverride?: string; nodeIp?: string[]; clusterCidr?: string[]; vipLink: string; glue: boolean; minSyncPeriod: string; syncPeriod: string }) => {
-      await runProxy(o, handleOptions());
-    });
+    .description('run the service proxy (kube-proxy IPVS mode): watch the Kubernetes API, or a manifests folder')
+    .option('--manifests <dir>', 'watch this folder of Service/EndpointSlice manifests instead of a cluster')
+    .option('--config <file>', 'KubeProxyConfiguration-style YAML (flags override it)')
+    .option('--write-config-to <file>', 'write the effective configuration and exit')
+    .option('--node-ip <ip>', 'node addresses for NodePorts (default: every local address)', list)
+    .option('--no-glue', 'do not program the nftables glue');
+  for (const f of CONFIG_FLAGS) {
+    const arg = f.kind === 'bool' ? `--${f.flag}` : `--${f.flag} <${f.kind === 'cidrs' ? 'cidrs' : 'value'}>`;
+    proxy.option(arg, f.help);
+  }
+  proxy.action(async (o: Record<string, unknown>) => {
+    await runProxy(o, handleOptions());
+  });
 
   program
     .command('cleanup')
@@ -192,68 +195,115 @@ async function loadFolder(p: Proxier, dir: string, known: { services: Set<string
   known.slices = slices;
 }
 
-async function runProxy(
-  o: { manifests?: string; kubeconfig?: string; master?: string; hostnameOverride?: string; nodeIp?: string[]; clusterCidr?: string[]; vipLink: string; glue: boolean; minSyncPeriod: string; syncPeriod: string },
-  h: HandleOptions,
-): Promise<void> {
-  const log = (msg: string, fields: Record<string, unknown> = {}) => console.log(JSON.stringify({ ts: new Date().toISOString(), level: 'info', msg, ...fields }));
-  const kernel = await openKernel(h, { glue: o.glue });
-  const addrs = o.nodeIp?.length ? o.nodeIp : nodeAddresses(await kernel.links!.addresses(), o.vipLink);
+async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<void> {
+  const { config: cfg, warnings } = loadConfig({ ...(typeof o.config === 'string' ? { file: o.config } : {}), flags: o });
+  if (typeof o.writeConfigTo === 'string') {
+    await writeConfigTo(o.writeConfigTo, cfg);
+    return;
+  }
+  const log = createLogger({ level: cfg.logLevel });
+  for (const w of warnings) log.warn('config', { warning: w });
+  if (cfg.bindMode !== 'address') {
+    throw new Error(`bindMode ${cfg.bindMode} is not implemented yet; use bindMode: address (VIPs as addresses on ${cfg.vipLink})`);
+  }
+  await preflight(systemChecks(() => Ipvs.open(h)));
+
+  const glue = o.glue !== false;
+  const kernel = await openKernel(h, { glue });
+  const addrs = Array.isArray(o.nodeIp) && o.nodeIp.length ? (o.nodeIp as string[]).map(canonicalAddress) : nodeAddresses(await kernel.links!.addresses(), cfg.vipLink);
   const proxier = new Proxier(kernel, {
-    node: { name: o.hostnameOverride ?? hostname(), addresses: addrs },
-    config: { scheduler: 'rr', ...(o.clusterCidr ? { clusterCIDRs: o.clusterCidr } : {}) },
-    vipLink: o.vipLink,
-    glue: o.glue,
+    node: { name: nodeName(cfg), addresses: addrs },
+    config: toProxyConfig(cfg),
+    vipLink: cfg.vipLink,
+    glue,
+    excludeCidrs: cfg.ipvs.excludeCIDRs,
+    drainTimeoutMs: cfg.drainTimeoutMs,
   });
-  if (!h.netns) applySysctls(proxySysctls(false));
+  if (!h.netns) {
+    for (const r of applySysctls(proxySysctls(cfg.ipvs.strictARP))) if (!r.ok) log.warn('sysctl', { ...r });
+  }
+  const timeouts = { tcp: cfg.ipvs.tcpTimeoutMs / 1000, tcpFin: cfg.ipvs.tcpFinTimeoutMs / 1000, udp: cfg.ipvs.udpTimeoutMs / 1000 };
+  if (timeouts.tcp || timeouts.tcpFin || timeouts.udp) {
+    const set = Object.fromEntries(Object.entries(timeouts).filter(([, v]) => v > 0));
+    await kernel.ipvs.setTimeouts(set);
+  }
+
+  const health = new ProxierHealth(2 * cfg.ipvs.syncPeriodMs);
+  const metrics = new ProxyMetrics();
+  const serviceHealth = new ServiceHealthServers();
   const runner = new SyncRunner(
     async (trigger) => {
       const r = await proxier.sync(trigger !== 'request');
-      log('sync', { trigger, mode: r.report.mode, writes: r.report.ipvs.writes + r.report.addresses.writes + r.report.nft.writes, errors: r.report.errors.length, ms: Math.round(r.report.durations.totalMs) });
+      metrics.recordChanges({ services: r.serviceChanges, endpoints: r.endpointChanges });
+      metrics.setNoLocalEndpoints(r.model.noLocalEndpointsTotal);
+      await serviceHealth.sync(r.model.healthChecks);
+      const writes = r.report.ipvs.writes + r.report.addresses.writes + r.report.nft.writes + r.report.ipsets.writes;
+      log.info('sync', { trigger, mode: r.report.mode, writes, errors: r.report.errors.length, ms: Math.round(r.report.durations.totalMs) });
+      for (const e of r.report.errors) log.error('sync op failed', { error: e });
       if (r.report.errors.length) throw r.report.errors[0];
+      health.updated();
     },
-    { minIntervalMs: Number(o.minSyncPeriod), maxIntervalMs: Number(o.syncPeriod) },
+    { minIntervalMs: Math.max(cfg.ipvs.minSyncPeriodMs, 1), maxIntervalMs: cfg.ipvs.syncPeriodMs },
   );
-  let stopSource: () => Promise<void> | void = () => undefined;
-  if (o.manifests) {
+  metrics.attachRunner(runner);
+  const request = () => {
+    health.queuedUpdate();
+    runner.request();
+  };
+
+  const lc = new Lifecycle({ log });
+  if (cfg.healthzBindAddress) {
+    const hz = new HealthzServer(health, { host: cfg.healthzBindAddress.host, port: cfg.healthzBindAddress.port, metrics });
+    await hz.start();
+    lc.onStop('healthz', () => hz.stop());
+  }
+  if (cfg.metricsBindAddress) {
+    const ms = new MetricsServer(metrics, { host: cfg.metricsBindAddress.host, port: cfg.metricsBindAddress.port, proxyMode: 'ipvs' });
+    await ms.start();
+    lc.onStop('metrics', () => ms.stop());
+  }
+  lc.onStop('service health servers', () => serviceHealth.sync([]).then(() => undefined));
+
+  if (typeof o.manifests === 'string') {
     const dir = o.manifests;
     const known = { services: new Set<string>(), slices: new Set<string>() };
     await loadFolder(proxier, dir, known);
-    if (!statSync(dir).isDirectory() || readdirSync(dir).length === 0) log('manifests folder is empty', { dir });
+    if (!statSync(dir).isDirectory() || readdirSync(dir).length === 0) log.warn('manifests folder is empty', { dir });
     const w = watch(dir, () => {
-      loadFolder(proxier, dir, known).then(
-        () => runner.request(),
-        (e: unknown) => log('manifests not reloaded', { error: (e as Error).message }),
-      );
+      loadFolder(proxier, dir, known).then(request, (e: unknown) => log.warn('manifests not reloaded', { error: e }));
     });
-    stopSource = () => w.close();
+    lc.onStop('manifests watch', () => w.close());
   } else {
     const { KubeSources } = await import('../kube/informers.js');
     const { loadKubeConfig } = await import('../kube/kubeconfig.js');
     const sources = new KubeSources({
-      kubeConfig: loadKubeConfig({ ...(o.kubeconfig ? { kubeconfig: o.kubeconfig } : {}), ...(o.master ? { server: o.master } : {}) }),
-      nodeName: o.hostnameOverride ?? hostname(),
+      kubeConfig: loadKubeConfig({ ...(cfg.kubeconfig ? { kubeconfig: cfg.kubeconfig } : {}), ...(cfg.master ? { server: cfg.master } : {}) }),
+      nodeName: nodeName(cfg),
       handlers: {
-        onServiceUpdate: (s) => (proxier.onServiceUpdate(s), runner.request()),
-        onServiceDelete: (k) => (proxier.onServiceDelete(k), runner.request()),
-        onSliceUpdate: (s) => (proxier.onSliceUpdate(s), runner.request()),
-        onSliceDelete: (k) => (proxier.onSliceDelete(k), runner.request()),
-        onNode: () => undefined,
+        onServiceUpdate: (x) => (proxier.onServiceUpdate(x), request()),
+        onServiceDelete: (k) => (proxier.onServiceDelete(k), request()),
+        onSliceUpdate: (x) => (proxier.onSliceUpdate(x), request()),
+        onSliceDelete: (k) => (proxier.onSliceDelete(k), request()),
+        onNode: (n) => health.syncNode(n),
+        onNodeDelete: () => health.syncNode(undefined),
       },
+      onError: (e) => log.warn('informer', { resource: e.resource, error: e.error, retryInMs: e.retryInMs }),
     });
     sources.start();
+    lc.onStop('informers', () => sources.stop());
     // Never program from an empty cache: wait for every first list.
     await sources.synced();
-    stopSource = () => sources.stop();
   }
+  lc.onStop('runner', () => runner.stop());
   runner.start();
-  log('proxy started', { node: proxier.node.name, nodeAddresses: addrs, source: o.manifests ? `manifests ${o.manifests}` : 'kubernetes' });
+  log.info('proxy started', { node: proxier.node.name, nodeAddresses: addrs, source: typeof o.manifests === 'string' ? `manifests ${o.manifests}` : 'kubernetes' });
   await new Promise<void>((resolve) => {
-    const stop = () => {
-      log('stopping; the data plane stays in place');
-      void Promise.resolve(stopSource()).then(() => runner.stop()).then(resolve);
-    };
-    process.once('SIGTERM', stop);
-    process.once('SIGINT', stop);
+    lc.handleSignals({
+      onStopped: (r) => {
+        log.info('stopped; the data plane stays in place', { ok: r.steps.every((x) => x.ok) });
+        resolve();
+      },
+      onForce: () => process.exit(1),
+    });
   });
 }
