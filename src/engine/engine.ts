@@ -8,7 +8,7 @@ import type { ConntrackApi } from '../kernel/conntrack.js';
 import type { IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
 import type { IpvsApi, IpvsOp, Service } from '../kernel/ipvs.js';
 import type { LinkOp, LinksApi } from '../kernel/links.js';
-import type { NftablesApi, NftOp } from '../kernel/nftables.js';
+import type { NftablesApi, NftOp, NftRuleset } from '../kernel/nftables.js';
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
 import { anyContains, parseCidr, type Cidr } from './cidr.js';
 import { diffIpSets, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
@@ -160,7 +160,7 @@ export class Engine {
       desired.vips && k.links ? k.links.get(desired.vips.link) : undefined,
       desired.vips && k.links ? k.links.addresses({ link: desired.vips.link }).catch(noLink) : undefined,
       wantIpsets ? k.ipsets!.list() : undefined,
-      desired.nft && k.nft ? k.nft.list({ family: desired.nft.family, table: desired.nft.name, elements: true }) : undefined,
+      desired.nft && k.nft ? k.nft.list({ family: desired.nft.family, table: desired.nft.name, elements: true }).catch(noTable) : undefined,
     ]);
     const t1 = performance.now();
 
@@ -266,6 +266,14 @@ export class Engine {
 /** A missing link has no addresses (the plan creates it). */
 function noLink(e: unknown): Array<{ address: string; prefixlen: number }> {
   if ((e as NetlinkError)?.code === 'ENODEV' || (e as NetlinkError)?.code === 'ENOENT') return [];
+  throw e;
+}
+
+/** A table-filtered listing of a table that does not exist fails with ENOENT (the kernel's
+ *  filtered GETSET/GETCHAIN dumps look the table up first): nothing of it exists (the plan
+ *  creates it). */
+function noTable(e: unknown): NftRuleset {
+  if ((e as NetlinkError)?.code === 'ENOENT') return { genId: 0, tables: [], chains: [], sets: [], rules: [] };
   throw e;
 }
 

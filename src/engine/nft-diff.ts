@@ -62,7 +62,22 @@ function chainSignature(c: Local<ChainSpec>): string {
 }
 
 function ruleSignature(r: Local<RuleSpec>): string {
-  return JSON.stringify([canonicalExprs(r.exprs), r.comment ?? '']);
+  return stableJson([canonicalExprs(r.exprs), r.comment ?? '']);
+}
+
+/** JSON with object keys sorted: an expression read back from the kernel lists its fields in
+ *  the decoder's order ({type, set, sreg, dreg}), not in the order the caller wrote them. */
+function stableJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stableJson).join(',')}]`;
+  if (v && typeof v === 'object' && !Buffer.isBuffer(v) && !(v instanceof Uint8Array)) {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o)
+      .filter((k) => o[k] !== undefined)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${stableJson(o[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
 }
 
 function full<T extends object>(t: TableSpec, x: T): T & TableRef {
@@ -74,12 +89,23 @@ type TableRef = { family: NftFamily; table: string };
 function build(t: TableSpec, d: DesiredNftTable): NftOp[] {
   const ops: NftOp[] = [{ verb: 'add', kind: 'table', table: t }];
   for (const c of d.chains) ops.push({ verb: 'add', kind: 'chain', chain: full(t, c) });
-  for (const { elements, ...s } of d.sets) {
+  for (const { elements: listed, ...s } of d.sets) {
+    const elements = uniqueElements(s, listed);
     ops.push({ verb: 'add', kind: 'set', set: full(t, s) });
     if (elements.length) ops.push({ verb: 'add', kind: 'elements', set: full(t, s), elements });
   }
   for (const r of d.rules) ops.push({ verb: 'add', kind: 'rule', rule: full(t, r) });
   return ops;
+}
+
+function uniqueElements(s: Pick<SetSpec, 'key' | 'interval'>, elements: readonly SetElement[]): SetElement[] {
+  const seen = new Set<string>();
+  return elements.filter((e) => {
+    const k = elementKey(s, e);
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
 }
 
 export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelta {
@@ -131,6 +157,7 @@ export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelt
     const want = new Set<string>();
     for (const e of elements) {
       const k = elementKey(s, e);
+      if (want.has(k)) continue; // a duplicate key: the first one counts
       want.add(k);
       const h = have.get(k);
       if (!h) add.push(e);
