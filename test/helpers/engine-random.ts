@@ -298,6 +298,7 @@ function dedupe(ms: IpSetMember[]): IpSetMember[] {
 /** A member as `ipset save` prints it. */
 export function memberText(type: string, m: IpSetMember): string {
   if (type === 'hash:net') return `${m.ip}/${m.cidr}`;
+  if (type === 'hash:ip') return `${m.ip}`;
   const base = `${m.ip},${m.proto}:${m.port}`;
   return type === 'hash:ip,port,ip' ? `${base},${m.ip2}` : base;
 }
