@@ -53,3 +53,25 @@ export function cidrContains(c: Cidr, address: string): boolean {
 export function anyContains(cidrs: readonly Cidr[], address: string): boolean {
   return cidrs.some((c) => cidrContains(c, address));
 }
+
+/** The network address of a CIDR as text ("10.1.2.3/16" -> "10.1.0.0"), canonical for IPv6. */
+export function networkText(c: Cidr): string {
+  if (c.family === 4) return [24n, 16n, 8n, 0n].map((s) => String((c.base >> s) & 255n)).join('.');
+  const groups: string[] = [];
+  for (let i = 7; i >= 0; i--) groups.push(((c.base >> BigInt(i * 16)) & 0xffffn).toString(16));
+  const full = groups.join(':');
+  // the longest run of zero groups (two or more) becomes "::"
+  let best = { at: -1, len: 0 };
+  for (let i = 0; i < 8; ) {
+    if (groups[i] !== '0') {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && groups[j] === '0') j++;
+    if (j - i > best.len) best = { at: i, len: j - i };
+    i = j;
+  }
+  if (best.len < 2) return full;
+  return `${groups.slice(0, best.at).join(':')}::${groups.slice(best.at + best.len).join(':')}`;
+}

@@ -272,15 +272,17 @@ export class Engine {
   }
 }
 
-/** A table that does not exist yet lists as empty (the plan creates it). */
-function noTable(e: unknown): NftRuleset {
-  if ((e as NetlinkError)?.code === 'ENOENT') return { genId: 0, tables: [], chains: [], sets: [], rules: [] };
-  throw e;
-}
-
 /** A missing link has no addresses (the plan creates it). */
 function noLink(e: unknown): Array<{ address: string; prefixlen: number }> {
   if ((e as NetlinkError)?.code === 'ENODEV' || (e as NetlinkError)?.code === 'ENOENT') return [];
+  throw e;
+}
+
+/** A table-filtered listing of a table that does not exist fails with ENOENT (the kernel's
+ *  filtered GETSET/GETCHAIN dumps look the table up first): nothing of it exists (the plan
+ *  creates it). */
+function noTable(e: unknown): NftRuleset {
+  if ((e as NetlinkError)?.code === 'ENOENT') return { genId: 0, tables: [], chains: [], sets: [], rules: [] };
   throw e;
 }
 

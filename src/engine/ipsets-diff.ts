@@ -3,6 +3,7 @@
 // destroyed. Foreign sets are never touched. Pure.
 import type { IpSet, IpSetMember, IpSetOp, IpSetSpec } from '../kernel/ipsets.js';
 import { canonicalAddress } from './ipvs-model.js';
+import { networkText, parseCidr } from './cidr.js';
 
 export type DesiredIpSet = IpSetSpec & { members: IpSetMember[] };
 
@@ -18,14 +19,37 @@ const NET_TYPES = /net/;
 /** Canonical member text: the fields that make a member's identity in its set. */
 export function memberKey(type: string, m: IpSetMember): string {
   const net = NET_TYPES.test(type);
-  const ip = m.ip ? canonicalAddress(m.ip) : '';
+  const net2 = /net$/.test(type);
+  let ip = m.ip ? canonicalAddress(m.ip) : '';
   const host = ip.includes(':') ? 128 : 32;
+  // The kernel stores a net member's network address (10.1.2.3/16 is 10.1.0.0/16).
+  if (m.ip && net) ip = masked(ip, m.cidr ?? host);
   const cidr = m.ip && net ? `/${m.cidr ?? host}` : '';
-  const ip2 = m.ip2 ? canonicalAddress(m.ip2) : '';
+  let ip2 = m.ip2 ? canonicalAddress(m.ip2) : '';
   const host2 = ip2.includes(':') ? 128 : 32;
-  const cidr2 = m.ip2 && /net$/.test(type) ? `/${m.cidr2 ?? host2}` : '';
+  if (m.ip2 && net2) ip2 = masked(ip2, m.cidr2 ?? host2);
+  const cidr2 = m.ip2 && net2 ? `/${m.cidr2 ?? host2}` : '';
   const proto = m.proto === undefined ? '' : String(m.proto);
   return [ip + cidr, proto, m.port ?? '', ip2 + cidr2].join(',');
+}
+
+function masked(ip: string, len: number): string {
+  try {
+    return networkText(parseCidr(`${ip}/${len}`));
+  } catch {
+    return ip; // not an address: the handle rejects it (typed) when the op is built
+  }
+}
+
+/** Members with distinct keys (the first of duplicates): adding one twice is an error. */
+function unique(type: string, members: readonly IpSetMember[]): IpSetMember[] {
+  const seen = new Set<string>();
+  return members.filter((m) => {
+    const k = memberKey(type, m);
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
 }
 
 /** Only the fields that name a member (a del carries no counters or timeouts). */
@@ -45,7 +69,8 @@ export function diffIpSets(desired: readonly DesiredIpSet[], observed: readonly 
   const have = new Map(observed.filter((s) => s.name.startsWith(prefix)).map((s) => [s.name, s]));
   for (const want of desired) {
     if (!want.name.startsWith(prefix)) throw new RangeError(`ipset ${want.name} does not carry the owned prefix ${prefix}`);
-    const { members, ...spec } = want;
+    const { members: listed, ...spec } = want;
+    const members = unique(want.type, listed);
     const h = have.get(want.name);
     if (!h) {
       early.push({ op: 'create', ...spec });

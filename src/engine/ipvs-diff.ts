@@ -72,7 +72,13 @@ export function diffIpvs(input: IpvsDiffInput): IpvsDelta {
     const id = idOf(want);
     if (!have) {
       addServices.push({ op: 'addService', service: { ...want, ...canonicalId(want) } });
-      for (const d of want.destinations) destOps.push({ op: 'addDestination', service: id, dest: destConfig(d) });
+      const seen = new Set<string>();
+      for (const d of want.destinations) {
+        // a destination listed twice is one destination (adding it twice is EEXIST)
+        if (seen.has(destKey(d))) continue;
+        seen.add(destKey(d));
+        destOps.push({ op: 'addDestination', service: id, dest: destConfig(d) });
+      }
       continue;
     }
     if (!sameShape(serviceShape(want), serviceShape(have)))
@@ -83,6 +89,7 @@ export function diffIpvs(input: IpvsDiffInput): IpvsDelta {
     const wantDests = new Set<string>();
     for (const d of want.destinations) {
       const dk = destKey(d);
+      if (wantDests.has(dk)) continue;
       wantDests.add(dk);
       const hd = haveDests.get(dk);
       if (!hd) destOps.push({ op: 'addDestination', service: id, dest: destConfig(d) });

@@ -64,7 +64,7 @@ function chainSignature(c: Local<ChainSpec>): string {
 /** JSON with object keys sorted: the kernel's listing and a builder order keys differently. */
 export function stableStringify(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(stableStringify).join(',')}]`;
-  if (v && typeof v === 'object') {
+  if (v && typeof v === 'object' && !Buffer.isBuffer(v) && !(v instanceof Uint8Array)) {
     const o = v as Record<string, unknown>;
     return `{${Object.keys(o)
       .filter((k) => o[k] !== undefined)
@@ -72,7 +72,7 @@ export function stableStringify(v: unknown): string {
       .map((k) => `${JSON.stringify(k)}:${stableStringify(o[k])}`)
       .join(',')}}`;
   }
-  return JSON.stringify(v);
+  return JSON.stringify(v) ?? 'null';
 }
 
 function ruleSignature(r: Local<RuleSpec>): string {
@@ -88,12 +88,23 @@ type TableRef = { family: NftFamily; table: string };
 function build(t: TableSpec, d: DesiredNftTable): NftOp[] {
   const ops: NftOp[] = [{ verb: 'add', kind: 'table', table: t }];
   for (const c of d.chains) ops.push({ verb: 'add', kind: 'chain', chain: full(t, c) });
-  for (const { elements, ...s } of d.sets) {
+  for (const { elements: listed, ...s } of d.sets) {
+    const elements = uniqueElements(s, listed);
     ops.push({ verb: 'add', kind: 'set', set: full(t, s) });
     if (elements.length) ops.push({ verb: 'add', kind: 'elements', set: full(t, s), elements });
   }
   for (const r of d.rules) ops.push({ verb: 'add', kind: 'rule', rule: full(t, r) });
   return ops;
+}
+
+function uniqueElements(s: Pick<SetSpec, 'key' | 'interval'>, elements: readonly SetElement[]): SetElement[] {
+  const seen = new Set<string>();
+  return elements.filter((e) => {
+    const k = elementKey(s, e);
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
 }
 
 export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelta {
@@ -145,6 +156,7 @@ export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelt
     const want = new Set<string>();
     for (const e of elements) {
       const k = elementKey(s, e);
+      if (want.has(k)) continue; // a duplicate key: the first one counts
       want.add(k);
       const h = have.get(k);
       if (!h) add.push(e);
