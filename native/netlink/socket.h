@@ -84,6 +84,9 @@ class Socket {
   // Receives one datagram into buf_; returns its length, 0 when nothing is queued and wait is
   // false. Throws on errors other than ENOBUFS, which it returns as -ENOBUFS.
   ssize_t Receive(bool wait);
+  // Receives up to two datagrams with one recvmmsg (into buf_ and buf2_); returns how many,
+  // 0 when nothing is queued and wait is false, -ENOBUFS on overflow.
+  int ReceiveTwo(bool wait, ssize_t lens[2]);
   void Grow(int optname_force, int optname, int bytes);
 
   int fd_ = -1;
@@ -92,6 +95,7 @@ class Socket {
   uint32_t seq_;
   int rcvbuf_ = 0;
   std::vector<uint8_t> buf_;
+  std::vector<uint8_t> buf2_;
   SocketStats stats_;
 };
 

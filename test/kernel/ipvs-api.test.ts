@@ -335,3 +335,22 @@ test('50,000 destinations (500 services x 100) are written in one apply and dump
   assert.equal(ipvs.socketStats().sendmsgCalls - sendBefore, 501);
   assert.ok(recvs > 1000, `${recvs} recvmsg calls`);
 });
+
+test('a small destination dump costs one send and one receive: the reply and its DONE come in one recvmmsg', async () => {
+  const ops: IpvsOp[] = [];
+  for (let s = 0; s < 200; s++) {
+    const service = { protocol: 'tcp' as const, address: `10.150.${s >> 8}.${s & 255}`, port: 80 };
+    ops.push({ op: 'addService', service: { ...service, scheduler: 'rr' } });
+    ops.push({ op: 'addDestination', service, dest: { address: `127.2.0.${(s % 250) + 1}`, port: 80, forward: 'masq' } });
+  }
+  assert.ok((await ipvs.apply(ops)).ok);
+  const before = ipvs.socketStats();
+  const listed = await ipvs.services({ withDestinations: true });
+  const after = ipvs.socketStats();
+  assert.equal(listed.length, 200);
+  assert.ok(listed.every((s) => s.destinations!.length === 1));
+  assert.equal(after.sendmsgCalls - before.sendmsgCalls, 201, 'the service dump and one destination dump per service');
+  // ipvsadm needs two receives per destination dump (the data, then NLMSG_DONE); the service
+  // dump itself takes a few more for its several datagrams.
+  assert.ok(after.recvmsgCalls - before.recvmsgCalls <= 200 + 5, `${after.recvmsgCalls - before.recvmsgCalls} receive calls for 201 dumps`);
+});
