@@ -8,6 +8,7 @@ import { NetlinkError } from '../errors.js';
 import { Conntrack } from '../kernel/conntrack.js';
 import { Ipvs } from '../kernel/ipvs.js';
 import { Links } from '../kernel/links.js';
+import { IpSets } from '../kernel/ipsets.js';
 import { Nftables } from '../kernel/nftables.js';
 import { loadManifests } from '../kube/manifests.js';
 import type { HandleOptions } from '../native.js';
@@ -24,11 +25,13 @@ import { canonicalAddress } from '../engine/ipvs-model.js';
 
 interface KernelOpts {
   glue: boolean;
+  ipsets?: boolean;
 }
 
 async function openKernel(h: HandleOptions, o: KernelOpts): Promise<EngineKernel> {
   const k: EngineKernel = { ipvs: await Ipvs.open(h), links: await Links.open(h), conntrack: await Conntrack.open(h) };
   if (o.glue) k.nft = await Nftables.open(h);
+  if (o.ipsets) k.ipsets = await IpSets.open(h);
   return k;
 }
 
@@ -46,6 +49,7 @@ interface SyncOpts {
   masqueradeAll?: boolean;
   vipLink: string;
   glue: boolean;
+  kubeProxyIpsets?: boolean;
   sysctl: boolean;
   dryRun?: boolean;
   json?: boolean;
@@ -65,13 +69,14 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
     .option('--masquerade-all', 'masquerade all traffic to service VIPs')
     .option('--vip-link <name>', 'the dummy link holding the VIPs', 'kube-ipvs0')
     .option('--no-glue', 'do not program the nftables glue (masquerade, hairpin, source ranges)')
+    .option('--kube-proxy-ipsets', "also maintain kube-proxy's ipsets (KUBE-CLUSTER-IP …) for iptables rules that reference them")
     .option('--no-sysctl', 'do not set the IPVS sysctls kube-proxy sets')
     .option('--dry-run', 'print the writes it would make and change nothing')
     .option('--json', 'machine-readable output')
     .action(async (o: SyncOpts) => {
       const h = handleOptions();
       const manifests = await loadManifests(o.file);
-      const kernel = await openKernel(h, { glue: o.glue });
+      const kernel = await openKernel(h, { glue: o.glue, ipsets: !!o.kubeProxyIpsets });
       const addrs = o.nodeIp?.length ? o.nodeIp.map(canonicalAddress) : nodeAddresses(await kernel.links!.addresses(), o.vipLink);
       const proxier = new Proxier(kernel, {
         node: { name: o.nodeName ?? hostname(), addresses: addrs },
@@ -83,6 +88,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
         },
         vipLink: o.vipLink,
         glue: o.glue,
+        kubeIpsets: !!o.kubeProxyIpsets,
       });
       for (const s of manifests.services) proxier.onServiceUpdate(s);
       for (const s of manifests.endpointSlices) proxier.onSliceUpdate(s);
@@ -124,7 +130,8 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
     .option('--config <file>', 'KubeProxyConfiguration-style YAML (flags override it)')
     .option('--write-config-to <file>', 'write the effective configuration and exit')
     .option('--node-ip <ip>', 'node addresses for NodePorts (default: every local address)', list)
-    .option('--no-glue', 'do not program the nftables glue');
+    .option('--no-glue', 'do not program the nftables glue')
+    .option('--kube-proxy-ipsets', "also maintain kube-proxy's ipsets (KUBE-CLUSTER-IP …)");
   for (const f of CONFIG_FLAGS) {
     const arg = f.kind === 'bool' ? `--${f.flag}` : `--${f.flag} <${f.kind === 'cidrs' ? 'cidrs' : 'value'}>`;
     proxy.option(arg, f.help);
@@ -209,13 +216,15 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   await preflight(systemChecks(() => Ipvs.open(h)));
 
   const glue = o.glue !== false;
-  const kernel = await openKernel(h, { glue });
+  const kubeIpsets = o.kubeProxyIpsets === true;
+  const kernel = await openKernel(h, { glue, ipsets: kubeIpsets });
   const addrs = Array.isArray(o.nodeIp) && o.nodeIp.length ? (o.nodeIp as string[]).map(canonicalAddress) : nodeAddresses(await kernel.links!.addresses(), cfg.vipLink);
   const proxier = new Proxier(kernel, {
     node: { name: nodeName(cfg), addresses: addrs },
     config: toProxyConfig(cfg),
     vipLink: cfg.vipLink,
     glue,
+    kubeIpsets,
     excludeCidrs: cfg.ipvs.excludeCIDRs,
     drainTimeoutMs: cfg.drainTimeoutMs,
   });

@@ -11,12 +11,15 @@ import { translate } from '../kube/translate.js';
 import type { NodeInfo, ProxyConfig, ProxyModel } from '../kube/types.js';
 import type { Address } from '../kernel/links.js';
 import { desiredState } from './desired.js';
+import { KUBE_IPSET_PREFIX } from './kube-ipsets.js';
 
 export interface ProxierOptions {
   node: NodeInfo;
   config: ProxyConfig;
   vipLink?: string;
   glue?: boolean;
+  /** Maintain kube-proxy's ipsets too (the engine then owns sets named KUBE-*). */
+  kubeIpsets?: boolean;
   excludeCidrs?: string[];
   drainTimeoutMs?: number;
 }
@@ -61,6 +64,7 @@ export class Proxier {
     this.engine = new Engine(kernel, {
       managedCidrs: opts.node.addresses.map((a) => `${a}/${a.includes(':') ? 128 : 32}`),
       excludeCidrs: opts.excludeCidrs ?? [],
+      ...(opts.kubeIpsets ? { ipsetPrefix: KUBE_IPSET_PREFIX } : {}),
       ...(opts.drainTimeoutMs !== undefined ? { drainTimeoutMs: opts.drainTimeoutMs } : {}),
     });
   }
@@ -92,7 +96,7 @@ export class Proxier {
     const serviceChanges = this.services.drain().size;
     const endpointChanges = this.slices.drain().size;
     const model = this.model();
-    const desired = desiredState(model, { vipLink: this.vipLink, glue: this.glue });
+    const desired = desiredState(model, { vipLink: this.vipLink, glue: this.glue, kubeIpsets: !!this.opts.kubeIpsets });
     const changed = full || !this.last ? undefined : changedServiceKeys(this.last.services, model.services);
     const plan = await this.engine.plan(desired, changed);
     return { plan, model, serviceChanges, endpointChanges };
