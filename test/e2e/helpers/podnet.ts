@@ -1,0 +1,126 @@
+// A one-node "cluster" inside the test VM, built like a node with a bridge CNI:
+//   node0   dummy, 192.168.50.10/24: the node's address (NodePorts)
+//   cni0    bridge, 10.244.1.1/24: the pod network's gateway (cluster CIDR 10.244.0.0/16)
+//   pod-a/b/c  network namespaces, eth0 10.244.1.2-4 on a veth in cni0, each running the pod
+//              server (HTTP 8080, TCP lines 9000, UDP 5300)
+//   ext     a network namespace outside the node, 192.168.60.2/24, its veth peer 192.168.60.1 on
+//           the node, default route through the node: a client with a real non-local address
+// Like the CNI bridge plugin and kubelet set up a node: br_netfilter on with
+// bridge-nf-call-iptables=1 (a pod reaching another pod on the same bridge through a VIP gets its
+// reply un-NATed by IPVS only if bridged frames pass netfilter) and hairpin mode on the pods'
+// bridge ports (a pod reaching itself through a VIP: the reply goes back out the port it came in).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Answer } from './traffic.js';
+import { HELPERS, run, sh } from './kernel.js';
+
+export const NODE_NAME = 'e2e-node';
+export const NODE_IP = '192.168.50.10';
+export const BRIDGE_IP = '10.244.1.1';
+export const CLUSTER_CIDR = '10.244.0.0/16';
+export const EXT_GW = '192.168.60.1';
+export const EXT_IP = '192.168.60.2';
+
+export interface Pod {
+  name: string;
+  ip: string;
+}
+
+export const PODS: readonly Pod[] = [
+  { name: 'pod-a', ip: '10.244.1.2' },
+  { name: 'pod-b', ip: '10.244.1.3' },
+  { name: 'pod-c', ip: '10.244.1.4' },
+];
+
+async function removeLeftovers(): Promise<void> {
+  for (const ns of [...PODS.map((p) => p.name), 'ext']) await run('ip', ['netns', 'del', ns]);
+  for (const link of ['node0', 'cni0', 'v-ext', ...PODS.map((p) => `v-${p.name}`)]) await run('ip', ['link', 'del', link]);
+}
+
+export class PodNetwork {
+  private readonly servers: ChildProcess[] = [];
+
+  private constructor() {}
+
+  /** Builds the node and starts the pod servers; resolves once every server listens. */
+  static async create(): Promise<PodNetwork> {
+    await removeLeftovers();
+    const net = new PodNetwork();
+    await sh('ip', 'link', 'add', 'node0', 'type', 'dummy');
+    await sh('ip', 'addr', 'add', `${NODE_IP}/24`, 'dev', 'node0');
+    await sh('ip', 'link', 'set', 'node0', 'up');
+    await sh('ip', 'link', 'add', 'cni0', 'type', 'bridge');
+    await sh('ip', 'addr', 'add', `${BRIDGE_IP}/24`, 'dev', 'cni0');
+    await sh('ip', 'link', 'set', 'cni0', 'up');
+    await sh('modprobe', 'br_netfilter');
+    await sh('sysctl', '-q', '-w', 'net.bridge.bridge-nf-call-iptables=1');
+    for (const p of PODS) {
+      await sh('ip', 'netns', 'add', p.name);
+      await sh('ip', 'link', 'add', `v-${p.name}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', p.name);
+      await sh('ip', 'link', 'set', `v-${p.name}`, 'master', 'cni0', 'up');
+      await sh('bridge', 'link', 'set', 'dev', `v-${p.name}`, 'hairpin', 'on');
+      await sh('ip', '-n', p.name, 'addr', 'add', `${p.ip}/24`, 'dev', 'eth0');
+      await sh('ip', '-n', p.name, 'link', 'set', 'eth0', 'up');
+      await sh('ip', '-n', p.name, 'link', 'set', 'lo', 'up');
+      await sh('ip', '-n', p.name, 'route', 'add', 'default', 'via', BRIDGE_IP);
+    }
+    await sh('ip', 'netns', 'add', 'ext');
+    await sh('ip', 'link', 'add', 'v-ext', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', 'ext');
+    await sh('ip', 'addr', 'add', `${EXT_GW}/24`, 'dev', 'v-ext');
+    await sh('ip', 'link', 'set', 'v-ext', 'up');
+    await sh('ip', '-n', 'ext', 'addr', 'add', `${EXT_IP}/24`, 'dev', 'eth0');
+    await sh('ip', '-n', 'ext', 'link', 'set', 'eth0', 'up');
+    await sh('ip', '-n', 'ext', 'link', 'set', 'lo', 'up');
+    await sh('ip', '-n', 'ext', 'route', 'add', 'default', 'via', EXT_GW);
+    try {
+      await Promise.all(PODS.map((p) => net.startServer(p)));
+    } catch (e) {
+      await net.destroy();
+      throw e;
+    }
+    return net;
+  }
+
+  private startServer(p: Pod): Promise<void> {
+    const child = spawn('ip', ['netns', 'exec', p.name, process.execPath, join(HELPERS, 'pod-server.js'), p.name], { stdio: ['ignore', 'pipe', 'inherit'] });
+    this.servers.push(child);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${p.name}: server not ready within 60 s`)), 60_000);
+      child.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        reject(new Error(`${p.name}: server exited (${signal ?? code})`));
+      });
+      createInterface({ input: child.stdout! }).once('line', (line) => {
+        clearTimeout(timer);
+        if (line === 'ready') resolve();
+        else reject(new Error(`${p.name}: unexpected first line ${JSON.stringify(line)}`));
+      });
+    });
+  }
+
+  /** Stops the servers and removes the namespaces and links. */
+  async destroy(): Promise<void> {
+    await Promise.all(
+      this.servers.map(
+        (c) =>
+          new Promise<void>((resolve) => {
+            if (c.exitCode !== null || c.signalCode !== null) return resolve();
+            c.once('exit', () => resolve());
+            c.kill('SIGTERM');
+          }),
+      ),
+    );
+    await removeLeftovers();
+  }
+}
+
+/** Runs the traffic client inside a namespace: n HTTP requests, each on a new connection. */
+export async function httpFrom(ns: string, url: string, n: number): Promise<Answer[]> {
+  return JSON.parse(await sh('ip', 'netns', 'exec', ns, process.execPath, join(HELPERS, 'client.js'), 'http', url, String(n))) as Answer[];
+}
+
+/** Tries one TCP connection from inside a namespace: 'connected' or the error code. */
+export async function connectFrom(ns: string, host: string, port: number): Promise<string> {
+  return JSON.parse(await sh('ip', 'netns', 'exec', ns, process.execPath, join(HELPERS, 'client.js'), 'connect', host, String(port))) as string;
+}
