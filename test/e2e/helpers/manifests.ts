@@ -32,11 +32,12 @@ export async function removeManifests(dir: string, file: string): Promise<void> 
   await rm(join(dir, file));
 }
 
-/** A copy of the documents with the endpoint at `address` gone from every EndpointSlice. */
-export function withoutEndpoint(docs: readonly Doc[], address: string): Doc[] {
+/** A copy of the documents with the endpoint at `address` gone from the EndpointSlices of one
+ *  service. */
+export function withoutEndpoint(docs: readonly Doc[], service: string, address: string): Doc[] {
   return docs.map((d) => {
     const c = structuredClone(d);
-    if (c.kind === 'EndpointSlice') c.endpoints = (c.endpoints as Array<{ addresses: string[] }>).filter((e) => !e.addresses.includes(address));
+    if (c.kind === 'EndpointSlice' && c.metadata?.labels?.['kubernetes.io/service-name'] === service) c.endpoints = (c.endpoints as Array<{ addresses: string[] }>).filter((e) => !e.addresses.includes(address));
     return c;
   });
 }
