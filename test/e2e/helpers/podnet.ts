@@ -33,9 +33,21 @@ export const PODS: readonly Pod[] = [
   { name: 'pod-c', ip: '10.244.1.4' },
 ];
 
+/** Runs `ip` commands from one process (`ip -batch`); `force` goes on past failures. */
+async function ipBatch(lines: string[], opts: { netns?: string; force?: boolean } = {}): Promise<void> {
+  const args = [...(opts.netns ? ['-n', opts.netns] : []), ...(opts.force ? ['-force'] : []), '-batch', '-'];
+  const r = await run('ip', args, { input: lines.join('\n') + '\n' });
+  if (r.code !== 0 && !opts.force) throw new Error(`ip ${args.join(' ')} exited ${r.code}: ${r.stderr.trim()}\n${lines.join('\n')}`);
+}
+
 async function removeLeftovers(): Promise<void> {
-  for (const ns of [...PODS.map((p) => p.name), 'ext']) await run('ip', ['netns', 'del', ns]);
-  for (const link of ['node0', 'cni0', 'v-ext', ...PODS.map((p) => `v-${p.name}`)]) await run('ip', ['link', 'del', link]);
+  await ipBatch(
+    [
+      ...[...PODS.map((p) => p.name), 'ext'].map((ns) => `netns del ${ns}`),
+      ...['node0', 'cni0', 'v-ext', ...PODS.map((p) => `v-${p.name}`)].map((l) => `link del ${l}`),
+    ],
+    { force: true },
+  );
 }
 
 export class PodNetwork {
@@ -47,32 +59,31 @@ export class PodNetwork {
   static async create(): Promise<PodNetwork> {
     await removeLeftovers();
     const net = new PodNetwork();
-    await sh('ip', 'link', 'add', 'node0', 'type', 'dummy');
-    await sh('ip', 'addr', 'add', `${NODE_IP}/24`, 'dev', 'node0');
-    await sh('ip', 'link', 'set', 'node0', 'up');
-    await sh('ip', 'link', 'add', 'cni0', 'type', 'bridge');
-    await sh('ip', 'addr', 'add', `${BRIDGE_IP}/24`, 'dev', 'cni0');
-    await sh('ip', 'link', 'set', 'cni0', 'up');
     await sh('modprobe', 'br_netfilter');
     await sh('sysctl', '-q', '-w', 'net.bridge.bridge-nf-call-iptables=1');
-    for (const p of PODS) {
-      await sh('ip', 'netns', 'add', p.name);
-      await sh('ip', 'link', 'add', `v-${p.name}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', p.name);
-      await sh('ip', 'link', 'set', `v-${p.name}`, 'master', 'cni0', 'up');
-      await sh('bridge', 'link', 'set', 'dev', `v-${p.name}`, 'hairpin', 'on');
-      await sh('ip', '-n', p.name, 'addr', 'add', `${p.ip}/24`, 'dev', 'eth0');
-      await sh('ip', '-n', p.name, 'link', 'set', 'eth0', 'up');
-      await sh('ip', '-n', p.name, 'link', 'set', 'lo', 'up');
-      await sh('ip', '-n', p.name, 'route', 'add', 'default', 'via', BRIDGE_IP);
-    }
-    await sh('ip', 'netns', 'add', 'ext');
-    await sh('ip', 'link', 'add', 'v-ext', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', 'ext');
-    await sh('ip', 'addr', 'add', `${EXT_GW}/24`, 'dev', 'v-ext');
-    await sh('ip', 'link', 'set', 'v-ext', 'up');
-    await sh('ip', '-n', 'ext', 'addr', 'add', `${EXT_IP}/24`, 'dev', 'eth0');
-    await sh('ip', '-n', 'ext', 'link', 'set', 'eth0', 'up');
-    await sh('ip', '-n', 'ext', 'link', 'set', 'lo', 'up');
-    await sh('ip', '-n', 'ext', 'route', 'add', 'default', 'via', EXT_GW);
+    await ipBatch([
+      'link add node0 type dummy',
+      `addr add ${NODE_IP}/24 dev node0`,
+      'link set node0 up',
+      'link add cni0 type bridge',
+      `addr add ${BRIDGE_IP}/24 dev cni0`,
+      'link set cni0 up',
+      ...PODS.flatMap((p) => [
+        `netns add ${p.name}`,
+        `link add v-${p.name} type veth peer name eth0 netns ${p.name}`,
+        `link set v-${p.name} master cni0 up`,
+        `link set v-${p.name} type bridge_slave hairpin on`,
+      ]),
+      'netns add ext',
+      'link add v-ext type veth peer name eth0 netns ext',
+      `addr add ${EXT_GW}/24 dev v-ext`,
+      'link set v-ext up',
+    ]);
+    const inside = (ip: string, gw: string) => [`addr add ${ip}/24 dev eth0`, 'link set eth0 up', 'link set lo up', `route add default via ${gw}`];
+    await Promise.all([
+      ...PODS.map((p) => ipBatch(inside(p.ip, BRIDGE_IP), { netns: p.name })),
+      ipBatch(inside(EXT_IP, EXT_GW), { netns: 'ext' }),
+    ]);
     try {
       await Promise.all(PODS.map((p) => net.startServer(p)));
     } catch (e) {
