@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:net';
 import { destsOf, ipvsadmList, ipvsyncOk, linkAddresses, nftSetElements, nftTables, resetDataPlane, sh, sysctl } from './helpers/kernel.js';
 import { fixture, manifestDir, syncArgs, writeManifests } from './helpers/manifests.js';
-import { BRIDGE_IP, EXT_IP, httpFrom, PodNetwork, PODS } from './helpers/podnet.js';
+import { BRIDGE_IP, BRIDGE_IP6, EXT_IP, EXT_IP6, httpFrom, PodNetwork, PODS } from './helpers/podnet.js';
 import { clientsByPod, connectOutcome, httpMany, tally } from './helpers/traffic.js';
 
 const skip = process.env.IPVSYNC_VM !== 'qemu' ? 'needs IPVS and nftables: run in qemu (node dist/test/vm/cli.js --kernel qemu --suite e2e)' : false;
@@ -36,7 +36,7 @@ describe('ClusterIP services end to end', { skip }, () => {
     assert.equal(web.scheduler, 'rr');
     assert.equal(web.persistent, undefined);
     assert.deepEqual(web.dests.map((d) => [d.address, d.forward, d.weight]).sort(), POD_DESTS.map((a) => [a, 'Masq', 1]));
-    assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32', '10.96.0.30/32']);
+    assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32', '10.96.0.30/32', 'fd00:96::10/128']);
     assert.ok((await nftTables()).includes('ip ipvsync'));
     assert.deepEqual(await nftSetElements('cluster-ips'), ['10.96.0.10 . tcp . 80', '10.96.0.30 . tcp . 80']);
     assert.deepEqual(await nftSetElements('cluster-cidrs'), ['10.244.0.0/16']);
@@ -69,6 +69,23 @@ describe('ClusterIP services end to end', { skip }, () => {
       'pod-b': ['10.244.1.2'],
       'pod-c': ['10.244.1.2'],
     });
+  });
+
+  test('IPv6: a ClusterIP round robins, masquerades sources outside the cluster CIDR (ip6 glue), keeps pod sources, hairpins', async () => {
+    const web6 = (await ipvsadmList()).get('TCP [fd00:96::10]:80');
+    assert.ok(web6, 'no TCP [fd00:96::10]:80 in ipvsadm -Ln');
+    assert.deepEqual(web6.dests.map((d) => [d.address, d.forward, d.weight]).sort(), PODS.map((p) => [`[${p.ip6}]:8080`, 'Masq', 1]).sort());
+    assert.deepEqual(await nftSetElements('cluster-ips', 'ip6'), ['fd00:96::10 . tcp . 80']);
+    assert.deepEqual(await nftSetElements('cluster-cidrs', 'ip6'), ['fd00:10:244::/56']);
+    assert.deepEqual(await nftSetElements('hairpin', 'ip6'), PODS.map((p) => `${p.ip6} . tcp . 8080 . ${p.ip6}`).sort());
+    const local = await httpMany('http://[fd00:96::10]/', 6);
+    const ext = await httpFrom('ext', 'http://[fd00:96::10]/', 6);
+    assert.deepEqual(tally(local), { 'pod-a': 2, 'pod-b': 2, 'pod-c': 2 });
+    assert.deepEqual(tally(ext), { 'pod-a': 2, 'pod-b': 2, 'pod-c': 2 });
+    for (const a of [...local, ...ext]) assert.equal(a.client, BRIDGE_IP6, `${a.pod} saw ${a.client}`);
+    assert.ok(!ext.some((a) => a.client === EXT_IP6));
+    const fromPod = await httpFrom('pod-a', 'http://[fd00:96::10]/', 6);
+    assert.deepEqual(clientsByPod(fromPod), { 'pod-a': [BRIDGE_IP6], 'pod-b': [PODS[0]!.ip6], 'pod-c': [PODS[0]!.ip6] });
   });
 
   test('sessionAffinity ClientIP: persistent in ipvsadm, every connection of a client lands on one pod', async () => {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { ROOT } from './kernel.js';
-import { CLUSTER_CIDR, NODE_NAME } from './podnet.js';
+import { CLUSTER_CIDR, CLUSTER_CIDR6, NODE_NAME } from './podnet.js';
 
 export type Doc = Record<string, any>;
 
@@ -44,5 +44,5 @@ export function withoutEndpoint(docs: readonly Doc[], service: string, address: 
 
 /** `ipvsync sync -f DIR` arguments for this node. */
 export function syncArgs(dir: string, ...extra: string[]): string[] {
-  return ['sync', '-f', dir, '--node-name', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, ...extra];
+  return ['sync', '-f', dir, '--node-name', NODE_NAME, '--cluster-cidr', `${CLUSTER_CIDR},${CLUSTER_CIDR6}`, ...extra];
 }

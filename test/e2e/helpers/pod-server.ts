@@ -3,13 +3,14 @@
 //   HTTP on 8080 (one answer per request),
 //   TCP on 9000, line by line on a persistent connection (for draining),
 //   UDP on 5300 (one datagram per datagram).
-// It prints "ready" once all three listen.
+// Dual-stack: IPv4 clients are reported as plain IPv4 addresses. It prints "ready" once all
+// three listen.
 import { createSocket } from 'node:dgram';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer as createTcpServer } from 'node:net';
 
 const name = process.argv[2] ?? 'pod';
-const answer = (client: string | undefined) => JSON.stringify({ pod: name, client }) + '\n';
+const answer = (client: string | undefined) => JSON.stringify({ pod: name, client: client?.replace(/^::ffff:(?=\d+\.)/, '') }) + '\n';
 
 const http = createHttpServer((req, res) => {
   res.setHeader('content-type', 'application/json');
@@ -30,13 +31,13 @@ const lines = createTcpServer((sock) => {
   });
 });
 
-const udp = createSocket('udp4');
+const udp = createSocket({ type: 'udp6', ipv6Only: false });
 udp.on('message', (_m, r) => udp.send(answer(r.address), r.port, r.address));
 
 await Promise.all([
-  new Promise<void>((resolve) => http.listen(8080, '0.0.0.0', resolve)),
-  new Promise<void>((resolve) => lines.listen(9000, '0.0.0.0', resolve)),
-  new Promise<void>((resolve) => udp.bind(5300, '0.0.0.0', resolve)),
+  new Promise<void>((resolve) => http.listen({ port: 8080, host: '::', ipv6Only: false }, resolve)),
+  new Promise<void>((resolve) => lines.listen({ port: 9000, host: '::', ipv6Only: false }, resolve)),
+  new Promise<void>((resolve) => udp.bind(5300, '::', resolve)),
 ]);
 process.stdout.write('ready\n');
 process.on('SIGTERM', () => process.exit(0));
