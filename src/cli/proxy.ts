@@ -144,10 +144,10 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
     .command('cleanup')
     .description('remove everything ipvsync programmed (its VIP link, the virtual servers on it, its nftables tables) and nothing else')
     .option('--vip-link <name>', 'the dummy link holding the VIPs', 'kube-ipvs0')
-    .option('--node-ip <ip>', 'also remove NodePort virtual servers (ports 30000-32767) on these node addresses', list)
+    .option('--node-ip <ip>', 'the node addresses whose NodePort virtual servers (ports 30000-32767) go (default every local address, as sync)', list)
     .action(async (o: { vipLink: string; nodeIp?: string[] }) => {
       const h = handleOptions();
-      const r = await cleanup(h, o.vipLink, o.nodeIp ?? []);
+      const r = await cleanup(h, o.vipLink, o.nodeIp);
       console.log(`removed ${r.services} virtual services, ${r.tables} nftables tables, ${r.link ? `link ${o.vipLink}` : 'no link'}`);
     });
 }
@@ -156,14 +156,17 @@ function errJson(e: NetlinkError) {
   return { message: e.message, code: e.code, errno: e.errno, kind: e.kind, op: e.op, index: e.index, extack: e.extack };
 }
 
-/** Removes what the proxy owns: virtual servers on the VIP link's addresses (and NodePort-range
- *  ones on the given node addresses), the glue tables, the VIP link. Foreign objects stay. */
-export async function cleanup(h: HandleOptions, vipLink: string, nodeIps: string[]): Promise<{ services: number; tables: number; link: boolean }> {
+/** Removes what the proxy owns: virtual servers on the VIP link's addresses and NodePort-range
+ *  ones on the node addresses, the glue tables, the VIP link. Foreign objects stay.
+ *  `nodeIps` defaults, like sync's NodePort addresses, to every local address off the VIP link:
+ *  a sync without --node-ip puts NodePorts on all of them, so a cleanup without it must find
+ *  them all. */
+export async function cleanup(h: HandleOptions, vipLink: string, nodeIps?: string[]): Promise<{ services: number; tables: number; link: boolean }> {
   const ipvs = await Ipvs.open(h);
   const links = await Links.open(h);
   const link = await links.get(vipLink);
   const vips = new Set(link ? (await links.addresses({ link: vipLink })).map((a) => canonicalAddress(a.address)) : []);
-  const nodes = new Set(nodeIps.map(canonicalAddress));
+  const nodes = new Set((nodeIps?.length ? nodeIps : nodeAddresses(await links.addresses(), vipLink)).map(canonicalAddress));
   const doomed = (await ipvs.services()).filter(
     (s) => s.address !== undefined && (vips.has(canonicalAddress(s.address)) || (nodes.has(canonicalAddress(s.address)) && s.port! >= 30000 && s.port! <= 32767)),
   );

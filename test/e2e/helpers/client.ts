@@ -1,0 +1,18 @@
+// Runs the traffic helpers from another network namespace (`ip netns exec POD node client.js …`)
+// and prints the result as JSON on stdout:
+//   http URL N          -> Answer[]  (N requests, a new connection each)
+//   connect HOST PORT   -> "connected" | error code
+import { connectOutcome, httpMany } from './traffic.js';
+
+const [cmd, a, b] = process.argv.slice(2);
+switch (cmd) {
+  case 'http':
+    console.log(JSON.stringify(await httpMany(a!, Number(b ?? '1'))));
+    break;
+  case 'connect':
+    console.log(JSON.stringify(await connectOutcome(a!, Number(b))));
+    break;
+  default:
+    console.error(`usage: client.js http URL N | connect HOST PORT`);
+    process.exit(2);
+}

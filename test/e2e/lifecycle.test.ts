@@ -1,0 +1,135 @@
+// End to end on a real kernel: what ipvsync owns and what it leaves alone. Foreign IPVS
+// services, nftables tables and links survive `ipvsync sync` and `ipvsync cleanup`; cleanup
+// removes every virtual server, VIP and glue table ipvsync made. `ipvsync proxy --manifests DIR`
+// follows the folder and leaves the data plane in place when stopped.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { destsOf, ipvsadmKeys, ipvsadmList, ipvsyncBackground, ipvsyncOk, linkAddresses, linkExists, nftTables, resetDataPlane, run, sh, waitFor } from './helpers/kernel.js';
+import { fixture, manifestDir, removeManifests, syncArgs, writeManifests } from './helpers/manifests.js';
+import { BRIDGE_IP, CLUSTER_CIDR, EXT_GW, NODE_IP, NODE_NAME, PodNetwork, PODS } from './helpers/podnet.js';
+import { connectOutcome, httpMany, tally } from './helpers/traffic.js';
+
+const skip = process.env.IPVSYNC_VM !== 'qemu' ? 'needs IPVS and nftables: run in qemu (node dist/test/vm/cli.js --kernel qemu --suite e2e)' : false;
+const POD_DESTS = PODS.map((p) => `${p.ip}:8080`).sort();
+const FOREIGN = ['FWM 77', 'TCP 192.168.70.1:80', 'UDP 192.168.70.1:53'];
+
+async function links(): Promise<string[]> {
+  const info = JSON.parse(await sh('ip', '-j', 'link', 'show')) as Array<{ ifname: string }>;
+  return info.map((l) => l.ifname).sort();
+}
+
+describe('ownership and the proxy daemon end to end', { skip }, () => {
+  let net: PodNetwork | undefined;
+
+  before(async () => {
+    await resetDataPlane();
+    net = await PodNetwork.create();
+  });
+
+  after(async () => {
+    await net?.destroy();
+    await resetDataPlane();
+    await run('nft', ['delete', 'table', 'ip', 'foreign']);
+    await run('ip', ['link', 'del', 'foreign0']);
+  });
+
+  test('foreign IPVS services, tables and links survive sync and cleanup; cleanup removes everything ipvsync made', async () => {
+    // Someone else's objects: virtual servers on an address that is neither a VIP nor the
+    // node's, a fwmark service, an nftables table, a dummy link with a local address.
+    await sh('ipvsadm', '-A', '-t', '192.168.70.1:80', '-s', 'wlc');
+    await sh('ipvsadm', '-a', '-t', '192.168.70.1:80', '-r', '10.244.1.3:8080', '-m', '-w', '5');
+    await sh('ipvsadm', '-A', '-u', '192.168.70.1:53', '-s', 'rr');
+    await sh('ipvsadm', '-A', '-f', '77', '-s', 'rr');
+    await sh('nft', 'add', 'table', 'ip', 'foreign');
+    await sh('nft', 'add', 'chain', 'ip', 'foreign', 'input', '{ type filter hook input priority 10; }');
+    await sh('ip', 'link', 'add', 'foreign0', 'type', 'dummy');
+    await sh('ip', 'addr', 'add', '192.168.71.1/32', 'dev', 'foreign0');
+    const tablesBefore = await nftTables();
+    const linksBefore = await links();
+    const foreignBefore = (await sh('ipvsadm', '-Ln', '-t', '192.168.70.1:80')).trim();
+
+    const dir = await manifestDir('lifecycle');
+    await writeManifests(dir, 'services.yaml', await fixture('lifecycle.yaml'));
+    await ipvsyncOk(...syncArgs(dir));
+    const keys = await ipvsadmKeys();
+    for (const k of FOREIGN) assert.ok(keys.includes(k), `${k} gone after sync: ${keys.join(', ')}`);
+    assert.equal((await sh('ipvsadm', '-Ln', '-t', '192.168.70.1:80')).trim(), foreignBefore);
+    // ipvsync's own: the cluster IP and the NodePort on every local address (the foreign
+    // link's address is a local address too).
+    for (const k of ['TCP 10.96.0.10:80', `TCP ${NODE_IP}:30080`, `TCP ${BRIDGE_IP}:30080`, `TCP ${EXT_GW}:30080`, 'TCP 192.168.71.1:30080']) {
+      assert.deepEqual(await destsOf(k), POD_DESTS, k);
+    }
+    assert.deepEqual(tally(await httpMany('http://10.96.0.10/', 3)), { 'pod-a': 1, 'pod-b': 1, 'pod-c': 1 });
+    // A second sync leaves the foreign services alone too.
+    await ipvsyncOk(...syncArgs(dir));
+    assert.equal((await sh('ipvsadm', '-Ln', '-t', '192.168.70.1:80')).trim(), foreignBefore);
+
+    await ipvsyncOk('cleanup');
+    assert.deepEqual(await ipvsadmKeys(), FOREIGN);
+    assert.equal((await sh('ipvsadm', '-Ln', '-t', '192.168.70.1:80')).trim(), foreignBefore);
+    const tablesAfter = await nftTables();
+    assert.deepEqual(tablesAfter, tablesBefore.filter((t) => t !== 'ip ipvsync' && t !== 'ip6 ipvsync'));
+    assert.ok(tablesAfter.includes('ip foreign'));
+    assert.deepEqual(await links(), linksBefore.filter((l) => l !== 'kube-ipvs0'));
+    assert.equal(await linkExists('kube-ipvs0'), false);
+    assert.deepEqual(await linkAddresses('foreign0'), ['192.168.71.1/32']);
+    // Nothing answers on the VIP any more.
+    assert.notEqual(await connectOutcome('10.96.0.10', 80), 'connected');
+    // A second cleanup finds nothing to remove and still touches nothing foreign.
+    assert.match(await ipvsyncOk('cleanup'), /removed 0 virtual services, 0 nftables tables, no link/);
+    assert.deepEqual(await ipvsadmKeys(), FOREIGN);
+    await sh('ipvsadm', '-C');
+  });
+
+  test('proxy --manifests DIR programs an added service, removes a deleted one, and leaves the data plane in place on SIGTERM', async (t) => {
+    const dir = await manifestDir('proxy');
+    await writeManifests(dir, 'web.yaml', await fixture('lifecycle.yaml'));
+    const child: ChildProcess = ipvsyncBackground('proxy', '--manifests', dir, '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--node-ip', NODE_IP);
+    const log: string[] = [];
+    createInterface({ input: child.stdout! }).on('line', (l) => log.push(l));
+    let stderr = '';
+    child.stderr!.on('data', (d) => (stderr += d));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    t.after(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    });
+    const last = async () => `ipvsadm -Ln:\n${await sh('ipvsadm', '-Ln')}\nproxy log:\n${log.join('\n')}\n${stderr}`;
+
+    // The folder's service, programmed by the first sync.
+    await waitFor('TCP 10.96.0.10:80 programmed', async () => ((await destsOf('TCP 10.96.0.10:80'))?.length === 3 ? true : undefined), { timeoutMs: 60_000, last });
+    assert.deepEqual(await destsOf(`TCP ${NODE_IP}:30080`), POD_DESTS);
+    assert.ok(log.some((l) => JSON.parse(l).msg === 'proxy started'), log.join('\n'));
+
+    // A service dropped into the folder.
+    await writeManifests(dir, 'added.yaml', await fixture('added-service.yaml'));
+    await waitFor('TCP 10.96.0.70:80 programmed', async () => ((await destsOf('TCP 10.96.0.70:80'))?.length === 2 ? true : undefined), { timeoutMs: 30_000, last });
+    assert.deepEqual(await destsOf('TCP 10.96.0.70:80'), ['10.244.1.3:8080', '10.244.1.4:8080']);
+    assert.ok((await linkAddresses('kube-ipvs0')).includes('10.96.0.70/32'));
+    assert.deepEqual(tally(await httpMany('http://10.96.0.70/', 4)), { 'pod-b': 2, 'pod-c': 2 });
+
+    // … and taken out again.
+    await removeManifests(dir, 'added.yaml');
+    await waitFor('TCP 10.96.0.70:80 removed', async () => ((await ipvsadmList()).has('TCP 10.96.0.70:80') ? undefined : true), { timeoutMs: 30_000, last });
+    assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32']);
+    assert.notEqual(await connectOutcome('10.96.0.70', 80), 'connected');
+    assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
+
+    // SIGTERM: a clean exit, and everything stays programmed and working.
+    const tables = await nftTables();
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    const end = await exited;
+    clearTimeout(timer);
+    assert.deepEqual(end, { code: 0, signal: null }, await last());
+    assert.ok(log.some((l) => /the data plane stays in place/.test(JSON.parse(l).msg)), log.join('\n'));
+    assert.ok(log.filter((l) => JSON.parse(l).msg === 'sync').every((l) => JSON.parse(l).errors === 0), log.join('\n'));
+    assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
+    assert.deepEqual(await destsOf(`TCP ${NODE_IP}:30080`), POD_DESTS);
+    assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32']);
+    assert.deepEqual(await nftTables(), tables);
+    assert.ok(tables.includes('ip ipvsync'));
+    assert.deepEqual(tally(await httpMany('http://10.96.0.10/', 3)), { 'pod-a': 1, 'pod-b': 1, 'pod-c': 1 });
+  });
+});

@@ -1,0 +1,84 @@
+// End to end on a real kernel: NodePort services on the node's addresses, narrowed by
+// --nodeport-addresses and --node-ip, and externalTrafficPolicy Local (only this node's
+// endpoints, the client's address kept), reached from a host outside the node.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { destsOf, ipvsadmKeys, ipvsadmList, ipvsyncOk, nftSetElements, resetDataPlane } from './helpers/kernel.js';
+import { fixture, manifestDir, syncArgs, writeManifests } from './helpers/manifests.js';
+import { BRIDGE_IP, connectFrom, EXT_GW, EXT_IP, httpFrom, NODE_IP, PodNetwork, PODS } from './helpers/podnet.js';
+import { clientsByPod, tally } from './helpers/traffic.js';
+
+const skip = process.env.IPVSYNC_VM !== 'qemu' ? 'needs IPVS and nftables: run in qemu (node dist/test/vm/cli.js --kernel qemu --suite e2e)' : false;
+const POD_DESTS = PODS.map((p) => `${p.ip}:8080`).sort();
+const nodePortKeys = (keys: string[]) => keys.filter((k) => /:3008\d$/.test(k));
+
+describe('NodePort services end to end', { skip }, () => {
+  let net: PodNetwork | undefined;
+  let dir: string;
+
+  before(async () => {
+    await resetDataPlane();
+    net = await PodNetwork.create();
+    dir = await manifestDir('nodeport');
+    await writeManifests(dir, 'services.yaml', await fixture('nodeport.yaml'));
+  });
+
+  after(async () => {
+    await net?.destroy();
+    await resetDataPlane();
+  });
+
+  test('a NodePort listens on every local address; an outside client reaches it on the node address, masqueraded', async () => {
+    await ipvsyncOk(...syncArgs(dir));
+    const keys = await ipvsadmKeys();
+    for (const addr of [NODE_IP, BRIDGE_IP, EXT_GW]) {
+      assert.ok(keys.includes(`TCP ${addr}:30080`), `no NodePort on ${addr}: ${keys.join(', ')}`);
+      assert.deepEqual(await destsOf(`TCP ${addr}:30080`), POD_DESTS);
+    }
+    // No NodePort on the VIPs themselves.
+    assert.ok(!keys.some((k) => k.startsWith('TCP 10.96.') && /:3008\d$/.test(k)), keys.join(', '));
+    const answers = await httpFrom('ext', `http://${NODE_IP}:30080/`, 9);
+    assert.deepEqual(tally(answers), { 'pod-a': 3, 'pod-b': 3, 'pod-c': 3 });
+    // externalTrafficPolicy Cluster: SNAT to the node, so replies come back through it.
+    assert.deepEqual([...new Set(answers.map((a) => a.client))], [BRIDGE_IP]);
+    // The glue masquerades Cluster NodePorts only; Local ones keep the source.
+    assert.deepEqual(await nftSetElements('nodeports'), ['tcp . 30080']);
+  });
+
+  test('--nodeport-addresses narrows NodePorts: no virtual server and no connection outside the CIDRs', async () => {
+    await ipvsyncOk(...syncArgs(dir, '--nodeport-addresses', '192.168.50.0/24'));
+    assert.deepEqual(nodePortKeys(await ipvsadmKeys()), [`TCP ${NODE_IP}:30080`, `TCP ${NODE_IP}:30081`, `TCP ${NODE_IP}:30082`]);
+    // The stale NodePorts on the other addresses are gone, and nothing answers there.
+    assert.notEqual(await connectFrom('ext', EXT_GW, 30080), 'connected');
+    assert.notEqual(await connectFrom('ext', BRIDGE_IP, 30080), 'connected');
+    assert.deepEqual(tally(await httpFrom('ext', `http://${NODE_IP}:30080/`, 3)), { 'pod-a': 1, 'pod-b': 1, 'pod-c': 1 });
+  });
+
+  test('--node-ip: NodePorts only on the given node address', async () => {
+    await resetDataPlane();
+    await ipvsyncOk(...syncArgs(dir, '--node-ip', NODE_IP));
+    assert.deepEqual(nodePortKeys(await ipvsadmKeys()), [`TCP ${NODE_IP}:30080`, `TCP ${NODE_IP}:30081`, `TCP ${NODE_IP}:30082`]);
+    assert.equal(await connectFrom('ext', EXT_GW, 30080), 'ECONNREFUSED');
+    assert.equal(await connectFrom('ext', NODE_IP, 30080), 'connected');
+  });
+
+  test('externalTrafficPolicy Local: only this node\'s endpoints serve the NodePort, and they see the client\'s own address', async () => {
+    const ipvs = await ipvsadmList();
+    // Only pod-a runs on e2e-node.
+    assert.deepEqual(ipvs.get(`TCP ${NODE_IP}:30081`)?.dests.map((d) => d.address), ['10.244.1.2:8080']);
+    // Internal traffic keeps every endpoint (internalTrafficPolicy Cluster).
+    assert.deepEqual(await destsOf('TCP 10.96.0.21:80'), POD_DESTS);
+    const answers = await httpFrom('ext', `http://${NODE_IP}:30081/`, 6);
+    assert.deepEqual(clientsByPod(answers), { 'pod-a': [EXT_IP] });
+    // Through the cluster IP the same client is spread and masqueraded.
+    const viaVip = await httpFrom('ext', 'http://10.96.0.21/', 3);
+    assert.deepEqual(clientsByPod(viaVip), { 'pod-a': [BRIDGE_IP], 'pod-b': [BRIDGE_IP], 'pod-c': [BRIDGE_IP] });
+  });
+
+  test('externalTrafficPolicy Local without a local endpoint: the virtual server exists with no real server and serves nothing', async () => {
+    assert.deepEqual(await destsOf(`TCP ${NODE_IP}:30082`), []);
+    assert.deepEqual(await destsOf('TCP 10.96.0.22:80'), ['10.244.1.3:8080', '10.244.1.4:8080']);
+    assert.notEqual(await connectFrom('ext', NODE_IP, 30082), 'connected');
+    assert.deepEqual(Object.keys(tally(await httpFrom('ext', 'http://10.96.0.22/', 2))), ['pod-b', 'pod-c']);
+  });
+});
