@@ -42,6 +42,8 @@ run cmake bash -c 'npx --no-install cmake-js rebuild --out build-cmake --log-lev
 run fuzz bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 run host bash scripts/host-tests.sh
 run kernel node dist/test/vm/cli.js --suite kernel
+# The proxy end to end needs IPVS and nftables together: Debian's kernel under qemu.
+run e2e node dist/test/vm/cli.js --kernel qemu --suite e2e
 
 echo
 echo "tests: $passed_total passed, $failed_total failed"
@@ -49,4 +51,4 @@ if [ ${#failed[@]} -gt 0 ]; then
   echo "test: FAILED suites: ${failed[*]}"
   exit 1
 fi
-echo "test: all suites passed (unit, fuzz, host kernel, real kernel in VM)"
+echo "test: all suites passed (unit, cmake, fuzz, host kernel, real kernel in user-mode-linux, proxy end to end in qemu)"

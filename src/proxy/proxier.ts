@@ -32,11 +32,14 @@ export interface ProxySyncResult {
   endpointChanges: number;
 }
 
-/** Every local address usable for NodePorts: all links but the VIP link, no IPv6 link-local. */
+/** Every local address usable for NodePorts: all links but the VIP link, no IPv6 link-local,
+ *  no loopback (the kernel will not send loopback-sourced traffic on to a pod, so a NodePort
+ *  virtual server on 127.0.0.1 could never answer). */
 export function nodeAddresses(addrs: readonly Address[], vipLink: string): string[] {
   const out = new Set<string>();
   for (const a of addrs) {
     if (a.link === vipLink) continue;
+    if (a.address.startsWith('127.') || a.address === '::1') continue;
     if (a.family === 'inet6' && (a.scope === 'link' || a.address.toLowerCase().startsWith('fe80:'))) continue;
     out.add(canonicalAddress(a.address));
   }

@@ -87,10 +87,11 @@ describe('ownership and the proxy daemon end to end', { skip }, () => {
     const dir = await manifestDir('proxy');
     await writeManifests(dir, 'web.yaml', await fixture('lifecycle.yaml'));
     const child: ChildProcess = ipvsyncBackground('proxy', '--manifests', dir, '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--node-ip', NODE_IP);
+    // The proxy logs JSON lines on stderr; anything else there is kept for failure messages.
     const log: string[] = [];
-    createInterface({ input: child.stdout! }).on('line', (l) => log.push(l));
     let stderr = '';
-    child.stderr!.on('data', (d) => (stderr += d));
+    createInterface({ input: child.stderr! }).on('line', (l) => (l.startsWith('{') ? log.push(l) : (stderr += `${l}\n`)));
+    child.stdout!.resume();
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
     t.after(() => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

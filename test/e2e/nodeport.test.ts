@@ -35,6 +35,8 @@ describe('NodePort services end to end', { skip }, () => {
       assert.ok(keys.includes(`TCP ${addr}:30080`), `no NodePort on ${addr}: ${keys.join(', ')}`);
       assert.deepEqual(await destsOf(`TCP ${addr}:30080`), POD_DESTS);
     }
+    // None on loopback (the kernel would not forward loopback-sourced traffic to a pod).
+    assert.ok(!keys.some((k) => k.startsWith('TCP 127.') || k.startsWith('TCP [::1]')), keys.join(', '));
     // No NodePort on the VIPs themselves.
     assert.ok(!keys.some((k) => k.startsWith('TCP 10.96.') && /:3008\d$/.test(k)), keys.join(', '));
     const answers = await httpFrom('ext', `http://${NODE_IP}:30080/`, 9);
