@@ -12,33 +12,32 @@ export interface BatchOptions {
   maxBatchMessages?: number;
 }
 
-/** The outcome of a batch: one status per op, a NetlinkError (with `.index`) per failed op. */
-export class ApplyResult {
+/** Per-op outcomes as the addon reports them: a status byte per op (decoded through `names`)
+ *  and a NetlinkError (with `.index`) for each failed op. Shared by every batch result. */
+export class OpStatuses<S extends string> {
   readonly errors: NetlinkError[];
   readonly sendmsgCalls: number;
   readonly size: number;
-  private readonly statuses: Uint8Array;
 
-  constructor(raw: NativeBatchOutcome) {
-    this.statuses = raw.statuses;
-    this.errors = raw.errors;
-    this.sendmsgCalls = raw.sendmsgCalls;
-    this.size = raw.statuses.length;
+  constructor(
+    private readonly statuses: Uint8Array,
+    errors: NetlinkError[],
+    sendmsgCalls: number,
+    private readonly names: readonly S[],
+  ) {
+    this.errors = errors;
+    this.sendmsgCalls = sendmsgCalls;
+    this.size = statuses.length;
   }
 
-  /** True when every op was applied. */
-  get ok(): boolean {
-    return this.count('ok') === this.size;
-  }
-
-  status(i: number): OpStatus {
+  status(i: number): S {
     const s = this.statuses[i];
     if (s === undefined) throw new RangeError(`no op ${i}`);
-    return STATUS[s]!;
+    return this.names[s]!;
   }
 
-  count(s: OpStatus): number {
-    const code = STATUS.indexOf(s);
+  count(s: S): number {
+    const code = this.names.indexOf(s);
     let n = 0;
     for (const x of this.statuses) if (x === code) n++;
     return n;
@@ -47,5 +46,17 @@ export class ApplyResult {
   /** The error of op i, if it failed. */
   errorOf(i: number): NetlinkError | undefined {
     return this.errors.find((e) => e.index === i);
+  }
+}
+
+/** The outcome of a batch: one status per op, a NetlinkError (with `.index`) per failed op. */
+export class ApplyResult extends OpStatuses<OpStatus> {
+  constructor(raw: NativeBatchOutcome) {
+    super(raw.statuses, raw.errors, raw.sendmsgCalls, STATUS);
+  }
+
+  /** True when every op was applied. */
+  get ok(): boolean {
+    return this.count('ok') === this.size;
   }
 }

@@ -3,6 +3,7 @@
 // all of them or none. Listing reads tables, chains, sets (with elements) and rules back into
 // the same plain-data model.
 import { NetlinkError } from '../errors.js';
+import { OpStatuses } from './batch.js';
 import {
   native,
   type HandleOptions,
@@ -127,41 +128,17 @@ export interface NftTransactionReport {
 }
 
 /** What a commit did: per op, and per transaction when the load was split. */
-export class NftCommitResult {
-  readonly errors: NetlinkError[];
+export class NftCommitResult extends OpStatuses<NftOpStatus> {
   readonly transactions: NftTransactionReport[];
-  readonly sendmsgCalls: number;
-  readonly size: number;
-  private readonly statuses: Uint8Array;
 
   constructor(raw: { statuses: Uint8Array; errors: NetlinkError[]; transactions: NftTransactionReport[]; sendmsgCalls: number }) {
-    this.statuses = raw.statuses;
-    this.errors = raw.errors;
+    super(raw.statuses, raw.errors, raw.sendmsgCalls, STATUS);
     this.transactions = raw.transactions;
-    this.sendmsgCalls = raw.sendmsgCalls;
-    this.size = raw.statuses.length;
   }
 
   /** Every transaction committed. */
   get ok(): boolean {
     return this.errors.length === 0 && this.transactions.every((t) => t.committed);
-  }
-
-  status(i: number): NftOpStatus {
-    const s = this.statuses[i];
-    if (s === undefined) throw new RangeError(`no op ${i}`);
-    return STATUS[s]!;
-  }
-
-  count(s: NftOpStatus): number {
-    const code = STATUS.indexOf(s);
-    let n = 0;
-    for (const x of this.statuses) if (x === code) n++;
-    return n;
-  }
-
-  errorOf(i: number): NetlinkError | undefined {
-    return this.errors.find((e) => e.index === i);
   }
 
   /** Throws the first error (with its op index) if anything failed. */
