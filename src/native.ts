@@ -152,22 +152,30 @@ export interface NativeIpSetMember {
   line?: number;
 }
 
-export interface NativeIpSetHeader {
-  name: string;
-  type: string;
+/** What a set is created with besides its name and type (`ipset create` options). */
+export interface NativeIpSetOptions {
+  /** inet (default) or inet6; bitmap:port has none. */
   family?: IpSetFamily;
-  revision: number;
   hashsize?: number;
   maxelem?: number;
+  /** hash:ip only. */
   netmask?: number;
+  /** Default timeout in seconds; 0 = entries never expire but may carry their own. */
   timeout?: number;
   counters?: boolean;
   comment?: boolean;
   skbinfo?: boolean;
   forceadd?: boolean;
+  /** bitmap:port: the port range. */
   range?: { from: number; to: number };
   bucketsize?: number;
   initval?: number;
+}
+
+export interface NativeIpSetHeader extends NativeIpSetOptions {
+  name: string;
+  type: string;
+  revision: number;
   references: number;
   memsize: number;
   elements: number;
@@ -176,24 +184,7 @@ export interface NativeIpSetHeader {
 }
 
 export type NativeIpSetOp =
-  | {
-      op: 'create';
-      name: string;
-      type: string;
-      family?: IpSetFamily;
-      hashsize?: number;
-      maxelem?: number;
-      netmask?: number;
-      timeout?: number;
-      counters?: boolean;
-      comment?: boolean;
-      skbinfo?: boolean;
-      forceadd?: boolean;
-      range?: { from: number; to: number };
-      bucketsize?: number;
-      initval?: number;
-      exist?: boolean;
-    }
+  | ({ op: 'create'; name: string; type: string; exist?: boolean } & NativeIpSetOptions)
   | { op: 'destroy' | 'flush'; name: string }
   | { op: 'rename'; name: string; to: string }
   | { op: 'swap'; name: string; with: string }

@@ -9,6 +9,7 @@ import {
   type NativeIpSetHeader,
   type NativeIpSetMember,
   type NativeIpSetOp,
+  type NativeIpSetOptions,
   type NativeIpsetHandle,
   type SocketStats,
 } from '../native.js';
@@ -42,25 +43,9 @@ export type IpSetType = (typeof IPSET_TYPES)[number];
 export type IpSetMember = NativeIpSetMember;
 
 /** Create options. */
-export interface IpSetSpec {
+export interface IpSetSpec extends NativeIpSetOptions {
   name: string;
   type: IpSetType;
-  /** inet (default) or inet6; bitmap:port has none. */
-  family?: IpSetFamily;
-  hashsize?: number;
-  maxelem?: number;
-  /** hash:ip only. */
-  netmask?: number;
-  /** Default timeout in seconds; 0 = entries never expire but may carry their own. */
-  timeout?: number;
-  counters?: boolean;
-  comment?: boolean;
-  skbinfo?: boolean;
-  forceadd?: boolean;
-  /** bitmap:port: the port range. */
-  range?: { from: number; to: number };
-  bucketsize?: number;
-  initval?: number;
 }
 
 /** A set as the kernel reports it (header data; members when listed with them). */
