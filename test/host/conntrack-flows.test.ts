@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { Conntrack, type Flow } from '../../src/kernel/conntrack.js';
 import { NetlinkError } from '../../src/errors.js';
+import { udpFlowScript } from '../helpers/udp-flows.js';
 
 const sh = (cmd: string, args: string[], input?: string) => execFileSync(cmd, args, { encoding: 'utf8', input });
 const inNs = (ns: string, ...args: string[]) => sh('ip', ['netns', 'exec', ns, ...args]);
@@ -18,24 +19,7 @@ const PORTS = Array.from({ length: 8 }, (_, i) => 40001 + i);
 
 /** Sends one datagram from each source port to each target, from the client namespace. */
 function send(targets: Array<[string, number]>): void {
-  // One socket per family and source port (a v6 socket only for v6, so both can share a port).
-  const script = `
-    const dgram = require('node:dgram');
-    const targets = ${JSON.stringify(targets)};
-    const jobs = [];
-    for (const v6 of [false, true]) {
-      const mine = targets.filter(([h]) => h.includes(':') === v6);
-      if (mine.length) for (const sport of ${JSON.stringify(PORTS)}) jobs.push([v6, sport, mine]);
-    }
-    let left = jobs.length;
-    for (const [v6, sport, mine] of jobs) {
-      const s = dgram.createSocket({ type: v6 ? 'udp6' : 'udp4', ipv6Only: v6 });
-      s.bind(sport, async () => {
-        for (const [host, port] of mine) await new Promise((ok, bad) => s.send('x', port, host, (e) => (e ? bad(e) : ok())));
-        s.close();
-        if (--left === 0) process.exit(0);
-      });
-    }`;
+  const script = udpFlowScript(targets, PORTS);
   inNs(CLIENT, process.execPath, '-e', script);
 }
 

@@ -16,6 +16,7 @@ import { Nftables } from '../../src/kernel/nftables.js';
 import { Conntrack } from '../../src/kernel/conntrack.js';
 import type { Service } from '../../src/kernel/ipvs.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
+import { udpFlowScript } from '../helpers/udp-flows.js';
 import {
   NFT_TABLE,
   OWNERSHIP,
@@ -232,23 +233,7 @@ function inNs(ns: string, ...args: string[]): string {
 
 /** One datagram from each source port to each target, from the client namespace. */
 function sendUdp(targets: Array<[string, number]>): void {
-  const script = `
-    const dgram = require('node:dgram');
-    const targets = ${JSON.stringify(targets)};
-    const jobs = [];
-    for (const v6 of [false, true]) {
-      const mine = targets.filter(([h]) => h.includes(':') === v6);
-      if (mine.length) for (const sport of ${JSON.stringify(SPORTS)}) jobs.push([v6, sport, mine]);
-    }
-    let left = jobs.length;
-    for (const [v6, sport, mine] of jobs) {
-      const s = dgram.createSocket({ type: v6 ? 'udp6' : 'udp4', ipv6Only: v6 });
-      s.bind(sport, async () => {
-        for (const [host, port] of mine) await new Promise((ok, bad) => s.send('x', port, host, (e) => (e ? bad(e) : ok())));
-        s.close();
-        if (--left === 0) process.exit(0);
-      });
-    }`;
+  const script = udpFlowScript(targets, SPORTS);
   inNs(CLIENT, process.execPath, '-e', script);
 }
 
