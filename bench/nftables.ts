@@ -6,7 +6,10 @@
 //      ruleset as nft text (whole process).
 //   2. single element update with the full ruleset loaded: ipvsync commit of one element vs
 //      starting `nft add element` (whole process).
-// Usage (root): node dist/bench/nftables.js [services=10000] [nftUpdates=5] [fullLoadRuns=7]
+// ipvsync's full-load runs follow WARMUP loads (default 3) in the same process, as a daemon
+// reprograms in a warm process; the first, cold load (JIT not yet warm) is reported as well.
+// Every nft run is a fresh process, as nft always is.
+// Usage (root): node dist/bench/nftables.js [services=10000] [nftUpdates=5] [fullLoadRuns=7] [warmup=3]
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,6 +31,7 @@ if (process.env.IPVSYNC_BENCH_NETNS !== '1') {
 const N = Number(process.argv[2] ?? 10_000);
 const NFT_UPDATES = Number(process.argv[3] ?? 5);
 const RUNS = Number(process.argv[4] ?? 7);
+const WARMUP = Number(process.argv[5] ?? 3);
 const T = 'bench';
 const F = R.F;
 const vip = (i: number) => `10.96.${(i >> 8) & 255}.${i & 255}`;
@@ -156,6 +160,16 @@ async function main(): Promise<void> {
   const file = join(dir, 'ruleset.nft');
   writeFileSync(file, nftText());
 
+  // 0. warm-up loads of ipvsync (the first is the cold load, reported on its own).
+  const warmup: number[] = [];
+  for (let r = 0; r < WARMUP; r++) {
+    flush();
+    const t0 = process.hrtime.bigint();
+    const res = await nft.commit(transaction());
+    if (!res.ok) throw res.errors[0];
+    warmup.push(ms(t0));
+  }
+
   // 1. full load. The tools alternate run by run, so load from other processes on the machine
   // hits both alike; every run starts from an empty ruleset.
   const oursLoad: number[] = [];
@@ -269,6 +283,9 @@ async function main(): Promise<void> {
       nftSysCpuMs: med(theirsCpu.map((c) => c.sys * 1000)),
       ratio: med(theirsLoad) / med(oursLoad),
       sameContent: true,
+      warmupRuns: warmup,
+      ipvsyncColdMs: warmup[0] ?? null,
+      coldRatio: warmup.length ? med(theirsLoad) / warmup[0]! : null,
       runs: { ipvsync: oursLoad, nft: theirsLoad },
     },
     fullLoadPerOpAcks: { ipvsyncMs: med(oursPerOpAcks), ratio: med(theirsLoad) / med(oursPerOpAcks), runs: oursPerOpAcks },
@@ -293,7 +310,9 @@ async function main(): Promise<void> {
   console.log('| operation | ipvsync | nft | nft / ipvsync |');
   console.log('|---|---|---|---|');
   const fl = result.fullLoad;
-  console.log(`| full load (one transaction), median of ${RUNS} | ${f(fl.ipvsyncMs)} ms (build ${f(fl.ipvsyncBuildMs)} ms; cpu user ${f(fl.ipvsyncUserCpuMs)} + sys ${f(fl.ipvsyncSysCpuMs)} ms; ${sendmsgCalls} sendmsg) | ${f(fl.nftFileMs)} ms (nft -f; cpu user ${f(fl.nftUserCpuMs)} + sys ${f(fl.nftSysCpuMs)} ms) | ${fl.ratio.toFixed(2)}x |`);
+  console.log(`| full load (one transaction), median of ${RUNS} after ${WARMUP} warm-up loads | ${f(fl.ipvsyncMs)} ms (build ${f(fl.ipvsyncBuildMs)} ms; cpu user ${f(fl.ipvsyncUserCpuMs)} + sys ${f(fl.ipvsyncSysCpuMs)} ms; ${sendmsgCalls} sendmsg) | ${f(fl.nftFileMs)} ms (nft -f; cpu user ${f(fl.nftUserCpuMs)} + sys ${f(fl.nftSysCpuMs)} ms) | ${fl.ratio.toFixed(2)}x |`);
+  if (fl.ipvsyncColdMs !== null)
+    console.log(`| full load, ipvsync's first (cold) load in the process | ${f(fl.ipvsyncColdMs)} ms | ${f(fl.nftFileMs)} ms (nft -f) | ${fl.coldRatio!.toFixed(2)}x |`);
   console.log(`| full load, acks: true (an ack per op) | ${f(result.fullLoadPerOpAcks.ipvsyncMs)} ms | ${f(fl.nftFileMs)} ms (nft -f) | ${result.fullLoadPerOpAcks.ratio.toFixed(2)}x |`);
   console.log(`| one element, plain set | ${f(oursPlainMs)} ms (±${updPlain.stats.rme.toFixed(1)}%) | ${f(result.singleUpdatePlainSet.nftAddElementMs)} ms (nft add element) | ${result.singleUpdatePlainSet.ratio.toFixed(0)}x |`);
   console.log(`| one element, verdict map (goto) | ${f(oursVmapMs)} ms (±${updVmap.stats.rme.toFixed(1)}%) | ${f(result.singleUpdateVerdictMap.nftAddElementMs)} ms (nft add element) | ${result.singleUpdateVerdictMap.ratio.toFixed(0)}x |`);
