@@ -90,7 +90,7 @@ test('io_uring and one-dump-per-service read identical tables, both equal to ipv
 
   // A pool smaller than the table (sockets are reused) and a one-socket pool read the same.
   for (const dumpSockets of [1, 7]) {
-    const h = await Ipvs.open({ dumpSockets });
+    const h = await Ipvs.open({ ioUring: true, dumpSockets });
     assert.deepEqual(await h.services({ withDestinations: true }), await slow.services({ withDestinations: true }));
     assert.equal(h.socketStats().ioUring.dumps, services);
   }
