@@ -149,7 +149,7 @@ for (const n of sizes) {
 
 const f = (x: number | string): string => (typeof x === 'number' ? (Number.isInteger(x) ? String(x) : x.toFixed(x < 10 ? 2 : 0)) : x);
 const loadAfter = os.loadavg();
-console.log(`\nIPVS benchmark (${process.env.IPVSYNC_VM ?? 'host'} kernel ${os.release()}; times in ms, ratio = ipvsadm / ipvsync; host load ${loadBefore.map((l) => l.toFixed(2)).join(' ')} -> ${loadAfter.map((l) => l.toFixed(2)).join(' ')} as the guest sees it)\n`);
+console.log(`\nIPVS benchmark (${process.env.IPVSYNC_VM ?? 'host'} kernel ${os.release()}; times in ms, ratio = ipvsadm / ipvsync; load average inside the guest ${loadBefore.map((l) => l.toFixed(2)).join(' ')} -> ${loadAfter.map((l) => l.toFixed(2)).join(' ')})\n`);
 console.log(`process start (empty table): node -e 0 ${f(nodeStartMs)} ms, ipvsync ipvs info ${f(cliStartMs)} ms, ipvsadm -Ln ${f(ipvsadmStartMs)} ms\n`);
 console.log('Create');
 console.log('| services x dests | ipvsync apply (in-process) | ipvsync ipvs restore (process) | ipvsadm -R (process) | ratio (apply) | ratio (restore) |');
