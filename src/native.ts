@@ -52,7 +52,21 @@ export interface NativeIpvsHandle {
   destinations(key: unknown, opts?: { stats?: boolean }): Promise<NativeIpvsObject[]>;
   timeouts(): Promise<{ tcp: number; tcpFin: number; udp: number }>;
   daemons(): Promise<NativeIpvsObject[]>;
-  stats(): SocketStats;
+  stats(): IpvsSocketStats;
+}
+
+/** The handle's socket counters plus those of its io_uring pool of destination-dump sockets. */
+export interface IpvsSocketStats extends SocketStats {
+  ioUring: {
+    /** 'on': listings dump destinations in parallel over io_uring; 'off': one dump at a time (reason says why); 'unused': not needed yet. */
+    state: 'on' | 'off' | 'unused';
+    reason?: string;
+    /** io_uring_enter syscalls, and the SENDMSG / RECVMSG operations they carried. */
+    enterCalls: number;
+    sendmsgs: number;
+    recvmsgs: number;
+    dumps: number;
+  };
 }
 
 export interface NativeIpvsCodec {
@@ -474,7 +488,7 @@ export interface NativeCodec {
 export interface NativeBinding {
   setErrorFactory(fn: (fields: NetlinkErrorFields) => Error): void;
   GenlHandle: new (opts?: HandleOptions & { rcvbufBytes?: number }) => NativeGenlHandle;
-  IpvsHandle: new (opts?: HandleOptions & { rcvbufBytes?: number }) => NativeIpvsHandle;
+  IpvsHandle: new (opts?: HandleOptions & { rcvbufBytes?: number; dumpSockets?: number }) => NativeIpvsHandle;
   RtnlHandle: new (opts?: HandleOptions) => NativeRtnlHandle;
   NftHandle: new (opts?: HandleOptions) => NativeNftHandle;
 

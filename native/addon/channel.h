@@ -10,6 +10,7 @@
 #include <string>
 
 #include "netlink/genl.h"
+#include "netlink/multidump.h"
 #include "netlink/socket.h"
 
 namespace addon {
@@ -26,6 +27,36 @@ struct Channel {
     return *sock;
   }
 
+  // Many dumps at once over io_uring (netlink/multidump.h), set up on first use. Call with `mu`
+  // held. nullptr when disabled for this handle or unusable here (multi_why says why): the
+  // caller then dumps one at a time with Sock().Dump, with identical results.
+  nl::MultiDump* Multi() {
+    if (!multi && multi_state.load() == kMultiUntried) {
+      std::string why;
+      if (multi_sockets == 0) {
+        why = "disabled for this handle";
+      } else {
+        multi = nl::MultiDump::Open(protocol, netns, multi_sockets, &why);
+      }
+      if (multi) {
+        multi_opened.store(multi.get());
+        multi_state.store(kMultiOn);
+      } else {
+        multi_why = why;
+        multi_state.store(kMultiOff);
+      }
+    }
+    return multi.get();
+  }
+  // io_uring failed under a running Run: keep the broken ring (its buffers may still be targeted)
+  // out of use for good and fall back.
+  void DropMulti(const std::string& why) {
+    multi_why = why;
+    multi_state.store(kMultiOff);
+    retired_multi = std::move(multi);
+  }
+  static constexpr int kMultiUntried = 0, kMultiOn = 1, kMultiOff = 2;
+
   std::mutex mu;
   const int protocol;
   const std::string netns;
@@ -33,6 +64,12 @@ struct Channel {
   std::unique_ptr<nl::Socket> sock;
   std::atomic<nl::Socket*> opened{nullptr};  // for lock-free reads of the socket's counters
   nl::GenlResolver genl;
+  size_t multi_sockets = nl::MultiDump::kDefaultSockets;  // 0: never use io_uring
+  std::unique_ptr<nl::MultiDump> multi;
+  std::unique_ptr<nl::MultiDump> retired_multi;
+  std::atomic<nl::MultiDump*> multi_opened{nullptr};  // for lock-free reads of its counters
+  std::atomic<int> multi_state{kMultiUntried};
+  std::string multi_why;  // written before multi_state becomes kMultiOff
 };
 
 // Reads the optional { netns } option of a handle constructor.

@@ -467,6 +467,36 @@ void DumpDests(Channel& ch, uint16_t fam, const ipvs::ServiceKey& k, std::vector
   });
 }
 
+// Every listed service's destinations. With io_uring, many GET_DEST dumps run at once over a
+// pool of sockets, a few io_uring_enter calls for the whole table (netlink/multidump.h);
+// without it (or with the handle's ioUring option off) one dump per service on the handle's
+// socket. Both read replies with the same nl::DumpReader and throw the same error: the one of
+// the first service (in listing order) whose dump failed. A service deleted after the service
+// dump has no destinations: the kernel answers its GET_DEST with an empty dump, on both paths.
+void DumpAllDests(Channel& ch, uint16_t fam, Listing* l) {
+  static const std::string kOp = "IPVS_CMD_GET_DEST";
+  const size_t n = l->services.size();
+  l->dests.assign(n, {});
+  if (nl::MultiDump* m = ch.Multi()) {
+    try {
+      m->Run(
+          n, kOp, [&](size_t i, nl::Batch& b) { ipvs::EncodeGetDests(b, fam, l->services[i].key); },
+          [&](size_t i, const nlmsghdr* h) {
+            ipvs::Dest d;
+            std::string why;
+            if (!ipvs::DecodeDest(h, &d, &why)) nl::ThrowDecode(kOp, why);
+            l->dests[i].push_back(d);
+          });
+      return;
+    } catch (const nl::Exception& e) {
+      if (m->healthy()) throw;
+      ch.DropMulti(e.error().message);  // io_uring itself failed: redo it one dump at a time
+      l->dests.assign(n, {});
+    }
+  }
+  for (size_t i = 0; i < n; i++) DumpDests(ch, fam, l->services[i].key, &l->dests[i]);
+}
+
 Napi::Array ListingToJs(Napi::Env env, const Listing& l, const ListOptions& o) {
   Napi::Array arr = Napi::Array::New(env, l.services.size());
   for (size_t i = 0; i < l.services.size(); i++) {
@@ -503,6 +533,15 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
     if (info.Length() > 0 && info[0].IsObject()) {
       Napi::Value rb = info[0].As<Napi::Object>().Get("rcvbufBytes");
       if (rb.IsNumber()) ch_->rcvbuf_bytes = rb.As<Napi::Number>().Int32Value();
+      // dumpSockets: sockets for parallel destination dumps over io_uring (0 = one dump at a
+      // time on the handle's socket, as without io_uring).
+      Napi::Value ds = info[0].As<Napi::Object>().Get("dumpSockets");
+      if (ds.IsNumber()) {
+        const double v = ds.As<Napi::Number>().DoubleValue();
+        if (!(v >= 0 && v <= 1024 && std::floor(v) == v))
+          ThrowInvalid(info.Env(), "IpvsHandle", "dumpSockets must be an integer 0..1024");
+        ch_->multi_sockets = static_cast<size_t>(v);
+      }
     }
   }
 
@@ -583,10 +622,7 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
             if (!ipvs::DecodeService(h, &s, &why)) nl::ThrowDecode("IPVS_CMD_GET_SERVICE", why);
             l.services.push_back(std::move(s));
           });
-          if (o.with_dests) {
-            l.dests.resize(l.services.size());
-            for (size_t i = 0; i < l.services.size(); i++) DumpDests(*ch, fam.id, l.services[i].key, &l.dests[i]);
-          }
+          if (o.with_dests) DumpAllDests(*ch, fam.id, &l);
           return l;
         },
         [o](Napi::Env env, Listing& l) -> Napi::Value { return ListingToJs(env, l, o); });
@@ -705,7 +741,26 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
         });
   }
 
-  Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
+  // The socket's counters, plus those of the io_uring dump pool: { ioUring: { state, reason?,
+  // enterCalls, sendmsgs, recvmsgs, dumps } } (state 'unused' until a listing needed it).
+  Napi::Value Stats(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    Napi::Object o = SocketStats(env, *ch_).As<Napi::Object>();
+    Napi::Object u = Napi::Object::New(env);
+    const int st = ch_->multi_state.load();
+    u.Set("state", st == Channel::kMultiOn ? "on" : st == Channel::kMultiOff ? "off" : "unused");
+    if (st == Channel::kMultiOff) u.Set("reason", ch_->multi_why);
+    const nl::MultiDump* m = ch_->multi_opened.load();
+    auto get = [&](const std::atomic<uint64_t> nl::MultiDumpStats::*f) {
+      return m ? static_cast<double>((m->stats().*f).load()) : 0.0;
+    };
+    u.Set("enterCalls", get(&nl::MultiDumpStats::enter_calls));
+    u.Set("sendmsgs", get(&nl::MultiDumpStats::ring_sendmsgs));
+    u.Set("recvmsgs", get(&nl::MultiDumpStats::ring_recvmsgs));
+    u.Set("dumps", get(&nl::MultiDumpStats::dumps));
+    o.Set("ioUring", u);
+    return o;
+  }
 
   std::shared_ptr<Channel> ch_;
 };

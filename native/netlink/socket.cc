@@ -67,30 +67,38 @@ int OpenIn(int protocol, const std::string& netns, int* err) {
 
 }  // namespace
 
-Socket::Socket(int protocol, const std::string& netns, int rcvbuf)
-    : protocol_(protocol), buf_(256 * 1024), buf2_(256 * 1024) {
+int OpenNetlink(int protocol, const std::string& netns, int rcvbuf, uint32_t* port_id) {
   int err = 0;
-  fd_ = OpenIn(protocol, netns, &err);
-  if (fd_ < 0) ThrowSystem("socket(AF_NETLINK)", err);
+  int fd = OpenIn(protocol, netns, &err);
+  if (fd < 0) ThrowSystem("socket(AF_NETLINK)", err);
   sockaddr_nl sa{};
   sa.nl_family = AF_NETLINK;
-  if (bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) < 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) < 0) {
     err = errno;
-    close(fd_);
+    close(fd);
     ThrowSystem("bind", err);
   }
-  socklen_t sl = sizeof sa;
-  if (getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &sl) < 0) {
-    err = errno;
-    close(fd_);
-    ThrowSystem("getsockname", err);
+  if (port_id) {
+    socklen_t sl = sizeof sa;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &sl) < 0) {
+      err = errno;
+      close(fd);
+      ThrowSystem("getsockname", err);
+    }
+    *port_id = sa.nl_pid;
   }
-  port_id_ = sa.nl_pid;
   int one = 1;
   // Extended acks carry the kernel's reason text; capped acks keep each ack at 36 bytes.
-  setsockopt(fd_, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
-  setsockopt(fd_, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
-  Grow(SO_RCVBUFFORCE, SO_RCVBUF, rcvbuf > 0 ? rcvbuf : kWantBuffer);
+  setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
+  setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
+  if (rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) < 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  return fd;
+}
+
+Socket::Socket(int protocol, const std::string& netns, int rcvbuf)
+    : protocol_(protocol), buf_(256 * 1024), buf2_(256 * 1024) {
+  fd_ = OpenNetlink(protocol, netns, rcvbuf > 0 ? rcvbuf : kWantBuffer, &port_id_);
   Grow(SO_SNDBUFFORCE, SO_SNDBUF, 4 << 20);
   int v = 0;
   socklen_t vl = sizeof v;
@@ -310,6 +318,84 @@ TransactResult Socket::Transact(Batch& batch, const TransactOptions& opt) {
   return out;
 }
 
+void DumpReader::ThrowNoBuffers(const std::string& op) {
+  Error e;
+  e.kind = ErrorKind::kNoBuffers;
+  e.errnum = ENOBUFS;
+  e.code = "ENOBUFS";
+  e.op = op;
+  e.message = op + ": dump replies were dropped (receive buffer overflow); retry the dump";
+  throw Exception(std::move(e));
+}
+
+bool DumpReader::Feed(const uint8_t* data, size_t len) {
+  bool done = false;
+  const bool ok = ForEachMessage(data, len, [&](const nlmsghdr* m) {
+    if (m->nlmsg_seq != seq_) return true;
+    if (m->nlmsg_flags & NLM_F_DUMP_INTR) interrupted_ = true;
+    if (m->nlmsg_type == NLMSG_DONE) {
+      // Since 4.x a DONE may carry an error code (and extended ack) for the whole dump.
+      if (m->nlmsg_len >= NLMSG_HDRLEN + sizeof(int)) {
+        int err;
+        std::memcpy(&err, NLMSG_DATA(m), sizeof err);
+        if (err < 0) {
+          Error e;
+          e.kind = ErrorKind::kKernel;
+          e.errnum = ErrorFromWire(err);
+          e.code = ErrnoName(e.errnum);
+          e.op = op_;
+          e.message = op_ + ": " + ErrnoText(e.errnum);
+          throw Exception(std::move(e));
+        }
+      }
+      done = true;
+      return false;
+    }
+    if (m->nlmsg_type == NLMSG_ERROR) {
+      Status st;
+      uint32_t echoed = 0;
+      if (!ParseError(m, &st, &echoed)) ThrowDecode(op_, "malformed NLMSG_ERROR");
+      if (st.error == 0) {  // an ack ends a dump the kernel answered without DONE
+        done = true;
+        return false;
+      }
+      Error e;
+      e.kind = ErrorKind::kKernel;
+      e.errnum = st.error;
+      e.code = ErrnoName(st.error);
+      e.op = op_;
+      e.extack = st.extack;
+      e.extack_offset = st.extack_offset;
+      e.message = op_ + ": " + ErrnoText(st.error) + (st.extack.empty() ? "" : " (" + st.extack + ")");
+      throw Exception(std::move(e));
+    }
+    if (m->nlmsg_type == NLMSG_NOOP || m->nlmsg_type == NLMSG_OVERRUN) return true;
+    if (!failed_) {
+      try {
+        on_message_(m);
+      } catch (...) {
+        failed_ = std::current_exception();
+      }
+    }
+    return true;
+  });
+  if (!ok) ThrowDecode(op_, "truncated netlink message");
+  return done;
+}
+
+void DumpReader::Finish() {
+  if (failed_) std::rethrow_exception(failed_);
+  if (interrupted_) {
+    Error e;
+    e.kind = ErrorKind::kDumpInterrupted;
+    e.errnum = EINTR;
+    e.code = "DUMP_INTR";
+    e.op = op_;
+    e.message = op_ + ": the kernel's object set changed during the dump (NLM_F_DUMP_INTR); redo it";
+    throw Exception(std::move(e));
+  }
+}
+
 void Socket::Dump(Batch& request, const std::string& op,
                   const std::function<void(const nlmsghdr*)>& on_message) {
   request.Seal();
@@ -318,95 +404,22 @@ void Socket::Dump(Batch& request, const std::string& op,
   h->nlmsg_flags |= NLM_F_REQUEST | NLM_F_DUMP;
   h->nlmsg_seq = seq_++;
   h->nlmsg_pid = port_id_;
-  const uint32_t seq = h->nlmsg_seq;
+  DumpReader reader(h->nlmsg_seq, op, on_message);
   SendChunk(request, 0, 1);
 
-  bool interrupted = false;
-  // A callback that fails (a reply its codec rejects) must not leave the rest of the dump
-  // queued: the kernel would answer the socket's next dump with EBUSY. Drain, then rethrow.
-  std::exception_ptr failed;
   // The kernel fills the next part of a dump (or its DONE) synchronously at the end of each
   // recvmsg, so one recvmmsg of two datagrams takes a reply and what follows it: a small dump
   // (IPVS destinations of one service) costs one send and one receive instead of two receives.
   for (;;) {
     ssize_t lens[2] = {0, 0};
     const int got = ReceiveTwo(true, lens);
-    if (got < 0) {
-      Error e;
-      e.kind = ErrorKind::kNoBuffers;
-      e.errnum = ENOBUFS;
-      e.code = "ENOBUFS";
-      e.op = op;
-      e.message = op + ": dump replies were dropped (receive buffer overflow); retry the dump";
-      throw Exception(std::move(e));
-    }
+    if (got < 0) DumpReader::ThrowNoBuffers(op);
     bool done = false;
-    for (int d = 0; d < got && !done; d++) {
-      const uint8_t* data = d == 0 ? buf_.data() : buf2_.data();
-      const size_t len = static_cast<size_t>(lens[d]);
-      const bool ok = ForEachMessage(data, len, [&](const nlmsghdr* m) {
-        if (m->nlmsg_seq != seq) return true;
-        if (m->nlmsg_flags & NLM_F_DUMP_INTR) interrupted = true;
-        if (m->nlmsg_type == NLMSG_DONE) {
-          // Since 4.x a DONE may carry an error code (and extended ack) for the whole dump.
-          if (m->nlmsg_len >= NLMSG_HDRLEN + sizeof(int)) {
-            int err;
-            std::memcpy(&err, NLMSG_DATA(m), sizeof err);
-            if (err < 0) {
-              Error e;
-              e.kind = ErrorKind::kKernel;
-              e.errnum = ErrorFromWire(err);
-              e.code = ErrnoName(e.errnum);
-              e.op = op;
-              e.message = op + ": " + ErrnoText(e.errnum);
-              throw Exception(std::move(e));
-            }
-          }
-          done = true;
-          return false;
-        }
-        if (m->nlmsg_type == NLMSG_ERROR) {
-          Status st;
-          uint32_t echoed = 0;
-          if (!ParseError(m, &st, &echoed)) ThrowDecode(op, "malformed NLMSG_ERROR");
-          if (st.error == 0) {  // an ack ends a dump the kernel answered without DONE
-            done = true;
-            return false;
-          }
-          Error e;
-          e.kind = ErrorKind::kKernel;
-          e.errnum = st.error;
-          e.code = ErrnoName(st.error);
-          e.op = op;
-          e.extack = st.extack;
-          e.extack_offset = st.extack_offset;
-          e.message = op + ": " + ErrnoText(st.error) + (st.extack.empty() ? "" : " (" + st.extack + ")");
-          throw Exception(std::move(e));
-        }
-        if (m->nlmsg_type == NLMSG_NOOP || m->nlmsg_type == NLMSG_OVERRUN) return true;
-        if (!failed) {
-          try {
-            on_message(m);
-          } catch (...) {
-            failed = std::current_exception();
-          }
-        }
-        return true;
-      });
-      if (!ok) ThrowDecode(op, "truncated netlink message");
-    }
+    for (int d = 0; d < got && !done; d++)
+      done = reader.Feed(d == 0 ? buf_.data() : buf2_.data(), static_cast<size_t>(lens[d]));
     if (done) break;
   }
-  if (failed) std::rethrow_exception(failed);
-  if (interrupted) {
-    Error e;
-    e.kind = ErrorKind::kDumpInterrupted;
-    e.errnum = EINTR;
-    e.code = "DUMP_INTR";
-    e.op = op;
-    e.message = op + ": the kernel's object set changed during the dump (NLM_F_DUMP_INTR); redo it";
-    throw Exception(std::move(e));
-  }
+  reader.Finish();
 }
 
 }  // namespace nl

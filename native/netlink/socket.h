@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -56,6 +57,37 @@ struct SocketStats {
   std::atomic<uint64_t> recvmsg_calls{0};
   std::atomic<uint64_t> messages_sent{0};
 };
+
+// Reads the replies of one dump: keeps only messages of its sequence number, hands data
+// messages to on_message, ends at NLMSG_DONE (or an ack), throws kernel errors (with errno and
+// extended ack) as nl::Exception. A callback that throws does not stop the reading (the rest of
+// the dump must still be drained, or the kernel answers the socket's next dump with EBUSY): its
+// exception is kept for Finish(). Shared by Socket::Dump and MultiDump, so both report a dump
+// identically.
+class DumpReader {
+ public:
+  DumpReader(uint32_t seq, const std::string& op, const std::function<void(const nlmsghdr*)>& on_message)
+      : seq_(seq), op_(op), on_message_(on_message) {}
+  // One datagram; returns true once the dump has ended. Throws a kernel error, or a decode
+  // error for a truncated message.
+  bool Feed(const uint8_t* data, size_t len);
+  // After the end: rethrows a failed callback, then reports NLM_F_DUMP_INTR.
+  void Finish();
+  // The error a dump whose replies were dropped (ENOBUFS) ends with.
+  [[noreturn]] static void ThrowNoBuffers(const std::string& op);
+
+ private:
+  uint32_t seq_;
+  const std::string& op_;
+  const std::function<void(const nlmsghdr*)>& on_message_;
+  bool interrupted_ = false;
+  std::exception_ptr failed_;
+};
+
+// Opens a netlink socket of `protocol` inside `netns` ("" = the caller's namespace), binds it and
+// asks for extended and capped acks; rcvbuf > 0 also sizes its receive buffer. Returns the fd,
+// and its port id through *port_id when not null. Throws nl::Exception.
+int OpenNetlink(int protocol, const std::string& netns, int rcvbuf, uint32_t* port_id);
 
 class Socket {
  public:

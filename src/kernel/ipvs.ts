@@ -1,7 +1,7 @@
 // IPVS over generic netlink: the typed model, the IpvsApi interface (which an in-memory test
 // double can implement) and its real implementation over the addon.
 import { NetlinkError } from '../errors.js';
-import { native, type HandleOptions, type NativeIpvsHandle, type SocketStats } from '../native.js';
+import { native, type HandleOptions, type NativeIpvsHandle, type IpvsSocketStats } from '../native.js';
 import { ApplyResult, type BatchOptions } from './batch.js';
 
 export interface IpvsInfo {
@@ -210,6 +210,15 @@ export interface IpvsApi {
 export interface IpvsOptions extends HandleOptions {
   /** Receive buffer to ask the kernel for (default 16 MiB). */
   rcvbufBytes?: number;
+  /**
+   * Read every service's destinations with many GET_DEST dumps at once over io_uring (default
+   * true; the environment variable IPVSYNC_IO_URING=0 turns it off process-wide). Off, or where
+   * the kernel has no usable io_uring (ENOSYS, EPERM from kernel.io_uring_disabled), each
+   * service costs one sendmsg and one recvmmsg on the handle's socket. Results are identical.
+   */
+  ioUring?: boolean;
+  /** Sockets in the io_uring dump pool (default 64; each runs one dump at a time). */
+  dumpSockets?: number;
 }
 
 /** IPVS over generic netlink. One handle owns one netlink socket (per network namespace). */
@@ -218,7 +227,9 @@ export class Ipvs implements IpvsApi {
 
   /** Opens a handle and checks that the kernel has IPVS (throws `unsupported` naming ip_vs). */
   static async open(opts: IpvsOptions = {}): Promise<Ipvs> {
-    const ipvs = new Ipvs(new (native().IpvsHandle)(opts));
+    const ioUring = opts.ioUring ?? process.env.IPVSYNC_IO_URING !== '0';
+    const { ioUring: _, ...rest } = opts;
+    const ipvs = new Ipvs(new (native().IpvsHandle)({ ...rest, ...(ioUring ? {} : { dumpSockets: 0 }) }));
     await ipvs.info();
     return ipvs;
   }
@@ -285,8 +296,8 @@ export class Ipvs implements IpvsApi {
     await this.applyOrThrow([service ? { op: 'zero', service } : { op: 'zero' }]);
   }
 
-  /** Counters of this handle's socket: how many syscalls and messages it has cost. */
-  socketStats(): SocketStats {
+  /** Counters of this handle's socket (and its io_uring dump pool): how many syscalls and messages it has cost. */
+  socketStats(): IpvsSocketStats {
     return this.h.stats();
   }
 }
