@@ -341,21 +341,37 @@ std::string FormatAddr(uint16_t af, const uint8_t* bytes) {
   return inet::Format(af == ipvs::kAfInet ? inet::kV4 : inet::kV6, bytes);
 }
 
-const char* FamilyName(uint16_t af) { return af == ipvs::kAfInet ? "inet" : "inet6"; }
+// Property names and constant values of listing objects, created once per conversion: a
+// listing of 100k destinations sets ~1.5M properties, and a napi string made from a C string
+// for every key and constant (what Set("name", …) does) cost more than the stores themselves.
+struct Names {
+  explicit Names(Napi::Env e) : env(e) {}
+  Napi::Env env;
+  Napi::String k(const char* s) { return Napi::String::New(env, s); }
+  // keys
+  Napi::String family = k("family"), fwmark = k("fwmark"), protocol = k("protocol"), address = k("address"),
+               port = k("port"), scheduler = k("scheduler"), flags = k("flags"), timeout = k("timeout"),
+               netmask = k("netmask"), pe = k("pe"), stats = k("stats"), destinations = k("destinations"),
+               forward = k("forward"), weight = k("weight"), upperThreshold = k("upperThreshold"),
+               lowerThreshold = k("lowerThreshold"), tunnel = k("tunnel"), type = k("type"), checksum = k("checksum"),
+               activeConns = k("activeConns"), inactiveConns = k("inactiveConns"), persistentConns = k("persistentConns");
+  Napi::String statKeys[10] = {k("conns"), k("inPackets"), k("outPackets"), k("inBytes"), k("outBytes"),
+                               k("cps"),   k("inPps"),     k("outPps"),     k("inBps"),   k("outBps")};
+  // values
+  Napi::String inet = k("inet"), inet6 = k("inet6"), tcp = k("tcp"), udp = k("udp"), sctp = k("sctp"),
+               unknown = k("unknown");
+  Napi::String fwd[4] = {k("masq"), k("local"), k("tunnel"), k("droute")};
+  Napi::String tun[3] = {k("ipip"), k("gue"), k("gre")};
 
-Napi::Object StatsToJs(Napi::Env env, const ipvs::Stats& s) {
-  Napi::Object o = Napi::Object::New(env);
-  auto n = [&](const char* k, uint64_t v) { o.Set(k, static_cast<double>(v)); };
-  n("conns", s.conns);
-  n("inPackets", s.inpkts);
-  n("outPackets", s.outpkts);
-  n("inBytes", s.inbytes);
-  n("outBytes", s.outbytes);
-  n("cps", s.cps);
-  n("inPps", s.inpps);
-  n("outPps", s.outpps);
-  n("inBps", s.inbps);
-  n("outBps", s.outbps);
+  Napi::String Family(uint16_t af) const { return af == ipvs::kAfInet ? inet : inet6; }
+  Napi::Number Num(double v) const { return Napi::Number::New(env, v); }
+  Napi::String Str(const std::string& v) const { return Napi::String::New(env, v); }
+};
+
+Napi::Object StatsToJs(Names& n, const ipvs::Stats& s) {
+  Napi::Object o = Napi::Object::New(n.env);
+  const uint64_t v[10] = {s.conns, s.inpkts, s.outpkts, s.inbytes, s.outbytes, s.cps, s.inpps, s.outpps, s.inbps, s.outbps};
+  for (int i = 0; i < 10; i++) o.Set(n.statKeys[i], n.Num(static_cast<double>(v[i])));
   return o;
 }
 
@@ -371,54 +387,52 @@ Napi::Array FlagsToJs(Napi::Env env, const ipvs::Service& s) {
   return a;
 }
 
-void KeyToJs(Napi::Object o, const ipvs::ServiceKey& k) {
-  o.Set("family", FamilyName(k.af));
+void KeyToJs(Names& n, Napi::Object o, const ipvs::ServiceKey& k) {
+  o.Set(n.family, n.Family(k.af));
   if (k.fwmark) {
-    o.Set("fwmark", k.fwmark);
+    o.Set(n.fwmark, n.Num(k.fwmark));
     return;
   }
-  o.Set("protocol", k.protocol == IPPROTO_TCP ? "tcp" : k.protocol == IPPROTO_UDP ? "udp" : k.protocol == IPPROTO_SCTP ? "sctp" : "unknown");
-  o.Set("address", FormatAddr(k.af, k.addr));
-  o.Set("port", k.port);
+  o.Set(n.protocol, k.protocol == IPPROTO_TCP ? n.tcp : k.protocol == IPPROTO_UDP ? n.udp : k.protocol == IPPROTO_SCTP ? n.sctp : n.unknown);
+  o.Set(n.address, n.Str(FormatAddr(k.af, k.addr)));
+  o.Set(n.port, n.Num(k.port));
 }
 
-Napi::Object ServiceToJs(Napi::Env env, const ipvs::Service& s, bool stats) {
-  Napi::Object o = Napi::Object::New(env);
-  KeyToJs(o, s.key);
-  o.Set("scheduler", s.sched);
-  o.Set("flags", FlagsToJs(env, s));
-  o.Set("timeout", s.timeout);
-  if (s.key.af == ipvs::kAfInet) o.Set("netmask", FormatAddr(ipvs::kAfInet, reinterpret_cast<const uint8_t*>(&s.netmask)));
-  else o.Set("netmask", s.netmask);
-  if (!s.pe.empty()) o.Set("pe", s.pe);
-  if (stats && s.have_stats) o.Set("stats", StatsToJs(env, s.stats));
+Napi::Object ServiceToJs(Names& n, const ipvs::Service& s, bool stats) {
+  Napi::Object o = Napi::Object::New(n.env);
+  KeyToJs(n, o, s.key);
+  o.Set(n.scheduler, n.Str(s.sched));
+  o.Set(n.flags, FlagsToJs(n.env, s));
+  o.Set(n.timeout, n.Num(s.timeout));
+  if (s.key.af == ipvs::kAfInet) o.Set(n.netmask, n.Str(FormatAddr(ipvs::kAfInet, reinterpret_cast<const uint8_t*>(&s.netmask))));
+  else o.Set(n.netmask, n.Num(s.netmask));
+  if (!s.pe.empty()) o.Set(n.pe, n.Str(s.pe));
+  if (stats && s.have_stats) o.Set(n.stats, StatsToJs(n, s.stats));
   return o;
 }
 
-Napi::Object DestToJs(Napi::Env env, const ipvs::ServiceKey& k, const ipvs::Dest& d, bool stats) {
-  Napi::Object o = Napi::Object::New(env);
+Napi::Object DestToJs(Names& n, const ipvs::ServiceKey& k, const ipvs::Dest& d, bool stats) {
+  Napi::Object o = Napi::Object::New(n.env);
   const uint16_t af = d.af ? d.af : k.af;
-  o.Set("family", FamilyName(af));
-  o.Set("address", FormatAddr(af, d.addr));
-  o.Set("port", d.port);
-  static const char* const kFwd[] = {"masq", "local", "tunnel", "droute"};
-  o.Set("forward", d.fwd <= 3 ? kFwd[d.fwd] : "unknown");
-  o.Set("weight", static_cast<double>(d.weight));
-  o.Set("upperThreshold", d.u_thresh);
-  o.Set("lowerThreshold", d.l_thresh);
+  o.Set(n.family, n.Family(af));
+  o.Set(n.address, n.Str(FormatAddr(af, d.addr)));
+  o.Set(n.port, n.Num(d.port));
+  o.Set(n.forward, d.fwd <= 3 ? n.fwd[d.fwd] : n.unknown);
+  o.Set(n.weight, n.Num(static_cast<double>(d.weight)));
+  o.Set(n.upperThreshold, n.Num(d.u_thresh));
+  o.Set(n.lowerThreshold, n.Num(d.l_thresh));
   if (d.fwd == ipvs::kTunnel && d.have_tun) {
-    Napi::Object t = Napi::Object::New(env);
-    static const char* const kTun[] = {"ipip", "gue", "gre"};
-    t.Set("type", d.tun_type <= 2 ? kTun[d.tun_type] : "unknown");
-    if (d.tun_type == ipvs::kGue) t.Set("port", d.tun_port);
+    Napi::Object t = Napi::Object::New(n.env);
+    t.Set(n.type, d.tun_type <= 2 ? n.tun[d.tun_type] : n.unknown);
+    if (d.tun_type == ipvs::kGue) t.Set(n.port, n.Num(d.tun_port));
     if (d.tun_type != ipvs::kIpip)
-      t.Set("checksum", d.tun_flags & ipvs::kTunRemCsum ? "remcsum" : d.tun_flags & ipvs::kTunCsum ? "csum" : "none");
-    o.Set("tunnel", t);
+      t.Set(n.checksum, n.k(d.tun_flags & ipvs::kTunRemCsum ? "remcsum" : d.tun_flags & ipvs::kTunCsum ? "csum" : "none"));
+    o.Set(n.tunnel, t);
   }
-  o.Set("activeConns", d.active_conns);
-  o.Set("inactiveConns", d.inact_conns);
-  o.Set("persistentConns", d.persist_conns);
-  if (stats && d.have_stats) o.Set("stats", StatsToJs(env, d.stats));
+  o.Set(n.activeConns, n.Num(d.active_conns));
+  o.Set(n.inactiveConns, n.Num(d.inact_conns));
+  o.Set(n.persistentConns, n.Num(d.persist_conns));
+  if (stats && d.have_stats) o.Set(n.stats, StatsToJs(n, d.stats));
   return o;
 }
 
@@ -498,14 +512,15 @@ void DumpAllDests(Channel& ch, uint16_t fam, Listing* l) {
 }
 
 Napi::Array ListingToJs(Napi::Env env, const Listing& l, const ListOptions& o) {
+  Names names(env);
   Napi::Array arr = Napi::Array::New(env, l.services.size());
   for (size_t i = 0; i < l.services.size(); i++) {
-    Napi::Object so = ServiceToJs(env, l.services[i], o.stats);
+    Napi::Object so = ServiceToJs(names, l.services[i], o.stats);
     if (o.with_dests) {
       const std::vector<ipvs::Dest>& ds = l.dests[i];
       Napi::Array da = Napi::Array::New(env, ds.size());
-      for (size_t j = 0; j < ds.size(); j++) da.Set(j, DestToJs(env, l.services[i].key, ds[j], o.stats));
-      so.Set("destinations", da);
+      for (size_t j = 0; j < ds.size(); j++) da.Set(j, DestToJs(names, l.services[i].key, ds[j], o.stats));
+      so.Set(names.destinations, da);
     }
     arr.Set(i, so);
   }
@@ -681,8 +696,9 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
           return out;
         },
         [k, o](Napi::Env env, std::vector<ipvs::Dest>& ds) -> Napi::Value {
+          Names names(env);
           Napi::Array a = Napi::Array::New(env, ds.size());
-          for (size_t i = 0; i < ds.size(); i++) a.Set(i, DestToJs(env, k, ds[i], o.stats));
+          for (size_t i = 0; i < ds.size(); i++) a.Set(i, DestToJs(names, k, ds[i], o.stats));
           return a;
         });
   }
@@ -852,7 +868,8 @@ Napi::Value DecodeService(const Napi::CallbackInfo& info) {
   ipvs::Service s;
   std::string why;
   if (!ipvs::DecodeService(h, &s, &why)) ThrowInvalid(info.Env(), "decodeService", why);
-  Napi::Object o = ServiceToJs(info.Env(), s, true);
+  Names names(info.Env());
+  Napi::Object o = ServiceToJs(names, s, true);
   o.Set("stats64", s.stats64);
   return o;
 }
@@ -867,7 +884,8 @@ Napi::Value DecodeDest(const Napi::CallbackInfo& info) {
   ipvs::ServiceKey k;
   if (info.Length() > 1 && info[1].IsString() && info[1].As<Napi::String>().Utf8Value() == "inet6")
     k.af = ipvs::kAfInet6;
-  Napi::Object o = DestToJs(info.Env(), k, d, true);
+  Names names(info.Env());
+  Napi::Object o = DestToJs(names, k, d, true);
   o.Set("stats64", d.stats64);
   return o;
 }
