@@ -31,9 +31,24 @@ function sortKey(address: string): string {
   return '6' + groups.map((g) => g.padStart(4, '0')).join('');
 }
 
+/** Sort keys of the addresses seen lately: a sort calls compareAddress O(n log n) times for n
+ *  addresses, and the same endpoints come back sync after sync. Bounded: cleared when full. */
+const KEYS = new Map<string, string>();
+const KEYS_MAX = 1 << 18;
+
+function cachedSortKey(address: string): string {
+  let k = KEYS.get(address);
+  if (k === undefined) {
+    if (KEYS.size >= KEYS_MAX) KEYS.clear();
+    k = sortKey(address);
+    KEYS.set(address, k);
+  }
+  return k;
+}
+
 export function compareAddress(a: string, b: string): number {
-  const ka = sortKey(a);
-  const kb = sortKey(b);
+  const ka = cachedSortKey(a);
+  const kb = cachedSortKey(b);
   return ka < kb ? -1 : ka > kb ? 1 : 0;
 }
 

@@ -99,12 +99,28 @@ function collect(entries: readonly Entry[], skipped: ManifestSet['skipped']): Ma
   return set;
 }
 
+/** A JSON file (or a YAML file that is one JSON document) through JSON.parse, which is some
+ *  50x faster than the YAML parser on large lists; anything else (or JSON.parse failing, e.g.
+ *  on YAML that merely starts with a brace) through the YAML parser, which reports errors. */
+function documents(text: string): Array<{ value: unknown; error?: string }> {
+  const head = text.trimStart()[0];
+  if (head === '{' || head === '[') {
+    try {
+      return [{ value: JSON.parse(text) as unknown }];
+    } catch {
+      // not JSON after all: YAML flow style, or an error the YAML parser will name
+    }
+  }
+  return parseAllDocuments(text).map((doc) =>
+    doc.errors.length ? { value: undefined, error: doc.errors[0]!.message } : { value: doc.toJS() as unknown },
+  );
+}
+
 function parseDocuments(text: string, source: string, skipped: ManifestSet['skipped']): Entry[] {
   const entries: Entry[] = [];
-  parseAllDocuments(text).forEach((doc, i) => {
+  documents(text).forEach(({ value, error }, i) => {
     const n = i + 1;
-    if (doc.errors.length) throw new ManifestError(source, n, `YAML: ${doc.errors[0]!.message}`);
-    const value: unknown = doc.toJS();
+    if (error !== undefined) throw new ManifestError(source, n, `YAML: ${error}`);
     if (value === null || value === undefined) return; // an empty document ("---" at the end)
     if (!isObject(value)) throw new ManifestError(source, n, 'not a Kubernetes object (expected a mapping)');
     const kind = value.kind;

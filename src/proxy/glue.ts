@@ -51,7 +51,8 @@ function fam(address: string): Fam {
 function uniq(elements: SetElement[]): SetElement[] {
   const seen = new Map<string, SetElement>();
   for (const e of elements) seen.set(JSON.stringify(e.key), e);
-  return [...seen.values()].sort((a, b) => JSON.stringify(a.key).localeCompare(JSON.stringify(b.key)));
+  // Sorted by the same text, computed once per element (not twice per comparison).
+  return [...seen.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, e]) => e);
 }
 
 /** The glue tables for a GlueSpec: always both families, so stale ones are emptied, not left. */
