@@ -1,0 +1,187 @@
+// One benchmark process for ipvsync's proxy path, in-process figures: manifests → Proxier
+// (translate → desired → engine) → the kernel, as `ipvsync sync -f` / `proxy --manifests` run it.
+//   node dist/bench/lib/proxy-worker.js --dir DIR [--fake-ipvs] [--link-exists]
+// Steps: full sync (timed, event-loop delay monitored, CPU split by thread), no-op resync (full
+// path), one endpoint changed through the proxier's incremental path (what the daemon does on an
+// EndpointSlice update), another through the engine's incremental path with the IPVS services
+// only (VIPs and glue untouched: what an endpoint-only change strictly needs). Messages counted
+// by the sockets. Prints one line "@@WORKER {json}".
+// --fake-ipvs: the in-memory IPVS (for kernels without IPVS: the host); everything else is real.
+import { readFileSync, readdirSync } from 'node:fs';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import type { V1EndpointSlice } from '@kubernetes/client-node';
+import type { EngineKernel, SyncReport } from '../../src/engine/engine.js';
+import { Ipvs } from '../../src/kernel/ipvs.js';
+import { Links } from '../../src/kernel/links.js';
+import { Nftables } from '../../src/kernel/nftables.js';
+import { Conntrack } from '../../src/kernel/conntrack.js';
+import { loadManifests } from '../../src/kube/manifests.js';
+import { changedServiceKeys } from '../../src/kube/model-diff.js';
+import { desiredState } from '../../src/proxy/desired.js';
+import { Proxier } from '../../src/proxy/proxier.js';
+import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
+import { sliceObject } from './manifests.js';
+import { CLUSTER_CIDR, NODE_IP, NODE_NAME, withOneEndpointChanged, workload, changedIndex } from './workload.js';
+
+// CPU per thread from /proc/self/task/*/stat: the main thread runs the JS (translate, diffs,
+// N-API conversions); the other threads are libuv's pool (the addon's PromiseWorkers: netlink
+// encode/send/receive/parse) and V8's helpers (GC, compiler). All threads are named "node", so
+// the two kinds of helper threads cannot be told apart.
+const CLK = 100; // USER_HZ
+
+interface ThreadCpu {
+  main: { user: number; sys: number };
+  others: { user: number; sys: number };
+}
+
+function threadCpu(): ThreadCpu {
+  const out: ThreadCpu = { main: { user: 0, sys: 0 }, others: { user: 0, sys: 0 } };
+  for (const t of readdirSync('/proc/self/task')) {
+    let f: string;
+    try {
+      f = readFileSync(`/proc/self/task/${t}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    const user = (Number(fields[11]) * 1000) / CLK;
+    const sys = (Number(fields[12]) * 1000) / CLK;
+    const k = t === String(process.pid) ? 'main' : 'others';
+    out[k].user += user;
+    out[k].sys += sys;
+  }
+  return out;
+}
+
+function cpuDelta(a: ThreadCpu, b: ThreadCpu): ThreadCpu {
+  const d = (x: { user: number; sys: number }, y: { user: number; sys: number }) => ({ user: y.user - x.user, sys: y.sys - x.sys });
+  return { main: d(a.main, b.main), others: d(a.others, b.others) };
+}
+
+function status(): { vmHWMkB: number; vmRSSkB: number } {
+  const s = readFileSync('/proc/self/status', 'utf8');
+  const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(s)?.[1] ?? NaN);
+  return { vmHWMkB: kb('VmHWM'), vmRSSkB: kb('VmRSS') };
+}
+
+const { values: o } = parseArgs({ options: { dir: { type: 'string' }, 'fake-ipvs': { type: 'boolean', default: false } } });
+if (!o.dir) throw new Error('--dir required');
+
+const t0 = performance.now();
+const manifests = await loadManifests([o.dir]);
+const loadMs = performance.now() - t0;
+const S = manifests.services.length;
+
+const kernel: EngineKernel = {
+  ipvs: o['fake-ipvs'] ? new FakeIpvs() : await Ipvs.open(),
+  links: await Links.open(),
+  nft: await Nftables.open(),
+  conntrack: await Conntrack.open(),
+};
+const handles = [kernel.ipvs, kernel.links, kernel.nft, kernel.conntrack].filter((h): h is NonNullable<typeof h> & { socketStats(): { messagesSent: number; sendmsgCalls: number; recvmsgCalls: number } } =>
+  typeof (h as { socketStats?: unknown }).socketStats === 'function',
+);
+const stats = () =>
+  handles.reduce((a, h) => {
+    const s = h.socketStats();
+    return { messages: a.messages + s.messagesSent, sendmsg: a.sendmsg + s.sendmsgCalls, recvmsg: a.recvmsg + s.recvmsgCalls };
+  }, { messages: 0, sendmsg: 0, recvmsg: 0 });
+
+const proxier = new Proxier(kernel, {
+  node: { name: NODE_NAME, addresses: [NODE_IP] },
+  config: { scheduler: 'rr', clusterCIDRs: [CLUSTER_CIDR] },
+  vipLink: 'kube-ipvs0',
+  glue: true,
+});
+for (const s of manifests.services) proxier.onServiceUpdate(s);
+for (const s of manifests.endpointSlices) proxier.onSliceUpdate(s);
+
+const writes = (r: SyncReport) => r.ipvs.writes + r.addresses.writes + r.nft.writes + r.ipsets.writes;
+
+async function measure<T>(fn: () => Promise<T>, loop = false) {
+  const h = loop ? monitorEventLoopDelay({ resolution: 1 }) : undefined;
+  h?.enable();
+  const c0 = threadCpu();
+  const u0 = process.cpuUsage();
+  const s0 = stats();
+  const a = performance.now();
+  const value = await fn();
+  const ms = performance.now() - a;
+  const s1 = stats();
+  const u1 = process.cpuUsage(u0);
+  const c1 = threadCpu();
+  h?.disable();
+  return {
+    value,
+    ms,
+    messages: s1.messages - s0.messages,
+    sendmsg: s1.sendmsg - s0.sendmsg,
+    recvmsg: s1.recvmsg - s0.recvmsg,
+    cpu: { userMs: u1.user / 1000, sysMs: u1.system / 1000, threads: cpuDelta(c0, c1) },
+    ...(h ? { eventLoop: { maxMs: h.max / 1e6, p99Ms: h.percentile(99) / 1e6, meanMs: h.mean / 1e6, samples: h.count } } : {}),
+  };
+}
+
+const step = (r: Awaited<ReturnType<typeof measure<Awaited<ReturnType<Proxier['sync']>>>>>) => ({
+  ms: r.ms,
+  observeMs: r.value.report.durations.observeMs,
+  diffMs: r.value.report.durations.diffMs,
+  applyMs: r.value.report.durations.applyMs,
+  // translate + desired state: the sync's time outside the engine
+  translateMs: r.ms - r.value.report.durations.totalMs,
+  writes: writes(r.value.report),
+  ops: { ipvs: r.value.report.ipvs.writes, addresses: r.value.report.addresses.writes, nft: r.value.report.nft.writes },
+  errors: r.value.report.errors.length,
+  messages: r.messages,
+  sendmsg: r.sendmsg,
+  recvmsg: r.recvmsg,
+  cpu: r.cpu,
+  ...(r.eventLoop ? { eventLoop: r.eventLoop } : {}),
+});
+
+const full = await measure(() => proxier.sync(true), true);
+if (full.value.report.errors.length) throw new Error(`full sync: ${full.value.report.errors[0]!.message}`);
+const afterFull = status();
+const noop = await measure(() => proxier.sync(true));
+if (writes(noop.value.report) !== 0) throw new Error(`no-op resync wrote ${writes(noop.value.report)}`);
+
+// One endpoint replaced (a pod rescheduled), through the proxier's incremental sync.
+const w = workload(S);
+const changed = withOneEndpointChanged(w).services[changedIndex(w)]!;
+proxier.onSliceUpdate(sliceObject(changed) as unknown as V1EndpointSlice);
+const incr = await measure(() => proxier.sync(false));
+if (incr.value.report.errors.length || incr.value.report.ipvs.writes === 0) throw new Error(`incremental sync: ${JSON.stringify(incr.value.report.ipvs)}`);
+
+// Another endpoint changed, through the engine's incremental path with the IPVS services only.
+const before = proxier.model();
+const changed2 = { ...changed, endpoints: changed.endpoints.map((e, i) => (i === 1 ? { ...e, ip: '10.127.255.2' } : e)) };
+proxier.onSliceUpdate(sliceObject(changed2) as unknown as V1EndpointSlice);
+const model = proxier.model();
+const keys = changedServiceKeys(before.services, model.services);
+const desired = desiredState(model, { vipLink: 'kube-ipvs0', glue: true });
+const engineIncr = await measure(() => proxier.engine.sync({ services: desired.services }, keys));
+if (engineIncr.value.errors.length || engineIncr.value.ipvs.writes === 0) throw new Error('engine incremental sync failed');
+
+const result = {
+  services: S,
+  virtualServers: full.value.model.services.length,
+  destinations: full.value.model.services.reduce((n, s) => n + s.destinations.length, 0),
+  fakeIpvs: o['fake-ipvs'],
+  manifestsLoadMs: loadMs,
+  full: step(full),
+  noop: step(noop),
+  oneEndpointProxier: step(incr),
+  oneEndpointEngine: {
+    ms: engineIncr.ms,
+    writes: writes(engineIncr.value),
+    messages: engineIncr.messages,
+    sendmsg: engineIncr.sendmsg,
+    scope: [...keys].length,
+    observeMs: engineIncr.value.durations.observeMs,
+    applyMs: engineIncr.value.durations.applyMs,
+  },
+  memory: { afterFullSync: afterFull, end: status() },
+};
+console.log('@@WORKER ' + JSON.stringify(result));
+process.exit(0);

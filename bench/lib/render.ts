@@ -1,0 +1,285 @@
+// The suite's outputs from its JSON: the markdown tables (times, ratios, targets met or not) and
+// an SVG plot (full programming time vs S, log-log, one line per tool, one panel per kernel).
+/* eslint-disable @typescript-eslint/no-explicit-any */
+
+export interface Measure {
+  ms: number;
+  userMs?: number;
+  sysMs?: number;
+  maxRssMB?: number;
+  timeout?: boolean;
+  timeoutS?: number;
+  skipped?: string;
+  runs?: number[];
+}
+
+export interface SizeRow {
+  services: number;
+  endpoints: number;
+  error?: string;
+  sizes: Record<string, number>;
+  ipvsyncSyncProcess?: Measure;
+  worker?: any;
+  peers: Record<string, Measure>;
+}
+
+export interface PhaseResult {
+  environment: Record<string, any>;
+  loadavgEnd: string;
+  rows: SizeRow[];
+}
+
+export interface SuiteResult {
+  date: string;
+  hostUptime: string;
+  hostUptimeEnd?: string;
+  phases: { qemu?: PhaseResult; host?: PhaseResult };
+}
+
+const ok = (m: Measure | undefined): m is Measure => !!m && !m.timeout && !m.skipped && Number.isFinite(m.ms);
+
+export function fmtMs(m: Measure | undefined): string {
+  if (!m) return '–';
+  if (m.timeout) return `timeout > ${m.timeoutS} s`;
+  if (m.skipped) return `not run (${m.skipped})`;
+  return ms(m.ms);
+}
+function ms(x: number): string {
+  if (!Number.isFinite(x)) return '–';
+  if (x >= 10_000) return `${(x / 1000).toFixed(1)} s`;
+  if (x >= 100) return `${x.toFixed(0)} ms`;
+  if (x >= 1) return `${x.toFixed(1)} ms`;
+  return `${x.toFixed(2)} ms`;
+}
+function ratio(peer: Measure | undefined, ours: number | undefined): string {
+  if (!peer || ours === undefined || !Number.isFinite(ours)) return '–';
+  if (peer.timeout) return `> ${((peer.timeoutS! * 1000) / ours).toFixed(0)}×`;
+  if (!ok(peer)) return '–';
+  const r = peer.ms / ours;
+  return `${r >= 100 ? r.toFixed(0) : r.toFixed(1)}×`;
+}
+function sum(...ms: Array<Measure | undefined>): Measure | undefined {
+  if (ms.some((m) => !m)) return undefined;
+  const t = ms.find((m) => m!.timeout);
+  if (t) return t;
+  return { ms: ms.reduce((a, m) => a + m!.ms, 0) };
+}
+const k = (S: number) => (S >= 1000 ? `${S / 1000}k` : String(S));
+
+function fullTable(p: PhaseResult, env: 'qemu' | 'host'): string[] {
+  const out: string[] = [];
+  if (env === 'qemu') {
+    out.push(
+      '| S × 10 | ipvsync `sync -f` (process) | in-process full sync | iptables-legacy-restore | iptables-nft-restore | ipvsadm -R + ipset restore | + ip -batch VIPs | nft -f (nftables mode) | legacy / ipvsync | nft-restore / ipvsync | ipvsadm+ipset / ipvsync | nft -f / ipvsync |',
+      '|---|---|---|---|---|---|---|---|---|---|---|---|',
+    );
+    for (const r of p.rows) {
+      if (r.error) {
+        out.push(`| ${k(r.services)} | failed: ${r.error.slice(0, 80)} |||||||||||`);
+        continue;
+      }
+      const ours = ok(r.ipvsyncSyncProcess) ? r.ipvsyncSyncProcess.ms : undefined;
+      const ipvsMode = sum(r.peers['ipvsadm -R'], r.peers['ipset restore']);
+      const ipvsModeVips = sum(r.peers['ipvsadm -R'], r.peers['ipset restore'], r.peers['ip -batch VIPs']);
+      out.push(
+        `| ${k(r.services)} | ${fmtMs(r.ipvsyncSyncProcess)} | ${r.worker?.full ? ms(r.worker.full.ms) : '–'} | ${fmtMs(r.peers['iptables-legacy-restore full'])} | ${fmtMs(r.peers['iptables-nft-restore full'])} | ${fmtMs(ipvsMode)} | ${fmtMs(ipvsModeVips)} | ${fmtMs(r.peers['nft -f'])} | ${ratio(r.peers['iptables-legacy-restore full'], ours)} | ${ratio(r.peers['iptables-nft-restore full'], ours)} | ${ratio(ipvsMode, ours)} | ${ratio(r.peers['nft -f'], ours)} |`,
+      );
+    }
+  } else {
+    out.push(
+      '| S × 10 | ipvsync without IPVS (VIPs + nftables glue, in-process) | iptables-legacy-restore | iptables-nft-restore | ipset restore | ip -batch VIPs | nft -f (nftables mode) | legacy / ipvsync | nft -f / ipvsync |',
+      '|---|---|---|---|---|---|---|---|---|',
+    );
+    for (const r of p.rows) {
+      if (r.error) {
+        out.push(`| ${k(r.services)} | failed: ${r.error.slice(0, 80)} ||||||||`);
+        continue;
+      }
+      const ours = r.worker?.full?.ms as number | undefined;
+      out.push(
+        `| ${k(r.services)} | ${ours !== undefined ? ms(ours) : '–'} | ${fmtMs(r.peers['iptables-legacy-restore full'])} | ${fmtMs(r.peers['iptables-nft-restore full'])} | ${fmtMs(r.peers['ipset restore'])} | ${fmtMs(r.peers['ip -batch VIPs'])} | ${fmtMs(r.peers['nft -f'])} | ${ratio(r.peers['iptables-legacy-restore full'], ours)} | ${ratio(r.peers['nft -f'], ours)} |`,
+      );
+    }
+  }
+  return out;
+}
+
+function changeTable(p: PhaseResult): string[] {
+  const out = [
+    '| S × 10 | ipvsync proxier incremental (messages) | ipvsync engine incremental, IPVS only (messages) | legacy full restore | legacy partial --noflush | nft-restore full | nft-restore partial | legacy full / engine | legacy partial / engine | legacy full / proxier | no-op resync in-process (messages) |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const r of p.rows) {
+    if (r.error || !r.worker?.full) continue;
+    const pr = r.worker.oneEndpointProxier;
+    const en = r.worker.oneEndpointEngine;
+    out.push(
+      `| ${k(r.services)} | ${ms(pr.ms)} (${pr.messages}) | ${ms(en.ms)} (${en.messages}) | ${fmtMs(r.peers['iptables-legacy-restore one endpoint, full'])} | ${fmtMs(r.peers['iptables-legacy-restore one endpoint, partial'])} | ${fmtMs(r.peers['iptables-nft-restore one endpoint, full'])} | ${fmtMs(r.peers['iptables-nft-restore one endpoint, partial'])} | ${ratio(r.peers['iptables-legacy-restore one endpoint, full'], en.ms)} | ${ratio(r.peers['iptables-legacy-restore one endpoint, partial'], en.ms)} | ${ratio(r.peers['iptables-legacy-restore one endpoint, full'], pr.ms)} | ${ms(r.worker.noop.ms)} (${r.worker.noop.messages}) |`,
+    );
+  }
+  return out;
+}
+
+function whereTable(p: PhaseResult): string[] {
+  const out = [
+    '| S × 10 | full sync | translate + desired (JS) | observe (dumps) | diff (JS) | apply (netlink) | CPU main thread user / sys | CPU other threads user / sys | writes | messages (sendmsg) | netlink floor (messages × 3–6 µs) | event loop max / p99 | worker VmHWM | `sync -f` max RSS | iptables-legacy-restore max RSS |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const r of p.rows) {
+    if (r.error || !r.worker?.full) continue;
+    const f = r.worker.full;
+    const t = f.cpu.threads;
+    const floor = `${ms(f.messages * 0.003)}–${ms(f.messages * 0.006)}`;
+    out.push(
+      `| ${k(r.services)} | ${ms(f.ms)} | ${ms(f.translateMs)} | ${ms(f.observeMs)} | ${ms(f.diffMs)} | ${ms(f.applyMs)} | ${t.main.user.toFixed(0)} / ${t.main.sys.toFixed(0)} ms | ${t.others.user.toFixed(0)} / ${t.others.sys.toFixed(0)} ms | ${f.writes} | ${f.messages} (${f.sendmsg}) | ${floor} | ${f.eventLoop.maxMs.toFixed(0)} / ${f.eventLoop.p99Ms.toFixed(0)} ms | ${(r.worker.memory.afterFullSync.vmHWMkB / 1024).toFixed(0)} MB | ${r.ipvsyncSyncProcess?.maxRssMB !== undefined ? `${r.ipvsyncSyncProcess.maxRssMB.toFixed(0)} MB` : '–'} | ${r.peers['iptables-legacy-restore full']?.maxRssMB !== undefined ? `${r.peers['iptables-legacy-restore full']!.maxRssMB!.toFixed(0)} MB` : '–'} |`,
+    );
+  }
+  return out;
+}
+
+function targets(res: SuiteResult): string[] {
+  const q = res.phases.qemu;
+  const out = ['| target (same run, same kernel) | measured | met |', '|---|---|---|'];
+  const row = (S: number) => q?.rows.find((r) => r.services === S && !r.error);
+  const r10 = row(10_000);
+  const yes = (b: boolean | undefined) => (b === undefined ? 'not measured' : b ? 'yes' : '**no**');
+  const ours = ok(r10?.ipvsyncSyncProcess) ? r10!.ipvsyncSyncProcess!.ms : undefined;
+  const leg = r10?.peers['iptables-legacy-restore full'];
+  const legR = leg && ours ? (leg.timeout ? (leg.timeoutS! * 1000) / ours : leg.ms / ours) : undefined;
+  out.push(`| full programming 10k×10: ≥ 10× faster than iptables-legacy-restore (qemu) | ${ratio(leg, ours)} | ${yes(legR === undefined ? undefined : legR >= 10)} |`);
+  const ipvsMode = r10 ? sum(r10.peers['ipvsadm -R'], r10.peers['ipset restore']) : undefined;
+  const ivR = ipvsMode && ours && ok(ipvsMode) ? ipvsMode.ms / ours : undefined;
+  out.push(`| full programming 10k×10: ≥ 5× faster than ipvsadm -R + ipset restore (qemu) | ${ratio(ipvsMode, ours)} | ${yes(ivR === undefined ? undefined : ivR >= 5)} |`);
+  const en = r10?.worker?.oneEndpointEngine?.ms as number | undefined;
+  const pr = r10?.worker?.oneEndpointProxier?.ms as number | undefined;
+  const legOne = r10?.peers['iptables-legacy-restore one endpoint, full'];
+  const oneR = (x: number | undefined) => (legOne && ok(legOne) && x ? legOne.ms / x : undefined);
+  out.push(`| one endpoint at 10k: ≥ 100× faster than a full iptables-restore — engine incremental path | ${ratio(legOne, en)} | ${yes(oneR(en) === undefined ? undefined : oneR(en)! >= 100)} |`);
+  out.push(`| same — the proxier's incremental sync (what the daemon runs on a slice update) | ${ratio(legOne, pr)} | ${yes(oneR(pr) === undefined ? undefined : oneR(pr)! >= 100)} |`);
+  const msgs = (q?.rows ?? []).filter((r) => r.worker?.oneEndpointEngine).map((r) => `${k(r.services)}: ${r.worker.oneEndpointEngine.messages}`);
+  const flat = (q?.rows ?? []).filter((r) => r.worker?.oneEndpointEngine).map((r) => r.worker.oneEndpointEngine.messages as number);
+  out.push(`| one endpoint: flat in S (same message count) — engine incremental | ${msgs.join(', ')} | ${yes(flat.length > 1 ? new Set(flat).size === 1 : undefined)} |`);
+  const pmsgs = (q?.rows ?? []).filter((r) => r.worker?.oneEndpointProxier).map((r) => r.worker.oneEndpointProxier.messages as number);
+  out.push(`| same — proxier incremental sync | ${(q?.rows ?? []).filter((r) => r.worker?.oneEndpointProxier).map((r) => `${k(r.services)}: ${r.worker.oneEndpointProxier.messages}`).join(', ')} | ${yes(pmsgs.length > 1 ? new Set(pmsgs).size === 1 : undefined)} |`);
+  const rss = r10?.ipvsyncSyncProcess?.maxRssMB;
+  out.push(`| RSS at 10k×10 ≤ 150 MB (\`sync -f\` peak) | ${rss !== undefined ? `${rss.toFixed(0)} MB` : '–'} | ${yes(rss === undefined ? undefined : rss <= 150)} |`);
+  const loops = (q?.rows ?? []).filter((r) => r.worker?.full?.eventLoop).map((r) => r.worker.full.eventLoop.maxMs as number);
+  out.push(`| event loop never blocked > 50 ms during a full sync | max ${loops.map((x) => `${x.toFixed(0)} ms`).join(', ')} | ${yes(loops.length ? loops.every((x) => x <= 50) : undefined)} |`);
+  return out;
+}
+
+function envLine(p: PhaseResult): string {
+  const e = p.environment;
+  return `kernel ${e.kernel} (${e.env}), ${e.cpu} × ${e.nproc}, ${e.memMB} MB, node ${e.node}; load average at start ${e.loadavg}, at end ${p.loadavgEnd}; ${Object.entries(e.tools as Record<string, string>).map(([k2, v]) => `${k2}: ${v}`).join('; ')}; ${e.date}`;
+}
+
+export function renderMarkdown(res: SuiteResult): string {
+  const out: string[] = [`# ipvsync benchmark suite — ${res.date}`, '', `Host: \`${res.hostUptime}\`${res.hostUptimeEnd ? ` → \`${res.hostUptimeEnd}\`` : ''}`, ''];
+  if (res.phases.qemu) {
+    const p = res.phases.qemu;
+    out.push('## Same kernel, everything (Debian 6.1 under qemu TCG — absolute times ~10× slow and noisy: read the ratios)', '', envLine(p), '');
+    out.push('### Targets', '', ...targets(res), '');
+    out.push('### Full programming (S services × 10 endpoints, empty kernel → programmed)', '', ...fullTable(p, 'qemu'), '');
+    out.push('### One endpoint changed, and a no-op resync', '', ...changeTable(p), '');
+    out.push('### Where ipvsync\'s full sync goes (in-process worker)', '', ...whereTable(p), '');
+  }
+  if (res.phases.host) {
+    const p = res.phases.host;
+    out.push('## Real speed, no IPVS (the machine\'s own kernel, private netns; ipvsync\'s IPVS part runs in memory and is NOT included)', '', envLine(p), '');
+    out.push('### Full programming', '', ...fullTable(p, 'host'), '');
+    out.push('### One endpoint changed (ipvsync: VIPs + glue observed, IPVS in memory)', '', ...changeTable(p), '');
+    out.push('### Where the time goes', '', ...whereTable(p), '');
+  }
+  return out.join('\n') + '\n';
+}
+
+// ---- SVG ----
+interface Series {
+  name: string;
+  color: string;
+  points: Array<{ S: number; ms: number; timeout: boolean }>;
+}
+
+function series(p: PhaseResult, env: 'qemu' | 'host'): Series[] {
+  const pick = (name: string, color: string, get: (r: SizeRow) => Measure | undefined): Series => ({
+    name,
+    color,
+    points: p.rows.flatMap((r) => {
+      const m = get(r);
+      if (!m || m.skipped || (!m.timeout && !Number.isFinite(m.ms))) return [];
+      return [{ S: r.services, ms: m.timeout ? m.timeoutS! * 1000 : m.ms, timeout: !!m.timeout }];
+    }),
+  });
+  const out: Series[] = [];
+  if (env === 'qemu') out.push(pick('ipvsync sync -f', '#d62728', (r) => r.ipvsyncSyncProcess));
+  else out.push(pick('ipvsync (no IPVS)', '#d62728', (r) => (r.worker?.full ? { ms: r.worker.full.ms } : undefined)));
+  out.push(pick('iptables-legacy-restore', '#1f77b4', (r) => r.peers['iptables-legacy-restore full']));
+  out.push(pick('iptables-nft-restore', '#9467bd', (r) => r.peers['iptables-nft-restore full']));
+  if (env === 'qemu') out.push(pick('ipvsadm -R + ipset restore', '#2ca02c', (r) => sum(r.peers['ipvsadm -R'], r.peers['ipset restore'])));
+  out.push(pick('nft -f (nftables mode)', '#ff7f0e', (r) => r.peers['nft -f']));
+  return out.filter((s) => s.points.length);
+}
+
+function panel(title: string, ss: Series[], x0: number, W: number, H: number): string[] {
+  const all = ss.flatMap((s) => s.points);
+  if (!all.length) return [];
+  const Ss = all.map((p) => p.S);
+  const Ms = all.map((p) => p.ms);
+  const lx0 = Math.log10(Math.min(...Ss)) - 0.05;
+  const lx1 = Math.log10(Math.max(...Ss)) + 0.05;
+  const ly0 = Math.floor(Math.log10(Math.min(...Ms)));
+  const ly1 = Math.ceil(Math.log10(Math.max(...Ms)));
+  const L = 60;
+  const T = 40;
+  const PW = W - L - 20;
+  const PH = H - T - 120;
+  const X = (S: number) => x0 + L + ((Math.log10(S) - lx0) / (lx1 - lx0)) * PW;
+  const Y = (m: number) => T + PH - ((Math.log10(m) - ly0) / (ly1 - ly0 || 1)) * PH;
+  const o: string[] = [`<text x="${x0 + L + PW / 2}" y="22" text-anchor="middle" font-weight="bold">${esc(title)}</text>`];
+  o.push(`<rect x="${x0 + L}" y="${T}" width="${PW}" height="${PH}" fill="none" stroke="#888"/>`);
+  for (let e = ly0; e <= ly1; e++) {
+    const y = Y(10 ** e);
+    o.push(`<line x1="${x0 + L}" x2="${x0 + L + PW}" y1="${y}" y2="${y}" stroke="#ddd"/>`, `<text x="${x0 + L - 6}" y="${y + 4}" text-anchor="end">${ms(10 ** e)}</text>`);
+  }
+  for (const S of [...new Set(Ss)].sort((p, q) => p - q)) o.push(`<text x="${X(S)}" y="${T + PH + 16}" text-anchor="middle">${k(S)}</text>`);
+  o.push(`<text x="${x0 + L + PW / 2}" y="${T + PH + 34}" text-anchor="middle">services × 10 endpoints (log)</text>`);
+  ss.forEach((s, i) => {
+    const pts = s.points.sort((p, q) => p.S - q.S);
+    o.push(`<polyline fill="none" stroke="${s.color}" stroke-width="2" points="${pts.map((p) => `${X(p.S).toFixed(1)},${Y(p.ms).toFixed(1)}`).join(' ')}"/>`);
+    for (const p of pts) {
+      o.push(
+        p.timeout
+          ? `<g><title>${esc(s.name)}: timeout &gt; ${ms(p.ms)}</title><path d="M${X(p.S) - 5},${Y(p.ms) + 4} L${X(p.S)},${Y(p.ms) - 5} L${X(p.S) + 5},${Y(p.ms) + 4} Z" fill="white" stroke="${s.color}" stroke-width="2"/></g>`
+          : `<circle cx="${X(p.S)}" cy="${Y(p.ms)}" r="3.5" fill="${s.color}"><title>${esc(s.name)}: ${ms(p.ms)}</title></circle>`,
+      );
+    }
+    const ly = T + PH + 52 + i * 14;
+    o.push(`<line x1="${x0 + L}" x2="${x0 + L + 20}" y1="${ly - 4}" y2="${ly - 4}" stroke="${s.color}" stroke-width="2"/>`, `<text x="${x0 + L + 26}" y="${ly}">${esc(s.name)}</text>`);
+  });
+  return o;
+}
+
+const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+export function renderSvg(res: SuiteResult): string {
+  const W = 480;
+  const H = 420;
+  const parts: string[] = [];
+  let x = 0;
+  if (res.phases.qemu) {
+    parts.push(...panel('Full programming, same kernel (qemu 6.1, TCG)', series(res.phases.qemu, 'qemu'), x, W, H));
+    x += W;
+  }
+  if (res.phases.host) {
+    parts.push(...panel('Real speed, host 6.18 (ipvsync without IPVS)', series(res.phases.host, 'host'), x, W, H));
+    x += W;
+  }
+  return [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${x}" height="${H}" viewBox="0 0 ${x} ${H}" font-family="sans-serif" font-size="11">`,
+    `<rect width="${x}" height="${H}" fill="white"/>`,
+    ...parts,
+    `<text x="6" y="${H - 6}" fill="#666">hollow triangle: the run hit the time cap (the real time is longer). ${esc(res.date)}</text>`,
+    '</svg>',
+    '',
+  ].join('\n');
+}

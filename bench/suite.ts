@@ -1,0 +1,332 @@
+// The headline benchmark suite (`npm run bench:suite`): ipvsync's proxy path vs kube-proxy's
+// data-plane tools on the same workload (S services × 10 endpoints), each comparison inside one
+// kernel in one run.
+//   node dist/bench/suite.js [--host-sizes 1000,5000,10000,20000] [--qemu-sizes 1000,5000,10000]
+//                            [--timeout 180] [--only host|qemu] [--render]
+// Two environments:
+//   qemu  Debian 6.1 under qemu TCG (everything incl. IPVS; ~10x slow and noisy): ipvsync
+//         `sync -f` as a whole process + the in-process worker (bench/lib/proxy-worker.ts), vs
+//         iptables-legacy-restore / iptables-nft-restore (full and partial --noflush),
+//         ipvsadm -R + ipset restore (+ ip -batch of the VIPs), nft -f.
+//   host  the machine's own kernel in a private netns (real speed, no IPVS, no dummy links):
+//         the same peers but ipvsadm, and ipvsync's non-IPVS part (VIPs on a veth, nftables
+//         glue; IPVS in memory).
+// Every peer run is capped (`timeout -s KILL`): a capped run is recorded as a timeout, never as a
+// number. Cheap runs (< 3 s) are repeated three times and the median kept.
+// Writes bench/results/suite.json, suite.md, suite.svg (bench/lib/render.ts).
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import * as os from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { iptablesRestore, JUMP_RULES } from './lib/iptables.js';
+import { ipBatchVips, IPSET_NAMES, ipsetRestore, ipvsadmRestore } from './lib/ipvs-mode.js';
+import { manifestFiles, syncFlags } from './lib/manifests.js';
+import { nftRuleset, NFT_TABLE } from './lib/nft-mode.js';
+import { fmtMs, renderMarkdown, renderSvg, type SuiteResult, type PhaseResult, type Measure, type SizeRow } from './lib/render.js';
+import { changedIndex, NODE_IP, withOneEndpointChanged, workload } from './lib/workload.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(here, '..', '..');
+const CLI = join(ROOT, 'dist', 'src', 'cli', 'main.js');
+const WORKER = join(here, 'lib', 'proxy-worker.js');
+const RESULTS = join(ROOT, 'bench', 'results');
+
+const { values: a } = parseArgs({
+  options: {
+    phase: { type: 'string' },
+    'host-sizes': { type: 'string', default: '1000,5000,10000,20000' },
+    'qemu-sizes': { type: 'string', default: '1000,5000,10000' },
+    sizes: { type: 'string' },
+    timeout: { type: 'string', default: '180' },
+    only: { type: 'string' },
+    'out-file': { type: 'string' },
+    render: { type: 'boolean', default: false },
+    skip: { type: 'string', multiple: true },
+  },
+});
+const TIMEOUT_S = Number(a.timeout);
+const CHEAP_MS = 3000;
+
+function sh(cmd: string, args: string[], input?: string): { status: number; stdout: string; stderr: string } {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 1 << 30, ...(input !== undefined ? { input } : {}) });
+  return { status: r.status ?? -1, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
+}
+const quiet = (cmd: string, ...args: string[]) => void sh(cmd, args);
+
+/** One whole-process run: wall time measured here, user/sys/max RSS from GNU time. */
+function proc(cmd: string, args: string[], stdinFile?: string): Measure & { stdout: string } {
+  const full = ['-f', '@@TIME %U %S %M', 'timeout', '-s', 'KILL', String(TIMEOUT_S), cmd, ...args];
+  const t0 = process.hrtime.bigint();
+  const r = spawnSync('/usr/bin/time', full, { encoding: 'utf8', maxBuffer: 1 << 30, input: stdinFile ? readFileSync(stdinFile) : '' });
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  const m = /@@TIME (\S+) (\S+) (\d+)/.exec(r.stderr ?? '');
+  const base = m ? { userMs: Number(m[1]) * 1000, sysMs: Number(m[2]) * 1000, maxRssMB: Number(m[3]) / 1024 } : {};
+  if (r.status === 137 || r.status === 124) return { ms, timeout: true, timeoutS: TIMEOUT_S, stdout: '' };
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} exited ${r.status}: ${(r.stderr ?? '').slice(0, 800)}`);
+  return { ms, ...base, stdout: r.stdout ?? '' };
+}
+
+/** Runs a measurement once; cheap ones three times (prepare() before each), median kept. */
+function median(prepare: () => void, run: () => Measure & { stdout?: string }): Measure {
+  prepare();
+  const first = run();
+  if (first.timeout || first.ms >= CHEAP_MS) return strip(first, [first.ms]);
+  const runs = [first];
+  for (let i = 0; i < 2; i++) {
+    prepare();
+    runs.push(run());
+  }
+  const sorted = [...runs].sort((x, y) => x.ms - y.ms);
+  return strip(sorted[1]!, runs.map((r) => r.ms));
+}
+function strip(m: Measure & { stdout?: string }, runs: number[]): Measure {
+  const { stdout: _o, ...rest } = m;
+  void _o;
+  return { ...rest, runs };
+}
+
+function iptFlush(tool: string): void {
+  for (const t of ['nat', 'filter']) {
+    quiet(tool, '-t', t, '-F');
+    quiet(tool, '-t', t, '-X');
+  }
+}
+function iptPrepare(tool: string): void {
+  iptFlush(tool);
+  for (const j of JUMP_RULES) quiet(tool, ...j);
+}
+
+function ipvsyncCleanup(): void {
+  quiet('ipvsadm', '-C');
+  quiet('ip', 'link', 'del', 'kube-ipvs0');
+  quiet('nft', 'delete', 'table', 'ip', 'ipvsync');
+  quiet('nft', 'delete', 'table', 'ip6', 'ipvsync');
+}
+function ipvsModeCleanup(): void {
+  quiet('ipvsadm', '-C');
+  quiet('ip', 'link', 'del', 'kube-ipvs0');
+  for (const s of IPSET_NAMES) quiet('ipset', 'destroy', s);
+}
+function vipLink(env: 'host' | 'qemu'): void {
+  // The host kernel has no dummy links: a veth stands in for kube-ipvs0 there.
+  const r = env === 'qemu' ? sh('ip', ['link', 'add', 'kube-ipvs0', 'type', 'dummy']) : sh('ip', ['link', 'add', 'kube-ipvs0', 'type', 'veth', 'peer', 'name', 'kipvs0-peer']);
+  if (r.status !== 0) throw new Error(`ip link add kube-ipvs0: ${r.stderr}`);
+}
+
+function environment(env: string): Record<string, unknown> {
+  const v = (cmd: string, ...args: string[]) => {
+    const r = sh(cmd, args);
+    return (r.stdout + r.stderr).trim().split('\n')[0] ?? '';
+  };
+  return {
+    env,
+    kernel: os.release(),
+    cpu: os.cpus()[0]?.model ?? '?',
+    nproc: os.cpus().length,
+    memMB: Math.round(os.totalmem() / 2 ** 20),
+    loadavg: readFileSync('/proc/loadavg', 'utf8').trim(),
+    node: process.version,
+    tools: {
+      'iptables-legacy-restore': v('iptables-legacy-restore', '--version'),
+      'iptables-nft-restore': v('iptables-nft-restore', '--version'),
+      ipvsadm: env === 'qemu' ? v('ipvsadm', '--version') : 'n/a (no IPVS)',
+      ipset: v('ipset', '--version'),
+      nft: v('nft', '--version'),
+    },
+    date: new Date().toISOString(),
+  };
+}
+
+/** Peers that hit the cap at a smaller S in this run are not started again at a larger one. */
+const cappedAt = new Map<string, number>();
+function capped(name: string, run: () => Measure, S: number): Measure {
+  const at = cappedAt.get(name);
+  if (at !== undefined) return { ms: NaN, skipped: `timeout > ${TIMEOUT_S} s already at ${at} services`, timeout: false };
+  const m = run();
+  if (m.timeout) cappedAt.set(name, S);
+  return m;
+}
+
+function runSize(env: 'host' | 'qemu', S: number): SizeRow {
+  const log = (m: string) => console.log(`[${env} S=${S}] ${m}`);
+  const dir = mkdtempSync(join(os.tmpdir(), `ipvsync-suite-${S}-`));
+  const w = workload(S);
+  const w2 = withOneEndpointChanged(w);
+  for (const [k, v] of Object.entries(manifestFiles(w.services))) writeFileSync(join(dir, k), v);
+  const ipt = iptablesRestore(w.services);
+  const iptChanged = iptablesRestore(w2.services);
+  const iptPartial = iptablesRestore(w2.services, {}, new Set([changedIndex(w)]));
+  const ipvsadm = ipvsadmRestore(w.services);
+  const ipset = ipsetRestore(w.services);
+  const nft = nftRuleset(w.services);
+  const files: Record<string, string> = {
+    'ipt-full.txt': ipt.text,
+    'ipt-full-changed.txt': iptChanged.text,
+    'ipt-partial.txt': iptPartial.text,
+    'ipvsadm.txt': ipvsadm.text,
+    'ipset.txt': ipset.text,
+    'ip-batch.txt': ipBatchVips(w.services),
+    'ruleset.nft': nft.text,
+  };
+  const scratch = join(dir, 'inputs');
+  mkdirSync(scratch);
+  for (const [k, v] of Object.entries(files)) writeFileSync(join(scratch, k), v);
+  const f = (k: string) => join(scratch, k);
+  const row: SizeRow = {
+    services: S,
+    endpoints: S * w.endpointsPerService,
+    sizes: {
+      iptablesNatRules: ipt.natRules,
+      iptablesNatChains: ipt.natChains,
+      iptablesBytes: ipt.text.length,
+      iptablesPartialBytes: iptPartial.text.length,
+      ipvsVirtualServers: ipvsadm.virtualServers,
+      ipvsDestinations: ipvsadm.destinations,
+      ipsetMembers: ipset.members,
+      nftChains: nft.chains,
+      nftRules: nft.rules,
+    },
+    peers: {},
+  };
+
+  // ipvsync
+  ipvsyncCleanup();
+  if (env === 'qemu') {
+    log('ipvsync sync -f (whole process)');
+    const flags = [...syncFlags(NODE_IP), '--json'];
+    row.ipvsyncSyncProcess = median(ipvsyncCleanup, () => proc(process.execPath, [CLI, 'sync', '-f', dir, ...flags]));
+    log(`  ${row.ipvsyncSyncProcess.ms.toFixed(0)} ms`);
+    ipvsyncCleanup();
+  } else {
+    vipLink(env);
+  }
+  log('ipvsync in-process worker');
+  const wr = proc(process.execPath, [WORKER, '--dir', dir, ...(env === 'host' ? ['--fake-ipvs'] : [])]);
+  if (wr.timeout) row.worker = { timeout: true, timeoutS: TIMEOUT_S };
+  else {
+    const line = wr.stdout.split('\n').find((l) => l.startsWith('@@WORKER '));
+    if (!line) throw new Error('worker printed no result');
+    row.worker = { ...JSON.parse(line.slice(9)), processMaxRssMB: wr.maxRssMB, processMs: wr.ms };
+    log(`  full ${row.worker.full.ms.toFixed(0)} ms, no-op ${row.worker.noop.ms.toFixed(0)} ms, one endpoint ${row.worker.oneEndpointProxier.ms.toFixed(1)} ms / engine ${row.worker.oneEndpointEngine.ms.toFixed(2)} ms`);
+  }
+  ipvsyncCleanup();
+
+  // kube-proxy iptables mode
+  for (const tool of ['iptables-legacy', 'iptables-nft']) {
+    const restore = `${tool}-restore`;
+    log(`${restore} full`);
+    const full = capped(restore, () => median(() => iptPrepare(tool), () => proc(restore, ['--noflush'], f('ipt-full.txt'))), S);
+    row.peers[`${restore} full`] = full;
+    log(`  ${full.timeout ? `timeout > ${TIMEOUT_S} s` : `${full.ms.toFixed(0)} ms`}`);
+    if (!full.timeout && !full.skipped) {
+      // The table holds the full ruleset now: kube-proxy's two ways to apply one endpoint change.
+      row.peers[`${restore} one endpoint, full`] = median(() => undefined, () => proc(restore, ['--noflush'], f('ipt-full-changed.txt')));
+      row.peers[`${restore} one endpoint, partial`] = median(() => undefined, () => proc(restore, ['--noflush'], f('ipt-partial.txt')));
+      log(`  one endpoint: full ${row.peers[`${restore} one endpoint, full`]!.ms.toFixed(0)} ms, partial ${row.peers[`${restore} one endpoint, partial`]!.ms.toFixed(0)} ms`);
+    } else {
+      row.peers[`${restore} one endpoint, full`] = { ms: NaN, skipped: 'the full restore hit the cap' };
+      row.peers[`${restore} one endpoint, partial`] = { ms: NaN, skipped: 'the full restore hit the cap' };
+    }
+    iptFlush(tool);
+  }
+
+  // kube-proxy IPVS mode's tools
+  ipvsModeCleanup();
+  if (env === 'qemu') {
+    log('ipvsadm -R');
+    row.peers['ipvsadm -R'] = median(() => quiet('ipvsadm', '-C'), () => proc('ipvsadm', ['-R'], f('ipvsadm.txt')));
+  }
+  log('ipset restore');
+  row.peers['ipset restore'] = median(() => {
+    for (const s of IPSET_NAMES) quiet('ipset', 'destroy', s);
+  }, () => proc('ipset', ['restore'], f('ipset.txt')));
+  log('ip -batch (VIPs)');
+  row.peers['ip -batch VIPs'] = median(() => {
+    quiet('ip', 'link', 'del', 'kube-ipvs0');
+    vipLink(env);
+  }, () => proc('ip', ['-batch', f('ip-batch.txt')]));
+  ipvsModeCleanup();
+
+  // kube-proxy nftables mode (shape)
+  log('nft -f');
+  row.peers['nft -f'] = capped('nft -f', () => median(() => quiet('nft', 'delete', 'table', 'ip', NFT_TABLE), () => proc('nft', ['-f', f('ruleset.nft')])), S);
+  log(`  ${fmtMs(row.peers['nft -f'])}`);
+  quiet('nft', 'delete', 'table', 'ip', NFT_TABLE);
+  rmSync(dir, { recursive: true, force: true });
+  return row;
+}
+
+function runPhase(env: 'host' | 'qemu', sizes: number[]): PhaseResult {
+  const environmentStart = environment(env);
+  const rows: SizeRow[] = [];
+  for (const S of sizes) {
+    try {
+      rows.push(runSize(env, S));
+    } catch (e) {
+      console.error(`[${env} S=${S}] failed: ${(e as Error).message}`);
+      rows.push({ services: S, endpoints: S * 10, error: (e as Error).message, peers: {}, sizes: {} });
+    }
+  }
+  return { environment: environmentStart, loadavgEnd: readFileSync('/proc/loadavg', 'utf8').trim(), rows };
+}
+
+const sizesOf = (s: string) => s.split(',').filter(Boolean).map(Number);
+
+function writeOutputs(result: SuiteResult): void {
+  mkdirSync(RESULTS, { recursive: true });
+  writeFileSync(join(RESULTS, 'suite.json'), JSON.stringify(result, null, 2) + '\n');
+  const md = renderMarkdown(result);
+  writeFileSync(join(RESULTS, 'suite.md'), md);
+  writeFileSync(join(RESULTS, 'suite.svg'), renderSvg(result));
+  console.log(md);
+}
+
+if (a.phase === 'host' || a.phase === 'qemu') {
+  for (const x of a.skip ?? []) {
+    const i = x.lastIndexOf('=');
+    cappedAt.set(x.slice(0, i), Number(x.slice(i + 1)));
+  }
+  const r = runPhase(a.phase, sizesOf(a.sizes ?? ''));
+  writeFileSync(a['out-file']!, JSON.stringify({ ...r, capped: [...cappedAt] }) + '\n');
+} else if (a.render) {
+  writeOutputs(JSON.parse(readFileSync(join(RESULTS, 'suite.json'), 'utf8')) as SuiteResult);
+} else {
+  const result: SuiteResult = { date: new Date().toISOString(), hostUptime: sh('uptime', []).stdout.trim(), phases: {} };
+  const prev = existsSync(join(RESULTS, 'suite.json')) ? (JSON.parse(readFileSync(join(RESULTS, 'suite.json'), 'utf8')) as SuiteResult) : undefined;
+  const scratch = join(ROOT, '.vm', 'suite-out');
+  mkdirSync(scratch, { recursive: true });
+  if (a.only !== 'host') {
+    // One VM per size: a size that fails or runs away costs only itself. Peers capped at a
+    // smaller size are passed on (--skip) so they are not started again.
+    const skip: string[] = [];
+    for (const S of sizesOf(a['qemu-sizes']!)) {
+      const out = join(scratch, `qemu-${S}.json`);
+      rmSync(out, { force: true });
+      const cmd = `node dist/bench/suite.js --phase qemu --sizes ${S} --timeout ${TIMEOUT_S} ${skip.map((x) => `--skip '${x}'`).join(' ')} --out-file "$IPVSYNC_VM_OUT/qemu-${S}.json"`;
+      const r = spawnSync(process.execPath, [join(ROOT, 'dist', 'test', 'vm', 'cli.js'), '--kernel', 'qemu', '--mem', '3072', '--timeout', '3600', '--out', scratch, '--', cmd], { stdio: 'inherit', cwd: ROOT });
+      if (r.status !== 0 || !existsSync(out)) {
+        console.error(`qemu S=${S} failed (exit ${r.status})`);
+        (result.phases.qemu ??= { environment: {}, loadavgEnd: '', rows: [] }).rows.push({ services: S, endpoints: S * 10, error: `VM run failed (exit ${r.status})`, peers: {}, sizes: {} });
+        continue;
+      }
+      const ph = JSON.parse(readFileSync(out, 'utf8')) as PhaseResult & { capped: Array<[string, number]> };
+      for (const [name, at] of ph.capped) if (!skip.some((x) => x.startsWith(`${name}=`))) skip.push(`${name}=${at}`);
+      if (!result.phases.qemu?.rows.length) result.phases.qemu = { environment: ph.environment, loadavgEnd: ph.loadavgEnd, rows: ph.rows };
+      else {
+        result.phases.qemu.rows.push(...ph.rows);
+        result.phases.qemu.loadavgEnd = ph.loadavgEnd;
+      }
+      writeOutputs(result);
+    }
+  } else if (prev?.phases.qemu) result.phases.qemu = prev.phases.qemu;
+  if (a.only !== 'qemu') {
+    const out = join(scratch, 'host.json');
+    const r = spawnSync('unshare', ['-n', 'bash', '-c', `ip link set lo up && exec "$0" "$@"`, process.execPath, join(here, 'suite.js'), '--phase', 'host', '--sizes', a['host-sizes']!, '--timeout', String(TIMEOUT_S), '--out-file', out], { stdio: 'inherit', cwd: ROOT });
+    if (r.status !== 0 || !existsSync(out)) throw new Error(`host phase failed (exit ${r.status})`);
+    result.phases.host = JSON.parse(readFileSync(out, 'utf8')) as PhaseResult;
+  } else if (prev?.phases.host) result.phases.host = prev.phases.host;
+  result.hostUptimeEnd = sh('uptime', []).stdout.trim();
+  writeOutputs(result);
+}
