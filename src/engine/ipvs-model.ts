@@ -17,13 +17,24 @@ import type {
 export type DesiredService = ServiceConfig & { destinations: DestinationConfig[] };
 
 /** Canonical text of an address ("fd00:0::1" → "fd00::1"); unchanged when not an IP. */
+/** Canonical IPv6 texts seen lately (the URL parser is slow, and the same addresses come back
+ *  sync after sync). Bounded: cleared when full. */
+const CANONICAL6 = new Map<string, string>();
+
 export function canonicalAddress(a: string): string {
-  if (isIP(a) === 6) return new URL(`http://[${a}]/`).hostname.slice(1, -1);
-  return a;
+  // Only a text with a colon can be IPv6: IPv4 (and anything else) is returned as it is.
+  if (!a.includes(':')) return a;
+  let c = CANONICAL6.get(a);
+  if (c === undefined) {
+    c = isIP(a) === 6 ? new URL(`http://[${a}]/`).hostname.slice(1, -1) : a;
+    if (CANONICAL6.size >= 1 << 16) CANONICAL6.clear();
+    CANONICAL6.set(a, c);
+  }
+  return c;
 }
 
 export function familyOf(address: string): AddressFamily {
-  return isIP(address) === 6 ? 'inet6' : 'inet';
+  return address.includes(':') && isIP(address) === 6 ? 'inet6' : 'inet';
 }
 
 /** Identity key: "inet|tcp|10.0.0.1|80" or "inet|fwmark|7". */

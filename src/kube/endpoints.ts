@@ -3,7 +3,7 @@
 // CategorizeEndpoints, topologyModeFromHints, serving-terminating fallback of KEP-1669).
 import type { V1EndpointSlice } from '@kubernetes/client-node';
 import type { AddressFamily, IpvsProtocol } from '../kernel/ipvs.js';
-import { compareAddress, ipFamily, validIp } from './address.js';
+import { compareAddress, validIp } from './address.js';
 
 export interface EndpointInfo {
   address: string;
@@ -16,6 +16,9 @@ export interface EndpointInfo {
   zoneHints: ReadonlySet<string>;
   nodeHints: ReadonlySet<string>;
 }
+
+/** The hints of an endpoint without any (shared: never modified). */
+const NO_HINTS: ReadonlySet<string> = new Set();
 
 export function endpointKey(e: { address: string; port: number }): string {
   return `${e.address}|${e.port}`;
@@ -55,7 +58,8 @@ export function endpointsForPort(
     if (!sp || typeof sp.port !== 'number' || sp.port < 1 || sp.port > 65535) continue;
     for (const ep of slice.endpoints ?? []) {
       const address = validIp(ep.addresses?.[0]);
-      if (!address || ipFamily(address) !== family) continue;
+      // a valid address: IPv6 exactly when it has a colon
+      if (!address || (address.includes(':') ? 'inet6' : 'inet') !== family) continue;
       const ready = ep.conditions?.ready ?? true;
       const info: EndpointInfo = {
         address,
@@ -64,8 +68,8 @@ export function endpointsForPort(
         serving: ep.conditions?.serving ?? ready,
         terminating: ep.conditions?.terminating ?? false,
         local: ep.nodeName !== undefined && ep.nodeName === nodeName,
-        zoneHints: new Set((ep.hints?.forZones ?? []).map((z) => z.name)),
-        nodeHints: new Set((ep.hints?.forNodes ?? []).map((n) => n.name)),
+        zoneHints: ep.hints?.forZones?.length ? new Set(ep.hints.forZones.map((z) => z.name)) : NO_HINTS,
+        nodeHints: ep.hints?.forNodes?.length ? new Set(ep.hints.forNodes.map((n) => n.name)) : NO_HINTS,
       };
       byKey.set(endpointKey(info), info);
     }

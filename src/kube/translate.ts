@@ -82,12 +82,18 @@ interface Accumulator {
 
 export function translate(input: TranslateInput): ProxyModel {
   const ctx = context(input);
-  const services = [...input.services].sort((a, b) => nameOf(a).localeCompare(nameOf(b)));
-  for (const svc of services) translateService(svc, ctx);
+  // By name (plain code-unit order: deterministic, and the first of two services claiming the
+  // same virtual server keeps it); names computed once, not per comparison.
+  const services = Array.from(input.services, (s) => ({ s, name: nameOf(s) })).sort((a, b) => compareText(a.name, b.name));
+  for (const { s } of services) translateService(s, ctx);
   return finish(ctx);
 }
 
 // ---- setup ----
+
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
 
 function nameOf(o: { metadata?: { namespace?: string; name?: string } }): string {
   return `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name ?? ''}`;
@@ -147,7 +153,9 @@ function groupSlices(slices: Iterable<V1EndpointSlice>): Map<string, V1EndpointS
     const svc = s.metadata?.labels?.[LABEL_SERVICE_NAME];
     if (!svc) continue;
     const key = `${s.metadata?.namespace ?? 'default'}/${svc}`;
-    by.set(key, [...(by.get(key) ?? []), s]);
+    const list = by.get(key);
+    if (list) list.push(s);
+    else by.set(key, [s]);
   }
   for (const [k, v] of by) by.set(k, sortSlices(v));
   return by;
@@ -289,7 +297,8 @@ function translatePort(sp: ServicePortInfo, ctx: Context): string[] {
     addVirtualServer(sp, fe, fe.kind === 'clusterIP' ? internal : external, ctx);
     addGlue(sp, fe, ctx);
   }
-  addHairpin(sp, [...internal, ...external], ctx);
+  addHairpin(sp, internal, ctx);
+  if (external !== internal) addHairpin(sp, external, ctx);
   countNoLocal(sp, local.length, ctx);
   return all.filter((e) => e.local && e.ready).map((e) => e.address);
 }
@@ -320,7 +329,7 @@ function addVirtualServer(sp: ServicePortInfo, fe: Frontend, endpoints: readonly
     protocol: sp.protocol,
     address: fe.address,
     port: fe.port,
-    ...structuredClone(sp.options),
+    ...cloneOptions(sp.options),
     destinations: endpoints.map((e) => ({ address: e.address, port: e.port, forward: 'masq', weight: 1 })),
   };
   const key = serviceKey(vs);
@@ -331,6 +340,13 @@ function addVirtualServer(sp: ServicePortInfo, fe: Frontend, endpoints: readonly
   }
   ctx.out.services.set(key, { owner: sp.servicePort, vs });
   if (fe.bind) ctx.out.vips.add(fe.address);
+}
+
+/** A copy of the (flat) options a virtual server owns, so no two share the flags array. */
+function cloneOptions(o: ServiceOptions): ServiceOptions {
+  const c = { ...o };
+  if (o.flags) c.flags = [...o.flags];
+  return c;
 }
 
 function addGlue(sp: ServicePortInfo, fe: Frontend, ctx: Context): void {
@@ -371,7 +387,7 @@ function countNoLocal(sp: ServicePortInfo, locals: number, ctx: Context): void {
 function finish(ctx: Context): ProxyModel {
   const o = ctx.out;
   const byVip = <T extends { address: string; protocol: string; port: number }>(a: T, b: T): number =>
-    compareAddress(a.address, b.address) || a.protocol.localeCompare(b.protocol) || a.port - b.port;
+    compareAddress(a.address, b.address) || compareText(a.protocol, b.protocol) || a.port - b.port;
   const services = [...o.services.values()].map(({ vs }) => vs);
   for (const s of services) s.destinations.sort((a, b) => compareAddress(a.address, b.address) || a.port - b.port);
   services.sort((a, b) => byVip(a as never, b as never));

@@ -50,9 +50,9 @@ function fam(address: string): Fam {
 
 function uniq(elements: SetElement[]): SetElement[] {
   const seen = new Map<string, SetElement>();
-  for (const e of elements) seen.set(JSON.stringify(e.key), e);
+  for (const e of elements) seen.set(e.key.join('\u0000'), e); // key parts never hold a NUL
   // Sorted by the same text, computed once per element (not twice per comparison).
-  return [...seen.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, e]) => e);
+  return [...seen.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, e]) => e);
 }
 
 /** The glue tables for a GlueSpec: always both families, so stale ones are emptied, not left. */
