@@ -80,7 +80,7 @@ export type { DesiredIpSet } from './engine/ipsets-diff.js';
 export type { DesiredNftTable } from './engine/nft-diff.js';
 export { SyncRunner, type RunnerOptions, type SyncRecord, type SyncTrigger, type Clock } from './engine/runner.js';
 // ---- kube ----
-export { translate, servedBy, DEFAULT_AFFINITY_TIMEOUT, DEFAULT_SCHEDULER } from './kube/translate.js';
+export { translate, TranslateCache, servedBy, DEFAULT_AFFINITY_TIMEOUT, DEFAULT_SCHEDULER } from './kube/translate.js';
 export { ServiceTracker, EndpointSliceTracker, serviceFingerprint, endpointSlicesFingerprint, objectKey } from './kube/change-tracker.js';
 export { loadManifests, parseManifests, endpointsToSlices, resolveLegacyEndpoints, ManifestError, type ManifestSet } from './kube/manifests.js';
 export { changedServiceKeys } from './kube/model-diff.js';

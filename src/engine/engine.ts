@@ -13,8 +13,8 @@ import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresse
 import { anyContains, parseCidr, type Cidr } from './cidr.js';
 import { diffIpSets, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
 import { diffIpvs, type FlowFlush, type IpvsDelta } from './ipvs-diff.js';
-import { canonicalAddress, serviceKey, type DesiredService } from './ipvs-model.js';
-import { diffNft, type DesiredNftTable, type NftDelta } from './nft-diff.js';
+import { canonicalAddress, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
+import { diffNft, diffNftFromLast, type DesiredNftTable, type NftDelta } from './nft-diff.js';
 
 export interface DesiredState {
   /** IPVS virtual services with their destinations. */
@@ -65,6 +65,10 @@ export interface Plan {
   nft?: NftDelta;
   observeMs: number;
   diffMs: number;
+  /** Incremental: kinds left out because their desired state is the one last applied cleanly. */
+  unchanged?: Array<'addresses' | 'nft'>;
+  /** @internal what apply() records as cleanly applied when the kind's writes all succeed */
+  desired?: { vips?: DesiredVips; nft?: DesiredNftTable[] };
 }
 
 export type PlannedWrite =
@@ -117,6 +121,10 @@ export class Engine {
   private readonly now: () => number;
   /** VIPs the engine was asked for (services and the VIP link): services on them are owned. */
   private readonly desiredVips = new Set<string>();
+  /** Per kind, a copy of the desired state the last sync applied without an error: an
+   *  incremental plan whose desired VIPs / tables equal it neither dumps nor diffs that kind
+   *  (a full plan always does, and so repairs what others changed in between). */
+  private clean: { vips?: DesiredVips; nft?: DesiredNftTable[] } = {};
 
   constructor(
     private readonly kernel: EngineKernel,
@@ -149,7 +157,20 @@ export class Engine {
 
     const k = this.kernel;
     const wantIpsets = desired.ipsets && k.ipsets;
-    const tables = desired.nft && k.nft ? [desired.nft].flat() : [];
+    const allTables = desired.nft && k.nft ? [desired.nft].flat() : [];
+    // Incremental: a kind whose desired state is what was last applied cleanly is left alone.
+    const vipsSame = !!changed && !!desired.vips && this.clean.vips !== undefined && samePlain(this.clean.vips, desired.vips);
+    const nftSame = !!changed && allTables.length > 0 && this.clean.nft !== undefined && samePlain(this.clean.nft, allTables);
+    const wantVips = desired.vips && k.links && !vipsSame ? desired.vips : undefined;
+    // Incremental with only elements changed since the last clean apply: the element delta
+    // from that, without listing the tables (a full plan, or a static change, lists them).
+    const last = this.clean.nft;
+    const fromLast =
+      changed && !nftSame && last && last.length === allTables.length
+        ? allTables.map((t, i) => diffNftFromLast(t, last[i]!))
+        : undefined;
+    const elementsOnly = fromLast?.every((d): d is NftDelta => d !== undefined) ? fromLast : undefined;
+    const tables = nftSame || elementsOnly ? [] : allTables;
     if (desired.ipsets && !this.opts.ipsetPrefix) throw new RangeError('managing ipsets needs Ownership.ipsetPrefix');
     // The kinds are independent sockets: observe them concurrently.
     const [observed, link, addrs, sets, ruleset] = await Promise.all([
@@ -158,8 +179,8 @@ export class Engine {
             l.filter((s): s is Service => s !== null),
           )
         : k.ipvs.services({ withDestinations: true }),
-      desired.vips && k.links ? k.links.get(desired.vips.link) : undefined,
-      desired.vips && k.links ? k.links.addresses({ link: desired.vips.link }).catch(noLink) : undefined,
+      wantVips ? k.links!.get(wantVips.link) : undefined,
+      wantVips ? k.links!.addresses({ link: wantVips.link }).catch(noLink) : undefined,
       wantIpsets ? k.ipsets!.list() : undefined,
       Promise.all(tables.map((t) => k.nft!.list({ family: t.family, table: t.name, elements: true }).catch(noTable))),
     ]);
@@ -178,15 +199,26 @@ export class Engine {
       now: this.now(),
       drainTimeoutMs: this.opts.drainTimeoutMs ?? 15 * 60 * 1000,
     });
-    const plan: Plan = { mode: changed ? 'incremental' : 'full', ipvs, observeMs: t1 - t0, diffMs: 0 };
+    const plan: Plan = { mode: changed ? 'incremental' : 'full', ipvs, observeMs: t1 - t0, diffMs: 0, desired: {} };
     if (changed) plan.scope = [...changed];
-    if (desired.vips && k.links) plan.addresses = diffAddresses(desired.vips, { linkExists: link !== null, addresses: addrs ?? [] });
+    const unchanged: Plan['unchanged'] = [];
+    if (vipsSame) unchanged.push('addresses');
+    if (nftSame) unchanged.push('nft');
+    if (unchanged.length) plan.unchanged = unchanged;
+    if (wantVips) {
+      plan.addresses = diffAddresses(wantVips, { linkExists: link !== null, addresses: addrs ?? [] });
+      plan.desired!.vips = wantVips;
+    }
     if (wantIpsets) plan.ipsets = diffIpSets(desired.ipsets!, sets!, this.opts.ipsetPrefix!);
     if (tables.length) {
       // Every table's delta goes into the same transaction: the glue changes all at once.
       const deltas = tables.map((t, i) => diffNft(t, ruleset[i]!));
       const rebuilt = deltas.map((d, i) => (d.rebuilt ? `${tables[i]!.family} ${tables[i]!.name}: ${d.rebuilt}` : '')).filter(Boolean);
       plan.nft = { ops: deltas.flatMap((d) => d.ops), ...(rebuilt.length ? { rebuilt: rebuilt.join('; ') } : {}) };
+      plan.desired!.nft = tables;
+    } else if (elementsOnly) {
+      plan.nft = { ops: elementsOnly.flatMap((d) => d.ops), fromLast: true };
+      plan.desired!.nft = allTables;
     }
     plan.diffMs = performance.now() - t1;
     return plan;
@@ -258,6 +290,11 @@ export class Engine {
       deleted.has(`${serviceKey({ protocol: f.protocol, address: f.service.address, port: f.service.port, family: f.family })}/${f.dest.address}/${f.dest.port}`),
     );
     if (flows.length && k.conntrack) report.flowsFlushed = await flushFlows(k.conntrack, flows, report.errors);
+
+    // What applied cleanly is the base of the next incremental plans (a copy: callers may reuse
+    // and change their desired objects); a kind with an error is observed again next time.
+    if (plan.desired?.vips) this.clean.vips = report.addresses.errors.length ? undefined : structuredClone(plan.desired.vips);
+    if (plan.desired?.nft) this.clean.nft = report.nft.errors.length ? undefined : structuredClone(plan.desired.nft);
 
     report.errors.unshift(...report.addresses.errors, ...report.ipsets.errors, ...report.nft.errors, ...report.ipvs.errors);
     const t1 = performance.now();

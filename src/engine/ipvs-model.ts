@@ -121,3 +121,26 @@ export function sameShape<T extends object>(a: T, b: T): boolean {
   for (const k of Object.keys(a) as Array<keyof T>) if (a[k] !== b[k]) return false;
   return true;
 }
+
+/** Deep equality of plain data (objects, arrays, primitives); undefined members count as
+ *  absent, as they would in JSON. No serialisation: this runs on every service every sync. */
+export function samePlain(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!samePlain(a[i], b[i])) return false;
+    return true;
+  }
+  if (Array.isArray(b)) return false;
+  const x = a as Record<string, unknown>;
+  const y = b as Record<string, unknown>;
+  let n = 0;
+  for (const k in x) {
+    if (x[k] === undefined) continue;
+    n++;
+    if (!samePlain(x[k], y[k])) return false;
+  }
+  for (const k in y) if (y[k] !== undefined) n--;
+  return n === 0;
+}

@@ -5,7 +5,7 @@
 import type { ChainSpec, NftOp, NftRuleset, RuleSpec, SetElement, SetSpec, TableSpec } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
-import { canonicalAddress } from './ipvs-model.js';
+import { canonicalAddress, samePlain } from './ipvs-model.js';
 
 type Local<T> = Omit<T, 'family' | 'table'>;
 
@@ -22,6 +22,8 @@ export interface NftDelta {
   ops: NftOp[];
   /** Why the static part was rebuilt, when it was. */
   rebuilt?: string;
+  /** Element changes computed from the last clean apply, without listing the kernel. */
+  fromLast?: boolean;
 }
 
 const PROTO: Record<number, string> = { 6: 'tcp', 17: 'udp', 132: 'sctp', 1: 'icmp', 58: 'ipv6-icmp' };
@@ -146,11 +148,36 @@ export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelt
     ops.push({ verb: 'flush', kind: 'chain', chain: full(t, c) });
     for (const r of wantRules.get(c.name) ?? []) ops.push({ verb: 'add', kind: 'rule', rule: full(t, r) });
   }
-  // Elements: by canonical key; a changed value (another verdict/data) is a delete + add.
+  ops.push(...elementOps(t, desired, (name) => haveSets.get(name)!.elements));
+  return { ops };
+}
+
+/**
+ * The delta from the table as it was last applied (not from a listing): undefined when the
+ * static part (chains, rules, set declarations) differs — then the caller lists the kernel and
+ * uses diffNft — otherwise only element adds and deletes, with no dump at all.
+ */
+export function diffNftFromLast(desired: DesiredNftTable, last: DesiredNftTable): NftDelta | undefined {
+  if (desired.family !== last.family || desired.name !== last.name) return undefined;
+  if (!samePlain(desired.chains, last.chains) || !samePlain(desired.rules, last.rules)) return undefined;
+  if (desired.sets.length !== last.sets.length) return undefined;
+  const before = new Map(last.sets.map((s) => [s.name, s]));
+  for (const { elements: _e, ...decl } of desired.sets) {
+    const b = before.get(decl.name);
+    if (!b) return undefined;
+    const { elements: _b, ...was } = b;
+    if (!samePlain(decl, was)) return undefined;
+  }
+  return { ops: elementOps(tableOf(desired), desired, (name) => before.get(name)!.elements) };
+}
+
+/** Elements: by canonical key; a changed value (another verdict/data) is a delete + add. */
+function elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) => readonly SetElement[]): NftOp[] {
+  const ops: NftOp[] = [];
   for (const { elements, ...s } of desired.sets) {
     const spec = full(t, s);
     const have = new Map<string, SetElement>();
-    for (const e of haveSets.get(s.name)!.elements) have.set(elementKey(s, e), e);
+    for (const e of had(s.name)) have.set(elementKey(s, e), e);
     const add: SetElement[] = [];
     const del: SetElement[] = [];
     const want = new Set<string>();
@@ -169,7 +196,7 @@ export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelt
     if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
     if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
   }
-  return { ops };
+  return ops;
 }
 
 /** The table's own identity, for cleanup. */

@@ -67,7 +67,8 @@ interface Context {
 }
 
 interface Accumulator {
-  services: Map<string, { owner: string; vs: DesiredService }>;
+  /** Virtual servers by key: the first service port (in name order) keeps one. */
+  services: Map<string, { owner: string; service: string; kind: FrontendKind; bind: boolean; address: string; vs: DesiredService }>;
   vips: Set<string>;
   glueVips: GlueVip[];
   nodePorts: Map<string, GlueNodePort>;
@@ -80,13 +81,92 @@ interface Accumulator {
   warnings: Array<{ service: string; message: string }>;
 }
 
-export function translate(input: TranslateInput): ProxyModel {
+/**
+ * Per-service translations kept between translate() calls: pass the same cache every time. A
+ * service whose Service object and EndpointSlice objects are the very same (===) as last time,
+ * under the same node and config, is not translated again, so a sync after one EndpointSlice
+ * update translates one service (the change trackers replace the objects that changed and
+ * keep the others). The result is identical to translating everything.
+ */
+export class TranslateCache {
+  /** @internal the node and config the entries were made under */
+  context = '';
+  /** @internal by "namespace/name" */
+  readonly entries = new Map<string, { svc: V1Service; slices: readonly V1EndpointSlice[]; out: Accumulator }>();
+  /** Services translated (not taken from the cache) by the last call. */
+  translated = 0;
+
+  /** Forgets these services ("namespace/name"): the next call translates them again. */
+  invalidate(names: Iterable<string>): void {
+    for (const n of names) this.entries.delete(n);
+  }
+}
+
+export function translate(input: TranslateInput, cache?: TranslateCache): ProxyModel {
   const ctx = context(input);
+  if (cache) {
+    const fingerprint = JSON.stringify([input.node, input.config ?? {}]);
+    if (cache.context !== fingerprint) {
+      cache.entries.clear();
+      cache.context = fingerprint;
+    }
+    cache.translated = 0;
+  }
   // By name (plain code-unit order: deterministic, and the first of two services claiming the
   // same virtual server keeps it); names computed once, not per comparison.
   const services = Array.from(input.services, (s) => ({ s, name: nameOf(s) })).sort((a, b) => compareText(a.name, b.name));
-  for (const { s } of services) translateService(s, ctx);
+  for (const { s, name } of services) {
+    const slices = ctx.slicesByService.get(name) ?? [];
+    const hit = cache?.entries.get(name);
+    let out: Accumulator;
+    if (hit && hit.svc === s && sameItems(hit.slices, slices)) {
+      out = hit.out;
+    } else {
+      out = emptyAccumulator();
+      translateService(s, { ...ctx, out });
+      if (cache) {
+        cache.entries.set(name, { svc: s, slices, out });
+        cache.translated++;
+      }
+    }
+    merge(ctx.out, out);
+  }
+  if (cache && cache.entries.size > services.length) {
+    const names = new Set(services.map((x) => x.name));
+    for (const k of cache.entries.keys()) if (!names.has(k)) cache.entries.delete(k);
+  }
   return finish(ctx);
+}
+
+function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** Adds one service's translation to the whole (never modifying the service's: it may be a
+ *  cached one). A virtual server another service already has stays that one's. */
+function merge(into: Accumulator, from: Accumulator): void {
+  for (const [key, e] of from.services) {
+    if (into.services.has(key)) continue;
+    into.services.set(key, e);
+    if (e.bind) into.vips.add(e.address);
+  }
+  // The service's own warnings, then its virtual servers that another service had first.
+  into.warnings.push(...from.warnings);
+  for (const [key, e] of from.services) {
+    const taken = into.services.get(key)!;
+    if (taken !== e) into.warnings.push({ service: e.service, message: `${e.kind} ${key} already belongs to ${taken.owner}, ignored` });
+  }
+  into.glueVips.push(...from.glueVips);
+  for (const [k, v] of from.nodePorts) if (!into.nodePorts.has(k)) into.nodePorts.set(k, v);
+  into.sourceRanges.push(...from.sourceRanges);
+  for (const [k, v] of from.hairpin) into.hairpin.set(k, v);
+  for (const s of from.localTraffic) into.localTraffic.add(s);
+  for (const [k, v] of from.healthChecks) into.healthChecks.set(k, v);
+  for (const s of from.noLocal) into.noLocal.add(s);
+  into.noLocalTotal.internal += from.noLocalTotal.internal;
+  into.noLocalTotal.external += from.noLocalTotal.external;
 }
 
 // ---- setup ----
@@ -99,9 +179,8 @@ function nameOf(o: { metadata?: { namespace?: string; name?: string } }): string
   return `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name ?? ''}`;
 }
 
-function context(input: TranslateInput): Context {
-  const config = input.config ?? {};
-  const out: Accumulator = {
+function emptyAccumulator(): Accumulator {
+  return {
     services: new Map(),
     vips: new Set(),
     glueVips: [],
@@ -114,6 +193,11 @@ function context(input: TranslateInput): Context {
     noLocalTotal: { internal: 0, external: 0 },
     warnings: [],
   };
+}
+
+function context(input: TranslateInput): Context {
+  const config = input.config ?? {};
+  const out = emptyAccumulator();
   let defaultScheduler = config.scheduler?.trim() || DEFAULT_SCHEDULER;
   if (!isKnownScheduler(defaultScheduler)) {
     out.warnings.push({ service: '', message: `config scheduler: unknown scheduler "${defaultScheduler}", using "${DEFAULT_SCHEDULER}"` });
@@ -338,8 +422,7 @@ function addVirtualServer(sp: ServicePortInfo, fe: Frontend, endpoints: readonly
     ctx.out.warnings.push({ service: sp.service, message: `${fe.kind} ${key} already belongs to ${taken.owner}, ignored` });
     return;
   }
-  ctx.out.services.set(key, { owner: sp.servicePort, vs });
-  if (fe.bind) ctx.out.vips.add(fe.address);
+  ctx.out.services.set(key, { owner: sp.servicePort, service: sp.service, kind: fe.kind, bind: fe.bind, address: fe.address, vs });
 }
 
 /** A copy of the (flat) options a virtual server owns, so no two share the flags array. */

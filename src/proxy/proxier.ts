@@ -7,7 +7,7 @@ import type { DesiredService } from '../engine/ipvs-model.js';
 import { canonicalAddress } from '../engine/ipvs-model.js';
 import { EndpointSliceTracker, ServiceTracker } from '../kube/change-tracker.js';
 import { changedServiceKeys } from '../kube/model-diff.js';
-import { translate } from '../kube/translate.js';
+import { TranslateCache, translate } from '../kube/translate.js';
 import type { NodeInfo, ProxyConfig, ProxyModel } from '../kube/types.js';
 import type { Address } from '../kernel/links.js';
 import { desiredState } from './desired.js';
@@ -50,6 +50,8 @@ export class Proxier {
   readonly services = new ServiceTracker();
   readonly slices = new EndpointSliceTracker();
   readonly engine: Engine;
+  /** Per-service translations: a sync translates only the services that changed. */
+  private readonly translations = new TranslateCache();
   private last: ProxyModel | undefined;
   private readonly vipLink: string;
   private readonly glue: boolean;
@@ -88,7 +90,7 @@ export class Proxier {
 
   /** The model for the current objects (pure). */
   model(): ProxyModel {
-    return translate({ services: this.services.list(), endpointSlices: this.slices.list(), node: this.node, config: this.opts.config });
+    return translate({ services: this.services.list(), endpointSlices: this.slices.list(), node: this.node, config: this.opts.config }, this.translations);
   }
 
   /**
@@ -96,8 +98,12 @@ export class Proxier {
    * whose virtual servers changed since the last sync (one GET each).
    */
   async plan(full: boolean): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number }> {
-    const serviceChanges = this.services.drain().size;
-    const endpointChanges = this.slices.drain().size;
+    const serviceChanged = this.services.drain();
+    const endpointsChanged = this.slices.drain();
+    // The cache already misses on replaced objects; this also covers an object changed in place.
+    this.translations.invalidate([...serviceChanged, ...endpointsChanged]);
+    const serviceChanges = serviceChanged.size;
+    const endpointChanges = endpointsChanged.size;
     const model = this.model();
     const desired = desiredState(model, { vipLink: this.vipLink, glue: this.glue, kubeIpsets: !!this.opts.kubeIpsets });
     const changed = full || !this.last ? undefined : changedServiceKeys(this.last.services, model.services);

@@ -198,3 +198,88 @@ test('after a restart, services on addresses bound to its link are owned (and cl
   assert.deepEqual(r.ipvs.ops, { deleteService: 1 });
   assert.deepEqual((await k.ipvs.services()).map((s) => s.address).sort(), ['10.96.0.1', '10.96.0.2']);
 });
+
+test('incremental plans skip dumping and diffing VIPs and nftables that equal what was last applied cleanly', async () => {
+  const k = fakeKernel();
+  const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] });
+  const s = state(10);
+  assert.deepEqual((await e.sync(s)).errors, []);
+  const dumps = () => [k.links.dumps, k.nft.dumps];
+  const before = dumps();
+
+  // One endpoint changed: same VIPs, same glue → only the changed IPVS service is looked at.
+  const s2 = state(10);
+  s2.services[3]!.destinations[1]!.address = '10.244.1.9';
+  const changed = new Set(['inet|tcp|10.96.0.4|80']);
+  const p = await e.plan(s2, changed);
+  assert.deepEqual(p.unchanged, ['addresses', 'nft']);
+  assert.equal(p.addresses, undefined);
+  assert.equal(p.nft, undefined);
+  assert.deepEqual(dumps(), before, 'no address or nftables dump');
+  const r = await e.apply(p);
+  assert.deepEqual(r.errors, []);
+  assert.deepEqual(r.ipvs.ops, { addDestination: 1, deleteDestination: 1 });
+  const four = (await k.ipvs.services({ withDestinations: true })).find((x) => 'address' in x && x.address === '10.96.0.4')!;
+  assert.deepEqual(four.destinations!.map((d) => d.address).sort(), ['10.244.1.1', '10.244.1.9']);
+
+  // The caller changing its desired objects in place is seen (the engine keeps a copy).
+  s2.vips!.addresses.push('10.96.0.99');
+  const p2 = await e.plan(s2, new Set());
+  assert.deepEqual(p2.unchanged, ['nft']);
+  assert.deepEqual(p2.addresses?.early.map((o) => ('address' in o ? o.address : '')), ['10.96.0.99/32']);
+  assert.ok(k.links.dumps > before[0]!, 'changed VIPs are dumped and diffed');
+  await e.apply(p2);
+
+  // A full plan always observes every kind, and so repairs what another tool changed.
+  await k.links.apply([{ op: 'delAddr', link: 'kube-ipvs0', address: '10.96.0.1' }]);
+  const quiet = await e.plan(s2, new Set());
+  assert.equal(quiet.addresses, undefined, 'incremental: trusts the last clean apply (the periodic full sync repairs)');
+  const full = await e.plan(s2);
+  assert.equal(full.unchanged, undefined);
+  assert.deepEqual(full.addresses?.early.map((o) => ('address' in o ? o.address : '')), ['10.96.0.1/32']);
+});
+
+test('incremental plans with only set elements changed diff them against the last clean apply, without listing the tables', async () => {
+  const k = fakeKernel();
+  const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] });
+  assert.deepEqual((await e.sync(state(10))).errors, []);
+  const nftDumps = k.nft.dumps;
+
+  // One element in, one out (a service replaced by another in the glue's set).
+  const s = state(10);
+  s.nft.sets[0]!.elements = s.nft.sets[0]!.elements.filter((x) => x.key[0] !== '10.96.0.2').concat([{ key: ['10.96.0.77', 'tcp', 80] }]);
+  const p = await e.plan(s, new Set());
+  assert.equal(p.nft?.fromLast, true);
+  assert.equal(k.nft.dumps, nftDumps, 'no nftables listing');
+  assert.deepEqual(
+    p.nft!.ops.map((o) => (o.kind === 'elements' ? `${o.verb} ${o.elements.map((x) => x.key[0]).join(',')}` : o.kind)),
+    ['delete 10.96.0.2', 'add 10.96.0.77'],
+  );
+  assert.deepEqual((await e.apply(p)).errors, []);
+  const check = await e.plan(s);
+  assert.deepEqual(check.nft?.ops, [], 'the kernel now holds exactly the desired table (a full plan finds nothing to do)');
+
+  // A rule change is a static change: listed and diffed against the kernel as before.
+  const s2 = state(10);
+  s2.nft.sets[0]!.elements = s.nft.sets[0]!.elements;
+  s2.nft.rules[1] = { chain: 'mark', exprs: [...R.setMarkBits(0x8000)] };
+  const p2 = await e.plan(s2, new Set());
+  assert.equal(p2.nft?.fromLast, undefined);
+  assert.ok(k.nft.dumps > nftDumps, 'listed');
+  assert.ok(p2.nft!.ops.some((o) => o.verb === 'flush' && o.kind === 'chain'));
+
+  // Someone deletes the table between syncs: the element delta fails (rolled back), and the
+  // next incremental plan lists the kernel again and rebuilds.
+  const e2 = new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] });
+  assert.deepEqual((await e2.sync(s)).errors, []);
+  await k.nft.commit([{ verb: 'delete', kind: 'table', table: { family: 'ip', name: 'ipvsync' } }]);
+  const s3 = state(10);
+  s3.nft.sets[0]!.elements.push({ key: ['10.96.0.88', 'tcp', 80] });
+  const r3 = await e2.sync(s3, new Set());
+  assert.equal(r3.nft.errors[0]?.code, 'ENOENT');
+  const d = k.nft.dumps;
+  const r4 = await e2.sync(s3, new Set());
+  assert.ok(k.nft.dumps > d, 'a kind that failed is listed again');
+  assert.deepEqual(r4.errors, []);
+  assert.equal((await e2.plan(s3)).nft?.ops.length, 0, 'rebuilt: the kernel holds the desired table');
+});

@@ -1,0 +1,128 @@
+// translate() with a TranslateCache must give exactly what a translation from scratch gives, after
+// any sequence of changes, while translating only the services whose objects changed.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import { TranslateCache, translate } from '../../src/kube/translate.js';
+import type { NodeInfo, ProxyConfig } from '../../src/kube/types.js';
+import { slice, svc } from '../fixtures/kube/builders.js';
+
+/** Deterministic PRNG (mulberry32). */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const NODE: NodeInfo = { name: 'node-a', addresses: ['10.0.0.11', '2001:db8::11'] };
+const CONFIG: ProxyConfig = { scheduler: 'rr', clusterCIDRs: ['10.244.0.0/16'] };
+
+function makeService(r: () => number, i: number, version: number): V1Service {
+  const pick = <T>(xs: T[]): T => xs[Math.floor(r() * xs.length)]!;
+  // A small address space, so services collide on virtual servers now and then.
+  const clusterIP = `10.96.0.${1 + Math.floor(r() * 12)}`;
+  const type = pick(['ClusterIP', 'ClusterIP', 'NodePort', 'LoadBalancer'] as const);
+  const ports = [{ name: 'http', port: pick([80, 80, 443]), protocol: pick(['TCP', 'TCP', 'UDP']), ...(type !== 'ClusterIP' ? { nodePort: 30000 + Math.floor(r() * 20) } : {}) }];
+  return svc(
+    `s${i}`,
+    {
+      type,
+      clusterIP,
+      ports,
+      ...(r() < 0.2 ? { externalIPs: [pick(['192.0.2.1', '192.0.2.2', '10.0.0.11'])] } : {}),
+      ...(r() < 0.3 && type !== 'ClusterIP' ? { externalTrafficPolicy: 'Local' } : {}),
+      ...(r() < 0.2 ? { internalTrafficPolicy: 'Local' } : {}),
+      ...(r() < 0.2 ? { sessionAffinity: 'ClientIP' } : {}),
+      ...(type === 'LoadBalancer' && r() < 0.5 ? { loadBalancerSourceRanges: ['203.0.113.0/24'], healthCheckNodePort: 32000 + i } : {}),
+    },
+    {
+      annotations: { version: String(version), ...(r() < 0.2 ? { 'ipvs.ipvsync.io/scheduler': pick(['lc', 'sh', 'bogus']) } : {}) },
+      ...(type === 'LoadBalancer' ? { ingress: [{ ip: `198.51.100.${1 + Math.floor(r() * 4)}` }] } : {}),
+    },
+  );
+}
+
+function makeSlice(r: () => number, i: number, k: number): V1EndpointSlice {
+  const n = Math.floor(r() * 4);
+  const eps = Array.from({ length: n }, (_, j) => ({
+    ip: `10.244.${i}.${1 + Math.floor(r() * 50) + j}`,
+    node: r() < 0.4 ? 'node-a' : 'node-b',
+    ...(r() < 0.15 ? { ready: false, serving: r() < 0.5, terminating: true } : {}),
+  }));
+  return slice(`s${i}`, `s${i}-${k}`, [{ name: 'http', port: 8080 + Math.floor(r() * 2) }], eps);
+}
+
+test('translate with a cache equals translate from scratch through random changes, and re-translates only changed services', () => {
+  for (const seed of [1, 2, 3, 4, 5]) {
+    const r = rng(seed);
+    const services = new Map<string, V1Service>();
+    const slices = new Map<string, V1EndpointSlice>();
+    let version = 0;
+    for (let i = 0; i < 25; i++) {
+      services.set(`s${i}`, makeService(r, i, version++));
+      slices.set(`s${i}-0`, makeSlice(r, i, 0));
+      if (r() < 0.3) slices.set(`s${i}-1`, makeSlice(r, i, 1));
+    }
+    let node = NODE;
+    let config = CONFIG;
+    const cache = new TranslateCache();
+    const input = () => ({ services: [...services.values()], endpointSlices: [...slices.values()], node, config });
+    assert.deepStrictEqual(translate(input(), cache), translate(input()));
+    assert.equal(cache.translated, 25);
+    let sawConflict = false;
+    for (let step = 0; step < 60; step++) {
+      const touched = new Set<string>();
+      const changes = 1 + Math.floor(r() * 3);
+      const contextBefore = JSON.stringify([node, config]);
+      for (let c = 0; c < changes; c++) {
+        const i = Math.floor(r() * 30);
+        const what = r();
+        if (what < 0.35) {
+          slices.set(`s${i}-0`, makeSlice(r, i, 0));
+          touched.add(`default/s${i}`);
+        } else if (what < 0.55) {
+          services.set(`s${i}`, makeService(r, i, version++));
+          touched.add(`default/s${i}`);
+        } else if (what < 0.65) {
+          if (services.delete(`s${i}`)) touched.add(`default/s${i}`);
+        } else if (what < 0.75) {
+          if (slices.delete(`s${i}-1`) || slices.delete(`s${i}-0`)) touched.add(`default/s${i}`);
+        } else if (what < 0.78) {
+          node = { ...node, addresses: r() < 0.5 ? ['10.0.0.11'] : ['10.0.0.11', '10.0.0.12', '2001:db8::11'] };
+        } else if (what < 0.8) {
+          config = { ...config, scheduler: r() < 0.5 ? 'wrr' : 'rr' };
+        } // else: nothing changes (a no-op resync)
+      }
+      const contextChanged = JSON.stringify([node, config]) !== contextBefore;
+      const cached = translate(input(), cache);
+      const fresh = translate(input());
+      assert.deepStrictEqual(cached, fresh, `seed ${seed} step ${step}`);
+      if (fresh.warnings.some((w) => w.message.includes('already belongs to'))) sawConflict = true;
+      const present = [...touched].filter((name) => services.has(name.slice('default/'.length))).length;
+      if (contextChanged) assert.equal(cache.translated, services.size, 'a node or config change re-translates everything');
+      else assert.ok(cache.translated <= present, `seed ${seed} step ${step}: translated ${cache.translated}, changed ${present}`);
+    }
+    assert.ok(sawConflict, `seed ${seed}: the random services never collided (the merge of conflicts went untested)`);
+  }
+});
+
+test('an unchanged input translates nothing again, and the result is the same', () => {
+  const cache = new TranslateCache();
+  const input = {
+    services: [svc('a', { clusterIP: '10.96.0.1', ports: [{ port: 80 }] }), svc('b', { clusterIP: '10.96.0.1', ports: [{ port: 80 }] })],
+    endpointSlices: [slice('a', 'a-1', [{ port: 8080 }], [{ ip: '10.244.0.5', node: 'node-a' }])],
+    node: NODE,
+    config: CONFIG,
+  };
+  const first = translate(input, cache);
+  assert.equal(cache.translated, 2);
+  const second = translate(input, cache);
+  assert.equal(cache.translated, 0);
+  assert.deepStrictEqual(second, first);
+  assert.deepEqual(second.warnings, [{ service: 'default/b', message: 'clusterIP inet|tcp|10.96.0.1|80 already belongs to default/a, ignored' }]);
+});
