@@ -1,7 +1,7 @@
 // The sync engine: desired state -> one dump per object kind -> pure diffs -> batched apply.
 // plan() reads the kernel and computes every write (no write happens: it is also the dry run);
 // apply() performs a plan in a safe order; sync() is both. Each object kind has its own diff
-// (ipvs-diff, addresses-diff, ipsets-diff, nft-diff); the engine orders them, keeps what must
+// (ipvs-diff, addresses-diff, routes-diff, ipsets-diff, nft-diff); the engine orders them, keeps what must
 // survive between syncs (draining destinations), and reports what it did.
 import type { NetlinkError } from '../errors.js';
 import type { ConntrackApi } from '../kernel/conntrack.js';
@@ -9,18 +9,23 @@ import type { IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
 import type { IpvsApi, IpvsOp, Service } from '../kernel/ipvs.js';
 import type { LinkOp, LinksApi } from '../kernel/links.js';
 import type { NftablesApi, NftOp, NftRuleset } from '../kernel/nftables.js';
+import { IPVSYNC_ROUTE_PROTOCOL, type Route, type RouteOp, type RoutesApi } from '../kernel/routes.js';
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
 import { anyContains, parseCidr, type Cidr } from './cidr.js';
 import { diffIpSets, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
 import { diffIpvs, type FlowFlush, type IpvsDelta } from './ipvs-diff.js';
 import { canonicalAddress, serviceKey, type DesiredService } from './ipvs-model.js';
 import { diffNft, type DesiredNftTable, type NftDelta } from './nft-diff.js';
+import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
 
 export interface DesiredState {
   /** IPVS virtual services with their destinations. */
   services: DesiredService[];
   /** VIPs bound on the engine's own link (kube-ipvs0). */
   vips?: DesiredVips;
+  /** Routes the engine owns (protocol IPVSYNC_ROUTE_PROTOCOL), e.g. local routes over the
+   *  service CIDRs; an empty list removes every owned route. */
+  routes?: DesiredRoutes;
   /** ipsets owned through Ownership.ipsetPrefix. */
   ipsets?: DesiredIpSet[];
   /** The engine's own nftables table(s) (e.g. one `ip` and one `ip6` table). */
@@ -41,6 +46,7 @@ export interface Ownership {
 export interface EngineKernel {
   ipvs: IpvsApi;
   links?: LinksApi;
+  routes?: RoutesApi;
   ipsets?: IpSetsApi;
   nft?: NftablesApi;
   conntrack?: ConntrackApi;
@@ -61,6 +67,7 @@ export interface Plan {
   scope?: string[];
   ipvs: IpvsDelta;
   addresses?: AddressesDelta;
+  routes?: RoutesDelta;
   ipsets?: IpSetsDelta;
   nft?: NftDelta;
   observeMs: number;
@@ -70,6 +77,7 @@ export interface Plan {
 export type PlannedWrite =
   | { kind: 'ipvs'; op: IpvsOp }
   | { kind: 'link'; op: LinkOp }
+  | { kind: 'route'; op: RouteOp }
   | { kind: 'ipset'; op: IpSetOp }
   | { kind: 'nft'; op: NftOp };
 
@@ -84,6 +92,7 @@ export interface SyncReport {
   mode: 'full' | 'incremental';
   ipvs: KindReport;
   addresses: KindReport;
+  routes: KindReport;
   ipsets: KindReport;
   nft: KindReport;
   flowsFlushed: number;
@@ -102,10 +111,12 @@ function emptyReport(): KindReport {
 export function planWrites(p: Plan): PlannedWrite[] {
   return [
     ...(p.addresses?.early ?? []).map((op) => ({ kind: 'link' as const, op })),
+    ...(p.routes?.early ?? []).map((op) => ({ kind: 'route' as const, op })),
     ...(p.ipsets?.early ?? []).map((op) => ({ kind: 'ipset' as const, op })),
     ...(p.nft?.ops ?? []).map((op) => ({ kind: 'nft' as const, op })),
     ...p.ipvs.ops.map((op) => ({ kind: 'ipvs' as const, op })),
     ...(p.ipsets?.late ?? []).map((op) => ({ kind: 'ipset' as const, op })),
+    ...(p.routes?.late ?? []).map((op) => ({ kind: 'route' as const, op })),
     ...(p.addresses?.late ?? []).map((op) => ({ kind: 'link' as const, op })),
   ];
 }
@@ -117,6 +128,8 @@ export class Engine {
   private readonly now: () => number;
   /** VIPs the engine was asked for (services and the VIP link): services on them are owned. */
   private readonly desiredVips = new Set<string>();
+  /** Networks of the local routes the engine owns (seen at the last plan). */
+  private ownedRanges: Cidr[] = [];
 
   constructor(
     private readonly kernel: EngineKernel,
@@ -135,7 +148,7 @@ export class Engine {
     }
     const a = canonicalAddress(s.address);
     if (anyContains(this.excluded, a)) return false;
-    return this.desiredVips.has(a) || anyContains(this.managed, a);
+    return this.desiredVips.has(a) || anyContains(this.managed, a) || anyContains(this.ownedRanges, a);
   }
 
   /**
@@ -152,7 +165,7 @@ export class Engine {
     const tables = desired.nft && k.nft ? [desired.nft].flat() : [];
     if (desired.ipsets && !this.opts.ipsetPrefix) throw new RangeError('managing ipsets needs Ownership.ipsetPrefix');
     // The kinds are independent sockets: observe them concurrently.
-    const [observed, link, addrs, sets, ruleset] = await Promise.all([
+    const [observed, link, addrs, routes, sets, ruleset] = await Promise.all([
       changed
         ? Promise.all([...changed].map((key) => k.ipvs.service(keyToId(key), { withDestinations: true }))).then((l) =>
             l.filter((s): s is Service => s !== null),
@@ -160,6 +173,7 @@ export class Engine {
         : k.ipvs.services({ withDestinations: true }),
       desired.vips && k.links ? k.links.get(desired.vips.link) : undefined,
       desired.vips && k.links ? k.links.addresses({ link: desired.vips.link }).catch(noLink) : undefined,
+      desired.routes && k.routes ? k.routes.list({ protocol: IPVSYNC_ROUTE_PROTOCOL }) : undefined,
       wantIpsets ? k.ipsets!.list() : undefined,
       Promise.all(tables.map((t) => k.nft!.list({ family: t.family, table: t.name, elements: true }).catch(noTable))),
     ]);
@@ -167,6 +181,8 @@ export class Engine {
     // Addresses bound on the engine's own link are its VIPs, also those of an earlier run:
     // services on them are owned (a restart still cleans up what it left behind).
     for (const a of addrs ?? []) this.desiredVips.add(canonicalAddress(a.address));
+    // Likewise every address inside a local route the engine owns (bindMode 'route').
+    this.ownedRanges = (routes ?? []).filter((r) => r.type === 'local').map((r: Route) => parseCidr(r.dst));
 
     const want = changed ? desired.services.filter((s) => changed.has(serviceKey(s))) : desired.services;
     const draining = changed ? new Map([...this.draining].filter(([key]) => changed.has(key.split('/')[0]!))) : this.draining;
@@ -181,6 +197,7 @@ export class Engine {
     const plan: Plan = { mode: changed ? 'incremental' : 'full', ipvs, observeMs: t1 - t0, diffMs: 0 };
     if (changed) plan.scope = [...changed];
     if (desired.vips && k.links) plan.addresses = diffAddresses(desired.vips, { linkExists: link !== null, addresses: addrs ?? [] });
+    if (desired.routes && k.routes) plan.routes = diffRoutes(desired.routes, routes ?? []);
     if (wantIpsets) plan.ipsets = diffIpSets(desired.ipsets!, sets!, this.opts.ipsetPrefix!);
     if (tables.length) {
       // Every table's delta goes into the same transaction: the glue changes all at once.
@@ -192,7 +209,8 @@ export class Engine {
     return plan;
   }
 
-  /** Performs a plan: link and set creation, nftables, IPVS, then removals and flow flushes. */
+  /** Performs a plan: link, route and set creation, nftables, IPVS, then removals (routes
+   *  before addresses) and flow flushes. */
   async apply(plan: Plan): Promise<SyncReport> {
     const t0 = performance.now();
     const k = this.kernel;
@@ -200,6 +218,7 @@ export class Engine {
       mode: plan.mode,
       ipvs: emptyReport(),
       addresses: emptyReport(),
+      routes: emptyReport(),
       ipsets: emptyReport(),
       nft: emptyReport(),
       flowsFlushed: 0,
@@ -226,6 +245,8 @@ export class Engine {
     };
 
     if (plan.addresses && k.links) await batch(report.addresses, plan.addresses.early, (o) => k.links!.apply(o, { stopOnError: false }));
+    // After the link: a route may name it.
+    if (plan.routes && k.routes) await batch(report.routes, plan.routes.early, (o) => k.routes!.apply(o, { stopOnError: false }));
     if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.early, (o) => k.ipsets!.apply(o, { stopOnError: false }));
     if (plan.nft && k.nft && plan.nft.ops.length) {
       const res = await k.nft.commit(plan.nft.ops, this.opts.maxNftOpsPerTransaction ? { maxOpsPerTransaction: this.opts.maxNftOpsPerTransaction } : {});
@@ -239,6 +260,7 @@ export class Engine {
     }
     const ipvsOk = await batch(report.ipvs, plan.ipvs.ops, (o) => k.ipvs.apply(o, { stopOnError: false }));
     if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.late, (o) => k.ipsets!.apply(o, { stopOnError: false }));
+    if (plan.routes && k.routes) await batch(report.routes, plan.routes.late, (o) => k.routes!.apply(o, { stopOnError: false }));
     if (plan.addresses && k.links) await batch(report.addresses, plan.addresses.late, (o) => k.links!.apply(o, { stopOnError: false }));
 
     // Drain state: what this plan saw, plus (incremental) what it did not look at.
@@ -259,7 +281,7 @@ export class Engine {
     );
     if (flows.length && k.conntrack) report.flowsFlushed = await flushFlows(k.conntrack, flows, report.errors);
 
-    report.errors.unshift(...report.addresses.errors, ...report.ipsets.errors, ...report.nft.errors, ...report.ipvs.errors);
+    report.errors.unshift(...report.addresses.errors, ...report.routes.errors, ...report.ipsets.errors, ...report.nft.errors, ...report.ipvs.errors);
     const t1 = performance.now();
     report.durations.applyMs = t1 - t0;
     report.durations.totalMs = plan.observeMs + plan.diffMs + (t1 - t0);

@@ -125,6 +125,10 @@ export function describePlan(plan: Plan): string[] {
         const dest = 'dest' in o ? ` -> ${o.dest.address}:${o.dest.port}${'weight' in o.dest && o.dest.weight !== undefined ? ` weight ${o.dest.weight}` : ''}` : '';
         return `ipvs ${o.op} ${svc}${dest}`.trimEnd();
       }
+      case 'route': {
+        const o = w.op;
+        return `route ${o.op} ${o.type ? `${o.type} ` : ''}${o.dst}${o.dev ? ` dev ${o.dev}` : ''} table ${o.table ?? 'main'} proto ${o.protocol ?? 'any'}`;
+      }
       case 'link':
         return `link ${w.op.op} ${'address' in w.op ? `${w.op.address} dev ${w.op.link ?? w.op.index}` : 'name' in w.op ? w.op.name : ''}`.trimEnd();
       case 'ipset':
