@@ -22,6 +22,9 @@ export interface ProxierOptions {
   kubeIpsets?: boolean;
   excludeCidrs?: string[];
   drainTimeoutMs?: number;
+  /** 'address' (default, kube-proxy) or 'route' (local routes over serviceCidrs). */
+  bindMode?: 'address' | 'route';
+  serviceCidrs?: string[];
 }
 
 export interface ProxySyncResult {
@@ -99,7 +102,13 @@ export class Proxier {
     const serviceChanges = this.services.drain().size;
     const endpointChanges = this.slices.drain().size;
     const model = this.model();
-    const desired = desiredState(model, { vipLink: this.vipLink, glue: this.glue, kubeIpsets: !!this.opts.kubeIpsets });
+    const desired = desiredState(model, {
+      vipLink: this.vipLink,
+      glue: this.glue,
+      kubeIpsets: !!this.opts.kubeIpsets,
+      bindMode: this.opts.bindMode ?? 'address',
+      ...(this.opts.serviceCidrs ? { serviceCidrs: this.opts.serviceCidrs } : {}),
+    });
     const changed = full || !this.last ? undefined : changedServiceKeys(this.last.services, model.services);
     const plan = await this.engine.plan(desired, changed);
     return { plan, model, serviceChanges, endpointChanges };
