@@ -158,7 +158,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
     .action(async (o: { vipLink: string; nodeIp?: string[] }) => {
       const h = handleOptions();
       const r = await cleanup(h, o.vipLink, o.nodeIp);
-      console.log(`removed ${r.services} virtual services, ${r.routes} routes, ${r.tables} nftables tables, ${r.link ? `link ${o.vipLink}` : 'no link'}`);
+      console.log(`removed ${r.services} virtual services, ${r.tables} nftables tables, ${r.link ? `link ${o.vipLink}` : 'no link'}, ${r.routes} routes`);
     });
 }
 
