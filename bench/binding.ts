@@ -50,7 +50,7 @@ function fresh(): void {
   spawnSync('ip', ['route', 'flush', 'table', 'local', 'proto', '249']);
 }
 
-const addrCount = () => execFileSync('ip', ['-o', 'addr', 'show', 'dev', LINK, 'scope', 'global'], { encoding: 'utf8' }).split('\n').filter(Boolean).length;
+const addrCount = () => execFileSync('ip', ['-o', 'addr', 'show', 'dev', LINK, 'scope', 'global'], { encoding: 'utf8', maxBuffer: 1 << 30 }).split('\n').filter(Boolean).length;
 const routeThere = () => execFileSync('ip', ['route', 'show', 'table', 'local', 'proto', '249'], { encoding: 'utf8' }).includes(CIDR);
 
 interface Row {

@@ -520,7 +520,7 @@ export interface NativeCodec {
     encodeOps(ops: NativeRtnlOp[]): Buffer;
     encodeDumpAddrs(family?: number): Buffer;
     decodeRoute(msg: Buffer): NativeRoute;
-    encodeDumpRoutes(family?: number): Buffer;
+    encodeDumpRoutes(filter?: { family?: number; table?: number; protocol?: number; type?: number }): Buffer;
   };
   nftables: NativeNftCodec;
 

@@ -33,6 +33,9 @@ struct Channel {
   std::unique_ptr<nl::Socket> sock;
   std::atomic<nl::Socket*> opened{nullptr};  // for lock-free reads of the socket's counters
   nl::GenlResolver genl;
+  // rtnetlink: NETLINK_GET_STRICT_CHK asked for (on the first route dump) and granted.
+  bool strict_check_tried = false;
+  bool strict_check = false;
 };
 
 // Reads the optional { netns } option of a handle constructor.

@@ -622,8 +622,10 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
   }
 
   // routes({ family?, table?, protocol?, type? }) -> the routes that match, with link names (one
-  // RTM_GETROUTE dump per call, filtered here: a filtered dump needs NETLINK_GET_STRICT_CHK,
-  // which would change how the kernel checks every other request on this shared socket).
+  // RTM_GETLINK dump for the names + one RTM_GETROUTE dump). The kernel filters the dump when it
+  // supports strict checking (4.20+; every GET this handle sends is strict-clean), so a node
+  // with 50k VIP addresses does not copy its 50k local routes out to find ipvsync's few; the
+  // same filter runs here too, for older kernels.
   Napi::Value Routes(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     RouteFilter f;
@@ -656,9 +658,21 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
           std::lock_guard<std::mutex> lock(ch->mu);
           RouteList out;
           for (const auto& [name, index] : LinkIndexes(ch->Sock())) out.names[index] = name;
+          if (!ch->strict_check_tried) {
+            ch->strict_check_tried = true;
+            ch->strict_check = ch->Sock().EnableStrictCheck();
+          }
+          rtnl::RouteDumpFilter kf;
+          kf.family = f.family;
+          if (ch->strict_check) {
+            if (f.by_table) kf.table = f.table;
+            if (f.by_protocol) kf.protocol = f.protocol;
+            if (f.by_type) kf.type = f.type;
+          }
           nl::Batch b;
-          rtnl::EncodeDumpRoutes(b, f.family);
-          ch->Sock().Dump(b, "RTM_GETROUTE", [&](const nlmsghdr* h) {
+          rtnl::EncodeDumpRoutes(b, kf);
+          try {
+            ch->Sock().Dump(b, "RTM_GETROUTE", [&](const nlmsghdr* h) {
             // An AF_UNSPEC dump also returns other families' routes (IPMR, MPLS): not ours.
             if (h->nlmsg_len >= NLMSG_LENGTH(sizeof(rtmsg))) {
               const uint8_t fam = static_cast<const rtmsg*>(NLMSG_DATA(h))->rtm_family;
@@ -668,7 +682,11 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
             std::string why;
             if (!rtnl::DecodeRoute(h, &r, &why)) nl::ThrowDecode("RTM_GETROUTE", why);
             if (f.Keeps(r)) out.routes.push_back(r);
-          });
+            });
+          } catch (const nl::Exception& e) {
+            // A single-family dump filtered by a table that does not exist: no routes.
+            if (!(kf.table && kf.family != AF_UNSPEC && e.error().errnum == ENOENT)) throw;
+          }
           return out;
         },
         [](Napi::Env env, RouteList& l) -> Napi::Value {
@@ -756,8 +774,18 @@ Napi::Value DecodeRouteHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeDumpRoutesHook(const Napi::CallbackInfo& info) {
+  // encodeDumpRoutes({ family?, table?, protocol?, type? } as numbers)
+  rtnl::RouteDumpFilter f;
+  if (info.Length() > 0 && info[0].IsObject()) {
+    Napi::Object o = info[0].As<Napi::Object>();
+    auto num = [&](const char* k) { return o.Get(k).IsNumber() ? o.Get(k).As<Napi::Number>().Uint32Value() : 0u; };
+    f.family = static_cast<uint8_t>(num("family"));
+    f.table = num("table");
+    f.protocol = static_cast<uint8_t>(num("protocol"));
+    f.type = static_cast<uint8_t>(num("type"));
+  }
   nl::Batch b;
-  rtnl::EncodeDumpRoutes(b, static_cast<uint8_t>(info[0].IsNumber() ? info[0].As<Napi::Number>().Uint32Value() : 0));
+  rtnl::EncodeDumpRoutes(b, f);
   b.Seal();
   return ToBuffer(info.Env(), b.buffer());
 }

@@ -310,6 +310,11 @@ TransactResult Socket::Transact(Batch& batch, const TransactOptions& opt) {
   return out;
 }
 
+bool Socket::EnableStrictCheck() {
+  int one = 1;
+  return setsockopt(fd_, SOL_NETLINK, NETLINK_GET_STRICT_CHK, &one, sizeof one) == 0;
+}
+
 void Socket::Dump(Batch& request, const std::string& op,
                   const std::function<void(const nlmsghdr*)>& on_message) {
   request.Seal();

@@ -42,11 +42,15 @@ void EncodeNewRoute(nl::Batch& b, const Route& r, bool exist) {
 
 void EncodeDelRoute(nl::Batch& b, const Route& r) { RouteMessage(b, RTM_DELROUTE, NLM_F_REQUEST | NLM_F_ACK, r); }
 
-void EncodeDumpRoutes(nl::Batch& b, uint8_t family) {
+void EncodeDumpRoutes(nl::Batch& b, const RouteDumpFilter& f) {
   b.Begin(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP);
   rtmsg rtm{};
-  rtm.rtm_family = family;
+  rtm.rtm_family = f.family;
+  rtm.rtm_table = static_cast<uint8_t>(f.table < 256 ? f.table : static_cast<uint32_t>(RT_TABLE_UNSPEC));
+  rtm.rtm_protocol = f.protocol;
+  rtm.rtm_type = f.type;
   b.Header(&rtm, sizeof rtm);
+  if (f.table >= 256) b.Attrs().U32(RTA_TABLE, f.table);
 }
 
 bool DecodeRoute(const nlmsghdr* h, Route* out, std::string* why) {

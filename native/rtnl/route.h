@@ -37,7 +37,16 @@ void EncodeNewRoute(nl::Batch& b, const Route& r, bool exist);
 // RTM_DELROUTE: zero type/protocol/scope(RT_SCOPE_NOWHERE) fields match any route.
 void EncodeDelRoute(nl::Batch& b, const Route& r);
 // One dump of every route of `family` (AF_UNSPEC: every family; callers skip non-inet ones).
-void EncodeDumpRoutes(nl::Batch& b, uint8_t family);
+// On a socket with NETLINK_GET_STRICT_CHK the kernel filters by the non-zero fields of
+// `filter`: table (rtm_table, or RTA_TABLE for tables >= 256), protocol, type. Without strict
+// checking it ignores them (callers filter the replies themselves either way).
+struct RouteDumpFilter {
+  uint8_t family = 0;
+  uint32_t table = 0;
+  uint8_t protocol = 0;
+  uint8_t type = 0;
+};
+void EncodeDumpRoutes(nl::Batch& b, const RouteDumpFilter& filter);
 // Decodes one RTM_NEWROUTE of AF_INET or AF_INET6.
 bool DecodeRoute(const nlmsghdr* h, Route* out, std::string* why);
 

@@ -94,6 +94,13 @@ test('routes ipvsync writes are what ip -j route reads (IPv4 and IPv6: local, un
   assert.deepEqual((await r.list({ table: 'local', protocol: 249 })).map((x) => x.dst).sort(), ['10.96.0.0/12', 'fd00:96::/108']);
   assert.deepEqual((await r.list({ table: 1000, family: 'inet6' })).map((x) => x.dst), ['fd00:ff::/64']);
   assert.deepEqual((await r.list({ type: 'blackhole' })).map((x) => x.dst), ['10.255.0.0/16']);
+  // A table that does not exist has no routes (a single-family dump filtered by it fails with
+  // ENOENT in the kernel; AF_UNSPEC returns nothing).
+  assert.deepEqual(await r.list({ table: 4242, family: 'inet' }), []);
+  assert.deepEqual(await r.list({ table: 4242, family: 'inet6' }), []);
+  assert.deepEqual(await r.list({ table: 4242 }), []);
+  // Other GETs on the same handle keep working after the strict-checked dump (link names).
+  assert.ok((await r.list({ table: 'local', protocol: 249 })).every((x) => x.dev === 'lo'));
   // The kernel resolves a VIP inside the local route as local.
   assert.match(ip('route', 'get', '10.96.7.7'), /^local 10\.96\.7\.7 dev lo/);
   assert.match(ip('-6', 'route', 'get', 'fd00:96::7'), /^local fd00:96::7 .*dev lo/);

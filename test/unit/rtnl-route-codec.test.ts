@@ -41,10 +41,16 @@ test('exist: NLM_F_REPLACE instead of NLM_F_EXCL; a default route has no RTA_DST
   assert.equal(add!.payload.readUInt8(5), 3, 'protocol boot by default, as ip');
   assert.equal(def!.payload.readUInt8(1), 0);
   assert.deepEqual(codec.parseAttributes(def!.payload.subarray(12)), [], 'no RTA_DST, no RTA_OIF');
-  const [dump] = codec.parseMessages(codec.rtnl.encodeDumpRoutes(10));
+  const [dump] = codec.parseMessages(codec.rtnl.encodeDumpRoutes({ family: 10 }));
   assert.equal(dump!.type, 26); // RTM_GETROUTE
   assert.equal(dump!.flags, 0x1 | 0x300, 'REQUEST|DUMP');
-  assert.equal(dump!.payload.readUInt8(0), 10);
+  assert.equal(hex(dump!.payload), '0a 00 00 00 00 00 00 00 00 00 00 00', 'no filter: a bare rtmsg');
+  // The kernel's strict-check filter: table in rtm_table, or RTA_TABLE past 255; protocol; type.
+  const [local] = codec.parseMessages(codec.rtnl.encodeDumpRoutes({ family: 2, table: 255, protocol: 249, type: 2 }));
+  assert.equal(hex(local!.payload), '02 00 00 00 ff f9 00 02 00 00 00 00');
+  const [big] = codec.parseMessages(codec.rtnl.encodeDumpRoutes({ table: 1000 }));
+  assert.equal(big!.payload.readUInt8(4), 0);
+  assert.deepEqual(codec.parseAttributes(big!.payload.subarray(12)).map((a) => [a.type, a.data.readUInt32LE(0)]), [[15, 1000]]);
 });
 
 function rtmsg(family: number, dstLen: number, table: number, protocol: number, scope: number, type: number): Buffer {
