@@ -12,6 +12,7 @@ export * as nftRules from './kernel/nft-rules.js';
 export { type NftFamily, type DataType, type KeyValue } from './kernel/nft-types.js';
 
 export { Links, type Address, type Link, type LinkOp, type LinksApi } from './kernel/links.js';
+export { Routes, IPVSYNC_ROUTE_PROTOCOL, type Route, type RouteOp, type RouteFilter, type RoutesApi } from './kernel/routes.js';
 export {
   Ipvs,
   SCHEDULERS,

@@ -111,6 +111,7 @@ export interface NativeRtnlHandle {
   links(): Promise<NativeLink[]>;
   link(name: string): Promise<NativeLink | null>;
   addresses(opts?: { family?: 'inet' | 'inet6'; link?: string }): Promise<NativeAddress[]>;
+  routes(filter?: NativeRouteFilter): Promise<NativeRoute[]>;
   apply(ops: NativeRtnlOp[], opts?: { stopOnError?: boolean; maxBatchMessages?: number }): Promise<NativeBatchOutcome>;
   stats(): SocketStats;
 }
@@ -138,7 +139,61 @@ export type NativeRtnlOp =
   | { op: 'addLink'; name: string; kind: 'dummy' | 'bridge'; mtu?: number; exist?: boolean }
   | { op: 'delLink'; name?: string; index?: number }
   | { op: 'setLink'; name?: string; index?: number; up: boolean }
-  | { op: 'addAddr' | 'delAddr'; link?: string; index?: number; address: string; exist?: boolean };
+  | { op: 'addAddr' | 'delAddr'; link?: string; index?: number; address: string; exist?: boolean }
+  | NativeRouteOp;
+
+// ---- rtnl routes ----
+export type NativeRouteType = 'unicast' | 'local' | 'broadcast' | 'anycast' | 'multicast' | 'blackhole' | 'unreachable' | 'prohibit' | 'throw' | 'nat';
+/** 'local' 255, 'main' 254, 'default' 253, or a number. */
+export type NativeRouteTable = 'local' | 'main' | 'default' | number;
+/** 'kernel' 2, 'boot' 3, 'static' 4, 'ipvsync' 249, or a number 0-255. */
+export type NativeRouteProtocol = 'kernel' | 'boot' | 'static' | 'ipvsync' | number;
+export type NativeRouteScope = 'global' | 'site' | 'link' | 'host' | 'nowhere';
+
+/** A route as the kernel reports it (RTM_NEWROUTE). `dst` is always "network/len". */
+export interface NativeRoute {
+  family: 'inet' | 'inet6';
+  dst: string;
+  type: NativeRouteType | number;
+  table: number;
+  protocol: number;
+  scope: NativeRouteScope | number;
+  /** RTA_OIF and its link's name. */
+  index?: number;
+  dev?: string;
+  metric?: number;
+  prefsrc?: string;
+  gateway?: string;
+  /** rtm_flags */
+  flags: number;
+}
+
+export interface NativeRouteFilter {
+  family?: 'inet' | 'inet6';
+  table?: NativeRouteTable;
+  protocol?: NativeRouteProtocol;
+  type?: NativeRouteType;
+}
+
+/** Routes (RTM_NEWROUTE / RTM_DELROUTE). Defaults as iproute2's: an add is unicast, protocol
+ *  boot, table local for local/broadcast/anycast/nat routes and main otherwise, scope as `ip`
+ *  picks it; a delete matches any type/protocol/scope it does not name. The link is `dev`
+ *  (a name) or `index`. `exist` on an add: NLM_F_REPLACE instead of EEXIST. */
+export interface NativeRouteOp {
+  op: 'addRoute' | 'delRoute';
+  dst: string;
+  type?: NativeRouteType;
+  table?: NativeRouteTable;
+  protocol?: NativeRouteProtocol;
+  scope?: NativeRouteScope;
+  dev?: string;
+  index?: number;
+  metric?: number;
+  prefsrc?: string;
+  gateway?: string;
+  exist?: boolean;
+}
+// ---- end rtnl routes ----
 // ---- end rtnl ----
 
 // ---- ipset ----
@@ -478,6 +533,8 @@ export interface NativeCodec {
     decodeAddr(msg: Buffer): NativeAddress;
     encodeOps(ops: NativeRtnlOp[]): Buffer;
     encodeDumpAddrs(family?: number): Buffer;
+    decodeRoute(msg: Buffer): NativeRoute;
+    encodeDumpRoutes(filter?: { family?: number; table?: number; protocol?: number; type?: number }): Buffer;
   };
   nftables: NativeNftCodec;
 

@@ -70,6 +70,9 @@ struct Channel {
   std::atomic<nl::MultiDump*> multi_opened{nullptr};  // for lock-free reads of its counters
   std::atomic<int> multi_state{kMultiUntried};
   std::string multi_why;  // written before multi_state becomes kMultiOff
+  // rtnetlink: NETLINK_GET_STRICT_CHK asked for (on the first route dump) and granted.
+  bool strict_check_tried = false;
+  bool strict_check = false;
 };
 
 // Reads the optional { netns } option of a handle constructor.

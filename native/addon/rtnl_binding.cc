@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "addon/errors.h"
 #include "rtnl/addr.h"
 #include "rtnl/link.h"
+#include "rtnl/route.h"
 
 namespace addon {
 
@@ -68,7 +70,7 @@ Napi::Value AddressToJs(Napi::Env env, const rtnl::Address& a, const std::string
 
 // ---- ops ---------------------------------------------------------------------------------------
 
-enum class Kind { kAddLink, kDelLink, kSetLink, kAddAddr, kDelAddr };
+enum class Kind { kAddLink, kDelLink, kSetLink, kAddAddr, kDelAddr, kAddRoute, kDelRoute };
 
 struct RtOp {
   Kind kind;
@@ -81,7 +83,13 @@ struct RtOp {
   inet::Addr addr;
   uint8_t prefixlen = 0;
   std::string label;  // for messages
+  rtnl::Route route;  // route ops (route.oif is filled in from index/name when sent)
 };
+
+bool IsAddrOp(const RtOp& op) { return op.kind == Kind::kAddAddr || op.kind == Kind::kDelAddr; }
+bool IsRouteOp(const RtOp& op) { return op.kind == Kind::kAddRoute || op.kind == Kind::kDelRoute; }
+// Whether the op names a link the apply must resolve to an index.
+bool NeedsIndex(const RtOp& op) { return op.index == 0 && (IsAddrOp(op) || (IsRouteOp(op) && !op.name.empty())); }
 
 [[noreturn]] void Bad(Napi::Env env, const std::string& op, const std::string& why) { ThrowInvalid(env, op, why); }
 
@@ -136,6 +144,181 @@ void AddressArg(Napi::Env env, const Napi::Value& v, RtOp* op, const std::string
   op->prefixlen = static_cast<uint8_t>(prefix);
 }
 
+
+// ---- routes ------------------------------------------------------------------------------------
+
+struct NameNum {
+  const char* name;
+  uint32_t value;
+};
+constexpr NameNum kRouteTypes[] = {{"unicast", RTN_UNICAST},     {"local", RTN_LOCAL},         {"broadcast", RTN_BROADCAST},
+                                   {"anycast", RTN_ANYCAST},     {"multicast", RTN_MULTICAST}, {"blackhole", RTN_BLACKHOLE},
+                                   {"unreachable", RTN_UNREACHABLE}, {"prohibit", RTN_PROHIBIT}, {"throw", RTN_THROW},
+                                   {"nat", RTN_NAT}};
+constexpr NameNum kTables[] = {{"local", RT_TABLE_LOCAL}, {"main", RT_TABLE_MAIN}, {"default", RT_TABLE_DEFAULT}};
+constexpr NameNum kScopes[] = {{"global", RT_SCOPE_UNIVERSE}, {"site", RT_SCOPE_SITE}, {"link", RT_SCOPE_LINK},
+                               {"host", RT_SCOPE_HOST},       {"nowhere", RT_SCOPE_NOWHERE}};
+constexpr NameNum kProtocols[] = {{"kernel", RTPROT_KERNEL}, {"boot", RTPROT_BOOT}, {"static", RTPROT_STATIC},
+                                  {"ipvsync", rtnl::kIpvsyncProtocol}};
+
+template <size_t N>
+const char* NameOf(const NameNum (&t)[N], uint32_t v) {
+  for (const NameNum& x : t)
+    if (x.value == v) return x.name;
+  return nullptr;
+}
+
+template <size_t N>
+std::string Names(const NameNum (&t)[N]) {
+  std::string s;
+  for (const NameNum& x : t) s += (s.empty() ? "" : ", ") + std::string(x.name);
+  return s;
+}
+
+// A name from the table, or (max > 0) a number in 0..max.
+template <size_t N>
+uint32_t NamedArg(Napi::Env env, const Napi::Value& v, const NameNum (&t)[N], double min, double max, const std::string& where,
+                  const char* what) {
+  if (v.IsString()) {
+    const std::string s = v.As<Napi::String>().Utf8Value();
+    for (const NameNum& x : t)
+      if (s == x.name) return x.value;
+    Bad(env, where, std::string(what) + " '" + s + "' is unknown (" + Names(t) + (max > 0 ? ", or a number" : "") + ")");
+  }
+  if (max > 0 && v.IsNumber()) {
+    const double d = v.As<Napi::Number>().DoubleValue();
+    if (!(d >= min) || d > max || d != std::floor(d))
+      Bad(env, where, std::string(what) + " must be an integer in " + std::to_string(static_cast<uint64_t>(min)) + "-" +
+                          std::to_string(static_cast<uint64_t>(max)));
+    return static_cast<uint32_t>(d);
+  }
+  Bad(env, where, std::string(what) + " must be " + (max > 0 ? "a name or a number" : "one of " + Names(t)));
+}
+
+void RouteArg(Napi::Env env, Napi::Object o, RtOp* op, bool add, const std::string& where) {
+  rtnl::Route& r = op->route;
+  // dst: 'a.b.c.d/len' or 'x::y/len' (no length: a host route); the address must be the network.
+  const Napi::Value dst = o.Get("dst");
+  if (!dst.IsString()) Bad(env, where, "dst must be a string such as '10.96.0.0/12' or 'fd00:96::/108'");
+  AddressArg(env, dst, op, where);
+  r.family = static_cast<uint8_t>(op->addr.family);
+  r.dst = op->addr;
+  r.dst_len = op->prefixlen;
+  const int bits = r.family == AF_INET6 ? 128 : 32;
+  inet::Addr net = r.dst;
+  for (int i = r.dst_len; i < bits; i++) net.bytes[i / 8] &= static_cast<uint8_t>(~(0x80 >> (i % 8)));
+  if (std::memcmp(net.bytes, r.dst.bytes, sizeof net.bytes) != 0)
+    Bad(env, where, "dst '" + dst.As<Napi::String>().Utf8Value() + "' has host bits set (the network is " + inet::Format(net) +
+                        "/" + std::to_string(r.dst_len) + ")");
+  // As iproute2: an add defaults to unicast, protocol boot; a delete to "any" (0).
+  r.type = add ? RTN_UNICAST : RTN_UNSPEC;
+  r.protocol = add ? RTPROT_BOOT : RTPROT_UNSPEC;
+  if (IsSet(o.Get("type"))) r.type = static_cast<uint8_t>(NamedArg(env, o.Get("type"), kRouteTypes, 0, 0, where, "route type"));
+  if (IsSet(o.Get("protocol")))
+    r.protocol = static_cast<uint8_t>(NamedArg(env, o.Get("protocol"), kProtocols, add ? 1 : 0, 255, where, "protocol"));
+  // Table: local for local/broadcast/anycast/nat routes, main otherwise (iproute2's default).
+  r.table = (r.type == RTN_LOCAL || r.type == RTN_BROADCAST || r.type == RTN_ANYCAST || r.type == RTN_NAT) ? RT_TABLE_LOCAL
+                                                                                                        : RT_TABLE_MAIN;
+  if (IsSet(o.Get("table"))) r.table = NamedArg(env, o.Get("table"), kTables, 1, 4294967295.0, where, "table");
+  // Link: dev (name) or index; none for blackhole/unreachable/prohibit/throw.
+  if (IsSet(o.Get("index"))) op->index = IndexArg(env, o.Get("index"), where);
+  if (IsSet(o.Get("dev"))) op->name = LinkNameArg(env, o.Get("dev"), where);
+  const bool has_link = op->index != 0 || !op->name.empty();
+  const bool nolink_type = r.type == RTN_BLACKHOLE || r.type == RTN_UNREACHABLE || r.type == RTN_PROHIBIT || r.type == RTN_THROW;
+  if (add && nolink_type && has_link) Bad(env, where, std::string(NameOf(kRouteTypes, r.type)) + " routes take no dev");
+  auto other = [&](const char* key, inet::Addr* out) {
+    const Napi::Value v = o.Get(key);
+    if (!IsSet(v)) return;
+    if (!v.IsString()) Bad(env, where, std::string(key) + " must be an address string");
+    const std::string s = v.As<Napi::String>().Utf8Value();
+    if (!inet::Parse(s, out)) Bad(env, where, std::string(key) + " '" + s + "' is not an IPv4 or IPv6 address");
+    if (out->family != r.family)
+      Bad(env, where, std::string(key) + " '" + s + "' is not of the family of dst (mixed IPv4 and IPv6)");
+  };
+  other("prefsrc", &r.prefsrc);
+  other("gateway", &r.gateway);
+  if (r.gateway.family && r.type != RTN_UNICAST) Bad(env, where, "only unicast routes take a gateway");
+  if (add && r.type == RTN_UNICAST && !has_link && !r.gateway.family) Bad(env, where, "a unicast route needs dev or gateway");
+  const Napi::Value metric = o.Get("metric");
+  if (IsSet(metric)) {
+    if (!metric.IsNumber()) Bad(env, where, "metric must be a number");
+    const double d = metric.As<Napi::Number>().DoubleValue();
+    if (!(d >= 0) || d > 4294967295.0 || d != std::floor(d)) Bad(env, where, "metric must be an integer in 0-4294967295");
+    r.priority = static_cast<uint32_t>(d);
+    r.has_priority = true;
+  }
+  // Scope as iproute2 picks it: IPv6 global; local/nat host; broadcast/multicast/anycast link;
+  // a unicast add without gateway link; a delete "any" (nowhere) unless the type implies one.
+  if (IsSet(o.Get("scope"))) {
+    r.scope = static_cast<uint8_t>(NamedArg(env, o.Get("scope"), kScopes, 0, 0, where, "scope"));
+  } else if (r.family == AF_INET6) {
+    r.scope = RT_SCOPE_UNIVERSE;
+  } else if (r.type == RTN_LOCAL || r.type == RTN_NAT) {
+    r.scope = RT_SCOPE_HOST;
+  } else if (r.type == RTN_BROADCAST || r.type == RTN_MULTICAST || r.type == RTN_ANYCAST) {
+    r.scope = RT_SCOPE_LINK;
+  } else if (r.type == RTN_UNICAST || r.type == RTN_UNSPEC) {
+    r.scope = !add ? RT_SCOPE_NOWHERE : r.gateway.family ? RT_SCOPE_UNIVERSE : RT_SCOPE_LINK;
+  } else {
+    r.scope = RT_SCOPE_UNIVERSE;
+  }
+}
+
+std::string RouteText(const RtOp& op) {
+  const rtnl::Route& r = op.route;
+  std::string s;
+  if (const char* t = NameOf(kRouteTypes, r.type)) s += std::string(t) + " ";
+  s += inet::Format(r.dst) + "/" + std::to_string(r.dst_len);
+  if (!op.name.empty()) s += " dev " + op.name;
+  else if (op.index) s += " dev #" + std::to_string(op.index);
+  const char* t = NameOf(kTables, r.table);
+  s += " table " + (t ? std::string(t) : std::to_string(r.table));
+  if (r.protocol) s += " proto " + std::to_string(r.protocol);
+  return s;
+}
+
+Napi::Value RouteToJs(Napi::Env env, const rtnl::Route& r, const std::string& dev) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("family", r.family == AF_INET6 ? "inet6" : "inet");
+  o.Set("dst", inet::Format(r.dst) + "/" + std::to_string(r.dst_len));
+  const char* type = NameOf(kRouteTypes, r.type);
+  if (type)
+    o.Set("type", type);
+  else
+    o.Set("type", r.type);
+  o.Set("table", r.table);
+  o.Set("protocol", r.protocol);
+  const char* scope = ScopeName(r.scope);
+  if (scope)
+    o.Set("scope", scope);
+  else
+    o.Set("scope", r.scope);
+  if (r.oif) {
+    o.Set("index", r.oif);
+    if (!dev.empty()) o.Set("dev", dev);
+  }
+  if (r.has_priority) o.Set("metric", r.priority);
+  if (r.prefsrc.family) o.Set("prefsrc", inet::Format(r.prefsrc));
+  if (r.gateway.family) o.Set("gateway", inet::Format(r.gateway));
+  o.Set("flags", r.flags);
+  return o;
+}
+
+struct RouteFilter {
+  uint8_t family = AF_UNSPEC;
+  bool by_table = false, by_protocol = false, by_type = false;
+  uint32_t table = 0;
+  uint8_t protocol = 0, type = 0;
+  bool Keeps(const rtnl::Route& r) const {
+    return (!by_table || r.table == table) && (!by_protocol || r.protocol == protocol) && (!by_type || r.type == type);
+  }
+};
+
+struct RouteList {
+  std::vector<rtnl::Route> routes;
+  std::map<int32_t, std::string> names;
+};
+
 RtOp OpArg(Napi::Env env, const Napi::Value& v, size_t i) {
   const std::string at = "op " + std::to_string(i);
   if (!v.IsObject()) Bad(env, at, "must be an object");
@@ -174,8 +357,11 @@ RtOp OpArg(Napi::Env env, const Napi::Value& v, size_t i) {
     op.kind = kind == "addAddr" ? Kind::kAddAddr : Kind::kDelAddr;
     TargetArg(env, o, &op, where, "link");
     AddressArg(env, o.Get("address"), &op, where);
+  } else if (kind == "addRoute" || kind == "delRoute") {
+    op.kind = kind == "addRoute" ? Kind::kAddRoute : Kind::kDelRoute;
+    RouteArg(env, o, &op, op.kind == Kind::kAddRoute, where);
   } else {
-    Bad(env, at, "unknown op '" + kind + "' (addLink, delLink, setLink, addAddr, delAddr)");
+    Bad(env, at, "unknown op '" + kind + "' (addLink, delLink, setLink, addAddr, delAddr, addRoute, delRoute)");
   }
   return op;
 }
@@ -188,6 +374,8 @@ std::string OpName(const RtOp& op) {
     case Kind::kSetLink: return "RTM_NEWLINK " + link + (op.up ? " up" : " down");
     case Kind::kAddAddr: return "RTM_NEWADDR " + inet::Format(op.addr) + "/" + std::to_string(op.prefixlen) + " dev " + link;
     case Kind::kDelAddr: return "RTM_DELADDR " + inet::Format(op.addr) + "/" + std::to_string(op.prefixlen) + " dev " + link;
+    case Kind::kAddRoute: return "RTM_NEWROUTE " + RouteText(op);
+    case Kind::kDelRoute: return "RTM_DELROUTE " + RouteText(op);
   }
   return "";
 }
@@ -199,6 +387,14 @@ void Encode(nl::Batch& b, const RtOp& op, int32_t index) {
     case Kind::kSetLink: rtnl::EncodeSetLinkUp(b, op.index, op.name, op.up); break;
     case Kind::kAddAddr: rtnl::EncodeNewAddr(b, index, op.addr, op.prefixlen, op.exist); break;
     case Kind::kDelAddr: rtnl::EncodeDelAddr(b, index, op.addr, op.prefixlen); break;
+    case Kind::kAddRoute:
+    case Kind::kDelRoute: {
+      rtnl::Route r = op.route;
+      r.oif = index;
+      if (op.kind == Kind::kAddRoute) rtnl::EncodeNewRoute(b, r, op.exist);
+      else rtnl::EncodeDelRoute(b, r);
+      break;
+    }
   }
 }
 
@@ -239,8 +435,7 @@ void RunApply(nl::Socket& sock, ApplyWork& w) {
     for (; j < n; j++) {
       const RtOp& op = w.ops[j];
       int32_t index = op.index;
-      const bool addr = op.kind == Kind::kAddAddr || op.kind == Kind::kDelAddr;
-      if (addr && index == 0) {
+      if (NeedsIndex(op)) {
         auto it = idx.find(op.name);
         if (it == idx.end() && !fresh) {
           if (!b.empty()) break;  // send what precedes first: it may create the link
@@ -306,6 +501,7 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
                                               InstanceMethod<&RtnlHandle::Links>("links"),
                                               InstanceMethod<&RtnlHandle::GetLink>("link"),
                                               InstanceMethod<&RtnlHandle::Addresses>("addresses"),
+                                              InstanceMethod<&RtnlHandle::Routes>("routes"),
                                               InstanceMethod<&RtnlHandle::Apply>("apply"),
                                               InstanceMethod<&RtnlHandle::Stats>("stats"),
                                           }));
@@ -425,6 +621,84 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
         });
   }
 
+  // routes({ family?, table?, protocol?, type? }) -> the routes that match, with link names (one
+  // RTM_GETLINK dump for the names + one RTM_GETROUTE dump). The kernel filters the dump when it
+  // supports strict checking (4.20+; every GET this handle sends is strict-clean), so a node
+  // with 50k VIP addresses does not copy its 50k local routes out to find ipvsync's few; the
+  // same filter runs here too, for older kernels.
+  Napi::Value Routes(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    RouteFilter f;
+    if (info.Length() > 0 && info[0].IsObject()) {
+      Napi::Object o = info[0].As<Napi::Object>();
+      const Napi::Value fam = o.Get("family");
+      if (IsSet(fam)) {
+        const std::string fs = fam.IsString() ? fam.As<Napi::String>().Utf8Value() : "";
+        if (fs == "inet") f.family = AF_INET;
+        else if (fs == "inet6") f.family = AF_INET6;
+        else Bad(env, "RTM_GETROUTE", "family must be 'inet' or 'inet6'");
+      }
+      if (IsSet(o.Get("table"))) {
+        f.by_table = true;
+        f.table = NamedArg(env, o.Get("table"), kTables, 0, 4294967295.0, "RTM_GETROUTE", "table");
+      }
+      if (IsSet(o.Get("protocol"))) {
+        f.by_protocol = true;
+        f.protocol = static_cast<uint8_t>(NamedArg(env, o.Get("protocol"), kProtocols, 0, 255, "RTM_GETROUTE", "protocol"));
+      }
+      if (IsSet(o.Get("type"))) {
+        f.by_type = true;
+        f.type = static_cast<uint8_t>(NamedArg(env, o.Get("type"), kRouteTypes, 0, 0, "RTM_GETROUTE", "route type"));
+      }
+    }
+    auto ch = ch_;
+    return PromiseWorker<RouteList>::Run(
+        env,
+        [ch, f]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          RouteList out;
+          for (const auto& [name, index] : LinkIndexes(ch->Sock())) out.names[index] = name;
+          if (!ch->strict_check_tried) {
+            ch->strict_check_tried = true;
+            ch->strict_check = ch->Sock().EnableStrictCheck();
+          }
+          rtnl::RouteDumpFilter kf;
+          kf.family = f.family;
+          if (ch->strict_check) {
+            if (f.by_table) kf.table = f.table;
+            if (f.by_protocol) kf.protocol = f.protocol;
+            if (f.by_type) kf.type = f.type;
+          }
+          nl::Batch b;
+          rtnl::EncodeDumpRoutes(b, kf);
+          try {
+            ch->Sock().Dump(b, "RTM_GETROUTE", [&](const nlmsghdr* h) {
+            // An AF_UNSPEC dump also returns other families' routes (IPMR, MPLS): not ours.
+            if (h->nlmsg_len >= NLMSG_LENGTH(sizeof(rtmsg))) {
+              const uint8_t fam = static_cast<const rtmsg*>(NLMSG_DATA(h))->rtm_family;
+              if (fam != AF_INET && fam != AF_INET6) return;
+            }
+            rtnl::Route r;
+            std::string why;
+            if (!rtnl::DecodeRoute(h, &r, &why)) nl::ThrowDecode("RTM_GETROUTE", why);
+            if (f.Keeps(r)) out.routes.push_back(r);
+            });
+          } catch (const nl::Exception& e) {
+            // A single-family dump filtered by a table that does not exist: no routes.
+            if (!(kf.table && kf.family != AF_UNSPEC && e.error().errnum == ENOENT)) throw;
+          }
+          return out;
+        },
+        [](Napi::Env env, RouteList& l) -> Napi::Value {
+          Napi::Array a = Napi::Array::New(env, l.routes.size());
+          for (size_t i = 0; i < l.routes.size(); i++) {
+            auto it = l.names.find(l.routes[i].oif);
+            a.Set(i, RouteToJs(env, l.routes[i], it == l.names.end() ? "" : it->second));
+          }
+          return a;
+        });
+  }
+
   // apply(ops, opts) -> { statuses, errors, sendmsgCalls }
   Napi::Value Apply(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
@@ -476,8 +750,7 @@ Napi::Value EncodeOpsHook(const Napi::CallbackInfo& info) {
   nl::Batch b;
   for (uint32_t i = 0; i < arr.Length(); i++) {
     RtOp op = OpArg(env, arr.Get(i), i);
-    if ((op.kind == Kind::kAddAddr || op.kind == Kind::kDelAddr) && op.index == 0)
-      Bad(env, "encodeOps", "address ops need an index here");
+    if (NeedsIndex(op)) Bad(env, "encodeOps", "address and route ops name their link by index here");
     Encode(b, op, op.index);
   }
   b.Seal();
@@ -491,6 +764,32 @@ Napi::Value EncodeDumpAddrsHook(const Napi::CallbackInfo& info) {
   return ToBuffer(info.Env(), b.buffer());
 }
 
+Napi::Value DecodeRouteHook(const Napi::CallbackInfo& info) {
+  std::vector<uint8_t> storage;
+  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeRoute");
+  rtnl::Route r;
+  std::string why;
+  if (!rtnl::DecodeRoute(h, &r, &why)) ThrowInvalid(info.Env(), "decodeRoute", why);
+  return RouteToJs(info.Env(), r, "");
+}
+
+Napi::Value EncodeDumpRoutesHook(const Napi::CallbackInfo& info) {
+  // encodeDumpRoutes({ family?, table?, protocol?, type? } as numbers)
+  rtnl::RouteDumpFilter f;
+  if (info.Length() > 0 && info[0].IsObject()) {
+    Napi::Object o = info[0].As<Napi::Object>();
+    auto num = [&](const char* k) { return o.Get(k).IsNumber() ? o.Get(k).As<Napi::Number>().Uint32Value() : 0u; };
+    f.family = static_cast<uint8_t>(num("family"));
+    f.table = num("table");
+    f.protocol = static_cast<uint8_t>(num("protocol"));
+    f.type = static_cast<uint8_t>(num("type"));
+  }
+  nl::Batch b;
+  rtnl::EncodeDumpRoutes(b, f);
+  b.Seal();
+  return ToBuffer(info.Env(), b.buffer());
+}
+
 }  // namespace
 
 void InitRtnl(Napi::Env env, Napi::Object exports) {
@@ -500,6 +799,8 @@ void InitRtnl(Napi::Env env, Napi::Object exports) {
   codec.Set("decodeAddr", Napi::Function::New(env, DecodeAddrHook));
   codec.Set("encodeOps", Napi::Function::New(env, EncodeOpsHook));
   codec.Set("encodeDumpAddrs", Napi::Function::New(env, EncodeDumpAddrsHook));
+  codec.Set("decodeRoute", Napi::Function::New(env, DecodeRouteHook));
+  codec.Set("encodeDumpRoutes", Napi::Function::New(env, EncodeDumpRoutesHook));
 }
 
 }  // namespace addon

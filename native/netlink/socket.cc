@@ -396,6 +396,11 @@ void DumpReader::Finish() {
   }
 }
 
+bool Socket::EnableStrictCheck() {
+  int one = 1;
+  return setsockopt(fd_, SOL_NETLINK, NETLINK_GET_STRICT_CHK, &one, sizeof one) == 0;
+}
+
 void Socket::Dump(Batch& request, const std::string& op,
                   const std::function<void(const nlmsghdr*)>& on_message) {
   request.Seal();

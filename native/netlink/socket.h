@@ -100,6 +100,10 @@ class Socket {
   Socket& operator=(const Socket&) = delete;
 
   int protocol() const { return protocol_; }
+  // NETLINK_GET_STRICT_CHK (4.20+): the kernel checks GET request headers strictly and honours
+  // the filters they carry (rtnetlink route dumps by table, protocol, type). False when the
+  // kernel does not know the option. Every GET sent on the socket afterwards must be clean.
+  bool EnableStrictCheck();
   uint32_t port_id() const { return port_id_; }
   const SocketStats& stats() const { return stats_; }
 

@@ -10,6 +10,7 @@ import { Ipvs } from '../kernel/ipvs.js';
 import { Links } from '../kernel/links.js';
 import { IpSets } from '../kernel/ipsets.js';
 import { Nftables } from '../kernel/nftables.js';
+import { IPVSYNC_ROUTE_PROTOCOL, Routes } from '../kernel/routes.js';
 import { loadManifests } from '../kube/manifests.js';
 import type { HandleOptions } from '../native.js';
 import { GLUE_TABLE } from '../proxy/glue.js';
@@ -22,6 +23,7 @@ import { Lifecycle, preflight, systemChecks } from '../daemon/lifecycle.js';
 import { createLogger } from '../daemon/log.js';
 import { MetricsServer, ProxyMetrics } from '../daemon/metrics.js';
 import { canonicalAddress } from '../engine/ipvs-model.js';
+import { anyContains, parseCidr } from '../engine/cidr.js';
 
 interface KernelOpts {
   glue: boolean;
@@ -29,7 +31,7 @@ interface KernelOpts {
 }
 
 async function openKernel(h: HandleOptions, o: KernelOpts): Promise<EngineKernel> {
-  const k: EngineKernel = { ipvs: await Ipvs.open(h), links: await Links.open(h), conntrack: await Conntrack.open(h) };
+  const k: EngineKernel = { ipvs: await Ipvs.open(h), links: await Links.open(h), routes: await Routes.open(h), conntrack: await Conntrack.open(h) };
   if (o.glue) k.nft = await Nftables.open(h);
   if (o.ipsets) k.ipsets = await IpSets.open(h);
   return k;
@@ -53,6 +55,8 @@ interface SyncOpts {
   sysctl: boolean;
   dryRun?: boolean;
   json?: boolean;
+  bindMode: string;
+  serviceCidrs?: string[];
 }
 
 /** `ipvsync sync`, `proxy`, `cleanup` */
@@ -68,6 +72,8 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
     .option('--scheduler <name>', 'default IPVS scheduler', 'rr')
     .option('--masquerade-all', 'masquerade all traffic to service VIPs')
     .option('--vip-link <name>', 'the dummy link holding the VIPs', 'kube-ipvs0')
+    .option('--bind-mode <mode>', 'address (every VIP an address on the VIP link) or route (one local route per service CIDR)', 'address')
+    .option('--service-cidrs <cidr>', 'service CIDRs (required by --bind-mode route)', list)
     .option('--no-glue', 'do not program the nftables glue (masquerade, hairpin, source ranges)')
     .option('--kube-proxy-ipsets', "also maintain kube-proxy's ipsets (KUBE-CLUSTER-IP …) for iptables rules that reference them")
     .option('--no-sysctl', 'do not set the IPVS sysctls kube-proxy sets')
@@ -75,6 +81,8 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
     .option('--json', 'machine-readable output')
     .action(async (o: SyncOpts) => {
       const h = handleOptions();
+      if (o.bindMode !== 'address' && o.bindMode !== 'route') throw new Error(`--bind-mode must be address or route, not ${o.bindMode}`);
+      if (o.bindMode === 'route' && !o.serviceCidrs?.length) throw new Error('--bind-mode route needs --service-cidrs (the ranges the local routes cover)');
       const manifests = await loadManifests(o.file);
       const kernel = await openKernel(h, { glue: o.glue, ipsets: !!o.kubeProxyIpsets });
       const addrs = o.nodeIp?.length ? o.nodeIp.map(canonicalAddress) : nodeAddresses(await kernel.links!.addresses(), o.vipLink);
@@ -89,6 +97,8 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
         vipLink: o.vipLink,
         glue: o.glue,
         kubeIpsets: !!o.kubeProxyIpsets,
+        bindMode: o.bindMode,
+        ...(o.serviceCidrs ? { serviceCidrs: o.serviceCidrs } : {}),
       });
       for (const s of manifests.services) proxier.onServiceUpdate(s);
       for (const s of manifests.endpointSlices) proxier.onSliceUpdate(s);
@@ -110,7 +120,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       if (o.json) {
         console.log(JSON.stringify({ report: { ...report, errors: report.errors.map(errJson) }, sysctls, warnings: model.warnings }, null, 2));
       } else {
-        const kinds = (['addresses', 'ipsets', 'nft', 'ipvs'] as const).filter((k) => report[k].writes > 0);
+        const kinds = (['addresses', 'routes', 'ipsets', 'nft', 'ipvs'] as const).filter((k) => report[k].writes > 0);
         console.log(
           `synced ${model.services.length} virtual services, ${model.vips.length} VIPs: ` +
             (kinds.length ? kinds.map((k) => `${k} ${JSON.stringify(report[k].ops)}`).join(', ') : 'nothing to change') +
@@ -142,13 +152,13 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
 
   program
     .command('cleanup')
-    .description('remove everything ipvsync programmed (its VIP link, the virtual servers on it, its nftables tables) and nothing else')
+    .description('remove everything ipvsync programmed (its VIP link, its routes, the virtual servers on them, its nftables tables) and nothing else')
     .option('--vip-link <name>', 'the dummy link holding the VIPs', 'kube-ipvs0')
     .option('--node-ip <ip>', 'the node addresses whose NodePort virtual servers (ports 30000-32767) go (default every local address, as sync)', list)
     .action(async (o: { vipLink: string; nodeIp?: string[] }) => {
       const h = handleOptions();
       const r = await cleanup(h, o.vipLink, o.nodeIp);
-      console.log(`removed ${r.services} virtual services, ${r.tables} nftables tables, ${r.link ? `link ${o.vipLink}` : 'no link'}`);
+      console.log(`removed ${r.services} virtual services, ${r.tables} nftables tables, ${r.link ? `link ${o.vipLink}` : 'no link'}, ${r.routes} routes`);
     });
 }
 
@@ -156,19 +166,23 @@ function errJson(e: NetlinkError) {
   return { message: e.message, code: e.code, errno: e.errno, kind: e.kind, op: e.op, index: e.index, extack: e.extack };
 }
 
-/** Removes what the proxy owns: virtual servers on the VIP link's addresses and NodePort-range
- *  ones on the node addresses, the glue tables, the VIP link. Foreign objects stay.
+/** Removes what the proxy owns: virtual servers on the VIP link's addresses, inside its local
+ *  routes and NodePort-range ones on the node addresses, the glue tables, its routes (protocol
+ *  IPVSYNC_ROUTE_PROTOCOL), the VIP link. Foreign objects stay.
  *  `nodeIps` defaults, like sync's NodePort addresses, to every local address off the VIP link:
  *  a sync without --node-ip puts NodePorts on all of them, so a cleanup without it must find
  *  them all. */
-export async function cleanup(h: HandleOptions, vipLink: string, nodeIps?: string[]): Promise<{ services: number; tables: number; link: boolean }> {
+export async function cleanup(h: HandleOptions, vipLink: string, nodeIps?: string[]): Promise<{ services: number; routes: number; tables: number; link: boolean }> {
   const ipvs = await Ipvs.open(h);
   const links = await Links.open(h);
+  const routes = await Routes.open(h);
   const link = await links.get(vipLink);
   const vips = new Set(link ? (await links.addresses({ link: vipLink })).map((a) => canonicalAddress(a.address)) : []);
+  const owned = await routes.list({ protocol: IPVSYNC_ROUTE_PROTOCOL });
+  const ranges = owned.filter((r) => r.type === 'local').map((r) => parseCidr(r.dst));
   const nodes = new Set((nodeIps?.length ? nodeIps : nodeAddresses(await links.addresses(), vipLink)).map(canonicalAddress));
   const doomed = (await ipvs.services()).filter(
-    (s) => s.address !== undefined && (vips.has(canonicalAddress(s.address)) || (nodes.has(canonicalAddress(s.address)) && s.port! >= 30000 && s.port! <= 32767)),
+    (s) => s.address !== undefined && (vips.has(canonicalAddress(s.address)) || anyContains(ranges, s.address) || (nodes.has(canonicalAddress(s.address)) && s.port! >= 30000 && s.port! <= 32767)),
   );
   const r = await ipvs.apply(doomed.map((s) => ({ op: 'deleteService' as const, service: { protocol: s.protocol!, address: s.address!, port: s.port! } })), { stopOnError: false });
   let tables = 0;
@@ -183,12 +197,18 @@ export async function cleanup(h: HandleOptions, vipLink: string, nodeIps?: strin
     // A kernel without nftables has no glue to remove.
     if (!(e instanceof NetlinkError) || (e.code !== 'EAFNOSUPPORT' && e.code !== 'EOPNOTSUPP' && e.kind !== 'unsupported')) throw e;
   }
+  // After the services on them; each delete names the protocol, so only ours can match.
+  const rr = await routes.apply(
+    owned.map((o) => ({ op: 'delRoute' as const, dst: o.dst, table: o.table, protocol: IPVSYNC_ROUTE_PROTOCOL, ...(o.metric !== undefined ? { metric: o.metric } : {}) })),
+    { stopOnError: false },
+  );
+  if (!rr.ok) throw rr.errors[0];
   if (link) {
     const lr = await links.apply([{ op: 'delLink', name: vipLink }]);
     if (!lr.ok) throw lr.errors[0];
   }
   if (!r.ok && r.errors[0]) throw r.errors[0];
-  return { services: r.count('ok'), tables, link: !!link };
+  return { services: r.count('ok'), routes: rr.count('ok'), tables, link: !!link };
 }
 
 /** Reads a manifests folder into the proxier, dropping objects that disappeared. */
@@ -213,9 +233,6 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   }
   const log = createLogger({ level: cfg.logLevel });
   for (const w of warnings) log.warn('config', { warning: w });
-  if (cfg.bindMode !== 'address') {
-    throw new Error(`bindMode ${cfg.bindMode} is not implemented yet; use bindMode: address (VIPs as addresses on ${cfg.vipLink})`);
-  }
   await preflight(systemChecks(() => Ipvs.open(h)));
 
   const glue = o.glue !== false;
@@ -230,6 +247,8 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
     kubeIpsets,
     excludeCidrs: cfg.ipvs.excludeCIDRs,
     drainTimeoutMs: cfg.drainTimeoutMs,
+    bindMode: cfg.bindMode,
+    serviceCidrs: cfg.serviceCIDRs,
   });
   if (!h.netns) {
     for (const r of applySysctls(proxySysctls(cfg.ipvs.strictARP))) if (!r.ok) log.warn('sysctl', { ...r });
@@ -249,7 +268,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
       metrics.recordChanges({ services: r.serviceChanges, endpoints: r.endpointChanges });
       metrics.setNoLocalEndpoints(r.model.noLocalEndpointsTotal);
       await serviceHealth.sync(r.model.healthChecks);
-      const writes = r.report.ipvs.writes + r.report.addresses.writes + r.report.nft.writes + r.report.ipsets.writes;
+      const writes = r.report.ipvs.writes + r.report.addresses.writes + r.report.routes.writes + r.report.nft.writes + r.report.ipsets.writes;
       log.info('sync', { trigger, mode: r.report.mode, writes, errors: r.report.errors.length, ms: Math.round(r.report.durations.totalMs) });
       for (const e of r.report.errors) log.error('sync op failed', { error: e });
       if (r.report.errors.length) throw r.report.errors[0];

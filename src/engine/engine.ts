@@ -1,7 +1,7 @@
 // The sync engine: desired state -> one dump per object kind -> pure diffs -> batched apply.
 // plan() reads the kernel and computes every write (no write happens: it is also the dry run);
 // apply() performs a plan in a safe order; sync() is both. Each object kind has its own diff
-// (ipvs-diff, addresses-diff, ipsets-diff, nft-diff); the engine orders them, keeps what must
+// (ipvs-diff, addresses-diff, routes-diff, ipsets-diff, nft-diff); the engine orders them, keeps what must
 // survive between syncs (draining destinations), and reports what it did.
 import type { NetlinkError } from '../errors.js';
 import type { ConntrackApi } from '../kernel/conntrack.js';
@@ -9,18 +9,23 @@ import type { IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
 import type { IpvsApi, IpvsOp, Service } from '../kernel/ipvs.js';
 import type { LinkOp, LinksApi } from '../kernel/links.js';
 import type { NftablesApi, NftOp, NftRuleset } from '../kernel/nftables.js';
+import { IPVSYNC_ROUTE_PROTOCOL, type Route, type RouteOp, type RoutesApi } from '../kernel/routes.js';
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
 import { anyContains, parseCidr, type Cidr } from './cidr.js';
 import { diffIpSets, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
 import { diffIpvs, type FlowFlush, type IpvsDelta } from './ipvs-diff.js';
 import { canonicalAddress, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
 import { diffNft, diffNftFromLast, type DesiredNftTable, type NftDelta } from './nft-diff.js';
+import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
 
 export interface DesiredState {
   /** IPVS virtual services with their destinations. */
   services: DesiredService[];
   /** VIPs bound on the engine's own link (kube-ipvs0). */
   vips?: DesiredVips;
+  /** Routes the engine owns (protocol IPVSYNC_ROUTE_PROTOCOL), e.g. local routes over the
+   *  service CIDRs; an empty list removes every owned route. */
+  routes?: DesiredRoutes;
   /** ipsets owned through Ownership.ipsetPrefix. */
   ipsets?: DesiredIpSet[];
   /** The engine's own nftables table(s) (e.g. one `ip` and one `ip6` table). */
@@ -41,6 +46,7 @@ export interface Ownership {
 export interface EngineKernel {
   ipvs: IpvsApi;
   links?: LinksApi;
+  routes?: RoutesApi;
   ipsets?: IpSetsApi;
   nft?: NftablesApi;
   conntrack?: ConntrackApi;
@@ -61,6 +67,7 @@ export interface Plan {
   scope?: string[];
   ipvs: IpvsDelta;
   addresses?: AddressesDelta;
+  routes?: RoutesDelta;
   ipsets?: IpSetsDelta;
   nft?: NftDelta;
   observeMs: number;
@@ -74,6 +81,7 @@ export interface Plan {
 export type PlannedWrite =
   | { kind: 'ipvs'; op: IpvsOp }
   | { kind: 'link'; op: LinkOp }
+  | { kind: 'route'; op: RouteOp }
   | { kind: 'ipset'; op: IpSetOp }
   | { kind: 'nft'; op: NftOp };
 
@@ -88,6 +96,7 @@ export interface SyncReport {
   mode: 'full' | 'incremental';
   ipvs: KindReport;
   addresses: KindReport;
+  routes: KindReport;
   ipsets: KindReport;
   nft: KindReport;
   flowsFlushed: number;
@@ -106,10 +115,12 @@ function emptyReport(): KindReport {
 export function planWrites(p: Plan): PlannedWrite[] {
   return [
     ...(p.addresses?.early ?? []).map((op) => ({ kind: 'link' as const, op })),
+    ...(p.routes?.early ?? []).map((op) => ({ kind: 'route' as const, op })),
     ...(p.ipsets?.early ?? []).map((op) => ({ kind: 'ipset' as const, op })),
     ...(p.nft?.ops ?? []).map((op) => ({ kind: 'nft' as const, op })),
     ...p.ipvs.ops.map((op) => ({ kind: 'ipvs' as const, op })),
     ...(p.ipsets?.late ?? []).map((op) => ({ kind: 'ipset' as const, op })),
+    ...(p.routes?.late ?? []).map((op) => ({ kind: 'route' as const, op })),
     ...(p.addresses?.late ?? []).map((op) => ({ kind: 'link' as const, op })),
   ];
 }
@@ -125,6 +136,8 @@ export class Engine {
    *  incremental plan whose desired VIPs / tables equal it neither dumps nor diffs that kind
    *  (a full plan always does, and so repairs what others changed in between). */
   private clean: { vips?: DesiredVips; nft?: DesiredNftTable[] } = {};
+  /** Networks of the local routes the engine owns (seen at the last plan). */
+  private ownedRanges: Cidr[] = [];
 
   constructor(
     private readonly kernel: EngineKernel,
@@ -143,7 +156,7 @@ export class Engine {
     }
     const a = canonicalAddress(s.address);
     if (anyContains(this.excluded, a)) return false;
-    return this.desiredVips.has(a) || anyContains(this.managed, a);
+    return this.desiredVips.has(a) || anyContains(this.managed, a) || anyContains(this.ownedRanges, a);
   }
 
   /**
@@ -173,7 +186,7 @@ export class Engine {
     const tables = nftSame || elementsOnly ? [] : allTables;
     if (desired.ipsets && !this.opts.ipsetPrefix) throw new RangeError('managing ipsets needs Ownership.ipsetPrefix');
     // The kinds are independent sockets: observe them concurrently.
-    const [observed, link, addrs, sets, ruleset] = await Promise.all([
+    const [observed, link, addrs, routes, sets, ruleset] = await Promise.all([
       changed
         ? Promise.all([...changed].map((key) => k.ipvs.service(keyToId(key), { withDestinations: true }))).then((l) =>
             l.filter((s): s is Service => s !== null),
@@ -181,6 +194,7 @@ export class Engine {
         : k.ipvs.services({ withDestinations: true }),
       wantVips ? k.links!.get(wantVips.link) : undefined,
       wantVips ? k.links!.addresses({ link: wantVips.link }).catch(noLink) : undefined,
+      desired.routes && k.routes ? k.routes.list({ protocol: IPVSYNC_ROUTE_PROTOCOL }) : undefined,
       wantIpsets ? k.ipsets!.list() : undefined,
       Promise.all(tables.map((t) => k.nft!.list({ family: t.family, table: t.name, elements: true }).catch(noTable))),
     ]);
@@ -188,6 +202,8 @@ export class Engine {
     // Addresses bound on the engine's own link are its VIPs, also those of an earlier run:
     // services on them are owned (a restart still cleans up what it left behind).
     for (const a of addrs ?? []) this.desiredVips.add(canonicalAddress(a.address));
+    // Likewise every address inside a local route the engine owns (bindMode 'route').
+    this.ownedRanges = (routes ?? []).filter((r) => r.type === 'local').map((r: Route) => parseCidr(r.dst));
 
     const want = changed ? desired.services.filter((s) => changed.has(serviceKey(s))) : desired.services;
     const draining = changed ? new Map([...this.draining].filter(([key]) => changed.has(key.split('/')[0]!))) : this.draining;
@@ -209,6 +225,7 @@ export class Engine {
       plan.addresses = diffAddresses(wantVips, { linkExists: link !== null, addresses: addrs ?? [] });
       plan.desired!.vips = wantVips;
     }
+    if (desired.routes && k.routes) plan.routes = diffRoutes(desired.routes, routes ?? []);
     if (wantIpsets) plan.ipsets = diffIpSets(desired.ipsets!, sets!, this.opts.ipsetPrefix!);
     if (tables.length) {
       // Every table's delta goes into the same transaction: the glue changes all at once.
@@ -224,7 +241,8 @@ export class Engine {
     return plan;
   }
 
-  /** Performs a plan: link and set creation, nftables, IPVS, then removals and flow flushes. */
+  /** Performs a plan: link, route and set creation, nftables, IPVS, then removals (routes
+   *  before addresses) and flow flushes. */
   async apply(plan: Plan): Promise<SyncReport> {
     const t0 = performance.now();
     const k = this.kernel;
@@ -232,6 +250,7 @@ export class Engine {
       mode: plan.mode,
       ipvs: emptyReport(),
       addresses: emptyReport(),
+      routes: emptyReport(),
       ipsets: emptyReport(),
       nft: emptyReport(),
       flowsFlushed: 0,
@@ -258,6 +277,8 @@ export class Engine {
     };
 
     if (plan.addresses && k.links) await batch(report.addresses, plan.addresses.early, (o) => k.links!.apply(o, { stopOnError: false }));
+    // After the link: a route may name it.
+    if (plan.routes && k.routes) await batch(report.routes, plan.routes.early, (o) => k.routes!.apply(o, { stopOnError: false }));
     if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.early, (o) => k.ipsets!.apply(o, { stopOnError: false }));
     if (plan.nft && k.nft && plan.nft.ops.length) {
       const res = await k.nft.commit(plan.nft.ops, this.opts.maxNftOpsPerTransaction ? { maxOpsPerTransaction: this.opts.maxNftOpsPerTransaction } : {});
@@ -271,6 +292,7 @@ export class Engine {
     }
     const ipvsOk = await batch(report.ipvs, plan.ipvs.ops, (o) => k.ipvs.apply(o, { stopOnError: false }));
     if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.late, (o) => k.ipsets!.apply(o, { stopOnError: false }));
+    if (plan.routes && k.routes) await batch(report.routes, plan.routes.late, (o) => k.routes!.apply(o, { stopOnError: false }));
     if (plan.addresses && k.links) await batch(report.addresses, plan.addresses.late, (o) => k.links!.apply(o, { stopOnError: false }));
 
     // Drain state: what this plan saw, plus (incremental) what it did not look at.
@@ -296,7 +318,7 @@ export class Engine {
     if (plan.desired?.vips) this.clean.vips = report.addresses.errors.length ? undefined : structuredClone(plan.desired.vips);
     if (plan.desired?.nft) this.clean.nft = report.nft.errors.length ? undefined : structuredClone(plan.desired.nft);
 
-    report.errors.unshift(...report.addresses.errors, ...report.ipsets.errors, ...report.nft.errors, ...report.ipvs.errors);
+    report.errors.unshift(...report.addresses.errors, ...report.routes.errors, ...report.ipsets.errors, ...report.nft.errors, ...report.ipvs.errors);
     const t1 = performance.now();
     report.durations.applyMs = t1 - t0;
     report.durations.totalMs = plan.observeMs + plan.diffMs + (t1 - t0);

@@ -6,6 +6,7 @@ import {
   type NativeAddress,
   type NativeLink,
   type NativeRtnlHandle,
+  type NativeRouteOp,
   type NativeRtnlOp,
   type SocketStats,
 } from '../native.js';
@@ -13,7 +14,8 @@ import { ApplyResult, type BatchOptions } from './batch.js';
 
 export type Link = NativeLink;
 export type Address = NativeAddress;
-export type LinkOp = NativeRtnlOp;
+/** Link and address ops (routes: RouteOp in routes.ts, over the same kind of handle). */
+export type LinkOp = Exclude<NativeRtnlOp, NativeRouteOp>;
 
 /** What the sync engine needs from rtnetlink; the real class and test doubles implement it. */
 export interface LinksApi {

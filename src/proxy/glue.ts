@@ -10,7 +10,10 @@
 //       reached itself through a VIP is masqueraded so the reply comes back through IPVS
 //   filter input: loadBalancerSourceRanges (jump to a per-service chain that returns for
 //       allowed sources and drops the rest); reject new connections to a VIP on a port that
-//       is no service (IPVS would otherwise hand them to the local stack)
+//       is no service (IPVS would otherwise hand them to the local stack); with bindMode
+//       'route' (a local route covers each service CIDR, so every address in it is local),
+//       also reject new connections of any protocol to an address in those CIDRs that is no
+//       VIP — the node must not answer on 10.96.0.0/12 as a whole
 // IPVS runs at LOCAL_IN priority 98 and LOCAL_OUT -98, after the filter input chain (0) and
 // after the nat output chain (-100); with net.ipv4.vs.conntrack=1 its forwarded packets pass
 // nat postrouting, where the masquerade happens.
@@ -55,12 +58,17 @@ function uniq(elements: SetElement[]): SetElement[] {
   return [...seen.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, e]) => e);
 }
 
-/** The glue tables for a GlueSpec: always both families, so stale ones are emptied, not left. */
-export function glueTables(g: GlueSpec): DesiredNftTable[] {
-  return (['ip', 'ip6'] as const).map((f) => glueTable(g, f));
+export interface GlueOptions {
+  /** bindMode 'route': the service CIDRs the local routes cover (non-VIP addresses rejected). */
+  serviceCidrs?: string[];
 }
 
-export function glueTable(g: GlueSpec, family: Fam): DesiredNftTable {
+/** The glue tables for a GlueSpec: always both families, so stale ones are emptied, not left. */
+export function glueTables(g: GlueSpec, opts: GlueOptions = {}): DesiredNftTable[] {
+  return (['ip', 'ip6'] as const).map((f) => glueTable(g, f, opts));
+}
+
+export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): DesiredNftTable {
   const F = FIELDS[family];
   const mine = <T extends { address: string }>(x: T) => fam(x.address) === family;
   const vipKey = (v: { address: string; protocol: string; port: number }): SetElement => ({ key: [v.address, v.protocol, v.port] });
@@ -101,6 +109,10 @@ export function glueTable(g: GlueSpec, family: Fam): DesiredNftTable {
   // Only new connections: replies to a local client whose source is a VIP (the kernel picks
   // the VIP itself as source for a local destination) arrive on the VIP at an ephemeral port.
   add('input', R.ctState('new'), R.inSet([R.F.l4proto], 'service-protocols'), R.inSet([F.daddr], 'vips'), R.inSet(svcFields, 'vip-ports', { invert: true }), R.reject(F.reject));
+  // Route mode: the static part gains a set and a rule (a mode switch rebuilds the table in one
+  // transaction); address mode keeps the table it always had.
+  const serviceCidrs = opts.serviceCidrs ? uniq(opts.serviceCidrs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] }))) : undefined;
+  if (serviceCidrs) add('input', R.ctState('new'), R.inSet([F.daddr], 'service-cidrs'), R.inSet([F.daddr], 'vips', { invert: true }), R.reject(F.reject));
 
   const firewall: SetElement[] = [];
   for (const r of ranges) {
@@ -127,6 +139,7 @@ export function glueTable(g: GlueSpec, family: Fam): DesiredNftTable {
       { name: 'hairpin', key: [F.addr, 'inet_proto', 'inet_service', F.addr], elements: hairpin },
       { name: 'service-protocols', key: ['inet_proto'], elements: [{ key: ['tcp'] }, { key: ['udp'] }, { key: ['sctp'] }] },
       { name: 'firewall', key: [...svcKey], map: 'verdict', elements: uniq(firewall) },
+      ...(serviceCidrs ? [{ name: 'service-cidrs', key: [F.addr], interval: true, elements: serviceCidrs }] : []),
     ],
     rules,
   };

@@ -22,6 +22,9 @@ export interface ProxierOptions {
   kubeIpsets?: boolean;
   excludeCidrs?: string[];
   drainTimeoutMs?: number;
+  /** 'address' (default, kube-proxy) or 'route' (local routes over serviceCidrs). */
+  bindMode?: 'address' | 'route';
+  serviceCidrs?: string[];
 }
 
 export interface ProxySyncResult {
@@ -105,7 +108,13 @@ export class Proxier {
     const serviceChanges = serviceChanged.size;
     const endpointChanges = endpointsChanged.size;
     const model = this.model();
-    const desired = desiredState(model, { vipLink: this.vipLink, glue: this.glue, kubeIpsets: !!this.opts.kubeIpsets });
+    const desired = desiredState(model, {
+      vipLink: this.vipLink,
+      glue: this.glue,
+      kubeIpsets: !!this.opts.kubeIpsets,
+      bindMode: this.opts.bindMode ?? 'address',
+      ...(this.opts.serviceCidrs ? { serviceCidrs: this.opts.serviceCidrs } : {}),
+    });
     const changed = full || !this.last ? undefined : changedServiceKeys(this.last.services, model.services);
     const plan = await this.engine.plan(desired, changed);
     return { plan, model, serviceChanges, endpointChanges };
@@ -130,6 +139,10 @@ export function describePlan(plan: Plan): string[] {
         const svc = 'service' in o && o.service ? svcText(o.service) : '';
         const dest = 'dest' in o ? ` -> ${o.dest.address}:${o.dest.port}${'weight' in o.dest && o.dest.weight !== undefined ? ` weight ${o.dest.weight}` : ''}` : '';
         return `ipvs ${o.op} ${svc}${dest}`.trimEnd();
+      }
+      case 'route': {
+        const o = w.op;
+        return `route ${o.op} ${o.type ? `${o.type} ` : ''}${o.dst}${o.dev ? ` dev ${o.dev}` : ''} table ${o.table ?? 'main'} proto ${o.protocol ?? 'any'}`;
       }
       case 'link':
         return `link ${w.op.op} ${'address' in w.op ? `${w.op.address} dev ${w.op.link ?? w.op.index}` : 'name' in w.op ? w.op.name : ''}`.trimEnd();

@@ -1,5 +1,5 @@
-// In-memory links/addresses, ipsets and nftables with the kernel's semantics, implementing the
-// same interfaces as the real handles (LinksApi, IpSetsApi, NftablesApi, ConntrackApi), each
+// In-memory links/addresses, routes, ipsets and nftables with the kernel's semantics, implementing the
+// same interfaces as the real handles (LinksApi, RoutesApi, IpSetsApi, NftablesApi, ConntrackApi), each
 // with a log of the writes it received — so engine and proxy tests assert exact, minimal deltas.
 // FakeIpvs (fake-ipvs.ts) is the IPVS part.
 import { NetlinkError } from '../errors.js';
@@ -7,6 +7,8 @@ import { ApplyResult, type BatchOptions } from '../kernel/batch.js';
 import type { ConntrackApi, DeleteFlowsResult, Flow, FlowFilter } from '../kernel/conntrack.js';
 import type { IpSet, IpSetMember, IpSetOp, IpSetsApi, IpSetSpec } from '../kernel/ipsets.js';
 import type { Address, Link, LinkOp, LinksApi } from '../kernel/links.js';
+import type { Route, RouteFilter, RouteOp, RoutesApi } from '../kernel/routes.js';
+import { parseCidr, networkText } from '../engine/cidr.js';
 import { NftCommitResult, NftTransaction, type CommitOptions, type NftablesApi, type NftOp, type NftRuleset, type ListOptions } from '../kernel/nftables.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { memberKey } from '../engine/ipsets-diff.js';
@@ -14,7 +16,7 @@ import { elementKey, stableStringify } from '../engine/nft-diff.js';
 import { canonicalAddress, familyOf } from '../engine/ipvs-model.js';
 import { FakeIpvs } from './fake-ipvs.js';
 
-const ERRNO: Record<string, number> = { EEXIST: 17, ENOENT: 2, ENODEV: 19, EBUSY: 16, EINVAL: 22, ESRCH: 3 };
+const ERRNO: Record<string, number> = { EEXIST: 17, ENOENT: 2, ENODEV: 19, EBUSY: 16, EINVAL: 22, ESRCH: 3, ENETUNREACH: 101 };
 
 function err(code: string, op: string, index: number): NetlinkError {
   return new NetlinkError({ message: `${op}: ${code}`, code, errno: ERRNO[code] ?? 4100, kind: 'kernel', op, index });
@@ -39,7 +41,8 @@ function runBatch<Op>(ops: Op[], opts: BatchOptions, one: (op: Op) => string | u
 
 export class FakeLinks implements LinksApi {
   private nextIndex = 2;
-  private readonly links = new Map<string, Link>([['lo', { index: 1, name: 'lo', flags: 0x49, up: true, type: 772, mtu: 65536, operstate: 0 }]]);
+  /** @internal by name; FakeRoutes resolves devs through it. */
+  readonly links = new Map<string, Link>([['lo', { index: 1, name: 'lo', flags: 0x49, up: true, type: 772, mtu: 65536, operstate: 0 }]]);
   private readonly addrs = new Map<string, Array<{ address: string; prefixlen: number }>>();
   readonly log: LinkOp[][] = [];
   dumps = 0;
@@ -116,6 +119,112 @@ export class FakeLinks implements LinksApi {
         return undefined;
       }
     }
+  }
+}
+
+// ---- routes ----------------------------------------------------------------------------------
+
+const TABLES: Record<string, number> = { local: 255, main: 254, default: 253 };
+const PROTOCOLS: Record<string, number> = { kernel: 2, boot: 3, static: 4, ipvsync: 249 };
+const LOCAL_TABLE_TYPES = new Set(['local', 'broadcast', 'anycast', 'nat']);
+
+/**
+ * Routes with the kernel's identity and matching rules: (family, table, dst/len, metric) is one
+ * route (an add of it again is EEXIST; IPv6 routes default to metric 1024); a delete matches the
+ * fields it names (type, protocol, dev, metric) and fails with ESRCH when nothing matches; a
+ * route to a link that does not exist fails with ENODEV. Link names come from `links` (lo is
+ * index 1 without it). Defaults as iproute2's, like the real codec.
+ */
+export class FakeRoutes implements RoutesApi {
+  private routes: Route[] = [];
+  readonly log: RouteOp[][] = [];
+  dumps = 0;
+
+  constructor(private readonly links?: FakeLinks) {}
+
+  get writes(): number {
+    return this.log.reduce((n, ops) => n + ops.length, 0);
+  }
+
+  /** Puts a route in place as another program would (not logged). */
+  seed(r: Omit<Route, 'flags'> & { flags?: number }): void {
+    this.routes.push({ flags: 0, ...r });
+  }
+
+  async list(filter: RouteFilter = {}): Promise<Route[]> {
+    this.dumps++;
+    const table = filter.table === undefined ? undefined : typeof filter.table === 'number' ? filter.table : TABLES[filter.table];
+    const protocol = filter.protocol === undefined ? undefined : typeof filter.protocol === 'number' ? filter.protocol : PROTOCOLS[filter.protocol];
+    return this.routes
+      .filter((r) => (!filter.family || r.family === filter.family) && (table === undefined || r.table === table) && (protocol === undefined || r.protocol === protocol) && (!filter.type || r.type === filter.type))
+      .map((r) => ({ ...r }));
+  }
+
+  async apply(ops: RouteOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
+    ops.forEach((o, i) => this.validate(o, i));
+    this.log.push(structuredClone(ops));
+    return runBatch(ops, opts, (op) => this.one(op), (op) => `${op.op === 'addRoute' ? 'RTM_NEWROUTE' : 'RTM_DELROUTE'} ${op.dst}`);
+  }
+
+  private validate(o: RouteOp, i: number): void {
+    const bad = (why: string) => {
+      throw new NetlinkError({ message: `op ${i} (${o.op}): ${why}`, code: 'EINVAL', errno: 22, kind: 'invalid', op: `op ${i} (${o.op})` });
+    };
+    if (o.op !== 'addRoute' && o.op !== 'delRoute') bad(`unknown op '${String((o as { op: unknown }).op)}'`);
+    let c;
+    try {
+      c = parseCidr(o.dst);
+    } catch (e) {
+      bad((e as Error).message);
+    }
+    if (`${networkText(c!)}/${c!.bits}` !== `${canonicalAddress(o.dst.split('/')[0]!)}/${c!.bits}`) bad(`dst '${o.dst}' has host bits set`);
+    for (const k of ['prefsrc', 'gateway'] as const) {
+      const v = o[k];
+      if (v !== undefined && familyOf(v) !== (c!.family === 6 ? 'inet6' : 'inet')) bad(`${k} '${v}' is not of the family of dst (mixed IPv4 and IPv6)`);
+    }
+  }
+
+  private linkIndex(o: RouteOp): { index?: number; dev?: string } | 'ENODEV' {
+    if (o.dev === undefined && o.index === undefined) return {};
+    const all = this.links ? [...this.links.links.values()] : [{ name: 'lo', index: 1 } as Link];
+    const l = all.find((x) => (o.dev !== undefined ? x.name === o.dev : x.index === o.index));
+    return l ? { index: l.index, dev: l.name } : 'ENODEV';
+  }
+
+  private one(o: RouteOp): string | undefined {
+    const c = parseCidr(o.dst);
+    const family = c.family === 6 ? 'inet6' : 'inet';
+    const dst = `${networkText(c)}/${c.bits}`;
+    const link = this.linkIndex(o);
+    if (link === 'ENODEV') return 'ENODEV';
+    const table = o.table === undefined ? undefined : typeof o.table === 'number' ? o.table : TABLES[o.table]!;
+    const protocol = o.protocol === undefined ? undefined : typeof o.protocol === 'number' ? o.protocol : PROTOCOLS[o.protocol]!;
+    if (o.op === 'addRoute') {
+      const type = o.type ?? 'unicast';
+      const t = table ?? (LOCAL_TABLE_TYPES.has(type) ? 255 : 254);
+      const metric = o.metric ?? (family === 'inet6' ? 1024 : undefined);
+      const i = this.routes.findIndex((r) => r.family === family && r.table === t && r.dst === dst && r.metric === metric);
+      if (i >= 0 && !o.exist) return 'EEXIST';
+      const scope = o.scope ?? (family === 'inet6' ? 'global' : type === 'local' || type === 'nat' ? 'host' : type === 'unicast' && !o.gateway ? 'link' : type === 'unicast' ? 'global' : 'link');
+      const r: Route = { family, dst, type, table: t, protocol: protocol ?? 3, scope, flags: 0, ...link };
+      if (metric !== undefined) r.metric = metric;
+      if (o.prefsrc) r.prefsrc = canonicalAddress(o.prefsrc);
+      if (o.gateway) r.gateway = canonicalAddress(o.gateway);
+      if (i >= 0) this.routes[i] = r;
+      else this.routes.push(r);
+      return undefined;
+    }
+    const type = o.type;
+    const t = table ?? (type && LOCAL_TABLE_TYPES.has(type) ? 255 : 254);
+    const i = this.routes.findIndex(
+      (r) =>
+        r.family === family && r.table === t && r.dst === dst &&
+        (!type || r.type === type) && (!protocol || r.protocol === protocol) &&
+        (link.index === undefined || r.index === link.index) && (o.metric === undefined || r.metric === o.metric),
+    );
+    if (i < 0) return 'ESRCH';
+    this.routes.splice(i, 1);
+    return undefined;
   }
 }
 
@@ -418,5 +527,6 @@ export class FakeConntrack implements ConntrackApi {
 
 /** Every fake, wired as an EngineKernel. */
 export function fakeKernel() {
-  return { ipvs: new FakeIpvs(), links: new FakeLinks(), ipsets: new FakeIpSets(), nft: new FakeNftables(), conntrack: new FakeConntrack() };
+  const links = new FakeLinks();
+  return { ipvs: new FakeIpvs(), links, routes: new FakeRoutes(links), ipsets: new FakeIpSets(), nft: new FakeNftables(), conntrack: new FakeConntrack() };
 }

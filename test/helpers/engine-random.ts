@@ -465,13 +465,13 @@ export function nftDifference(a: DesiredNftTable | undefined, b: DesiredNftTable
 // ---- writes in objects -----------------------------------------------------------------------
 
 /** The writes of a plan counted in objects (a member or element batch counts its members). */
-export function planObjects(p: Plan): { ipvs: number; addresses: number; ipsets: number; nft: number; total: number } {
-  const c = { ipvs: 0, addresses: 0, ipsets: 0, nft: 0, total: 0 };
+export function planObjects(p: Plan): { ipvs: number; addresses: number; routes: number; ipsets: number; nft: number; total: number } {
+  const c = { ipvs: 0, addresses: 0, routes: 0, ipsets: 0, nft: 0, total: 0 };
   for (const w of planWrites(p)) {
     let n = 1;
     if (w.kind === 'ipset' && (w.op.op === 'add' || w.op.op === 'del')) n = w.op.members.length;
     if (w.kind === 'nft' && w.op.kind === 'elements') n = w.op.elements.length;
-    c[w.kind === 'link' ? 'addresses' : w.kind === 'ipset' ? 'ipsets' : w.kind] += n;
+    c[w.kind === 'link' ? 'addresses' : w.kind === 'ipset' ? 'ipsets' : w.kind === 'route' ? 'routes' : w.kind] += n;
     c.total += n;
   }
   return c;

@@ -152,12 +152,13 @@ export async function sysctl(name: string): Promise<string> {
 /**
  * Removes what any earlier test may have programmed, with the independent tools (not with
  * ipvsync, whose cleanup is itself under test): the IPVS table, the glue tables, kube-ipvs0,
- * the conntrack table.
+ * the conntrack table, ipvsync's routes (protocol 249, bindMode route).
  */
 export async function resetDataPlane(): Promise<void> {
   await sh('ipvsadm', '-C');
   for (const fam of ['ip', 'ip6']) await run('nft', ['delete', 'table', fam, 'ipvsync']);
   await run('ip', ['link', 'del', 'kube-ipvs0']);
+  for (const fam of ['-4', '-6']) await run('ip', [fam, 'route', 'flush', 'table', 'local', 'proto', '249']);
   await run('conntrack', ['-F']);
 }
 
