@@ -1,8 +1,10 @@
 // The headline benchmark suite (`npm run bench:suite`): ipvsync's proxy path vs kube-proxy's
 // data-plane tools on the same workload (S services × 10 endpoints), each comparison inside one
 // kernel in one run.
-//   node dist/bench/suite.js [--host-sizes 1000,5000,10000,20000] [--qemu-sizes 1000,5000,10000]
-//                            [--timeout 180] [--only host|qemu] [--render]
+//   node dist/bench/suite.js [--host-sizes 1000,5000,10000,20000] [--qemu-sizes 1000,10000]
+//                            [--timeout 150] [--only host|qemu] [--render]
+// (the defaults are the committed sweep: ~52 minutes on a loaded 2-core machine; --only qemu
+// with other sizes adds rows to the committed ones; --render re-renders suite.md/svg)
 // Two environments:
 //   qemu  Debian 6.1 under qemu TCG (everything incl. IPVS; ~10x slow and noisy): ipvsync
 //         `sync -f` as a whole process + the in-process worker (bench/lib/proxy-worker.ts), vs
@@ -12,7 +14,8 @@
 //         the same peers but ipvsadm, and ipvsync's non-IPVS part (VIPs on a veth, nftables
 //         glue; IPVS in memory).
 // Every peer run is capped (`timeout -s KILL`): a capped run is recorded as a timeout, never as a
-// number. Cheap runs (< 3 s) are repeated three times and the median kept.
+// number, and that peer is not started again at larger S. ipvsync's own runs get 4× the cap.
+// Cheap runs (< 3 s) are repeated three times and the median kept.
 // Writes bench/results/suite.json, suite.md, suite.svg (bench/lib/render.ts).
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -37,9 +40,9 @@ const { values: a } = parseArgs({
   options: {
     phase: { type: 'string' },
     'host-sizes': { type: 'string', default: '1000,5000,10000,20000' },
-    'qemu-sizes': { type: 'string', default: '1000,5000,10000' },
+    'qemu-sizes': { type: 'string', default: '1000,10000' },
     sizes: { type: 'string' },
-    timeout: { type: 'string', default: '180' },
+    timeout: { type: 'string', default: '150' },
     only: { type: 'string' },
     'out-file': { type: 'string' },
     render: { type: 'boolean', default: false },
@@ -56,14 +59,14 @@ function sh(cmd: string, args: string[], input?: string): { status: number; stdo
 const quiet = (cmd: string, ...args: string[]) => void sh(cmd, args);
 
 /** One whole-process run: wall time measured here, user/sys/max RSS from GNU time. */
-function proc(cmd: string, args: string[], stdinFile?: string): Measure & { stdout: string } {
-  const full = ['-f', '@@TIME %U %S %M', 'timeout', '-s', 'KILL', String(TIMEOUT_S), cmd, ...args];
+function proc(cmd: string, args: string[], stdinFile?: string, capS = TIMEOUT_S): Measure & { stdout: string } {
+  const full = ['-f', '@@TIME %U %S %M', 'timeout', '-s', 'KILL', String(capS), cmd, ...args];
   const t0 = process.hrtime.bigint();
   const r = spawnSync('/usr/bin/time', full, { encoding: 'utf8', maxBuffer: 1 << 30, input: stdinFile ? readFileSync(stdinFile) : '' });
   const ms = Number(process.hrtime.bigint() - t0) / 1e6;
   const m = /@@TIME (\S+) (\S+) (\d+)/.exec(r.stderr ?? '');
   const base = m ? { userMs: Number(m[1]) * 1000, sysMs: Number(m[2]) * 1000, maxRssMB: Number(m[3]) / 1024 } : {};
-  if (r.status === 137 || r.status === 124) return { ms, timeout: true, timeoutS: TIMEOUT_S, stdout: '' };
+  if (r.status === 137 || r.status === 124) return { ms, timeout: true, timeoutS: capS, stdout: '' };
   if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} exited ${r.status}: ${(r.stderr ?? '').slice(0, 800)}`);
   return { ms, ...base, stdout: r.stdout ?? '' };
 }
@@ -196,15 +199,16 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
   if (env === 'qemu') {
     log('ipvsync sync -f (whole process)');
     const flags = [...syncFlags(NODE_IP), '--json'];
-    row.ipvsyncSyncProcess = median(ipvsyncCleanup, () => proc(process.execPath, [CLI, 'sync', '-f', dir, ...flags]));
+    row.ipvsyncSyncProcess = median(ipvsyncCleanup, () => proc(process.execPath, [CLI, 'sync', '-f', dir, ...flags], undefined, 4 * TIMEOUT_S));
     log(`  ${row.ipvsyncSyncProcess.ms.toFixed(0)} ms`);
     ipvsyncCleanup();
   } else {
     vipLink(env);
   }
   log('ipvsync in-process worker');
-  const wr = proc(process.execPath, [WORKER, '--dir', dir, ...(env === 'host' ? ['--fake-ipvs'] : [])]);
-  if (wr.timeout) row.worker = { timeout: true, timeoutS: TIMEOUT_S };
+  // ipvsync itself is not capped at the peers' limit
+  const wr = proc(process.execPath, [WORKER, '--dir', dir, ...(env === 'host' ? ['--fake-ipvs'] : [])], undefined, 4 * TIMEOUT_S);
+  if (wr.timeout) row.worker = { timeout: true, timeoutS: 4 * TIMEOUT_S };
   else {
     const line = wr.stdout.split('\n').find((l) => l.startsWith('@@WORKER '));
     if (!line) throw new Error('worker printed no result');
@@ -301,7 +305,11 @@ if (a.phase === 'host' || a.phase === 'qemu') {
     // One VM per size: a size that fails or runs away costs only itself. Peers capped at a
     // smaller size are passed on (--skip) so they are not started again.
     const skip: string[] = [];
-    for (const S of sizesOf(a['qemu-sizes']!)) {
+    const sizes = sizesOf(a['qemu-sizes']!);
+    // Earlier rows of other sizes are kept (a size can be added in a later run).
+    const kept = (prev?.phases.qemu?.rows ?? []).filter((r) => !sizes.includes(r.services) && !r.error);
+    if (kept.length) result.phases.qemu = { ...prev!.phases.qemu!, rows: kept };
+    for (const S of sizes) {
       const out = join(scratch, `qemu-${S}.json`);
       rmSync(out, { force: true });
       const cmd = `node dist/bench/suite.js --phase qemu --sizes ${S} --timeout ${TIMEOUT_S} ${skip.map((x) => `--skip '${x}'`).join(' ')} --out-file "$IPVSYNC_VM_OUT/qemu-${S}.json"`;
@@ -316,6 +324,7 @@ if (a.phase === 'host' || a.phase === 'qemu') {
       if (!result.phases.qemu?.rows.length) result.phases.qemu = { environment: ph.environment, loadavgEnd: ph.loadavgEnd, rows: ph.rows };
       else {
         result.phases.qemu.rows.push(...ph.rows);
+        result.phases.qemu.rows.sort((x, y) => x.services - y.services);
         result.phases.qemu.loadavgEnd = ph.loadavgEnd;
       }
       writeOutputs(result);
