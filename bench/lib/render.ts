@@ -125,7 +125,7 @@ function changeTable(p: PhaseResult): string[] {
 
 function whereTable(p: PhaseResult): string[] {
   const out = [
-    '| S × 10 | manifests load (JSON through the YAML parser) | full sync | translate + desired (JS) | observe (dumps) | diff (JS) | apply (netlink) | CPU main thread user / sys | CPU other threads user / sys | writes | messages (sendmsg) | netlink floor (messages × 3–6 µs) | event loop max / p99 | worker VmHWM | `sync -f` max RSS | iptables-legacy-restore max RSS |',
+    '| S × 10 | manifests load | full sync | translate + desired (JS) | observe (dumps) | diff (JS) | apply (netlink) | CPU main thread user / sys | CPU other threads user / sys | writes | messages (sendmsg) | netlink floor (messages × 3–6 µs) | event loop max / p99 | worker VmHWM | `sync -f` max RSS | iptables-legacy-restore max RSS |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of p.rows) {
