@@ -8,24 +8,11 @@ import { execFileSync } from 'node:child_process';
 import { iptablesRestore, JUMP_RULES } from '../../bench/lib/iptables.js';
 import { ipsetRestore, IPSET_NAMES } from '../../bench/lib/ipvs-mode.js';
 import { nftRuleset, NFT_TABLE } from '../../bench/lib/nft-mode.js';
-import { withOneEndpointChanged, workload, type BenchService } from '../../bench/lib/workload.js';
+import { withOneEndpointChanged, workload } from '../../bench/lib/workload.js';
+import { NGINX } from '../fixtures/kube/nginx-basic.js';
 
 const run = (cmd: string, args: string[], input?: string) => execFileSync(cmd, args, { encoding: 'utf8', ...(input !== undefined ? { input } : {}), maxBuffer: 1 << 28 });
 
-const NGINX: BenchService = {
-  index: 0,
-  namespace: 'default',
-  name: 'nginx-basic',
-  portName: 'http',
-  protocol: 'tcp',
-  clusterIP: '10.105.250.129',
-  port: 80,
-  endpoints: [
-    { ip: '192.168.0.7', port: 80 },
-    { ip: '192.168.1.3', port: 80 },
-    { ip: '192.168.1.4', port: 80 },
-  ],
-};
 
 // KUBE-PROXY.md's iptables-save lines of the example (the SEP chain of the first endpoint shown).
 const EXAMPLE = `-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES

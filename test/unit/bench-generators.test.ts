@@ -8,26 +8,12 @@ import { base32, extChain, iptablesRestore, probability, savedProbability, sepCh
 import { ipBatchVips, ipsetRestore, ipvsadmRestore } from '../../bench/lib/ipvs-mode.js';
 import { manifestFiles, sliceObject } from '../../bench/lib/manifests.js';
 import { nftRuleset } from '../../bench/lib/nft-mode.js';
-import { changedIndex, NODE_IP, NODE_NAME, REPLACEMENT_IP, withOneEndpointChanged, workload, type BenchService } from '../../bench/lib/workload.js';
+import { changedIndex, NODE_IP, NODE_NAME, REPLACEMENT_IP, withOneEndpointChanged, workload } from '../../bench/lib/workload.js';
 import { parseManifests } from '../../src/kube/manifests.js';
 import { translate } from '../../src/kube/translate.js';
 import { parseRules } from '../../src/kernel/ipvsadm-format.js';
+import { NGINX } from '../fixtures/kube/nginx-basic.js';
 
-// KUBE-PROXY.md: default/nginx-basic, port http 80/TCP, 10.105.250.129, three endpoints, pod CIDR 192.168.0.0/16.
-const NGINX: BenchService = {
-  index: 0,
-  namespace: 'default',
-  name: 'nginx-basic',
-  portName: 'http',
-  protocol: 'tcp',
-  clusterIP: '10.105.250.129',
-  port: 80,
-  endpoints: [
-    { ip: '192.168.0.7', port: 80 },
-    { ip: '192.168.1.3', port: 80 },
-    { ip: '192.168.1.4', port: 80 },
-  ],
-};
 
 test('base32 is RFC 4648 (Go base32.StdEncoding without padding)', () => {
   assert.equal(base32(Buffer.from('foobar')), 'MZXW6YTBOI');

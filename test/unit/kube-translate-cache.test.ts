@@ -6,18 +6,7 @@ import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { TranslateCache, translate } from '../../src/kube/translate.js';
 import type { NodeInfo, ProxyConfig } from '../../src/kube/types.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
-
-/** Deterministic PRNG (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { prng as rng } from '../helpers/bytes.js';
 
 const NODE: NodeInfo = { name: 'node-a', addresses: ['10.0.0.11', '2001:db8::11'] };
 const CONFIG: ProxyConfig = { scheduler: 'rr', clusterCIDRs: ['10.244.0.0/16'] };
