@@ -1,6 +1,7 @@
 // Canonical forms of IPVS objects, so desired state (as a caller writes it, with defaults left
 // out) and observed state (as the kernel reports it, everything filled in) compare exactly.
 import { isIP } from 'node:net';
+import { boundedMemo } from './memo.js';
 import type {
   AddressFamily,
   Destination,
@@ -16,21 +17,13 @@ import type {
 /** A virtual service the caller wants, with the real servers it wants behind it. */
 export type DesiredService = ServiceConfig & { destinations: DestinationConfig[] };
 
-/** Canonical text of an address ("fd00:0::1" → "fd00::1"); unchanged when not an IP. */
-/** Canonical IPv6 texts seen lately (the URL parser is slow, and the same addresses come back
- *  sync after sync). Bounded: cleared when full. */
-const CANONICAL6 = new Map<string, string>();
+/** Canonical IPv6 text, memoized: the URL parser is slow. */
+const canonical6 = boundedMemo((a) => (isIP(a) === 6 ? new URL(`http://[${a}]/`).hostname.slice(1, -1) : a), 1 << 16);
 
+/** Canonical text of an address ("fd00:0::1" → "fd00::1"); unchanged when not an IP. */
 export function canonicalAddress(a: string): string {
   // Only a text with a colon can be IPv6: IPv4 (and anything else) is returned as it is.
-  if (!a.includes(':')) return a;
-  let c = CANONICAL6.get(a);
-  if (c === undefined) {
-    c = isIP(a) === 6 ? new URL(`http://[${a}]/`).hostname.slice(1, -1) : a;
-    if (CANONICAL6.size >= 1 << 16) CANONICAL6.clear();
-    CANONICAL6.set(a, c);
-  }
-  return c;
+  return a.includes(':') ? canonical6(a) : a;
 }
 
 export function familyOf(address: string): AddressFamily {

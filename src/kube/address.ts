@@ -3,6 +3,7 @@
 import { isIP } from 'node:net';
 import { anyContains, parseCidr, type Cidr } from '../engine/cidr.js';
 import { canonicalAddress } from '../engine/ipvs-model.js';
+import { boundedMemo } from '../engine/memo.js';
 import type { AddressFamily } from '../kernel/ipvs.js';
 
 export function ipFamily(address: string): AddressFamily | undefined {
@@ -32,20 +33,8 @@ function sortKey(address: string): string {
   return '6' + groups.map((g) => g.padStart(4, '0')).join('');
 }
 
-/** Sort keys of the addresses seen lately: a sort calls compareAddress O(n log n) times for n
- *  addresses, and the same endpoints come back sync after sync. Bounded: cleared when full. */
-const KEYS = new Map<string, string>();
-const KEYS_MAX = 1 << 18;
-
-function cachedSortKey(address: string): string {
-  let k = KEYS.get(address);
-  if (k === undefined) {
-    if (KEYS.size >= KEYS_MAX) KEYS.clear();
-    k = sortKey(address);
-    KEYS.set(address, k);
-  }
-  return k;
-}
+/** Sort keys, memoized: a sort calls compareAddress O(n log n) times for n addresses. */
+const cachedSortKey = boundedMemo(sortKey, 1 << 18);
 
 /** An IPv4 dotted quad as a number, or -1 (anything else). No allocation: sorts call this
  *  O(n log n) times. */
