@@ -132,7 +132,8 @@ export function match(f: Field, value: KeyValue, op: 'eq' | 'neq' = 'eq'): Expr[
     const m = cidrMatch(f.datatype, value);
     const l = f.load(1);
     if (m.plen % 8 === 0 && l.type === 'payload') {
-      return [{ ...l, len: m.plen / 8 }, { type: 'cmp', sreg: 1, op, data: m.prefixHex }];
+      l.len = m.plen / 8; // l is a fresh object from load()
+      return [l, { type: 'cmp', sreg: 1, op, data: m.prefixHex }];
     }
     return [
       l,
@@ -247,14 +248,12 @@ function natTo(kind: 'snat' | 'dnat', family: 'ip' | 'ip6', addr: string, port?:
     out.push({ type: 'immediate', dreg: 2, data: HEX_BYTE[port >>> 8]! + HEX_BYTE[port & 0xff]! });
     flags |= NAT_RANGE_PROTO_SPECIFIED;
   }
-  out.push({
-    type: 'nat',
-    nat: kind,
-    family,
-    addrMin: 1,
-    ...(port !== undefined ? { protoMin: 2 } : {}),
-    ...(flags ? { flags } : {}),
-  });
+  // Built without spreads: one literal shape per variant, no temporary objects (a proxy table
+  // has one of these per endpoint).
+  const nat: Expr =
+    port !== undefined ? { type: 'nat', nat: kind, family, addrMin: 1, protoMin: 2 } : { type: 'nat', nat: kind, family, addrMin: 1 };
+  if (flags) nat.flags = flags;
+  out.push(nat);
   return out;
 }
 

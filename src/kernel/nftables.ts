@@ -315,9 +315,9 @@ export class NftTransaction {
     return this.push(op);
   }
   /** Appends (after rule `position` when given). */
-  addRule(r: RuleSpec, opts: { after?: number } = {}): this { return this.rule('add', r, opts.after); }
+  addRule(r: RuleSpec, opts?: { after?: number }): this { return this.rule('add', r, opts?.after); }
   /** Prepends (before rule `position` when given). */
-  insertRule(r: RuleSpec, opts: { before?: number } = {}): this { return this.rule('insert', r, opts.before); }
+  insertRule(r: RuleSpec, opts?: { before?: number }): this { return this.rule('insert', r, opts?.before); }
   /** Replaces the rule with r.handle. */
   replaceRule(r: RuleSpec): this { return this.rule('replace', r); }
   deleteRule(r: Omit<RuleSpec, 'exprs'> & { exprs?: Expr[]; handle: number }): this {
