@@ -74,7 +74,7 @@ const loadMs = performance.now() - t0;
 const S = manifests.services.length;
 
 const kernel: EngineKernel = {
-  ipvs: o['fake-ipvs'] ? new FakeIpvs() : await Ipvs.open(),
+  ipvs: o['fake-ipvs'] ? new FakeIpvs({ record: false }) : await Ipvs.open(),
   links: await Links.open(),
   nft: await Nftables.open(),
   conntrack: await Conntrack.open(),

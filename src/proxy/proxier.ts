@@ -72,6 +72,8 @@ export class Proxier {
     this.engine = new Engine(kernel, {
       managedCidrs: opts.node.addresses.map((a) => `${a}/${a.includes(':') ? 128 : 32}`),
       excludeCidrs: opts.excludeCidrs ?? [],
+      // plan() builds a fresh desired state every sync and never changes it afterwards
+      desiredImmutable: true,
       ...(opts.kubeIpsets ? { ipsetPrefix: KUBE_IPSET_PREFIX } : {}),
       ...(opts.drainTimeoutMs !== undefined ? { drainTimeoutMs: opts.drainTimeoutMs } : {}),
     });
