@@ -171,13 +171,73 @@ export function diffNftFromLast(desired: DesiredNftTable, last: DesiredNftTable)
   return { ops: elementOps(tableOf(desired), desired, (name) => before.get(name)!.elements) };
 }
 
+/** Element arrays declared sorted by key text (the key's parts joined by NUL, compared as
+ *  strings) and unique by canonical key: see sortedElements. */
+const SORTED = new WeakSet<readonly SetElement[]>();
+
+/**
+ * Declares `elements` sorted by key text (`key.join('\0')`, compared with `<`) and unique by
+ * canonical key (no two elements whose keys differ only in spelling: '6' and 'tcp', two forms
+ * of one IPv6 address). Diffing two such arrays against each other (an incremental plan from
+ * the last clean apply) is then one merge pass that compares element objects and builds a
+ * key text only where they differ, instead of a canonical key per element of both: at 100k
+ * elements per set, milliseconds instead of ~100 ms per sync. The array must not change
+ * afterwards. Returns it.
+ */
+export function sortedElements<T extends readonly SetElement[]>(elements: T): T {
+  SORTED.add(elements);
+  return elements;
+}
+
+const keyText = (e: SetElement): string => e.key.join('\u0000');
+
+/** The merge of two sortedElements arrays: what to delete from `have` and add from `want`. */
+function mergeElements(want: readonly SetElement[], have: readonly SetElement[], del: SetElement[], add: SetElement[]): void {
+  let i = 0;
+  let j = 0;
+  while (i < want.length && j < have.length) {
+    const a = want[i]!;
+    const b = have[j]!;
+    if (samePlain(a, b)) {
+      i++;
+      j++;
+      continue;
+    }
+    const ka = keyText(a);
+    const kb = keyText(b);
+    if (ka === kb) {
+      if (elementValue(a) !== elementValue(b)) {
+        del.push(b);
+        add.push(a);
+      }
+      i++;
+      j++;
+    } else if (ka < kb) {
+      add.push(want[i++]!);
+    } else {
+      del.push(have[j++]!);
+    }
+  }
+  while (i < want.length) add.push(want[i++]!);
+  while (j < have.length) del.push(have[j++]!);
+}
+
 /** Elements: by canonical key; a changed value (another verdict/data) is a delete + add. */
 function elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) => readonly SetElement[]): NftOp[] {
   const ops: NftOp[] = [];
   for (const { elements, ...s } of desired.sets) {
     const spec = full(t, s);
+    const before = had(s.name);
+    if (SORTED.has(elements) && SORTED.has(before)) {
+      const add: SetElement[] = [];
+      const del: SetElement[] = [];
+      if (elements !== before) mergeElements(elements, before, del, add);
+      if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
+      if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
+      continue;
+    }
     const have = new Map<string, SetElement>();
-    for (const e of had(s.name)) have.set(elementKey(s, e), e);
+    for (const e of before) have.set(elementKey(s, e), e);
     const add: SetElement[] = [];
     const del: SetElement[] = [];
     const want = new Set<string>();

@@ -18,7 +18,7 @@
 // after the nat output chain (-100); with net.ipv4.vs.conntrack=1 its forwarded packets pass
 // nat postrouting, where the masquerade happens.
 import { createHash } from 'node:crypto';
-import type { DesiredNftTable } from '../engine/nft-diff.js';
+import { sortedElements, type DesiredNftTable } from '../engine/nft-diff.js';
 import type { Expr } from '../kernel/nft-expr.js';
 import * as R from '../kernel/nft-rules.js';
 import type { SetElement } from '../kernel/nftables.js';
@@ -55,7 +55,8 @@ function uniq(elements: SetElement[]): SetElement[] {
   const seen = new Map<string, SetElement>();
   for (const e of elements) seen.set(e.key.join('\u0000'), e); // key parts never hold a NUL
   // Sorted by the same text, computed once per element (not twice per comparison).
-  return [...seen.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, e]) => e);
+  // (translate's addresses are canonical, so unique text is unique canonical key)
+  return sortedElements([...seen.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, e]) => e));
 }
 
 export interface GlueOptions {

@@ -1,0 +1,94 @@
+// The element diff between two sortedElements arrays (one merge pass, used for incremental
+// plans from the last clean apply) against the general by-canonical-key diff: on random
+// element sets, both turn `before` into exactly `after`, and the merge writes nothing for an
+// unchanged element.
+import assert from 'node:assert/strict';
+import test from 'node:test';
+import { diffNftFromLast, sortedElements, type DesiredNftTable } from '../../src/engine/nft-diff.js';
+import type { NftOp, SetElement } from '../../src/kernel/nftables.js';
+import { prng } from '../helpers/bytes.js';
+
+const text = (e: SetElement) => e.key.join('\u0000');
+const sortUniq = (els: SetElement[]): SetElement[] => {
+  const m = new Map(els.map((e) => [text(e), e]));
+  return [...m.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, e]) => e);
+};
+
+function table(hairpin: SetElement[], ports: SetElement[], sorted: boolean): DesiredNftTable {
+  const wrap = (x: SetElement[]) => (sorted ? sortedElements(x) : x);
+  return {
+    family: 'ip',
+    name: 't',
+    chains: [{ name: 'c' }],
+    rules: [],
+    sets: [
+      { name: 'hairpin', key: ['ipv4_addr', 'inet_proto', 'inet_service', 'ipv4_addr'], elements: wrap(hairpin) },
+      { name: 'ports', key: ['inet_proto', 'inet_service'], map: 'verdict', elements: wrap(ports) },
+    ],
+  };
+}
+
+/** A set's contents (key text -> value) after applying the element ops to `before`. */
+function applyOps(before: SetElement[], ops: NftOp[], set: string): Map<string, string> {
+  const m = new Map(before.map((e) => [text(e), JSON.stringify(e.verdict ?? null)]));
+  for (const o of ops) {
+    if (o.kind !== 'elements' || o.set.name !== set) continue;
+    for (const e of o.elements) {
+      if (o.verb === 'delete') {
+        assert.ok(m.delete(text(e)), `deletes an element that is there: ${text(e)}`);
+      } else {
+        assert.ok(!m.has(text(e)), `adds an element that is not there: ${text(e)}`);
+        m.set(text(e), JSON.stringify(e.verdict ?? null));
+      }
+    }
+  }
+  return m;
+}
+
+const contents = (els: SetElement[]) => new Map(els.map((e) => [text(e), JSON.stringify(e.verdict ?? null)]));
+
+test('merge diff of sorted element arrays == the general diff, on random changes', () => {
+  const rnd = prng(7);
+  const ip = () => `10.${Math.floor(rnd() * 4)}.${Math.floor(rnd() * 8)}.${Math.floor(rnd() * 256)}`;
+  const hp = (): SetElement => {
+    const a = ip();
+    return { key: [a, rnd() < 0.5 ? 'tcp' : 'udp', 1 + Math.floor(rnd() * 3000), a] };
+  };
+  const pp = (): SetElement => ({ key: ['tcp', 30000 + Math.floor(rnd() * 500)], verdict: { code: 'goto', chain: `svc-${Math.floor(rnd() * 4)}` } });
+  for (let round = 0; round < 200; round++) {
+    const h0 = sortUniq(Array.from({ length: Math.floor(rnd() * 300) }, hp));
+    const p0 = sortUniq(Array.from({ length: Math.floor(rnd() * 100) }, pp));
+    // a few removals, additions and (for the map) changed verdicts; fresh objects throughout
+    const keep = (e: SetElement) => rnd() > 0.05;
+    const h1 = sortUniq([...h0.filter(keep).map((e) => ({ key: [...e.key] })), ...Array.from({ length: Math.floor(rnd() * 10) }, hp)]);
+    const p1 = sortUniq([
+      ...p0.filter(keep).map((e) => (rnd() < 0.05 ? { key: [...e.key], verdict: { code: 'goto' as const, chain: 'other' } } : { key: [...e.key], verdict: { ...e.verdict! } })),
+      ...Array.from({ length: Math.floor(rnd() * 5) }, pp),
+    ]);
+    const fast = diffNftFromLast(table(h1, p1, true), table(h0, p0, true));
+    const general = diffNftFromLast(table(h1, p1, false), table(h0, p0, false));
+    assert.ok(fast && general);
+    assert.deepEqual(applyOps(h0, fast.ops, 'hairpin'), contents(h1));
+    assert.deepEqual(applyOps(p0, fast.ops, 'ports'), contents(p1));
+    // the same writes as the general diff (as sets of elements per verb and set)
+    const norm = (ops: NftOp[]) =>
+      ops.flatMap((o) => (o.kind === 'elements' ? o.elements.map((e) => `${o.verb} ${o.set.name} ${text(e)} ${JSON.stringify(e.verdict ?? null)}`) : [])).sort();
+    assert.deepEqual(norm(fast.ops), norm(general.ops));
+  }
+});
+
+test('merge diff: identical contents in fresh objects write nothing; one changed element writes one delete + one add', () => {
+  const els = (n: number) => sortUniq(Array.from({ length: n }, (_, i) => ({ key: [`10.0.${i >> 8}.${i & 255}`, 'tcp', 80, `10.0.${i >> 8}.${i & 255}`] })));
+  const a = els(1000);
+  assert.deepEqual(diffNftFromLast(table(els(1000), [], true), table(a, [], true))?.ops, []);
+  const b = els(1000);
+  b[500] = { key: ['10.0.1.244', 'tcp', 81, '10.0.1.244'] };
+  const ops = diffNftFromLast(table(sortUniq(b), [], true), table(a, [], true))!.ops;
+  assert.deepEqual(
+    ops.map((o) => (o.kind === 'elements' ? [o.verb, o.elements.map(text)] : [])),
+    [
+      ['delete', [text(a[500]!)]],
+      ['add', ['10.0.1.244\u0000tcp\u000081\u000010.0.1.244']],
+    ],
+  );
+});
