@@ -24,6 +24,7 @@ import * as R from '../kernel/nft-rules.js';
 import type { SetElement } from '../kernel/nftables.js';
 import type { GlueSpec } from '../kube/types.js';
 import { familyOf } from '../engine/ipvs-model.js';
+import { compareAddress } from '../kube/address.js';
 
 export const MASQ_MARK = 0x4000;
 export const GLUE_TABLE = 'ipvsync';
@@ -51,12 +52,46 @@ function fam(address: string): Fam {
   return familyOf(address) === 'inet6' ? 'ip6' : 'ip';
 }
 
+/** One key part against another: numbers numerically and first, strings by compareAddress
+ *  (addresses numerically, IPv4 before IPv6, equal for two spellings of one address; other
+ *  text — protocol names — in text order after them). */
+function compareKeyPart(a: unknown, b: unknown): number {
+  if (typeof a === 'number' && typeof b === 'number') return a - b;
+  if (typeof a === 'number') return -1;
+  if (typeof b === 'number') return 1;
+  return compareAddress(String(a), String(b));
+}
+
+/** The glue's element order: key part by key part. It is translate's order (address,
+ *  protocol, port) for the sets built from its sorted lists, so sorting them is one check. */
+export function compareElements(x: SetElement, y: SetElement): number {
+  const a = x.key;
+  const b = y.key;
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const c = compareKeyPart(a[i], b[i]);
+    if (c !== 0) return c;
+  }
+  return a.length - b.length;
+}
+
+/** Sorted by compareElements, one element per key (the last one given), declared sorted for
+ *  the engine's merge diff. */
 function uniq(elements: SetElement[]): SetElement[] {
+  elements.sort(compareElements);
+  const out: SetElement[] = [];
+  for (const e of elements) {
+    if (out.length && compareElements(out[out.length - 1]!, e) === 0) out[out.length - 1] = e;
+    else out.push(e);
+  }
+  return sortedElements(out, compareElements);
+}
+
+/** Interval sets (CIDRs): by text, one element per text. */
+function uniqText(elements: SetElement[]): SetElement[] {
   const seen = new Map<string, SetElement>();
   for (const e of elements) seen.set(e.key.join('\u0000'), e); // key parts never hold a NUL
-  // Sorted by the same text, computed once per element (not twice per comparison).
-  // (translate's addresses are canonical, so unique text is unique canonical key)
-  return sortedElements([...seen.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, e]) => e));
+  return [...seen.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, e]) => e);
 }
 
 export interface GlueOptions {
@@ -82,7 +117,7 @@ export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Des
   const vipAddrs = uniq(vips.map((v) => ({ key: [v.address] })));
   const nodePortFamily = family === 'ip' ? 'inet' : 'inet6';
   const nodePorts = uniq(g.nodePorts.filter((n) => n.family === nodePortFamily && !n.localOnly).map((n) => ({ key: [n.protocol, n.port] })));
-  const clusterCidrs = uniq(g.clusterCIDRs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] })));
+  const clusterCidrs = uniqText(g.clusterCIDRs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] })));
   const hairpin = uniq(g.hairpin.filter(mine).map((h) => ({ key: [h.address, h.protocol, h.port, h.address] })));
   const ranges = g.sourceRanges.filter(mine);
 
@@ -112,7 +147,7 @@ export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Des
   add('input', R.ctState('new'), R.inSet([R.F.l4proto], 'service-protocols'), R.inSet([F.daddr], 'vips'), R.inSet(svcFields, 'vip-ports', { invert: true }), R.reject(F.reject));
   // Route mode: the static part gains a set and a rule (a mode switch rebuilds the table in one
   // transaction); address mode keeps the table it always had.
-  const serviceCidrs = opts.serviceCidrs ? uniq(opts.serviceCidrs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] }))) : undefined;
+  const serviceCidrs = opts.serviceCidrs ? uniqText(opts.serviceCidrs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] }))) : undefined;
   if (serviceCidrs) add('input', R.ctState('new'), R.inSet([F.daddr], 'service-cidrs'), R.inSet([F.daddr], 'vips', { invert: true }), R.reject(F.reject));
 
   const firewall: SetElement[] = [];

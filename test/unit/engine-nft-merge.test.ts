@@ -1,4 +1,4 @@
-// The element diff between two sortedElements arrays (one merge pass, used for incremental
+// The element diff between two sortedElements arrays (here in key-text order) (one merge pass, used for incremental
 // plans from the last clean apply) against the general by-canonical-key diff: on random
 // element sets, both turn `before` into exactly `after`, and the merge writes nothing for an
 // unchanged element.
@@ -9,13 +9,14 @@ import type { NftOp, SetElement } from '../../src/kernel/nftables.js';
 import { prng } from '../helpers/bytes.js';
 
 const text = (e: SetElement) => e.key.join('\u0000');
+const byText = (a: SetElement, b: SetElement) => (text(a) < text(b) ? -1 : text(a) > text(b) ? 1 : 0);
 const sortUniq = (els: SetElement[]): SetElement[] => {
   const m = new Map(els.map((e) => [text(e), e]));
   return [...m.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, e]) => e);
 };
 
 function table(hairpin: SetElement[], ports: SetElement[], sorted: boolean): DesiredNftTable {
-  const wrap = (x: SetElement[]) => (sorted ? sortedElements(x) : x);
+  const wrap = (x: SetElement[]) => (sorted ? sortedElements(x, byText) : x);
   return {
     family: 'ip',
     name: 't',
