@@ -3,7 +3,7 @@
 // apply() performs a plan in a safe order; sync() is both. Each object kind has its own diff
 // (ipvs-diff, addresses-diff, routes-diff, ipsets-diff, nft-diff); the engine orders them, keeps what must
 // survive between syncs (draining destinations), and reports what it did.
-import type { NetlinkError } from '../errors.js';
+import { NetlinkError } from '../errors.js';
 import type { ConntrackApi } from '../kernel/conntrack.js';
 import type { IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
 import type { IpvsApi, IpvsOp, Service } from '../kernel/ipvs.js';
@@ -13,10 +13,11 @@ import { IPVSYNC_ROUTE_PROTOCOL, type Route, type RouteOp, type RoutesApi } from
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
 import { anyContains, parseCidr, type Cidr } from './cidr.js';
 import { diffIpSets, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
-import { diffIpvs, type FlowFlush, type IpvsDelta } from './ipvs-diff.js';
+import { diffIpvsSteps, type FlowFlush, type IpvsDelta } from './ipvs-diff.js';
 import { canonicalAddress, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
-import { diffNft, diffNftFromLast, type DesiredNftTable, type NftDelta } from './nft-diff.js';
+import { diffNftFromLastSteps, diffNftSteps, type DesiredNftTable, type NftDelta } from './nft-diff.js';
 import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
+import { runSliced, TimeSlice } from './slice.js';
 
 export interface DesiredState {
   /** IPVS virtual services with their destinations. */
@@ -65,6 +66,32 @@ export interface EngineOptions extends Ownership {
    * ~100 ms and a second copy of the nftables glue per sync.
    */
   desiredImmutable?: boolean;
+  /**
+   * The longest the engine computes without letting the event loop in (diffs are time-sliced)
+   * and, with it, the IPVS writes go to the kernel in batches of at most IPVS_APPLY_CHUNK ops
+   * (one N-API crossing each, their conversion a bounded pause). Default 20 ms.
+   */
+  sliceMs?: number;
+}
+
+/** IPVS ops per apply() call: converting a batch to netlink holds the event loop for ~1 µs
+ *  per op on the main thread, so 100k ops go as ~25 batches with the loop free in between. */
+export const IPVS_APPLY_CHUNK = 4096;
+
+/** An error of a batch that was one chunk of a longer op list, with its index in the list. */
+function reindexed(e: NetlinkError, at: number): NetlinkError {
+  if (at === 0 || e.index === undefined) return e;
+  return new NetlinkError({
+    message: e.message,
+    code: e.code,
+    errno: e.errno,
+    kind: e.kind,
+    op: e.op,
+    ...(e.extack !== undefined ? { extack: e.extack } : {}),
+    ...(e.extackOffset !== undefined ? { extackOffset: e.extackOffset } : {}),
+    index: e.index + at,
+    ...(e.member !== undefined ? { member: e.member } : {}),
+  });
 }
 
 /** Every write a sync would make, per kind, in the order they will be made. */
@@ -153,7 +180,11 @@ export class Engine {
     this.managed = (opts.managedCidrs ?? []).map(parseCidr);
     this.excluded = (opts.excludeCidrs ?? []).map(parseCidr);
     this.now = opts.now ?? Date.now;
+    this.slice = new TimeSlice(opts.sliceMs ?? 20);
   }
+
+  /** The diffs' time slicing (its `yields` count the pauses). */
+  readonly slice: TimeSlice;
 
   /** Whether the engine may change or delete an observed IPVS service. */
   owns(s: Service): boolean {
@@ -185,10 +216,11 @@ export class Engine {
     // Incremental with only elements changed since the last clean apply: the element delta
     // from that, without listing the tables (a full plan, or a static change, lists them).
     const last = this.clean.nft;
-    const fromLast =
-      changed && !nftSame && last && last.length === allTables.length
-        ? allTables.map((t, i) => diffNftFromLast(t, last[i]!))
-        : undefined;
+    let fromLast: Array<NftDelta | undefined> | undefined;
+    if (changed && !nftSame && last && last.length === allTables.length) {
+      fromLast = [];
+      for (let i = 0; i < allTables.length; i++) fromLast.push(await runSliced(diffNftFromLastSteps(allTables[i]!, last[i]!), this.slice));
+    }
     const elementsOnly = fromLast?.every((d): d is NftDelta => d !== undefined) ? fromLast : undefined;
     const tables = nftSame || elementsOnly ? [] : allTables;
     if (desired.ipsets && !this.opts.ipsetPrefix) throw new RangeError('managing ipsets needs Ownership.ipsetPrefix');
@@ -214,14 +246,17 @@ export class Engine {
 
     const want = changed ? desired.services.filter((s) => changed.has(serviceKey(s))) : desired.services;
     const draining = changed ? new Map([...this.draining].filter(([key]) => changed.has(key.split('/')[0]!))) : this.draining;
-    const ipvs = diffIpvs({
-      desired: want,
-      observed,
-      owns: (s) => this.owns(s),
-      draining,
-      now: this.now(),
-      drainTimeoutMs: this.opts.drainTimeoutMs ?? 15 * 60 * 1000,
-    });
+    const ipvs = await runSliced(
+      diffIpvsSteps({
+        desired: want,
+        observed,
+        owns: (s) => this.owns(s),
+        draining,
+        now: this.now(),
+        drainTimeoutMs: this.opts.drainTimeoutMs ?? 15 * 60 * 1000,
+      }),
+      this.slice,
+    );
     const plan: Plan = { mode: changed ? 'incremental' : 'full', ipvs, observeMs: t1 - t0, diffMs: 0, desired: {} };
     if (changed) plan.scope = [...changed];
     const unchanged: Plan['unchanged'] = [];
@@ -236,7 +271,8 @@ export class Engine {
     if (wantIpsets) plan.ipsets = diffIpSets(desired.ipsets!, sets!, this.opts.ipsetPrefix!);
     if (tables.length) {
       // Every table's delta goes into the same transaction: the glue changes all at once.
-      const deltas = tables.map((t, i) => diffNft(t, ruleset[i]!));
+      const deltas: NftDelta[] = [];
+      for (let i = 0; i < tables.length; i++) deltas.push(await runSliced(diffNftSteps(tables[i]!, ruleset[i]!), this.slice));
       const rebuilt = deltas.map((d, i) => (d.rebuilt ? `${tables[i]!.family} ${tables[i]!.name}: ${d.rebuilt}` : '')).filter(Boolean);
       plan.nft = { ops: deltas.flatMap((d) => d.ops), ...(rebuilt.length ? { rebuilt: rebuilt.join('; ') } : {}) };
       plan.desired!.nft = tables;
@@ -271,16 +307,23 @@ export class Engine {
       r: KindReport,
       ops: Op[],
       run: (ops: Op[]) => Promise<{ status(i: number): string; errors: NetlinkError[] }>,
+      chunk = ops.length,
     ): Promise<((i: number) => boolean) | undefined> => {
       if (!ops.length) return undefined;
-      const res = await run(ops);
-      r.errors.push(...res.errors);
-      ops.forEach((o, i) => {
-        if (res.status(i) !== 'ok') return;
-        r.ops[o.op] = (r.ops[o.op] ?? 0) + 1;
-        r.writes++;
-      });
-      return (i) => res.status(i) === 'ok';
+      const ok = new Uint8Array(ops.length);
+      for (let at = 0; at < ops.length; at += chunk) {
+        const part = chunk >= ops.length ? ops : ops.slice(at, at + chunk);
+        const res = await run(part);
+        for (const e of res.errors) r.errors.push(reindexed(e, at));
+        for (let i = 0; i < part.length; i++) {
+          if (res.status(i) !== 'ok') continue;
+          ok[at + i] = 1;
+          const o = part[i]!;
+          r.ops[o.op] = (r.ops[o.op] ?? 0) + 1;
+          r.writes++;
+        }
+      }
+      return (i) => ok[i] === 1;
     };
 
     if (plan.addresses && k.links) await batch(report.addresses, plan.addresses.early, (o) => k.links!.apply(o, { stopOnError: false }));
@@ -297,7 +340,7 @@ export class Engine {
         report.nft.writes++;
       });
     }
-    const ipvsOk = await batch(report.ipvs, plan.ipvs.ops, (o) => k.ipvs.apply(o, { stopOnError: false }));
+    const ipvsOk = await batch(report.ipvs, plan.ipvs.ops, (o) => k.ipvs.apply(o, { stopOnError: false }), IPVS_APPLY_CHUNK);
     if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.late, (o) => k.ipsets!.apply(o, { stopOnError: false }));
     if (plan.routes && k.routes) await batch(report.routes, plan.routes.late, (o) => k.routes!.apply(o, { stopOnError: false }));
     if (plan.addresses && k.links) await batch(report.addresses, plan.addresses.late, (o) => k.links!.apply(o, { stopOnError: false }));

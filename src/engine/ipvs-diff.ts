@@ -3,6 +3,7 @@
 // place; removed TCP destinations drain (weight 0) before they are deleted.
 import type { DestinationConfig, Destination, IpvsOp, Service, ServiceId } from '../kernel/ipvs.js';
 import { serviceId } from '../kernel/ipvs.js';
+import { runSync, type Steps } from './slice.js';
 import {
   canonicalAddress,
   destKey,
@@ -55,6 +56,11 @@ function destConfig(d: DestinationConfig): DestinationConfig {
 }
 
 export function diffIpvs(input: IpvsDiffInput): IpvsDelta {
+  return runSync(diffIpvsSteps(input));
+}
+
+/** diffIpvs as units of work (one per 256 services), for runSliced. */
+export function* diffIpvsSteps(input: IpvsDiffInput): Steps<IpvsDelta> {
   const observed = new Map<string, Service>();
   for (const s of input.observed) observed.set(serviceKey(s), s);
   const wanted = new Map<string, DesiredService>();
@@ -67,7 +73,9 @@ export function diffIpvs(input: IpvsDiffInput): IpvsDelta {
   const draining = new Map<string, number>();
   const flushFlows: FlowFlush[] = [];
 
+  let n = 0;
   for (const [key, want] of wanted) {
+    if (++n % 256 === 0) yield;
     const have = observed.get(key);
     const id = idOf(want);
     if (!have) {

@@ -6,6 +6,7 @@ import type { ChainSpec, NftOp, NftRuleset, RuleSpec, SetElement, SetSpec, Table
 import type { NftFamily } from '../kernel/nft-types.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { canonicalAddress, samePlain } from './ipvs-model.js';
+import { runSync, type Steps } from './slice.js';
 
 type Local<T> = Omit<T, 'family' | 'table'>;
 
@@ -87,11 +88,11 @@ function full<T extends object>(t: TableSpec, x: T): T & TableRef {
 type TableRef = { family: NftFamily; table: string };
 
 /** Everything of the table, in dependency order (chains and sets before what refers to them). */
-function build(t: TableSpec, d: DesiredNftTable): NftOp[] {
+function* build(t: TableSpec, d: DesiredNftTable): Steps<NftOp[]> {
   const ops: NftOp[] = [{ verb: 'add', kind: 'table', table: t }];
   for (const c of d.chains) ops.push({ verb: 'add', kind: 'chain', chain: full(t, c) });
   for (const { elements: listed, ...s } of d.sets) {
-    const elements = uniqueElements(s, listed);
+    const elements = yield* uniqueElements(s, listed);
     ops.push({ verb: 'add', kind: 'set', set: full(t, s) });
     if (elements.length) ops.push({ verb: 'add', kind: 'elements', set: full(t, s), elements });
   }
@@ -99,20 +100,33 @@ function build(t: TableSpec, d: DesiredNftTable): NftOp[] {
   return ops;
 }
 
-function uniqueElements(s: Pick<SetSpec, 'key' | 'interval'>, elements: readonly SetElement[]): SetElement[] {
+/** Units of work of the element loops: one per this many elements. */
+const ELEMENTS_PER_STEP = 2048;
+
+function* uniqueElements(s: Pick<SetSpec, 'key' | 'interval'>, elements: readonly SetElement[]): Steps<SetElement[]> {
   const seen = new Set<string>();
-  return elements.filter((e) => {
+  const out: SetElement[] = [];
+  for (let i = 0; i < elements.length; i++) {
+    const e = elements[i]!;
     const k = elementKey(s, e);
-    if (seen.has(k)) return false;
-    seen.add(k);
-    return true;
-  });
+    if (!seen.has(k)) {
+      seen.add(k);
+      out.push(e);
+    }
+    if (i % ELEMENTS_PER_STEP === ELEMENTS_PER_STEP - 1) yield;
+  }
+  return out;
 }
 
 export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelta {
+  return runSync(diffNftSteps(desired, observed));
+}
+
+/** diffNft as units of work (per ELEMENTS_PER_STEP elements), for runSliced. */
+export function* diffNftSteps(desired: DesiredNftTable, observed: NftRuleset): Steps<NftDelta> {
   const t: TableSpec = { family: desired.family, name: desired.name };
   const mine = (x: { family: NftFamily; table: string }) => x.family === t.family && x.table === t.name;
-  if (!observed.tables.some((x) => x.family === t.family && x.name === t.name)) return { ops: build(t, desired) };
+  if (!observed.tables.some((x) => x.family === t.family && x.name === t.name)) return { ops: yield* build(t, desired) };
 
   // Static part: chains (with hooks), set declarations, and each chain's rule list.
   const haveChains = new Map(observed.chains.filter(mine).map((c) => [c.name, chainSignature(c)]));
@@ -136,7 +150,7 @@ export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelt
   }
   if (why) {
     // Rebuild the whole table in the same transaction: delete + add commit together.
-    return { ops: [{ verb: 'delete', kind: 'table', table: t }, ...build(t, desired)], rebuilt: why };
+    return { ops: [{ verb: 'delete', kind: 'table', table: t }, ...(yield* build(t, desired))], rebuilt: why };
   }
 
   const ops: NftOp[] = [];
@@ -148,7 +162,7 @@ export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelt
     ops.push({ verb: 'flush', kind: 'chain', chain: full(t, c) });
     for (const r of wantRules.get(c.name) ?? []) ops.push({ verb: 'add', kind: 'rule', rule: full(t, r) });
   }
-  ops.push(...elementOps(t, desired, (name) => haveSets.get(name)!.elements));
+  ops.push(...(yield* elementOps(t, desired, (name) => haveSets.get(name)!.elements)));
   return { ops };
 }
 
@@ -158,6 +172,11 @@ export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelt
  * uses diffNft — otherwise only element adds and deletes, with no dump at all.
  */
 export function diffNftFromLast(desired: DesiredNftTable, last: DesiredNftTable): NftDelta | undefined {
+  return runSync(diffNftFromLastSteps(desired, last));
+}
+
+/** diffNftFromLast as units of work, for runSliced. */
+export function* diffNftFromLastSteps(desired: DesiredNftTable, last: DesiredNftTable): Steps<NftDelta | undefined> {
   if (desired.family !== last.family || desired.name !== last.name) return undefined;
   if (!samePlain(desired.chains, last.chains) || !samePlain(desired.rules, last.rules)) return undefined;
   if (desired.sets.length !== last.sets.length) return undefined;
@@ -168,7 +187,7 @@ export function diffNftFromLast(desired: DesiredNftTable, last: DesiredNftTable)
     const { elements: _b, ...was } = b;
     if (!samePlain(decl, was)) return undefined;
   }
-  return { ops: elementOps(tableOf(desired), desired, (name) => before.get(name)!.elements) };
+  return { ops: yield* elementOps(tableOf(desired), desired, (name) => before.get(name)!.elements) };
 }
 
 /** An order of set elements by key: 0 exactly when two keys are the same canonical key. */
@@ -222,7 +241,7 @@ function mergeElements(want: readonly SetElement[], have: readonly SetElement[],
 }
 
 /** Elements: by canonical key; a changed value (another verdict/data) is a delete + add. */
-function elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) => readonly SetElement[]): NftOp[] {
+function* elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) => readonly SetElement[]): Steps<NftOp[]> {
   const ops: NftOp[] = [];
   for (const { elements, ...s } of desired.sets) {
     const spec = full(t, s);
@@ -232,16 +251,23 @@ function elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) =
       const add: SetElement[] = [];
       const del: SetElement[] = [];
       if (elements !== before) mergeElements(elements, before, order, del, add);
+      yield;
       if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
       if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
       continue;
     }
     const have = new Map<string, SetElement>();
-    for (const e of before) have.set(elementKey(s, e), e);
+    for (let i = 0; i < before.length; i++) {
+      const e = before[i]!;
+      have.set(elementKey(s, e), e);
+      if (i % ELEMENTS_PER_STEP === ELEMENTS_PER_STEP - 1) yield;
+    }
     const add: SetElement[] = [];
     const del: SetElement[] = [];
     const want = new Set<string>();
-    for (const e of elements) {
+    for (let i = 0; i < elements.length; i++) {
+      const e = elements[i]!;
+      if (i % ELEMENTS_PER_STEP === ELEMENTS_PER_STEP - 1) yield;
       const k = elementKey(s, e);
       if (want.has(k)) continue; // a duplicate key: the first one counts
       want.add(k);

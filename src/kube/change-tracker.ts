@@ -11,6 +11,7 @@ import {
   LABEL_SERVICE_NAME,
   LABEL_SERVICE_PROXY_NAME,
 } from './types.js';
+import { runSync, type Steps } from '../engine/slice.js';
 
 interface Meta {
   metadata?: { namespace?: string; name?: string; labels?: Record<string, string> };
@@ -28,7 +29,7 @@ class GroupTracker<T extends Meta> {
   private readonly objects = new Map<string, T>();
   private readonly groups = new Map<string, Set<string>>();
   /** Group → fingerprint at the last drain, for groups touched since. */
-  private readonly pending = new Map<string, string>();
+  private pending = new Map<string, string>();
 
   constructor(
     private readonly groupOf: (o: T) => string | undefined,
@@ -69,9 +70,20 @@ class GroupTracker<T extends Meta> {
 
   /** Services whose relevant state changed since the last drain; starts a new round. */
   drain(): Set<string> {
+    return runSync(this.drainSteps());
+  }
+
+  /** drain() as units of work (128 services each), for runSliced. The round is taken at the
+   *  start: updates arriving while it runs belong to the next one. */
+  *drainSteps(): Steps<Set<string>> {
+    const round = this.pending;
+    this.pending = new Map();
     const changed = new Set<string>();
-    for (const [group, before] of this.pending) if (this.groupFingerprint(group) !== before) changed.add(group);
-    this.pending.clear();
+    let n = 0;
+    for (const [group, before] of round) {
+      if (this.groupFingerprint(group) !== before) changed.add(group);
+      if (++n % 128 === 0) yield;
+    }
     return changed.size ? new Set([...changed].sort()) : changed;
   }
 

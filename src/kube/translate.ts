@@ -5,6 +5,7 @@
 // servers and glue, so the four kinds never repeat the same block.
 import type { V1EndpointSlice, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { serviceKey, type DesiredService } from '../engine/ipvs-model.js';
+import { runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
 import { cidrList, compareAddress, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
 import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
@@ -103,6 +104,15 @@ export class TranslateCache {
 }
 
 export function translate(input: TranslateInput, cache?: TranslateCache): ProxyModel {
+  return runSync(translateSteps(input, cache));
+}
+
+/** translate() letting the event loop in every `slice.sliceMs` (between services). */
+export function translateSliced(input: TranslateInput, cache: TranslateCache | undefined, slice: TimeSlice): Promise<ProxyModel> {
+  return runSliced(translateSteps(input, cache), slice);
+}
+
+function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<ProxyModel> {
   const ctx = context(input);
   if (cache) {
     const fingerprint = JSON.stringify([input.node, input.config ?? {}]);
@@ -130,12 +140,13 @@ export function translate(input: TranslateInput, cache?: TranslateCache): ProxyM
       }
     }
     merge(ctx.out, out);
+    yield;
   }
   if (cache && cache.entries.size > services.length) {
     const names = new Set(services.map((x) => x.name));
     for (const k of cache.entries.keys()) if (!names.has(k)) cache.entries.delete(k);
   }
-  return finish(ctx);
+  return yield* finish(ctx);
 }
 
 function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
@@ -467,25 +478,37 @@ function countNoLocal(sp: ServicePortInfo, locals: number, ctx: Context): void {
 
 // ---- output ----
 
-function finish(ctx: Context): ProxyModel {
+/** The model from the accumulated translation: sorted throughout (a unit of work per sort, and
+ *  per 1000 services for their destinations). */
+function* finish(ctx: Context): Steps<ProxyModel> {
   const o = ctx.out;
   const byVip = <T extends { address: string; protocol: string; port: number }>(a: T, b: T): number =>
     compareAddress(a.address, b.address) || compareText(a.protocol, b.protocol) || a.port - b.port;
   const services = [...o.services.values()].map(({ vs }) => vs);
-  for (const s of services) s.destinations.sort((a, b) => compareAddress(a.address, b.address) || a.port - b.port);
+  for (let i = 0; i < services.length; i++) {
+    services[i]!.destinations.sort((a, b) => compareAddress(a.address, b.address) || a.port - b.port);
+    if (i % 1000 === 999) yield;
+  }
   services.sort((a, b) => byVip(a as never, b as never));
+  yield;
   const healthChecks = [...o.healthChecks.values()].sort((a, b) => a.nodePort - b.nodePort);
+  const vips = [...o.vips].sort(compareAddress);
+  yield;
+  const glueVips = o.glueVips.sort((a, b) => byVip(a, b) || a.kind.localeCompare(b.kind));
+  yield;
+  const hairpin = [...o.hairpin.values()].sort(byVip);
+  yield;
   return {
     services,
-    vips: [...o.vips].sort(compareAddress),
+    vips,
     glue: {
       clusterCIDRs: [...(ctx.config.clusterCIDRs ?? [])],
       masqueradeAll: ctx.config.masqueradeAll ?? false,
-      vips: o.glueVips.sort((a, b) => byVip(a, b) || a.kind.localeCompare(b.kind)),
+      vips: glueVips,
       nodePorts: [...o.nodePorts.values()].sort((a, b) => a.family.localeCompare(b.family) || a.protocol.localeCompare(b.protocol) || a.port - b.port),
       nodePortAddresses: [...ctx.nodePortAddresses.inet, ...ctx.nodePortAddresses.inet6],
       sourceRanges: o.sourceRanges.sort(byVip),
-      hairpin: [...o.hairpin.values()].sort(byVip),
+      hairpin,
       localTrafficServices: [...o.localTraffic].sort(),
       healthCheckNodePorts: healthChecks.map((h) => h.nodePort),
     },

@@ -4,7 +4,8 @@ import type { DesiredState } from '../engine/engine.js';
 import { anyContains, parseCidr } from '../engine/cidr.js';
 import { canonicalNetwork } from '../engine/routes-diff.js';
 import type { ProxyModel } from '../kube/types.js';
-import { glueTables } from './glue.js';
+import { glueTablesSteps } from './glue.js';
+import { runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
 import { kubeProxyIpSets } from './kube-ipsets.js';
 
 export interface DesiredOptions {
@@ -28,6 +29,15 @@ export interface DesiredOptions {
 export const ROUTE_DEV = 'lo';
 
 export function desiredState(model: ProxyModel, opts: DesiredOptions): DesiredState {
+  return runSync(desiredStateSteps(model, opts));
+}
+
+/** desiredState letting the event loop in every `slice.sliceMs` (between glue sets). */
+export function desiredStateSliced(model: ProxyModel, opts: DesiredOptions, slice: TimeSlice): Promise<DesiredState> {
+  return runSliced(desiredStateSteps(model, opts), slice);
+}
+
+function* desiredStateSteps(model: ProxyModel, opts: DesiredOptions): Steps<DesiredState> {
   const route = opts.bindMode === 'route';
   const cidrs = route ? (opts.serviceCidrs ?? []).map(canonicalNetwork) : [];
   if (route && !cidrs.length) throw new RangeError("bindMode 'route' needs the service CIDRs");
@@ -38,7 +48,7 @@ export function desiredState(model: ProxyModel, opts: DesiredOptions): DesiredSt
     // Address mode wants no routes: those of an earlier route-mode run go.
     routes: { routes: cidrs.map((dst) => ({ dst, type: 'local' as const, table: 'local' as const, dev: ROUTE_DEV })) },
   };
-  if (opts.glue) d.nft = glueTables(model.glue, route ? { serviceCidrs: cidrs } : {});
+  if (opts.glue) d.nft = yield* glueTablesSteps(model.glue, route ? { serviceCidrs: cidrs } : {});
   if (opts.kubeIpsets) d.ipsets = kubeProxyIpSets(model.glue);
   return d;
 }

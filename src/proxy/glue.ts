@@ -25,6 +25,7 @@ import type { SetElement } from '../kernel/nftables.js';
 import type { GlueSpec } from '../kube/types.js';
 import { familyOf } from '../engine/ipvs-model.js';
 import { compareAddress } from '../kube/address.js';
+import { runSync, type Steps } from '../engine/slice.js';
 
 export const MASQ_MARK = 0x4000;
 export const GLUE_TABLE = 'ipvsync';
@@ -101,10 +102,19 @@ export interface GlueOptions {
 
 /** The glue tables for a GlueSpec: always both families, so stale ones are emptied, not left. */
 export function glueTables(g: GlueSpec, opts: GlueOptions = {}): DesiredNftTable[] {
-  return (['ip', 'ip6'] as const).map((f) => glueTable(g, f, opts));
+  return runSync(glueTablesSteps(g, opts));
+}
+
+/** glueTables as units of work (one per set built), for runSliced. */
+export function* glueTablesSteps(g: GlueSpec, opts: GlueOptions = {}): Steps<DesiredNftTable[]> {
+  return [yield* glueTableSteps(g, 'ip', opts), yield* glueTableSteps(g, 'ip6', opts)];
 }
 
 export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): DesiredNftTable {
+  return runSync(glueTableSteps(g, family, opts));
+}
+
+function* glueTableSteps(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Steps<DesiredNftTable> {
   const F = FIELDS[family];
   const mine = <T extends { address: string }>(x: T) => fam(x.address) === family;
   const vipKey = (v: { address: string; protocol: string; port: number }): SetElement => ({ key: [v.address, v.protocol, v.port] });
@@ -112,13 +122,19 @@ export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Des
 
   const vips = g.vips.filter(mine);
   const clusterIps = uniq(vips.filter((v) => v.kind === 'clusterIP').map(vipKey));
+  yield;
   const externalMasq = uniq(vips.filter((v) => v.kind !== 'clusterIP' && !v.localOnly).map(vipKey));
+  yield;
   const allVipPorts = uniq(vips.map(vipKey));
+  yield;
   const vipAddrs = uniq(vips.map((v) => ({ key: [v.address] })));
+  yield;
   const nodePortFamily = family === 'ip' ? 'inet' : 'inet6';
   const nodePorts = uniq(g.nodePorts.filter((n) => n.family === nodePortFamily && !n.localOnly).map((n) => ({ key: [n.protocol, n.port] })));
   const clusterCidrs = uniqText(g.clusterCIDRs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] })));
+  yield;
   const hairpin = uniq(g.hairpin.filter(mine).map((h) => ({ key: [h.address, h.protocol, h.port, h.address] })));
+  yield;
   const ranges = g.sourceRanges.filter(mine);
 
   const chains: DesiredNftTable['chains'] = [

@@ -2,15 +2,16 @@
 // trackers), kube-proxy IPVS-mode semantics (translate), the engine out. Source-agnostic: the
 // caller feeds the handlers and runs syncs (directly or through a SyncRunner).
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import { runSliced } from '../engine/slice.js';
 import { Engine, planWrites, type EngineKernel, type Plan, type SyncReport } from '../engine/engine.js';
 import type { DesiredService } from '../engine/ipvs-model.js';
 import { canonicalAddress } from '../engine/ipvs-model.js';
 import { EndpointSliceTracker, ServiceTracker } from '../kube/change-tracker.js';
 import { changedServiceKeys } from '../kube/model-diff.js';
-import { TranslateCache, translate } from '../kube/translate.js';
+import { TranslateCache, translate, translateSliced } from '../kube/translate.js';
 import type { NodeInfo, ProxyConfig, ProxyModel } from '../kube/types.js';
 import type { Address } from '../kernel/links.js';
-import { desiredState } from './desired.js';
+import { desiredStateSliced } from './desired.js';
 import { KUBE_IPSET_PREFIX } from './kube-ipsets.js';
 
 export interface ProxierOptions {
@@ -25,6 +26,9 @@ export interface ProxierOptions {
   /** 'address' (default, kube-proxy) or 'route' (local routes over serviceCidrs). */
   bindMode?: 'address' | 'route';
   serviceCidrs?: string[];
+  /** The longest a sync computes without letting the event loop in (EngineOptions.sliceMs,
+   *  also for translating and building the desired state). Default 20 ms. */
+  sliceMs?: number;
 }
 
 export interface ProxySyncResult {
@@ -76,6 +80,7 @@ export class Proxier {
       desiredImmutable: true,
       ...(opts.kubeIpsets ? { ipsetPrefix: KUBE_IPSET_PREFIX } : {}),
       ...(opts.drainTimeoutMs !== undefined ? { drainTimeoutMs: opts.drainTimeoutMs } : {}),
+      ...(opts.sliceMs !== undefined ? { sliceMs: opts.sliceMs } : {}),
     });
   }
 
@@ -103,20 +108,25 @@ export class Proxier {
    * whose virtual servers changed since the last sync (one GET each).
    */
   async plan(full: boolean): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number }> {
-    const serviceChanged = this.services.drain();
-    const endpointsChanged = this.slices.drain();
+    const serviceChanged = await runSliced(this.services.drainSteps(), this.engine.slice);
+    const endpointsChanged = await runSliced(this.slices.drainSteps(), this.engine.slice);
     // The cache already misses on replaced objects; this also covers an object changed in place.
     this.translations.invalidate([...serviceChanged, ...endpointsChanged]);
     const serviceChanges = serviceChanged.size;
     const endpointChanges = endpointsChanged.size;
-    const model = this.model();
-    const desired = desiredState(model, {
+    // Time-sliced like the engine's diffs: the event loop gets in every sliceMs.
+    const model = await translateSliced(
+      { services: this.services.list(), endpointSlices: this.slices.list(), node: this.node, config: this.opts.config },
+      this.translations,
+      this.engine.slice,
+    );
+    const desired = await desiredStateSliced(model, {
       vipLink: this.vipLink,
       glue: this.glue,
       kubeIpsets: !!this.opts.kubeIpsets,
       bindMode: this.opts.bindMode ?? 'address',
       ...(this.opts.serviceCidrs ? { serviceCidrs: this.opts.serviceCidrs } : {}),
-    });
+    }, this.engine.slice);
     const changed = full || !this.last ? undefined : changedServiceKeys(this.last.services, model.services);
     const plan = await this.engine.plan(desired, changed);
     return { plan, model, serviceChanges, endpointChanges };
