@@ -69,7 +69,7 @@ export interface EngineOptions extends Ownership {
   /**
    * The longest the engine computes without letting the event loop in (diffs are time-sliced)
    * and, with it, the IPVS writes go to the kernel in batches of at most IPVS_APPLY_CHUNK ops
-   * (one N-API crossing each, their conversion a bounded pause). Default 20 ms.
+   * (one N-API crossing each, their conversion a bounded pause). Default 10 ms.
    */
   sliceMs?: number;
 }
@@ -180,7 +180,7 @@ export class Engine {
     this.managed = (opts.managedCidrs ?? []).map(parseCidr);
     this.excluded = (opts.excludeCidrs ?? []).map(parseCidr);
     this.now = opts.now ?? Date.now;
-    this.slice = new TimeSlice(opts.sliceMs ?? 20);
+    this.slice = new TimeSlice(opts.sliceMs ?? 10);
   }
 
   /** The diffs' time slicing (its `yields` count the pauses). */

@@ -22,7 +22,7 @@ export class TimeSlice {
   /** Times it yielded. */
   yields = 0;
 
-  constructor(readonly sliceMs = 20) {}
+  constructor(readonly sliceMs = 10) {}
 
   /** A promise to await when the slice is used up, else undefined (no await, no microtask). */
   tick(): Promise<void> | undefined {

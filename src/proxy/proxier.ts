@@ -27,7 +27,7 @@ export interface ProxierOptions {
   bindMode?: 'address' | 'route';
   serviceCidrs?: string[];
   /** The longest a sync computes without letting the event loop in (EngineOptions.sliceMs,
-   *  also for translating and building the desired state). Default 20 ms. */
+   *  also for translating and building the desired state). Default 10 ms. */
   sliceMs?: number;
 }
 
