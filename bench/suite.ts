@@ -106,6 +106,7 @@ function ipvsyncCleanup(): void {
   quiet('ip', 'link', 'del', 'kube-ipvs0');
   quiet('nft', 'delete', 'table', 'ip', 'ipvsync');
   quiet('nft', 'delete', 'table', 'ip6', 'ipvsync');
+  quiet('ip', 'route', 'flush', 'table', 'local', 'proto', '249'); // bindMode route's local routes
 }
 function ipvsModeCleanup(): void {
   quiet('ipvsadm', '-C');
@@ -214,6 +215,17 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
     if (!line) throw new Error('worker printed no result');
     row.worker = { ...JSON.parse(line.slice(9)), processMaxRssMB: wr.maxRssMB, processMs: wr.ms };
     log(`  full ${row.worker.full.ms.toFixed(0)} ms, no-op ${row.worker.noop.ms.toFixed(0)} ms, one endpoint ${row.worker.oneEndpointProxier.ms.toFixed(1)} ms / engine ${row.worker.oneEndpointEngine.ms.toFixed(2)} ms`);
+  }
+  ipvsyncCleanup();
+  if (env === 'host') vipLink(env);
+  log('ipvsync in-process worker, bindMode route (full sync only)');
+  const wroute = proc(process.execPath, [WORKER, '--dir', dir, '--bind-mode', 'route', '--full-only', ...(env === 'host' ? ['--fake-ipvs'] : [])], undefined, 4 * TIMEOUT_S);
+  if (!wroute.timeout) {
+    const line = wroute.stdout.split('\n').find((l) => l.startsWith('@@WORKER '));
+    if (line) {
+      row.workerRoute = JSON.parse(line.slice(9));
+      log(`  full ${row.workerRoute.full.ms.toFixed(0)} ms`);
+    }
   }
   ipvsyncCleanup();
 

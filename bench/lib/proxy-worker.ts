@@ -22,7 +22,7 @@ import { desiredState } from '../../src/proxy/desired.js';
 import { Proxier } from '../../src/proxy/proxier.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { sliceObject } from './manifests.js';
-import { CLUSTER_CIDR, NODE_IP, NODE_NAME, withOneEndpointChanged, workload, changedIndex } from './workload.js';
+import { CLUSTER_CIDR, NODE_IP, NODE_NAME, SERVICE_CIDR, withOneEndpointChanged, workload, changedIndex } from './workload.js';
 
 // CPU per thread from /proc/self/task/*/stat: the main thread runs the JS (translate, diffs,
 // N-API conversions); the other threads are libuv's pool (the addon's PromiseWorkers: netlink
@@ -65,7 +65,10 @@ function status(): { vmHWMkB: number; vmRSSkB: number } {
   return { vmHWMkB: kb('VmHWM'), vmRSSkB: kb('VmRSS') };
 }
 
-const { values: o } = parseArgs({ options: { dir: { type: 'string' }, 'fake-ipvs': { type: 'boolean', default: false } } });
+const { values: o } = parseArgs({
+  options: { dir: { type: 'string' }, 'fake-ipvs': { type: 'boolean', default: false }, 'bind-mode': { type: 'string', default: 'address' }, 'full-only': { type: 'boolean', default: false } },
+});
+const bindMode = o['bind-mode'] === 'route' ? 'route' : 'address';
 if (!o.dir) throw new Error('--dir required');
 
 const t0 = performance.now();
@@ -93,6 +96,9 @@ const proxier = new Proxier(kernel, {
   config: { scheduler: 'rr', clusterCIDRs: [CLUSTER_CIDR] },
   vipLink: 'kube-ipvs0',
   glue: true,
+  // route: one local route per service CIDR instead of a /32 per VIP (bindMode, README)
+  bindMode,
+  ...(bindMode === 'route' ? { serviceCidrs: [SERVICE_CIDR] } : {}),
 });
 for (const s of manifests.services) proxier.onServiceUpdate(s);
 for (const s of manifests.endpointSlices) proxier.onSliceUpdate(s);
@@ -143,6 +149,10 @@ const step = (r: Awaited<ReturnType<typeof measure<Awaited<ReturnType<Proxier['s
 const full = await measure(() => proxier.sync(true), true);
 if (full.value.report.errors.length) throw new Error(`full sync: ${full.value.report.errors[0]!.message}`);
 const afterFull = status();
+if (o['full-only']) {
+  console.log('@@WORKER ' + JSON.stringify({ services: S, bindMode, full: step(full), memory: { afterFullSync: afterFull } }));
+  process.exit(0);
+}
 const noop = await measure(() => proxier.sync(true));
 if (writes(noop.value.report) !== 0) throw new Error(`no-op resync wrote ${writes(noop.value.report)}`);
 
