@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "addon/async.h"
@@ -464,8 +465,51 @@ ListOptions ListOpts(const Napi::Value& v) {
 
 struct Listing {
   std::vector<ipvs::Service> services;
-  std::vector<std::vector<ipvs::Dest>> dests;  // parallel to services when with_dests
-  bool found = true;                           // for service(): false on ESRCH
+  // Parallel to services when with_dests: dests[i] belongs to services[i]. A reused listing
+  // (ListingPool) may hold more entries than services, left empty; services.size() counts.
+  std::vector<std::vector<ipvs::Dest>> dests;
+  bool found = true;  // for service(): false on ESRCH
+};
+
+// Empties l->dests[0..n) (and sizes it to at least n) keeping every vector's capacity.
+void ResetDests(Listing* l, size_t n) {
+  if (l->dests.size() < n) l->dests.resize(n);
+  for (size_t i = 0; i < n; i++) l->dests[i].clear();
+}
+
+// One spare listing per handle, reused by the next services() call. A full listing is a lot of
+// fresh memory (10k services x 10 destinations: ~5k pages of structs and vectors) that the
+// allocator hands back to the kernel when it is freed, so every call paid a page fault per
+// page again: cheap on bare metal, but ~100-300 us each under user-mode Linux, growing with the
+// process size, and the main reason a 10k listing took 10x+ longer per service than a 1k one
+// there. Reusing the storage (cleared, capacities kept) makes repeated listings touch no new
+// memory; the cost is that a handle keeps its largest listing's storage.
+class ListingPool : public std::enable_shared_from_this<ListingPool> {
+ public:
+  std::shared_ptr<Listing> Take() {
+    std::unique_ptr<Listing> l;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      l = std::move(spare_);
+    }
+    if (!l) l = std::make_unique<Listing>();
+    std::weak_ptr<ListingPool> pool = weak_from_this();
+    return std::shared_ptr<Listing>(l.release(), [pool](Listing* p) {
+      std::unique_ptr<Listing> owned(p);
+      if (auto self = pool.lock()) self->Give(std::move(owned));
+    });
+  }
+
+ private:
+  void Give(std::unique_ptr<Listing> l) {
+    l->services.clear();
+    for (auto& d : l->dests) d.clear();
+    l->found = true;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!spare_) spare_ = std::move(l);
+  }
+  std::mutex mu_;
+  std::unique_ptr<Listing> spare_;
 };
 
 const nlmsghdr* Msg(const std::vector<uint8_t>& bytes) { return reinterpret_cast<const nlmsghdr*>(bytes.data()); }
@@ -490,7 +534,7 @@ void DumpDests(Channel& ch, uint16_t fam, const ipvs::ServiceKey& k, std::vector
 void DumpAllDests(Channel& ch, uint16_t fam, Listing* l) {
   static const std::string kOp = "IPVS_CMD_GET_DEST";
   const size_t n = l->services.size();
-  l->dests.assign(n, {});
+  ResetDests(l, n);
   if (nl::MultiDump* m = ch.Multi()) {
     try {
       m->Run(
@@ -505,7 +549,7 @@ void DumpAllDests(Channel& ch, uint16_t fam, Listing* l) {
     } catch (const nl::Exception& e) {
       if (m->healthy()) throw;
       ch.DropMulti(e.error().message);  // io_uring itself failed: redo it one dump at a time
-      l->dests.assign(n, {});
+      ResetDests(l, n);
     }
   }
   for (size_t i = 0; i < n; i++) DumpDests(ch, fam, l->services[i].key, &l->dests[i]);
@@ -515,6 +559,11 @@ Napi::Array ListingToJs(Napi::Env env, const Listing& l, const ListOptions& o) {
   Names names(env);
   Napi::Array arr = Napi::Array::New(env, l.services.size());
   for (size_t i = 0; i < l.services.size(); i++) {
+    // One handle scope per service: every napi value made here (objects, numbers, strings) is a
+    // handle until its scope closes, and live handles are GC roots that every scavenge walks.
+    // One scope for the whole listing would hold ~1.5M of them at 10k services x 10 while the
+    // scavenges that building 110k objects triggers run. The service stays reachable from `arr`.
+    Napi::HandleScope scope(env);
     Napi::Object so = ServiceToJs(names, l.services[i], o.stats);
     if (o.with_dests) {
       const std::vector<ipvs::Dest>& ds = l.dests[i];
@@ -623,12 +672,14 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
   Napi::Value Services(const Napi::CallbackInfo& info) {
     const ListOptions o = ListOpts(info[0]);
     auto ch = ch_;
-    return PromiseWorker<Listing>::Run(
+    auto pool = listings_;
+    return PromiseWorker<std::shared_ptr<Listing>>::Run(
         info.Env(),
-        [ch, o]() {
+        [ch, o, pool]() {
           std::lock_guard<std::mutex> lock(ch->mu);
           const nl::GenlFamily& fam = IpvsFamily(*ch);
-          Listing l;
+          std::shared_ptr<Listing> lp = pool->Take();
+          Listing& l = *lp;
           nl::Batch req;
           ipvs::EncodeGetServices(req, fam.id);
           ch->Sock().Dump(req, "IPVS_CMD_GET_SERVICE", [&](const nlmsghdr* h) {
@@ -638,9 +689,13 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
             l.services.push_back(std::move(s));
           });
           if (o.with_dests) DumpAllDests(*ch, fam.id, &l);
-          return l;
+          return lp;
         },
-        [o](Napi::Env env, Listing& l) -> Napi::Value { return ListingToJs(env, l, o); });
+        [o](Napi::Env env, std::shared_ptr<Listing>& l) -> Napi::Value {
+          Napi::Value r = ListingToJs(env, *l, o);
+          l.reset();  // back to the pool now rather than when the worker is deleted
+          return r;
+        });
   }
 
   // service(key, { withDestinations?, stats? }) -> Service | null (null when the kernel says ESRCH)
@@ -698,7 +753,10 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
         [k, o](Napi::Env env, std::vector<ipvs::Dest>& ds) -> Napi::Value {
           Names names(env);
           Napi::Array a = Napi::Array::New(env, ds.size());
-          for (size_t i = 0; i < ds.size(); i++) a.Set(i, DestToJs(names, k, ds[i], o.stats));
+          for (size_t i = 0; i < ds.size(); i++) {
+            Napi::HandleScope scope(env);  // bounded handles, as in ListingToJs
+            a.Set(i, DestToJs(names, k, ds[i], o.stats));
+          }
           return a;
         });
   }
@@ -779,6 +837,7 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
   }
 
   std::shared_ptr<Channel> ch_;
+  std::shared_ptr<ListingPool> listings_ = std::make_shared<ListingPool>();
 };
 
 // ---- codec hooks (golden bytes, malformed input, fuzzing) -----------------------------------

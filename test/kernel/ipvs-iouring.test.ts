@@ -145,3 +145,61 @@ test('services deleted by ipvsadm during a read: listed with all their destinati
     await fast.flush();
   }
 });
+
+test('a handle reuses its listing storage without carrying rows over: a smaller table after a bigger one, listings in flight together, an empty table', async (t) => {
+  await fast.flush();
+  if (!(await haveIoUring(t))) return;
+  for (const [name, h] of [['io_uring', fast], ['fallback', slow]] as const) {
+    assert.ok((await fast.apply(table())).ok);
+    const big = await h.services({ withDestinations: true });
+    assert.equal(formatSave(big), ipvsadm(['-Sn']), `${name}: the full table`);
+
+    // ipvsadm shrinks the table: two services of three go, the rest lose their first
+    // destination and gain a new one, so every kept service's rows change.
+    const rules: string[] = [];
+    const kept: Service[] = [];
+    big.forEach((s, i) => {
+      const id = s.fwmark !== undefined ? `-f ${s.fwmark}${s.family === 'inet6' ? ' -6' : ''}` : `-${s.protocol === 'udp' ? 'u' : 't'} ${s.family === 'inet6' ? `[${s.address}]` : s.address}:${s.port}`;
+      if (i % 3 !== 0) {
+        rules.push(`-D ${id}`);
+        return;
+      }
+      kept.push(s);
+      const first = s.destinations![0];
+      if (first) rules.push(`-d ${id} -r ${first.family === 'inet6' ? `[${first.address}]` : first.address}:${first.port}`);
+      rules.push(`-a ${id} -r ${s.family === 'inet6' ? `[fd00:9::${i.toString(16)}]` : `127.9.${i >> 8}.${i & 255}`}:4000 -m -w 3`);
+    });
+    execFileSync('ipvsadm', ['-R'], { input: rules.join('\n') + '\n' });
+
+    const fresh = await Ipvs.open({ ioUring: name === 'io_uring' });
+    const expected = await fresh.services({ withDestinations: true });
+    assert.equal(expected.length, kept.length);
+    const small = await h.services({ withDestinations: true });
+    assert.equal(formatSave(small), ipvsadm(['-Sn']), `${name}: the smaller table`);
+    assert.deepEqual(small, expected, `${name}: reused storage reads what a new handle reads`);
+    // The new destination is listed once, the removed one not at all.
+    for (const s of small) assert.equal(s.destinations!.filter((d) => d.port === 4000).length, 1);
+
+    // Without destinations after listings with them: no destinations key at all.
+    const bare = await h.services();
+    assert.ok(bare.every((s) => !('destinations' in s)), `${name}: no destinations asked, none listed`);
+    assert.deepEqual(bare, await fresh.services());
+
+    // Several listings in flight on one handle (one reuses the spare, the others get new storage).
+    const together = await Promise.all([
+      h.services({ withDestinations: true }),
+      h.services(),
+      h.services({ withDestinations: true, stats: true }),
+      h.services({ withDestinations: true }),
+    ]);
+    assert.deepEqual(together[0], expected);
+    assert.deepEqual(together[1], bare);
+    assert.equal(formatSave(together[2]!), ipvsadm(['-Sn']));
+    assert.ok(together[2]!.every((s) => s.stats !== undefined && s.destinations!.every((d) => d.stats !== undefined)));
+    assert.deepEqual(together[3], expected);
+
+    await fast.flush();
+    assert.deepEqual(await h.services({ withDestinations: true }), [], `${name}: the empty table`);
+    assert.equal(ipvsadm(['-Sn']), '');
+  }
+});
