@@ -52,7 +52,27 @@ const { values: a } = parseArgs({
 const TIMEOUT_S = Number(a.timeout);
 const CHEAP_MS = 3000;
 
-function sh(cmd: string, args: string[], input?: string): { status: number; stdout: string; stderr: string } {
+// The network namespace the qemu phase's commands run in (`ip netns exec`), a fresh one for
+// every IPVS step: the kernel keeps deleted IPVS destinations in a trash list for 2–3 minutes
+// and every destination add scans it (ip_vs_trash_get_dest), so after a flush of 100k
+// destinations the next 100k adds — by ipvsync or by ipvsadm -R — cost ~10^10 comparisons.
+// A new namespace has its own, empty IPVS state. (The host phase has no IPVS: no switching.)
+let NETNS: string | undefined;
+let netnsCount = 0;
+const inNs = (cmd: string, args: string[]): [string, string[]] => (NETNS ? ['ip', ['netns', 'exec', NETNS, cmd, ...args]] : [cmd, args]);
+
+/** Moves the qemu phase's commands to a new network namespace (lo up). */
+function freshNetns(env: 'host' | 'qemu'): void {
+  if (env !== 'qemu') return;
+  const name = `bench${++netnsCount}`;
+  const r = spawnSync('ip', ['netns', 'add', name], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`ip netns add ${name}: ${r.stderr}`);
+  NETNS = name;
+  quiet('ip', 'link', 'set', 'lo', 'up');
+}
+
+function sh(cmd0: string, args0: string[], input?: string): { status: number; stdout: string; stderr: string } {
+  const [cmd, args] = inNs(cmd0, args0);
   const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 1 << 30, ...(input !== undefined ? { input } : {}) });
   return { status: r.status ?? -1, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
 }
@@ -61,8 +81,9 @@ const quiet = (cmd: string, ...args: string[]) => void sh(cmd, args);
 /** One whole-process run: wall time measured here, user/sys/max RSS from GNU time. */
 function proc(cmd: string, args: string[], stdinFile?: string, capS = TIMEOUT_S): Measure & { stdout: string } {
   const full = ['-f', '@@TIME %U %S %M', 'timeout', '-s', 'KILL', String(capS), cmd, ...args];
+  const [c, ca] = inNs('/usr/bin/time', full);
   const t0 = process.hrtime.bigint();
-  const r = spawnSync('/usr/bin/time', full, { encoding: 'utf8', maxBuffer: 1 << 30, input: stdinFile ? readFileSync(stdinFile) : '' });
+  const r = spawnSync(c, ca, { encoding: 'utf8', maxBuffer: 1 << 30, input: stdinFile ? readFileSync(stdinFile) : '' });
   const ms = Number(process.hrtime.bigint() - t0) / 1e6;
   const m = /@@TIME (\S+) (\S+) (\d+)/.exec(r.stderr ?? '');
   const base = m ? { userMs: Number(m[1]) * 1000, sysMs: Number(m[2]) * 1000, maxRssMB: Number(m[3]) / 1024 } : {};
@@ -195,14 +216,18 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
     peers: {},
   };
 
-  // ipvsync
-  ipvsyncCleanup();
+  // ipvsync (every IPVS step from an empty IPVS state: a fresh netns in qemu, see freshNetns)
+  const fresh = () => {
+    ipvsyncCleanup();
+    freshNetns(env);
+  };
+  fresh();
   if (env === 'qemu') {
     log('ipvsync sync -f (whole process)');
     const flags = [...syncFlags(NODE_IP), '--json'];
-    row.ipvsyncSyncProcess = median(ipvsyncCleanup, () => proc(process.execPath, [CLI, 'sync', '-f', dir, ...flags], undefined, 4 * TIMEOUT_S));
+    row.ipvsyncSyncProcess = median(fresh, () => proc(process.execPath, [CLI, 'sync', '-f', dir, ...flags], undefined, 4 * TIMEOUT_S));
     log(`  ${row.ipvsyncSyncProcess.ms.toFixed(0)} ms`);
-    ipvsyncCleanup();
+    fresh();
   } else {
     vipLink(env);
   }
@@ -216,7 +241,7 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
     row.worker = { ...JSON.parse(line.slice(9)), processMaxRssMB: wr.maxRssMB, processMs: wr.ms };
     log(`  full ${row.worker.full.ms.toFixed(0)} ms, no-op ${row.worker.noop.ms.toFixed(0)} ms, one endpoint ${row.worker.oneEndpointProxier.ms.toFixed(1)} ms / engine ${row.worker.oneEndpointEngine.ms.toFixed(2)} ms`);
   }
-  ipvsyncCleanup();
+  fresh();
   if (env === 'host') vipLink(env);
   log('ipvsync in-process worker, bindMode route (full sync only)');
   const wroute = proc(process.execPath, [WORKER, '--dir', dir, '--bind-mode', 'route', '--full-only', ...(env === 'host' ? ['--fake-ipvs'] : [])], undefined, 4 * TIMEOUT_S);
@@ -252,7 +277,7 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
   ipvsModeCleanup();
   if (env === 'qemu') {
     log('ipvsadm -R');
-    row.peers['ipvsadm -R'] = median(() => quiet('ipvsadm', '-C'), () => proc('ipvsadm', ['-R'], f('ipvsadm.txt')));
+    row.peers['ipvsadm -R'] = median(() => freshNetns(env), () => proc('ipvsadm', ['-R'], f('ipvsadm.txt')));
   }
   log('ipset restore');
   row.peers['ipset restore'] = median(() => {
