@@ -179,28 +179,21 @@ interface FieldInfo {
   kind: number;
   enums: Map<string, number> | undefined;
 }
+/** Writes an expression of one type (its type byte included); see compileWriter. */
 type ExprWriter = (w: WireWriter, rec: Record<string, unknown>) => void;
-interface TypeInfo {
-  index: number;
-  name: string;
-  fields: FieldInfo[];
-  /** immediate: the position of its data field (a verdict takes its place) */
-  dataAt: number;
-  /** Writes an expression of this type (after its type byte); see compileWriter. */
-  write: ExprWriter;
-}
 
-let types: Map<string, TypeInfo> | undefined;
+/** The expression writers by type name, made once from the addon's schema. */
+let writers: Map<string, ExprWriter> | undefined;
 /** Verdict codes (linux/netfilter.h NF_*, linux/netfilter/nf_tables.h NFT_*). */
 const verdicts = new Map<string, number>([
   ['drop', 0], ['accept', 1], ['stolen', 2], ['queue', 3], ['repeat', 4],
   ['continue', -1], ['break', -2], ['jump', -3], ['goto', -4], ['return', -5],
 ]);
 
-function schema(): Map<string, TypeInfo> {
-  if (types) return types;
+function schema(): Map<string, ExprWriter> {
+  if (writers) return writers;
   const w = native().codec.nftables.exprWire;
-  types = new Map();
+  const made = new Map<string, ExprWriter>();
   w.types.forEach((t, index) => {
     const fields = t.fields.map((f) => ({
       name: f.name,
@@ -209,9 +202,9 @@ function schema(): Map<string, TypeInfo> {
       enums: f.enums ? new Map(Object.entries(f.enums)) : undefined,
     }));
     const dataAt = t.name === 'immediate' ? fields.findIndex((f) => f.name === 'data') : -1;
-    types!.set(t.name, { index, name: t.name, fields, dataAt, write: compileWriter(index, fields, dataAt) });
+    made.set(t.name, compileWriter(index, fields, dataAt));
   });
-  return types;
+  return (writers = made);
 }
 
 /**
@@ -303,9 +296,9 @@ export function writeExpr(w: WireWriter, e: Expr): void {
   const rec = e as unknown as Record<string, unknown>;
   const type = rec.type;
   if (typeof type !== 'string') throw invalid(w.op, 'type must be a string');
-  const t = schema().get(type);
-  if (t) {
-    t.write(w, rec);
+  const write = schema().get(type);
+  if (write) {
+    write(w, rec);
     return;
   }
   const unknown = rec.unknown;
