@@ -81,17 +81,8 @@ export const IPVS_APPLY_CHUNK = 4096;
 /** An error of a batch that was one chunk of a longer op list, with its index in the list. */
 function reindexed(e: NetlinkError, at: number): NetlinkError {
   if (at === 0 || e.index === undefined) return e;
-  return new NetlinkError({
-    message: e.message,
-    code: e.code,
-    errno: e.errno,
-    kind: e.kind,
-    op: e.op,
-    ...(e.extack !== undefined ? { extack: e.extack } : {}),
-    ...(e.extackOffset !== undefined ? { extackOffset: e.extackOffset } : {}),
-    index: e.index + at,
-    ...(e.member !== undefined ? { member: e.member } : {}),
-  });
+  // its own fields (message is not enumerable on an Error)
+  return new NetlinkError({ ...e, message: e.message, index: e.index + at });
 }
 
 /** Every write a sync would make, per kind, in the order they will be made. */
@@ -363,8 +354,9 @@ export class Engine {
     );
     if (flows.length && k.conntrack) report.flowsFlushed = await flushFlows(k.conntrack, flows, report.errors);
 
-    // What applied cleanly is the base of the next incremental plans (a copy: callers may reuse
-    // and change their desired objects); a kind with an error is observed again next time.
+    // What applied cleanly is the base of the next incremental plans (a copy, as callers may
+    // reuse and change their desired objects, unless desiredImmutable); a kind with an error
+    // is observed again next time.
     const keep = <T>(x: T): T => (this.opts.desiredImmutable ? x : structuredClone(x));
     if (plan.desired?.vips) this.clean.vips = report.addresses.errors.length ? undefined : keep(plan.desired.vips);
     if (plan.desired?.nft) this.clean.nft = report.nft.errors.length ? undefined : keep(plan.desired.nft);

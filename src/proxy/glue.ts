@@ -65,7 +65,7 @@ function compareKeyPart(a: unknown, b: unknown): number {
 
 /** The glue's element order: key part by key part. It is translate's order (address,
  *  protocol, port) for the sets built from its sorted lists, so sorting them is one check. */
-export function compareElements(x: SetElement, y: SetElement): number {
+function compareElements(x: SetElement, y: SetElement): number {
   const a = x.key;
   const b = y.key;
   const n = Math.min(a.length, b.length);

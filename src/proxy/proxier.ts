@@ -9,7 +9,7 @@ import { canonicalAddress } from '../engine/ipvs-model.js';
 import { EndpointSliceTracker, ServiceTracker } from '../kube/change-tracker.js';
 import { changedServiceKeys } from '../kube/model-diff.js';
 import { TranslateCache, translate, translateSliced } from '../kube/translate.js';
-import type { NodeInfo, ProxyConfig, ProxyModel } from '../kube/types.js';
+import type { NodeInfo, ProxyConfig, ProxyModel, TranslateInput } from '../kube/types.js';
 import type { Address } from '../kernel/links.js';
 import { desiredStateSliced } from './desired.js';
 import { KUBE_IPSET_PREFIX } from './kube-ipsets.js';
@@ -100,7 +100,11 @@ export class Proxier {
 
   /** The model for the current objects (pure). */
   model(): ProxyModel {
-    return translate({ services: this.services.list(), endpointSlices: this.slices.list(), node: this.node, config: this.opts.config }, this.translations);
+    return translate(this.translateInput(), this.translations);
+  }
+
+  private translateInput(): TranslateInput {
+    return { services: this.services.list(), endpointSlices: this.slices.list(), node: this.node, config: this.opts.config };
   }
 
   /**
@@ -115,11 +119,7 @@ export class Proxier {
     const serviceChanges = serviceChanged.size;
     const endpointChanges = endpointsChanged.size;
     // Time-sliced like the engine's diffs: the event loop gets in every sliceMs.
-    const model = await translateSliced(
-      { services: this.services.list(), endpointSlices: this.slices.list(), node: this.node, config: this.opts.config },
-      this.translations,
-      this.engine.slice,
-    );
+    const model = await translateSliced(this.translateInput(), this.translations, this.engine.slice);
     const desired = await desiredStateSliced(model, {
       vipLink: this.vipLink,
       glue: this.glue,

@@ -1,5 +1,5 @@
-// The element diff between two sortedElements arrays (here in key-text order) (one merge pass, used for incremental
-// plans from the last clean apply) against the general by-canonical-key diff: on random
+// The element diff between two sortedElements arrays (one merge pass, used for incremental
+// plans from the last clean apply; here in key-text order) against the general by-key diff: on random
 // element sets, both turn `before` into exactly `after`, and the merge writes nothing for an
 // unchanged element.
 import assert from 'node:assert/strict';
