@@ -503,7 +503,7 @@ class ListingPool : public std::enable_shared_from_this<ListingPool> {
  private:
   void Give(std::unique_ptr<Listing> l) {
     l->services.clear();
-    for (auto& d : l->dests) d.clear();
+    ResetDests(l.get(), l->dests.size());
     l->found = true;
     std::lock_guard<std::mutex> lock(mu_);
     if (!spare_) spare_ = std::move(l);
