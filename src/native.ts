@@ -493,10 +493,20 @@ export interface NativeNftListing {
   rules: NativeNftRule[];
 }
 
+/** The netlink encoding of an op stream still being written: fed runs of whole ops (the first
+ *  starting with the stream's magic), encoded on the thread pool; taken by one commitWire. */
+export interface NativeNftWireEncoder {
+  /** The next piece; it must not change afterwards. */
+  feed(chunk: Uint8Array): void;
+  /** Bytes fed so far. */
+  fed(): number;
+}
+
 export interface NativeNftHandle {
   commit(ops: NativeNftOp[], opts?: NativeNftCommitOptions): Promise<NativeNftCommitOutcome>;
   /** The same, from an op stream (native/nftables/wire.h; written by src/kernel/nft-wire.ts). */
-  commitWire(stream: Uint8Array, opts?: NativeNftCommitOptions): Promise<NativeNftCommitOutcome>;
+  /** `encoder`: a pipelined encoder fed the stream's first bytes (whole ops), built with the same opts. */
+  commitWire(stream: Uint8Array, opts?: NativeNftCommitOptions, encoder?: NativeNftWireEncoder): Promise<NativeNftCommitOutcome>;
   list(opts?: { family?: number; table?: string; elements?: boolean }): Promise<NativeNftListing>;
   genId(): Promise<number>;
   stats(): SocketStats;
@@ -511,8 +521,9 @@ export interface NativeNftCodec {
     verdicts: Record<string, number>;
   };
   encodeTransactions(ops: NativeNftOp[], opts?: NativeNftCommitOptions): Buffer[];
-  /** The batches commitWire would send for an op stream (seq and port id 0). */
-  encodeWire(stream: Uint8Array, opts?: NativeNftCommitOptions): Buffer[];
+  /** The batches commitWire would send for an op stream (seq and port id 0), with a pipelined
+   *  encoder as commitWire takes one. */
+  encodeWire(stream: Uint8Array, opts?: NativeNftCommitOptions, encoder?: NativeNftWireEncoder): Buffer[];
   decodeRule(msg: Buffer): NativeNftRule;
   decodeChain(msg: Buffer): NativeNftChain;
   decodeTable(msg: Buffer): NativeNftTable;
@@ -548,6 +559,7 @@ export interface NativeBinding {
   IpvsHandle: new (opts?: HandleOptions & { rcvbufBytes?: number; dumpSockets?: number }) => NativeIpvsHandle;
   RtnlHandle: new (opts?: HandleOptions) => NativeRtnlHandle;
   NftHandle: new (opts?: HandleOptions) => NativeNftHandle;
+  NftWireEncoder: new (opts?: NativeNftCommitOptions) => NativeNftWireEncoder;
 
   IpsetHandle: new (opts?: HandleOptions) => NativeIpsetHandle;
   ConntrackHandle: new (opts?: HandleOptions) => NativeConntrackHandle;

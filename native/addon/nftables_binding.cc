@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <utility>
 
@@ -802,6 +803,156 @@ Napi::Value ListingToJs(Napi::Env env, Listing& l) {
   return o;
 }
 
+// ---- the pipelined encoder -------------------------------------------------------------------
+
+// NftWireEncoder: the netlink encoding of an op stream that is still being written.
+// NftTransaction feeds it each run of whole ops it queues (feed(chunk)) and the handle's
+// commitWire takes it with the finished stream: the encoding of the first pieces ran on the
+// thread pool while the rest was being queued. A piece is copied when it is fed (~1 ms per
+// 8 MB, on the main thread), so no JS reference outlives the call. Each feed queues an async
+// work item that drains the queue in order if no other item is draining (try_lock: pool threads
+// never wait for each other, so a commit's work item is never stuck behind feeds), and checks
+// the queue again after letting go, so a piece queued while it let go is not left behind. The
+// first bad op poisons the encoder: its error is what commitWire rejects with, before anything
+// is sent.
+constexpr napi_type_tag kEncoderTag = {0x6970767379e0c0deULL, 0x6e66747769726531ULL};
+
+struct EncoderState {
+  std::mutex queue_mu;  // queue, queued_bytes, taken
+  std::vector<std::vector<uint8_t>> queue;
+  size_t queued_bytes = 0;
+  bool taken = false;  // handed to a commit
+
+  std::mutex enc_mu;  // enc, failed, error
+  std::unique_ptr<nft::WireTxEncoder> enc;
+  bool failed = false;
+  nl::Error error;
+
+  bool QueueEmpty() {
+    std::lock_guard<std::mutex> lock(queue_mu);
+    return queue.empty();
+  }
+
+  // Encodes everything queued. Caller holds enc_mu.
+  void Drain() {
+    std::vector<std::vector<uint8_t>> got;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(queue_mu);
+        got.swap(queue);
+      }
+      if (got.empty()) return;
+      for (const std::vector<uint8_t>& piece : got) {
+        if (failed) break;
+        try {
+          enc->Feed(piece.data(), piece.size());
+        } catch (const nl::Exception& e) {
+          failed = true;
+          error = e.error();
+        }
+      }
+      got.clear();
+    }
+  }
+};
+
+class FeedWorker : public Napi::AsyncWorker {
+ public:
+  FeedWorker(Napi::Env env, std::shared_ptr<EncoderState> st) : Napi::AsyncWorker(env, "ipvsync"), st_(std::move(st)) {}
+  void Execute() override {
+    do {
+      std::unique_lock<std::mutex> lock(st_->enc_mu, std::try_to_lock);
+      if (!lock.owns_lock()) return;  // the drainer checks the queue again after letting go
+      st_->Drain();
+    } while (!st_->QueueEmpty());
+  }
+
+ private:
+  std::shared_ptr<EncoderState> st_;
+};
+
+class NftWireEncoder : public Napi::ObjectWrap<NftWireEncoder> {
+ public:
+  static void Init(Napi::Env env, Napi::Object exports) {
+    exports.Set("NftWireEncoder", DefineClass(env, "NftWireEncoder",
+                                              {
+                                                  InstanceMethod<&NftWireEncoder::Feed>("feed"),
+                                                  InstanceMethod<&NftWireEncoder::Fed>("fed"),
+                                              }));
+  }
+
+  // new NftWireEncoder(opts?): opts as commitWire's; the commit that takes it must pass the same.
+  explicit NftWireEncoder(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NftWireEncoder>(info) {
+    st_ = std::make_shared<EncoderState>();
+    st_->enc = std::make_unique<nft::WireTxEncoder>(TxOptionsFromJs(info.Env(), info[0]), size_t{1} << 20);
+    info.This().As<Napi::Object>().TypeTag(&kEncoderTag);
+  }
+
+  static std::shared_ptr<EncoderState> From(Napi::Env env, Napi::Value v) {
+    if (!v.IsObject() || !v.As<Napi::Object>().CheckTypeTag(&kEncoderTag))
+      ThrowInvalid(env, "nftables commit", "expected an NftWireEncoder");
+    return Unwrap(v.As<Napi::Object>())->st_;
+  }
+
+ private:
+  // feed(chunk: Uint8Array): the next run of whole ops (the first starting with the magic),
+  // copied.
+  Napi::Value Feed(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!info[0].IsTypedArray()) ThrowInvalid(env, "nftables commit", "expected an op stream piece (Uint8Array)");
+    auto a = info[0].As<Napi::Uint8Array>();
+    {
+      std::lock_guard<std::mutex> lock(st_->queue_mu);
+      if (st_->taken) ThrowInvalid(env, "nftables commit", "the encoder was already committed");
+      st_->queue.emplace_back(a.Data(), a.Data() + a.ByteLength());
+      st_->queued_bytes += a.ByteLength();
+    }
+    (new FeedWorker(env, st_))->Queue();
+    return env.Undefined();
+  }
+
+  // fed() -> stream bytes handed over so far.
+  Napi::Value Fed(const Napi::CallbackInfo& info) {
+    std::lock_guard<std::mutex> lock(st_->queue_mu);
+    return Napi::Number::New(info.Env(), static_cast<double>(st_->queued_bytes));
+  }
+
+  std::shared_ptr<EncoderState> st_;
+};
+
+// Takes an encoder for one commit (main thread): it must not have been taken, and it must have
+// been fed no more than the stream holds (its pieces are the stream's first bytes).
+std::shared_ptr<EncoderState> TakeEncoder(Napi::Env env, Napi::Value v, size_t stream_len) {
+  if (v.IsUndefined()) return nullptr;
+  std::shared_ptr<EncoderState> enc = NftWireEncoder::From(env, v);
+  std::lock_guard<std::mutex> lock(enc->queue_mu);
+  if (enc->taken) ThrowInvalid(env, "nftables commit", "the encoder was already committed");
+  if (enc->queued_bytes > stream_len) ThrowInvalid(env, "nftables commit", "the encoder was fed more than the stream holds");
+  enc->taken = true;
+  return enc;
+}
+
+// The batches for a whole stream (worker thread): with an encoder, only what it was not fed is
+// encoded here (after it has encoded every piece it was fed); its options are the ones it was
+// built with. Throws kInvalid for a bad op.
+std::vector<nft::TxBatch> BuildFromStream(const uint8_t* data, size_t len, const nft::TxOptions& opt,
+                                          EncoderState* enc, std::vector<size_t>* offsets) {
+  if (!enc) return nft::BuildTransactionsFromWire(data, len, opt, offsets);
+  std::lock_guard<std::mutex> lock(enc->enc_mu);
+  enc->Drain();
+  if (!enc->failed && enc->enc->fed() < len) {
+    try {
+      enc->enc->Feed(data + enc->enc->fed(), len - enc->enc->fed());
+    } catch (const nl::Exception& e) {
+      enc->failed = true;
+      enc->error = e.error();
+    }
+  }
+  if (enc->failed) throw nl::Exception(enc->error);
+  *offsets = std::move(enc->enc->offsets());
+  return enc->enc->Finish();
+}
+
 // ---- the handle ----------------------------------------------------------------------------
 
 class NftHandle : public Napi::ObjectWrap<NftHandle> {
@@ -839,7 +990,7 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
         [](Napi::Env env, CommitResult& r) { return CommitResultToJs(env, r); });
   }
 
-  // commitWire(stream: Uint8Array, opts?) -> same as commit. The op stream (nftables/wire.h) is
+  // commitWire(stream: Uint8Array, opts?, encoder?) -> same as commit. The op stream (nftables/wire.h) is
   // decoded, validated and encoded on the worker, in place: the main thread only takes a
   // reference to the buffer (src/kernel/nft-wire.ts never touches a stream once written), which
   // is released on the main thread when the worker object goes. A bad op rejects with a
@@ -852,16 +1003,21 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
     const size_t len = a.ByteLength();
     auto keep = std::make_shared<Napi::ObjectReference>(Napi::Persistent(a.As<Napi::Object>()));
     const nft::TxOptions opt = TxOptionsFromJs(env, info[1]);
+    // A pipelined encoder fed the stream's first bytes with commit's default options (the
+    // caller passes one only with those).
+    std::shared_ptr<EncoderState> enc = TakeEncoder(env, info[2], len);
     auto ch = ch_;
     return PromiseWorker<CommitResult>::Run(
         env,
-        [ch, keep, data, len, opt]() {
+        [ch, keep, data, len, opt, enc]() {
           std::vector<size_t> offsets;
-          std::vector<nft::TxBatch> txs = nft::BuildTransactionsFromWire(data, len, opt, &offsets);
+          std::vector<nft::TxBatch> txs = BuildFromStream(data, len, opt, enc.get(), &offsets);
           std::lock_guard<std::mutex> lock(ch->mu);
-          return RunCommit(ch->Sock(), txs, offsets.size(), [&](size_t i, uint16_t msg) {
+          CommitResult res = RunCommit(ch->Sock(), txs, offsets.size(), [&](size_t i, uint16_t msg) {
             return nft::OpName(nft::WireOpAt(data, len, offsets[i], i), msg);
           });
+          for (nft::TxBatch& t : txs) nft::RecycleBatchBuffer(std::move(t.batch.buffer()));
+          return res;
         },
         [](Napi::Env env, CommitResult& r) { return CommitResultToJs(env, r); });
   }
@@ -919,16 +1075,18 @@ Napi::Value EncodeTransactions(const Napi::CallbackInfo& info) {
   return a;
 }
 
-// encodeWire(stream, opts?) -> Buffer[]: the batches commitWire would send (seq and port id 0).
+// encodeWire(stream, opts?, encoder?) -> Buffer[]: the batches commitWire would send (seq and
+// port id 0).
 Napi::Value EncodeWire(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!info[0].IsTypedArray()) ThrowInvalid(env, "nftables commit", "expected an op stream (Uint8Array)");
   auto a = info[0].As<Napi::Uint8Array>();
   const nft::TxOptions opt = TxOptionsFromJs(env, info[1]);
+  std::shared_ptr<EncoderState> enc = TakeEncoder(env, info[2], a.ByteLength());
   std::vector<nft::TxBatch> txs;
   try {
     std::vector<size_t> offsets;
-    txs = nft::BuildTransactionsFromWire(a.Data(), a.ByteLength(), opt, &offsets);
+    txs = BuildFromStream(a.Data(), a.ByteLength(), opt, enc.get(), &offsets);
   } catch (const nl::Exception& e) {
     throw Napi::Error(env, MakeError(env, e.error()));
   }
@@ -1033,6 +1191,7 @@ Napi::Value ExprWireJs(Napi::Env env) {
 
 void InitNftables(Napi::Env env, Napi::Object exports) {
   NftHandle::Init(env, exports);
+  NftWireEncoder::Init(env, exports);
   Napi::Object codec = CodecNamespace(env, exports, "nftables");
   codec.Set("exprSchema", ExprSchemaJs(env));
   codec.Set("exprWire", ExprWireJs(env));

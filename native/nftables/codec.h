@@ -208,6 +208,9 @@ struct TxBatch {
   size_t first_op = 0, end_op = 0;  // ops [first_op, end_op) have messages in this batch
 };
 
+// Gives a sent batch's buffer back for the next large commit (TxBuilder with reserve_bytes).
+void RecycleBatchBuffer(std::vector<uint8_t>&& buffer);
+
 // Lays ops out as one or more batches (one per transaction), op by op: the caller may reuse
 // one Op for every Add (the op stream decoder does).
 class TxBuilder {

@@ -442,20 +442,24 @@ void WireReader::Next(Op* op, size_t index) {
   }
 }
 
+void WireTxEncoder::Feed(const uint8_t* data, size_t len) {
+  WireReader r = fed_ == 0 ? WireReader(data, len) : WireReader(data, len, WireReader::Continued{});
+  while (!r.AtEnd()) {
+    offsets_.push_back(fed_ + r.offset());
+    r.Next(&op_, index_);
+    tb_.Add(op_, index_);
+    index_++;
+  }
+  fed_ += len;
+}
+
 std::vector<TxBatch> BuildTransactionsFromWire(const uint8_t* data, size_t len, const TxOptions& opt,
                                                std::vector<size_t>* op_offsets) {
-  WireReader r(data, len);
   // The netlink batch is a little larger than the stream (attribute headers, padding).
-  TxBuilder tb(opt, 2 * len + 4096);
-  Op op;
-  size_t i = 0;
-  while (!r.AtEnd()) {
-    op_offsets->push_back(r.offset());
-    r.Next(&op, i);
-    tb.Add(op, i);
-    i++;
-  }
-  return tb.Finish();
+  WireTxEncoder enc(opt, 2 * len + 4096);
+  enc.Feed(data, len);
+  *op_offsets = std::move(enc.offsets());
+  return enc.Finish();
 }
 
 Op WireOpAt(const uint8_t* data, size_t len, size_t offset, size_t index) {

@@ -38,6 +38,9 @@ class WireReader {
  public:
   // Throws kInvalid if the stream does not start with the magic.
   WireReader(const uint8_t* data, size_t len);
+  // A later piece of a stream (whole ops, no magic): see WireTxEncoder.
+  struct Continued {};
+  WireReader(const uint8_t* data, size_t len, Continued) : begin_(data), p_(data), end_(data + len) {}
   bool AtEnd() const { return p_ == end_; }
   size_t offset() const { return static_cast<size_t>(p_ - begin_); }
   // Decodes the next op into *op (reusing its storage). Throws kInvalid.
@@ -49,6 +52,28 @@ class WireReader {
   const uint8_t* begin_;
   const uint8_t* p_;
   const uint8_t* end_;
+};
+
+// Decodes and lays out a stream that arrives in pieces, each a run of whole ops (the first
+// starting with the magic): what a transaction hands the addon while it is still being queued,
+// so the netlink encoding overlaps the building. Feed throws kInvalid for a bad op (named by its
+// index in the whole stream); an encoder that threw is not fed again.
+class WireTxEncoder {
+ public:
+  WireTxEncoder(const TxOptions& opt, size_t reserve_bytes) : tb_(opt, reserve_bytes) {}
+  void Feed(const uint8_t* data, size_t len);
+  // Closes the last transaction; the encoder is spent.
+  std::vector<TxBatch> Finish() { return tb_.Finish(); }
+  // Each op's offset in the whole stream (for error names).
+  std::vector<size_t>& offsets() { return offsets_; }
+  size_t fed() const { return fed_; }
+
+ private:
+  TxBuilder tb_;
+  Op op_;
+  size_t index_ = 0;
+  size_t fed_ = 0;
+  std::vector<size_t> offsets_;
 };
 
 // Decodes and lays out every op of the stream (validating all of them before returning).

@@ -44,7 +44,8 @@ export class WireWriter {
   }
 
   private grow(n: number): void {
-    let size = this.buf.length * 2;
+    // x4 past 1 MiB: a 10k-service table's stream (~8 MiB) is copied ~6 MiB in all, not ~16.
+    let size = this.buf.length * (this.buf.length >= 1 << 20 ? 4 : 2);
     while (size < this.off + n) size *= 2;
     const b = Buffer.allocUnsafe(size);
     this.buf.copy(b, 0, 0, this.off);
@@ -318,7 +319,7 @@ interface ChainLike {
   name: string;
   hook?: { type: string; hook: string; priority: number; policy?: 'accept' | 'drop' };
 }
-interface SetLike {
+export interface SetLike {
   family: string;
   table: string;
   name: string;
@@ -330,7 +331,7 @@ interface SetLike {
   comment?: string;
   size?: number;
 }
-interface ElementLike {
+export interface ElementLike {
   key: KeyValue[];
   verdict?: Verdict;
   data?: KeyValue;
@@ -517,24 +518,63 @@ function writeRule(w: WireWriter, verb: string, r: RuleLike, position: number | 
   for (let i = 0; i < exprs.length; i++) writeExpr(w, exprs[i]!);
 }
 
+const setKey = (s: SetLike) => `${s.family}\0${s.table}\0${s.name}`;
+
 /**
- * Writes the ops as one op stream. `elementChunk(op)` may return an op's element list already
- * written (NftTransaction writes elements when they are queued, which is also when they are
- * validated); otherwise `lower(set, elements, verb)` is used for interval sets.
+ * An op stream being written, op by op: what a transaction is queued into (so its ops are
+ * validated and encoded as they are queued and the objects they came from can be collected),
+ * and what writeOps writes an op list with. Set ids (NFTA_SET_ID, for elements and lookups in
+ * the same batch) are numbered in the order sets are added.
  */
-export function writeOps(
-  ops: readonly WireOp[],
-  elementChunk: (op: WireOp) => Uint8Array | undefined,
-  lowerInterval: (s: SetLike, elements: ElementLike[], verb: string) => LoweredElement[],
-): Uint8Array {
-  // ~130 bytes per rule of a proxy table; the writer grows if that is short.
-  const w = new WireWriter(Math.min(1 << 24, 256 + ops.length * 160));
-  w.u32(MAGIC);
-  const setIds = new Map<string, number>();
-  let nextId = 1;
-  for (let i = 0; i < ops.length; i++) {
-    w.op = i;
-    const op = ops[i]!;
+export class OpStreamWriter {
+  private readonly w: WireWriter;
+  private readonly setIds = new Map<string, number>();
+  private nextId = 1;
+  /** Ops written. */
+  count = 0;
+
+  constructor(
+    sizeHint: number,
+    private readonly lowerInterval: (s: SetLike, elements: ElementLike[], verb: string) => LoweredElement[],
+  ) {
+    this.w = new WireWriter(Math.max(64, Math.min(1 << 24, sizeHint)));
+    this.w.u32(MAGIC);
+  }
+
+  /** Writes one op; on an error nothing of it stays in the stream. */
+  write(op: WireOp): void {
+    const w = this.w;
+    const at = w.off;
+    const nextId = this.nextId;
+    const idKey = op.kind === 'set' ? setKey(op.set) : undefined;
+    const prevId = idKey === undefined ? undefined : this.setIds.get(idKey);
+    w.op = this.count;
+    try {
+      this.put(op);
+    } catch (e) {
+      w.off = at;
+      this.nextId = nextId;
+      if (idKey !== undefined) {
+        if (prevId === undefined) this.setIds.delete(idKey);
+        else this.setIds.set(idKey, prevId);
+      }
+      throw e;
+    }
+    this.count++;
+  }
+
+  /** Stream bytes written so far. */
+  get bytes(): number {
+    return this.w.off;
+  }
+
+  /** The stream so far (a view: later writes only append past its end). */
+  result(): Uint8Array {
+    return this.w.result();
+  }
+
+  private put(op: WireOp): void {
+    const w = this.w;
     switch (op.kind) {
       case 'table':
         head(w, KIND.table, op.verb, op.table.family);
@@ -570,8 +610,8 @@ export function writeOps(
         const s = op.set;
         let id = 0;
         if (op.verb === 'add' || op.verb === 'create') {
-          id = nextId++;
-          setIds.set(`${s.family}\0${s.table}\0${s.name}`, id);
+          id = this.nextId++;
+          this.setIds.set(setKey(s), id);
         }
         writeSet(w, op.verb, s, id);
         break;
@@ -581,25 +621,28 @@ export function writeOps(
         head(w, KIND.elements, op.verb, s.family);
         w.str(s.table, 'table');
         w.str(s.name, 'set');
-        w.num(setIds.get(`${s.family}\0${s.table}\0${s.name}`), 'setId');
-        const chunk = elementChunk(op);
-        if (chunk) {
-          w.ensure(chunk.length);
-          w.buf.set(chunk, w.off);
-          w.off += chunk.length;
-        } else if (s.interval) {
-          writeLoweredElements(w, lowerInterval(s, op.elements, op.verb));
-        } else {
-          writeElements(w, s, op.elements, op.verb);
-        }
+        w.num(this.setIds.get(setKey(s)), 'setId');
+        if (s.interval) writeLoweredElements(w, this.lowerInterval(s, op.elements, op.verb));
+        else writeElements(w, s, op.elements, op.verb);
         break;
       }
       case 'rule':
         writeRule(w, op.verb, op.rule, op.position);
         break;
       default:
-        throw invalid(i, `unknown kind ${(op as { kind: unknown }).kind}`);
+        throw invalid(this.count, `unknown kind ${(op as { kind: unknown }).kind}`);
     }
   }
-  return w.result();
+}
+
+/** Writes the ops as one op stream. `lowerInterval(set, elements, verb)` lowers an interval
+ *  set's elements (start/end elements, see lowerElements in nftables.ts). */
+export function writeOps(
+  ops: readonly WireOp[],
+  lowerInterval: (s: SetLike, elements: ElementLike[], verb: string) => LoweredElement[],
+): Uint8Array {
+  // ~130 bytes per rule of a proxy table; the writer grows if that is short.
+  const out = new OpStreamWriter(256 + ops.length * 160, lowerInterval);
+  for (let i = 0; i < ops.length; i++) out.write(ops[i]!);
+  return out.result();
 }

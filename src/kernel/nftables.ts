@@ -13,9 +13,10 @@ import {
   type NativeNftHandle,
   type NativeNftOp,
   type NativeNftSet,
+  type NativeNftWireEncoder,
   type SocketStats,
 } from '../native.js';
-import { WireWriter, writeElements, writeLoweredElements, writeOps } from './nft-wire.js';
+import { OpStreamWriter, writeOps, type ElementLike, type LoweredElement, type SetLike } from './nft-wire.js';
 import { canonicalExpr, renderExpr, type Expr, type Verdict } from './nft-expr.js';
 import {
   DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, cidrRange, decodeKey, encodeKey, familyName, keyLength,
@@ -230,16 +231,83 @@ export function renderOp(op: NftOp): string {
   }
 }
 
+export interface NftTransactionOptions {
+  /**
+   * Keep the queued ops as objects in `ops` (default true): what toString, the object-path
+   * codec and test doubles (FakeNftables) read. Every op is encoded into the transaction's op
+   * stream when it is queued either way; a bulk load that only commits can pass false, so the
+   * rule and expression objects it queues are garbage as soon as they are queued (at 30k rules
+   * that is most of the cost of building the transaction: the young generation no longer
+   * copies and promotes them).
+   */
+  keepOps?: boolean;
+}
+
+/** An interval set's elements, lowered to start/end elements for the op stream. */
+const lowerInterval = (s: SetLike, els: ElementLike[], verb: string): LoweredElement[] =>
+  lowerElements(s as SetSpec, els as SetElement[], verb);
+
+/** Stream bytes per piece handed to the pipelined encoder (~2,000 rules); smaller
+ *  transactions are encoded at commit in one go. */
+const FEED_BYTES = 256 << 10;
+/** The commit options a pipelined encoding is built with: commit's defaults. */
+const PIPELINE_OPTIONS: NativeNftCommitOptions = { ackMode: 'last' };
+
 /**
- * A batch of ops, validated as they are queued (knftables style). Plain data: `ops` is what
+ * A batch of ops, validated and encoded as they are queued (knftables style): a bad op throws
+ * from the call that queues it and leaves the transaction as it was. `ops` is plain data, what
  * an NftablesApi implementation (the kernel or a test double) receives.
  */
 export class NftTransaction {
   readonly ops: NftOp[] = [];
+  private readonly stream = new OpStreamWriter(1 << 16, lowerInterval);
+  private readonly keep: boolean;
+  /** The addon's encoder of the stream's first `fedTo` bytes (pipelined, see feed()). */
+  private encoder: NativeNftWireEncoder | undefined;
+  private fedTo = 0;
+
+  constructor(opts: NftTransactionOptions = {}) {
+    this.keep = opts.keepOps !== false;
+  }
 
   private push(op: NftOp): this {
-    this.ops.push(op);
+    this.stream.write(op);
+    if (this.keep) this.ops.push(op);
+    if (this.stream.bytes - this.fedTo >= FEED_BYTES) this.feed();
     return this;
+  }
+
+  /**
+   * Hands the ops queued since the last feed to the addon, which encodes them to netlink on the
+   * thread pool while more ops are queued: a large transaction's commit then only encodes its
+   * tail. Bytes once fed never change (the stream only appends; a failed op is rolled back
+   * before it is fed).
+   */
+  private feed(): void {
+    const all = this.stream.result();
+    this.encoder ??= new (native().NftWireEncoder)(PIPELINE_OPTIONS);
+    this.encoder.feed(all.subarray(this.fedTo));
+    this.fedTo = all.length;
+  }
+
+  /** The op stream of the ops queued so far (what commit hands the addon). */
+  encoded(): Uint8Array {
+    return this.stream.result();
+  }
+
+  /** For Nftables.commit with the default options: the pipelined encoder, taken once (a later
+   *  commit of this transaction encodes the whole stream, or feeds a new encoder from the start). */
+  takeEncoder(): NativeNftWireEncoder | undefined {
+    const e = this.encoder;
+    this.encoder = undefined;
+    this.fedTo = 0;
+    return e;
+  }
+
+  /** The queued ops as objects; throws for a transaction built with keepOps: false. */
+  keptOps(what: string): NftOp[] {
+    if (!this.keep) throw NetlinkError.invalid('nftables', `${what} needs the transaction's ops: build it without keepOps: false`);
+    return this.ops;
   }
 
   private table(verb: NftVerb, t: TableSpec): this {
@@ -287,14 +355,8 @@ export class NftTransaction {
 
   private elements(verb: 'add' | 'create' | 'delete' | 'destroy', s: SetSpec, elements: SetElement[]): this {
     validateSet(s);
-    // Encoding validates every key now, so a bad element fails here and not at commit; the
-    // encoded list is kept for the commit (the op's elements are captured when queued).
-    const w = new WireWriter(64 + elements.length * (keyLength(s.key) + 40));
-    if (s.interval) writeLoweredElements(w, lowerElements(s, elements, verb));
-    else writeElements(w, s, elements, verb);
-    const op: NftOp = { verb, kind: 'elements', set: s, elements };
-    ELEMENT_CHUNKS.set(op, w.result());
-    return this.push(op);
+    // Encoding validates every key now, so a bad element fails here and not at commit.
+    return this.push({ verb, kind: 'elements', set: s, elements });
   }
   addElements(s: SetSpec, elements: SetElement[]): this { return this.elements('add', s, elements); }
   /** Fails with EEXIST if an element exists. */
@@ -328,22 +390,19 @@ export class NftTransaction {
   }
 
   get size(): number {
-    return this.ops.length;
+    return this.stream.count;
   }
 
   /** nft-like text, one op per line (rules followed by their expressions). */
   toString(): string {
+    if (!this.keep) return `(${this.size} ops, built with keepOps: false)`;
     return this.ops.map(renderOp).join('\n');
   }
 }
 
-/** Element lists encoded when they were queued (and validated), keyed by their op. */
-const ELEMENT_CHUNKS = new WeakMap<object, Uint8Array>();
-
 /** The op stream of a transaction (native/nftables/wire.h): what commit hands the addon. */
 export function encodeOps(tx: NftTransaction | readonly NftOp[]): Uint8Array {
-  const ops = tx instanceof NftTransaction ? tx.ops : tx;
-  return writeOps(ops, (op) => ELEMENT_CHUNKS.get(op), (s, els, verb) => lowerElements(s as SetSpec, els as SetElement[], verb));
+  return tx instanceof NftTransaction ? tx.encoded() : writeOps(tx, lowerInterval);
 }
 
 // ---- lowering typed ops to the addon's wire-shaped ops -------------------------------------
@@ -521,7 +580,7 @@ function lowerOps(ops: readonly NftOp[]): NativeNftOp[] {
 
 /** The wire-shaped ops the addon takes (exported for golden-byte tests). */
 export function lowerTransaction(tx: NftTransaction | readonly NftOp[]): NativeNftOp[] {
-  return lowerOps(tx instanceof NftTransaction ? tx.ops : tx);
+  return lowerOps(tx instanceof NftTransaction ? tx.keptOps('the object-path codec') : tx);
 }
 
 // ---- listing -------------------------------------------------------------------------------
@@ -634,7 +693,9 @@ export class Nftables implements NftablesApi {
     const native: NativeNftCommitOptions = { ackMode: opts.acks === true ? 'all' : opts.acks === false ? 'none' : 'last' };
     if (opts.maxOpsPerTransaction !== undefined) native.maxOpsPerTransaction = opts.maxOpsPerTransaction;
     if (opts.genId !== undefined) native.genId = opts.genId;
-    const raw = await this.h.commitWire(stream, native);
+    const defaults = opts.acks === undefined && opts.maxOpsPerTransaction === undefined && opts.genId === undefined;
+    const encoder = defaults && tx instanceof NftTransaction ? tx.takeEncoder() : undefined;
+    const raw = await this.h.commitWire(stream, native, encoder);
     return new NftCommitResult(raw);
   }
 

@@ -361,7 +361,7 @@ export class FakeNftables implements NftablesApi {
   }
 
   async commit(tx: NftTransaction | readonly NftOp[], opts: CommitOptions = {}): Promise<NftCommitResult> {
-    const ops = tx instanceof NftTransaction ? tx.ops : [...tx];
+    const ops = tx instanceof NftTransaction ? tx.keptOps('FakeNftables') : [...tx];
     this.log.push(structuredClone(ops));
     const work = structuredClone(this.rs);
     const statuses = new Uint8Array(ops.length);

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { Nftables, NftTransaction, type SetSpec, type ChainSpec, type RuleSpec } from '../../src/kernel/nftables.js';
+import { Nftables, NftTransaction, encodeOps, type SetSpec, type ChainSpec, type RuleSpec } from '../../src/kernel/nftables.js';
 import { canonicalExprs, type Expr } from '../../src/kernel/nft-expr.js';
 import * as R from '../../src/kernel/nft-rules.js';
 import { NetlinkError } from '../../src/errors.js';
@@ -344,4 +344,56 @@ test('invalid input is rejected before anything is sent', async () => {
     /unknown value bogus/,
   );
   assert.equal(nft.socketStats().sendmsgCalls, before, 'nothing sent');
+});
+
+/** n service chains with two rules each and a verdict map over them: ~1 MB of op stream at
+ *  n = 2500, past the 256 KiB pieces a transaction feeds the addon's pipelined encoder. */
+function serviceTable(n: number, keepOps: boolean, bad?: Expr): NftTransaction {
+  const tx = new NftTransaction({ keepOps }).addTable({ family: 'ip', name: T }).addSet(vmap4);
+  for (let i = 0; i < n; i++) tx.addChain(chain(`svc-${i}`));
+  if (bad) tx.addRule(ruleIn('svc-0', [bad]));
+  tx.addChain(chain('prerouting', { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' }))
+    .addRule(ruleIn('prerouting', R.vmap([F.ipDaddr, F.l4proto, F.thDport], 'svcmap')))
+    .addElements(vmap4, Array.from({ length: n }, (_, i) => ({ key: [`10.96.${i >> 8}.${i & 255}`, 'tcp', 80], verdict: { code: 'goto' as const, chain: `svc-${i}` } })));
+  for (let i = 0; i < n; i++)
+    tx.addRule(ruleIn(`svc-${i}`, R.rule(R.match(F.ipSaddr, '10.244.0.0/16', 'neq'), R.setMarkBits(0x4000))))
+      .addRule(ruleIn(`svc-${i}`, R.rule(R.counter(), R.match(F.l4proto, 'tcp'), R.dnat('ip', `10.244.${i >> 8}.${i & 255}`, 8080))));
+  return tx;
+}
+
+test('a large transaction commits through the pipelined encoder: the ruleset nft lists is the one the op list commits', async () => {
+  const withoutHandles = (j: NftJson) => JSON.stringify(j.nftables.filter((o) => !('metainfo' in o)), (k, v: unknown) => (k === 'handle' ? undefined : k === 'elem' ? sortedElems(v) : v));
+  const nft = await fresh();
+  const piped = serviceTable(2500, false);
+  assert.equal(piped.ops.length, 0);
+  assert.ok(encodeOps(piped).length > 3 * 256 * 1024, 'several pieces were fed while it was queued');
+  const res = await nft.commit(piped);
+  assert.ok(res.ok, res.errors.map((e) => e.message).join('; '));
+  assert.equal(res.sendmsgCalls, 1);
+  assert.equal(res.count('ok'), piped.size);
+  const j = ruleset();
+  assert.equal(objects(j, 'rule').length, 2 * 2500 + 1);
+  assert.equal(objects(j, 'chain').length, 2500 + 1);
+
+  // The same ops as a plain op list (no pipelined encoder): the same ruleset, handles aside.
+  const nft2 = await fresh();
+  const res2 = await nft2.commit(serviceTable(2500, true).ops);
+  assert.ok(res2.ok);
+  assert.equal(withoutHandles(ruleset()), withoutHandles(j));
+
+  // A second commit of the same transaction (its encoder was taken) encodes the whole stream.
+  spawnSync('nft', ['flush', 'ruleset']);
+  const again = await nft.commit(piped);
+  assert.ok(again.ok);
+  assert.equal(withoutHandles(ruleset()), withoutHandles(j));
+});
+
+test('a bad op in a piece fed to the pipelined encoder early: the commit rejects it by index and sends nothing', async () => {
+  const nft = await fresh();
+  const bad = { type: 'payload', base: 'network', offset: 2 ** 32, len: 1, dreg: 1 } as Expr;
+  const tx = serviceTable(2500, false, bad); // op 2502: table, set, 2500 chains, then the bad rule
+  const before = nft.socketStats().sendmsgCalls;
+  await assert.rejects(nft.commit(tx), (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid' && e.op === 'nftables op 2502' && /offset/.test(e.message));
+  assert.equal(nft.socketStats().sendmsgCalls, before, 'nothing sent');
+  assert.deepEqual(objects(ruleset(), 'table'), []);
 });

@@ -202,3 +202,84 @@ test('mutated op streams are rejected as invalid or encode; never a crash', () =
   assert.ok(rejected > 0 && encoded > 0, `${rejected} rejected, ${encoded} encoded`);
   assert.throws(() => codec.encodeWire(Buffer.from('nope')), /not an op stream/);
 });
+
+// ---- transactions encoded as they are queued, and the pipelined encoder ----------------------
+
+/** A proxy-shaped transaction of n services: well past the 256 KiB a transaction feeds the
+ *  addon's encoder in, so its netlink encoding is pipelined. */
+function bigTable(n: number, opts: { keepOps?: boolean } = {}, bad?: Expr): NftTransaction {
+  const tx = new NftTransaction(opts).addTable({ family: 'ip', name: T }).addSet(vmap4).addSet(svc4);
+  for (let i = 0; i < n; i++) tx.addChain(chain(`svc-${i}`));
+  if (bad) tx.addRule(ruleIn('svc-0', [bad]));
+  const key = (i: number): [string, string, number] => [`10.96.${i >> 8}.${i & 255}`, 'tcp', 80];
+  tx.addElements(vmap4, Array.from({ length: n }, (_, i) => ({ key: key(i), verdict: { code: 'goto' as const, chain: `svc-${i}` } })));
+  tx.addElements(svc4, Array.from({ length: n }, (_, i) => ({ key: key(i) })));
+  for (let i = 0; i < n; i++)
+    tx.addRule(ruleIn(`svc-${i}`, R.rule(R.match(F.ipSaddr, '10.244.0.0/16', 'neq'), R.setMarkBits(0x4000))))
+      .addRule(ruleIn(`svc-${i}`, R.rule(R.counter(), R.match(F.l4proto, 'tcp'), R.dnat('ip', `10.244.${i >> 8}.${i & 255}`, 8080))));
+  return tx;
+}
+
+test('a transaction encodes its ops as they are queued: the same stream as the op list, the same batches pipelined or not', () => {
+  const kept = bigTable(3000);
+  const streamed = bigTable(3000, { keepOps: false });
+  const stream = encodeOps(streamed);
+  assert.ok(stream.length > 4 * 256 * 1024, `stream of ${stream.length} bytes`);
+  assert.ok(Buffer.from(stream).equals(Buffer.from(encodeOps(kept.ops))), 'queued-as-you-go stream = the op list written at once');
+  assert.ok(Buffer.from(encodeOps(kept)).equals(Buffer.from(stream)));
+  const oneShot = codec.encodeWire(stream, { ackMode: 'last' });
+  const enc = streamed.takeEncoder();
+  assert.ok(enc, 'a large transaction fed the pipelined encoder');
+  assert.ok(enc.fed() > 0 && enc.fed() < stream.length && enc.fed() % 1 === 0, `fed ${enc.fed()} of ${stream.length} bytes`);
+  const piped = codec.encodeWire(stream, { ackMode: 'last' }, enc);
+  assert.equal(piped.length, 1);
+  assert.ok(piped[0]!.equals(oneShot[0]!), 'pipelined batch = one-shot batch, byte for byte');
+  const types = split(piped[0]!).map((m) => m.readUInt16LE(4));
+  assert.equal(types.filter((t) => t === 0x0a06).length, 6000, 'every NFT_MSG_NEWRULE');
+  assert.equal(types.filter((t) => t === 0x0a03).length, 3000, 'every NFT_MSG_NEWCHAIN');
+  assert.throws(() => codec.encodeWire(stream, { ackMode: 'last' }, enc), /already committed/);
+  assert.equal(streamed.takeEncoder(), undefined, 'taken once');
+  assert.throws(() => codec.encodeWire(stream, {}, {} as never), /expected an NftWireEncoder/);
+});
+
+test('a bad op in a piece the encoder was fed early rejects at commit, named as the one-shot path names it', () => {
+  // Range checks are the addon's: this op is written to the stream and fed with the first piece.
+  const bad = { type: 'payload', base: 'network', offset: 2 ** 32, len: 1, dreg: 1 } as Expr;
+  const tx = bigTable(3000, { keepOps: false }, bad);
+  const stream = encodeOps(tx);
+  const enc = tx.takeEncoder();
+  assert.ok(enc && enc.fed() > 0);
+  let oneShot: unknown;
+  try {
+    codec.encodeWire(stream, { ackMode: 'last' });
+  } catch (e) {
+    oneShot = e;
+  }
+  assert.ok(oneShot instanceof NetlinkError && oneShot.kind === 'invalid' && /^nftables op 3003\b/.test(oneShot.op), String(oneShot));
+  assert.throws(
+    () => codec.encodeWire(stream, { ackMode: 'last' }, enc),
+    (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid' && e.message === oneShot.message && e.op === oneShot.op,
+  );
+});
+
+test('keepOps: false keeps no op objects; a failed queue call leaves the transaction as it was', () => {
+  const tx = new NftTransaction({ keepOps: false }).addTable({ family: 'ip', name: T }).addChain(chain('c'));
+  assert.equal(tx.size, 2);
+  assert.deepEqual(tx.ops, []);
+  assert.equal(tx.toString(), '(2 ops, built with keepOps: false)');
+  assert.throws(() => lowerTransaction(tx), (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid' && /keepOps/.test(e.message));
+
+  // A shape error found while writing (a hex string that is not hex) throws from addRule and
+  // rolls the half-written op back: the stream is the one without it, set ids unchanged.
+  for (const keepOps of [true, false]) {
+    const a = new NftTransaction({ keepOps }).addTable({ family: 'ip', name: T }).addSet(svc4);
+    assert.throws(() => a.addRule(ruleIn('c', [R.counter(), { type: 'cmp', sreg: 1, op: 'eq', data: 'zz' } as Expr])), /hex/);
+    assert.throws(() => a.addSet({ ...vmap4, comment: 'x'.repeat(70_000) }), (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid');
+    a.addSet(vmap4).addElements(vmap4, [{ key: ['10.96.0.1', 'tcp', 80], verdict: { code: 'accept' } }]).addRule(ruleIn('c', [R.accept()]));
+    const b = new NftTransaction().addTable({ family: 'ip', name: T }).addSet(svc4).addSet(vmap4)
+      .addElements(vmap4, [{ key: ['10.96.0.1', 'tcp', 80], verdict: { code: 'accept' } }]).addRule(ruleIn('c', [R.accept()]));
+    assert.equal(a.size, 5);
+    assert.ok(Buffer.from(encodeOps(a)).equals(Buffer.from(encodeOps(b))), `keepOps ${keepOps}: stream without the failed ops`);
+    assert.equal(a.ops.length, keepOps ? 5 : 0);
+  }
+});
