@@ -3,7 +3,9 @@
 // (VIP . proto . port, and NodePort proto . port), a chain per service with three rules, base
 // chains in nat prerouting/output/postrouting and filter forward.
 //   1. full load: ipvsync (build the transaction + one atomic commit) vs `nft -f` of the same
-//      ruleset as nft text (whole process).
+//      ruleset as nft text (whole process). The transaction is built with keepOps: false, as a
+//      bulk load that only commits would: each op is encoded when queued and its objects are
+//      garbage at once, and the addon encodes the stream to netlink while it is being built.
 //   2. single element update with the full ruleset loaded: ipvsync commit of one element vs
 //      starting `nft add element` (whole process).
 // ipvsync's full-load runs follow WARMUP loads (default 3) in the same process, as a daemon
@@ -46,7 +48,7 @@ const nodeports: SetSpec = { family: 'ip', table: T, name: 'nodeports', key: ['i
 const external: SetSpec = { family: 'ip', table: T, name: 'external-ips', key: ['ipv4_addr', 'inet_proto', 'inet_service'] };
 
 function transaction(): NftTransaction {
-  const tx = new NftTransaction().addTable({ family: 'ip', name: T });
+  const tx = new NftTransaction({ keepOps: false }).addTable({ family: 'ip', name: T });
   for (let i = 0; i < N; i++) tx.addChain({ family: 'ip', table: T, name: `svc-${i}` });
   tx.addChain({ family: 'ip', table: T, name: 'nodeports-chain' })
     .addChain({ family: 'ip', table: T, name: 'prerouting', hook: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' } })
