@@ -4,7 +4,7 @@
 // IPs, node ports), each built by its own small function; one loop turns frontends into virtual
 // servers and glue, so the four kinds never repeat the same block.
 import type { V1EndpointSlice, V1Service, V1ServicePort } from '@kubernetes/client-node';
-import { serviceKey, type DesiredService } from '../engine/ipvs-model.js';
+import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
 import { runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
 import { cidrList, compareAddress, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
@@ -93,14 +93,45 @@ export class TranslateCache {
   /** @internal the node and config the entries were made under */
   context = '';
   /** @internal by "namespace/name" */
-  readonly entries = new Map<string, { svc: V1Service; slices: readonly V1EndpointSlice[]; out: Accumulator }>();
+  readonly entries = new Map<string, CacheEntry>();
+  /** @internal entries invalidated since the last call: what those services translated to then */
+  readonly invalidated = new Map<string, CacheEntry>();
+  /** @internal the last model, and where each of its virtual servers sits in model.services */
+  last: LastModel | undefined;
   /** Services translated (not taken from the cache) by the last call. */
   translated = 0;
+  /** How the last call built the model: 'patched' when every service that changed only changed
+   *  its virtual servers' destinations (the last model with those destination lists swapped:
+   *  no merge, no sort of the whole), 'merged' otherwise. */
+  path: 'patched' | 'merged' = 'merged';
+  /** After a 'patched' call: the model it was patched from, and the keys (serviceKey) of the
+   *  virtual servers it swapped: exactly those that can differ from that model's. */
+  patched: { from: ProxyModel; changed: ReadonlySet<string> } | undefined;
 
   /** Forgets these services ("namespace/name"): the next call translates them again. */
   invalidate(names: Iterable<string>): void {
-    for (const n of names) this.entries.delete(n);
+    for (const n of names) {
+      const e = this.entries.get(n);
+      if (e === undefined) continue;
+      this.entries.delete(n);
+      this.invalidated.set(n, e);
+    }
   }
+}
+
+/** The last model, where each of its virtual servers sits in model.services, and how many
+ *  services contribute each hairpin entry (two services may share an endpoint). */
+interface LastModel {
+  model: ProxyModel;
+  count: number;
+  index: Map<string, number>;
+  hairpinRefs: Map<string, number>;
+}
+
+interface CacheEntry {
+  svc: V1Service;
+  slices: readonly V1EndpointSlice[];
+  out: Accumulator;
 }
 
 export function translate(input: TranslateInput, cache?: TranslateCache): ProxyModel {
@@ -118,6 +149,8 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
     const fingerprint = JSON.stringify([input.node, input.config ?? {}]);
     if (cache.context !== fingerprint) {
       cache.entries.clear();
+      cache.invalidated.clear();
+      cache.last = undefined;
       cache.context = fingerprint;
     }
     cache.translated = 0;
@@ -125,6 +158,9 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
   // By name (plain code-unit order: deterministic, and the first of two services claiming the
   // same virtual server keeps it); names computed once, not per comparison.
   const services = Array.from(input.services, (s) => ({ s, name: nameOf(s) })).sort((a, b) => compareText(a.name, b.name));
+  const outs: Accumulator[] = [];
+  // Services translated anew, with what they translated to before (undefined: new).
+  const changed: Array<{ name: string; before: Accumulator | undefined; out: Accumulator }> = [];
   for (const { s, name } of services) {
     const slices = ctx.slicesByService.get(name) ?? [];
     const hit = cache?.entries.get(name);
@@ -135,18 +171,146 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
       out = emptyAccumulator();
       translateService(s, { ...ctx, out });
       if (cache) {
+        changed.push({ name, before: (hit ?? cache.invalidated.get(name))?.out, out });
         cache.entries.set(name, { svc: s, slices, out });
         cache.translated++;
       }
     }
-    merge(ctx.out, out);
+    outs.push(out);
     yield;
   }
-  if (cache && cache.entries.size > services.length) {
+  if (!cache) return yield* mergeAll(ctx, outs);
+  cache.invalidated.clear();
+  if (cache.entries.size > services.length) {
     const names = new Set(services.map((x) => x.name));
     for (const k of cache.entries.keys()) if (!names.has(k)) cache.entries.delete(k);
   }
+  const base = cache.last?.model;
+  const patched = cache.last && patch(cache.last, services.length, changed, ctx);
+  if (patched) {
+    cache.path = 'patched';
+    cache.patched = { from: base!, changed: patched.swapped };
+    cache.last!.model = patched.model;
+    return patched.model;
+  }
+  cache.path = 'merged';
+  cache.patched = undefined;
+  const model = yield* mergeAll(ctx, outs);
+  const index = new Map<string, number>();
+  model.services.forEach((vs, i) => index.set(serviceKey(vs), i));
+  const hairpinRefs = new Map<string, number>();
+  for (const o of outs) for (const k of o.hairpin.keys()) hairpinRefs.set(k, (hairpinRefs.get(k) ?? 0) + 1);
+  cache.last = { model, count: services.length, index, hairpinRefs };
+  return model;
+}
+
+function* mergeAll(ctx: Context, outs: readonly Accumulator[]): Steps<ProxyModel> {
+  for (let i = 0; i < outs.length; i++) {
+    merge(ctx.out, outs[i]!);
+    yield;
+  }
   return yield* finish(ctx);
+}
+
+/**
+ * The last model with the changed services' new destination lists and hairpin entries (none
+ * changed: the last model again), when nothing else changed: the same services (none added or
+ * removed), each changed one translating to exactly what it did before but for its virtual
+ * servers' destinations and its local endpoints (hairpin), under the same node and config (a
+ * change of those clears the cache). Everything else is the last model's own objects (the glue
+ * too, unless hairpin changed). undefined: merge as usual. Updates last.hairpinRefs.
+ */
+function patch(
+  last: LastModel,
+  count: number,
+  changed: ReadonlyArray<{ name: string; before: Accumulator | undefined; out: Accumulator }>,
+  ctx: Context,
+): { model: ProxyModel; swapped: Set<string> } | undefined {
+  const base = last.model;
+  if (last.count !== count || ctx.out.warnings.length) return undefined;
+  for (const c of changed) if (!c.before || !sameButEndpoints(c.before, c.out)) return undefined;
+  const services = base.services.slice();
+  const swapped = new Set<string>();
+  const removed = new Map<string, GlueHairpin>();
+  const added = new Map<string, GlueHairpin>();
+  for (const c of changed) {
+    for (const [key, e] of c.out.services) {
+      const i = last.index.get(key);
+      // A virtual server another service owns (a conflict) stays that one's.
+      if (i === undefined || services[i] !== c.before!.services.get(key)!.vs) continue;
+      e.vs.destinations.sort((a, b) => compareAddress(a.address, b.address) || a.port - b.port);
+      services[i] = e.vs;
+      swapped.add(key);
+    }
+    for (const [k, h] of c.before!.hairpin) {
+      if (c.out.hairpin.has(k)) continue;
+      const n = last.hairpinRefs.get(k)! - 1;
+      if (n > 0) last.hairpinRefs.set(k, n);
+      else {
+        last.hairpinRefs.delete(k);
+        if (!added.delete(k)) removed.set(k, h);
+      }
+    }
+    for (const [k, h] of c.out.hairpin) {
+      if (c.before!.hairpin.has(k)) continue;
+      const n = last.hairpinRefs.get(k) ?? 0;
+      last.hairpinRefs.set(k, n + 1);
+      if (n === 0 && !removed.delete(k)) added.set(k, h);
+    }
+  }
+  const model: ProxyModel = { ...base, services };
+  if (removed.size || added.size) model.glue = { ...base.glue, hairpin: patchSorted(base.glue.hairpin, removed.values(), added.values(), byVip) };
+  return { model, swapped };
+}
+
+/** A sorted array without `remove` and with `add` (each found by binary search): a few changes
+ *  to a long list, without comparing every element. */
+function patchSorted<T>(sorted: readonly T[], remove: Iterable<T>, add: Iterable<T>, order: (x: T, y: T) => number): T[] {
+  const out = sorted.slice();
+  const at = (x: T) => {
+    let lo = 0;
+    let hi = out.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (order(out[mid]!, x) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+  for (const r of remove) {
+    const i = at(r);
+    if (i < out.length && order(out[i]!, r) === 0) out.splice(i, 1);
+  }
+  for (const a of add) out.splice(at(a), 0, a);
+  return out;
+}
+
+function hairpinKey(h: GlueHairpin): string {
+  return `${h.protocol}|${h.address}|${h.port}`;
+}
+
+function byVip<T extends { address: string; protocol: string; port: number }>(a: T, b: T): number {
+  return compareAddress(a.address, b.address) || compareText(a.protocol, b.protocol) || a.port - b.port;
+}
+
+/** Two translations of one service that differ at most in their virtual servers' destinations
+ *  and their hairpin entries (what an endpoint change can change, besides the conditions below). */
+function sameButEndpoints(a: Accumulator, b: Accumulator): boolean {
+  if (a.services.size !== b.services.size) return false;
+  const x = [...a.services];
+  const y = [...b.services];
+  for (let i = 0; i < x.length; i++) {
+    const [ka, ea] = x[i]!;
+    const [kb, eb] = y[i]!;
+    if (ka !== kb || ea.owner !== eb.owner || ea.service !== eb.service || ea.kind !== eb.kind || ea.bind !== eb.bind || ea.address !== eb.address)
+      return false;
+    if (!samePlain({ ...ea.vs, destinations: undefined }, { ...eb.vs, destinations: undefined })) return false;
+  }
+  const plain = (o: Accumulator) => [
+    [...o.vips], o.glueVips, [...o.nodePorts], o.sourceRanges, [...o.localTraffic], [...o.healthChecks],
+    [...o.noLocal], o.noLocalTotal, o.warnings,
+  ];
+  return samePlain(plain(a), plain(b));
 }
 
 function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
@@ -465,7 +629,8 @@ function isLoopback(a: string): boolean {
 function addHairpin(sp: ServicePortInfo, used: readonly EndpointInfo[], ctx: Context): void {
   for (const e of used) {
     if (!e.local) continue;
-    ctx.out.hairpin.set(`${sp.protocol}|${e.address}|${e.port}`, { address: e.address, protocol: sp.protocol, port: e.port });
+    const h: GlueHairpin = { address: e.address, protocol: sp.protocol, port: e.port };
+    ctx.out.hairpin.set(hairpinKey(h), h);
   }
 }
 
@@ -482,8 +647,6 @@ function countNoLocal(sp: ServicePortInfo, locals: number, ctx: Context): void {
  *  per 1000 services for their destinations). */
 function* finish(ctx: Context): Steps<ProxyModel> {
   const o = ctx.out;
-  const byVip = <T extends { address: string; protocol: string; port: number }>(a: T, b: T): number =>
-    compareAddress(a.address, b.address) || compareText(a.protocol, b.protocol) || a.port - b.port;
   const services = [...o.services.values()].map(({ vs }) => vs);
   for (let i = 0; i < services.length; i++) {
     services[i]!.destinations.sort((a, b) => compareAddress(a.address, b.address) || a.port - b.port);

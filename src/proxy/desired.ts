@@ -1,10 +1,12 @@
 // A ProxyModel (kube semantics) -> the engine's DesiredState: the IPVS services, the VIPs bound
 // on the proxy's link, and the nftables glue.
 import type { DesiredState } from '../engine/engine.js';
+import type { DesiredIpSet } from '../engine/ipsets-diff.js';
+import type { DesiredNftTable } from '../engine/nft-diff.js';
 import { anyContains, parseCidr } from '../engine/cidr.js';
 import { canonicalNetwork } from '../engine/routes-diff.js';
-import type { ProxyModel } from '../kube/types.js';
-import { glueTablesSteps } from './glue.js';
+import type { GlueSpec, ProxyModel } from '../kube/types.js';
+import { glueTablesSteps, patchGlueHairpin } from './glue.js';
 import { runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
 import { kubeProxyIpSets } from './kube-ipsets.js';
 
@@ -28,16 +30,16 @@ export interface DesiredOptions {
  *  on it with it); the routes' protocol, not their link, marks them as ipvsync's. */
 export const ROUTE_DEV = 'lo';
 
-export function desiredState(model: ProxyModel, opts: DesiredOptions): DesiredState {
-  return runSync(desiredStateSteps(model, opts));
+export function desiredState(model: ProxyModel, opts: DesiredOptions, cache?: GlueCache): DesiredState {
+  return runSync(desiredStateSteps(model, opts, cache));
 }
 
 /** desiredState letting the event loop in every `slice.sliceMs` (between glue sets). */
-export function desiredStateSliced(model: ProxyModel, opts: DesiredOptions, slice: TimeSlice): Promise<DesiredState> {
-  return runSliced(desiredStateSteps(model, opts), slice);
+export function desiredStateSliced(model: ProxyModel, opts: DesiredOptions, slice: TimeSlice, cache?: GlueCache): Promise<DesiredState> {
+  return runSliced(desiredStateSteps(model, opts, cache), slice);
 }
 
-function* desiredStateSteps(model: ProxyModel, opts: DesiredOptions): Steps<DesiredState> {
+function* desiredStateSteps(model: ProxyModel, opts: DesiredOptions, cache?: GlueCache): Steps<DesiredState> {
   const route = opts.bindMode === 'route';
   const cidrs = route ? (opts.serviceCidrs ?? []).map(canonicalNetwork) : [];
   if (route && !cidrs.length) throw new RangeError("bindMode 'route' needs the service CIDRs");
@@ -48,7 +50,41 @@ function* desiredStateSteps(model: ProxyModel, opts: DesiredOptions): Steps<Desi
     // Address mode wants no routes: those of an earlier route-mode run go.
     routes: { routes: cidrs.map((dst) => ({ dst, type: 'local' as const, table: 'local' as const, dev: ROUTE_DEV })) },
   };
-  if (opts.glue) d.nft = yield* glueTablesSteps(model.glue, route ? { serviceCidrs: cidrs } : {});
-  if (opts.kubeIpsets) d.ipsets = kubeProxyIpSets(model.glue);
+  if (opts.glue) {
+    const key = JSON.stringify(cidrs);
+    const last = cache?.last;
+    let how: GlueCache['path'] = 'built';
+    if (last && last.key === key && last.glue === model.glue) {
+      d.nft = last.tables;
+      how = 'reused';
+    } else {
+      // A model patched from the last one where a local endpoint moved: the last tables with
+      // a new hairpin set.
+      const patched = last && last.key === key ? patchGlueHairpin(last.glue, last.tables, model.glue) : undefined;
+      if (patched) how = 'patched';
+      d.nft = patched ?? (yield* glueTablesSteps(model.glue, route ? { serviceCidrs: cidrs } : {}));
+    }
+    if (cache) {
+      cache.last = { key, glue: model.glue, tables: d.nft };
+      cache.path = how;
+    }
+  }
+  if (opts.kubeIpsets) d.ipsets = cache?.ipsets?.glue === model.glue ? cache.ipsets.sets : kubeProxyIpSets(model.glue);
+  if (opts.kubeIpsets && cache) cache.ipsets = { glue: model.glue, sets: d.ipsets! };
   return d;
+}
+
+/**
+ * What the last desiredState built from a GlueSpec, kept between calls (the Proxier passes the
+ * same cache every sync): a model patched from the last one (TranslateCache path 'patched') has
+ * the last one's glue object, or one that differs in hairpin only, so its tables are the ones
+ * already built, or those with a new hairpin set. The engine takes desired state read-only.
+ */
+export class GlueCache {
+  /** @internal */
+  last: { key: string; glue: GlueSpec; tables: DesiredNftTable[] } | undefined;
+  /** @internal */
+  ipsets: { glue: GlueSpec; sets: DesiredIpSet[] } | undefined;
+  /** How the last call got its tables. */
+  path: 'reused' | 'patched' | 'built' = 'built';
 }

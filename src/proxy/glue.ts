@@ -22,7 +22,7 @@ import { sortedElements, type DesiredNftTable } from '../engine/nft-diff.js';
 import type { Expr } from '../kernel/nft-expr.js';
 import * as R from '../kernel/nft-rules.js';
 import type { SetElement } from '../kernel/nftables.js';
-import type { GlueSpec } from '../kube/types.js';
+import type { GlueHairpin, GlueSpec } from '../kube/types.js';
 import { familyOf } from '../engine/ipvs-model.js';
 import { compareAddress } from '../kube/address.js';
 import { runSync, type Steps } from '../engine/slice.js';
@@ -114,6 +114,87 @@ export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Des
   return runSync(glueTableSteps(g, family, opts));
 }
 
+/** The hairpin set's elements: each local endpoint, masqueraded when it reaches itself. */
+function hairpinElements(g: GlueSpec, family: Fam): SetElement[] {
+  return uniq(g.hairpin.filter((h) => fam(h.address) === family).map(hairpinElement));
+}
+
+function hairpinElement(h: GlueHairpin): SetElement {
+  return { key: [h.address, h.protocol, h.port, h.address] };
+}
+
+/**
+ * The glue tables of `g` from those of `before`, when the two specs differ in hairpin only
+ * (every other field the very same object, as in a model patched from the last one when a
+ * local endpoint moved): the same tables, their hairpin sets patched with what `g.hairpin`
+ * gained and lost (found by a walk over the two sorted lists that compares entries by
+ * identity, the order only where they differ). undefined when anything else differs.
+ */
+export function patchGlueHairpin(before: GlueSpec, tables: readonly DesiredNftTable[], g: GlueSpec): DesiredNftTable[] | undefined {
+  for (const k of Object.keys(g) as Array<keyof GlueSpec>) if (k !== 'hairpin' && g[k] !== before[k]) return undefined;
+  if (Object.keys(before).length !== Object.keys(g).length) return undefined;
+  const removed: GlueHairpin[] = [];
+  const added: GlueHairpin[] = [];
+  const a = before.hairpin;
+  const b = g.hairpin;
+  let i = 0;
+  let j = 0;
+  while (i < a.length && j < b.length) {
+    if (a[i] === b[j]) {
+      i++;
+      j++;
+      continue;
+    }
+    const c = compareHairpin(a[i]!, b[j]!);
+    if (c === 0) {
+      i++;
+      j++;
+    } else if (c < 0) removed.push(a[i++]!);
+    else added.push(b[j++]!);
+  }
+  while (i < a.length) removed.push(a[i++]!);
+  while (j < b.length) added.push(b[j++]!);
+  return tables.map((t) => ({
+    ...t,
+    sets: t.sets.map((s) => {
+      if (s.name !== 'hairpin') return s;
+      const mine = (h: GlueHairpin) => fam(h.address) === t.family;
+      return { ...s, elements: patchElements(s.elements, removed.filter(mine).map(hairpinElement), added.filter(mine).map(hairpinElement)) };
+    }),
+  }));
+}
+
+/** GlueSpec.hairpin's order (address, protocol, port): the hairpin elements' order too. */
+function compareHairpin(x: GlueHairpin, y: GlueHairpin): number {
+  return compareAddress(x.address, y.address) || (x.protocol < y.protocol ? -1 : x.protocol > y.protocol ? 1 : 0) || x.port - y.port;
+}
+
+/** Elements sorted by compareElements, without `remove` and with `add` (binary search each). */
+function patchElements(sorted: readonly SetElement[], remove: readonly SetElement[], add: readonly SetElement[]): SetElement[] {
+  if (!remove.length && !add.length) return sorted as SetElement[];
+  const out = sorted.slice();
+  const at = (x: SetElement) => {
+    let lo = 0;
+    let hi = out.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (compareElements(out[mid]!, x) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+  for (const r of remove) {
+    const k = at(r);
+    if (k < out.length && compareElements(out[k]!, r) === 0) out.splice(k, 1);
+  }
+  for (const e of add) {
+    const k = at(e);
+    if (k < out.length && compareElements(out[k]!, e) === 0) out[k] = e;
+    else out.splice(k, 0, e);
+  }
+  return sortedElements(out, compareElements);
+}
+
 function* glueTableSteps(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Steps<DesiredNftTable> {
   const F = FIELDS[family];
   const mine = <T extends { address: string }>(x: T) => fam(x.address) === family;
@@ -133,7 +214,7 @@ function* glueTableSteps(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Step
   const nodePorts = uniq(g.nodePorts.filter((n) => n.family === nodePortFamily && !n.localOnly).map((n) => ({ key: [n.protocol, n.port] })));
   const clusterCidrs = uniqText(g.clusterCIDRs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] })));
   yield;
-  const hairpin = uniq(g.hairpin.filter(mine).map((h) => ({ key: [h.address, h.protocol, h.port, h.address] })));
+  const hairpin = hairpinElements(g, family);
   yield;
   const ranges = g.sourceRanges.filter(mine);
 

@@ -11,7 +11,7 @@ import { changedServiceKeys } from '../kube/model-diff.js';
 import { TranslateCache, translate, translateSliced } from '../kube/translate.js';
 import type { NodeInfo, ProxyConfig, ProxyModel, TranslateInput } from '../kube/types.js';
 import type { Address } from '../kernel/links.js';
-import { desiredStateSliced } from './desired.js';
+import { GlueCache, desiredStateSliced } from './desired.js';
 import { KUBE_IPSET_PREFIX } from './kube-ipsets.js';
 
 export interface ProxierOptions {
@@ -59,6 +59,8 @@ export class Proxier {
   readonly engine: Engine;
   /** Per-service translations: a sync translates only the services that changed. */
   private readonly translations = new TranslateCache();
+  /** The glue tables last built: reused, or patched when only hairpin changed. */
+  private readonly glueCache = new GlueCache();
   private last: ProxyModel | undefined;
   private readonly vipLink: string;
   private readonly glue: boolean;
@@ -126,8 +128,10 @@ export class Proxier {
       kubeIpsets: !!this.opts.kubeIpsets,
       bindMode: this.opts.bindMode ?? 'address',
       ...(this.opts.serviceCidrs ? { serviceCidrs: this.opts.serviceCidrs } : {}),
-    }, this.engine.slice);
-    const changed = full || !this.last ? undefined : changedServiceKeys(this.last.services, model.services);
+    }, this.engine.slice, this.glueCache);
+    // A model patched from the last one applied names what it changed; otherwise compare.
+    const patched = this.translations.path === 'patched' ? this.translations.patched : undefined;
+    const changed = full || !this.last ? undefined : patched && patched.from === this.last ? patched.changed : changedServiceKeys(this.last.services, model.services);
     const plan = await this.engine.plan(desired, changed);
     return { plan, model, serviceChanges, endpointChanges };
   }

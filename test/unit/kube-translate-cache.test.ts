@@ -4,6 +4,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { TranslateCache, translate } from '../../src/kube/translate.js';
+import { serviceKey } from '../../src/engine/ipvs-model.js';
+import { GlueCache, desiredState } from '../../src/proxy/desired.js';
 import type { NodeInfo, ProxyConfig } from '../../src/kube/types.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
 import { prng as rng } from '../helpers/bytes.js';
@@ -47,7 +49,9 @@ function makeSlice(r: () => number, i: number, k: number): V1EndpointSlice {
 }
 
 test('translate with a cache equals translate from scratch through random changes, and re-translates only changed services', () => {
-  for (const seed of [1, 2, 3, 4, 5]) {
+  const paths = { patched: 0, merged: 0 };
+  const gluePaths = { reused: 0, patched: 0, built: 0 };
+  for (const seed of [1, 2, 3, 4, 5, 6, 7, 8]) {
     const r = rng(seed);
     const services = new Map<string, V1Service>();
     const slices = new Map<string, V1EndpointSlice>();
@@ -60,6 +64,7 @@ test('translate with a cache equals translate from scratch through random change
     let node = NODE;
     let config = CONFIG;
     const cache = new TranslateCache();
+    const glueCache = new GlueCache();
     const input = () => ({ services: [...services.values()], endpointSlices: [...slices.values()], node, config });
     assert.deepStrictEqual(translate(input(), cache), translate(input()));
     assert.equal(cache.translated, 25);
@@ -88,7 +93,15 @@ test('translate with a cache equals translate from scratch through random change
         } // else: nothing changes (a no-op resync)
       }
       const contextChanged = JSON.stringify([node, config]) !== contextBefore;
+      // The proxier invalidates what its trackers saw change (also objects changed in place).
+      if (seed % 2 === 0) cache.invalidate(touched);
       const cached = translate(input(), cache);
+      paths[cache.path]++;
+      // The desired state built from a patched model (its glue tables patched from the last
+      // ones when only hairpin changed) is the one built from scratch.
+      const opts = { vipLink: 'kube-ipvs0', glue: true, kubeIpsets: true };
+      assert.deepStrictEqual(desiredState(cached, opts, glueCache), desiredState(translate(input()), opts), `seed ${seed} step ${step}: desired state`);
+      gluePaths[glueCache.path]++;
       const fresh = translate(input());
       assert.deepStrictEqual(cached, fresh, `seed ${seed} step ${step}`);
       if (fresh.warnings.some((w) => w.message.includes('already belongs to'))) sawConflict = true;
@@ -98,6 +111,69 @@ test('translate with a cache equals translate from scratch through random change
     }
     assert.ok(sawConflict, `seed ${seed}: the random services never collided (the merge of conflicts went untested)`);
   }
+  // Both ways of building the model were taken (and matched a translation from scratch).
+  assert.ok(paths.patched >= 20 && paths.merged >= 20, JSON.stringify(paths));
+  assert.ok(gluePaths.reused >= 10 && gluePaths.patched >= 10 && gluePaths.built >= 10, JSON.stringify(gluePaths));
+});
+
+test('an endpoint-only change patches the last model: one service translated, only its virtual servers new', () => {
+  const cache = new TranslateCache();
+  const services = [
+    svc('a', { clusterIP: '10.96.0.1', ports: [{ port: 80 }] }),
+    svc('b', { clusterIP: '10.96.0.1', ports: [{ port: 80 }] }), // conflicts with a: a keeps it
+    svc('c', { clusterIP: '10.96.0.3', ports: [{ port: 53, protocol: 'UDP' }, { port: 53, name: 'tcp' }] }),
+  ];
+  const eps = (svcName: string, ip: string, node = 'node-b') => slice(svcName, `${svcName}-1`, [{ port: 8080 }, { name: 'tcp', port: 8053 }], [{ ip, node }]);
+  const [sa, sb] = [eps('a', '10.244.0.5'), eps('b', '10.244.0.6')];
+  let slices = [sa, sb, eps('c', '10.244.0.7')];
+  const input = () => ({ services, endpointSlices: slices, node: NODE, config: CONFIG });
+  const first = translate(input(), cache);
+  assert.equal(cache.path, 'merged');
+
+  const sc = eps('c', '10.244.0.9');
+  slices = [sa, sb, sc];
+  const second = translate(input(), cache);
+  assert.deepStrictEqual(second, translate(input()));
+  assert.equal(cache.path, 'patched');
+  assert.equal(cache.translated, 1);
+  assert.equal(second.glue, first.glue, "the glue is the last model's own object");
+  assert.equal(second.vips, first.vips);
+  assert.deepEqual(second.services.filter((v, i) => v !== first.services[i]).map((v) => `${serviceKey(v)} ${v.destinations.map((d) => d.address)}`), ['inet|tcp|10.96.0.3|53 10.244.0.9', 'inet|udp|10.96.0.3|53 ']); // c's (its UDP port has no endpoint: no UDP slice port)
+
+  // b's virtual server is a's: b's new endpoint changes nothing in the model.
+  slices = [sa, eps('b', '10.244.0.8'), sc];
+  const third = translate(input(), cache);
+  assert.equal(cache.path, 'patched');
+  assert.deepStrictEqual(third, translate(input()));
+  assert.deepEqual(third.services, second.services);
+
+  // Nothing changed: the last model again.
+  assert.deepStrictEqual(translate(input(), cache), third);
+  assert.equal(cache.path, 'patched');
+  assert.equal(cache.translated, 0);
+
+  // An endpoint moving to this node: a hairpin entry too, patched into a new glue object.
+  slices = [eps('a', '10.244.0.5', 'node-a'), slices[1]!, sc];
+  const fourth = translate(input(), cache);
+  assert.deepStrictEqual(fourth, translate(input()));
+  assert.equal(cache.path, 'patched');
+  assert.notEqual(fourth.glue, third.glue);
+  assert.deepEqual(fourth.glue.hairpin, [{ address: '10.244.0.5', protocol: 'tcp', port: 8080 }]);
+  assert.equal(fourth.glue.vips, third.glue.vips, 'the rest of the glue is the same objects');
+  const glueCache = new GlueCache();
+  desiredState(third, { vipLink: 'kube-ipvs0', glue: true }, glueCache);
+  assert.deepStrictEqual(desiredState(fourth, { vipLink: 'kube-ipvs0', glue: true }, glueCache), desiredState(translate(input()), { vipLink: 'kube-ipvs0', glue: true }));
+  assert.equal(glueCache.path, 'patched');
+
+  // A service's port changed: merged.
+  services[2] = svc('c', { clusterIP: '10.96.0.3', ports: [{ port: 54, protocol: 'UDP' }, { port: 53, name: 'tcp' }] });
+  assert.deepStrictEqual(translate(input(), cache), translate(input()));
+  assert.equal(cache.path, 'merged');
+
+  // A service removed: merged.
+  services.pop();
+  assert.deepStrictEqual(translate(input(), cache), translate(input()));
+  assert.equal(cache.path, 'merged');
 });
 
 test('an unchanged input translates nothing again, and the result is the same', () => {
