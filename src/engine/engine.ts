@@ -61,8 +61,9 @@ export interface EngineOptions extends Ownership {
   now?: () => number;
   /**
    * The caller never changes the desired objects it passed once a plan is made (the proxier
-   * builds fresh ones every sync): apply() keeps them as the base of the next incremental plan
-   * as they are. Default false: it keeps a copy (structuredClone), which at 10k services costs
+   * never does; a model patched from the last one shares its unchanged objects with it):
+   * apply() keeps them as the base of the next incremental plan as they are, and plan() reads
+   * only the objects it has not seen in the last call's arrays. Default false: it keeps a copy (structuredClone), which at 10k services costs
    * ~100 ms and a second copy of the nftables glue per sync.
    */
   desiredImmutable?: boolean;
@@ -157,6 +158,12 @@ export class Engine {
   private readonly now: () => number;
   /** VIPs the engine was asked for (services and the VIP link): services on them are owned. */
   private readonly desiredVips = new Set<string>();
+  /** The arrays the last plan took its VIPs from: elements found again (the very same objects,
+   *  as in a proxy model patched from the last one) are not read again (desiredVips only grows). */
+  private seenServices: readonly DesiredService[] = [];
+  private seenVipAddresses: readonly string[] | undefined;
+  /** With desiredImmutable: each desired service's key, by the object. */
+  private readonly keys = new WeakMap<DesiredService, string>();
   /** Per kind, a copy of the desired state the last sync applied without an error: an
    *  incremental plan whose desired VIPs / tables equal it neither dumps nor diffs that kind
    *  (a full plan always does, and so repairs what others changed in between). */
@@ -188,14 +195,31 @@ export class Engine {
     return this.desiredVips.has(a) || anyContains(this.managed, a) || anyContains(this.ownedRanges, a);
   }
 
+  /** serviceKey, remembered per object when the caller never changes its desired objects. */
+  private keyOf(s: DesiredService): string {
+    if (!this.opts.desiredImmutable) return serviceKey(s);
+    let k = this.keys.get(s);
+    if (k === undefined) this.keys.set(s, (k = serviceKey(s)));
+    return k;
+  }
+
   /**
    * Reads the kernel (one dump per object kind; with `changed`, one GET per changed IPVS
    * service instead of the IPVS dump) and computes every write. Writes nothing.
    */
   async plan(desired: DesiredState, changed?: ReadonlySet<string>): Promise<Plan> {
     const t0 = performance.now();
-    for (const s of desired.services) if ('address' in s && s.address) this.desiredVips.add(canonicalAddress(s.address));
-    for (const a of desired.vips?.addresses ?? []) this.desiredVips.add(canonicalAddress(a));
+    const seen = this.seenServices.length === desired.services.length ? this.seenServices : [];
+    for (let i = 0; i < desired.services.length; i++) {
+      const s = desired.services[i]!;
+      if (s !== seen[i] && 'address' in s && s.address) this.desiredVips.add(canonicalAddress(s.address));
+    }
+    if (desired.vips && desired.vips.addresses !== this.seenVipAddresses)
+      for (const a of desired.vips.addresses) this.desiredVips.add(canonicalAddress(a));
+    if (this.opts.desiredImmutable) {
+      this.seenServices = desired.services;
+      this.seenVipAddresses = desired.vips?.addresses;
+    }
 
     const k = this.kernel;
     const wantIpsets = desired.ipsets && k.ipsets;
@@ -235,7 +259,7 @@ export class Engine {
     // Likewise every address inside a local route the engine owns (bindMode 'route').
     this.ownedRanges = (routes ?? []).filter((r) => r.type === 'local').map((r: Route) => parseCidr(r.dst));
 
-    const want = changed ? desired.services.filter((s) => changed.has(serviceKey(s))) : desired.services;
+    const want = changed ? desired.services.filter((s) => changed.has(this.keyOf(s))) : desired.services;
     const draining = changed ? new Map([...this.draining].filter(([key]) => changed.has(key.split('/')[0]!))) : this.draining;
     const ipvs = await runSliced(
       diffIpvsSteps({

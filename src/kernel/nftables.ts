@@ -260,7 +260,8 @@ const PIPELINE_OPTIONS: NativeNftCommitOptions = { ackMode: 'last' };
  */
 export class NftTransaction {
   readonly ops: NftOp[] = [];
-  private readonly stream = new OpStreamWriter(1 << 16, lowerInterval);
+  // Small to start (a one-element update allocates little); it grows x2, x4 past 1 MiB.
+  private readonly stream = new OpStreamWriter(512, lowerInterval);
   private readonly keep: boolean;
   /** The addon's encoder of the stream's first `fedTo` bytes (pipelined, see feed()). */
   private encoder: NativeNftWireEncoder | undefined;

@@ -6,6 +6,7 @@
 import type { V1EndpointSlice, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
 import { runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
+import { patchSorted } from '../engine/sorted.js';
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
 import { cidrList, compareAddress, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
 import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
@@ -155,13 +156,12 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
     }
     cache.translated = 0;
   }
-  // By name (plain code-unit order: deterministic, and the first of two services claiming the
-  // same virtual server keeps it); names computed once, not per comparison.
-  const services = Array.from(input.services, (s) => ({ s, name: nameOf(s) })).sort((a, b) => compareText(a.name, b.name));
-  const outs: Accumulator[] = [];
+  // Each service translates on its own; only merging them depends on their order (below).
+  const services = Array.from(input.services, (s) => ({ s, name: nameOf(s), out: undefined as unknown as Accumulator }));
   // Services translated anew, with what they translated to before (undefined: new).
   const changed: Array<{ name: string; before: Accumulator | undefined; out: Accumulator }> = [];
-  for (const { s, name } of services) {
+  for (const item of services) {
+    const { s, name } = item;
     const slices = ctx.slicesByService.get(name) ?? [];
     const hit = cache?.entries.get(name);
     let out: Accumulator;
@@ -176,10 +176,13 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
         cache.translated++;
       }
     }
-    outs.push(out);
+    item.out = out;
     yield;
   }
-  if (!cache) return yield* mergeAll(ctx, outs);
+  // Merged by name (plain code-unit order: deterministic, and the first of two services
+  // claiming the same virtual server keeps it); a patched model needs no order.
+  const sortedOuts = () => services.sort((a, b) => compareText(a.name, b.name)).map((x) => x.out);
+  if (!cache) return yield* mergeAll(ctx, sortedOuts());
   cache.invalidated.clear();
   if (cache.entries.size > services.length) {
     const names = new Set(services.map((x) => x.name));
@@ -195,6 +198,7 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
   }
   cache.path = 'merged';
   cache.patched = undefined;
+  const outs = sortedOuts();
   const model = yield* mergeAll(ctx, outs);
   const index = new Map<string, number>();
   model.services.forEach((vs, i) => index.set(serviceKey(vs), i));
@@ -261,28 +265,6 @@ function patch(
   const model: ProxyModel = { ...base, services };
   if (removed.size || added.size) model.glue = { ...base.glue, hairpin: patchSorted(base.glue.hairpin, removed.values(), added.values(), byVip) };
   return { model, swapped };
-}
-
-/** A sorted array without `remove` and with `add` (each found by binary search): a few changes
- *  to a long list, without comparing every element. */
-function patchSorted<T>(sorted: readonly T[], remove: Iterable<T>, add: Iterable<T>, order: (x: T, y: T) => number): T[] {
-  const out = sorted.slice();
-  const at = (x: T) => {
-    let lo = 0;
-    let hi = out.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (order(out[mid]!, x) < 0) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  };
-  for (const r of remove) {
-    const i = at(r);
-    if (i < out.length && order(out[i]!, r) === 0) out.splice(i, 1);
-  }
-  for (const a of add) out.splice(at(a), 0, a);
-  return out;
 }
 
 function hairpinKey(h: GlueHairpin): string {

@@ -26,6 +26,7 @@ import type { GlueHairpin, GlueSpec } from '../kube/types.js';
 import { familyOf } from '../engine/ipvs-model.js';
 import { compareAddress } from '../kube/address.js';
 import { runSync, type Steps } from '../engine/slice.js';
+import { patchSorted } from '../engine/sorted.js';
 
 export const MASQ_MARK = 0x4000;
 export const GLUE_TABLE = 'ipvsync';
@@ -169,30 +170,10 @@ function compareHairpin(x: GlueHairpin, y: GlueHairpin): number {
   return compareAddress(x.address, y.address) || (x.protocol < y.protocol ? -1 : x.protocol > y.protocol ? 1 : 0) || x.port - y.port;
 }
 
-/** Elements sorted by compareElements, without `remove` and with `add` (binary search each). */
+/** Elements sorted by compareElements, without `remove` and with `add`. */
 function patchElements(sorted: readonly SetElement[], remove: readonly SetElement[], add: readonly SetElement[]): SetElement[] {
   if (!remove.length && !add.length) return sorted as SetElement[];
-  const out = sorted.slice();
-  const at = (x: SetElement) => {
-    let lo = 0;
-    let hi = out.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (compareElements(out[mid]!, x) < 0) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  };
-  for (const r of remove) {
-    const k = at(r);
-    if (k < out.length && compareElements(out[k]!, r) === 0) out.splice(k, 1);
-  }
-  for (const e of add) {
-    const k = at(e);
-    if (k < out.length && compareElements(out[k]!, e) === 0) out[k] = e;
-    else out.splice(k, 0, e);
-  }
-  return sortedElements(out, compareElements);
+  return sortedElements(patchSorted(sorted, remove, add, compareElements), compareElements);
 }
 
 function* glueTableSteps(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Steps<DesiredNftTable> {
