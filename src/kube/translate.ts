@@ -200,10 +200,17 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
   cache.patched = undefined;
   const outs = sortedOuts();
   const model = yield* mergeAll(ctx, outs);
+  // What the next call patches from: where each virtual server sits, who has each hairpin entry.
   const index = new Map<string, number>();
-  model.services.forEach((vs, i) => index.set(serviceKey(vs), i));
+  for (let i = 0; i < model.services.length; i++) {
+    index.set(serviceKey(model.services[i]!), i);
+    if (i % 1024 === 1023) yield;
+  }
   const hairpinRefs = new Map<string, number>();
-  for (const o of outs) for (const k of o.hairpin.keys()) hairpinRefs.set(k, (hairpinRefs.get(k) ?? 0) + 1);
+  for (let i = 0; i < outs.length; i++) {
+    for (const k of outs[i]!.hairpin.keys()) hairpinRefs.set(k, (hairpinRefs.get(k) ?? 0) + 1);
+    if (i % 1024 === 1023) yield;
+  }
   cache.last = { model, count: services.length, index, hairpinRefs };
   return model;
 }
