@@ -102,8 +102,9 @@ export class TranslateCache {
   /** Services translated (not taken from the cache) by the last call. */
   translated = 0;
   /** How the last call built the model: 'patched' when every service that changed only changed
-   *  its virtual servers' destinations (the last model with those destination lists swapped:
-   *  no merge, no sort of the whole), 'merged' otherwise. */
+   *  its endpoints (its virtual servers' destinations and its hairpin entries: the last model
+   *  with those virtual servers swapped and the hairpin list patched, no merge, no sort of the
+   *  whole), 'merged' otherwise. */
   path: 'patched' | 'merged' = 'merged';
   /** After a 'patched' call: the model it was patched from, and the keys (serviceKey) of the
    *  virtual servers it swapped: exactly those that can differ from that model's. */
