@@ -828,6 +828,18 @@ struct EncoderState {
   bool failed = false;
   nl::Error error;
 
+  // Encodes one piece unless an earlier one failed; the first error is kept. Caller holds
+  // enc_mu.
+  void Encode(const uint8_t* data, size_t len) {
+    if (failed) return;
+    try {
+      enc->Feed(data, len);
+    } catch (const nl::Exception& e) {
+      failed = true;
+      error = e.error();
+    }
+  }
+
   bool QueueEmpty() {
     std::lock_guard<std::mutex> lock(queue_mu);
     return queue.empty();
@@ -842,15 +854,7 @@ struct EncoderState {
         got.swap(queue);
       }
       if (got.empty()) return;
-      for (const std::vector<uint8_t>& piece : got) {
-        if (failed) break;
-        try {
-          enc->Feed(piece.data(), piece.size());
-        } catch (const nl::Exception& e) {
-          failed = true;
-          error = e.error();
-        }
-      }
+      for (const std::vector<uint8_t>& piece : got) Encode(piece.data(), piece.size());
       got.clear();
     }
   }
@@ -940,14 +944,7 @@ std::vector<nft::TxBatch> BuildFromStream(const uint8_t* data, size_t len, const
   if (!enc) return nft::BuildTransactionsFromWire(data, len, opt, offsets);
   std::lock_guard<std::mutex> lock(enc->enc_mu);
   enc->Drain();
-  if (!enc->failed && enc->enc->fed() < len) {
-    try {
-      enc->enc->Feed(data + enc->enc->fed(), len - enc->enc->fed());
-    } catch (const nl::Exception& e) {
-      enc->failed = true;
-      enc->error = e.error();
-    }
-  }
+  if (enc->enc->fed() < len) enc->Encode(data + enc->enc->fed(), len - enc->enc->fed());
   if (enc->failed) throw nl::Exception(enc->error);
   *offsets = std::move(enc->enc->offsets());
   return enc->enc->Finish();

@@ -63,8 +63,9 @@ export interface EngineOptions extends Ownership {
    * The caller never changes the desired objects it passed once a plan is made (the proxier
    * never does; a model patched from the last one shares its unchanged objects with it):
    * apply() keeps them as the base of the next incremental plan as they are, and plan() reads
-   * only the objects it has not seen in the last call's arrays. Default false: it keeps a copy (structuredClone), which at 10k services costs
-   * ~100 ms and a second copy of the nftables glue per sync.
+   * only the objects it has not seen in the last call's arrays. Default false: it keeps a copy
+   * (structuredClone), which at 10k services costs ~100 ms and a second copy of the nftables
+   * glue per sync.
    */
   desiredImmutable?: boolean;
   /**

@@ -66,6 +66,12 @@ export function compareAddress(a: string, b: string): number {
   return ka < kb ? -1 : ka > kb ? 1 : 0;
 }
 
+/** Address, then protocol, then port: the order of translate's sorted lists (virtual servers,
+ *  glue VIPs, hairpin entries, source ranges). */
+export function compareAddressProtoPort<T extends { address: string; protocol: string; port: number }>(a: T, b: T): number {
+  return compareAddress(a.address, b.address) || (a.protocol < b.protocol ? -1 : a.protocol > b.protocol ? 1 : 0) || a.port - b.port;
+}
+
 export function isIpv6LinkLocal(address: string): boolean {
   return isIP(address) === 6 && /^fe[89ab]/i.test(canonicalAddress(address));
 }

@@ -8,7 +8,7 @@ import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model
 import { runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
 import { patchSorted } from '../engine/sorted.js';
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
-import { cidrList, compareAddress, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
+import { cidrList, compareAddress, compareAddressProtoPort, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
 import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
 import { chooseScheduler, isKnownScheduler } from './scheduler.js';
 import {
@@ -105,7 +105,9 @@ export class TranslateCache {
    *  its endpoints (its virtual servers' destinations and its hairpin entries: the last model
    *  with those virtual servers swapped and the hairpin list patched, no merge, no sort of the
    *  whole), 'merged' otherwise. */
-  path: 'patched' | 'merged' = 'merged';
+  get path(): 'patched' | 'merged' {
+    return this.patched ? 'patched' : 'merged';
+  }
   /** After a 'patched' call: the model it was patched from, and the keys (serviceKey) of the
    *  virtual servers it swapped: exactly those that can differ from that model's. */
   patched: { from: ProxyModel; changed: ReadonlySet<string> } | undefined;
@@ -192,12 +194,10 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
   const base = cache.last?.model;
   const patched = cache.last && patch(cache.last, services.length, changed, ctx);
   if (patched) {
-    cache.path = 'patched';
     cache.patched = { from: base!, changed: patched.swapped };
     cache.last!.model = patched.model;
     return patched.model;
   }
-  cache.path = 'merged';
   cache.patched = undefined;
   const outs = sortedOuts();
   const model = yield* mergeAll(ctx, outs);
@@ -279,9 +279,7 @@ function hairpinKey(h: GlueHairpin): string {
   return `${h.protocol}|${h.address}|${h.port}`;
 }
 
-function byVip<T extends { address: string; protocol: string; port: number }>(a: T, b: T): number {
-  return compareAddress(a.address, b.address) || compareText(a.protocol, b.protocol) || a.port - b.port;
-}
+const byVip = compareAddressProtoPort;
 
 /** Two translations of one service that differ at most in their virtual servers' destinations
  *  and their hairpin entries (what an endpoint change can change, besides the conditions below). */

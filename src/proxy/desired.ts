@@ -69,8 +69,10 @@ function* desiredStateSteps(model: ProxyModel, opts: DesiredOptions, cache?: Glu
       cache.path = how;
     }
   }
-  if (opts.kubeIpsets) d.ipsets = cache?.ipsets?.glue === model.glue ? cache.ipsets.sets : kubeProxyIpSets(model.glue);
-  if (opts.kubeIpsets && cache) cache.ipsets = { glue: model.glue, sets: d.ipsets! };
+  if (opts.kubeIpsets) {
+    d.ipsets = cache?.ipsets?.glue === model.glue ? cache.ipsets.sets : kubeProxyIpSets(model.glue);
+    if (cache) cache.ipsets = { glue: model.glue, sets: d.ipsets };
+  }
   return d;
 }
 

@@ -24,7 +24,7 @@ import * as R from '../kernel/nft-rules.js';
 import type { SetElement } from '../kernel/nftables.js';
 import type { GlueHairpin, GlueSpec } from '../kube/types.js';
 import { familyOf } from '../engine/ipvs-model.js';
-import { compareAddress } from '../kube/address.js';
+import { compareAddress, compareAddressProtoPort } from '../kube/address.js';
 import { runSync, type Steps } from '../engine/slice.js';
 import { patchSorted } from '../engine/sorted.js';
 
@@ -146,7 +146,8 @@ export function patchGlueHairpin(before: GlueSpec, tables: readonly DesiredNftTa
       j++;
       continue;
     }
-    const c = compareHairpin(a[i]!, b[j]!);
+    // GlueSpec.hairpin's order, which is the hairpin elements' order too
+    const c = compareAddressProtoPort(a[i]!, b[j]!);
     if (c === 0) {
       i++;
       j++;
@@ -163,11 +164,6 @@ export function patchGlueHairpin(before: GlueSpec, tables: readonly DesiredNftTa
       return { ...s, elements: patchElements(s.elements, removed.filter(mine).map(hairpinElement), added.filter(mine).map(hairpinElement)) };
     }),
   }));
-}
-
-/** GlueSpec.hairpin's order (address, protocol, port): the hairpin elements' order too. */
-function compareHairpin(x: GlueHairpin, y: GlueHairpin): number {
-  return compareAddress(x.address, y.address) || (x.protocol < y.protocol ? -1 : x.protocol > y.protocol ? 1 : 0) || x.port - y.port;
 }
 
 /** Elements sorted by compareElements, without `remove` and with `add`. */

@@ -130,7 +130,7 @@ export class Proxier {
       ...(this.opts.serviceCidrs ? { serviceCidrs: this.opts.serviceCidrs } : {}),
     }, this.engine.slice, this.glueCache);
     // A model patched from the last one applied names what it changed; otherwise compare.
-    const patched = this.translations.path === 'patched' ? this.translations.patched : undefined;
+    const patched = this.translations.patched;
     const changed = full || !this.last ? undefined : patched && patched.from === this.last ? patched.changed : changedServiceKeys(this.last.services, model.services);
     const plan = await this.engine.plan(desired, changed);
     return { plan, model, serviceChanges, endpointChanges };
