@@ -17,7 +17,7 @@ export interface ObservedVips {
 }
 
 export interface AddressesDelta {
-  /** Link creation and address adds: before IPVS. */
+  /** Link creation (applied first), then address adds (applied alongside nftables and IPVS). */
   early: LinkOp[];
   /** Address removals: after IPVS stopped using them. */
   late: LinkOp[];

@@ -300,8 +300,8 @@ export class Engine {
     return plan;
   }
 
-  /** Performs a plan: link, route and set creation, nftables, IPVS, then removals (routes
-   *  before addresses) and flow flushes. */
+  /** Performs a plan: link, route and set creation, nftables, IPVS (the VIP address adds
+   *  meanwhile), then removals (routes before addresses) and flow flushes. */
   async apply(plan: Plan): Promise<SyncReport> {
     const t0 = performance.now();
     const k = this.kernel;
@@ -319,16 +319,17 @@ export class Engine {
     };
     // Every batch continues past failures: one bad object must not hold back the rest, and the
     // next sync retries what failed (the diff starts from what the kernel has).
+    // ops[from, to) in chunks; errors and the returned predicate index the whole ops list.
     const batch = async <Op extends { op: string }>(
       r: KindReport,
       ops: Op[],
       run: (ops: Op[]) => Promise<{ status(i: number): string; errors: NetlinkError[] }>,
-      chunk = ops.length,
+      { chunk = ops.length, from = 0, to = ops.length }: { chunk?: number; from?: number; to?: number } = {},
     ): Promise<((i: number) => boolean) | undefined> => {
-      if (!ops.length) return undefined;
+      if (from >= to) return undefined;
       const ok = new Uint8Array(ops.length);
-      for (let at = 0; at < ops.length; at += chunk) {
-        const part = chunk >= ops.length ? ops : ops.slice(at, at + chunk);
+      for (let at = from; at < to; at += chunk) {
+        const part = at === 0 && to === ops.length && chunk >= ops.length ? ops : ops.slice(at, Math.min(at + chunk, to));
         const res = await run(part);
         for (const e of res.errors) r.errors.push(reindexed(e, at));
         for (let i = 0; i < part.length; i++) {
@@ -342,7 +343,19 @@ export class Engine {
       return (i) => ok[i] === 1;
     };
 
-    if (plan.addresses && k.links) await batch(report.addresses, plan.addresses.early, (o) => k.links!.apply(o, { stopOnError: false }));
+    // The link first; its address adds then run on their own socket while the rest applies (the
+    // kernel's cost of an IPv4 address add grows with the addresses already on the link: at 10k
+    // VIPs they are the longest single step of a full sync).
+    let vipAdds: Promise<unknown> | undefined;
+    if (plan.addresses && k.links) {
+      const early = plan.addresses.early;
+      let split = 0;
+      while (split < early.length && early[split]!.op !== 'addAddr') split++;
+      const run = (o: LinkOp[]) => k.links!.apply(o, { stopOnError: false });
+      await batch(report.addresses, early, run, { to: split });
+      // settled here, rethrown below: a failure must not go unhandled while the rest applies
+      vipAdds = batch(report.addresses, early, run, { from: split }).then(() => undefined, (e: unknown) => ({ thrown: e }));
+    }
     // After the link: a route may name it.
     if (plan.routes && k.routes) await batch(report.routes, plan.routes.early, (o) => k.routes!.apply(o, { stopOnError: false }));
     if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.early, (o) => k.ipsets!.apply(o, { stopOnError: false }));
@@ -356,7 +369,9 @@ export class Engine {
         report.nft.writes++;
       });
     }
-    const ipvsOk = await batch(report.ipvs, plan.ipvs.ops, (o) => k.ipvs.apply(o, { stopOnError: false }), IPVS_APPLY_CHUNK);
+    const ipvsOk = await batch(report.ipvs, plan.ipvs.ops, (o) => k.ipvs.apply(o, { stopOnError: false }), { chunk: IPVS_APPLY_CHUNK });
+    const added = (await vipAdds) as { thrown: unknown } | undefined;
+    if (added) throw added.thrown;
     if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.late, (o) => k.ipsets!.apply(o, { stopOnError: false }));
     if (plan.routes && k.routes) await batch(report.routes, plan.routes.late, (o) => k.routes!.apply(o, { stopOnError: false }));
     if (plan.addresses && k.links) await batch(report.addresses, plan.addresses.late, (o) => k.links!.apply(o, { stopOnError: false }));

@@ -31,9 +31,13 @@ class GroupTracker<T extends Meta> {
   /** Group → fingerprint at the last drain, for groups touched since. */
   private pending = new Map<string, string>();
 
+  /** `empty(objects)` must hold exactly when `fingerprint(objects)` is '' (what an absent group
+   *  fingerprints to): a group that was empty at the last drain — every group on the initial
+   *  load — is then compared without fingerprinting it. */
   constructor(
     private readonly groupOf: (o: T) => string | undefined,
     private readonly fingerprint: (objects: T[]) => string,
+    private readonly empty: (objects: T[]) => boolean,
   ) {}
 
   /** Adds or replaces an object (informer add and update). */
@@ -81,7 +85,8 @@ class GroupTracker<T extends Meta> {
     const changed = new Set<string>();
     let n = 0;
     for (const [group, before] of round) {
-      if (this.groupFingerprint(group) !== before) changed.add(group);
+      const now = this.members(group);
+      if (before === '' ? !this.empty(now) : this.fingerprint(now) !== before) changed.add(group);
       if (++n % 128 === 0) yield;
     }
     return changed.size ? new Set([...changed].sort()) : changed;
@@ -110,21 +115,10 @@ class GroupTracker<T extends Meta> {
   }
 
   private touch(group: string): void {
-    if (!this.pending.has(group)) this.pending.set(group, this.groupFingerprint(group));
+    if (this.pending.has(group)) return;
+    const now = this.members(group);
+    this.pending.set(group, this.empty(now) ? '' : this.fingerprint(now));
   }
-
-  private groupFingerprint(group: string): string {
-    return this.fingerprint(this.members(group));
-  }
-}
-
-/** Stable JSON: object keys sorted, undefined dropped. */
-function stable(v: unknown): string {
-  return JSON.stringify(v, (_k, x: unknown) =>
-    x && typeof x === 'object' && !Array.isArray(x)
-      ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-      : x,
-  );
 }
 
 function pick(m: Record<string, string> | undefined, keys: readonly string[]): Record<string, string> {
@@ -133,11 +127,12 @@ function pick(m: Record<string, string> | undefined, keys: readonly string[]): R
   return out;
 }
 
-/** What translate() reads from a Service; nothing else can change what is programmed. */
+/** What translate() reads from a Service; nothing else can change what is programmed. Every
+ *  object in it is built here with its keys in a fixed order, so plain JSON is stable. */
 export function serviceFingerprint(s: V1Service | undefined): string {
   if (!s) return '';
   const spec = s.spec ?? {};
-  return stable({
+  return JSON.stringify({
     labels: pick(s.metadata?.labels, [LABEL_SERVICE_PROXY_NAME]),
     annotations: pick(s.metadata?.annotations, [ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS, ANNOTATION_LB_SOURCE_RANGES]),
     type: spec.type ?? 'ClusterIP',
@@ -165,7 +160,7 @@ export function endpointSlicesFingerprint(slices: readonly V1EndpointSlice[]): s
       const ready = e.conditions?.ready ?? true;
       const c = { ready, serving: e.conditions?.serving ?? ready, terminating: e.conditions?.terminating ?? false };
       const hints = [...(e.hints?.forZones ?? []).map((z) => `z:${z.name}`), ...(e.hints?.forNodes ?? []).map((n) => `n:${n.name}`)].sort();
-      rows.push(stable([sl.addressType, ports, e.addresses?.[0], c.ready, c.serving, c.terminating, e.nodeName, hints]));
+      rows.push(JSON.stringify([sl.addressType, ports, e.addresses?.[0], c.ready, c.serving, c.terminating, e.nodeName, hints]));
     }
   }
   // Sorted rows without slice names: an endpoint moving between two slices with the same ports
@@ -175,7 +170,7 @@ export function endpointSlicesFingerprint(slices: readonly V1EndpointSlice[]): s
 
 export class ServiceTracker extends GroupTracker<V1Service> {
   constructor() {
-    super(objectKey, (objs) => serviceFingerprint(objs[0]));
+    super(objectKey, (objs) => serviceFingerprint(objs[0]), (objs) => objs.length === 0);
   }
 }
 
@@ -188,6 +183,7 @@ export class EndpointSliceTracker extends GroupTracker<V1EndpointSlice> {
         return svc ? `${s.metadata?.namespace ?? 'default'}/${svc}` : undefined;
       },
       endpointSlicesFingerprint,
+      (slices) => slices.every((sl) => !sl.endpoints?.length),
     );
   }
 }

@@ -64,6 +64,9 @@ export class FakeIpvs implements IpvsApi {
   }
 
   async apply(ops: IpvsOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
+    // As a socket's reply would: the batch completes in a later turn of the event loop, so a
+    // caller applying chunk after chunk lets timers and I/O in between, as against the kernel.
+    await new Promise<void>((resolve) => setImmediate(resolve));
     if (this.record) this.log.push(ops.map((o) => structuredClone(o)));
     this.written += ops.length;
     const stop = opts.stopOnError ?? true;

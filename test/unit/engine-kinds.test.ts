@@ -283,3 +283,60 @@ test('incremental plans with only set elements changed diff them against the las
   assert.deepEqual(r4.errors, []);
   assert.equal((await e2.plan(s3)).nft?.ops.length, 0, 'rebuilt: the kernel holds the desired table');
 });
+
+test('the link is created first; its address adds run while nftables and IPVS apply, and their errors index the plan', async () => {
+  const k = fakeKernel();
+  const events: string[] = [];
+  const links = k.links;
+  const origLinks = links.apply.bind(links);
+  let releaseAdds!: () => void;
+  const addsHeld = new Promise<void>((r) => (releaseAdds = r));
+  links.apply = async (ops, opts) => {
+    const what = ops.map((o) => o.op).join(',');
+    events.push(`links start ${what}`);
+    // The address adds finish only once IPVS has been written: sequential apply would deadlock.
+    if (ops.some((o) => o.op === 'addAddr')) {
+      await addsHeld;
+      // someone else bound 10.96.0.2 meanwhile: that add fails (EEXIST)
+      await origLinks([{ op: 'addAddr', link: 'kube-ipvs0', address: '10.96.0.2/32' }]);
+    }
+    const r = await origLinks(ops, opts);
+    events.push(`links end ${ops[0]!.op}`);
+    return r;
+  };
+  const origIpvs = k.ipvs.apply.bind(k.ipvs);
+  k.ipvs.apply = async (ops, opts) => {
+    events.push('ipvs');
+    const r = await origIpvs(ops, opts);
+    releaseAdds();
+    return r;
+  };
+  const desired = state(3);
+  const r = await Promise.race([
+    new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] }).sync(desired),
+    new Promise<never>((_, rej) => setTimeout(() => rej(new Error('address adds did not overlap IPVS: deadlock')), 2000)),
+  ]);
+  assert.equal(events[0], 'links start addLink', 'the link alone, first');
+  assert.equal(events[1], 'links end addLink');
+  assert.equal(events[2], 'links start addAddr,addAddr,addAddr');
+  assert.ok(events.indexOf('ipvs') < events.indexOf('links end addAddr'), events.join(' | '));
+  assert.equal(r.addresses.ops.addAddr, 2);
+  assert.equal(r.addresses.errors.length, 1);
+  assert.equal(r.addresses.errors[0]!.code, 'EEXIST');
+  const plan = await new Engine(fakeKernel(), { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] }).plan(desired);
+  const bad = plan.addresses!.early[r.addresses.errors[0]!.index!]!;
+  assert.ok('address' in bad && bad.address === '10.96.0.2/32', `error index ${r.addresses.errors[0]!.index} names the failed op in the plan`);
+  assert.equal(r.ipvs.writes, 9);
+});
+
+test('a thrown address-add failure still fails the sync (after IPVS applied)', async () => {
+  const k = fakeKernel();
+  const orig = k.links.apply.bind(k.links);
+  k.links.apply = async (ops, opts) => {
+    if (ops.some((o) => o.op === 'addAddr')) throw new Error('socket gone');
+    return orig(ops, opts);
+  };
+  const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] });
+  await assert.rejects(e.sync(state(2)), /socket gone/);
+  assert.equal((await k.ipvs.services()).length, 2, 'IPVS was applied meanwhile');
+});

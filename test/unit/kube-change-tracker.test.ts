@@ -185,3 +185,27 @@ test('EndpointSliceTracker: same service name in two namespaces are two services
   t.update(slice('web', 'web-a', [{ port: 80 }], [{ ip: '10.244.0.3' }], { namespace: 'prod' }));
   assert.deepEqual(t.drain(), new Set(['prod/web']));
 });
+
+test('EndpointSliceTracker: a service whose slices have no endpoints is no change until one appears (and empty again is a change)', () => {
+  const t = new EndpointSliceTracker();
+  t.update(webSlice('web-a', []));
+  t.update(webSlice('web-b', []));
+  assert.deepEqual(t.drain(), new Set(), 'slices without endpoints program nothing');
+  t.update(webSlice('web-b', ['10.244.0.9']));
+  assert.deepEqual(t.drain(), new Set(['default/web']), 'the first endpoint of a service that had none');
+  t.update(webSlice('web-b', []));
+  assert.deepEqual(t.drain(), new Set(['default/web']), 'back to none');
+  // Added with endpoints and emptied before the drain: nothing to do.
+  t.update(webSlice('web-c', ['10.244.0.10']));
+  t.update(webSlice('web-c', []));
+  assert.deepEqual(t.drain(), new Set());
+});
+
+test('ServiceTracker: a service first seen is a change without any fingerprint compare; deleted before the drain it is none', () => {
+  const t = new ServiceTracker();
+  for (let i = 0; i < 300; i++) t.update(svc(`s${i}`, { type: 'ClusterIP', clusterIP: `10.96.1.${i % 250}`, ports: [{ name: 'p', port: 80, protocol: 'TCP' }] }));
+  t.delete('default/s5');
+  const d = t.drain();
+  assert.equal(d.size, 299);
+  assert.ok(!d.has('default/s5'));
+});
