@@ -4,7 +4,7 @@
 // unchanged element.
 import assert from 'node:assert/strict';
 import test from 'node:test';
-import { diffNftFromLast, sortedElements, type DesiredNftTable } from '../../src/engine/nft-diff.js';
+import { diffNft, diffNftFromLast, sortedElements, type DesiredNftTable } from '../../src/engine/nft-diff.js';
 import type { NftOp, SetElement } from '../../src/kernel/nftables.js';
 import { prng } from '../helpers/bytes.js';
 
@@ -92,4 +92,21 @@ test('merge diff: identical contents in fresh objects write nothing; one changed
       ['add', ['10.0.1.244\u0000tcp\u000081\u000010.0.1.244']],
     ],
   );
+});
+
+test('building a table from scratch: elements declared sorted go in as given (no key text), the same ops as the general path', () => {
+  const rnd = prng(11);
+  const empty = { genId: 0, tables: [], chains: [], sets: [], rules: [] };
+  for (let round = 0; round < 50; round++) {
+    const h = sortUniq(Array.from({ length: Math.floor(rnd() * 200) }, () => {
+      const a = `10.1.${Math.floor(rnd() * 4)}.${Math.floor(rnd() * 256)}`;
+      return { key: [a, 'tcp', 1 + Math.floor(rnd() * 50), a] };
+    }));
+    const p = sortUniq(Array.from({ length: Math.floor(rnd() * 50) }, () => ({ key: ['tcp', 30000 + Math.floor(rnd() * 40)], verdict: { code: 'accept' as const } })));
+    const fast = diffNft(table(h, p, true), empty);
+    const general = diffNft(table(h.map((e) => ({ key: [...e.key] })), p.map((e) => ({ ...e, key: [...e.key] })), false), empty);
+    assert.deepEqual(fast.ops, general.ops);
+    const els = fast.ops.filter((o) => o.kind === 'elements');
+    if (h.length) assert.ok(els.some((o) => o.kind === 'elements' && o.elements === table(h, p, true).sets[0]!.elements), 'the declared array itself');
+  }
 });
