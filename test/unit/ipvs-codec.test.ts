@@ -386,3 +386,18 @@ test("apply's default form: the same requests without NLM_F_ACK (the kernel answ
   assert.equal(hex(codec.encodeOps(ops, familyOf(want), { ack: 'each' })), hex(want));
   assert.throws(() => codec.encodeOps(ops, 1, { ack: 'some' as 'each' }), (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid');
 });
+
+test('a batch of destination ops sharing service objects encodes exactly as each op alone (the converter reuses a service key only for the very same object)', () => {
+  const a = { protocol: 'tcp' as const, address: '10.96.0.1', port: 80 };
+  const b = { protocol: 'udp' as const, address: '10.96.0.2', port: 53 };
+  const a2 = { ...a, port: 81 }; // equal-looking object, another key
+  const f = { fwmark: 7 };
+  const d = (service: object, ip: string): IpvsOp => ({ op: 'addDestination', service, dest: { address: ip, port: 8080, forward: 'masq', weight: 1 } }) as IpvsOp;
+  const ops: IpvsOp[] = [d(a, '10.244.0.1'), d(a, '10.244.0.2'), d(b, '10.244.0.3'), d(a, '10.244.0.4'), d(a2, '10.244.0.5'), d(f, '10.244.0.6'), d(f, '10.244.0.7'), { op: 'deleteDestination', service: a, dest: { address: '10.244.0.1', port: 8080 } }];
+  const whole = hex(codec.encodeOps(ops, 42));
+  const each = ops.map((o) => hex(codec.encodeOps([o], 42))).join(' ');
+  // sequence numbers are zero in both encodings: the bytes must match exactly
+  assert.equal(whole, each);
+  // and a bad service after a good one is still rejected with its index
+  assert.throws(() => codec.encodeOps([d(a, '10.244.0.1'), d({ protocol: 'tcp', address: 'nope', port: 1 }, '10.244.0.2')], 42), (e: NetlinkError) => e.index === 1);
+});
