@@ -37,20 +37,23 @@ struct Problem : std::exception {
   std::string why;
 };
 
-// Property names as JS strings made once per batch (BuildBatch) instead of once per lookup: a
-// lookup by C string creates and internalizes the name every time, most of what converting an
-// op cost on the main thread (~6 µs per op before). Outside a batch, plain lookups.
-class KeyCache {
+// What converting one batch (BuildBatch) remembers from op to op, on the main thread:
+// - property names as JS strings, made once per batch instead of once per lookup (a lookup by
+//   C string creates and internalizes the name every time: most of what converting an op cost,
+//   ~6 µs per op before);
+// - the service of the previous destination op and its converted key (LastService).
+// Outside a batch, plain lookups and no memo.
+class BatchScope {
  public:
-  explicit KeyCache(napi_env env) : env_(env), prev_(current_) { current_ = this; }
-  ~KeyCache() { current_ = prev_; }
-  KeyCache(const KeyCache&) = delete;
-  KeyCache& operator=(const KeyCache&) = delete;
+  explicit BatchScope(napi_env env) : env_(env), prev_(current_) { current_ = this; }
+  ~BatchScope() { current_ = prev_; }
+  BatchScope(const BatchScope&) = delete;
+  BatchScope& operator=(const BatchScope&) = delete;
 
   // The service of the previous destination op, when it is the very same JS object (a plan's
   // destination ops share their service object): its key is not converted again.
   static bool LastService(const Napi::Value& v, ipvs::ServiceKey* k) {
-    KeyCache* c = current_;
+    BatchScope* c = current_;
     if (c == nullptr || c->last_service_ == nullptr) return false;
     bool same = false;
     if (napi_strict_equals(c->env_, c->last_service_, v, &same) != napi_ok || !same) return false;
@@ -58,14 +61,14 @@ class KeyCache {
     return true;
   }
   static void RememberService(const Napi::Value& v, const ipvs::ServiceKey& k) {
-    KeyCache* c = current_;
+    BatchScope* c = current_;
     if (c == nullptr) return;
     c->last_service_ = v;
     c->last_key_ = k;
   }
 
   static Napi::Value Get(const Napi::Object& o, const char* key) {
-    KeyCache* c = current_;
+    BatchScope* c = current_;
     if (c == nullptr || c->env_ != static_cast<napi_env>(o.Env())) return o.Get(key);
     return o.Get(c->Key(key));
   }
@@ -83,15 +86,15 @@ class KeyCache {
   }
 
   napi_env env_;
-  KeyCache* prev_;
+  BatchScope* prev_;
   std::vector<std::pair<const char*, napi_value>> keys_;
   napi_value last_service_ = nullptr;
   ipvs::ServiceKey last_key_{};
-  static thread_local KeyCache* current_;
+  static thread_local BatchScope* current_;
 };
-thread_local KeyCache* KeyCache::current_ = nullptr;
+thread_local BatchScope* BatchScope::current_ = nullptr;
 
-Napi::Value Get(const Napi::Object& o, const char* key) { return KeyCache::Get(o, key); }
+Napi::Value Get(const Napi::Object& o, const char* key) { return BatchScope::Get(o, key); }
 
 bool Has(const Napi::Object& o, const char* key) {
   Napi::Value v = Get(o, key);
@@ -275,9 +278,9 @@ ipvs::Op ParseOp(const Napi::Value& v) {
               : kind == "updateDestination" ? ipvs::OpKind::kUpdateDest
                                             : ipvs::OpKind::kDeleteDest;
     Napi::Value sv = Get(o, "service");
-    if (!KeyCache::LastService(sv, &op.svc.key)) {
+    if (!BatchScope::LastService(sv, &op.svc.key)) {
       ParseServiceKey(Obj(sv, "service"), &op.svc.key);
-      KeyCache::RememberService(sv, op.svc.key);
+      BatchScope::RememberService(sv, op.svc.key);
     }
     ParseDest(Obj(Get(o, "dest"), "dest"), op.svc.key, op.kind != ipvs::OpKind::kDeleteDest, &op.dest);
   } else if (kind == "flush") {
@@ -359,7 +362,7 @@ void BuildBatch(Napi::Env env, const Napi::Value& v, uint16_t family_id, nl::Bat
   if (!v.IsArray()) ThrowInvalid(env, "apply", "expected an array of ops");
   Napi::Array arr = v.As<Napi::Array>();
   const uint32_t n = arr.Length();
-  KeyCache keys(env);
+  BatchScope scope(env);
   if (ops) ops->reserve(n);
   for (uint32_t i = 0; i < n; i++) {
     ipvs::Op op;
