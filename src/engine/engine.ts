@@ -8,7 +8,7 @@ import type { ConntrackApi } from '../kernel/conntrack.js';
 import type { IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
 import type { IpvsApi, IpvsOp, Service } from '../kernel/ipvs.js';
 import type { LinkOp, LinksApi } from '../kernel/links.js';
-import type { NftablesApi, NftOp, NftRuleset } from '../kernel/nftables.js';
+import { NftTransaction, type NftablesApi, type NftOp, type NftRuleset } from '../kernel/nftables.js';
 import { IPVSYNC_ROUTE_PROTOCOL, type Route, type RouteOp, type RoutesApi } from '../kernel/routes.js';
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
 import { anyContains, parseCidr, type Cidr } from './cidr.js';
@@ -76,15 +76,29 @@ export interface EngineOptions extends Ownership {
   sliceMs?: number;
 }
 
-/** IPVS ops per apply() call: converting a batch to netlink holds the event loop for ~1 µs
- *  per op on the main thread, so 100k ops go as ~25 batches with the loop free in between. */
-export const IPVS_APPLY_CHUNK = 4096;
+/** IPVS ops per apply() call: converting a batch to netlink holds the event loop for ~1-4 µs
+ *  per op on the main thread (x10-20 under emulation), so 100k ops go as ~100 batches with the
+ *  loop free in between. */
+export const IPVS_APPLY_CHUNK = 1024;
+
+/** VIP address adds per links.apply() call: their conversion holds the event loop like the
+ *  IPVS ops' (~2 µs per op), and they run while the rest of the sync applies. */
+export const ADDRESS_APPLY_CHUNK = 1024;
+
+/** An element op of a plain (non-interval) set with more elements than this is queued as
+ *  pieces of this many, with the event loop let in between (still one transaction: the kernel
+ *  gets the same elements in the same batch). Writing 40k elements holds the loop ~10 ms. */
+export const NFT_ELEMENTS_PIECE = 2048;
 
 /** An error of a batch that was one chunk of a longer op list, with its index in the list. */
 function reindexed(e: NetlinkError, at: number): NetlinkError {
   if (at === 0 || e.index === undefined) return e;
+  return withIndex(e, e.index + at);
+}
+
+function withIndex(e: NetlinkError, index: number): NetlinkError {
   // its own fields (message is not enumerable on an Error)
-  return new NetlinkError({ ...e, message: e.message, index: e.index + at });
+  return new NetlinkError({ ...e, message: e.message, index });
 }
 
 /** Every write a sync would make, per kind, in the order they will be made. */
@@ -300,6 +314,36 @@ export class Engine {
     return plan;
   }
 
+  /**
+   * Commits the nftables ops as one transaction (or several, maxNftOpsPerTransaction), queued
+   * op by op with the event loop let in every sliceMs; a large element op of a plain set goes
+   * as pieces (NFT_ELEMENTS_PIECE). Statuses and error indexes are those of `ops`: an op is ok
+   * when all its pieces are.
+   */
+  private async commitNft(nft: NftablesApi, ops: readonly NftOp[]): Promise<{ ok(i: number): boolean; errors: NetlinkError[] }> {
+    const tx = new NftTransaction();
+    const owner: number[] = [];
+    const queue = async (op: NftOp, i: number): Promise<void> => {
+      tx.queue(op);
+      owner.push(i);
+      const p = this.slice.tick();
+      if (p) await p;
+    };
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
+      if (op.kind === 'elements' && !op.set.interval && op.elements.length > NFT_ELEMENTS_PIECE) {
+        for (let at = 0; at < op.elements.length; at += NFT_ELEMENTS_PIECE) await queue({ ...op, elements: op.elements.slice(at, at + NFT_ELEMENTS_PIECE) }, i);
+      } else {
+        await queue(op, i);
+      }
+    }
+    const res = await nft.commit(tx, this.opts.maxNftOpsPerTransaction ? { maxOpsPerTransaction: this.opts.maxNftOpsPerTransaction } : {});
+    const ok = new Uint8Array(ops.length).fill(1);
+    for (let j = 0; j < owner.length; j++) if (res.status(j) !== 'ok') ok[owner[j]!] = 0;
+    const errors = res.errors.map((e) => (e.index === undefined || owner[e.index] === e.index ? e : withIndex(e, owner[e.index]!)));
+    return { ok: (i) => ok[i] === 1, errors };
+  }
+
   /** Performs a plan: link, route and set creation, nftables, IPVS (the VIP address adds
    *  meanwhile), then removals (routes before addresses) and flow flushes. */
   async apply(plan: Plan): Promise<SyncReport> {
@@ -354,16 +398,16 @@ export class Engine {
       const run = (o: LinkOp[]) => k.links!.apply(o, { stopOnError: false });
       await batch(report.addresses, early, run, { to: split });
       // settled here, rethrown below: a failure must not go unhandled while the rest applies
-      vipAdds = batch(report.addresses, early, run, { from: split }).then(() => undefined, (e: unknown) => ({ thrown: e }));
+      vipAdds = batch(report.addresses, early, run, { from: split, chunk: ADDRESS_APPLY_CHUNK }).then(() => undefined, (e: unknown) => ({ thrown: e }));
     }
     // After the link: a route may name it.
     if (plan.routes && k.routes) await batch(report.routes, plan.routes.early, (o) => k.routes!.apply(o, { stopOnError: false }));
     if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.early, (o) => k.ipsets!.apply(o, { stopOnError: false }));
     if (plan.nft && k.nft && plan.nft.ops.length) {
-      const res = await k.nft.commit(plan.nft.ops, this.opts.maxNftOpsPerTransaction ? { maxOpsPerTransaction: this.opts.maxNftOpsPerTransaction } : {});
+      const res = await this.commitNft(k.nft, plan.nft.ops);
       report.nft.errors.push(...res.errors);
       plan.nft.ops.forEach((o, i) => {
-        if (res.status(i) !== 'ok') return;
+        if (!res.ok(i)) return;
         const name = `${o.verb}-${o.kind}`;
         report.nft.ops[name] = (report.nft.ops[name] ?? 0) + 1;
         report.nft.writes++;

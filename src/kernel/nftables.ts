@@ -278,6 +278,13 @@ export class NftTransaction {
     return this;
   }
 
+  /** Queues an op given as data (what a plan holds, or an op list's element): the same checks
+   *  and encoding as an op list handed to commit. A large transaction can be queued op by op
+   *  with the event loop let in between (its encoding is pipelined, see feed()). */
+  queue(op: NftOp): this {
+    return this.push(op);
+  }
+
   /**
    * Hands the ops queued since the last feed to the addon, which encodes them to netlink on the
    * thread pool while more ops are queued: a large transaction's commit then only encodes its

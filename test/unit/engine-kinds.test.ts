@@ -2,7 +2,9 @@
 // owned ipsets, its nftables table; plan() as a dry run; the order of writes across kinds.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Engine, planWrites, type DesiredState } from '../../src/engine/engine.js';
+import { ADDRESS_APPLY_CHUNK, Engine, NFT_ELEMENTS_PIECE, planWrites, type DesiredState } from '../../src/engine/engine.js';
+import { NetlinkError } from '../../src/errors.js';
+import { NftCommitResult } from '../../src/kernel/nftables.js';
 import type { DesiredService } from '../../src/engine/ipvs-model.js';
 import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
@@ -339,4 +341,88 @@ test('a thrown address-add failure still fails the sync (after IPVS applied)', a
   const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] });
   await assert.rejects(e.sync(state(2)), /socket gone/);
   assert.equal((await k.ipvs.services()).length, 2, 'IPVS was applied meanwhile');
+});
+
+/** n services on VIPs beyond one /24 (state() stops at 254). */
+function bigState(n: number): DesiredState & { nft: DesiredNftTable } {
+  const vips = Array.from({ length: n }, (_, i) => `10.96.${(i >> 8) + 1}.${i & 255}`);
+  return {
+    services: vips.map((v) => svc(v, 80, ['10.244.1.1'])),
+    vips: { link: 'kube-ipvs0', addresses: vips },
+    nft: table(vips.map((v) => [v, 80])),
+  };
+}
+
+test('a large element op of a plain set is queued in pieces of one transaction; statuses and errors index the plan', async () => {
+  const n = NFT_ELEMENTS_PIECE + 452;
+  const desired = bigState(n);
+  const plan = await new Engine(fakeKernel(), { managedCidrs: ['10.96.0.0/12'] }).plan(desired);
+  const planOps = plan.nft!.ops;
+  const big = planOps.findIndex((o) => o.kind === 'elements' && o.set.name === 'services');
+  assert.ok(big >= 0 && planOps[big]!.kind === 'elements' && planOps[big]!.elements.length === n);
+
+  const k = fakeKernel();
+  const engine = new Engine(k, { managedCidrs: ['10.96.0.0/12'], sliceMs: 0 });
+  const yields = engine.slice.yields;
+  const r = await engine.sync(desired);
+  assert.deepEqual(r.errors, []);
+  assert.equal(k.nft.log.length, 1, 'one commit');
+  const pieces = k.nft.log[0]!.filter((o) => o.kind === 'elements' && o.set.name === 'services');
+  assert.deepEqual(pieces.map((o) => (o.kind === 'elements' ? o.elements.length : 0)), [NFT_ELEMENTS_PIECE, 452]);
+  assert.equal(k.nft.log[0]!.length, planOps.length + 1, 'every other op as it is');
+  assert.equal(r.nft.writes, planOps.length, 'the report counts the plan\'s ops');
+  assert.ok(engine.slice.yields > yields, 'the event loop got in while the ops were queued');
+  const listed = await k.nft.list({ family: 'ip', table: 'ipvsync' });
+  assert.equal(listed.sets.find((x) => x.name === 'services')!.elements.length, n);
+
+  // The second piece fails: the error names the plan's op, which is not counted as written.
+  const k2 = fakeKernel();
+  const orig = k2.nft.commit.bind(k2.nft);
+  k2.nft.commit = async (tx, opts) => {
+    const res = await orig(tx, opts);
+    const statuses = Uint8Array.from({ length: res.size }, (_, j) => (j === big + 1 ? 2 : 4));
+    const e = new NetlinkError({ message: 'ENOSPC', code: 'ENOSPC', errno: 28, kind: 'kernel', op: 'NFT_MSG_NEWSETELEM', index: big + 1 });
+    return new NftCommitResult({ statuses, errors: [e], transactions: [{ firstOp: 0, endOp: res.size, sent: true, committed: false }], sendmsgCalls: 1 });
+  };
+  const r2 = await new Engine(k2, { managedCidrs: ['10.96.0.0/12'] }).sync(desired);
+  assert.equal(r2.nft.errors.length, 1);
+  assert.equal(r2.nft.errors[0]!.index, big, 'the error indexes the plan\'s op');
+  assert.equal(r2.nft.errors[0]!.code, 'ENOSPC');
+  assert.equal(r2.nft.writes, 0, 'a rolled-back transaction writes nothing');
+});
+
+test('an interval set\'s element op is never split (its ranges are lowered together)', async () => {
+  const n = NFT_ELEMENTS_PIECE + 10;
+  const desired = bigState(3);
+  desired.nft.sets[1]!.elements = Array.from({ length: n }, (_, i) => ({ key: [`10.${(i >> 8) + 1}.${i & 255}.0/24`] }));
+  const k = fakeKernel();
+  const r = await new Engine(k, { managedCidrs: ['10.96.0.0/12'] }).sync(desired);
+  assert.deepEqual(r.errors, []);
+  const ops = k.nft.log[0]!.filter((o) => o.kind === 'elements' && o.set.name === 'cluster');
+  assert.deepEqual(ops.map((o) => (o.kind === 'elements' ? o.elements.length : 0)), [n]);
+});
+
+test('VIP address adds go in chunks; an error in a later chunk indexes the plan', async () => {
+  const n = 2 * ADDRESS_APPLY_CHUNK + 100;
+  const desired = bigState(n);
+  const taken = desired.vips!.addresses[ADDRESS_APPLY_CHUNK + 7]!;
+  const k = fakeKernel();
+  const orig = k.links.apply.bind(k.links);
+  const sizes: number[] = [];
+  k.links.apply = async (ops, opts) => {
+    if (ops[0]!.op === 'addAddr') {
+      sizes.push(ops.length);
+      // someone else binds one VIP of the second chunk first: that add fails (EEXIST)
+      if (ops.some((o) => 'address' in o && o.address === `${taken}/32`)) await orig([{ op: 'addAddr', link: 'kube-ipvs0', address: `${taken}/32` }]);
+    }
+    return orig(ops, opts);
+  };
+  const r = await new Engine(k, { managedCidrs: ['10.96.0.0/12'] }).sync(desired);
+  assert.deepEqual(sizes, [ADDRESS_APPLY_CHUNK, ADDRESS_APPLY_CHUNK, 100]);
+  assert.equal(r.addresses.ops.addAddr, n - 1);
+  assert.equal(r.addresses.errors.length, 1);
+  const plan = await new Engine(fakeKernel(), { managedCidrs: ['10.96.0.0/12'] }).plan(desired);
+  const bad = plan.addresses!.early[r.addresses.errors[0]!.index!]!;
+  assert.ok('address' in bad && bad.address === `${taken}/32`, `error index ${r.addresses.errors[0]!.index} names the failed op in the plan`);
+  assert.equal((await k.links.addresses()).filter((a) => a.link === 'kube-ipvs0').length, n);
 });
