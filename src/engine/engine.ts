@@ -17,7 +17,7 @@ import { diffIpvsSteps, type FlowFlush, type IpvsDelta } from './ipvs-diff.js';
 import { canonicalAddress, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
 import { diffNftFromLastSteps, diffNftSteps, type DesiredNftTable, type NftDelta } from './nft-diff.js';
 import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
-import { runSliced, TimeSlice } from './slice.js';
+import { runSliced, TimeSlice, type Steps } from './slice.js';
 
 export interface DesiredState {
   /** IPVS virtual services with their destinations. */
@@ -99,6 +99,27 @@ function reindexed(e: NetlinkError, at: number): NetlinkError {
 function withIndex(e: NetlinkError, index: number): NetlinkError {
   // its own fields (message is not enumerable on an Error)
   return new NetlinkError({ ...e, message: e.message, index });
+}
+
+/** Queues `ops` into `tx` one unit of work each, an element op of a plain set with more than
+ *  NFT_ELEMENTS_PIECE elements as pieces; returns, per queued op, the index of its op in `ops`. */
+function* queueNftSteps(tx: NftTransaction, ops: readonly NftOp[]): Steps<number[]> {
+  const owner: number[] = [];
+  for (let i = 0; i < ops.length; i++) {
+    const op = ops[i]!;
+    if (op.kind === 'elements' && !op.set.interval && op.elements.length > NFT_ELEMENTS_PIECE) {
+      for (let at = 0; at < op.elements.length; at += NFT_ELEMENTS_PIECE) {
+        tx.queue({ ...op, elements: op.elements.slice(at, at + NFT_ELEMENTS_PIECE) });
+        owner.push(i);
+        yield;
+      }
+    } else {
+      tx.queue(op);
+      owner.push(i);
+      yield;
+    }
+  }
+  return owner;
 }
 
 /** Every write a sync would make, per kind, in the order they will be made. */
@@ -322,21 +343,7 @@ export class Engine {
    */
   private async commitNft(nft: NftablesApi, ops: readonly NftOp[]): Promise<{ ok(i: number): boolean; errors: NetlinkError[] }> {
     const tx = new NftTransaction();
-    const owner: number[] = [];
-    const queue = async (op: NftOp, i: number): Promise<void> => {
-      tx.queue(op);
-      owner.push(i);
-      const p = this.slice.tick();
-      if (p) await p;
-    };
-    for (let i = 0; i < ops.length; i++) {
-      const op = ops[i]!;
-      if (op.kind === 'elements' && !op.set.interval && op.elements.length > NFT_ELEMENTS_PIECE) {
-        for (let at = 0; at < op.elements.length; at += NFT_ELEMENTS_PIECE) await queue({ ...op, elements: op.elements.slice(at, at + NFT_ELEMENTS_PIECE) }, i);
-      } else {
-        await queue(op, i);
-      }
-    }
+    const owner = await runSliced(queueNftSteps(tx, ops), this.slice);
     const res = await nft.commit(tx, this.opts.maxNftOpsPerTransaction ? { maxOpsPerTransaction: this.opts.maxNftOpsPerTransaction } : {});
     const ok = new Uint8Array(ops.length).fill(1);
     for (let j = 0; j < owner.length; j++) if (res.status(j) !== 'ok') ok[owner[j]!] = 0;
