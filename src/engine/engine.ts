@@ -305,6 +305,7 @@ export class Engine {
         draining,
         now: this.now(),
         drainTimeoutMs: this.opts.drainTimeoutMs ?? 15 * 60 * 1000,
+        shareDesired: this.opts.desiredImmutable === true,
       }),
       this.slice,
     );

@@ -26,6 +26,10 @@ export interface IpvsDiffInput {
   now: number;
   /** A draining destination is deleted after this even if it still has connections. */
   drainTimeoutMs: number;
+  /** The desired objects never change (EngineOptions.desiredImmutable): ops may then hold a
+   *  desired service or destination itself where it is already canonical instead of a copy
+   *  (at 10k services × 10 that is 110k objects fewer in a full plan). */
+  shareDesired?: boolean;
 }
 
 export interface FlowFlush {
@@ -51,8 +55,19 @@ function idOf(s: Service | DesiredService): ServiceId {
   return serviceId(s);
 }
 
-function destConfig(d: DestinationConfig): DestinationConfig {
-  return { ...d, address: canonicalAddress(d.address) };
+/** The destination as an op carries it: canonical address; `d` itself when shared and
+ *  already canonical. */
+function destConfig(d: DestinationConfig, share: boolean): DestinationConfig {
+  const address = canonicalAddress(d.address);
+  return share && address === d.address ? d : { ...d, address };
+}
+
+/** The service as an add/update op carries it (destinations are not read from it). */
+function serviceConfig(s: DesiredService, share: boolean): DesiredService {
+  if ('fwmark' in s && s.fwmark !== undefined) return share ? s : { ...s };
+  const a = s as { address: string };
+  const address = canonicalAddress(a.address);
+  return share && address === a.address ? s : ({ ...s, address } as DesiredService);
 }
 
 export function diffIpvs(input: IpvsDiffInput): IpvsDelta {
@@ -73,24 +88,25 @@ export function* diffIpvsSteps(input: IpvsDiffInput): Steps<IpvsDelta> {
   const draining = new Map<string, number>();
   const flushFlows: FlowFlush[] = [];
 
+  const share = input.shareDesired === true;
   let n = 0;
   for (const [key, want] of wanted) {
     if (++n % 256 === 0) yield;
     const have = observed.get(key);
     const id = idOf(want);
     if (!have) {
-      addServices.push({ op: 'addService', service: { ...want, ...canonicalId(want) } });
+      addServices.push({ op: 'addService', service: serviceConfig(want, share) });
       const seen = new Set<string>();
       for (const d of want.destinations) {
         // a destination listed twice is one destination (adding it twice is EEXIST)
         if (seen.has(destKey(d))) continue;
         seen.add(destKey(d));
-        destOps.push({ op: 'addDestination', service: id, dest: destConfig(d) });
+        destOps.push({ op: 'addDestination', service: id, dest: destConfig(d, share) });
       }
       continue;
     }
     if (!sameShape(serviceShape(want), serviceShape(have)))
-      setServices.push({ op: 'updateService', service: { ...want, ...canonicalId(want) } });
+      setServices.push({ op: 'updateService', service: serviceConfig(want, share) });
 
     const haveDests = new Map<string, Destination>();
     for (const d of have.destinations ?? []) haveDests.set(destKey(d), d);
@@ -100,11 +116,11 @@ export function* diffIpvsSteps(input: IpvsDiffInput): Steps<IpvsDelta> {
       if (wantDests.has(dk)) continue;
       wantDests.add(dk);
       const hd = haveDests.get(dk);
-      if (!hd) destOps.push({ op: 'addDestination', service: id, dest: destConfig(d) });
+      if (!hd) destOps.push({ op: 'addDestination', service: id, dest: destConfig(d, share) });
       // A destination left at weight 0 (draining, or by a previous run) comes back to its
       // weight through the same comparison.
       else if (!sameShape(destShape(d), destShape(hd)))
-        destOps.push({ op: 'updateDestination', service: id, dest: destConfig(d) });
+        destOps.push({ op: 'updateDestination', service: id, dest: destConfig(d, share) });
     }
     for (const [dk, hd] of haveDests) {
       if (wantDests.has(dk)) continue;
@@ -120,12 +136,6 @@ export function* diffIpvsSteps(input: IpvsDiffInput): Steps<IpvsDelta> {
   // Create before reference, remove references before delete: services first, then their
   // destinations, then stale services (which takes their destinations with them).
   return { ops: [...addServices, ...setServices, ...destOps, ...delServices], draining, flushFlows };
-}
-
-function canonicalId(s: DesiredService): Partial<DesiredService> {
-  if ('fwmark' in s && s.fwmark !== undefined) return {};
-  const a = s as { address: string };
-  return { address: canonicalAddress(a.address) } as Partial<DesiredService>;
 }
 
 function removeDestination(

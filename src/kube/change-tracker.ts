@@ -27,7 +27,9 @@ export function objectKey(o: Meta): string {
  */
 class GroupTracker<T extends Meta> {
   private readonly objects = new Map<string, T>();
-  private readonly groups = new Map<string, Set<string>>();
+  /** Group → the keys of its objects: the key itself while it has one (every Service, and
+   *  most services' EndpointSlices), a Set from two on (10k Sets are ~3 MB of hash tables). */
+  private readonly groups = new Map<string, string | Set<string>>();
   /** Group → fingerprint at the last drain, for groups touched since. */
   private pending = new Map<string, string>();
 
@@ -48,13 +50,9 @@ class GroupTracker<T extends Meta> {
     const group = this.groupOf(obj);
     if (oldGroup) this.touch(oldGroup);
     if (group) this.touch(group);
-    if (oldGroup && oldGroup !== group) this.groups.get(oldGroup)?.delete(key);
+    if (oldGroup && oldGroup !== group) this.removeMember(oldGroup, key);
     this.objects.set(key, obj);
-    if (group) {
-      let members = this.groups.get(group);
-      if (!members) this.groups.set(group, (members = new Set()));
-      members.add(key);
-    }
+    if (group) this.addMember(group, key);
   }
 
   /** Removes an object by "namespace/name" or by the object itself (informer delete). */
@@ -65,11 +63,25 @@ class GroupTracker<T extends Meta> {
     const group = this.groupOf(old);
     if (group) this.touch(group);
     this.objects.delete(key);
-    if (group) {
-      const members = this.groups.get(group)!;
-      members.delete(key);
-      if (members.size === 0) this.groups.delete(group);
+    if (group) this.removeMember(group, key);
+  }
+
+  private addMember(group: string, key: string): void {
+    const m = this.groups.get(group);
+    if (m === undefined) this.groups.set(group, key);
+    else if (typeof m !== 'string') m.add(key);
+    else if (m !== key) this.groups.set(group, new Set([m, key]));
+  }
+
+  private removeMember(group: string, key: string): void {
+    const m = this.groups.get(group);
+    if (m === undefined) return;
+    if (typeof m === 'string') {
+      if (m === key) this.groups.delete(group);
+      return;
     }
+    m.delete(key);
+    if (m.size === 1) this.groups.set(group, m.values().next().value!);
   }
 
   /** Services whose relevant state changed since the last drain; starts a new round. */
@@ -103,7 +115,10 @@ class GroupTracker<T extends Meta> {
 
   /** Objects of one service. */
   members(group: string): T[] {
-    return [...(this.groups.get(group) ?? [])].map((k) => this.objects.get(k)!);
+    const m = this.groups.get(group);
+    if (m === undefined) return [];
+    if (typeof m === 'string') return [this.objects.get(m)!];
+    return [...m].map((k) => this.objects.get(k)!);
   }
 
   list(): T[] {

@@ -209,3 +209,30 @@ test('ServiceTracker: a service first seen is a change without any fingerprint c
   assert.equal(d.size, 299);
   assert.ok(!d.has('default/s5'));
 });
+
+test('EndpointSliceTracker: a group through one, two, one and no members keeps its members in arrival order', () => {
+  const t = new EndpointSliceTracker();
+  const names = () => t.members('default/web').map((s) => s.metadata!.name);
+  t.update(webSlice('web-a', ['10.244.0.1']));
+  assert.deepEqual(names(), ['web-a']);
+  t.update(webSlice('web-a', ['10.244.0.9'])); // replaced, still one member
+  assert.deepEqual(names(), ['web-a']);
+  assert.deepEqual(t.members('default/web')[0]!.endpoints[0]!.addresses, ['10.244.0.9']);
+  t.update(webSlice('web-b', ['10.244.0.2']));
+  t.update(webSlice('web-c', ['10.244.0.3']));
+  assert.deepEqual(names(), ['web-a', 'web-b', 'web-c']);
+  t.delete('default/web-a');
+  t.delete('default/web-c');
+  assert.deepEqual(names(), ['web-b']);
+  t.update(webSlice('web-a', ['10.244.0.1']));
+  assert.deepEqual(names(), ['web-b', 'web-a']);
+  // relabelled away: the old group loses it, the new one gains it
+  const moved = webSlice('web-b', ['10.244.0.2']);
+  moved.metadata!.labels = { 'kubernetes.io/service-name': 'api' };
+  t.update(moved);
+  assert.deepEqual(names(), ['web-a']);
+  assert.deepEqual(t.members('default/api').map((s) => s.metadata!.name), ['web-b']);
+  t.delete('default/web-a');
+  assert.deepEqual(names(), []);
+  assert.equal(t.size, 1);
+});
