@@ -28,3 +28,17 @@ export function patchSorted<T>(sorted: readonly T[], remove: Iterable<T>, add: I
   }
   return out;
 }
+
+/** Whether `sorted` (by `order`) has an element equal to x by `order`: one binary search. */
+export function sortedHas<T>(sorted: readonly T[], x: T, order: (a: T, b: T) => number): boolean {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    const c = order(sorted[mid]!, x);
+    if (c === 0) return true;
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return false;
+}

@@ -6,7 +6,7 @@
 import type { V1EndpointSlice, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
 import { runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
-import { patchSorted } from '../engine/sorted.js';
+import { patchSorted, sortedHas } from '../engine/sorted.js';
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
 import { cidrList, compareAddress, compareAddressProtoPort, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
 import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
@@ -68,19 +68,84 @@ interface Context {
   out: Accumulator;
 }
 
+/** A virtual server and who has it. */
+interface VsEntry {
+  /** serviceKey(vs) */
+  key: string;
+  owner: string;
+  service: string;
+  kind: FrontendKind;
+  bind: boolean;
+  address: string;
+  vs: DesiredService;
+}
+
+/** What services translate into: keyed collections, for one service as it is translated and
+ *  for the whole model as the services' translations are merged into it. */
 interface Accumulator {
   /** Virtual servers by key: the first service port (in name order) keeps one. */
-  services: Map<string, { owner: string; service: string; kind: FrontendKind; bind: boolean; address: string; vs: DesiredService }>;
+  services: Map<string, VsEntry>;
   vips: Set<string>;
   glueVips: GlueVip[];
   nodePorts: Map<string, GlueNodePort>;
   sourceRanges: GlueSourceRange[];
   hairpin: Map<string, GlueHairpin>;
+  /** Merging: hairpin entries more than one service has, with how many (see LastModel). */
+  hairpinShared: Map<string, number>;
   localTraffic: Set<string>;
   healthChecks: Map<string, HealthCheck>;
   noLocal: Set<string>;
   noLocalTotal: { internal: number; external: number };
   warnings: Array<{ service: string; message: string }>;
+}
+
+/**
+ * One service's translation as it is kept (in the cache, until the service changes): lists,
+ * not keyed collections, and one shared empty list for what a service has none of — an
+ * Accumulator's 7 Maps and Sets per service were ~1.5 KB each, ~15 MB at 10k services.
+ */
+interface ServiceOut {
+  /** In the order the service's ports and frontends made them; keys unique. */
+  services: readonly VsEntry[];
+  glueVips: readonly GlueVip[];
+  /** Unique by nodePortKey. */
+  nodePorts: readonly GlueNodePort[];
+  sourceRanges: readonly GlueSourceRange[];
+  /** Unique by hairpinKey. */
+  hairpin: readonly GlueHairpin[];
+  /** The service's name when it has externalTrafficPolicy Local, else ''. */
+  localTraffic: string;
+  healthCheck: HealthCheck | undefined;
+  /** The service's name when a Local policy of it has no local endpoint, else ''. */
+  noLocal: string;
+  noLocalInternal: number;
+  noLocalExternal: number;
+  warnings: ReadonlyArray<{ service: string; message: string }>;
+}
+
+const NONE: readonly never[] = Object.freeze([]);
+const list = <T>(xs: Iterable<T>): readonly T[] => {
+  const a = [...xs];
+  return a.length ? a : NONE;
+};
+
+/** The service's translation in `acc` (one service's) as kept, compact. */
+function compact(acc: Accumulator): ServiceOut {
+  // A service adds at most one name to localTraffic and noLocal and one health check.
+  const one = <T>(c: { size: number; values(): Iterator<T> }, none: T): T => (c.size ? c.values().next().value! : none);
+  return {
+    services: list(acc.services.values()),
+    glueVips: list(acc.glueVips),
+    nodePorts: list(acc.nodePorts.values()),
+    sourceRanges: list(acc.sourceRanges),
+    hairpin: list(acc.hairpin.values()),
+    localTraffic: one(acc.localTraffic, ''),
+    healthCheck: one(acc.healthChecks, undefined),
+    noLocal: one(acc.noLocal, ''),
+    noLocalInternal: acc.noLocalTotal.internal,
+    noLocalExternal: acc.noLocalTotal.external,
+    warnings: list(acc.warnings),
+  };
 }
 
 /**
@@ -124,18 +189,20 @@ export class TranslateCache {
 }
 
 /** The last model, where each of its virtual servers sits in model.services, and how many
- *  services contribute each hairpin entry (two services may share an endpoint). */
+ *  services contribute each hairpin entry (two services may share an endpoint): for the
+ *  entries more than one service has, in hairpinShared; every other entry of the model's
+ *  hairpin list has one (most have one, and a count per entry was ~5 MB at 10k services). */
 interface LastModel {
   model: ProxyModel;
   count: number;
   index: Map<string, number>;
-  hairpinRefs: Map<string, number>;
+  hairpinShared: Map<string, number>;
 }
 
 interface CacheEntry {
   svc: V1Service;
   slices: readonly V1EndpointSlice[];
-  out: Accumulator;
+  out: ServiceOut;
 }
 
 export function translate(input: TranslateInput, cache?: TranslateCache): ProxyModel {
@@ -160,19 +227,22 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
     cache.translated = 0;
   }
   // Each service translates on its own; only merging them depends on their order (below).
-  const services = Array.from(input.services, (s) => ({ s, name: nameOf(s), out: undefined as unknown as Accumulator }));
+  const services = Array.from(input.services, (s) => ({ s, name: nameOf(s), out: undefined as unknown as ServiceOut }));
   // Services translated anew, with what they translated to before (undefined: new).
-  const changed: Array<{ name: string; before: Accumulator | undefined; out: Accumulator }> = [];
+  const changed: Array<{ name: string; before: ServiceOut | undefined; out: ServiceOut }> = [];
+  // One service at a time is translated into this, then kept compact.
+  const scratch = { ...ctx, out: emptyAccumulator() };
   for (const item of services) {
     const { s, name } = item;
     const slices = ctx.slicesByService.get(name) ?? [];
     const hit = cache?.entries.get(name);
-    let out: Accumulator;
+    let out: ServiceOut;
     if (hit && hit.svc === s && sameItems(hit.slices, slices)) {
       out = hit.out;
     } else {
-      out = emptyAccumulator();
-      translateService(s, { ...ctx, out });
+      translateService(s, scratch);
+      out = compact(scratch.out);
+      clearAccumulator(scratch.out);
       if (cache) {
         changed.push({ name, before: (hit ?? cache.invalidated.get(name))?.out, out });
         cache.entries.set(name, { svc: s, slices, out });
@@ -207,16 +277,11 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
     index.set(serviceKey(model.services[i]!), i);
     if (i % 1024 === 1023) yield;
   }
-  const hairpinRefs = new Map<string, number>();
-  for (let i = 0; i < outs.length; i++) {
-    for (const k of outs[i]!.hairpin.keys()) hairpinRefs.set(k, (hairpinRefs.get(k) ?? 0) + 1);
-    if (i % 1024 === 1023) yield;
-  }
-  cache.last = { model, count: services.length, index, hairpinRefs };
+  cache.last = { model, count: services.length, index, hairpinShared: ctx.out.hairpinShared };
   return model;
 }
 
-function* mergeAll(ctx: Context, outs: readonly Accumulator[]): Steps<ProxyModel> {
+function* mergeAll(ctx: Context, outs: readonly ServiceOut[]): Steps<ProxyModel> {
   for (let i = 0; i < outs.length; i++) {
     merge(ctx.out, outs[i]!);
     yield;
@@ -230,12 +295,12 @@ function* mergeAll(ctx: Context, outs: readonly Accumulator[]): Steps<ProxyModel
  * removed), each changed one translating to exactly what it did before but for its virtual
  * servers' destinations and its local endpoints (hairpin), under the same node and config (a
  * change of those clears the cache). Everything else is the last model's own objects (the glue
- * too, unless hairpin changed). undefined: merge as usual. Updates last.hairpinRefs.
+ * too, unless hairpin changed). undefined: merge as usual. Updates last.hairpinShared.
  */
 function patch(
   last: LastModel,
   count: number,
-  changed: ReadonlyArray<{ name: string; before: Accumulator | undefined; out: Accumulator }>,
+  changed: ReadonlyArray<{ name: string; before: ServiceOut | undefined; out: ServiceOut }>,
   ctx: Context,
 ): { model: ProxyModel; swapped: Set<string> } | undefined {
   const base = last.model;
@@ -245,28 +310,34 @@ function patch(
   const swapped = new Set<string>();
   const removed = new Map<string, GlueHairpin>();
   const added = new Map<string, GlueHairpin>();
+  const shared = last.hairpinShared;
+  /** How many services have hairpin entry k (h) at this point of the patch. */
+  const refs = (k: string, h: GlueHairpin): number =>
+    shared.get(k) ?? (added.has(k) || (!removed.has(k) && sortedHas(base.glue.hairpin, h, byVip)) ? 1 : 0);
+  const setRefs = (k: string, n: number) => (n >= 2 ? shared.set(k, n) : shared.delete(k));
   for (const c of changed) {
-    for (const [key, e] of c.out.services) {
-      const i = last.index.get(key);
+    // sameButEndpoints: the same virtual servers in the same order
+    const before = c.before!.services;
+    c.out.services.forEach((e, j) => {
+      const i = last.index.get(e.key);
       // A virtual server another service owns (a conflict) stays that one's.
-      if (i === undefined || services[i] !== c.before!.services.get(key)!.vs) continue;
+      if (i === undefined || services[i] !== before[j]!.vs) return;
       e.vs.destinations.sort((a, b) => compareAddress(a.address, b.address) || a.port - b.port);
       services[i] = e.vs;
-      swapped.add(key);
+      swapped.add(e.key);
+    });
+    const beforeHairpin = new Map(c.before!.hairpin.map((h) => [hairpinKey(h), h]));
+    const outHairpin = new Map(c.out.hairpin.map((h) => [hairpinKey(h), h]));
+    for (const [k, h] of beforeHairpin) {
+      if (outHairpin.has(k)) continue;
+      const n = refs(k, h) - 1;
+      setRefs(k, n);
+      if (n === 0 && !added.delete(k)) removed.set(k, h);
     }
-    for (const [k, h] of c.before!.hairpin) {
-      if (c.out.hairpin.has(k)) continue;
-      const n = last.hairpinRefs.get(k)! - 1;
-      if (n > 0) last.hairpinRefs.set(k, n);
-      else {
-        last.hairpinRefs.delete(k);
-        if (!added.delete(k)) removed.set(k, h);
-      }
-    }
-    for (const [k, h] of c.out.hairpin) {
-      if (c.before!.hairpin.has(k)) continue;
-      const n = last.hairpinRefs.get(k) ?? 0;
-      last.hairpinRefs.set(k, n + 1);
+    for (const [k, h] of outHairpin) {
+      if (beforeHairpin.has(k)) continue;
+      const n = refs(k, h);
+      setRefs(k, n + 1);
       if (n === 0 && !removed.delete(k)) added.set(k, h);
     }
   }
@@ -283,20 +354,17 @@ const byVip = compareAddressProtoPort;
 
 /** Two translations of one service that differ at most in their virtual servers' destinations
  *  and their hairpin entries (what an endpoint change can change, besides the conditions below). */
-function sameButEndpoints(a: Accumulator, b: Accumulator): boolean {
-  if (a.services.size !== b.services.size) return false;
-  const x = [...a.services];
-  const y = [...b.services];
-  for (let i = 0; i < x.length; i++) {
-    const [ka, ea] = x[i]!;
-    const [kb, eb] = y[i]!;
-    if (ka !== kb || ea.owner !== eb.owner || ea.service !== eb.service || ea.kind !== eb.kind || ea.bind !== eb.bind || ea.address !== eb.address)
+function sameButEndpoints(a: ServiceOut, b: ServiceOut): boolean {
+  if (a.services.length !== b.services.length) return false;
+  for (let i = 0; i < a.services.length; i++) {
+    const ea = a.services[i]!;
+    const eb = b.services[i]!;
+    if (ea.key !== eb.key || ea.owner !== eb.owner || ea.service !== eb.service || ea.kind !== eb.kind || ea.bind !== eb.bind || ea.address !== eb.address)
       return false;
     if (!samePlain({ ...ea.vs, destinations: undefined }, { ...eb.vs, destinations: undefined })) return false;
   }
-  const plain = (o: Accumulator) => [
-    [...o.vips], o.glueVips, [...o.nodePorts], o.sourceRanges, [...o.localTraffic], [...o.healthChecks],
-    [...o.noLocal], o.noLocalTotal, o.warnings,
+  const plain = (o: ServiceOut) => [
+    o.glueVips, o.nodePorts, o.sourceRanges, o.localTraffic, o.healthCheck, o.noLocal, o.noLocalInternal, o.noLocalExternal, o.warnings,
   ];
   return samePlain(plain(a), plain(b));
 }
@@ -309,27 +377,38 @@ function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
 
 /** Adds one service's translation to the whole (never modifying the service's: it may be a
  *  cached one). A virtual server another service already has stays that one's. */
-function merge(into: Accumulator, from: Accumulator): void {
-  for (const [key, e] of from.services) {
-    if (into.services.has(key)) continue;
-    into.services.set(key, e);
+function merge(into: Accumulator, from: ServiceOut): void {
+  for (const e of from.services) {
+    if (into.services.has(e.key)) continue;
+    into.services.set(e.key, e);
     if (e.bind) into.vips.add(e.address);
   }
   // The service's own warnings, then its virtual servers that another service had first.
   into.warnings.push(...from.warnings);
-  for (const [key, e] of from.services) {
-    const taken = into.services.get(key)!;
-    if (taken !== e) into.warnings.push({ service: e.service, message: `${e.kind} ${key} already belongs to ${taken.owner}, ignored` });
+  for (const e of from.services) {
+    const taken = into.services.get(e.key)!;
+    if (taken !== e) into.warnings.push({ service: e.service, message: `${e.kind} ${e.key} already belongs to ${taken.owner}, ignored` });
   }
   into.glueVips.push(...from.glueVips);
-  for (const [k, v] of from.nodePorts) if (!into.nodePorts.has(k)) into.nodePorts.set(k, v);
+  for (const np of from.nodePorts) {
+    const k = nodePortKey(np);
+    if (!into.nodePorts.has(k)) into.nodePorts.set(k, np);
+  }
   into.sourceRanges.push(...from.sourceRanges);
-  for (const [k, v] of from.hairpin) into.hairpin.set(k, v);
-  for (const s of from.localTraffic) into.localTraffic.add(s);
-  for (const [k, v] of from.healthChecks) into.healthChecks.set(k, v);
-  for (const s of from.noLocal) into.noLocal.add(s);
-  into.noLocalTotal.internal += from.noLocalTotal.internal;
-  into.noLocalTotal.external += from.noLocalTotal.external;
+  for (const h of from.hairpin) {
+    const k = hairpinKey(h);
+    if (into.hairpin.has(k)) into.hairpinShared.set(k, (into.hairpinShared.get(k) ?? 1) + 1);
+    into.hairpin.set(k, h);
+  }
+  if (from.localTraffic) into.localTraffic.add(from.localTraffic);
+  if (from.healthCheck) into.healthChecks.set(from.healthCheck.service, from.healthCheck);
+  if (from.noLocal) into.noLocal.add(from.noLocal);
+  into.noLocalTotal.internal += from.noLocalInternal;
+  into.noLocalTotal.external += from.noLocalExternal;
+}
+
+function nodePortKey(np: GlueNodePort): string {
+  return `${np.family}|${np.protocol}|${np.port}`;
 }
 
 // ---- setup ----
@@ -350,12 +429,30 @@ function emptyAccumulator(): Accumulator {
     nodePorts: new Map(),
     sourceRanges: [],
     hairpin: new Map(),
+    hairpinShared: new Map(),
     localTraffic: new Set(),
     healthChecks: new Map(),
     noLocal: new Set(),
     noLocalTotal: { internal: 0, external: 0 },
     warnings: [],
   };
+}
+
+/** Empties an accumulator for the next service (compact() copied out what it holds). */
+function clearAccumulator(a: Accumulator): void {
+  a.services.clear();
+  a.vips.clear();
+  a.glueVips.length = 0;
+  a.nodePorts.clear();
+  a.sourceRanges.length = 0;
+  a.hairpin.clear();
+  a.hairpinShared.clear();
+  a.localTraffic.clear();
+  a.healthChecks.clear();
+  a.noLocal.clear();
+  a.noLocalTotal.internal = 0;
+  a.noLocalTotal.external = 0;
+  a.warnings.length = 0;
 }
 
 function context(input: TranslateInput): Context {
@@ -585,7 +682,7 @@ function addVirtualServer(sp: ServicePortInfo, fe: Frontend, endpoints: readonly
     ctx.out.warnings.push({ service: sp.service, message: `${fe.kind} ${key} already belongs to ${taken.owner}, ignored` });
     return;
   }
-  ctx.out.services.set(key, { owner: sp.servicePort, service: sp.service, kind: fe.kind, bind: fe.bind, address: fe.address, vs });
+  ctx.out.services.set(key, { key, owner: sp.servicePort, service: sp.service, kind: fe.kind, bind: fe.bind, address: fe.address, vs });
 }
 
 /** A copy of the (flat) options a virtual server owns, so no two share the flags array. */
@@ -598,8 +695,9 @@ function cloneOptions(o: ServiceOptions): ServiceOptions {
 function addGlue(sp: ServicePortInfo, fe: Frontend, ctx: Context): void {
   const { protocol, servicePort } = sp;
   if (fe.kind === 'nodePort') {
-    const key = `${sp.family}|${protocol}|${fe.port}`;
-    if (!ctx.out.nodePorts.has(key)) ctx.out.nodePorts.set(key, { protocol, port: fe.port, family: sp.family, localOnly: fe.localOnly, servicePort });
+    const np: GlueNodePort = { protocol, port: fe.port, family: sp.family, localOnly: fe.localOnly, servicePort };
+    const key = nodePortKey(np);
+    if (!ctx.out.nodePorts.has(key)) ctx.out.nodePorts.set(key, np);
     return;
   }
   ctx.out.glueVips.push({ kind: fe.kind, address: fe.address, protocol, port: fe.port, localOnly: fe.localOnly, servicePort });

@@ -41,7 +41,8 @@ function makeService(r: () => number, i: number, version: number): V1Service {
 function makeSlice(r: () => number, i: number, k: number): V1EndpointSlice {
   const n = Math.floor(r() * 4);
   const eps = Array.from({ length: n }, (_, j) => ({
-    ip: `10.244.${i}.${1 + Math.floor(r() * 50) + j}`,
+    // now and then a pod that other services select too (their hairpin entries are shared)
+    ip: r() < 0.4 ? `10.244.200.${1 + Math.floor(r() * 2)}` : `10.244.${i}.${1 + Math.floor(r() * 50) + j}`,
     node: r() < 0.4 ? 'node-a' : 'node-b',
     ...(r() < 0.15 ? { ready: false, serving: r() < 0.5, terminating: true } : {}),
   }));
@@ -50,6 +51,8 @@ function makeSlice(r: () => number, i: number, k: number): V1EndpointSlice {
 
 test('translate with a cache equals translate from scratch through random changes, and re-translates only changed services', () => {
   const paths = { patched: 0, merged: 0 };
+  // patched steps that changed the hairpin entries of pods several services share
+  let patchedShared = 0;
   const gluePaths = { reused: 0, patched: 0, built: 0 };
   for (const seed of [1, 2, 3, 4, 5, 6, 7, 8]) {
     const r = rng(seed);
@@ -69,6 +72,7 @@ test('translate with a cache equals translate from scratch through random change
     assert.deepStrictEqual(translate(input(), cache), translate(input()));
     assert.equal(cache.translated, 25);
     let sawConflict = false;
+    let last = translate(input());
     for (let step = 0; step < 60; step++) {
       const touched = new Set<string>();
       const changes = 1 + Math.floor(r() * 3);
@@ -104,6 +108,9 @@ test('translate with a cache equals translate from scratch through random change
       gluePaths[glueCache.path]++;
       const fresh = translate(input());
       assert.deepStrictEqual(cached, fresh, `seed ${seed} step ${step}`);
+      const pooled = (m: typeof fresh) => JSON.stringify(m.glue.hairpin.filter((h) => h.address.startsWith('10.244.200.')));
+      if (cache.path === 'patched' && pooled(fresh) !== pooled(last)) patchedShared++;
+      last = fresh;
       if (fresh.warnings.some((w) => w.message.includes('already belongs to'))) sawConflict = true;
       const present = [...touched].filter((name) => services.has(name.slice('default/'.length))).length;
       if (contextChanged) assert.equal(cache.translated, services.size, 'a node or config change re-translates everything');
@@ -113,6 +120,7 @@ test('translate with a cache equals translate from scratch through random change
   }
   // Both ways of building the model were taken (and matched a translation from scratch).
   assert.ok(paths.patched >= 20 && paths.merged >= 20, JSON.stringify(paths));
+  assert.ok(patchedShared >= 5, `patched steps changing shared hairpin entries: ${patchedShared}`);
   assert.ok(gluePaths.reused >= 10 && gluePaths.patched >= 10 && gluePaths.built >= 10, JSON.stringify(gluePaths));
 });
 
