@@ -11,7 +11,7 @@ import { Links } from '../kernel/links.js';
 import { IpSets } from '../kernel/ipsets.js';
 import { Nftables } from '../kernel/nftables.js';
 import { IPVSYNC_ROUTE_PROTOCOL, Routes } from '../kernel/routes.js';
-import { loadManifests } from '../kube/manifests.js';
+import { loadManifests, type ManifestSet } from '../kube/manifests.js';
 import type { HandleOptions } from '../native.js';
 import { GLUE_TABLE } from '../proxy/glue.js';
 import { describePlan, nodeAddresses, Proxier } from '../proxy/proxier.js';
@@ -83,7 +83,9 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       const h = handleOptions();
       if (o.bindMode !== 'address' && o.bindMode !== 'route') throw new Error(`--bind-mode must be address or route, not ${o.bindMode}`);
       if (o.bindMode === 'route' && !o.serviceCidrs?.length) throw new Error('--bind-mode route needs --service-cidrs (the ranges the local routes cover)');
-      const manifests = await loadManifests(o.file);
+      // Read first (a bad manifest fails before anything is opened); dropped once fed: the
+      // proxier keeps only what it reads of each object.
+      let manifests: ManifestSet | undefined = await loadManifests(o.file);
       const kernel = await openKernel(h, { glue: o.glue, ipsets: !!o.kubeProxyIpsets });
       const addrs = o.nodeIp?.length ? o.nodeIp.map(canonicalAddress) : nodeAddresses(await kernel.links!.addresses(), o.vipLink);
       const proxier = new Proxier(kernel, {
@@ -102,6 +104,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       });
       for (const s of manifests.services) proxier.onServiceUpdate(s);
       for (const s of manifests.endpointSlices) proxier.onSliceUpdate(s);
+      manifests = undefined;
 
       if (o.dryRun) {
         const { plan, model } = await proxier.plan(true);

@@ -12,6 +12,7 @@ import {
   LABEL_SERVICE_PROXY_NAME,
 } from './types.js';
 import { runSync, type Steps } from '../engine/slice.js';
+import { slimService, slimSlice } from './slim.js';
 
 interface Meta {
   metadata?: { namespace?: string; name?: string; labels?: Record<string, string> };
@@ -40,10 +41,13 @@ class GroupTracker<T extends Meta> {
     private readonly groupOf: (o: T) => string | undefined,
     private readonly fingerprint: (objects: T[]) => string,
     private readonly empty: (objects: T[]) => boolean,
+    /** What is kept of an object: everything the fingerprint and translate() read. */
+    private readonly keep: (o: T) => T,
   ) {}
 
-  /** Adds or replaces an object (informer add and update). */
-  update(obj: T): void {
+  /** Adds or replaces an object (informer add and update); what is kept of it is `keep(obj)`. */
+  update(given: T): void {
+    const obj = this.keep(given);
     const key = objectKey(obj);
     const old = this.objects.get(key);
     const oldGroup = old ? this.groupOf(old) : undefined;
@@ -183,13 +187,15 @@ export function endpointSlicesFingerprint(slices: readonly V1EndpointSlice[]): s
   return rows.sort().join('\n');
 }
 
+/** Keeps of each Service what the proxy reads (slimService). */
 export class ServiceTracker extends GroupTracker<V1Service> {
   constructor() {
-    super(objectKey, (objs) => serviceFingerprint(objs[0]), (objs) => objs.length === 0);
+    super(objectKey, (objs) => serviceFingerprint(objs[0]), (objs) => objs.length === 0, slimService);
   }
 }
 
-/** EndpointSlices merged per service ("namespace/<kubernetes.io/service-name>"). */
+/** EndpointSlices merged per service ("namespace/<kubernetes.io/service-name>"); keeps of each
+ *  what the proxy reads (slimSlice). */
 export class EndpointSliceTracker extends GroupTracker<V1EndpointSlice> {
   constructor() {
     super(
@@ -199,6 +205,7 @@ export class EndpointSliceTracker extends GroupTracker<V1EndpointSlice> {
       },
       endpointSlicesFingerprint,
       (slices) => slices.every((sl) => !sl.endpoints?.length),
+      slimSlice,
     );
   }
 }

@@ -1,0 +1,90 @@
+// What the proxy keeps of a Service or an EndpointSlice: only the fields translate() and the
+// change trackers read, in the objects' own shape, so the rest of the proxy reads them as it
+// reads the originals. kube-proxy strips managedFields and the like from its informers' objects
+// for the same reason: a node agent holds every Service and EndpointSlice of the cluster, and
+// most of an object is what the apiserver keeps about it (managedFields, annotations, status
+// conditions, targetRefs), not what a proxy programs. Values repeated across endpoints (their
+// conditions, node names, port names and protocols) are shared, not kept once per endpoint.
+import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import { boundedMemo } from '../engine/memo.js';
+import { ANNOTATION_LB_SOURCE_RANGES, ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS, LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME } from './types.js';
+
+/** One string object per distinct short value (node names, zones, port names, protocols). */
+const intern = boundedMemo((s) => s, 1 << 14);
+const internOpt = (s: string | undefined): string | undefined => (typeof s === 'string' ? intern(s) : s);
+
+type Conditions = NonNullable<NonNullable<V1EndpointSlice['endpoints']>[number]['conditions']>;
+/** Endpoint conditions, one frozen object per combination of the three fields translate reads. */
+const conditionsCache = new Map<string, Conditions>();
+function sharedConditions(c: Conditions | undefined): Conditions | undefined {
+  if (c === undefined || c === null) return c;
+  const k = `${String(c.ready)}|${String(c.serving)}|${String(c.terminating)}`;
+  let v = conditionsCache.get(k);
+  if (v === undefined) conditionsCache.set(k, (v = Object.freeze({ ready: c.ready, serving: c.serving, terminating: c.terminating })));
+  return v;
+}
+
+/** The members `keys` of a label or annotation map; undefined when it has none of them. */
+function pick(m: Record<string, string> | undefined, keys: readonly string[]): Record<string, string> | undefined {
+  if (!m) return undefined;
+  let out: Record<string, string> | undefined;
+  for (const k of keys) if (typeof m[k] === 'string') (out ??= {})[k] = m[k];
+  return out;
+}
+
+/** The Service as the proxy reads it (see the file comment). Members the original does not
+ *  have are undefined (what the proxy reads them as), so every kept Service has one shape. */
+export function slimService(s: V1Service): V1Service {
+  const meta = s.metadata;
+  const spec = s.spec;
+  const ingress = s.status?.loadBalancer?.ingress;
+  const timeoutSeconds = spec?.sessionAffinityConfig?.clientIP?.timeoutSeconds;
+  return {
+    metadata: meta && {
+      name: meta.name,
+      namespace: meta.namespace,
+      labels: pick(meta.labels, [LABEL_SERVICE_PROXY_NAME]),
+      annotations: pick(meta.annotations, [ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS, ANNOTATION_LB_SOURCE_RANGES]),
+    },
+    spec: spec && {
+      type: internOpt(spec.type),
+      clusterIP: spec.clusterIP,
+      clusterIPs: spec.clusterIPs,
+      ports: spec.ports?.map((p) => ({ name: internOpt(p.name), protocol: internOpt(p.protocol), port: p.port, nodePort: p.nodePort })),
+      externalIPs: spec.externalIPs,
+      sessionAffinity: internOpt(spec.sessionAffinity),
+      sessionAffinityConfig: timeoutSeconds === undefined ? undefined : { clientIP: { timeoutSeconds } },
+      externalTrafficPolicy: internOpt(spec.externalTrafficPolicy),
+      internalTrafficPolicy: internOpt(spec.internalTrafficPolicy),
+      healthCheckNodePort: spec.healthCheckNodePort,
+      loadBalancerSourceRanges: spec.loadBalancerSourceRanges,
+    },
+    status: ingress && { loadBalancer: { ingress: ingress.map((i) => ({ ip: i.ip, ipMode: internOpt(i.ipMode) })) } },
+  };
+}
+
+/** The EndpointSlice as the proxy reads it (see the file comment). Only an endpoint's first
+ *  address counts (as in kube-proxy), so only that one is kept. Every kept endpoint (and port)
+ *  has the same four (three) members, absent ones undefined: one object shape, its members
+ *  inside the object (members added one by one would need a second, out-of-object store). */
+export function slimSlice(s: V1EndpointSlice): V1EndpointSlice {
+  const meta = s.metadata;
+  return {
+    metadata: meta && { name: meta.name, namespace: meta.namespace, labels: pick(meta.labels, [LABEL_SERVICE_NAME]) },
+    addressType: intern(s.addressType),
+    ports: s.ports?.map((p) => ({ name: internOpt(p.name), protocol: internOpt(p.protocol), port: p.port })),
+    endpoints: (s.endpoints ?? []).map((e) => ({
+      addresses: e.addresses.length <= 1 ? e.addresses : [e.addresses[0]!],
+      conditions: sharedConditions(e.conditions),
+      nodeName: internOpt(e.nodeName),
+      hints: slimHints(e.hints),
+    })),
+  };
+}
+
+type Hints = V1EndpointSlice['endpoints'][number]['hints'];
+function slimHints(h: Hints): Hints {
+  const forZones = h?.forZones?.length ? h.forZones.map((z) => ({ name: intern(z.name) })) : undefined;
+  const forNodes = h?.forNodes?.length ? h.forNodes.map((n) => ({ name: intern(n.name) })) : undefined;
+  return forZones || forNodes ? { forZones, forNodes } : undefined;
+}
