@@ -30,6 +30,9 @@ export interface IpvsDiffInput {
    *  desired service or destination itself where it is already canonical instead of a copy
    *  (at 10k services × 10 that is 110k objects fewer in a full plan). */
   shareDesired?: boolean;
+  /** @internal Destination lists up to this long are matched pairwise (default 16); tests set
+   *  it to compare that with matching by key. */
+  pairwiseMax?: number;
 }
 
 export interface FlowFlush {
@@ -46,6 +49,9 @@ export interface IpvsDelta {
   /** UDP/SCTP destinations removed: their conntrack flows must go (clients stick otherwise). */
   flushFlows: FlowFlush[];
 }
+
+/** Destination lists up to this long are matched pairwise; longer ones through key texts. */
+const PAIRWISE = 16;
 
 export function drainKey(svc: string, dest: string): string {
   return `${svc}/${dest}`;
@@ -89,42 +95,61 @@ export function* diffIpvsSteps(input: IpvsDiffInput): Steps<IpvsDelta> {
   const flushFlows: FlowFlush[] = [];
 
   const share = input.shareDesired === true;
+  const pairwise = input.pairwiseMax ?? PAIRWISE;
   let n = 0;
   for (const [key, want] of wanted) {
     if (++n % 256 === 0) yield;
     const have = observed.get(key);
     const id = idOf(want);
-    if (!have) {
-      addServices.push({ op: 'addService', service: serviceConfig(want, share) });
-      const seen = new Set<string>();
-      for (const d of want.destinations) {
-        // a destination listed twice is one destination (adding it twice is EEXIST)
-        if (seen.has(destKey(d))) continue;
-        seen.add(destKey(d));
-        destOps.push({ op: 'addDestination', service: id, dest: destConfig(d, share) });
-      }
-      continue;
-    }
-    if (!sameShape(serviceShape(want), serviceShape(have)))
-      setServices.push({ op: 'updateService', service: serviceConfig(want, share) });
-
-    const haveDests = new Map<string, Destination>();
-    for (const d of have.destinations ?? []) haveDests.set(destKey(d), d);
-    const wantDests = new Set<string>();
-    for (const d of want.destinations) {
-      const dk = destKey(d);
-      if (wantDests.has(dk)) continue;
-      wantDests.add(dk);
-      const hd = haveDests.get(dk);
+    /** The op for desired destination d, given the kernel's (undefined: none). */
+    const destOp = (d: DestinationConfig, hd: Destination | undefined): void => {
       if (!hd) destOps.push({ op: 'addDestination', service: id, dest: destConfig(d, share) });
       // A destination left at weight 0 (draining, or by a previous run) comes back to its
       // weight through the same comparison.
       else if (!sameShape(destShape(d), destShape(hd)))
         destOps.push({ op: 'updateDestination', service: id, dest: destConfig(d, share) });
+    };
+    if (!have) {
+      addServices.push({ op: 'addService', service: serviceConfig(want, share) });
+    } else if (!sameShape(serviceShape(want), serviceShape(have))) {
+      setServices.push({ op: 'updateService', service: serviceConfig(want, share) });
+    }
+    const wantList = want.destinations;
+    const haveList = have?.destinations ?? [];
+    if (wantList.length <= pairwise && haveList.length <= pairwise) {
+      // Short lists (nearly every service) pair up directly: no key text, Map or Set per
+      // destination (at 10k services x 10, ~110k key texts and 22k collections per full plan).
+      const matched = haveList.length ? new Uint8Array(haveList.length) : undefined;
+      next: for (let i = 0; i < wantList.length; i++) {
+        const d = wantList[i]!;
+        const a = canonicalAddress(d.address);
+        // a destination listed twice is one destination (adding it twice is EEXIST)
+        for (let j = 0; j < i; j++) if (wantList[j]!.port === d.port && canonicalAddress(wantList[j]!.address) === a) continue next;
+        let hd: Destination | undefined;
+        for (let j = 0; j < haveList.length; j++) {
+          if (matched![j] === 0 && haveList[j]!.port === d.port && canonicalAddress(haveList[j]!.address) === a) {
+            hd = haveList[j];
+            matched![j] = 1;
+            break;
+          }
+        }
+        destOp(d, hd);
+      }
+      for (let j = 0; j < haveList.length; j++) if (matched![j] === 0) removeDestination(input, key, have!, haveList[j]!, destOps, draining, flushFlows);
+      continue;
+    }
+    const haveDests = new Map<string, Destination>();
+    for (const d of haveList) haveDests.set(destKey(d), d);
+    const wantDests = new Set<string>();
+    for (const d of wantList) {
+      const dk = destKey(d);
+      if (wantDests.has(dk)) continue;
+      wantDests.add(dk);
+      destOp(d, haveDests.get(dk));
     }
     for (const [dk, hd] of haveDests) {
       if (wantDests.has(dk)) continue;
-      removeDestination(input, key, have, hd, destOps, draining, flushFlows);
+      removeDestination(input, key, have!, hd, destOps, draining, flushFlows);
     }
   }
 

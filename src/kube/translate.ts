@@ -89,8 +89,11 @@ interface Accumulator {
   glueVips: GlueVip[];
   nodePorts: Map<string, GlueNodePort>;
   sourceRanges: GlueSourceRange[];
+  /** One service's hairpin entries, by hairpinKey. */
   hairpin: Map<string, GlueHairpin>;
-  /** Merging: hairpin entries more than one service has, with how many (see LastModel). */
+  /** Merging: every service's hairpin entries (sorted and made unique at the end, where the
+   *  ones more than one service has are counted into hairpinShared, see LastModel). */
+  hairpinAll: GlueHairpin[];
   hairpinShared: Map<string, number>;
   localTraffic: Set<string>;
   healthChecks: Map<string, HealthCheck>;
@@ -395,11 +398,7 @@ function merge(into: Accumulator, from: ServiceOut): void {
     if (!into.nodePorts.has(k)) into.nodePorts.set(k, np);
   }
   into.sourceRanges.push(...from.sourceRanges);
-  for (const h of from.hairpin) {
-    const k = hairpinKey(h);
-    if (into.hairpin.has(k)) into.hairpinShared.set(k, (into.hairpinShared.get(k) ?? 1) + 1);
-    into.hairpin.set(k, h);
-  }
+  for (const h of from.hairpin) into.hairpinAll.push(h);
   if (from.localTraffic) into.localTraffic.add(from.localTraffic);
   if (from.healthCheck) into.healthChecks.set(from.healthCheck.service, from.healthCheck);
   if (from.noLocal) into.noLocal.add(from.noLocal);
@@ -429,6 +428,7 @@ function emptyAccumulator(): Accumulator {
     nodePorts: new Map(),
     sourceRanges: [],
     hairpin: new Map(),
+    hairpinAll: [],
     hairpinShared: new Map(),
     localTraffic: new Set(),
     healthChecks: new Map(),
@@ -446,6 +446,7 @@ function clearAccumulator(a: Accumulator): void {
   a.nodePorts.clear();
   a.sourceRanges.length = 0;
   a.hairpin.clear();
+  a.hairpinAll.length = 0;
   a.hairpinShared.clear();
   a.localTraffic.clear();
   a.healthChecks.clear();
@@ -745,7 +746,7 @@ function* finish(ctx: Context): Steps<ProxyModel> {
   yield;
   const glueVips = o.glueVips.sort((a, b) => byVip(a, b) || a.kind.localeCompare(b.kind));
   yield;
-  const hairpin = [...o.hairpin.values()].sort(byVip);
+  const hairpin = uniqueHairpin(o.hairpinAll, o.hairpinShared);
   yield;
   return {
     services,
@@ -766,6 +767,22 @@ function* finish(ctx: Context): Steps<ProxyModel> {
     noLocalEndpointsTotal: { ...o.noLocalTotal },
     warnings: uniqueWarnings(o.warnings),
   };
+}
+
+/** The merged hairpin entries sorted, one per entry (each service's are unique, so a run of
+ *  equal ones is that many services sharing it: counted into `shared`). Sorting the list
+ *  needs no key text per entry, as a Map by key would. */
+function uniqueHairpin(all: GlueHairpin[], shared: Map<string, number>): GlueHairpin[] {
+  all.sort(byVip);
+  const out: GlueHairpin[] = [];
+  for (let i = 0; i < all.length; ) {
+    let j = i + 1;
+    while (j < all.length && byVip(all[i]!, all[j]!) === 0) j++;
+    out.push(all[j - 1]!);
+    if (j - i > 1) shared.set(hairpinKey(all[i]!), j - i);
+    i = j;
+  }
+  return out;
 }
 
 /** The same problem found on every port of a service is reported once. */

@@ -275,3 +275,38 @@ test('shareDesired: ops hold canonical desired services and destinations themsel
   assert.notEqual(destOf(copied, 2), canonical.destinations[0]);
   assert.notEqual(destOf(copied, 5), v6.destinations[1]);
 });
+
+test('destination lists matched pairwise (short) and by key (long) give the same delta (200 seeds)', async () => {
+  /** Up to 40 destinations, some listed twice, some IPv6 spelled two ways. */
+  const state = (rand: () => number): DesiredService[] =>
+    Array.from({ length: 1 + Math.floor(rand() * 6) }, (_, i) => {
+      const v6 = rand() < 0.4;
+      const dests: Array<[string, number, number]> = [];
+      for (let j = Math.floor(rand() * 40); j > 0; j--) {
+        const n = 1 + Math.floor(rand() * 30);
+        const a = v6 ? (rand() < 0.5 ? `fd00:1::${n.toString(16)}` : `fd00:1:0:0::${n.toString(16)}`) : `10.1.0.${n}`;
+        dests.push([a, rand() < 0.8 ? 8080 : 9090, 1 + Math.floor(rand() * 2)]);
+      }
+      return svc(v6 ? `fd00::${i + 1}` : `10.0.0.${i + 1}`, 80, dests, { protocol: rand() < 0.7 ? 'tcp' : 'udp' } as Partial<DesiredService>);
+    });
+  let long = 0;
+  for (let seed = 1; seed <= 200; seed++) {
+    const rand = prng(seed);
+    const k = new FakeIpvs();
+    // the kernel state: A, de-duplicated as a diff from empty writes it, some destinations busy
+    const a = state(rand);
+    const first = diffIpvs({ desired: a, observed: [], owns: owned, draining: new Map(), now: 0, drainTimeoutMs: 1000 });
+    assert.ok((await k.apply(first.ops)).ok);
+    for (const s of a)
+      for (const d of s.destinations) if (rand() < 0.2) k.setConnections(s as never, d, 1, 0);
+    const observed = await k.services({ withDestinations: true });
+    const b = state(rand);
+    long += b.filter((s) => s.destinations.length > 16).length;
+    const draining = new Map<string, number>();
+    const input = { desired: b, observed, owns: owned, draining, now: 5000, drainTimeoutMs: 1000 };
+    const keyed = diffIpvs({ ...input, pairwiseMax: 0 });
+    assert.deepStrictEqual(diffIpvs(input), keyed, `seed ${seed}`);
+    assert.deepStrictEqual(diffIpvs({ ...input, pairwiseMax: 1000 }), keyed, `seed ${seed}`);
+  }
+  assert.ok(long > 50, `lists longer than the pairwise bound: ${long}`);
+});
