@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
-import { parse as parseYaml, stringify as stringifyYaml, YAMLParseError } from 'yaml';
+import { yaml } from '../yaml.js';
 import { parseCidr } from '../engine/cidr.js';
 import { isKnownScheduler } from '../kube/scheduler.js';
 import type { ProxyConfig } from '../kube/types.js';
@@ -435,9 +435,9 @@ export function validateConfig(raw: unknown, source?: string): LoadedConfig {
 /** Parses YAML text (a syntax error names the line). Empty text is an empty config. */
 export function parseConfigText(text: string, source = 'config'): unknown {
   try {
-    return parseYaml(text) ?? {};
+    return yaml().parse(text) ?? {};
   } catch (e) {
-    if (e instanceof YAMLParseError) {
+    if (e instanceof yaml().YAMLParseError) {
       const where = e.linePos?.[0] ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}` : '(document)';
       throw new ConfigError([{ path: where, message: `YAML syntax: ${e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}` }], source);
     }
@@ -582,7 +582,7 @@ export function renderConfig(cfg: IpvsyncConfig): string {
     proxyName: cfg.proxyName,
     logLevel: cfg.logLevel,
   };
-  return stringifyYaml(doc);
+  return yaml().stringify(doc);
 }
 
 /** --write-config-to FILE: writes the effective config (the caller exits afterwards). */

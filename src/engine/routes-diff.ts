@@ -5,6 +5,7 @@
 import { IPVSYNC_ROUTE_PROTOCOL, RT_TABLE_LOCAL, RT_TABLE_MAIN, type Route, type RouteOp } from '../kernel/routes.js';
 import type { NativeRouteType } from '../native.js';
 import { networkText, parseCidr } from './cidr.js';
+import { compareText } from './sorted.js';
 
 export interface DesiredRoute {
   /** A network, "10.96.0.0/12" or "fd00:96::/108". */
@@ -71,7 +72,11 @@ export function diffRoutes(desired: DesiredRoutes, observed: readonly Route[]): 
     if (o.metric !== undefined) del.metric = o.metric;
     late.push(del);
   }
-  for (const [key, w] of [...want].sort(([a], [b]) => a.localeCompare(b))) {
+  // Adds in a fixed order: IPv4 before IPv6, then by table and destination.
+  const v6 = (dst: string) => (dst.includes(':') ? 1 : 0);
+  const order = ([, a]: [string, { table: number; dst: string }], [, b]: [string, { table: number; dst: string }]) =>
+    v6(a.dst) - v6(b.dst) || a.table - b.table || compareText(a.dst, b.dst);
+  for (const [key, w] of [...want].sort(order)) {
     if (!have.has(key)) early.push(addOp(w.r, w.table, w.dst, false));
   }
   return { early, late };

@@ -1,4 +1,14 @@
-// A few changes to a long sorted list, without comparing every element.
+// Sorting helpers: plain text order, and a few changes to a long sorted list without comparing
+// every element.
+
+/**
+ * Plain code-unit order: deterministic, locale-free and cheap. Not localeCompare, which is
+ * slower and loads ICU's collation data into the process (~3 MB of resident memory) for an
+ * order nothing here needs to be human.
+ */
+export function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
 
 /**
  * `sorted` (by `order`, unique by it) without `remove` and with `add`, each placed by binary

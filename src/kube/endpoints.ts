@@ -4,6 +4,7 @@
 import type { V1EndpointSlice } from '@kubernetes/client-node';
 import type { AddressFamily, IpvsProtocol } from '../kernel/ipvs.js';
 import { compareAddress, validIp } from './address.js';
+import { compareText } from '../engine/sorted.js';
 
 export interface EndpointInfo {
   address: string;
@@ -27,7 +28,7 @@ export function endpointKey(e: { address: string; port: number }): string {
 /** Slices sorted by name, so that a duplicated address resolves the same way every time
  *  (the later slice wins, as in kube-proxy's endpointSliceCache). */
 export function sortSlices(slices: readonly V1EndpointSlice[]): V1EndpointSlice[] {
-  return [...slices].sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''));
+  return [...slices].sort((a, b) => compareText(a.metadata?.name ?? '', b.metadata?.name ?? ''));
 }
 
 function protocolOf(p: string | undefined): IpvsProtocol | undefined {

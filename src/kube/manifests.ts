@@ -4,7 +4,7 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isIP } from 'node:net';
-import { parseAllDocuments } from 'yaml';
+import { yaml } from '../yaml.js';
 import type { V1EndpointSlice, V1Endpoints, V1Service } from '@kubernetes/client-node';
 import { LABEL_SERVICE_NAME } from './types.js';
 
@@ -111,7 +111,7 @@ function documents(text: string): Array<{ value: unknown; error?: string }> {
       // not JSON after all: YAML flow style, or an error the YAML parser will name
     }
   }
-  return parseAllDocuments(text).map((doc) =>
+  return yaml().parseAllDocuments(text).map((doc) =>
     doc.errors.length ? { value: undefined, error: doc.errors[0]!.message } : { value: doc.toJS() as unknown },
   );
 }

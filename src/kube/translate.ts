@@ -6,7 +6,7 @@
 import type { V1EndpointSlice, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
 import { runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
-import { patchSorted, sortedHas } from '../engine/sorted.js';
+import { compareText, patchSorted, sortedHas } from '../engine/sorted.js';
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
 import { cidrList, compareAddress, compareAddressProtoPort, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
 import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
@@ -412,10 +412,6 @@ function nodePortKey(np: GlueNodePort): string {
 
 // ---- setup ----
 
-function compareText(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
-
 function nameOf(o: { metadata?: { namespace?: string; name?: string } }): string {
   return `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name ?? ''}`;
 }
@@ -744,7 +740,7 @@ function* finish(ctx: Context): Steps<ProxyModel> {
   const healthChecks = [...o.healthChecks.values()].sort((a, b) => a.nodePort - b.nodePort);
   const vips = [...o.vips].sort(compareAddress);
   yield;
-  const glueVips = o.glueVips.sort((a, b) => byVip(a, b) || a.kind.localeCompare(b.kind));
+  const glueVips = o.glueVips.sort((a, b) => byVip(a, b) || compareText(a.kind, b.kind));
   yield;
   const hairpin = uniqueHairpin(o.hairpinAll, o.hairpinShared);
   yield;
@@ -755,7 +751,7 @@ function* finish(ctx: Context): Steps<ProxyModel> {
       clusterCIDRs: [...(ctx.config.clusterCIDRs ?? [])],
       masqueradeAll: ctx.config.masqueradeAll ?? false,
       vips: glueVips,
-      nodePorts: [...o.nodePorts.values()].sort((a, b) => a.family.localeCompare(b.family) || a.protocol.localeCompare(b.protocol) || a.port - b.port),
+      nodePorts: [...o.nodePorts.values()].sort((a, b) => compareText(a.family, b.family) || compareText(a.protocol, b.protocol) || a.port - b.port),
       nodePortAddresses: [...ctx.nodePortAddresses.inet, ...ctx.nodePortAddresses.inet6],
       sourceRanges: o.sourceRanges.sort(byVip),
       hairpin,

@@ -4,6 +4,7 @@ import type { DesiredIpSet } from '../engine/ipsets-diff.js';
 import type { IpSetMember, IpSetType } from '../kernel/ipsets.js';
 import type { GlueSpec } from '../kube/types.js';
 import { familyOf } from '../engine/ipvs-model.js';
+import { compareText } from '../engine/sorted.js';
 
 /** Sets named with this prefix are owned in kube-proxy ipset mode. */
 export const KUBE_IPSET_PREFIX = 'KUBE-';
@@ -18,7 +19,7 @@ function name(base: string, fam: Fam): string {
 
 function set(base: string, type: IpSetType, fam: Fam, members: IpSetMember[]): DesiredIpSet {
   const dedup = new Map(members.map((m) => [JSON.stringify(m), m]));
-  const members2 = [...dedup.values()].sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+  const members2 = [...dedup].sort(([a], [b]) => compareText(a, b)).map(([, m]) => m);
   if (type === 'bitmap:port') return { name: name(base, fam), type, range: { from: 0, to: 65535 }, members: members2 };
   return { name: name(base, fam), type, family: fam, members: members2 };
 }
