@@ -34,6 +34,9 @@ const here = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(here, '..', '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli', 'main.js');
 const WORKER = join(here, 'lib', 'proxy-worker.js');
+/** The node flags the ipvsync command runs with (its shebang, `#!/usr/bin/env -S node …`): the
+ *  in-process worker runs under the same V8 settings as the daemon it stands for. */
+const NODE_FLAGS = readFileSync(CLI, 'utf8').split('\n', 1)[0]!.split(/\s+/).slice(3);
 const RESULTS = join(ROOT, 'bench', 'results');
 
 const { values: a } = parseArgs({
@@ -225,7 +228,8 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
   if (env === 'qemu') {
     log('ipvsync sync -f (whole process)');
     const flags = [...syncFlags(NODE_IP), '--json'];
-    row.ipvsyncSyncProcess = median(fresh, () => proc(process.execPath, [CLI, 'sync', '-f', dir, ...flags], undefined, 4 * TIMEOUT_S));
+    // the installed command as a user runs it (through its shebang, with its node flags)
+    row.ipvsyncSyncProcess = median(fresh, () => proc(CLI, ['sync', '-f', dir, ...flags], undefined, 4 * TIMEOUT_S));
     log(`  ${row.ipvsyncSyncProcess.ms.toFixed(0)} ms`);
     fresh();
   } else {
@@ -233,7 +237,7 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
   }
   log('ipvsync in-process worker');
   // ipvsync itself is not capped at the peers' limit
-  const wr = proc(process.execPath, [WORKER, '--dir', dir, ...(env === 'host' ? ['--fake-ipvs'] : [])], undefined, 4 * TIMEOUT_S);
+  const wr = proc(process.execPath, [...NODE_FLAGS, WORKER, '--dir', dir, ...(env === 'host' ? ['--fake-ipvs'] : [])], undefined, 4 * TIMEOUT_S);
   if (wr.timeout) row.worker = { timeout: true, timeoutS: 4 * TIMEOUT_S };
   else {
     const line = wr.stdout.split('\n').find((l) => l.startsWith('@@WORKER '));
@@ -244,7 +248,7 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
   fresh();
   if (env === 'host') vipLink(env);
   log('ipvsync in-process worker, bindMode route (full sync only)');
-  const wroute = proc(process.execPath, [WORKER, '--dir', dir, '--bind-mode', 'route', '--full-only', ...(env === 'host' ? ['--fake-ipvs'] : [])], undefined, 4 * TIMEOUT_S);
+  const wroute = proc(process.execPath, [...NODE_FLAGS, WORKER, '--dir', dir, '--bind-mode', 'route', '--full-only', ...(env === 'host' ? ['--fake-ipvs'] : [])], undefined, 4 * TIMEOUT_S);
   if (!wroute.timeout) {
     const line = wroute.stdout.split('\n').find((l) => l.startsWith('@@WORKER '));
     if (line) {
