@@ -91,7 +91,12 @@ test('Dockerfile: Node 20, addon where src/native.ts looks for it, entrypoint an
   assert.match(text, /^COPY --from=build \/src\/build\/Release\/ipvsync\.node \.\/build\/Release\/ipvsync\.node$/m);
   assert.match(readFileSync(join(ROOT, 'src', 'native.ts'), 'utf8'), /join\(root, 'build', kind, 'ipvsync\.node'\)/, 'the addon path the image uses');
   const entry = /^ENTRYPOINT (.+)$/m.exec(text)![1]!;
-  assert.deepEqual(JSON.parse(entry), ['node', '/opt/ipvsync/dist/src/cli/main.js']);
+  // The image runs node with the same flags as the command's shebang (#!/usr/bin/env -S node …).
+  const shebang = readFileSync(join(ROOT, 'src', 'cli', 'main.ts'), 'utf8').split('\n', 1)[0]!;
+  assert.match(shebang, /^#!\/usr\/bin\/env -S node( --\S+)+$/);
+  const nodeFlags = shebang.split(' ').slice(3);
+  assert.ok(nodeFlags.includes('--max-semi-space-size=4'), shebang);
+  assert.deepEqual(JSON.parse(entry), ['node', ...nodeFlags, '/opt/ipvsync/dist/src/cli/main.js']);
   const cmd = JSON.parse(/^CMD (.+)$/m.exec(text)![1]!);
   const [cm] = byKind(manifests(), 'ConfigMap');
   assert.deepEqual(cmd, ['proxy', '--config', '/etc/ipvsync/config.yaml']);
