@@ -32,5 +32,5 @@ COPY --from=build /src/build/Release/ipvsync.node ./build/Release/ipvsync.node
 # No shell tools are needed at run time: everything goes over netlink. Runs as root in a
 # privileged pod (CAP_NET_ADMIN in the host network namespace); the preflight says so otherwise.
 ENV NODE_ENV=production
-ENTRYPOINT ["node", "--max-semi-space-size=4", "/opt/ipvsync/dist/src/cli/main.js"]
+ENTRYPOINT ["node", "--max-semi-space-size=4", "--v8-pool-size=1", "/opt/ipvsync/dist/src/cli/main.js"]
 CMD ["proxy", "--config", "/etc/ipvsync/config.yaml"]

@@ -1,10 +1,14 @@
-#!/usr/bin/env -S node --max-semi-space-size=4
+#!/usr/bin/env -S node --max-semi-space-size=4 --v8-pool-size=1
 // The ipvsync command line. Each command group lives in its own module (ipvs.ts, …).
-// V8 runs with a 4 MB semi-space (the young generation's half; Node's default grows it to 16 MB
-// on a machine with memory to spare): a node agent holding every Service and EndpointSlice of the
-// cluster allocates in bursts, and the larger young generation only added to the resident set
-// (~10–20 MB at 10k services × 10, measured) without making a full sync faster. The Dockerfile's
-// entrypoint passes the same flag.
+// Node runs with two settings for a node agent (the Dockerfile's entrypoint passes the same):
+// - a 4 MB semi-space (the young generation's half; Node's default grows it to 16 MB on a
+//   machine with memory to spare): the larger young generation only added to the resident set
+//   (~10–20 MB at 10k services × 10, measured) without making a full sync faster;
+// - one V8 background thread (Node's default is 4, whatever the CPUs): during a full sync V8's
+//   helpers (concurrent marking, parallel scavenges, optimizing compiles) took ~0.5 s of CPU
+//   beside the main thread and the libuv threads' kernel work, and on a 2-vCPU node the main
+//   thread then waited 0.2–0.4 s for a CPU; with one the event loop's longest block at 10k
+//   services went from 33–73 to 25–36 ms, the sync no slower (measured).
 import { Command } from 'commander';
 import { NetlinkError } from '../errors.js';
 import type { HandleOptions } from '../native.js';

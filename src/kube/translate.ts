@@ -6,7 +6,7 @@
 import type { V1EndpointSlice, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
 import { runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
-import { compareText, patchSorted, sortedHas } from '../engine/sorted.js';
+import { compareText, patchSorted, sortSteps, sortedHas } from '../engine/sorted.js';
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
 import { cidrList, compareAddress, compareAddressProtoPort, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
 import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
@@ -218,7 +218,7 @@ export function translateSliced(input: TranslateInput, cache: TranslateCache | u
 }
 
 function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<ProxyModel> {
-  const ctx = context(input);
+  const ctx = yield* context(input);
   if (cache) {
     const fingerprint = JSON.stringify([input.node, input.config ?? {}]);
     if (cache.context !== fingerprint) {
@@ -452,7 +452,7 @@ function clearAccumulator(a: Accumulator): void {
   a.warnings.length = 0;
 }
 
-function context(input: TranslateInput): Context {
+function* context(input: TranslateInput): Steps<Context> {
   const config = input.config ?? {};
   const out = emptyAccumulator();
   let defaultScheduler = config.scheduler?.trim() || DEFAULT_SCHEDULER;
@@ -468,7 +468,7 @@ function context(input: TranslateInput): Context {
     defaultScheduler,
     nodeAddresses,
     nodePortAddresses: nodePortAddresses([...nodeAddresses], config.nodePortAddresses, out),
-    slicesByService: groupSlices(input.endpointSlices),
+    slicesByService: yield* groupSlices(input.endpointSlices),
     out,
   };
 }
@@ -488,9 +488,12 @@ function nodePortAddresses(addresses: string[], cidrs: string[] | undefined, out
   return { inet: pick('inet'), inet6: pick('inet6') };
 }
 
-function groupSlices(slices: Iterable<V1EndpointSlice>): Map<string, V1EndpointSlice[]> {
+/** Slices by service, each service's in name order (units of work of 1024 slices). */
+function* groupSlices(slices: Iterable<V1EndpointSlice>): Steps<Map<string, V1EndpointSlice[]>> {
   const by = new Map<string, V1EndpointSlice[]>();
+  let n = 0;
   for (const s of slices) {
+    if (++n % 1024 === 0) yield;
     const svc = s.metadata?.labels?.[LABEL_SERVICE_NAME];
     if (!svc) continue;
     const key = `${s.metadata?.namespace ?? 'default'}/${svc}`;
@@ -498,7 +501,10 @@ function groupSlices(slices: Iterable<V1EndpointSlice>): Map<string, V1EndpointS
     if (list) list.push(s);
     else by.set(key, [s]);
   }
-  for (const [k, v] of by) by.set(k, sortSlices(v));
+  for (const [k, v] of by) {
+    if (v.length > 1) by.set(k, sortSlices(v));
+    if (++n % 1024 === 0) yield;
+  }
   return by;
 }
 
@@ -735,15 +741,12 @@ function* finish(ctx: Context): Steps<ProxyModel> {
     services[i]!.destinations.sort((a, b) => compareAddress(a.address, b.address) || a.port - b.port);
     if (i % 1000 === 999) yield;
   }
-  services.sort((a, b) => byVip(a as never, b as never));
-  yield;
+  // The long lists (one entry per service or endpoint) sort in units of work.
+  yield* sortSteps(services, (a, b) => byVip(a as never, b as never));
   const healthChecks = [...o.healthChecks.values()].sort((a, b) => a.nodePort - b.nodePort);
-  const vips = [...o.vips].sort(compareAddress);
-  yield;
-  const glueVips = o.glueVips.sort((a, b) => byVip(a, b) || compareText(a.kind, b.kind));
-  yield;
-  const hairpin = uniqueHairpin(o.hairpinAll, o.hairpinShared);
-  yield;
+  const vips = yield* sortSteps([...o.vips], compareAddress);
+  const glueVips = yield* sortSteps(o.glueVips, (a, b) => byVip(a, b) || compareText(a.kind, b.kind));
+  const hairpin = yield* uniqueHairpin(o.hairpinAll, o.hairpinShared);
   return {
     services,
     vips,
@@ -768,8 +771,8 @@ function* finish(ctx: Context): Steps<ProxyModel> {
 /** The merged hairpin entries sorted, one per entry (each service's are unique, so a run of
  *  equal ones is that many services sharing it: counted into `shared`). Sorting the list
  *  needs no key text per entry, as a Map by key would. */
-function uniqueHairpin(all: GlueHairpin[], shared: Map<string, number>): GlueHairpin[] {
-  all.sort(byVip);
+function* uniqueHairpin(all: GlueHairpin[], shared: Map<string, number>): Steps<GlueHairpin[]> {
+  yield* sortSteps(all, byVip);
   const out: GlueHairpin[] = [];
   for (let i = 0; i < all.length; ) {
     let j = i + 1;
@@ -777,6 +780,7 @@ function uniqueHairpin(all: GlueHairpin[], shared: Map<string, number>): GlueHai
     out.push(all[j - 1]!);
     if (j - i > 1) shared.set(hairpinKey(all[i]!), j - i);
     i = j;
+    if (out.length % 4096 === 0) yield;
   }
   return out;
 }

@@ -26,7 +26,7 @@ import type { GlueHairpin, GlueSpec } from '../kube/types.js';
 import { familyOf } from '../engine/ipvs-model.js';
 import { compareAddress, compareAddressProtoPort } from '../kube/address.js';
 import { runSync, type Steps } from '../engine/slice.js';
-import { patchSorted } from '../engine/sorted.js';
+import { patchSorted, sortSteps } from '../engine/sorted.js';
 
 export const MASQ_MARK = 0x4000;
 export const GLUE_TABLE = 'ipvsync';
@@ -78,13 +78,16 @@ function compareElements(x: SetElement, y: SetElement): number {
 }
 
 /** Sorted by compareElements, one element per key (the last one given), declared sorted for
- *  the engine's merge diff. */
-function uniq(elements: SetElement[]): SetElement[] {
-  elements.sort(compareElements);
+ *  the engine's merge diff. Units of work of a few thousand comparisons (sets of 10k–100k
+ *  elements: one sort of them held the event loop for tens of ms). */
+function* uniqSteps(elements: SetElement[]): Steps<SetElement[]> {
+  yield* sortSteps(elements, compareElements);
   const out: SetElement[] = [];
-  for (const e of elements) {
+  for (let i = 0; i < elements.length; i++) {
+    const e = elements[i]!;
     if (out.length && compareElements(out[out.length - 1]!, e) === 0) out[out.length - 1] = e;
     else out.push(e);
+    if (i % 4096 === 4095) yield;
   }
   return sortedElements(out, compareElements);
 }
@@ -116,8 +119,8 @@ export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Des
 }
 
 /** The hairpin set's elements: each local endpoint, masqueraded when it reaches itself. */
-function hairpinElements(g: GlueSpec, family: Fam): SetElement[] {
-  return uniq(g.hairpin.filter((h) => fam(h.address) === family).map(hairpinElement));
+function hairpinElements(g: GlueSpec, family: Fam): Steps<SetElement[]> {
+  return uniqSteps(g.hairpin.filter((h) => fam(h.address) === family).map(hairpinElement));
 }
 
 function hairpinElement(h: GlueHairpin): SetElement {
@@ -179,20 +182,15 @@ function* glueTableSteps(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Step
   const svcKey = [F.addr, 'inet_proto', 'inet_service'] as const;
 
   const vips = g.vips.filter(mine);
-  const clusterIps = uniq(vips.filter((v) => v.kind === 'clusterIP').map(vipKey));
-  yield;
-  const externalMasq = uniq(vips.filter((v) => v.kind !== 'clusterIP' && !v.localOnly).map(vipKey));
-  yield;
-  const allVipPorts = uniq(vips.map(vipKey));
-  yield;
-  const vipAddrs = uniq(vips.map((v) => ({ key: [v.address] })));
-  yield;
+  const clusterIps = yield* uniqSteps(vips.filter((v) => v.kind === 'clusterIP').map(vipKey));
+  const externalMasq = yield* uniqSteps(vips.filter((v) => v.kind !== 'clusterIP' && !v.localOnly).map(vipKey));
+  const allVipPorts = yield* uniqSteps(vips.map(vipKey));
+  const vipAddrs = yield* uniqSteps(vips.map((v) => ({ key: [v.address] })));
   const nodePortFamily = family === 'ip' ? 'inet' : 'inet6';
-  const nodePorts = uniq(g.nodePorts.filter((n) => n.family === nodePortFamily && !n.localOnly).map((n) => ({ key: [n.protocol, n.port] })));
+  const nodePorts = yield* uniqSteps(g.nodePorts.filter((n) => n.family === nodePortFamily && !n.localOnly).map((n) => ({ key: [n.protocol, n.port] })));
   const clusterCidrs = uniqText(g.clusterCIDRs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] })));
   yield;
-  const hairpin = hairpinElements(g, family);
-  yield;
+  const hairpin = yield* hairpinElements(g, family);
   const ranges = g.sourceRanges.filter(mine);
 
   const chains: DesiredNftTable['chains'] = [
@@ -224,7 +222,7 @@ function* glueTableSteps(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Step
   const serviceCidrs = opts.serviceCidrs ? uniqText(opts.serviceCidrs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] }))) : undefined;
   if (serviceCidrs) add('input', R.ctState('new'), R.inSet([F.daddr], 'service-cidrs'), R.inSet([F.daddr], 'vips', { invert: true }), R.reject(F.reject));
 
-  const firewall: SetElement[] = [];
+  let firewall: SetElement[] = [];
   for (const r of ranges) {
     const chain = firewallChain(r.address, r.protocol, r.port);
     if (chains.some((c) => c.name === chain)) continue;
@@ -234,6 +232,7 @@ function* glueTableSteps(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Step
     add(chain, R.drop());
     firewall.push({ key: [r.address, r.protocol, r.port], verdict: { code: 'jump', chain } });
   }
+  firewall = yield* uniqSteps(firewall);
 
   return {
     family,
@@ -248,7 +247,7 @@ function* glueTableSteps(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Step
       { name: 'cluster-cidrs', key: [F.addr], interval: true, elements: clusterCidrs },
       { name: 'hairpin', key: [F.addr, 'inet_proto', 'inet_service', F.addr], elements: hairpin },
       { name: 'service-protocols', key: ['inet_proto'], elements: [{ key: ['tcp'] }, { key: ['udp'] }, { key: ['sctp'] }] },
-      { name: 'firewall', key: [...svcKey], map: 'verdict', elements: uniq(firewall) },
+      { name: 'firewall', key: [...svcKey], map: 'verdict', elements: firewall },
       ...(serviceCidrs ? [{ name: 'service-cidrs', key: [F.addr], interval: true, elements: serviceCidrs }] : []),
     ],
     rules,

@@ -2,7 +2,8 @@
 // of the same set would give.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { patchSorted } from '../../src/engine/sorted.js';
+import { patchSorted, sortSteps, sortedHas } from '../../src/engine/sorted.js';
+import { runSync } from '../../src/engine/slice.js';
 import { prng } from '../helpers/bytes.js';
 
 test('patchSorted equals sorting the changed set from scratch', () => {
@@ -22,5 +23,44 @@ test('patchSorted equals sorting the changed set from scratch', () => {
     const got = patchSorted(base, remove, add, order);
     assert.deepEqual(got, [...want.values()].sort(order), `round ${round}`);
     assert.notEqual(got, base, 'a copy, the input untouched');
+  }
+});
+
+test('sortSteps sorts as Array.prototype.sort does (stable), in units of work of bounded comparisons', () => {
+  const r = prng(5);
+  for (let round = 0; round < 200; round++) {
+    const n = round < 100 ? Math.floor(r() * 200) : Math.floor(r() * 20000);
+    const shape = round % 4; // random, sorted, reversed, few distinct keys
+    const items = Array.from({ length: n }, (_, i) => ({
+      k: shape === 1 ? i : shape === 2 ? n - i : shape === 3 ? Math.floor(r() * 5) : Math.floor(r() * 1000),
+      i,
+    }));
+    let calls = 0;
+    const order = (a: { k: number }, b: { k: number }) => (calls++, a.k - b.k);
+    const want = [...items].sort((a, b) => a.k - b.k);
+    const a = [...items];
+    const steps = sortSteps(a, order);
+    let maxCalls = 0;
+    for (;;) {
+      calls = 0;
+      const x = steps.next();
+      maxCalls = Math.max(maxCalls, calls);
+      if (x.done) {
+        assert.equal(x.value, a, 'sorted in place');
+        break;
+      }
+    }
+    assert.deepEqual(a, want, `round ${round} (n ${n}, shape ${shape})`);
+    assert.ok(maxCalls <= 4096 + (32 * 31) / 2, `a unit of work made ${maxCalls} comparisons`);
+  }
+  assert.deepEqual(runSync(sortSteps([3, 1, 2], (x, y) => x - y)), [1, 2, 3]);
+});
+
+test('sortedHas finds exactly the elements of a sorted list', () => {
+  const r = prng(9);
+  for (let round = 0; round < 100; round++) {
+    const set = new Set(Array.from({ length: Math.floor(r() * 50) }, () => Math.floor(r() * 100)));
+    const sorted = [...set].sort((a, b) => a - b);
+    for (let x = -1; x <= 101; x++) assert.equal(sortedHas(sorted, x, (a, b) => a - b), set.has(x), `round ${round}, ${x}`);
   }
 });
