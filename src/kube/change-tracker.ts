@@ -12,7 +12,7 @@ import {
   LABEL_SERVICE_PROXY_NAME,
 } from './types.js';
 import { runSync, type Steps } from '../engine/slice.js';
-import { slimService, slimSlice } from './slim.js';
+import { endpointAddress, slimService, slimSlice } from './slim.js';
 
 interface Meta {
   metadata?: { namespace?: string; name?: string; labels?: Record<string, string> };
@@ -179,7 +179,7 @@ export function endpointSlicesFingerprint(slices: readonly V1EndpointSlice[]): s
       const ready = e.conditions?.ready ?? true;
       const c = { ready, serving: e.conditions?.serving ?? ready, terminating: e.conditions?.terminating ?? false };
       const hints = [...(e.hints?.forZones ?? []).map((z) => `z:${z.name}`), ...(e.hints?.forNodes ?? []).map((n) => `n:${n.name}`)].sort();
-      rows.push(JSON.stringify([sl.addressType, ports, e.addresses?.[0], c.ready, c.serving, c.terminating, e.nodeName, hints]));
+      rows.push(JSON.stringify([sl.addressType, ports, endpointAddress(e), c.ready, c.serving, c.terminating, e.nodeName, hints]));
     }
   }
   // Sorted rows without slice names: an endpoint moving between two slices with the same ports

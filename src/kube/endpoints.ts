@@ -5,6 +5,7 @@ import type { V1EndpointSlice } from '@kubernetes/client-node';
 import type { AddressFamily, IpvsProtocol } from '../kernel/ipvs.js';
 import { compareAddress, validIp } from './address.js';
 import { compareText } from '../engine/sorted.js';
+import { endpointAddress } from './slim.js';
 
 export interface EndpointInfo {
   address: string;
@@ -58,7 +59,7 @@ export function endpointsForPort(
     const sp = (slice.ports ?? []).find((p) => (p.name ?? '') === portName && protocolOf(p.protocol) === protocol);
     if (!sp || typeof sp.port !== 'number' || sp.port < 1 || sp.port > 65535) continue;
     for (const ep of slice.endpoints ?? []) {
-      const address = validIp(ep.addresses?.[0]);
+      const address = validIp(endpointAddress(ep));
       // a valid address: IPv6 exactly when it has a colon
       if (!address || (address.includes(':') ? 'inet6' : 'inet') !== family) continue;
       const ready = ep.conditions?.ready ?? true;

@@ -17,7 +17,6 @@
 // IPVS runs at LOCAL_IN priority 98 and LOCAL_OUT -98, after the filter input chain (0) and
 // after the nat output chain (-100); with net.ipv4.vs.conntrack=1 its forwarded packets pass
 // nat postrouting, where the masquerade happens.
-import { createHash } from 'node:crypto';
 import { sortedElements, type DesiredNftTable } from '../engine/nft-diff.js';
 import type { Expr } from '../kernel/nft-expr.js';
 import * as R from '../kernel/nft-rules.js';
@@ -45,9 +44,13 @@ const FIELDS: Record<Fam, FamilyFields> = {
   ip6: { saddr: R.F.ip6Saddr, daddr: R.F.ip6Daddr, addr: 'ipv6_addr', reject: 'icmpv6-port-unreachable' },
 };
 
-/** A stable, short chain name for a service's source-range firewall. */
+/** A stable, short chain name for a service's source-range firewall: 48 bits of a 64-bit
+ *  FNV-1a hash of the virtual server (not node:crypto, whose loading alone costs the daemon
+ *  ~2.6 MB of resident memory for a name). */
 export function firewallChain(address: string, protocol: string, port: number): string {
-  return `fw-${createHash('sha256').update(`${address}|${protocol}|${port}`).digest('hex').slice(0, 12)}`;
+  let h = 0xcbf29ce484222325n;
+  for (const b of Buffer.from(`${address}|${protocol}|${port}`)) h = ((h ^ BigInt(b)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  return `fw-${h.toString(16).padStart(16, '0').slice(0, 12)}`;
 }
 
 function fam(address: string): Fam {
@@ -182,9 +185,11 @@ function* glueTableSteps(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Step
   const svcKey = [F.addr, 'inet_proto', 'inet_service'] as const;
 
   const vips = g.vips.filter(mine);
-  const clusterIps = yield* uniqSteps(vips.filter((v) => v.kind === 'clusterIP').map(vipKey));
-  const externalMasq = yield* uniqSteps(vips.filter((v) => v.kind !== 'clusterIP' && !v.localOnly).map(vipKey));
-  const allVipPorts = yield* uniqSteps(vips.map(vipKey));
+  // One element per VIP, shared by the three sets that hold it (elements are never changed).
+  const keys = vips.map(vipKey);
+  const clusterIps = yield* uniqSteps(keys.filter((_, i) => vips[i]!.kind === 'clusterIP'));
+  const externalMasq = yield* uniqSteps(keys.filter((_, i) => vips[i]!.kind !== 'clusterIP' && !vips[i]!.localOnly));
+  const allVipPorts = yield* uniqSteps(keys.slice()); // uniqSteps sorts what it is given
   const vipAddrs = yield* uniqSteps(vips.map((v) => ({ key: [v.address] })));
   const nodePortFamily = family === 'ip' ? 'inet' : 'inet6';
   const nodePorts = yield* uniqSteps(g.nodePorts.filter((n) => n.family === nodePortFamily && !n.localOnly).map((n) => ({ key: [n.protocol, n.port] })));

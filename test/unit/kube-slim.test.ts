@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
-import { slimService, slimSlice } from '../../src/kube/slim.js';
+import { SlimEndpoint, endpointAddress, slimService, slimSlice } from '../../src/kube/slim.js';
 import { EndpointSliceTracker, ServiceTracker, endpointSlicesFingerprint, serviceFingerprint } from '../../src/kube/change-tracker.js';
 import { translate } from '../../src/kube/translate.js';
 import type { NodeInfo, ProxyConfig } from '../../src/kube/types.js';
@@ -139,13 +139,19 @@ test('slim objects keep only what the proxy reads; equal endpoint conditions are
   (sl.endpoints[0] as unknown as Record<string, unknown>).targetRef = { kind: 'Pod', name: 'web-1' };
   const ks = slimSlice(sl);
   assert.deepEqual(ks.metadata, { name: 'web-1', namespace: 'default', labels: { 'kubernetes.io/service-name': 'web' } });
-  assert.deepEqual(ks.endpoints[0], {
-    addresses: ['10.244.0.1'],
+  const e0 = ks.endpoints[0]!;
+  assert.ok(e0 instanceof SlimEndpoint);
+  assert.deepEqual({ ...e0 }, {
+    address: '10.244.0.1',
     conditions: { ready: true, serving: undefined, terminating: undefined },
     nodeName: 'node-a',
     hints: undefined,
   });
-  assert.deepEqual(Object.keys(ks.endpoints[2]!), Object.keys(ks.endpoints[0]!));
+  // read as a V1 endpoint, it has its first address (only that one counts)
+  assert.deepEqual(e0.addresses, ['10.244.0.1']);
+  assert.equal(endpointAddress(e0), '10.244.0.1');
+  assert.equal(endpointAddress(sl.endpoints[0]!), '10.244.0.1');
+  assert.deepEqual(Object.keys(ks.endpoints[2]!), Object.keys(e0));
   assert.equal(ks.endpoints[0]!.conditions, ks.endpoints[1]!.conditions);
   assert.equal(ks.endpoints[0]!.conditions, slimSlice(sl).endpoints[1]!.conditions);
   assert.notEqual(ks.endpoints[0]!.conditions, ks.endpoints[2]!.conditions);
