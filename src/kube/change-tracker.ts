@@ -33,6 +33,8 @@ class GroupTracker<T extends Meta> {
   private readonly groups = new Map<string, string | Set<string>>();
   /** Group → fingerprint at the last drain, for groups touched since. */
   private pending = new Map<string, string>();
+  /** Every object its own group (Services): `groups` is then `objects`' keys, not kept twice. */
+  private readonly byKey: boolean;
 
   /** `empty(objects)` must hold exactly when `fingerprint(objects)` is '' (what an absent group
    *  fingerprints to): a group that was empty at the last drain — every group on the initial
@@ -43,7 +45,9 @@ class GroupTracker<T extends Meta> {
     private readonly empty: (objects: T[]) => boolean,
     /** What is kept of an object: everything the fingerprint and translate() read. */
     private readonly keep: (o: T) => T,
-  ) {}
+  ) {
+    this.byKey = groupOf === objectKey;
+  }
 
   /** Adds or replaces an object (informer add and update); what is kept of it is `keep(obj)`. */
   update(given: T): void {
@@ -71,6 +75,7 @@ class GroupTracker<T extends Meta> {
   }
 
   private addMember(group: string, key: string): void {
+    if (this.byKey) return;
     const m = this.groups.get(group);
     if (m === undefined) this.groups.set(group, key);
     else if (typeof m !== 'string') m.add(key);
@@ -78,6 +83,7 @@ class GroupTracker<T extends Meta> {
   }
 
   private removeMember(group: string, key: string): void {
+    if (this.byKey) return;
     const m = this.groups.get(group);
     if (m === undefined) return;
     if (typeof m === 'string') {
@@ -119,6 +125,10 @@ class GroupTracker<T extends Meta> {
 
   /** Objects of one service. */
   members(group: string): T[] {
+    if (this.byKey) {
+      const o = this.objects.get(group);
+      return o === undefined ? [] : [o];
+    }
     const m = this.groups.get(group);
     if (m === undefined) return [];
     if (typeof m === 'string') return [this.objects.get(m)!];

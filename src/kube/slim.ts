@@ -77,11 +77,31 @@ export class SlimEndpoint implements Endpoint {
     readonly address: string | undefined,
     readonly conditions: Endpoint['conditions'],
     readonly nodeName: string | undefined,
-    readonly hints: Endpoint['hints'],
   ) {}
 
   get addresses(): string[] {
     return this.address === undefined ? [] : [this.address];
+  }
+
+  /** Topology hints: few endpoints have them, those are SlimEndpointWithHints. */
+  get hints(): Endpoint['hints'] {
+    return undefined;
+  }
+}
+
+/** A SlimEndpoint with topology hints (a member of its own, not a slot in every endpoint). */
+export class SlimEndpointWithHints extends SlimEndpoint {
+  constructor(
+    address: string | undefined,
+    conditions: Endpoint['conditions'],
+    nodeName: string | undefined,
+    private readonly topologyHints: NonNullable<Endpoint['hints']>,
+  ) {
+    super(address, conditions, nodeName);
+  }
+
+  override get hints(): Endpoint['hints'] {
+    return this.topologyHints;
   }
 }
 
@@ -98,7 +118,11 @@ export function slimSlice(s: V1EndpointSlice): V1EndpointSlice {
     metadata: meta && { name: meta.name, namespace: meta.namespace, labels: pick(meta.labels, [LABEL_SERVICE_NAME]) },
     addressType: intern(s.addressType),
     ports: s.ports?.map((p) => ({ name: internOpt(p.name), protocol: internOpt(p.protocol), port: p.port })),
-    endpoints: (s.endpoints ?? []).map((e) => new SlimEndpoint(endpointAddress(e), sharedConditions(e.conditions), internOpt(e.nodeName), slimHints(e.hints))),
+    endpoints: (s.endpoints ?? []).map((e) => {
+      const hints = slimHints(e.hints);
+      const args = [endpointAddress(e), sharedConditions(e.conditions), internOpt(e.nodeName)] as const;
+      return hints ? new SlimEndpointWithHints(...args, hints) : new SlimEndpoint(...args);
+    }),
   };
 }
 

@@ -145,8 +145,13 @@ test('slim objects keep only what the proxy reads; equal endpoint conditions are
     address: '10.244.0.1',
     conditions: { ready: true, serving: undefined, terminating: undefined },
     nodeName: 'node-a',
-    hints: undefined,
   });
+  assert.equal(e0.hints, undefined);
+  // hints are kept (as read) on the few endpoints that have them
+  const hinted = slimSlice(slice('web', 'web-2', [{ port: 80 }], [{ ip: '10.244.0.9', zones: ['zone-a'], nodes: ['node-a'] }])).endpoints[0]!;
+  assert.ok(hinted instanceof SlimEndpoint);
+  assert.deepEqual(hinted.hints, { forZones: [{ name: 'zone-a' }], forNodes: [{ name: 'node-a' }] });
+  assert.equal(endpointAddress(hinted), '10.244.0.9');
   // read as a V1 endpoint, it has its first address (only that one counts)
   assert.deepEqual(e0.addresses, ['10.244.0.1']);
   assert.equal(endpointAddress(e0), '10.244.0.1');
