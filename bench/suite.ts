@@ -1,7 +1,7 @@
 // The headline benchmark suite (`npm run bench:suite`): ipvsync's proxy path vs kube-proxy's
 // data-plane tools on the same workload (S services × 10 endpoints), each comparison inside one
 // kernel in one run.
-//   node dist/bench/suite.js [--host-sizes 1000,5000,10000,20000] [--qemu-sizes 1000,10000]
+//   node dist/bench/suite.js [--host-sizes 1000,5000,10000,20000,50000] [--qemu-sizes 1000,10000]
 //                            [--timeout 150] [--only host|qemu] [--render]
 // (the defaults are the committed sweep: ~52 minutes on a loaded 2-core machine; --only qemu
 // with other sizes adds rows to the committed ones; --render re-renders suite.md/svg)
@@ -42,7 +42,7 @@ const RESULTS = join(ROOT, 'bench', 'results');
 const { values: a } = parseArgs({
   options: {
     phase: { type: 'string' },
-    'host-sizes': { type: 'string', default: '1000,5000,10000,20000' },
+    'host-sizes': { type: 'string', default: '1000,5000,10000,20000,50000' },
     'qemu-sizes': { type: 'string', default: '1000,10000' },
     sizes: { type: 'string' },
     timeout: { type: 'string', default: '150' },
@@ -63,6 +63,30 @@ const CHEAP_MS = 3000;
 let NETNS: string | undefined;
 let netnsCount = 0;
 const inNs = (cmd: string, args: string[]): [string, string[]] => (NETNS ? ['ip', ['netns', 'exec', NETNS, cmd, ...args]] : [cmd, args]);
+
+/**
+ * The daemon as deployed (`ipvsync proxy --manifests DIR`, the command through its shebang):
+ * started, left to finish its first full sync (its "sync" log line), its peak and current RSS
+ * read from /proc, again 10 s later, then stopped with SIGTERM.
+ */
+function daemonRss(dir: string): SizeRow['daemon'] {
+  const flags = syncFlags(NODE_IP).filter((f) => f !== '--no-sysctl').map((f) => (f === '--node-name' ? '--hostname-override' : f));
+  const script = [
+    `"$0" proxy --manifests "$1" ${flags.map((f) => `'${f}'`).join(' ')} --healthz-bind-address 127.0.0.1:0 --metrics-bind-address 127.0.0.1:0 2> "$1.daemon.log" &`,
+    'pid=$!',
+    `for i in $(seq 1 ${4 * TIMEOUT_S * 5}); do grep -q '"msg":"sync"' "$1.daemon.log" && break; kill -0 $pid 2>/dev/null || break; sleep 0.2; done`,
+    `grep '"msg":"sync"' "$1.daemon.log" | head -1`,
+    'grep -E "VmHWM|VmRSS" /proc/$pid/status',
+    'sleep 10; grep VmRSS /proc/$pid/status',
+    'kill -TERM $pid; wait $pid',
+  ].join('\n');
+  const r = sh('bash', ['-c', script, CLI, dir]);
+  const hwm = /VmHWM:\s+(\d+)/.exec(r.stdout);
+  const rss = [...r.stdout.matchAll(/VmRSS:\s+(\d+)/g)].map((m) => Number(m[1]));
+  const sync = /"ms":(\d+)/.exec(r.stdout);
+  if (!sync || !hwm || rss.length < 2) return { error: `no first sync: ${(r.stdout + r.stderr).slice(0, 400)}` };
+  return { peakMB: Number(hwm[1]) / 1024, rssMB: rss[0]! / 1024, laterMB: rss[1]! / 1024, syncMs: Number(sync[1]) };
+}
 
 /** Moves the qemu phase's commands to a new network namespace (lo up). */
 function freshNetns(env: 'host' | 'qemu'): void {
@@ -234,6 +258,12 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
     fresh();
   } else {
     vipLink(env);
+  }
+  if (env === 'qemu') {
+    log('ipvsync proxy --manifests (the daemon) until its first sync');
+    row.daemon = daemonRss(dir);
+    log(`  ${JSON.stringify(row.daemon)}`);
+    fresh();
   }
   log('ipvsync in-process worker');
   // ipvsync itself is not capped at the peers' limit

@@ -19,6 +19,9 @@ export interface SizeRow {
   error?: string;
   sizes: Record<string, number>;
   ipvsyncSyncProcess?: Measure;
+  /** The daemon (`ipvsync proxy --manifests`) after its first full sync: peak and current RSS,
+   *  and its RSS 10 s later. */
+  daemon?: { peakMB: number; rssMB: number; laterMB: number; syncMs: number } | { error: string };
   worker?: any;
   /** The worker's full sync with bindMode route (one local route per service CIDR). */
   workerRoute?: any;
@@ -188,6 +191,8 @@ function targets(res: SuiteResult): string[] {
   out.push(`| same — proxier incremental sync | ${(q?.rows ?? []).filter((r) => r.worker?.oneEndpointProxier).map((r) => `${k(r.services)}: ${r.worker.oneEndpointProxier.messages}`).join(', ')} | ${yes(pmsgs.length > 1 ? new Set(pmsgs).size === 1 : undefined)} |`);
   const rss = r10?.ipvsyncSyncProcess?.maxRssMB;
   out.push(`| RSS at 10k×10 ≤ 150 MB (\`sync -f\` peak) | ${rss !== undefined ? `${rss.toFixed(0)} MB` : '–'} | ${yes(rss === undefined ? undefined : rss <= 150)} |`);
+  const dm = r10?.daemon && 'peakMB' in r10.daemon ? r10.daemon : undefined;
+  out.push(`| RSS at 10k×10 ≤ 150 MB (the daemon, \`proxy --manifests\`: peak through its first full sync; 10 s later) | ${dm ? `${dm.peakMB.toFixed(0)} MB; ${dm.laterMB.toFixed(0)} MB` : '–'} | ${yes(dm ? dm.peakMB <= 150 : undefined)} |`);
   const loops = (q?.rows ?? []).filter((r) => r.worker?.full?.eventLoop).map((r) => r.worker.full.eventLoop.maxMs as number);
   out.push(`| event loop never blocked > 50 ms during a full sync (qemu) | max ${loops.map((x) => `${x.toFixed(0)} ms`).join(', ')} | ${yes(loops.length ? loops.every((x) => x <= 50) : undefined)} |`);
   // The same targets at real speed (the host: no IPVS in that kernel, so ipvsync's IPVS part
@@ -204,6 +209,10 @@ function targets(res: SuiteResult): string[] {
     const hOne = h10.peers['iptables-legacy-restore one endpoint, full'];
     const hPr = h10.worker.oneEndpointProxier?.ms as number | undefined;
     out.push(`| one endpoint at 10k ≥ 100× vs a full iptables-restore, proxier — host | ${ratio(hOne, hPr)} | ${yes(hOne && ok(hOne) && hPr ? hOne.ms / hPr >= 100 : undefined)} |`);
+    // Flat in S up to the largest size run here (50k where it ran): the proxier's messages and time.
+    const hOnes = (h?.rows ?? []).filter((r) => r.worker?.oneEndpointProxier);
+    const hMsgs = hOnes.map((r) => r.worker.oneEndpointProxier.messages as number);
+    out.push(`| one endpoint: flat in S (same message count; time) — proxier, host | ${hOnes.map((r) => `${k(r.services)}: ${r.worker.oneEndpointProxier.messages} (${(r.worker.oneEndpointProxier.ms as number).toFixed(1)} ms)`).join(', ')} | ${yes(hMsgs.length > 1 ? new Set(hMsgs).size === 1 : undefined)} |`);
     const hLoops = (h?.rows ?? []).filter((r) => r.worker?.full?.eventLoop).map((r) => `${k(r.services)}: ${(r.worker.full.eventLoop.maxMs as number).toFixed(0)} ms`);
     const hMax = (h?.rows ?? []).filter((r) => r.worker?.full?.eventLoop).map((r) => r.worker.full.eventLoop.maxMs as number);
     out.push(`| event loop never blocked > 50 ms during a full sync — host | max ${hLoops.join(', ')} | ${yes(hMax.length ? hMax.every((x) => x <= 50) : undefined)} |`);
