@@ -242,6 +242,27 @@ test('a transaction encodes its ops as they are queued: the same stream as the o
   assert.throws(() => codec.encodeWire(stream, {}, {} as never), /expected an NftWireEncoder/);
 });
 
+test('pieces fed while earlier ones are being encoded (the event loop let in between) come out in order', async () => {
+  // As the engine queues a large transaction: op by op, with the event loop let in, so the
+  // encoder's work item drains pieces while more arrive, ends, and is started again.
+  const model = bigTable(4000, { keepOps: true });
+  for (const round of [1, 2, 3]) {
+    const tx = new NftTransaction({ keepOps: false });
+    for (let i = 0; i < model.ops.length; i++) {
+      tx.queue(model.ops[i]!);
+      if (i % (round * 500) === 0) await new Promise((r) => setImmediate(r));
+      if (i % (round * 1700) === 0) await new Promise((r) => setTimeout(r, 2));
+    }
+    const stream = encodeOps(tx);
+    const enc = tx.takeEncoder();
+    assert.ok(enc && enc.fed() >= 4 * 256 * 1024, `fed ${enc?.fed()} bytes in pieces`);
+    const piped = codec.encodeWire(stream, { ackMode: 'last' }, enc);
+    const oneShot = codec.encodeWire(stream, { ackMode: 'last' });
+    assert.equal(piped.length, 1);
+    assert.ok(piped[0]!.equals(oneShot[0]!), `round ${round}: pipelined batch = one-shot batch, byte for byte`);
+  }
+});
+
 test('a bad op in a piece the encoder was fed early rejects at commit, named as the one-shot path names it', () => {
   // Range checks are the addon's: this op is written to the stream and fed with the first piece.
   const bad = { type: 'payload', base: 'network', offset: 2 ** 32, len: 1, dreg: 1 } as Expr;
