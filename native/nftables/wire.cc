@@ -19,7 +19,6 @@ template <size_t N>
 std::string KeyOf(const char (&k)[N]) {
   return k;
 }
-std::string KeyOf(const std::string& k) { return k; }
 template <class F>
 std::string KeyOf(const F& f) {
   return f();
