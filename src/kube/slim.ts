@@ -14,13 +14,17 @@ const intern = boundedMemo((s) => s, 1 << 14);
 const internOpt = (s: string | undefined): string | undefined => (typeof s === 'string' ? intern(s) : s);
 
 type Conditions = NonNullable<NonNullable<V1EndpointSlice['endpoints']>[number]['conditions']>;
-/** Endpoint conditions, one frozen object per combination of the three fields translate reads. */
+/** Endpoint conditions, one frozen object per combination of the three fields translate reads
+ *  (each true, false or absent: at most 27; anything else is kept as its own object). */
 const conditionsCache = new Map<string, Conditions>();
+const flag = (x: unknown) => x === undefined || typeof x === 'boolean';
 function sharedConditions(c: Conditions | undefined): Conditions | undefined {
   if (c === undefined || c === null) return c;
+  const kept = { ready: c.ready, serving: c.serving, terminating: c.terminating };
+  if (!flag(c.ready) || !flag(c.serving) || !flag(c.terminating)) return kept;
   const k = `${String(c.ready)}|${String(c.serving)}|${String(c.terminating)}`;
   let v = conditionsCache.get(k);
-  if (v === undefined) conditionsCache.set(k, (v = Object.freeze({ ready: c.ready, serving: c.serving, terminating: c.terminating })));
+  if (v === undefined) conditionsCache.set(k, (v = Object.freeze(kept)));
   return v;
 }
 
@@ -69,7 +73,7 @@ type Endpoint = V1EndpointSlice['endpoints'][number];
  * An endpoint as the proxy keeps it: only its first address counts (as in kube-proxy), so that
  * one is kept as a string instead of a one-element list (100k endpoints: ~5.6 MB of lists).
  * `addresses` still reads as the V1 list; the proxy's own readers take `address` through
- * endpointAddress(). Every kept endpoint has the same members, absent ones undefined: one
+ * endpointAddress(). Every kept endpoint has the same three members, absent ones undefined: one
  * object shape, its members inside the object.
  */
 export class SlimEndpoint implements Endpoint {
