@@ -5,6 +5,31 @@ export interface Cidr {
   family: 4 | 6;
   base: bigint;
   bits: number;
+  /** IPv4: the network and its mask as unsigned 32-bit numbers (membership without BigInt, which
+   *  costs ~1 µs an address: route mode checks every VIP against the service CIDRs each sync). */
+  base4?: number;
+  mask4?: number;
+}
+
+/** An IPv4 dotted quad as a number, or -1 (anything else, leading zeros too, as isIP() has
+ *  it). No allocation: sorts and membership tests call this per element. */
+export function ipv4Number(s: string): number {
+  let n = 0;
+  let octet = -1;
+  let dots = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 46) {
+      if (octet < 0 || ++dots > 3) return -1;
+      n = n * 256 + octet;
+      octet = -1;
+    } else if (c >= 48 && c <= 57) {
+      if (octet === 0) return -1; // a leading zero: not an address isIP() accepts
+      octet = octet < 0 ? c - 48 : octet * 10 + (c - 48);
+      if (octet > 255) return -1;
+    } else return -1;
+  }
+  return dots === 3 && octet >= 0 ? n * 256 + octet : -1;
 }
 
 function toBig(address: string): { family: 4 | 6; value: bigint } | null {
@@ -40,10 +65,17 @@ export function parseCidr(text: string): Cidr {
   const bits = len === undefined ? max : Number(len);
   if (!Number.isInteger(bits) || bits < 0 || bits > max) throw new RangeError(`bad prefix length in ${text}`);
   const shift = BigInt(max - bits);
-  return { family: a.family, base: (a.value >> shift) << shift, bits };
+  const base = (a.value >> shift) << shift;
+  if (a.family === 6) return { family: 6, base, bits };
+  const mask4 = bits === 0 ? 0 : (0xffffffff << (32 - bits)) >>> 0;
+  return { family: 4, base, bits, base4: Number(base), mask4 };
 }
 
 export function cidrContains(c: Cidr, address: string): boolean {
+  if (c.base4 !== undefined) {
+    const n = ipv4Number(address);
+    return n >= 0 && ((n & c.mask4!) >>> 0) === c.base4;
+  }
   const a = toBig(address);
   if (!a || a.family !== c.family) return false;
   const shift = BigInt((c.family === 4 ? 32 : 128) - c.bits);

@@ -198,6 +198,10 @@ export class Engine {
    *  as in a proxy model patched from the last one) are not read again (desiredVips only grows). */
   private seenServices: readonly DesiredService[] = [];
   private seenVipAddresses: readonly string[] | undefined;
+  /** With desiredImmutable: where each key's service sits in seenServices (kept up to date with
+   *  the same pass over the list that finds new services), so an incremental plan finds the
+   *  changed services by key instead of keying every service. */
+  private seenIndex = new Map<string, number>();
   /** With desiredImmutable: each desired service's key, by the object. */
   private readonly keys = new WeakMap<DesiredService, string>();
   /** Per kind, a copy of the desired state the last sync applied without an error: an
@@ -231,6 +235,21 @@ export class Engine {
     return this.desiredVips.has(a) || anyContains(this.managed, a) || anyContains(this.ownedRanges, a);
   }
 
+  /** The desired services whose keys are in `changed`, in their order in the list. */
+  private changedServices(services: readonly DesiredService[], changed: ReadonlySet<string>): DesiredService[] {
+    if (this.opts.desiredImmutable && this.seenServices === services) {
+      const at: number[] = [];
+      for (const k of changed) {
+        const i = this.seenIndex.get(k);
+        // an index left by a key that moved or went is found out by keying the service there
+        if (i !== undefined && this.keyOf(services[i]!) === k) at.push(i);
+      }
+      // a key the index does not place is not in the list: the index holds every key of it
+      return at.sort((a, b) => a - b).map((i) => services[i]!);
+    }
+    return services.filter((s) => changed.has(this.keyOf(s)));
+  }
+
   /** serviceKey, remembered per object when the caller never changes its desired objects. */
   private keyOf(s: DesiredService): string {
     if (!this.opts.desiredImmutable) return serviceKey(s);
@@ -245,10 +264,15 @@ export class Engine {
    */
   async plan(desired: DesiredState, changed?: ReadonlySet<string>): Promise<Plan> {
     const t0 = performance.now();
-    const seen = this.seenServices.length === desired.services.length ? this.seenServices : [];
+    const sameLength = this.seenServices.length === desired.services.length;
+    const seen = sameLength ? this.seenServices : [];
+    if (!sameLength) this.seenIndex.clear();
+    const indexed = this.opts.desiredImmutable === true;
     for (let i = 0; i < desired.services.length; i++) {
       const s = desired.services[i]!;
-      if (s !== seen[i] && 'address' in s && s.address) this.desiredVips.add(canonicalAddress(s.address));
+      if (s === seen[i]) continue;
+      if ('address' in s && s.address) this.desiredVips.add(canonicalAddress(s.address));
+      if (indexed) this.seenIndex.set(this.keyOf(s), i);
     }
     if (desired.vips && desired.vips.addresses !== this.seenVipAddresses)
       for (const a of desired.vips.addresses) this.desiredVips.add(canonicalAddress(a));
@@ -295,7 +319,7 @@ export class Engine {
     // Likewise every address inside a local route the engine owns (bindMode 'route').
     this.ownedRanges = (routes ?? []).filter((r) => r.type === 'local').map((r: Route) => parseCidr(r.dst));
 
-    const want = changed ? desired.services.filter((s) => changed.has(this.keyOf(s))) : desired.services;
+    const want = changed ? this.changedServices(desired.services, changed) : desired.services;
     const draining = changed ? new Map([...this.draining].filter(([key]) => changed.has(key.split('/')[0]!))) : this.draining;
     const ipvs = await runSliced(
       diffIpvsSteps({

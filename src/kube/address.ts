@@ -1,7 +1,7 @@
 // Address helpers for the semantics layer: family, canonical text, a total order for stable
 // output, and CIDR lists that never throw (bad entries come back as rejects to warn about).
 import { isIP } from 'node:net';
-import { anyContains, parseCidr, type Cidr } from '../engine/cidr.js';
+import { anyContains, ipv4Number, parseCidr, type Cidr } from '../engine/cidr.js';
 import { canonicalAddress } from '../engine/ipvs-model.js';
 import { boundedMemo } from '../engine/memo.js';
 import type { AddressFamily } from '../kernel/ipvs.js';
@@ -15,7 +15,7 @@ export function ipFamily(address: string): AddressFamily | undefined {
 export function validIp(address: string | undefined): string | undefined {
   if (!address) return undefined;
   const a = address.trim();
-  if (v4Number(a) >= 0) return a; // the common case, without the regex
+  if (ipv4Number(a) >= 0) return a; // the common case, without the regex
   return ipFamily(a) ? canonicalAddress(a) : undefined;
 }
 
@@ -36,30 +36,9 @@ function sortKey(address: string): string {
 /** Sort keys, memoized: a sort calls compareAddress O(n log n) times for n addresses. */
 const cachedSortKey = boundedMemo(sortKey, 1 << 18);
 
-/** An IPv4 dotted quad as a number, or -1 (anything else). No allocation: sorts call this
- *  O(n log n) times. */
-function v4Number(s: string): number {
-  let n = 0;
-  let octet = -1;
-  let dots = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c === 46) {
-      if (octet < 0 || ++dots > 3) return -1;
-      n = n * 256 + octet;
-      octet = -1;
-    } else if (c >= 48 && c <= 57) {
-      if (octet === 0) return -1; // a leading zero: not an address isIP() accepts
-      octet = octet < 0 ? c - 48 : octet * 10 + (c - 48);
-      if (octet > 255) return -1;
-    } else return -1;
-  }
-  return dots === 3 && octet >= 0 ? n * 256 + octet : -1;
-}
-
 export function compareAddress(a: string, b: string): number {
-  const na = v4Number(a);
-  const nb = v4Number(b);
+  const na = ipv4Number(a);
+  const nb = ipv4Number(b);
   if (na >= 0 && nb >= 0) return na - nb;
   const ka = cachedSortKey(a);
   const kb = cachedSortKey(b);

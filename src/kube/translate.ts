@@ -220,7 +220,7 @@ export function translateSliced(input: TranslateInput, cache: TranslateCache | u
 function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<ProxyModel> {
   const ctx = yield* context(input);
   if (cache) {
-    const fingerprint = JSON.stringify([input.node, input.config ?? {}]);
+    const fingerprint = contextFingerprint(input.node, input.config);
     if (cache.context !== fingerprint) {
       cache.entries.clear();
       cache.invalidated.clear();
@@ -282,6 +282,69 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
   }
   cache.last = { model, count: services.length, index, hairpinShared: ctx.out.hairpinShared };
   return model;
+}
+
+function contextFingerprint(node: TranslateInput['node'], config: ProxyConfig | undefined): string {
+  return JSON.stringify([node, config ?? {}]);
+}
+
+/** What translatePatch needs of a service that changed: its objects now (undefined: deleted). */
+export type ServiceObjects = { svc: V1Service; slices: readonly V1EndpointSlice[] } | undefined;
+
+/**
+ * The model after changes to a few services, from the cache and those services alone: no pass
+ * over every service or slice, so a sync after one EndpointSlice update costs the same at 1k
+ * and 50k services. `changed` names the services ("namespace/name") whose objects changed
+ * since the last call (the change trackers' drain: the caller invalidated them), `objects(name)`
+ * gives each one's current Service and slices, `count` is the number of services now. The
+ * result is what translate() of every object would give (a property test checks it);
+ * undefined when it cannot be had this way — no last model, the node or config changed, a
+ * service added or removed, a change beyond endpoints — and translate() is then the way.
+ */
+export function translatePatch(
+  cache: TranslateCache,
+  changed: Iterable<string>,
+  objects: (name: string) => ServiceObjects,
+  count: number,
+  node: TranslateInput['node'],
+  config: ProxyConfig | undefined,
+): ProxyModel | undefined {
+  const last = cache.last;
+  if (!last || last.count !== count || cache.context !== contextFingerprint(node, config)) return undefined;
+  const names = [...changed];
+  const now: Array<{ name: string; svc: V1Service; slices: V1EndpointSlice[] }> = [];
+  for (const name of names) {
+    const o = objects(name);
+    // added or deleted: the services are not the same set
+    if (!o || (!cache.invalidated.has(name) && !cache.entries.has(name))) return undefined;
+    now.push({ name, svc: o.svc, slices: sortSlices(o.slices) });
+  }
+  const ctx = baseContext(node, config ?? {}, new Map(now.map((x) => [x.name, x.slices])));
+  const scratch = { ...ctx, out: emptyAccumulator() };
+  const translated: Array<{ name: string; before: ServiceOut | undefined; out: ServiceOut }> = [];
+  cache.translated = 0;
+  for (const { name, svc, slices } of now) {
+    const hit = cache.entries.get(name);
+    if (hit && hit.svc === svc && sameItems(hit.slices, slices)) continue;
+    translateService(svc, scratch);
+    const out = compact(scratch.out);
+    clearAccumulator(scratch.out);
+    translated.push({ name, before: (hit ?? cache.invalidated.get(name))?.out, out });
+    cache.entries.set(name, { svc, slices, out });
+    cache.invalidated.delete(name);
+    cache.translated++;
+  }
+  const base = last.model;
+  const patched = patch(last, count, translated, ctx);
+  if (!patched) {
+    // The cache's entries are this translation's now; the last model is not its base any more.
+    cache.last = undefined;
+    cache.patched = undefined;
+    return undefined;
+  }
+  cache.patched = { from: base, changed: patched.swapped };
+  last.model = patched.model;
+  return patched.model;
 }
 
 function* mergeAll(ctx: Context, outs: readonly ServiceOut[]): Steps<ProxyModel> {
@@ -453,22 +516,26 @@ function clearAccumulator(a: Accumulator): void {
 }
 
 function* context(input: TranslateInput): Steps<Context> {
-  const config = input.config ?? {};
+  return baseContext(input.node, input.config ?? {}, yield* groupSlices(input.endpointSlices));
+}
+
+/** The context of a translation, given its slices by service. */
+function baseContext(node: TranslateInput['node'], config: ProxyConfig, slicesByService: Map<string, V1EndpointSlice[]>): Context {
   const out = emptyAccumulator();
   let defaultScheduler = config.scheduler?.trim() || DEFAULT_SCHEDULER;
   if (!isKnownScheduler(defaultScheduler)) {
     out.warnings.push({ service: '', message: `config scheduler: unknown scheduler "${defaultScheduler}", using "${DEFAULT_SCHEDULER}"` });
     defaultScheduler = DEFAULT_SCHEDULER;
   }
-  const nodeAddresses = new Set(input.node.addresses.map(validIp).filter((a): a is string => a !== undefined));
+  const nodeAddresses = new Set(node.addresses.map(validIp).filter((a): a is string => a !== undefined));
   return {
-    nodeName: input.node.name,
-    zone: input.node.zone || undefined,
+    nodeName: node.name,
+    zone: node.zone || undefined,
     config,
     defaultScheduler,
     nodeAddresses,
     nodePortAddresses: nodePortAddresses([...nodeAddresses], config.nodePortAddresses, out),
-    slicesByService: yield* groupSlices(input.endpointSlices),
+    slicesByService,
     out,
   };
 }

@@ -44,14 +44,23 @@ function* desiredStateSteps(model: ProxyModel, opts: DesiredOptions, cache?: Glu
   const cidrs = route ? (opts.serviceCidrs ?? []).map(canonicalNetwork) : [];
   if (route && !cidrs.length) throw new RangeError("bindMode 'route' needs the service CIDRs");
   const covered = cidrs.map(parseCidr);
+  // Route mode binds only the VIPs outside the CIDRs: the last list again for the same VIPs
+  // (a patched model keeps its VIP list) under the same CIDRs.
+  const cidrKey = JSON.stringify(cidrs);
+  let addresses = model.vips;
+  if (route) {
+    const lastVips = cache?.routeVips;
+    addresses = lastVips && lastVips.from === model.vips && lastVips.key === cidrKey ? lastVips.addresses : model.vips.filter((v) => !anyContains(covered, v));
+    if (cache) cache.routeVips = { from: model.vips, key: cidrKey, addresses };
+  }
   const d: DesiredState = {
     services: model.services,
-    vips: { link: opts.vipLink, addresses: route ? model.vips.filter((v) => !anyContains(covered, v)) : model.vips },
+    vips: { link: opts.vipLink, addresses },
     // Address mode wants no routes: those of an earlier route-mode run go.
     routes: { routes: cidrs.map((dst) => ({ dst, type: 'local' as const, table: 'local' as const, dev: ROUTE_DEV })) },
   };
   if (opts.glue) {
-    const key = JSON.stringify(cidrs);
+    const key = cidrKey;
     const last = cache?.last;
     let how: GlueCache['path'] = 'built';
     if (last && last.key === key && last.glue === model.glue) {
@@ -87,6 +96,8 @@ export class GlueCache {
   last: { key: string; glue: GlueSpec; tables: DesiredNftTable[] } | undefined;
   /** @internal */
   ipsets: { glue: GlueSpec; sets: DesiredIpSet[] } | undefined;
+  /** @internal route mode: the VIPs bound as addresses for a model's VIP list */
+  routeVips: { from: readonly string[]; key: string; addresses: string[] } | undefined;
   /** How the last call got its tables. */
   path: 'reused' | 'patched' | 'built' = 'built';
 }

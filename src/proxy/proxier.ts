@@ -8,7 +8,7 @@ import type { DesiredService } from '../engine/ipvs-model.js';
 import { canonicalAddress } from '../engine/ipvs-model.js';
 import { EndpointSliceTracker, ServiceTracker } from '../kube/change-tracker.js';
 import { changedServiceKeys } from '../kube/model-diff.js';
-import { TranslateCache, translate, translateSliced } from '../kube/translate.js';
+import { TranslateCache, translate, translatePatch, translateSliced, type ServiceObjects } from '../kube/translate.js';
 import type { NodeInfo, ProxyConfig, ProxyModel, TranslateInput } from '../kube/types.js';
 import type { Address } from '../kernel/links.js';
 import { GlueCache, desiredStateSliced } from './desired.js';
@@ -105,6 +105,12 @@ export class Proxier {
     return translate(this.translateInput(), this.translations);
   }
 
+  /** A service's Service and EndpointSlices as the trackers hold them (undefined: no Service). */
+  private objectsOf(name: string): ServiceObjects {
+    const svc = this.services.get(name);
+    return svc && { svc, slices: this.slices.members(name) };
+  }
+
   private translateInput(): TranslateInput {
     return { services: this.services.list(), endpointSlices: this.slices.list(), node: this.node, config: this.opts.config };
   }
@@ -117,11 +123,15 @@ export class Proxier {
     const serviceChanged = await runSliced(this.services.drainSteps(), this.engine.slice);
     const endpointsChanged = await runSliced(this.slices.drainSteps(), this.engine.slice);
     // The cache already misses on replaced objects; this also covers an object changed in place.
-    this.translations.invalidate([...serviceChanged, ...endpointsChanged]);
+    const changedNames = new Set([...serviceChanged, ...endpointsChanged]);
+    this.translations.invalidate(changedNames);
     const serviceChanges = serviceChanged.size;
     const endpointChanges = endpointsChanged.size;
-    // Time-sliced like the engine's diffs: the event loop gets in every sliceMs.
-    const model = await translateSliced(this.translateInput(), this.translations, this.engine.slice);
+    // Only the changed services (the last model patched), when that can be done; otherwise all
+    // of them, time-sliced like the engine's diffs (the event loop gets in every sliceMs).
+    const model =
+      translatePatch(this.translations, changedNames, (name) => this.objectsOf(name), this.services.size, this.node, this.opts.config) ??
+      (await translateSliced(this.translateInput(), this.translations, this.engine.slice));
     const desired = await desiredStateSliced(model, {
       vipLink: this.vipLink,
       glue: this.glue,

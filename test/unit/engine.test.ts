@@ -5,6 +5,7 @@ import { serviceKey, type DesiredService } from '../../src/engine/ipvs-model.js'
 import { parseCidr, cidrContains } from '../../src/engine/cidr.js';
 import type { FlowFilter } from '../../src/kernel/conntrack.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
+import { prng } from '../helpers/bytes.js';
 
 function svc(address: string, port: number, dests: string[], protocol: 'tcp' | 'udp' = 'tcp'): DesiredService {
   return {
@@ -188,4 +189,64 @@ test('cidr helpers', () => {
   assert.throws(() => parseCidr('nope'), RangeError);
   assert.deepEqual(keyToId('inet6|udp|fd00::1|53'), { family: 'inet6', protocol: 'udp', address: 'fd00::1', port: 53 });
   assert.deepEqual(keyToId('inet|fwmark|7'), { family: 'inet', fwmark: 7 });
+});
+
+test('CIDR membership: IPv4 as 32-bit numbers equals the BigInt arithmetic, for any prefix; other text is never inside', () => {
+  const r = prng(21);
+  const dotted = (n: number) => [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+  for (let i = 0; i < 3000; i++) {
+    const bits = Math.floor(r() * 33);
+    const net = Math.floor(r() * 2 ** 32) >>> 0;
+    const c = parseCidr(`${dotted(net)}/${bits}`);
+    // an address near the network (often inside) or anywhere
+    const a = r() < 0.5 ? (net ^ Math.floor(r() * 2 ** Math.max(0, 33 - bits))) >>> 0 : Math.floor(r() * 2 ** 32) >>> 0;
+    const shift = BigInt(32 - bits);
+    const want = (BigInt(a) >> shift) << shift === (BigInt(net) >> shift) << shift;
+    assert.equal(cidrContains(c, dotted(a)), want, `${dotted(a)} in ${dotted(net)}/${bits}`);
+  }
+  const c = parseCidr('10.96.0.0/12');
+  assert.equal(cidrContains(c, '10.96.0.1'), true);
+  assert.equal(cidrContains(c, '10.111.255.255'), true);
+  assert.equal(cidrContains(c, '10.112.0.0'), false);
+  for (const x of ['010.96.0.1', '10.96.0', '10.96.0.1.1', '10.96.0.256', 'fd00::1', '::ffff:10.96.0.1', '', 'x']) assert.equal(cidrContains(c, x), false, x);
+  assert.equal(cidrContains(parseCidr('0.0.0.0/0'), '255.255.255.255'), true);
+  assert.equal(cidrContains(parseCidr('fd00::/8'), 'fd12::1'), true);
+  assert.equal(cidrContains(parseCidr('fd00::/8'), '10.0.0.1'), false);
+});
+
+test('incremental plans with desiredImmutable find the changed services by key as a filter over every service does (random patched lists)', async () => {
+  const r = prng(33);
+  for (let round = 0; round < 20; round++) {
+    const a = { ipvs: new FakeIpvs(), e: undefined as unknown as Engine };
+    const b = { ipvs: new FakeIpvs(), e: undefined as unknown as Engine };
+    a.e = new Engine({ ipvs: a.ipvs }, { managedCidrs: ['10.96.0.0/12'], desiredImmutable: true });
+    b.e = new Engine({ ipvs: b.ipvs }, { managedCidrs: ['10.96.0.0/12'] });
+    let list = cluster(40 + Math.floor(r() * 40));
+    await a.e.sync({ services: list });
+    await b.e.sync({ services: structuredClone(list) });
+    for (let step = 0; step < 15; step++) {
+      // as a patched model: a new list with some services swapped for new objects of the same
+      // key, now and then one moved, added or removed; `changed` may name keys not in the list
+      const next = list.slice();
+      const changed = new Set<string>();
+      for (let c = 1 + Math.floor(r() * 3); c > 0; c--) {
+        const i = Math.floor(r() * next.length);
+        const what = r();
+        if (what < 0.6) next[i] = svc((next[i] as { address: string }).address, 80, [`10.250.${step}.${c}`, '10.244.0.1']);
+        else if (what < 0.75) next.push(svc(`10.97.${round}.${step * 4 + c}`, 80, ['10.244.9.9']));
+        else if (what < 0.85) next.splice(i, 1);
+        else if (what < 0.95) next.unshift(...next.splice(i, 1));
+        else changed.add('inet|tcp|10.99.0.1|80');
+        changed.add(serviceKey(next[Math.min(i, next.length - 1)]!));
+        if (what >= 0.75 && what < 0.85) changed.add(serviceKey(list[i]!)); // the removed one
+      }
+      list = next;
+      const pa = await a.e.plan({ services: list }, changed);
+      const pb = await b.e.plan({ services: structuredClone(list) }, changed);
+      assert.deepStrictEqual(pa.ipvs.ops, pb.ipvs.ops, `round ${round} step ${step}`);
+      await a.e.apply(pa);
+      await b.e.apply(pb);
+    }
+    assert.deepStrictEqual(await a.ipvs.services({ withDestinations: true }), await b.ipvs.services({ withDestinations: true }));
+  }
 });

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
-import { TranslateCache, translate } from '../../src/kube/translate.js';
+import { TranslateCache, translate, translatePatch } from '../../src/kube/translate.js';
 import { serviceKey } from '../../src/engine/ipvs-model.js';
 import { GlueCache, desiredState } from '../../src/proxy/desired.js';
 import type { NodeInfo, ProxyConfig } from '../../src/kube/types.js';
@@ -68,6 +68,7 @@ test('translate with a cache equals translate from scratch through random change
     let config = CONFIG;
     const cache = new TranslateCache();
     const glueCache = new GlueCache();
+    const routeCache = new GlueCache();
     const input = () => ({ services: [...services.values()], endpointSlices: [...slices.values()], node, config });
     assert.deepStrictEqual(translate(input(), cache), translate(input()));
     assert.equal(cache.translated, 25);
@@ -105,6 +106,9 @@ test('translate with a cache equals translate from scratch through random change
       // ones when only hairpin changed) is the one built from scratch.
       const opts = { vipLink: 'kube-ipvs0', glue: true, kubeIpsets: true };
       assert.deepStrictEqual(desiredState(cached, opts, glueCache), desiredState(translate(input()), opts), `seed ${seed} step ${step}: desired state`);
+      // route mode: a CIDR holding some of the cluster IPs (the others stay addresses)
+      const route = { vipLink: 'kube-ipvs0', glue: true, bindMode: 'route' as const, serviceCidrs: ['10.96.0.0/29'] };
+      assert.deepStrictEqual(desiredState(cached, route, routeCache), desiredState(translate(input()), route), `seed ${seed} step ${step}: route mode`);
       gluePaths[glueCache.path]++;
       const fresh = translate(input());
       assert.deepStrictEqual(cached, fresh, `seed ${seed} step ${step}`);
@@ -122,6 +126,59 @@ test('translate with a cache equals translate from scratch through random change
   assert.ok(paths.patched >= 20 && paths.merged >= 20, JSON.stringify(paths));
   assert.ok(patchedShared >= 5, `patched steps changing shared hairpin entries: ${patchedShared}`);
   assert.ok(gluePaths.reused >= 10 && gluePaths.patched >= 10 && gluePaths.built >= 10, JSON.stringify(gluePaths));
+});
+
+test('translatePatch (only the changed services, as the proxier syncs) equals translate from scratch through random changes', () => {
+  const taken = { patch: 0, full: 0, onlyChanged: 0 };
+  for (const seed of [11, 12, 13, 14, 15, 16]) {
+    const r = rng(seed);
+    const services = new Map<string, V1Service>();
+    const slices = new Map<string, V1EndpointSlice>();
+    let version = 0;
+    for (let i = 0; i < 30; i++) {
+      services.set(`s${i}`, makeService(r, i, version++));
+      slices.set(`s${i}-0`, makeSlice(r, i, 0));
+      if (r() < 0.3) slices.set(`s${i}-1`, makeSlice(r, i, 1));
+    }
+    let node = NODE;
+    const config = CONFIG;
+    const cache = new TranslateCache();
+    const input = () => ({ services: [...services.values()], endpointSlices: [...slices.values()], node, config });
+    const objects = (name: string) => {
+      const svc = services.get(name.slice('default/'.length));
+      const mine = [...slices.values()].filter((sl) => `default/${sl.metadata!.labels!['kubernetes.io/service-name']}` === name);
+      return svc && { svc, slices: mine };
+    };
+    translate(input(), cache);
+    for (let step = 0; step < 80; step++) {
+      const touched = new Set<string>();
+      for (let c = 1 + Math.floor(r() * 2); c > 0; c--) {
+        const i = Math.floor(r() * 32); // now and then a service that is not there yet
+        const what = r();
+        if (what < 0.6) slices.set(`s${i}-0`, makeSlice(r, i, 0)); // endpoints moved: patchable
+        else if (what < 0.7) slices.set(`s${i}-1`, makeSlice(r, i, 1));
+        else if (what < 0.8) services.set(`s${i}`, makeService(r, i, version++));
+        else if (what < 0.85) services.delete(`s${i}`);
+        else if (what < 0.9) slices.delete(`s${i}-1`);
+        else if (what < 0.92) node = { ...node, addresses: r() < 0.5 ? ['10.0.0.11'] : ['10.0.0.11', '2001:db8::11'] };
+        else continue; // a resync with nothing changed
+        touched.add(`default/s${i}`);
+      }
+      // As the proxier: invalidate what the trackers report, patch, else translate everything.
+      cache.invalidate(touched);
+      let model = translatePatch(cache, touched, objects, services.size, node, config);
+      if (model) {
+        taken.patch++;
+        if (cache.translated <= touched.size) taken.onlyChanged++;
+      } else {
+        taken.full++;
+        model = translate(input(), cache);
+      }
+      assert.deepStrictEqual(model, translate(input()), `seed ${seed} step ${step}`);
+    }
+  }
+  assert.ok(taken.patch >= 100 && taken.full >= 40, JSON.stringify(taken));
+  assert.equal(taken.onlyChanged, taken.patch, 'a patch translates the changed services only');
 });
 
 test('an endpoint-only change patches the last model: one service translated, only its virtual servers new', () => {
