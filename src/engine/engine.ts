@@ -269,6 +269,7 @@ export class Engine {
     if (!sameLength) this.seenIndex.clear();
     const indexed = this.opts.desiredImmutable === true;
     for (let i = 0; i < desired.services.length; i++) {
+      if (i % 4096 === 4095) await this.slice.tick();
       const s = desired.services[i]!;
       if (s === seen[i]) continue;
       if ('address' in s && s.address) this.desiredVips.add(canonicalAddress(s.address));

@@ -83,9 +83,17 @@ export function diffIpvs(input: IpvsDiffInput): IpvsDelta {
 /** diffIpvs as units of work (one per 256 services), for runSliced. */
 export function* diffIpvsSteps(input: IpvsDiffInput): Steps<IpvsDelta> {
   const observed = new Map<string, Service>();
-  for (const s of input.observed) observed.set(serviceKey(s), s);
+  for (let i = 0; i < input.observed.length; i++) {
+    const s = input.observed[i]!;
+    observed.set(serviceKey(s), s);
+    if (i % 1024 === 1023) yield;
+  }
   const wanted = new Map<string, DesiredService>();
-  for (const s of input.desired) wanted.set(serviceKey(s), s);
+  for (let i = 0; i < input.desired.length; i++) {
+    const s = input.desired[i]!;
+    wanted.set(serviceKey(s), s);
+    if (i % 1024 === 1023) yield;
+  }
 
   const addServices: IpvsOp[] = [];
   const setServices: IpvsOp[] = [];
@@ -160,7 +168,13 @@ export function* diffIpvsSteps(input: IpvsDiffInput): Steps<IpvsDelta> {
 
   // Create before reference, remove references before delete: services first, then their
   // destinations, then stale services (which takes their destinations with them).
-  return { ops: [...addServices, ...setServices, ...destOps, ...delServices], draining, flushFlows };
+  const ops: IpvsOp[] = addServices;
+  for (const part of [setServices, destOps, delServices])
+    for (let i = 0; i < part.length; i++) {
+      ops.push(part[i]!);
+      if (i % 8192 === 8191) yield;
+    }
+  return { ops, draining, flushFlows };
 }
 
 function removeDestination(

@@ -8,6 +8,20 @@
 /** A unit of work ended; the driver may pause here. */
 export type Steps<T> = Generator<void, T, void>;
 
+/** Elements per unit of work of the list passes below. */
+const PER_STEP = 4096;
+
+/** `xs` mapped by `f`, leaving out what `f` maps to undefined, in units of PER_STEP elements. */
+export function* mapSteps<T, U>(xs: readonly T[], f: (x: T) => U | undefined): Steps<U[]> {
+  const out: U[] = [];
+  for (let i = 0; i < xs.length; i++) {
+    const y = f(xs[i]!);
+    if (y !== undefined) out.push(y);
+    if (i % PER_STEP === PER_STEP - 1) yield;
+  }
+  return out;
+}
+
 /** Runs to completion without pausing. */
 export function runSync<T>(steps: Steps<T>): T {
   for (;;) {

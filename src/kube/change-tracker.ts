@@ -12,6 +12,7 @@ import {
   LABEL_SERVICE_PROXY_NAME,
 } from './types.js';
 import { runSync, type Steps } from '../engine/slice.js';
+import { compareText, sortSteps } from '../engine/sorted.js';
 import { endpointAddress, slimService, slimSlice } from './slim.js';
 
 interface Meta {
@@ -111,7 +112,7 @@ class GroupTracker<T extends Meta> {
       if (before === '' ? !this.empty(now) : this.fingerprint(now) !== before) changed.add(group);
       if (++n % 128 === 0) yield;
     }
-    return changed.size ? new Set([...changed].sort()) : changed;
+    return changed.size ? new Set(yield* sortSteps([...changed], compareText)) : changed;
   }
 
   /** Whether anything was touched since the last drain (it may still drain to no change). */

@@ -5,7 +5,7 @@
 // servers and glue, so the four kinds never repeat the same block.
 import type { V1EndpointSlice, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
-import { runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
+import { mapSteps, runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
 import { compareText, patchSorted, sortSteps, sortedHas } from '../engine/sorted.js';
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
 import { cidrList, compareAddress, compareAddressProtoPort, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
@@ -230,7 +230,7 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
     cache.translated = 0;
   }
   // Each service translates on its own; only merging them depends on their order (below).
-  const services = Array.from(input.services, (s) => ({ s, name: nameOf(s), out: undefined as unknown as ServiceOut }));
+  const services = yield* mapSteps([...input.services], (s) => ({ s, name: nameOf(s), out: undefined as unknown as ServiceOut }));
   // Services translated anew, with what they translated to before (undefined: new).
   const changed: Array<{ name: string; before: ServiceOut | undefined; out: ServiceOut }> = [];
   // One service at a time is translated into this, then kept compact.

@@ -24,7 +24,7 @@ import type { SetElement } from '../kernel/nftables.js';
 import type { GlueHairpin, GlueSpec } from '../kube/types.js';
 import { familyOf } from '../engine/ipvs-model.js';
 import { compareAddress, compareAddressProtoPort } from '../kube/address.js';
-import { runSync, type Steps } from '../engine/slice.js';
+import { mapSteps, runSync, type Steps } from '../engine/slice.js';
 import { patchSorted, sortSteps } from '../engine/sorted.js';
 
 export const MASQ_MARK = 0x4000;
@@ -122,8 +122,8 @@ export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Des
 }
 
 /** The hairpin set's elements: each local endpoint, masqueraded when it reaches itself. */
-function hairpinElements(g: GlueSpec, family: Fam): Steps<SetElement[]> {
-  return uniqSteps(g.hairpin.filter((h) => fam(h.address) === family).map(hairpinElement));
+function* hairpinElements(g: GlueSpec, family: Fam): Steps<SetElement[]> {
+  return yield* uniqSteps(yield* mapSteps(g.hairpin, (h) => (fam(h.address) === family ? hairpinElement(h) : undefined)));
 }
 
 function hairpinElement(h: GlueHairpin): SetElement {
@@ -184,13 +184,12 @@ function* glueTableSteps(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Step
   const vipKey = (v: { address: string; protocol: string; port: number }): SetElement => ({ key: [v.address, v.protocol, v.port] });
   const svcKey = [F.addr, 'inet_proto', 'inet_service'] as const;
 
-  const vips = g.vips.filter(mine);
   // One element per VIP, shared by the three sets that hold it (elements are never changed).
-  const keys = vips.map(vipKey);
-  const clusterIps = yield* uniqSteps(keys.filter((_, i) => vips[i]!.kind === 'clusterIP'));
-  const externalMasq = yield* uniqSteps(keys.filter((_, i) => vips[i]!.kind !== 'clusterIP' && !vips[i]!.localOnly));
-  const allVipPorts = yield* uniqSteps(keys.slice()); // uniqSteps sorts what it is given
-  const vipAddrs = yield* uniqSteps(vips.map((v) => ({ key: [v.address] })));
+  const vips = yield* mapSteps(g.vips, (v) => (mine(v) ? { v, key: vipKey(v) } : undefined));
+  const clusterIps = yield* uniqSteps(yield* mapSteps(vips, (x) => (x.v.kind === 'clusterIP' ? x.key : undefined)));
+  const externalMasq = yield* uniqSteps(yield* mapSteps(vips, (x) => (x.v.kind !== 'clusterIP' && !x.v.localOnly ? x.key : undefined)));
+  const allVipPorts = yield* uniqSteps(yield* mapSteps(vips, (x) => x.key));
+  const vipAddrs = yield* uniqSteps(yield* mapSteps(vips, (x) => ({ key: [x.v.address] })));
   const nodePortFamily = family === 'ip' ? 'inet' : 'inet6';
   const nodePorts = yield* uniqSteps(g.nodePorts.filter((n) => n.family === nodePortFamily && !n.localOnly).map((n) => ({ key: [n.protocol, n.port] })));
   const clusterCidrs = uniqText(g.clusterCIDRs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] })));
