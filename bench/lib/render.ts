@@ -192,7 +192,7 @@ function targets(res: SuiteResult): string[] {
   const rss = r10?.ipvsyncSyncProcess?.maxRssMB;
   out.push(`| RSS at 10k×10 ≤ 150 MB (\`sync -f\` peak) | ${rss !== undefined ? `${rss.toFixed(0)} MB` : '–'} | ${yes(rss === undefined ? undefined : rss <= 150)} |`);
   const dm = r10?.daemon && 'peakMB' in r10.daemon ? r10.daemon : undefined;
-  out.push(`| RSS at 10k×10 ≤ 150 MB (the daemon, \`proxy --manifests\`: peak through its first full sync; 10 s later) | ${dm ? `${dm.peakMB.toFixed(0)} MB; ${dm.laterMB.toFixed(0)} MB` : '–'} | ${yes(dm ? dm.peakMB <= 150 : undefined)} |`);
+  out.push(`| RSS at 10k×10 ≤ 150 MB (the daemon, \`proxy --manifests\`: peak through its first full sync; 10 s later) | ${dm ? `${dm.peakMB.toFixed(0)} MB; ${dm.laterMB.toFixed(0)} MB` : '–'} | ${yes(dm ? Math.max(dm.peakMB, dm.laterMB) <= 150 : undefined)} |`);
   const loops = (q?.rows ?? []).filter((r) => r.worker?.full?.eventLoop).map((r) => r.worker.full.eventLoop.maxMs as number);
   out.push(`| event loop never blocked > 50 ms during a full sync (qemu) | max ${loops.map((x) => `${x.toFixed(0)} ms`).join(', ')} | ${yes(loops.length ? loops.every((x) => x <= 50) : undefined)} |`);
   // The same targets at real speed (the host: no IPVS in that kernel, so ipvsync's IPVS part
