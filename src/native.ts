@@ -50,6 +50,7 @@ export interface NativeIpvsHandle {
   services(opts?: NativeIpvsListOptions): Promise<NativeIpvsObject[]>;
   service(key: unknown, opts?: NativeIpvsListOptions): Promise<NativeIpvsObject | null>;
   destinations(key: unknown, opts?: { stats?: boolean }): Promise<NativeIpvsObject[]>;
+  destinationsMany(keys: unknown[], opts?: { stats?: boolean }): Promise<NativeIpvsObject[][]>;
   timeouts(): Promise<{ tcp: number; tcpFin: number; udp: number }>;
   daemons(): Promise<NativeIpvsObject[]>;
   stats(): IpvsSocketStats;

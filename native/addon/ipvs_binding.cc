@@ -655,6 +655,7 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
                                               InstanceMethod<&IpvsHandle::Services>("services"),
                                               InstanceMethod<&IpvsHandle::Service>("service"),
                                               InstanceMethod<&IpvsHandle::Destinations>("destinations"),
+                                              InstanceMethod<&IpvsHandle::DestinationsMany>("destinationsMany"),
                                               InstanceMethod<&IpvsHandle::Timeouts>("timeouts"),
                                               InstanceMethod<&IpvsHandle::Daemons>("daemons"),
                                               InstanceMethod<&IpvsHandle::Stats>("stats"),
@@ -833,6 +834,42 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
             a.Set(i, DestToJs(names, k, ds[i], o.stats));
           }
           return a;
+        });
+  }
+
+  // destinationsMany(keys, { stats? }) -> Destination[][]: each service's destinations, in the
+  // order given, the dumps run as services() runs them (io_uring, or one at a time). Storage
+  // for just these services, freed after: a caller reading a large table a slice at a time
+  // (the engine's full sync) holds one slice's destinations, not the table's.
+  Napi::Value DestinationsMany(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!info[0].IsArray()) ThrowInvalid(env, "destinationsMany", "expected an array of services");
+    Napi::Array arr = info[0].As<Napi::Array>();
+    auto l = std::make_shared<Listing>();
+    l->services.resize(arr.Length());
+    for (uint32_t i = 0; i < arr.Length(); i++) l->services[i].key = KeyArg(env, arr.Get(i), "destinationsMany");
+    const ListOptions o = ListOpts(info[1]);
+    auto ch = ch_;
+    return PromiseWorker<std::shared_ptr<Listing>>::Run(
+        env,
+        [ch, l]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          const nl::GenlFamily& fam = IpvsFamily(*ch);
+          DumpAllDests(*ch, fam.id, l.get());
+          return l;
+        },
+        [o](Napi::Env env, std::shared_ptr<Listing>& l) -> Napi::Value {
+          Names names(env);
+          Napi::Array out = Napi::Array::New(env, l->services.size());
+          for (size_t i = 0; i < l->services.size(); i++) {
+            Napi::HandleScope scope(env);  // bounded handles, as in ListingToJs
+            const std::vector<ipvs::Dest>& ds = l->dests[i];
+            Napi::Array da = Napi::Array::New(env, ds.size());
+            for (size_t j = 0; j < ds.size(); j++) da.Set(j, DestToJs(names, l->services[i].key, ds[j], o.stats));
+            out.Set(i, da);
+          }
+          l.reset();
+          return out;
         });
   }
 

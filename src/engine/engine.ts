@@ -6,14 +6,14 @@
 import { NetlinkError } from '../errors.js';
 import type { ConntrackApi } from '../kernel/conntrack.js';
 import type { IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
-import type { IpvsApi, IpvsOp, Service } from '../kernel/ipvs.js';
+import { serviceId, type IpvsApi, type IpvsOp, type Service } from '../kernel/ipvs.js';
 import type { LinkOp, LinksApi } from '../kernel/links.js';
 import { NftTransaction, type NftablesApi, type NftOp, type NftRuleset } from '../kernel/nftables.js';
 import { IPVSYNC_ROUTE_PROTOCOL, type Route, type RouteOp, type RoutesApi } from '../kernel/routes.js';
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
 import { anyContains, parseCidr, type Cidr } from './cidr.js';
 import { diffIpSets, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
-import { diffIpvsSteps, type FlowFlush, type IpvsDelta } from './ipvs-diff.js';
+import { assembleSteps, diffIpvsSteps, diffParts, diffWantedSteps, staleServicesSteps, wantedSteps, type FlowFlush, type IpvsDelta, type IpvsDiffInput } from './ipvs-diff.js';
 import { canonicalAddress, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
 import { diffNftFromLastSteps, diffNftSteps, type DesiredNftTable, type NftDelta } from './nft-diff.js';
 import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
@@ -74,6 +74,13 @@ export interface EngineOptions extends Ownership {
    * (one N-API crossing each, their conversion a bounded pause). Default 10 ms.
    */
   sliceMs?: number;
+  /**
+   * A full plan reads the kernel's destinations this many services at a time (with an IPVS
+   * handle that has destinationsOf), diffing each slice before reading the next: a periodic full
+   * resync then holds one slice's destinations, not the whole table's (at 10k services × 10,
+   * ~35 MB of objects and native storage). Default 2048.
+   */
+  observeSlice?: number;
 }
 
 /** IPVS ops per apply() call: converting a batch to netlink holds the event loop for ~1-4 µs
@@ -235,6 +242,37 @@ export class Engine {
     return this.desiredVips.has(a) || anyContains(this.managed, a) || anyContains(this.ownedRanges, a);
   }
 
+  /**
+   * The IPVS delta of a full plan from the kernel's services without their destinations: the
+   * desired services are diffed a slice (observeSlice) at a time, each slice's destinations
+   * read just before (destinationsOf) and dropped after, so the whole table's destinations are
+   * never held at once. The same delta as diffIpvsSteps over the table read whole.
+   */
+  private async diffIpvsSliced(input: IpvsDiffInput): Promise<{ delta: IpvsDelta; readMs: number }> {
+    const observed = new Map<string, Service>();
+    for (let i = 0; i < input.observed.length; i++) {
+      const s = input.observed[i]!;
+      observed.set(serviceKey(s), s);
+      if (i % 4096 === 4095) await this.slice.tick();
+    }
+    const wanted = await runSliced(wantedSteps(input.desired), this.slice);
+    const parts = diffParts();
+    const per = Math.max(1, this.opts.observeSlice ?? 2048);
+    const entries = [...wanted];
+    let readMs = 0;
+    for (let from = 0; from < entries.length; from += per) {
+      const slice = entries.slice(from, from + per);
+      const have = slice.map(([key]) => observed.get(key)).filter((s): s is Service => s !== undefined);
+      const t = performance.now();
+      const dests = have.length ? await this.kernel.ipvs.destinationsOf!(have.map((s) => serviceId(s))) : [];
+      readMs += performance.now() - t;
+      const withDests = new Map(have.map((s, i) => [serviceKey(s), { ...s, destinations: dests[i]! }]));
+      await runSliced(diffWantedSteps(input, parts, slice, withDests), this.slice);
+    }
+    await runSliced(staleServicesSteps(input, parts, wanted, observed), this.slice);
+    return { delta: await runSliced(assembleSteps(parts), this.slice), readMs };
+  }
+
   /** The desired services whose keys are in `changed`, in their order in the list. */
   private changedServices(services: readonly DesiredService[], changed: ReadonlySet<string>): DesiredService[] {
     if (this.opts.desiredImmutable && this.seenServices === services) {
@@ -300,13 +338,15 @@ export class Engine {
     const elementsOnly = fromLast?.every((d): d is NftDelta => d !== undefined) ? fromLast : undefined;
     const tables = nftSame || elementsOnly ? [] : allTables;
     if (desired.ipsets && !this.opts.ipsetPrefix) throw new RangeError('managing ipsets needs Ownership.ipsetPrefix');
+    // A full plan reads the destinations a slice of services at a time, as it diffs (below).
+    const sliced = !changed && typeof k.ipvs.destinationsOf === 'function';
     // The kinds are independent sockets: observe them concurrently.
     const [observed, link, addrs, routes, sets, ruleset] = await Promise.all([
       changed
         ? Promise.all([...changed].map((key) => k.ipvs.service(keyToId(key), { withDestinations: true }))).then((l) =>
             l.filter((s): s is Service => s !== null),
           )
-        : k.ipvs.services({ withDestinations: true }),
+        : k.ipvs.services({ withDestinations: !sliced }),
       wantVips ? k.links!.get(wantVips.link) : undefined,
       wantVips ? k.links!.addresses({ link: wantVips.link }).catch(noLink) : undefined,
       desired.routes && k.routes ? k.routes.list({ protocol: IPVSYNC_ROUTE_PROTOCOL }) : undefined,
@@ -322,19 +362,25 @@ export class Engine {
 
     const want = changed ? this.changedServices(desired.services, changed) : desired.services;
     const draining = changed ? new Map([...this.draining].filter(([key]) => changed.has(key.split('/')[0]!))) : this.draining;
-    const ipvs = await runSliced(
-      diffIpvsSteps({
-        desired: want,
-        observed,
-        owns: (s) => this.owns(s),
-        draining,
-        now: this.now(),
-        drainTimeoutMs: this.opts.drainTimeoutMs ?? 15 * 60 * 1000,
-        shareDesired: this.opts.desiredImmutable === true,
-      }),
-      this.slice,
-    );
-    const plan: Plan = { mode: changed ? 'incremental' : 'full', ipvs, observeMs: t1 - t0, diffMs: 0, desired: {} };
+    const diffInput = {
+      desired: want,
+      observed,
+      owns: (s: Service) => this.owns(s),
+      draining,
+      now: this.now(),
+      drainTimeoutMs: this.opts.drainTimeoutMs ?? 15 * 60 * 1000,
+      shareDesired: this.opts.desiredImmutable === true,
+    };
+    let readMs = 0;
+    let ipvs: IpvsDelta;
+    if (sliced) {
+      const r = await this.diffIpvsSliced(diffInput);
+      ipvs = r.delta;
+      readMs = r.readMs;
+    } else {
+      ipvs = await runSliced(diffIpvsSteps(diffInput), this.slice);
+    }
+    const plan: Plan = { mode: changed ? 'incremental' : 'full', ipvs, observeMs: t1 - t0 + readMs, diffMs: 0, desired: {} };
     if (changed) plan.scope = [...changed];
     const unchanged: Plan['unchanged'] = [];
     if (vipsSame) unchanged.push('addresses');
@@ -357,7 +403,7 @@ export class Engine {
       plan.nft = { ops: elementsOnly.flatMap((d) => d.ops), fromLast: true };
       plan.desired!.nft = allTables;
     }
-    plan.diffMs = performance.now() - t1;
+    plan.diffMs = performance.now() - t1 - readMs;
     return plan;
   }
 

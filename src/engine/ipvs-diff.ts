@@ -88,20 +88,51 @@ export function* diffIpvsSteps(input: IpvsDiffInput): Steps<IpvsDelta> {
     observed.set(serviceKey(s), s);
     if (i % 1024 === 1023) yield;
   }
+  const wanted = yield* wantedSteps(input.desired);
+  const parts = diffParts();
+  yield* diffWantedSteps(input, parts, wanted, observed);
+  yield* staleServicesSteps(input, parts, wanted, observed);
+  return yield* assembleSteps(parts);
+}
+
+/** What a diff made so far: the ops by kind (put in apply order at the end) and the drains. */
+export interface IpvsDiffParts {
+  addServices: IpvsOp[];
+  setServices: IpvsOp[];
+  destOps: IpvsOp[];
+  delServices: IpvsOp[];
+  draining: Map<string, number>;
+  flushFlows: FlowFlush[];
+}
+
+export function diffParts(): IpvsDiffParts {
+  return { addServices: [], setServices: [], destOps: [], delServices: [], draining: new Map(), flushFlows: [] };
+}
+
+/** The desired services by key (the last of two with one key wins), in units of work. */
+export function* wantedSteps(desired: readonly DesiredService[]): Steps<Map<string, DesiredService>> {
   const wanted = new Map<string, DesiredService>();
-  for (let i = 0; i < input.desired.length; i++) {
-    const s = input.desired[i]!;
+  for (let i = 0; i < desired.length; i++) {
+    const s = desired[i]!;
     wanted.set(serviceKey(s), s);
     if (i % 1024 === 1023) yield;
   }
+  return wanted;
+}
 
-  const addServices: IpvsOp[] = [];
-  const setServices: IpvsOp[] = [];
-  const destOps: IpvsOp[] = [];
-  const delServices: IpvsOp[] = [];
-  const draining = new Map<string, number>();
-  const flushFlows: FlowFlush[] = [];
-
+/**
+ * The ops that give these desired services (by key) their options and destinations, against
+ * the kernel's services of the same keys (with their destinations; a key it does not have is a
+ * service to add). Adds to `parts`; a diff may run it for the wanted services a slice at a time,
+ * with `observed` holding that slice's services.
+ */
+export function* diffWantedSteps(
+  input: Omit<IpvsDiffInput, 'desired' | 'observed'>,
+  parts: IpvsDiffParts,
+  wanted: Iterable<[string, DesiredService]>,
+  observed: ReadonlyMap<string, Service>,
+): Steps<void> {
+  const { addServices, setServices, destOps, draining, flushFlows } = parts;
   const share = input.shareDesired === true;
   const pairwise = input.pairwiseMax ?? PAIRWISE;
   let n = 0;
@@ -160,25 +191,38 @@ export function* diffIpvsSteps(input: IpvsDiffInput): Steps<IpvsDelta> {
       removeDestination(input, key, have!, hd, destOps, draining, flushFlows);
     }
   }
+}
 
+/** The kernel's services no desired service has, that the engine owns: deleted (their
+ *  destinations with them; no destination list needed). */
+export function* staleServicesSteps(
+  input: Pick<IpvsDiffInput, 'owns'>,
+  parts: IpvsDiffParts,
+  wanted: ReadonlyMap<string, DesiredService>,
+  observed: ReadonlyMap<string, Service>,
+): Steps<void> {
+  let n = 0;
   for (const [key, have] of observed) {
+    if (++n % 1024 === 0) yield;
     if (wanted.has(key) || !input.owns(have)) continue;
-    delServices.push({ op: 'deleteService', service: idOf(have) });
+    parts.delServices.push({ op: 'deleteService', service: idOf(have) });
   }
+}
 
-  // Create before reference, remove references before delete: services first, then their
-  // destinations, then stale services (which takes their destinations with them).
-  const ops: IpvsOp[] = addServices;
-  for (const part of [setServices, destOps, delServices])
+/** The delta: create before reference, remove references before delete — services first,
+ *  then their destinations, then stale services (which take their destinations with them). */
+export function* assembleSteps(parts: IpvsDiffParts): Steps<IpvsDelta> {
+  const ops: IpvsOp[] = parts.addServices;
+  for (const part of [parts.setServices, parts.destOps, parts.delServices])
     for (let i = 0; i < part.length; i++) {
       ops.push(part[i]!);
       if (i % 8192 === 8191) yield;
     }
-  return { ops, draining, flushFlows };
+  return { ops, draining: parts.draining, flushFlows: parts.flushFlows };
 }
 
 function removeDestination(
-  input: IpvsDiffInput,
+  input: Pick<IpvsDiffInput, 'draining' | 'now' | 'drainTimeoutMs'>,
   svcKey: string,
   svc: Service,
   d: Destination,

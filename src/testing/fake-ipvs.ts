@@ -167,6 +167,17 @@ export class FakeIpvs implements IpvsApi {
     return e ? this.view(e, opts) : null;
   }
 
+  /** Destination dumps served through destinationsOf (one per service). */
+  destDumps = 0;
+
+  async destinationsOf(services: readonly ServiceId[]): Promise<Destination[][]> {
+    this.destDumps += services.length;
+    return services.map((id) => {
+      const e = this.table.get(serviceKey(id));
+      return e ? [...e.dests.values()].map((d) => ({ ...d })) : [];
+    });
+  }
+
   async destinations(service: ServiceId): Promise<Destination[]> {
     const e = this.table.get(serviceKey(service));
     if (!e) throw new NetlinkError({ message: 'no such service', code: 'ESRCH', errno: 3, kind: 'kernel', op: 'IPVS_CMD_GET_DEST' });

@@ -203,3 +203,35 @@ test('a handle reuses its listing storage without carrying rows over: a smaller 
     assert.equal(ipvsadm(['-Sn']), '');
   }
 });
+
+test('destinationsOf reads a slice of services: what services({ withDestinations }) lists for them, in the order asked; a service not there has none', async (t) => {
+  await fast.flush();
+  assert.ok((await fast.apply(table())).ok);
+  const whole = await slow.services({ withDestinations: true });
+  const id = (s: Service) => (s.fwmark !== undefined ? { fwmark: s.fwmark, family: s.family } : { protocol: s.protocol!, address: s.address!, port: s.port!, family: s.family });
+  // every third service, backwards, with two that do not exist among them
+  const asked = whole.filter((_, i) => i % 3 === 0).reverse();
+  const ids = [...asked.map(id)];
+  ids.splice(2, 0, { protocol: 'tcp', address: '10.79.0.1', port: 80, family: 'inet' });
+  ids.push({ fwmark: 4242, family: 'inet' });
+  for (const [name, h] of [['io_uring', fast], ['fallback', slow]] as const) {
+    const got = await h.destinationsOf(ids);
+    assert.equal(got.length, ids.length);
+    assert.deepEqual(got[2], [], `${name}: a service that is not there`);
+    assert.deepEqual(got[got.length - 1], []);
+    const listed = got.filter((_, i) => i !== 2 && i !== got.length - 1);
+    assert.deepEqual(listed, asked.map((s) => s.destinations), `${name}: the listing's destinations, in the order asked`);
+    assert.ok(listed.some((d) => d.length === 300) && listed.some((d) => d.length === 0));
+    assert.deepEqual(await h.destinationsOf([]), []);
+    const withStats = await h.destinationsOf(ids.slice(0, 3), { stats: true });
+    assert.ok(withStats.flat().every((d) => d.stats !== undefined));
+  }
+  if (await haveIoUring(t)) {
+    const f0 = fast.socketStats();
+    await fast.destinationsOf(ids);
+    const f1 = fast.socketStats();
+    assert.equal(f1.ioUring.dumps - f0.ioUring.dumps, ids.length, 'one GET_DEST dump per service, over io_uring');
+    assert.equal(f1.sendmsgCalls - f0.sendmsgCalls, 0, 'nothing on the handle socket itself');
+  }
+  await fast.flush();
+});

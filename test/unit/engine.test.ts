@@ -250,3 +250,47 @@ test('incremental plans with desiredImmutable find the changed services by key a
     assert.deepStrictEqual(await a.ipvs.services({ withDestinations: true }), await b.ipvs.services({ withDestinations: true }));
   }
 });
+
+test('a full plan reads destinations a slice of services at a time and plans what a read of the whole table plans', async () => {
+  const r = prng(44);
+  for (let round = 0; round < 25; round++) {
+    // the same kernel state on two doubles: one read a slice at a time (destinationsOf), one
+    // only as a whole (a handle without destinationsOf)
+    const sliced = new FakeIpvs();
+    const whole = new FakeIpvs();
+    const wholeApi = new Proxy(whole, { get: (t, p) => (p === 'destinationsOf' ? undefined : Reflect.get(t, p, t)) }) as FakeIpvs;
+    const now = () => 1000;
+    const a = new Engine({ ipvs: sliced }, { managedCidrs: ['10.96.0.0/12'], observeSlice: 1 + Math.floor(r() * 9), now });
+    const b = new Engine({ ipvs: wholeApi }, { managedCidrs: ['10.96.0.0/12'], now });
+    const start = cluster(10 + Math.floor(r() * 30), 1 + Math.floor(r() * 4));
+    // foreign and stale services, a busy destination to drain
+    const extra = [svc('192.0.2.1', 80, ['10.244.7.7']), svc('10.96.200.1', 80, ['10.244.8.8'])];
+    for (const e of [a, b]) await e.sync({ services: [...start, ...extra] });
+    for (const k of [sliced, whole]) k.setConnections({ protocol: 'tcp', address: '10.96.0.1', port: 80 }, { address: '10.244.0.2', port: 8080 }, 2, 0);
+    // the next desired state: some services changed, some gone, some new
+    const next = start
+      .filter(() => r() < 0.8)
+      .map((s) => (r() < 0.3 ? svc((s as { address: string }).address, 80, ['10.244.9.1', '10.244.9.2']) : s));
+    next.push(...cluster(3).map((s, i) => svc(`10.97.${round}.${i + 1}`, 80, ['10.244.5.5'])));
+    const pa = await a.plan({ services: next });
+    const pb = await b.plan({ services: structuredClone(next) });
+    assert.deepStrictEqual(pa.ipvs, pb.ipvs, `round ${round}`);
+    assert.ok(pa.ipvs.ops.length > 0);
+  }
+});
+
+test('a full plan never reads the whole table with its destinations when the handle reads slices', async () => {
+  const ipvs = new FakeIpvs();
+  const e = new Engine({ ipvs }, { managedCidrs: ['10.96.0.0/12'], observeSlice: 16 });
+  await e.sync({ services: cluster(100) });
+  const seen: number[] = [];
+  const services = ipvs.services.bind(ipvs);
+  const destinationsOf = ipvs.destinationsOf.bind(ipvs);
+  let withDests = 0;
+  ipvs.services = async (o) => ((withDests += o?.withDestinations ? 1 : 0), services(o));
+  ipvs.destinationsOf = async (ids) => (seen.push(ids.length), destinationsOf(ids));
+  const r = await e.sync({ services: cluster(100) });
+  assert.equal(r.ipvs.writes, 0);
+  assert.equal(withDests, 0, 'no services({ withDestinations: true })');
+  assert.deepEqual(seen, [16, 16, 16, 16, 16, 16, 4], 'every service read once, 16 at a time');
+});
