@@ -564,7 +564,21 @@ export interface NativeBinding {
 
   IpsetHandle: new (opts?: HandleOptions) => NativeIpsetHandle;
   ConntrackHandle: new (opts?: HandleOptions) => NativeConntrackHandle;
+  memoryPressure(level: MemoryPressureLevel): void;
   codec: NativeCodec;
+}
+
+export type MemoryPressureLevel = 'none' | 'moderate' | 'critical';
+
+/**
+ * Tells V8 how much the process should give memory back (v8::Isolate::MemoryPressureNotification):
+ * 'moderate' starts an incremental, memory-reducing mark-compact, 'critical' collects now,
+ * 'none' clears the level. A daemon calls it after a large transient (a full resync at 10k+
+ * services reads and drops ~100k kernel objects): without it the heap keeps the size that
+ * sync grew it to until allocation reaches the next limit.
+ */
+export function memoryPressure(level: MemoryPressureLevel): void {
+  native().memoryPressure(level);
 }
 
 function locate(): string {

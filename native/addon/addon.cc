@@ -29,6 +29,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   InitRtnl(env, exports);
   InitIpset(env, exports);
   InitConntrack(env, exports);
+  InitMemory(env, exports);
   return exports;
 }
 

@@ -12,7 +12,7 @@ import { IpSets } from '../kernel/ipsets.js';
 import { Nftables } from '../kernel/nftables.js';
 import { IPVSYNC_ROUTE_PROTOCOL, Routes } from '../kernel/routes.js';
 import { loadManifests, type ManifestSet } from '../kube/manifests.js';
-import type { HandleOptions } from '../native.js';
+import { memoryPressure, type HandleOptions } from '../native.js';
 import { GLUE_TABLE } from '../proxy/glue.js';
 import { describePlan, nodeAddresses, Proxier } from '../proxy/proxier.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
@@ -276,6 +276,9 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
       for (const e of r.report.errors) log.error('sync op failed', { error: e });
       if (r.report.errors.length) throw r.report.errors[0];
       health.updated();
+      // A full sync read every kernel table and dropped it: give that memory back now, not at
+      // the heap's next limit (an incremental collection; the event loop keeps running).
+      if (r.report.mode === 'full') memoryPressure('moderate');
     },
     { minIntervalMs: Math.max(cfg.ipvs.minSyncPeriodMs, 1), maxIntervalMs: cfg.ipvs.syncPeriodMs },
   );

@@ -6,7 +6,7 @@
 import { NetlinkError } from '../errors.js';
 import type { ConntrackApi } from '../kernel/conntrack.js';
 import type { IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
-import { serviceId, type IpvsApi, type IpvsOp, type Service } from '../kernel/ipvs.js';
+import { serviceId, type IpvsApi, type IpvsOp, type Service, type Destination } from '../kernel/ipvs.js';
 import type { LinkOp, LinksApi } from '../kernel/links.js';
 import { NftTransaction, type NftablesApi, type NftOp, type NftRuleset } from '../kernel/nftables.js';
 import { IPVSYNC_ROUTE_PROTOCOL, type Route, type RouteOp, type RoutesApi } from '../kernel/routes.js';
@@ -262,12 +262,21 @@ export class Engine {
     let readMs = 0;
     for (let from = 0; from < entries.length; from += per) {
       const slice = entries.slice(from, from + per);
-      const have = slice.map(([key]) => observed.get(key)).filter((s): s is Service => s !== undefined);
+      // the slice's services the kernel has, and where each is in the slice
+      const have: Service[] = [];
+      const keyAt: number[] = [];
+      for (let i = 0; i < slice.length; i++) {
+        const s = observed.get(slice[i]![0]);
+        if (s === undefined) continue;
+        have.push(s);
+        keyAt.push(i);
+      }
       const t = performance.now();
       const dests = have.length ? await this.kernel.ipvs.destinationsOf!(have.map((s) => serviceId(s))) : [];
       readMs += performance.now() - t;
-      const withDests = new Map(have.map((s, i) => [serviceKey(s), { ...s, destinations: dests[i]! }]));
-      await runSliced(diffWantedSteps(input, parts, slice, withDests), this.slice);
+      const destinations = new Map<string, Destination[]>();
+      for (let i = 0; i < have.length; i++) destinations.set(slice[keyAt[i]!]![0], dests[i]!);
+      await runSliced(diffWantedSteps(input, parts, slice, observed, destinations), this.slice);
     }
     await runSliced(staleServicesSteps(input, parts, wanted, observed), this.slice);
     return { delta: await runSliced(assembleSteps(parts), this.slice), readMs };

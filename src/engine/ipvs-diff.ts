@@ -7,8 +7,8 @@ import { runSync, type Steps } from './slice.js';
 import {
   canonicalAddress,
   destKey,
-  destShape,
   familyOf,
+  sameDestShape,
   sameShape,
   serviceKey,
   serviceShape,
@@ -131,6 +131,9 @@ export function* diffWantedSteps(
   parts: IpvsDiffParts,
   wanted: Iterable<[string, DesiredService]>,
   observed: ReadonlyMap<string, Service>,
+  /** The observed services' destinations by service key, when they are read apart from the
+   *  services (else each observed service's own `destinations`). */
+  destinations?: ReadonlyMap<string, Destination[]>,
 ): Steps<void> {
   const { addServices, setServices, destOps, draining, flushFlows } = parts;
   const share = input.shareDesired === true;
@@ -139,26 +142,21 @@ export function* diffWantedSteps(
   for (const [key, want] of wanted) {
     if (++n % 256 === 0) yield;
     const have = observed.get(key);
-    const id = idOf(want);
-    /** The op for desired destination d, given the kernel's (undefined: none). */
-    const destOp = (d: DestinationConfig, hd: Destination | undefined): void => {
-      if (!hd) destOps.push({ op: 'addDestination', service: id, dest: destConfig(d, share) });
-      // A destination left at weight 0 (draining, or by a previous run) comes back to its
-      // weight through the same comparison.
-      else if (!sameShape(destShape(d), destShape(hd)))
-        destOps.push({ op: 'updateDestination', service: id, dest: destConfig(d, share) });
-    };
     if (!have) {
       addServices.push({ op: 'addService', service: serviceConfig(want, share) });
     } else if (!sameShape(serviceShape(want), serviceShape(have))) {
       setServices.push({ op: 'updateService', service: serviceConfig(want, share) });
     }
     const wantList = want.destinations;
-    const haveList = have?.destinations ?? [];
+    const haveList = (have && (destinations ? destinations.get(key) : have.destinations)) ?? [];
+    // The service's id for its destination ops, made when the first one is.
+    let id: ServiceId | undefined;
     if (wantList.length <= pairwise && haveList.length <= pairwise) {
       // Short lists (nearly every service) pair up directly: no key text, Map or Set per
       // destination (at 10k services x 10, ~110k key texts and 22k collections per full plan).
-      const matched = haveList.length ? new Uint8Array(haveList.length) : undefined;
+      // which of haveList are matched: bit j of a number (up to 31 of them), else a byte each
+      let bits = 0;
+      const bytes = haveList.length > 31 ? new Uint8Array(haveList.length) : undefined;
       next: for (let i = 0; i < wantList.length; i++) {
         const d = wantList[i]!;
         const a = canonicalAddress(d.address);
@@ -166,15 +164,17 @@ export function* diffWantedSteps(
         for (let j = 0; j < i; j++) if (wantList[j]!.port === d.port && canonicalAddress(wantList[j]!.address) === a) continue next;
         let hd: Destination | undefined;
         for (let j = 0; j < haveList.length; j++) {
-          if (matched![j] === 0 && haveList[j]!.port === d.port && canonicalAddress(haveList[j]!.address) === a) {
+          if ((bytes ? bytes[j] === 0 : (bits & (1 << j)) === 0) && haveList[j]!.port === d.port && canonicalAddress(haveList[j]!.address) === a) {
             hd = haveList[j];
-            matched![j] = 1;
+            if (bytes) bytes[j] = 1;
+            else bits |= 1 << j;
             break;
           }
         }
-        destOp(d, hd);
+        if (hd && sameDestShape(d, hd)) continue;
+        destOps.push(destOp(d, hd, (id ??= idOf(want)), share));
       }
-      for (let j = 0; j < haveList.length; j++) if (matched![j] === 0) removeDestination(input, key, have!, haveList[j]!, destOps, draining, flushFlows);
+      for (let j = 0; j < haveList.length; j++) if (bytes ? bytes[j] === 0 : (bits & (1 << j)) === 0) removeDestination(input, key, have!, haveList[j]!, destOps, draining, flushFlows);
       continue;
     }
     const haveDests = new Map<string, Destination>();
@@ -184,13 +184,24 @@ export function* diffWantedSteps(
       const dk = destKey(d);
       if (wantDests.has(dk)) continue;
       wantDests.add(dk);
-      destOp(d, haveDests.get(dk));
+      const hd = haveDests.get(dk);
+      if (hd && sameDestShape(d, hd)) continue;
+      destOps.push(destOp(d, hd, (id ??= idOf(want)), share));
     }
     for (const [dk, hd] of haveDests) {
       if (wantDests.has(dk)) continue;
       removeDestination(input, key, have!, hd, destOps, draining, flushFlows);
     }
   }
+}
+
+/** The op for desired destination d, given the kernel's (undefined: none) when it differs.
+ *  A destination left at weight 0 (draining, or by a previous run) comes back to its weight
+ *  through the same comparison. */
+function destOp(d: DestinationConfig, hd: Destination | undefined, service: ServiceId, share: boolean): IpvsOp {
+  return hd
+    ? { op: 'updateDestination', service, dest: destConfig(d, share) }
+    : { op: 'addDestination', service, dest: destConfig(d, share) };
 }
 
 /** The kernel's services no desired service has, that the engine owns: deleted (their

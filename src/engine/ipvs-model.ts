@@ -110,6 +110,19 @@ export function destShape(d: DestinationConfig | Destination): DestShape {
   };
 }
 
+/** sameShape(destShape(a), destShape(b)) without the two objects (it runs for every
+ *  destination of a full plan). */
+export function sameDestShape(a: DestinationConfig | Destination, b: DestinationConfig | Destination): boolean {
+  const forward = a.forward ?? 'droute';
+  return (
+    forward === (b.forward ?? 'droute') &&
+    (a.weight ?? 1) === (b.weight ?? 1) &&
+    (a.upperThreshold ?? 0) === (b.upperThreshold ?? 0) &&
+    (a.lowerThreshold ?? 0) === (b.lowerThreshold ?? 0) &&
+    (forward !== 'tunnel' || tunnelText(forward, a.tunnel) === tunnelText(forward, b.tunnel))
+  );
+}
+
 export function sameShape<T extends object>(a: T, b: T): boolean {
   for (const k of Object.keys(a) as Array<keyof T>) if (a[k] !== b[k]) return false;
   return true;

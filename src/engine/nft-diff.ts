@@ -7,6 +7,7 @@ import type { NftFamily } from '../kernel/nft-types.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { canonicalAddress, samePlain } from './ipvs-model.js';
 import { runSync, type Steps } from './slice.js';
+import { sortSteps } from './sorted.js';
 
 type Local<T> = Omit<T, 'family' | 'table'>;
 
@@ -205,6 +206,7 @@ const SORTED = new WeakMap<readonly SetElement[], ElementOrder>();
  * order (an incremental plan from the last clean apply) is then one merge pass that compares
  * element objects and calls `order` only where they differ, instead of a canonical key text
  * per element of both: at 100k elements per set, milliseconds instead of ~100 ms per sync.
+ * Against a listing (a full plan), the listing's elements are sorted by `order` first.
  * The array must not change afterwards. Returns it.
  */
 export function sortedElements<T extends readonly SetElement[]>(elements: T, order: ElementOrder): T {
@@ -242,6 +244,19 @@ function mergeElements(want: readonly SetElement[], have: readonly SetElement[],
   while (j < have.length) del.push(have[j++]!);
 }
 
+/** A sorted copy of `elements` by `order`, one element per key (the first of equal ones). */
+function* sortedUnique(elements: readonly SetElement[], order: ElementOrder): Steps<SetElement[]> {
+  const sorted = yield* sortSteps(elements.slice(), order);
+  let n = 0;
+  for (let i = 0; i < sorted.length; i++) {
+    if (n > 0 && order(sorted[n - 1]!, sorted[i]!) === 0) continue;
+    sorted[n++] = sorted[i]!;
+    if (i % ELEMENTS_PER_STEP === ELEMENTS_PER_STEP - 1) yield;
+  }
+  sorted.length = n;
+  return sorted;
+}
+
 /** Elements: by canonical key; a changed value (another verdict/data) is a delete + add. */
 function* elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) => readonly SetElement[]): Steps<NftOp[]> {
   const ops: NftOp[] = [];
@@ -249,10 +264,14 @@ function* elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) 
     const spec = full(t, s);
     const before = had(s.name);
     const order = SORTED.get(elements);
-    if (order !== undefined && SORTED.get(before) === order) {
+    if (order !== undefined) {
+      // A listing (kernel order) is sorted by the same order first: one merge pass then, with
+      // no key text per element and no map of the listing (a full resync at 10k services lists
+      // ~70k elements).
+      const have = SORTED.get(before) === order ? before : yield* sortedUnique(before, order);
       const add: SetElement[] = [];
       const del: SetElement[] = [];
-      if (elements !== before) mergeElements(elements, before, order, del, add);
+      if (elements !== have) mergeElements(elements, have, order, del, add);
       yield;
       if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
       if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
