@@ -3,7 +3,7 @@
 // zero writes, and changed by elements only when services change.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Engine } from '../../src/engine/engine.js';
 import { Nftables } from '../../src/kernel/nftables.js';
@@ -87,5 +87,60 @@ test('loadBalancerSourceRanges: a per-service firewall chain, jumped to from the
   } finally {
     execFileSync('nft', ['delete', 'table', 'ip', 'ipvsync']);
     execFileSync('nft', ['delete', 'table', 'ip6', 'ipvsync']);
+  }
+});
+
+test('periodic full syncs on the real kernel: the glue is listed while the ruleset generation is unknown or moved, and not while nothing was committed; `nft` deleting an element is repaired', async () => {
+  const m = await loadManifests([EXAMPLE]);
+  const node = { name: 'n1', addresses: ['10.0.0.11', '127.0.0.1'] };
+  const model = translate({ services: m.services, endpointSlices: m.endpointSlices, node, config: { clusterCIDRs: ['192.168.0.0/16'] } });
+  const nft = await Nftables.open();
+  const engine = new Engine({ ipvs: new FakeIpvs(), nft });
+  const sent = () => nft.socketStats().messagesSent;
+  const want = () => ({ services: [], nft: glueTables(model.glue) });
+  try {
+    assert.deepEqual((await engine.sync(want())).errors, []);
+    // the tables were not there to list at the first sync: the second lists them
+    let m0 = sent();
+    assert.equal((await engine.sync(want())).nft.writes, 0);
+    const listing = sent() - m0;
+    assert.ok(listing > 4, `a listing of two tables is several dumps (${listing} messages)`);
+    // nothing committed since that listing: one GETGEN, no dump
+    m0 = sent();
+    const quiet = await engine.sync(want());
+    assert.equal(quiet.nft.writes, 0);
+    assert.equal(sent() - m0, 1, 'only the generation is read');
+
+    // another tool deletes one of the glue's elements: the generation moves, the next full sync
+    // lists and puts it back (nft reads it again), and the one after trusts the generation
+    const before = execFileSync('nft', ['list', 'set', 'ip', 'ipvsync', 'cluster-ips'], { encoding: 'utf8' });
+    const element = /10\.105\.250\.129 \. \w+ \. \d+/.exec(before)?.[0];
+    assert.ok(element, before);
+    execFileSync('nft', ['delete', 'element', 'ip', 'ipvsync', 'cluster-ips', `{ ${element} }`]);
+    assert.doesNotMatch(execFileSync('nft', ['list', 'set', 'ip', 'ipvsync', 'cluster-ips'], { encoding: 'utf8' }), /10\.105\.250\.129/);
+    m0 = sent();
+    const repair = await engine.sync(want());
+    assert.deepEqual(repair.errors, []);
+    assert.equal(repair.nft.writes, 1, 'one element add');
+    assert.ok(sent() - m0 > listing, 'listed, then committed');
+    assert.match(execFileSync('nft', ['list', 'set', 'ip', 'ipvsync', 'cluster-ips'], { encoding: 'utf8' }), /10\.105\.250\.129/);
+    // the repair's commit moved the generation by exactly one: known, so not listed again
+    m0 = sent();
+    assert.equal((await engine.sync(want())).nft.writes, 0);
+    assert.equal(sent() - m0, 1);
+
+    // a commit to a table ipvsync does not own also moves it: listed once, nothing written
+    execFileSync('nft', ['add', 'table', 'ip', 'someone-else']);
+    m0 = sent();
+    assert.equal((await engine.sync(want())).nft.writes, 0);
+    assert.ok(sent() - m0 >= listing);
+    m0 = sent();
+    await engine.sync(want());
+    assert.equal(sent() - m0, 1);
+    assert.match(execFileSync('nft', ['list', 'tables'], { encoding: 'utf8' }), /table ip someone-else/, 'the foreign table survives');
+  } finally {
+    execFileSync('nft', ['delete', 'table', 'ip', 'ipvsync']);
+    execFileSync('nft', ['delete', 'table', 'ip6', 'ipvsync']);
+    spawnSync('nft', ['delete', 'table', 'ip', 'someone-else']);
   }
 });

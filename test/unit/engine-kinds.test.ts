@@ -286,6 +286,81 @@ test('incremental plans with only set elements changed diff them against the las
   assert.equal((await e2.plan(s3)).nft?.ops.length, 0, 'rebuilt: the kernel holds the desired table');
 });
 
+test('a full plan takes the owned tables from the last clean apply while the nftables generation has not moved; any commit by anyone makes it list them again', async () => {
+  const k = fakeKernel();
+  const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] });
+  assert.deepEqual((await e.sync(state(10))).errors, []);
+  const gen = () => k.nft.genId();
+  // The table was not there to list: no generation is known yet. The next full plan lists it
+  // (as wanted: nothing to write) and trusts the listing's generation from then on.
+  let d = k.nft.dumps;
+  assert.deepEqual((await e.sync(state(10))).nft.writes, 0);
+  assert.equal(k.nft.dumps, d + 1);
+
+  // Nothing committed since: no listing, nothing to write.
+  d = k.nft.dumps;
+  const p1 = await e.plan(state(10));
+  assert.equal(k.nft.dumps, d, 'no nftables listing');
+  assert.deepEqual(p1.nft, { ops: [], fromLast: true });
+  assert.equal((await e.apply(p1)).nft.writes, 0);
+
+  // Elements changed in a full plan, generation unchanged: the element delta from the last
+  // clean apply, still without a listing; after it commits the engine knows the new generation.
+  const s2 = state(11);
+  const p2 = await e.plan(s2);
+  assert.equal(k.nft.dumps, d);
+  assert.equal(p2.nft?.fromLast, true);
+  assert.deepEqual(p2.nft!.ops.map((o) => (o.kind === 'elements' ? `${o.verb} ${o.elements.map((x) => x.key[0]).join(',')}` : o.kind)), ['add 10.96.0.11']);
+  assert.deepEqual((await e.apply(p2)).errors, []);
+  assert.deepEqual((await e.plan(s2)).nft, { ops: [], fromLast: true });
+  assert.equal(k.nft.dumps, d);
+
+  // Another tool deletes one of the engine's elements (a commit: the generation moves). The
+  // next full plan lists the table and puts it back; then it trusts the generation again.
+  await k.nft.commit([{ verb: 'delete', kind: 'elements', set: { family: 'ip', table: 'ipvsync', name: 'services', key: ['ipv4_addr', 'inet_proto', 'inet_service'] }, elements: [{ key: ['10.96.0.3', 'tcp', 80] }] }]);
+  const p3 = await e.plan(s2);
+  assert.equal(k.nft.dumps, d + 1, 'listed');
+  assert.equal(p3.nft?.fromLast, undefined);
+  assert.deepEqual(p3.nft!.ops.map((o) => (o.kind === 'elements' ? `${o.verb} ${o.elements.map((x) => x.key[0]).join(',')}` : o.kind)), ['add 10.96.0.3']);
+  assert.deepEqual((await e.apply(p3)).errors, []);
+  d = k.nft.dumps;
+  assert.deepEqual((await e.plan(s2)).nft, { ops: [], fromLast: true });
+  assert.equal(k.nft.dumps, d);
+
+  // A commit to a table the engine does not own moves the generation too: listed once (found
+  // as wanted, nothing to write), then trusted at the listing's generation.
+  await k.nft.commit([{ verb: 'add', kind: 'table', table: { family: 'ip', name: 'foreign' } }]);
+  const p4 = await e.plan(s2);
+  assert.equal(k.nft.dumps, d + 1);
+  assert.deepEqual(p4.nft?.ops, []);
+  assert.equal(p4.nft?.fromLast, undefined);
+  await e.apply(p4);
+  await e.plan(s2);
+  assert.equal(k.nft.dumps, d + 1, 'trusted again');
+
+  // A commit between a plan and its apply: the plan's view was not exact when it committed, so
+  // the generation is not trusted and the next full plan lists.
+  await k.nft.commit([{ verb: 'delete', kind: 'elements', set: { family: 'ip', table: 'ipvsync', name: 'services', key: ['ipv4_addr', 'inet_proto', 'inet_service'] }, elements: [{ key: ['10.96.0.4', 'tcp', 80] }] }]);
+  const p5 = await e.plan(s2);
+  assert.equal(p5.nft!.ops.length, 1);
+  const g = await gen();
+  await k.nft.commit([{ verb: 'delete', kind: 'table', table: { family: 'ip', name: 'foreign' } }]);
+  assert.deepEqual((await e.apply(p5)).errors, []);
+  assert.equal(await gen(), g + 2);
+  d = k.nft.dumps;
+  assert.deepEqual((await e.plan(s2)).nft?.ops, []);
+  assert.equal(k.nft.dumps, d + 1, 'listed again');
+
+  // A failed commit forgets the generation (and the clean state) as well.
+  await k.nft.commit([{ verb: 'delete', kind: 'table', table: { family: 'ip', name: 'ipvsync' } }]);
+  const r6 = await e.sync(state(12), new Set());
+  assert.equal(r6.nft.errors[0]?.code, 'ENOENT');
+  d = k.nft.dumps;
+  const p7 = await e.plan(state(12));
+  assert.equal(k.nft.dumps, d + 1);
+  assert.ok(p7.nft!.ops.some((o) => o.kind === 'table'), 'rebuilt');
+});
+
 test('the link is created first; its address adds run while nftables and IPVS apply, and their errors index the plan', async () => {
   const k = fakeKernel();
   const events: string[] = [];
