@@ -64,10 +64,15 @@ let NETNS: string | undefined;
 let netnsCount = 0;
 const inNs = (cmd: string, args: string[]): [string, string[]] => (NETNS ? ['ip', ['netns', 'exec', NETNS, cmd, ...args]] : [cmd, args]);
 
+/** How long the daemon is watched after its first sync: two periodic full resyncs (30 s apart,
+ *  the default --ipvs-sync-period) and the quiet after them. */
+const DAEMON_WATCH_S = 75;
+
 /**
  * The daemon as deployed (`ipvsync proxy --manifests DIR`, the command through its shebang):
  * started, left to finish its first full sync (its "sync" log line), its peak and current RSS
- * read from /proc, again 10 s later, then stopped with SIGTERM.
+ * read from /proc; then watched for DAEMON_WATCH_S with its RSS read every second, through its
+ * periodic full resyncs (each reads every kernel table again); then stopped with SIGTERM.
  */
 function daemonRss(dir: string): SizeRow['daemon'] {
   const flags = syncFlags(NODE_IP).filter((f) => f !== '--no-sysctl').map((f) => (f === '--node-name' ? '--hostname-override' : f));
@@ -77,15 +82,34 @@ function daemonRss(dir: string): SizeRow['daemon'] {
     `for i in $(seq 1 ${4 * TIMEOUT_S * 5}); do grep -q '"msg":"sync"' "$1.daemon.log" && break; kill -0 $pid 2>/dev/null || break; sleep 0.2; done`,
     `grep '"msg":"sync"' "$1.daemon.log" | head -1`,
     'grep -E "VmHWM|VmRSS" /proc/$pid/status',
-    'sleep 10; grep VmRSS /proc/$pid/status',
+    `for i in $(seq 1 ${DAEMON_WATCH_S}); do sleep 1; echo "watch $(awk '/VmRSS/{print $2}' /proc/$pid/status)"; done`,
+    'echo "end $(awk \'/VmHWM/{print $2}\' /proc/$pid/status) $(awk \'/VmRSS/{print $2}\' /proc/$pid/status)"',
+    `grep -c '"trigger":"periodic"' "$1.daemon.log" | sed 's/^/resyncs /'`,
+    `grep '"trigger":"periodic"' "$1.daemon.log" | tail -1`,
     'kill -TERM $pid; wait $pid',
   ].join('\n');
   const r = sh('bash', ['-c', script, CLI, dir]);
   const hwm = /VmHWM:\s+(\d+)/.exec(r.stdout);
-  const rss = [...r.stdout.matchAll(/VmRSS:\s+(\d+)/g)].map((m) => Number(m[1]));
+  const rss = /VmRSS:\s+(\d+)/.exec(r.stdout);
   const sync = /"ms":(\d+)/.exec(r.stdout);
-  if (!sync || !hwm || rss.length < 2) return { error: `no first sync: ${(r.stdout + r.stderr).slice(0, 400)}` };
-  return { peakMB: Number(hwm[1]) / 1024, rssMB: rss[0]! / 1024, laterMB: rss[1]! / 1024, syncMs: Number(sync[1]) };
+  const watch = [...r.stdout.matchAll(/^watch (\d+)$/gm)].map((m) => Number(m[1]));
+  const end = /^end (\d+) (\d+)$/m.exec(r.stdout);
+  const resyncs = /^resyncs (\d+)$/m.exec(r.stdout);
+  const resyncMs = /"trigger":"periodic".*"ms":(\d+)/.exec(r.stdout);
+  if (!sync || !hwm || !rss || !end || watch.length === 0) return { error: `no first sync: ${(r.stdout + r.stderr).slice(0, 400)}` };
+  const mb = (kb: number) => kb / 1024;
+  return {
+    peakMB: mb(Number(hwm[1])),
+    rssMB: mb(Number(rss[1])),
+    syncMs: Number(sync[1]),
+    watchS: DAEMON_WATCH_S,
+    resyncs: Number(resyncs?.[1] ?? 0),
+    ...(resyncMs ? { resyncMs: Number(resyncMs[1]) } : {}),
+    watchMaxMB: mb(Math.max(...watch)),
+    watchMinMB: mb(Math.min(...watch)),
+    endPeakMB: mb(Number(end[1])),
+    laterMB: mb(Number(end[2])),
+  };
 }
 
 /** Moves the qemu phase's commands to a new network namespace (lo up). */

@@ -19,9 +19,24 @@ export interface SizeRow {
   error?: string;
   sizes: Record<string, number>;
   ipvsyncSyncProcess?: Measure;
-  /** The daemon (`ipvsync proxy --manifests`) after its first full sync: peak and current RSS,
-   *  and its RSS 10 s later. */
-  daemon?: { peakMB: number; rssMB: number; laterMB: number; syncMs: number } | { error: string };
+  /** The daemon (`ipvsync proxy --manifests`): peak and current RSS after its first full sync;
+   *  then over watchS seconds (its periodic full resyncs): the highest and lowest RSS read each
+   *  second, the peak (VmHWM) and RSS at the end. Rows of earlier runs have only laterMB (10 s
+   *  after the first sync). */
+  daemon?:
+    | {
+        peakMB: number;
+        rssMB: number;
+        laterMB: number;
+        syncMs: number;
+        watchS?: number;
+        resyncs?: number;
+        resyncMs?: number;
+        watchMaxMB?: number;
+        watchMinMB?: number;
+        endPeakMB?: number;
+      }
+    | { error: string };
   worker?: any;
   /** The worker's full sync with bindMode route (one local route per service CIDR). */
   workerRoute?: any;
@@ -192,7 +207,14 @@ function targets(res: SuiteResult): string[] {
   const rss = r10?.ipvsyncSyncProcess?.maxRssMB;
   out.push(`| RSS at 10k×10 ≤ 150 MB (\`sync -f\` peak) | ${rss !== undefined ? `${rss.toFixed(0)} MB` : '–'} | ${yes(rss === undefined ? undefined : rss <= 150)} |`);
   const dm = r10?.daemon && 'peakMB' in r10.daemon ? r10.daemon : undefined;
-  out.push(`| RSS at 10k×10 ≤ 150 MB (the daemon, \`proxy --manifests\`: peak through its first full sync; 10 s later) | ${dm ? `${dm.peakMB.toFixed(0)} MB; ${dm.laterMB.toFixed(0)} MB` : '–'} | ${yes(dm ? Math.max(dm.peakMB, dm.laterMB) <= 150 : undefined)} |`);
+  if (dm?.watchS !== undefined) {
+    const highest = Math.max(dm.peakMB, dm.endPeakMB ?? 0, dm.watchMaxMB ?? 0);
+    out.push(
+      `| RSS at 10k×10 ≤ 150 MB (the daemon, \`proxy --manifests\`: peak through its first full sync; then over ${dm.watchS} s with ${dm.resyncs} periodic full resyncs: peak, and RSS between ${dm.watchMinMB!.toFixed(0)} and ${dm.watchMaxMB!.toFixed(0)} MB) | ${dm.peakMB.toFixed(0)} MB; ${dm.endPeakMB!.toFixed(0)} MB | ${yes(highest <= 150)} |`,
+    );
+  } else {
+    out.push(`| RSS at 10k×10 ≤ 150 MB (the daemon, \`proxy --manifests\`: peak through its first full sync; 10 s later) | ${dm ? `${dm.peakMB.toFixed(0)} MB; ${dm.laterMB.toFixed(0)} MB` : '–'} | ${yes(dm ? Math.max(dm.peakMB, dm.laterMB) <= 150 : undefined)} |`);
+  }
   const loops = (q?.rows ?? []).filter((r) => r.worker?.full?.eventLoop).map((r) => r.worker.full.eventLoop.maxMs as number);
   out.push(`| event loop never blocked > 50 ms during a full sync (qemu) | max ${loops.map((x) => `${x.toFixed(0)} ms`).join(', ')} | ${yes(loops.length ? loops.every((x) => x <= 50) : undefined)} |`);
   // The same targets at real speed (the host: no IPVS in that kernel, so ipvsync's IPVS part
