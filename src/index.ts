@@ -46,7 +46,8 @@ export {
   type TunnelType,
 } from './kernel/ipvs.js';
 export { formatList, formatSave, parseRules, RulesParseError, fileResolver, numeric, type NameResolver, type ParsedRule } from './kernel/ipvsadm-format.js';
-export type { HandleOptions, SocketStats, IpvsSocketStats } from './native.js';
+export type { HandleOptions, SocketStats, IpvsSocketStats, MemoryPressureLevel } from './native.js';
+export { memoryPressure } from './native.js';
 export {
   IpSets,
   IPSET_TYPES,
