@@ -353,8 +353,9 @@ export class Engine {
     const fromClean = !!changed || nftUntouched;
     const nftSame = fromClean && allTables.length > 0 && this.clean.nft !== undefined && samePlain(this.clean.nft, allTables);
     const wantVips = desired.vips && k.links && !vipsSame ? desired.vips : undefined;
-    // Incremental with only elements changed since the last clean apply: the element delta
-    // from that, without listing the tables (a full plan, or a static change, lists them).
+    // Only elements changed since the last clean apply (incremental, or a full plan with the
+    // generation unmoved): the element delta from that, without listing the tables (a static
+    // change lists them).
     const last = this.clean.nft;
     let fromLast: Array<NftDelta | undefined> | undefined;
     if (fromClean && !nftSame && last && last.length === allTables.length) {
@@ -527,9 +528,9 @@ export class Engine {
       this.nftGen = undefined;
       const from = plan.nftBase !== undefined ? await k.nft.genId() : undefined;
       const res = await this.commitNft(k.nft, plan.nft.ops);
-      if (from === plan.nftBase && !res.errors.length && res.transactions.length > 0 && res.transactions.every((t) => t.committed)) {
+      if (from !== undefined && from === plan.nftBase && !res.errors.length && res.transactions.length > 0 && res.transactions.every((t) => t.committed)) {
         const to = await k.nft.genId();
-        if (to === from! + res.transactions.length) this.nftGen = to;
+        if (to === from + res.transactions.length) this.nftGen = to;
       }
       report.nft.errors.push(...res.errors);
       plan.nft.ops.forEach((o, i) => {
