@@ -222,9 +222,10 @@ export class Engine {
    *  (a full plan always does, and so repairs what others changed in between). */
   private clean: { vips?: DesiredVips; nft?: DesiredNftTable[] } = {};
   /** The nftables ruleset generation at which the owned tables were exactly clean.nft (known
-   *  when the engine listed them there, or committed to them with no other commit before or
-   *  in between). Any commit by anyone moves the generation: while it has not moved, a full
-   *  plan takes the tables from clean.nft instead of listing them. */
+   *  when the engine listed them there, or when its commit was the only one since it last knew
+   *  them: the generation moved by exactly its transactions). Any commit by anyone moves the
+   *  generation: while it has not moved, a full plan takes the tables from clean.nft instead of
+   *  listing them. */
   private nftGen: number | undefined;
   /** Networks of the local routes the engine owns (seen at the last plan). */
   private ownedRanges: Cidr[] = [];
@@ -522,15 +523,13 @@ export class Engine {
     if (plan.routes && k.routes) await batch(report.routes, plan.routes.early, (o) => k.routes!.apply(o, { stopOnError: false }));
     if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.early, (o) => k.ipsets!.apply(o, { stopOnError: false }));
     if (plan.nft && k.nft && plan.nft.ops.length) {
-      // The generation this commit starts from: the owned tables stay known exactly only if it
-      // is the plan's (nothing committed since the plan looked) and the commit moves it by
-      // one per transaction (nothing committed in between).
+      // The owned tables stay known exactly only if the generation after this commit is the
+      // plan's plus one per transaction of it: no other commit went in since the plan's view.
       this.nftGen = undefined;
-      const from = plan.nftBase !== undefined ? await k.nft.genId() : undefined;
       const res = await this.commitNft(k.nft, plan.nft.ops);
-      if (from !== undefined && from === plan.nftBase && !res.errors.length && res.transactions.length > 0 && res.transactions.every((t) => t.committed)) {
+      if (plan.nftBase !== undefined && !res.errors.length && res.transactions.length > 0 && res.transactions.every((t) => t.committed)) {
         const to = await k.nft.genId();
-        if (to === from + res.transactions.length) this.nftGen = to;
+        if (to === plan.nftBase + res.transactions.length) this.nftGen = to;
       }
       report.nft.errors.push(...res.errors);
       plan.nft.ops.forEach((o, i) => {
