@@ -624,6 +624,16 @@ void DumpAllDests(Channel& ch, uint16_t fam, Listing* l) {
   for (size_t i = 0; i < n; i++) DumpDests(ch, fam, l->services[i].key, &l->dests[i]);
 }
 
+// One service's destinations as an array; a handle scope per destination (see ListingToJs).
+Napi::Array DestsToJs(Names& names, const ipvs::ServiceKey& k, const std::vector<ipvs::Dest>& ds, bool stats) {
+  Napi::Array da = Napi::Array::New(names.env, ds.size());
+  for (size_t j = 0; j < ds.size(); j++) {
+    Napi::HandleScope scope(names.env);
+    da.Set(j, DestToJs(names, k, ds[j], stats));
+  }
+  return da;
+}
+
 Napi::Array ListingToJs(Napi::Env env, const Listing& l, const ListOptions& o) {
   Names names(env);
   Napi::Array arr = Napi::Array::New(env, l.services.size());
@@ -634,12 +644,7 @@ Napi::Array ListingToJs(Napi::Env env, const Listing& l, const ListOptions& o) {
     // scavenges that building 110k objects triggers run. The service stays reachable from `arr`.
     Napi::HandleScope scope(env);
     Napi::Object so = ServiceToJs(names, l.services[i], o.stats);
-    if (o.with_dests) {
-      const std::vector<ipvs::Dest>& ds = l.dests[i];
-      Napi::Array da = Napi::Array::New(env, ds.size());
-      for (size_t j = 0; j < ds.size(); j++) da.Set(j, DestToJs(names, l.services[i].key, ds[j], o.stats));
-      so.Set(names.destinations, da);
-    }
+    if (o.with_dests) so.Set(names.destinations, DestsToJs(names, l.services[i].key, l.dests[i], o.stats));
     arr.Set(i, so);
   }
   return arr;
@@ -828,12 +833,7 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
         },
         [k, o](Napi::Env env, std::vector<ipvs::Dest>& ds) -> Napi::Value {
           Names names(env);
-          Napi::Array a = Napi::Array::New(env, ds.size());
-          for (size_t i = 0; i < ds.size(); i++) {
-            Napi::HandleScope scope(env);  // bounded handles, as in ListingToJs
-            a.Set(i, DestToJs(names, k, ds[i], o.stats));
-          }
-          return a;
+          return DestsToJs(names, k, ds, o.stats);
         });
   }
 
@@ -863,10 +863,7 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
           Napi::Array out = Napi::Array::New(env, l->services.size());
           for (size_t i = 0; i < l->services.size(); i++) {
             Napi::HandleScope scope(env);  // bounded handles, as in ListingToJs
-            const std::vector<ipvs::Dest>& ds = l->dests[i];
-            Napi::Array da = Napi::Array::New(env, ds.size());
-            for (size_t j = 0; j < ds.size(); j++) da.Set(j, DestToJs(names, l->services[i].key, ds[j], o.stats));
-            out.Set(i, da);
+            out.Set(i, DestsToJs(names, l->services[i].key, l->dests[i], o.stats));
           }
           l.reset();
           return out;

@@ -14,7 +14,7 @@ import { IPVSYNC_ROUTE_PROTOCOL, type Route, type RouteOp, type RoutesApi } from
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
 import { anyContains, parseCidr, type Cidr } from './cidr.js';
 import { diffIpSets, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
-import { assembleSteps, diffIpvsSteps, diffParts, diffWantedSteps, staleServicesSteps, wantedSteps, type FlowFlush, type IpvsDelta, type IpvsDiffInput } from './ipvs-diff.js';
+import { assembleSteps, diffIpvsSteps, diffParts, diffWantedSteps, observedSteps, staleServicesSteps, wantedSteps, type FlowFlush, type IpvsDelta, type IpvsDiffInput } from './ipvs-diff.js';
 import { canonicalAddress, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
 import { diffNftFromLastSteps, diffNftSteps, type DesiredNftTable, type NftDelta } from './nft-diff.js';
 import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
@@ -261,12 +261,7 @@ export class Engine {
    * never held at once. The same delta as diffIpvsSteps over the table read whole.
    */
   private async diffIpvsSliced(input: IpvsDiffInput): Promise<{ delta: IpvsDelta; readMs: number }> {
-    const observed = new Map<string, Service>();
-    for (let i = 0; i < input.observed.length; i++) {
-      const s = input.observed[i]!;
-      observed.set(serviceKey(s), s);
-      if (i % 4096 === 4095) await this.slice.tick();
-    }
+    const observed = await runSliced(observedSteps(input.observed), this.slice);
     const wanted = await runSliced(wantedSteps(input.desired), this.slice);
     const parts = diffParts();
     const per = Math.max(1, this.opts.observeSlice ?? 256);

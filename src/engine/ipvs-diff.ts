@@ -82,12 +82,7 @@ export function diffIpvs(input: IpvsDiffInput): IpvsDelta {
 
 /** diffIpvs as units of work (one per 256 services), for runSliced. */
 export function* diffIpvsSteps(input: IpvsDiffInput): Steps<IpvsDelta> {
-  const observed = new Map<string, Service>();
-  for (let i = 0; i < input.observed.length; i++) {
-    const s = input.observed[i]!;
-    observed.set(serviceKey(s), s);
-    if (i % 1024 === 1023) yield;
-  }
+  const observed = yield* observedSteps(input.observed);
   const wanted = yield* wantedSteps(input.desired);
   const parts = diffParts();
   yield* diffWantedSteps(input, parts, wanted, observed);
@@ -107,6 +102,17 @@ export interface IpvsDiffParts {
 
 export function diffParts(): IpvsDiffParts {
   return { addServices: [], setServices: [], destOps: [], delServices: [], draining: new Map(), flushFlows: [] };
+}
+
+/** The kernel's services by key, in units of work. */
+export function* observedSteps(observed: readonly Service[]): Steps<Map<string, Service>> {
+  const byKey = new Map<string, Service>();
+  for (let i = 0; i < observed.length; i++) {
+    const s = observed[i]!;
+    byKey.set(serviceKey(s), s);
+    if (i % 1024 === 1023) yield;
+  }
+  return byKey;
 }
 
 /** The desired services by key (the last of two with one key wins), in units of work. */
@@ -164,7 +170,7 @@ export function* diffWantedSteps(
         for (let j = 0; j < i; j++) if (wantList[j]!.port === d.port && canonicalAddress(wantList[j]!.address) === a) continue next;
         let hd: Destination | undefined;
         for (let j = 0; j < haveList.length; j++) {
-          if ((bytes ? bytes[j] === 0 : (bits & (1 << j)) === 0) && haveList[j]!.port === d.port && canonicalAddress(haveList[j]!.address) === a) {
+          if (!isMatched(bits, bytes, j) && haveList[j]!.port === d.port && canonicalAddress(haveList[j]!.address) === a) {
             hd = haveList[j];
             if (bytes) bytes[j] = 1;
             else bits |= 1 << j;
@@ -174,7 +180,7 @@ export function* diffWantedSteps(
         if (hd && sameDestShape(d, hd)) continue;
         destOps.push(destOp(d, hd, (id ??= idOf(want)), share));
       }
-      for (let j = 0; j < haveList.length; j++) if (bytes ? bytes[j] === 0 : (bits & (1 << j)) === 0) removeDestination(input, key, have!, haveList[j]!, destOps, draining, flushFlows);
+      for (let j = 0; j < haveList.length; j++) if (!isMatched(bits, bytes, j)) removeDestination(input, key, have!, haveList[j]!, destOps, draining, flushFlows);
       continue;
     }
     const haveDests = new Map<string, Destination>();
@@ -193,6 +199,11 @@ export function* diffWantedSteps(
       removeDestination(input, key, have!, hd, destOps, draining, flushFlows);
     }
   }
+}
+
+/** Whether haveList[j] is matched: bit j of `bits`, or byte j of `bytes` for longer lists. */
+function isMatched(bits: number, bytes: Uint8Array | undefined, j: number): boolean {
+  return bytes ? bytes[j] === 1 : (bits & (1 << j)) !== 0;
 }
 
 /** The op for desired destination d, given the kernel's (undefined: none) when it differs.
