@@ -14,7 +14,7 @@ import { IPVSYNC_ROUTE_PROTOCOL, type Route, type RouteOp, type RoutesApi } from
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
 import { anyContains, parseCidr, type Cidr } from './cidr.js';
 import { diffIpSets, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
-import { assembleSteps, diffIpvsSteps, diffParts, diffWantedSteps, observedSteps, staleServicesSteps, wantedSteps, type FlowFlush, type IpvsDelta, type IpvsDiffInput } from './ipvs-diff.js';
+import { assembleSteps, byKeySteps, diffIpvsSteps, diffParts, diffWantedSteps, staleServicesSteps, type FlowFlush, type IpvsDelta, type IpvsDiffInput } from './ipvs-diff.js';
 import { canonicalAddress, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
 import { diffNftFromLastSteps, diffNftSteps, type DesiredNftTable, type NftDelta } from './nft-diff.js';
 import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
@@ -261,8 +261,8 @@ export class Engine {
    * never held at once. The same delta as diffIpvsSteps over the table read whole.
    */
   private async diffIpvsSliced(input: IpvsDiffInput): Promise<{ delta: IpvsDelta; readMs: number }> {
-    const observed = await runSliced(observedSteps(input.observed), this.slice);
-    const wanted = await runSliced(wantedSteps(input.desired), this.slice);
+    const observed = await runSliced(byKeySteps(input.observed), this.slice);
+    const wanted = await runSliced(byKeySteps(input.desired), this.slice);
     const parts = diffParts();
     const per = Math.max(1, this.opts.observeSlice ?? 256);
     const entries = [...wanted];

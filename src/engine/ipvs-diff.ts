@@ -82,8 +82,8 @@ export function diffIpvs(input: IpvsDiffInput): IpvsDelta {
 
 /** diffIpvs as units of work (one per 256 services), for runSliced. */
 export function* diffIpvsSteps(input: IpvsDiffInput): Steps<IpvsDelta> {
-  const observed = yield* observedSteps(input.observed);
-  const wanted = yield* wantedSteps(input.desired);
+  const observed = yield* byKeySteps(input.observed);
+  const wanted = yield* byKeySteps(input.desired);
   const parts = diffParts();
   yield* diffWantedSteps(input, parts, wanted, observed);
   yield* staleServicesSteps(input, parts, wanted, observed);
@@ -104,26 +104,16 @@ export function diffParts(): IpvsDiffParts {
   return { addServices: [], setServices: [], destOps: [], delServices: [], draining: new Map(), flushFlows: [] };
 }
 
-/** The kernel's services by key, in units of work. */
-export function* observedSteps(observed: readonly Service[]): Steps<Map<string, Service>> {
-  const byKey = new Map<string, Service>();
-  for (let i = 0; i < observed.length; i++) {
-    const s = observed[i]!;
+/** Services by key (the last of two with one key wins), in units of work: the kernel's
+ *  services, or the desired ones. */
+export function* byKeySteps<S extends ServiceId | Service>(services: readonly S[]): Steps<Map<string, S>> {
+  const byKey = new Map<string, S>();
+  for (let i = 0; i < services.length; i++) {
+    const s = services[i]!;
     byKey.set(serviceKey(s), s);
     if (i % 1024 === 1023) yield;
   }
   return byKey;
-}
-
-/** The desired services by key (the last of two with one key wins), in units of work. */
-export function* wantedSteps(desired: readonly DesiredService[]): Steps<Map<string, DesiredService>> {
-  const wanted = new Map<string, DesiredService>();
-  for (let i = 0; i < desired.length; i++) {
-    const s = desired[i]!;
-    wanted.set(serviceKey(s), s);
-    if (i % 1024 === 1023) yield;
-  }
-  return wanted;
 }
 
 /**
