@@ -6,7 +6,7 @@
 import { NetlinkError } from '../errors.js';
 import type { ConntrackApi } from '../kernel/conntrack.js';
 import type { IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
-import { serviceId, type IpvsApi, type IpvsOp, type Service, type Destination } from '../kernel/ipvs.js';
+import type { IpvsApi, IpvsOp, Service, Destination } from '../kernel/ipvs.js';
 import type { LinkOp, LinksApi } from '../kernel/links.js';
 import { NftTransaction, type NftablesApi, type NftOp, type NftRuleset } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
@@ -14,11 +14,25 @@ import { IPVSYNC_ROUTE_PROTOCOL, type Route, type RouteOp, type RoutesApi } from
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
 import { anyContains, parseCidr, type Cidr } from './cidr.js';
 import { diffIpSets, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
-import { assembleSteps, byKeySteps, diffIpvsSteps, diffParts, diffWantedSteps, staleServicesSteps, type FlowFlush, type IpvsDelta, type IpvsDiffInput } from './ipvs-diff.js';
-import { canonicalAddress, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
+import {
+  assembleSteps,
+  byKeySteps,
+  diffIpvsSteps,
+  diffParts,
+  diffWantedSteps,
+  indexObservedSteps,
+  staleServicesSteps,
+  type FlowFlush,
+  type IpvsDelta,
+  type IpvsDiffInput,
+  type ObservedIndex,
+} from './ipvs-diff.js';
+import { canonicalAddress, keyToId, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
 import { diffNftFromLastSteps, diffNftSteps, type DesiredNftTable, type NftDelta } from './nft-diff.js';
 import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
 import { runSliced, TimeSlice, type Steps } from './slice.js';
+
+export { keyToId } from './ipvs-model.js';
 
 export interface DesiredState {
   /** IPVS virtual services with their destinations. */
@@ -260,32 +274,32 @@ export class Engine {
    * read just before (destinationsOf) and dropped after, so the whole table's destinations are
    * never held at once. The same delta as diffIpvsSteps over the table read whole.
    */
-  private async diffIpvsSliced(input: IpvsDiffInput): Promise<{ delta: IpvsDelta; readMs: number }> {
-    const observed = await runSliced(byKeySteps(input.observed), this.slice);
-    const wanted = await runSliced(byKeySteps(input.desired), this.slice);
+  private async diffIpvsSliced(input: IpvsDiffInput, observed: ObservedIndex): Promise<{ delta: IpvsDelta; readMs: number }> {
+    const wanted = await runSliced(byKeySteps(input.desired, (s) => this.keyOf(s)), this.slice);
     const parts = diffParts();
     const per = Math.max(1, this.opts.observeSlice ?? 256);
-    const entries = [...wanted];
+    const it = wanted.entries();
     let readMs = 0;
-    for (let from = 0; from < entries.length; from += per) {
-      const slice = entries.slice(from, from + per);
-      // the slice's services the kernel has, and where each is in the slice
-      const have: Service[] = [];
-      const keyAt: number[] = [];
-      for (let i = 0; i < slice.length; i++) {
-        const s = observed.get(slice[i]![0]);
-        if (s === undefined) continue;
-        have.push(s);
-        keyAt.push(i);
+    for (let more = true; more; ) {
+      const slice: Array<[string, DesiredService]> = [];
+      while (slice.length < per) {
+        const r = it.next();
+        if (r.done) {
+          more = false;
+          break;
+        }
+        slice.push(r.value);
       }
+      // the slice's services the kernel has
+      const have = slice.filter(([key]) => observed.byKey.has(key)).map(([key]) => key);
       const t = performance.now();
-      const dests = have.length ? await this.kernel.ipvs.destinationsOf!(have.map((s) => serviceId(s))) : [];
+      const dests = have.length ? await this.kernel.ipvs.destinationsOf!(have.map(keyToId)) : [];
       readMs += performance.now() - t;
       const destinations = new Map<string, Destination[]>();
-      for (let i = 0; i < have.length; i++) destinations.set(slice[keyAt[i]!]![0], dests[i]!);
+      for (let i = 0; i < have.length; i++) destinations.set(have[i]!, dests[i]!);
       await runSliced(diffWantedSteps(input, parts, slice, observed, destinations), this.slice);
     }
-    await runSliced(staleServicesSteps(input, parts, wanted, observed), this.slice);
+    await runSliced(staleServicesSteps(parts, wanted, observed), this.slice);
     return { delta: await runSliced(assembleSteps(parts), this.slice), readMs };
   }
 
@@ -310,6 +324,57 @@ export class Engine {
     let k = this.keys.get(s);
     if (k === undefined) this.keys.set(s, (k = serviceKey(s)));
     return k;
+  }
+
+  /**
+   * The kernel's side of a plan: every kind listed concurrently (independent sockets), the
+   * engine's VIPs and routes found among them (what it owns), the small kinds diffed, and for a
+   * sliced plan the IPVS services indexed by key (ObservedIndex). Returns the deltas, the index
+   * (or the listed services) and the tables' listing, not the other listings: a full plan's IPVS
+   * diff runs for a while after this (at 10k services ~1 s, ~10 s under emulation) and they were
+   * its memory peak. (A separate function because a suspended async function can keep what its
+   * finished statements held.)
+   */
+  private async observe(
+    desired: DesiredState,
+    changed: ReadonlySet<string> | undefined,
+    o: { sliced: boolean; wantVips: DesiredVips | undefined; wantIpsets: boolean; tables: readonly DesiredNftTable[] },
+  ): Promise<{
+    ipvs: Service[] | ObservedIndex;
+    ruleset: NftRuleset[];
+    t1: number;
+    addresses?: AddressesDelta;
+    routes?: RoutesDelta;
+    ipsets?: IpSetsDelta;
+  }> {
+    const k = this.kernel;
+    const { wantVips } = o;
+    const [observed, link, addrs, routes, sets, ruleset] = await Promise.all([
+      changed
+        ? Promise.all([...changed].map((key) => k.ipvs.service(keyToId(key), { withDestinations: true }))).then((l) =>
+            l.filter((s): s is Service => s !== null),
+          )
+        : k.ipvs.services({ withDestinations: !o.sliced }),
+      wantVips ? k.links!.get(wantVips.link) : undefined,
+      wantVips ? k.links!.addresses({ link: wantVips.link }).catch(noLink) : undefined,
+      desired.routes && k.routes ? k.routes.list({ protocol: IPVSYNC_ROUTE_PROTOCOL }) : undefined,
+      o.wantIpsets ? k.ipsets!.list() : undefined,
+      Promise.all(o.tables.map((t) => listOwnedTable(k.nft!, t))),
+    ]);
+    const t1 = performance.now();
+    // Addresses bound on the engine's own link are its VIPs, also those of an earlier run:
+    // services on them are owned (a restart still cleans up what it left behind).
+    for (const a of addrs ?? []) this.desiredVips.add(canonicalAddress(a.address));
+    // Likewise every address inside a local route the engine owns (bindMode 'route').
+    this.ownedRanges = (routes ?? []).filter((r) => r.type === 'local').map((r: Route) => parseCidr(r.dst));
+    return {
+      ipvs: o.sliced ? await runSliced(indexObservedSteps(observed, (s) => this.owns(s)), this.slice) : observed,
+      ruleset,
+      t1,
+      ...(wantVips ? { addresses: diffAddresses(wantVips, { linkExists: link !== null, addresses: addrs ?? [] }) } : {}),
+      ...(desired.routes && k.routes ? { routes: diffRoutes(desired.routes, routes ?? []) } : {}),
+      ...(o.wantIpsets ? { ipsets: diffIpSets(desired.ipsets!, sets!, this.opts.ipsetPrefix!) } : {}),
+    };
   }
 
   /**
@@ -363,31 +428,25 @@ export class Engine {
     if (desired.ipsets && !this.opts.ipsetPrefix) throw new RangeError('managing ipsets needs Ownership.ipsetPrefix');
     // A full plan reads the destinations a slice of services at a time, as it diffs (below).
     const sliced = !changed && typeof k.ipvs.destinationsOf === 'function';
-    // The kinds are independent sockets: observe them concurrently.
-    const [observed, link, addrs, routes, sets, ruleset] = await Promise.all([
-      changed
-        ? Promise.all([...changed].map((key) => k.ipvs.service(keyToId(key), { withDestinations: true }))).then((l) =>
-            l.filter((s): s is Service => s !== null),
-          )
-        : k.ipvs.services({ withDestinations: !sliced }),
-      wantVips ? k.links!.get(wantVips.link) : undefined,
-      wantVips ? k.links!.addresses({ link: wantVips.link }).catch(noLink) : undefined,
-      desired.routes && k.routes ? k.routes.list({ protocol: IPVSYNC_ROUTE_PROTOCOL }) : undefined,
-      wantIpsets ? k.ipsets!.list() : undefined,
-      Promise.all(tables.map((t) => listOwnedTable(k.nft!, t))),
-    ]);
-    const t1 = performance.now();
-    // Addresses bound on the engine's own link are its VIPs, also those of an earlier run:
-    // services on them are owned (a restart still cleans up what it left behind).
-    for (const a of addrs ?? []) this.desiredVips.add(canonicalAddress(a.address));
-    // Likewise every address inside a local route the engine owns (bindMode 'route').
-    this.ownedRanges = (routes ?? []).filter((r) => r.type === 'local').map((r: Route) => parseCidr(r.dst));
+    const obs = await this.observe(desired, changed, { sliced, wantVips, wantIpsets: !!wantIpsets, tables });
+    // The tables' diff, then their listing goes (at a first sync ~70k elements at 10k services).
+    const ruleset = obs.ruleset;
+    obs.ruleset = [];
+    let nftBase: number | undefined;
+    let nftDeltas: NftDelta[] | undefined;
+    if (tables.length) {
+      const gens = new Set(ruleset.map((r) => r?.genId));
+      if (gens.size === 1 && typeof ruleset[0]?.genId === 'number') nftBase = ruleset[0].genId;
+      nftDeltas = [];
+      for (let i = 0; i < tables.length; i++) nftDeltas.push(await runSliced(diffNftSteps(tables[i]!, ruleset[i]!), this.slice));
+      ruleset.length = 0;
+    }
 
     const want = changed ? this.changedServices(desired.services, changed) : desired.services;
     const draining = changed ? new Map([...this.draining].filter(([key]) => changed.has(key.split('/')[0]!))) : this.draining;
     const diffInput = {
       desired: want,
-      observed,
+      observed: Array.isArray(obs.ipvs) ? obs.ipvs : [],
       owns: (s: Service) => this.owns(s),
       draining,
       now: this.now(),
@@ -396,35 +455,33 @@ export class Engine {
     };
     let readMs = 0;
     let ipvs: IpvsDelta;
-    if (sliced) {
-      const r = await this.diffIpvsSliced(diffInput);
+    if (!Array.isArray(obs.ipvs)) {
+      const r = await this.diffIpvsSliced(diffInput, obs.ipvs);
       ipvs = r.delta;
       readMs = r.readMs;
     } else {
       ipvs = await runSliced(diffIpvsSteps(diffInput), this.slice);
     }
-    const plan: Plan = { mode: changed ? 'incremental' : 'full', ipvs, observeMs: t1 - t0 + readMs, diffMs: 0, desired: {} };
+    const plan: Plan = { mode: changed ? 'incremental' : 'full', ipvs, observeMs: obs.t1 - t0 + readMs, diffMs: 0, desired: {} };
     if (changed) plan.scope = [...changed];
     const unchanged: Plan['unchanged'] = [];
     if (vipsSame) unchanged.push('addresses');
     if (nftSame && changed) unchanged.push('nft');
     if (fromClean) {
       if (this.nftGen !== undefined) plan.nftBase = this.nftGen;
-    } else if (tables.length) {
-      const gens = new Set(ruleset.map((r) => r?.genId));
-      if (gens.size === 1 && typeof ruleset[0]?.genId === 'number') plan.nftBase = ruleset[0].genId;
+    } else if (nftBase !== undefined) {
+      plan.nftBase = nftBase;
     }
     if (unchanged.length) plan.unchanged = unchanged;
-    if (wantVips) {
-      plan.addresses = diffAddresses(wantVips, { linkExists: link !== null, addresses: addrs ?? [] });
+    if (obs.addresses) {
+      plan.addresses = obs.addresses;
       plan.desired!.vips = wantVips;
     }
-    if (desired.routes && k.routes) plan.routes = diffRoutes(desired.routes, routes ?? []);
-    if (wantIpsets) plan.ipsets = diffIpSets(desired.ipsets!, sets!, this.opts.ipsetPrefix!);
-    if (tables.length) {
+    if (obs.routes) plan.routes = obs.routes;
+    if (obs.ipsets) plan.ipsets = obs.ipsets;
+    if (nftDeltas) {
       // Every table's delta goes into the same transaction: the glue changes all at once.
-      const deltas: NftDelta[] = [];
-      for (let i = 0; i < tables.length; i++) deltas.push(await runSliced(diffNftSteps(tables[i]!, ruleset[i]!), this.slice));
+      const deltas = nftDeltas;
       const rebuilt = deltas.map((d, i) => (d.rebuilt ? `${tables[i]!.family} ${tables[i]!.name}: ${d.rebuilt}` : '')).filter(Boolean);
       plan.nft = { ops: deltas.flatMap((d) => d.ops), ...(rebuilt.length ? { rebuilt: rebuilt.join('; ') } : {}) };
       plan.desired!.nft = tables;
@@ -435,7 +492,7 @@ export class Engine {
       // full, with the tables untouched since they were last applied as they are wanted
       plan.nft = { ops: [], fromLast: true };
     }
-    plan.diffMs = performance.now() - t1 - readMs;
+    plan.diffMs = performance.now() - obs.t1 - readMs;
     return plan;
   }
 
@@ -631,10 +688,3 @@ async function flushFlows(ct: ConntrackApi, flows: FlowFlush[], errors: NetlinkE
   return n;
 }
 
-/** serviceKey() back to a ServiceId, for the incremental path's GETs. */
-export function keyToId(key: string): Parameters<IpvsApi['service']>[0] {
-  const [family, proto, a, b] = key.split('|') as [string, string, string, string | undefined];
-  const fam = family === 'inet6' ? 'inet6' : 'inet';
-  if (proto === 'fwmark') return { family: fam, fwmark: Number(a) };
-  return { family: fam, protocol: proto as 'tcp' | 'udp' | 'sctp', address: a, port: Number(b) };
-}

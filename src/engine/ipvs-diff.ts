@@ -7,12 +7,14 @@ import { runSync, type Steps } from './slice.js';
 import {
   canonicalAddress,
   destKey,
-  familyOf,
+  keyToId,
   sameDestShape,
   sameShape,
   serviceKey,
   serviceShape,
   type DesiredService,
+  type KernelServiceId,
+  type ServiceShape,
 } from './ipvs-model.js';
 
 export interface IpvsDiffInput {
@@ -82,12 +84,47 @@ export function diffIpvs(input: IpvsDiffInput): IpvsDelta {
 
 /** diffIpvs as units of work (one per 256 services), for runSliced. */
 export function* diffIpvsSteps(input: IpvsDiffInput): Steps<IpvsDelta> {
-  const observed = yield* byKeySteps(input.observed);
+  const observed = yield* indexObservedSteps(input.observed, input.owns);
+  const destinations = new Map<string, Destination[]>();
+  for (const s of input.observed) destinations.set(serviceKey(s), s.destinations ?? []);
   const wanted = yield* byKeySteps(input.desired);
   const parts = diffParts();
-  yield* diffWantedSteps(input, parts, wanted, observed);
-  yield* staleServicesSteps(input, parts, wanted, observed);
+  yield* diffWantedSteps(input, parts, wanted, observed, destinations);
+  yield* staleServicesSteps(parts, wanted, observed);
   return yield* assembleSteps(parts);
+}
+
+/**
+ * The kernel's services as a diff reads them: by key, the number of the options it has
+ * (scheduler, flags, timeout, netmask, pe; a table has a handful of distinct ones) times two,
+ * plus one when the engine owns it. A key and a number, not the listed objects: a full plan
+ * keeps this through its whole diff (10k listed services held as objects were ~3 MB more at
+ * the daemon's resync peak), and a service's identity is in its key (keyToId).
+ */
+export interface ObservedIndex {
+  byKey: Map<string, number>;
+  shapes: ServiceShape[];
+}
+
+/** indexes the kernel's services (the last of two with one key wins), in units of work. */
+export function* indexObservedSteps(services: readonly Service[], owns: (s: Service) => boolean): Steps<ObservedIndex> {
+  const byKey = new Map<string, number>();
+  const shapes: ServiceShape[] = [];
+  const shapeAt = new Map<string, number>();
+  for (let i = 0; i < services.length; i++) {
+    const s = services[i]!;
+    const shape = serviceShape(s);
+    const text = `${shape.scheduler}\0${shape.flags}\0${shape.timeout}\0${shape.netmask}\0${shape.pe}`;
+    let at = shapeAt.get(text);
+    if (at === undefined) {
+      at = shapes.length;
+      shapes.push(shape);
+      shapeAt.set(text, at);
+    }
+    byKey.set(serviceKey(s), at * 2 + (owns(s) ? 1 : 0));
+    if (i % 1024 === 1023) yield;
+  }
+  return { byKey, shapes };
 }
 
 /** What a diff made so far: the ops by kind (put in apply order at the end) and the drains. */
@@ -106,11 +143,11 @@ export function diffParts(): IpvsDiffParts {
 
 /** Services by key (the last of two with one key wins), in units of work: the kernel's
  *  services, or the desired ones. */
-export function* byKeySteps<S extends ServiceId | Service>(services: readonly S[]): Steps<Map<string, S>> {
+export function* byKeySteps<S extends ServiceId | Service>(services: readonly S[], keyOf: (s: S) => string = serviceKey): Steps<Map<string, S>> {
   const byKey = new Map<string, S>();
   for (let i = 0; i < services.length; i++) {
     const s = services[i]!;
-    byKey.set(serviceKey(s), s);
+    byKey.set(keyOf(s), s);
     if (i % 1024 === 1023) yield;
   }
   return byKey;
@@ -118,18 +155,17 @@ export function* byKeySteps<S extends ServiceId | Service>(services: readonly S[
 
 /**
  * The ops that give these desired services (by key) their options and destinations, against
- * the kernel's services of the same keys (with their destinations; a key it does not have is a
- * service to add). Adds to `parts`; a diff may run it for the wanted services a slice at a time,
- * with `observed` holding that slice's services.
+ * the kernel's services of the same keys (a key it does not have is a service to add) and
+ * their destinations. Adds to `parts`; a diff may run it for the wanted services a slice at a
+ * time, with `destinations` holding that slice's.
  */
 export function* diffWantedSteps(
   input: Omit<IpvsDiffInput, 'desired' | 'observed'>,
   parts: IpvsDiffParts,
   wanted: Iterable<[string, DesiredService]>,
-  observed: ReadonlyMap<string, Service>,
-  /** The observed services' destinations by service key, when they are read apart from the
-   *  services (else each observed service's own `destinations`). */
-  destinations?: ReadonlyMap<string, Destination[]>,
+  observed: ObservedIndex,
+  /** The kernel's destinations of the observed services among `wanted`, by service key. */
+  destinations: ReadonlyMap<string, Destination[]>,
 ): Steps<void> {
   const { addServices, setServices, destOps, draining, flushFlows } = parts;
   const share = input.shareDesired === true;
@@ -137,16 +173,18 @@ export function* diffWantedSteps(
   let n = 0;
   for (const [key, want] of wanted) {
     if (++n % 256 === 0) yield;
-    const have = observed.get(key);
-    if (!have) {
+    const have = observed.byKey.get(key);
+    if (have === undefined) {
       addServices.push({ op: 'addService', service: serviceConfig(want, share) });
-    } else if (!sameShape(serviceShape(want), serviceShape(have))) {
+    } else if (!sameShape(serviceShape(want), observed.shapes[have >> 1]!)) {
       setServices.push({ op: 'updateService', service: serviceConfig(want, share) });
     }
     const wantList = want.destinations;
-    const haveList = (have && (destinations ? destinations.get(key) : have.destinations)) ?? [];
-    // The service's id for its destination ops, made when the first one is.
+    const haveList = (have !== undefined && destinations.get(key)) || [];
+    // The service's id for its destination ops, made when the first one is; the kernel's
+    // service (its key's id) for the removals.
     let id: ServiceId | undefined;
+    let haveId: KernelServiceId | undefined;
     if (wantList.length <= pairwise && haveList.length <= pairwise) {
       // Short lists (nearly every service) pair up directly: no key text, Map or Set per
       // destination (at 10k services x 10, ~110k key texts and 22k collections per full plan).
@@ -170,7 +208,8 @@ export function* diffWantedSteps(
         if (hd && sameDestShape(d, hd)) continue;
         destOps.push(destOp(d, hd, (id ??= idOf(want)), share));
       }
-      for (let j = 0; j < haveList.length; j++) if (!isMatched(bits, bytes, j)) removeDestination(input, key, have!, haveList[j]!, destOps, draining, flushFlows);
+      for (let j = 0; j < haveList.length; j++)
+        if (!isMatched(bits, bytes, j)) removeDestination(input, key, (haveId ??= keyToId(key)), haveList[j]!, destOps, draining, flushFlows);
       continue;
     }
     const haveDests = new Map<string, Destination>();
@@ -186,7 +225,7 @@ export function* diffWantedSteps(
     }
     for (const [dk, hd] of haveDests) {
       if (wantDests.has(dk)) continue;
-      removeDestination(input, key, have!, hd, destOps, draining, flushFlows);
+      removeDestination(input, key, (haveId ??= keyToId(key)), hd, destOps, draining, flushFlows);
     }
   }
 }
@@ -207,17 +246,12 @@ function destOp(d: DestinationConfig, hd: Destination | undefined, service: Serv
 
 /** The kernel's services no desired service has, that the engine owns: deleted (their
  *  destinations with them; no destination list needed). */
-export function* staleServicesSteps(
-  input: Pick<IpvsDiffInput, 'owns'>,
-  parts: IpvsDiffParts,
-  wanted: ReadonlyMap<string, DesiredService>,
-  observed: ReadonlyMap<string, Service>,
-): Steps<void> {
+export function* staleServicesSteps(parts: IpvsDiffParts, wanted: ReadonlyMap<string, unknown>, observed: ObservedIndex): Steps<void> {
   let n = 0;
-  for (const [key, have] of observed) {
+  for (const [key, have] of observed.byKey) {
     if (++n % 1024 === 0) yield;
-    if (wanted.has(key) || !input.owns(have)) continue;
-    parts.delServices.push({ op: 'deleteService', service: idOf(have) });
+    if (wanted.has(key) || (have & 1) === 0) continue;
+    parts.delServices.push({ op: 'deleteService', service: keyToId(key) });
   }
 }
 
@@ -236,23 +270,22 @@ export function* assembleSteps(parts: IpvsDiffParts): Steps<IpvsDelta> {
 function removeDestination(
   input: Pick<IpvsDiffInput, 'draining' | 'now' | 'drainTimeoutMs'>,
   svcKey: string,
-  svc: Service,
+  svc: KernelServiceId,
   d: Destination,
   ops: IpvsOp[],
   draining: Map<string, number>,
   flushFlows: FlowFlush[],
 ): void {
-  const id = idOf(svc);
   const dk = drainKey(svcKey, destKey(d));
   const dest = { address: d.address, port: d.port };
   // UDP and SCTP have no connection to finish: delete now and flush their flows. TCP (and
   // fwmark services, whose protocol is unknown) drain first.
-  if (svc.protocol === 'udp' || svc.protocol === 'sctp') {
-    ops.push({ op: 'deleteDestination', service: id, dest });
+  if ('protocol' in svc && (svc.protocol === 'udp' || svc.protocol === 'sctp')) {
+    ops.push({ op: 'deleteDestination', service: svc, dest });
     flushFlows.push({
       protocol: svc.protocol,
-      family: svc.family ?? familyOf(d.address),
-      service: { address: svc.address!, port: svc.port! },
+      family: svc.family,
+      service: { address: svc.address, port: svc.port },
       dest,
     });
     return;
@@ -263,13 +296,13 @@ function removeDestination(
   const idle = d.activeConns + d.inactiveConns === 0;
   const expired = d.weight === 0 && since !== undefined && input.now - since >= input.drainTimeoutMs;
   if (idle || expired) {
-    ops.push({ op: 'deleteDestination', service: id, dest });
+    ops.push({ op: 'deleteDestination', service: svc, dest });
     return;
   }
   if (d.weight !== 0) {
     ops.push({
       op: 'updateDestination',
-      service: id,
+      service: svc,
       dest: {
         ...dest,
         forward: d.forward,

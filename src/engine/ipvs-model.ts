@@ -7,6 +7,8 @@ import type {
   Destination,
   DestinationConfig,
   ForwardMethod,
+  AddressServiceId,
+  FwmarkServiceId,
   Service,
   ServiceConfig,
   ServiceFlag,
@@ -36,6 +38,18 @@ export function serviceKey(s: ServiceId | Service): string {
   const a = s as { protocol: string; address: string; port: number; family?: AddressFamily };
   const addr = canonicalAddress(a.address);
   return `${a.family ?? familyOf(addr)}|${a.protocol}|${addr}|${a.port}`;
+}
+
+/** A service's identity as its key holds it: the family always set, the address canonical. */
+export type KernelServiceId = (AddressServiceId | FwmarkServiceId) & { family: AddressFamily };
+
+/** serviceKey() back to the service's id (the incremental path's GETs; the diff's removals
+ *  and deletes of kernel services, which it keeps by key). */
+export function keyToId(key: string): KernelServiceId {
+  const [family, proto, a, b] = key.split('|') as [string, string, string, string | undefined];
+  const fam = family === 'inet6' ? 'inet6' : 'inet';
+  if (proto === 'fwmark') return { family: fam, fwmark: Number(a) };
+  return { family: fam, protocol: proto as 'tcp' | 'udp' | 'sctp', address: a, port: Number(b) };
 }
 
 /** Destination key within a service: "10.1.0.5|8080" or "[fd00::5]|8080". */

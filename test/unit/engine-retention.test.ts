@@ -1,0 +1,70 @@
+// What a full plan keeps while it diffs: the kernel's listings only as long as it reads them.
+// A periodic full resync of 10k services runs its IPVS diff for ~1 s (~10 s under emulation);
+// listings held through it are the daemon's memory peak. Checked with weak references and a
+// forced collection at the moment the plan reads its first slice of destinations.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { Engine } from '../../src/engine/engine.js';
+import type { DesiredService } from '../../src/engine/ipvs-model.js';
+import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
+import { FakeLinks } from '../../src/testing/fake-kernel.js';
+
+v8.setFlagsFromString('--expose-gc');
+const gc = vm.runInNewContext('gc') as () => void;
+
+function cluster(n: number): DesiredService[] {
+  return Array.from({ length: n }, (_, i) => ({
+    protocol: 'tcp' as const,
+    address: `10.96.${i >> 8}.${i & 255}`,
+    port: 80,
+    scheduler: 'rr',
+    destinations: [1, 2].map((j) => ({ address: `10.244.${j}.${(i % 250) + 1}`, port: 8080, forward: 'masq' as const, weight: 1 })),
+  }));
+}
+
+test('a full plan lets the listed IPVS services and VIP addresses go before it reads the destinations', async () => {
+  const ipvs = new FakeIpvs();
+  const links = new FakeLinks();
+  const e = new Engine({ ipvs, links }, { managedCidrs: ['10.96.0.0/12'], observeSlice: 16, desiredImmutable: true });
+  const services = cluster(100);
+  const desired = { services, vips: { link: 'kube-ipvs0', addresses: services.map((s) => (s as { address: string }).address) } };
+  assert.deepEqual((await e.sync(desired)).errors, []);
+
+  const listed: Array<WeakRef<object>> = [];
+  const listServices = ipvs.services.bind(ipvs);
+  ipvs.services = async (o) => {
+    const l = await listServices(o);
+    for (const s of l) listed.push(new WeakRef(s));
+    return l;
+  };
+  const listAddresses = links.addresses.bind(links);
+  links.addresses = async (o) => {
+    const l = await listAddresses(o);
+    for (const a of l) listed.push(new WeakRef(a));
+    return l;
+  };
+  const readDestinations = ipvs.destinationsOf.bind(ipvs);
+  const aliveAtFirstRead: number[] = [];
+  ipvs.destinationsOf = async (ids) => {
+    if (!aliveAtFirstRead.length) {
+      // a WeakRef's target lives to the end of the job that made the WeakRef: a macrotask first
+      await new Promise((r) => setImmediate(r));
+      gc();
+      aliveAtFirstRead.push(listed.filter((r) => r.deref() !== undefined).length);
+    }
+    return readDestinations(ids);
+  };
+
+  // a foreign service and a stale owned one: the diff still tells them apart
+  await ipvs.apply([
+    { op: 'addService', service: { protocol: 'tcp', address: '192.0.2.1', port: 80 } },
+    { op: 'addService', service: { protocol: 'tcp', address: '10.96.200.1', port: 80 } },
+  ]);
+  const plan = await e.plan(desired);
+  assert.equal(listed.length, 102 + 100, 'the plan listed 102 services and 100 addresses');
+  assert.deepEqual(aliveAtFirstRead, [0], 'no listed object is reachable while the destinations are read');
+  assert.deepEqual(plan.ipvs.ops, [{ op: 'deleteService', service: { family: 'inet', protocol: 'tcp', address: '10.96.200.1', port: 80 } }]);
+  assert.deepEqual(plan.addresses, { early: [], late: [] });
+});
