@@ -509,6 +509,8 @@ export class Engine {
     const tx = new NftTransaction();
     const owner = await runSliced(queueNftSteps(tx, ops), this.slice);
     const res = await nft.commit(tx, this.opts.maxNftOpsPerTransaction ? { maxOpsPerTransaction: this.opts.maxNftOpsPerTransaction } : {});
+    // The stream's buffer (4 MiB at 10k services) goes now, not after the IPVS writes below.
+    tx.release();
     const ok = new Uint8Array(ops.length).fill(1);
     for (let j = 0; j < owner.length; j++) if (res.status(j) !== 'ok') ok[owner[j]!] = 0;
     const errors = res.errors.map((e) => (e.index === undefined || owner[e.index] === e.index ? e : withIndex(e, owner[e.index]!)));

@@ -165,6 +165,21 @@ export class WireWriter {
   result(): Uint8Array {
     return this.buf.subarray(0, this.off);
   }
+
+  /**
+   * Lets go of the buffer when the writer is done with: a buffer of its own (not a slice of
+   * Node's shared pool) is transferred away, so its memory goes at the next young-generation
+   * collection rather than at the next full one (a 10k-service proxy table's stream has a
+   * 4 MiB buffer; a full sync goes on for seconds after its commit). Views of it are detached.
+   */
+  release(): void {
+    const b = this.buf;
+    this.buf = Buffer.alloc(0);
+    this.dv = new DataView(this.buf.buffer, this.buf.byteOffset, 0);
+    this.off = 0;
+    const ab = b.buffer;
+    if (ab instanceof ArrayBuffer && b.byteOffset === 0 && ab.byteLength === b.length) structuredClone(ab, { transfer: [ab] });
+  }
 }
 
 // ---- expressions ---------------------------------------------------------------------------
@@ -543,6 +558,7 @@ export class OpStreamWriter {
 
   /** Writes one op; on an error nothing of it stays in the stream. */
   write(op: WireOp): void {
+    if (this.done) throw invalid(this.count, 'the op stream was released');
     const w = this.w;
     const at = w.off;
     const nextId = this.nextId;
@@ -572,6 +588,19 @@ export class OpStreamWriter {
   result(): Uint8Array {
     return this.w.result();
   }
+
+  /** Lets go of the stream (WireWriter.release); nothing can be written after. */
+  release(): void {
+    this.w.release();
+    this.done = true;
+  }
+
+  /** Whether release() was called. */
+  get released(): boolean {
+    return this.done;
+  }
+
+  private done = false;
 
   private put(op: WireOp): void {
     const w = this.w;

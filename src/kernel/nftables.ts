@@ -300,6 +300,7 @@ export class NftTransaction {
 
   /** The op stream of the ops queued so far (what commit hands the addon). */
   encoded(): Uint8Array {
+    if (this.stream.released) throw NetlinkError.invalid('nftables', 'the transaction was released');
     return this.stream.result();
   }
 
@@ -310,6 +311,18 @@ export class NftTransaction {
     this.encoder = undefined;
     this.fedTo = 0;
     return e;
+  }
+
+  /**
+   * Lets go of the transaction's encoded stream and kept ops once it is committed (a large
+   * transaction's stream buffer is freed at the next young-generation collection, not the next
+   * full one). It cannot be queued to or committed after.
+   */
+  release(): void {
+    this.stream.release();
+    this.ops.length = 0;
+    this.encoder = undefined;
+    this.fedTo = 0;
   }
 
   /** The queued ops as objects; throws for a transaction built with keepOps: false. */

@@ -1,4 +1,5 @@
-// What a full plan keeps while it diffs: the kernel's listings only as long as it reads them.
+// What a sync keeps while it runs: the kernel's listings only as long as it reads them, an
+// nftables transaction's stream only until it is committed.
 // A periodic full resync of 10k services runs its IPVS diff for ~1 s (~10 s under emulation);
 // listings held through it are the daemon's memory peak. Checked with weak references and a
 // forced collection at the moment the plan reads its first slice of destinations.
@@ -8,8 +9,10 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import { Engine } from '../../src/engine/engine.js';
 import type { DesiredService } from '../../src/engine/ipvs-model.js';
+import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
-import { FakeLinks } from '../../src/testing/fake-kernel.js';
+import { FakeLinks, FakeNftables } from '../../src/testing/fake-kernel.js';
+import { NftTransaction } from '../../src/kernel/nftables.js';
 
 v8.setFlagsFromString('--expose-gc');
 const gc = vm.runInNewContext('gc') as () => void;
@@ -67,4 +70,33 @@ test('a full plan lets the listed IPVS services and VIP addresses go before it r
   assert.deepEqual(aliveAtFirstRead, [0], 'no listed object is reachable while the destinations are read');
   assert.deepEqual(plan.ipvs.ops, [{ op: 'deleteService', service: { family: 'inet', protocol: 'tcp', address: '10.96.200.1', port: 80 } }]);
   assert.deepEqual(plan.addresses, { early: [], late: [] });
+});
+
+test('the engine releases an nftables transaction once committed (its stream buffer goes before the IPVS writes)', async () => {
+  const nft = new FakeNftables();
+  const ipvs = new FakeIpvs();
+  const views: Uint8Array[] = [];
+  const commit = nft.commit.bind(nft);
+  let releasedBeforeIpvs: boolean | undefined;
+  nft.commit = async (tx, o) => {
+    if (tx instanceof NftTransaction) views.push(tx.encoded());
+    return commit(tx, o);
+  };
+  const apply = ipvs.apply.bind(ipvs);
+  ipvs.apply = async (ops, o) => {
+    releasedBeforeIpvs ??= views.length > 0 && views.every((v) => v.byteLength === 0);
+    return apply(ops, o);
+  };
+  const e = new Engine({ ipvs, nft }, { managedCidrs: ['10.96.0.0/12'] });
+  const table: DesiredNftTable = {
+    family: 'ip',
+    name: 'ipvsync',
+    chains: [],
+    sets: [{ name: 'vips', key: ['ipv4_addr'], elements: Array.from({ length: 4000 }, (_, i) => ({ key: [`10.96.${i >> 8}.${i & 255}`] })) }],
+    rules: [],
+  };
+  const r = await e.sync({ services: cluster(3), nft: table });
+  assert.deepEqual(r.errors, []);
+  assert.equal(views.length, 1);
+  assert.equal(releasedBeforeIpvs, true);
 });

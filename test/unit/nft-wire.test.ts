@@ -304,3 +304,20 @@ test('keepOps: false keeps no op objects; a failed queue call leaves the transac
     assert.equal(a.ops.length, keepOps ? 5 : 0);
   }
 });
+
+test('release(): the stream buffer is transferred away (views detached), the kept ops dropped; the transaction takes no more ops', () => {
+  const elements = Array.from({ length: 5000 }, (_, i) => ({ key: [`10.96.${i >> 8}.${i & 255}`, 'tcp', 80] as [string, string, number] }));
+  const tx = new NftTransaction().addTable({ family: 'ip', name: T }).addSet(svc4).addElements(svc4, elements);
+  const view = tx.encoded();
+  assert.ok(view.byteLength > 50_000, `a stream of ${view.byteLength} bytes: a buffer of its own, not Node's pool`);
+  tx.release();
+  assert.equal(view.byteLength, 0, 'the view of the released buffer is detached');
+  assert.deepEqual(tx.ops, []);
+  assert.throws(() => tx.encoded(), (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid' && /released/.test(e.message));
+  assert.throws(() => tx.addTable({ family: 'ip', name: T }), (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid' && /released/.test(e.message));
+  // a small transaction's buffer is a slice of Node's pool: released without detaching the pool
+  const small = new NftTransaction().addTable({ family: 'ip', name: T });
+  const other = Buffer.from('still here');
+  small.release();
+  assert.equal(other.toString(), 'still here');
+});
