@@ -32,5 +32,7 @@ COPY --from=build /src/build/Release/ipvsync.node ./build/Release/ipvsync.node
 # No shell tools are needed at run time: everything goes over netlink. Runs as root in a
 # privileged pod (CAP_NET_ADMIN in the host network namespace); the preflight says so otherwise.
 ENV NODE_ENV=production
+# The command's shebang sets the same (src/cli/main.ts says why).
+ENV MALLOC_ARENA_MAX=2
 ENTRYPOINT ["node", "--max-semi-space-size=4", "--v8-pool-size=1", "/opt/ipvsync/dist/src/cli/main.js"]
 CMD ["proxy", "--config", "/etc/ipvsync/config.yaml"]

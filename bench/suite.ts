@@ -34,9 +34,12 @@ const here = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(here, '..', '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli', 'main.js');
 const WORKER = join(here, 'lib', 'proxy-worker.js');
-/** The node flags the ipvsync command runs with (its shebang, `#!/usr/bin/env -S node …`): the
- *  in-process worker runs under the same V8 settings as the daemon it stands for. */
-const NODE_FLAGS = readFileSync(CLI, 'utf8').split('\n', 1)[0]!.split(/\s+/).slice(3);
+/** The environment and node flags the ipvsync command runs with (its shebang,
+ *  `#!/usr/bin/env -S NAME=VALUE… node --flag…`): the in-process worker runs under the same
+ *  allocator and V8 settings as the daemon it stands for. */
+const SHEBANG = readFileSync(CLI, 'utf8').split('\n', 1)[0]!.split(/\s+/).slice(2);
+const NODE_ENV_VARS = SHEBANG.slice(0, SHEBANG.indexOf('node'));
+const NODE_FLAGS = SHEBANG.slice(SHEBANG.indexOf('node') + 1);
 const RESULTS = join(ROOT, 'bench', 'results');
 
 const { values: a } = parseArgs({
@@ -291,7 +294,7 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
   }
   log('ipvsync in-process worker');
   // ipvsync itself is not capped at the peers' limit
-  const wr = proc(process.execPath, [...NODE_FLAGS, WORKER, '--dir', dir, ...(env === 'host' ? ['--fake-ipvs'] : [])], undefined, 4 * TIMEOUT_S);
+  const wr = proc('env', [...NODE_ENV_VARS, process.execPath, ...NODE_FLAGS, WORKER, '--dir', dir, ...(env === 'host' ? ['--fake-ipvs'] : [])], undefined, 4 * TIMEOUT_S);
   if (wr.timeout) row.worker = { timeout: true, timeoutS: 4 * TIMEOUT_S };
   else {
     const line = wr.stdout.split('\n').find((l) => l.startsWith('@@WORKER '));
@@ -302,7 +305,7 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
   fresh();
   if (env === 'host') vipLink(env);
   log('ipvsync in-process worker, bindMode route (full sync only)');
-  const wroute = proc(process.execPath, [...NODE_FLAGS, WORKER, '--dir', dir, '--bind-mode', 'route', '--full-only', ...(env === 'host' ? ['--fake-ipvs'] : [])], undefined, 4 * TIMEOUT_S);
+  const wroute = proc('env', [...NODE_ENV_VARS, process.execPath, ...NODE_FLAGS, WORKER, '--dir', dir, '--bind-mode', 'route', '--full-only', ...(env === 'host' ? ['--fake-ipvs'] : [])], undefined, 4 * TIMEOUT_S);
   if (!wroute.timeout) {
     const line = wroute.stdout.split('\n').find((l) => l.startsWith('@@WORKER '));
     if (line) {

@@ -1,6 +1,6 @@
-#!/usr/bin/env -S node --max-semi-space-size=4 --v8-pool-size=1
+#!/usr/bin/env -S MALLOC_ARENA_MAX=2 node --max-semi-space-size=4 --v8-pool-size=1
 // The ipvsync command line. Each command group lives in its own module (ipvs.ts, …).
-// Node runs with two settings for a node agent (the Dockerfile's entrypoint passes the same):
+// Node runs with these settings for a node agent (the Dockerfile passes the same):
 // - a 4 MB semi-space (the young generation's half; Node's default grows it to 16 MB on a
 //   machine with memory to spare): the larger young generation only added to the resident set
 //   (~10–20 MB at 10k services × 10, measured) without making a full sync faster;
@@ -8,7 +8,12 @@
 //   helpers (concurrent marking, parallel scavenges, optimizing compiles) took ~0.5 s of CPU
 //   beside the main thread and the libuv threads' kernel work, and on a 2-vCPU node the main
 //   thread then waited 0.2–0.4 s for a CPU; with one the event loop's longest block at 10k
-//   services went from 33–73 to 25–36 ms, the sync no slower (measured).
+//   services went from 33–73 to 25–36 ms, the sync no slower (measured);
+// - two malloc arenas (glibc's default is up to 8 per CPU: the main thread's, and one more per
+//   thread that allocates, here the libuv pool where the addon encodes and decodes netlink):
+//   each arena keeps its own freed memory, and at 10k services × 10 the daemon's resident set
+//   was ~5–10 MB larger through its periodic full resyncs with one per thread (measured under
+//   qemu); one arena (shared with the main thread) made the resyncs slower, two did not.
 import { Command } from 'commander';
 import { NetlinkError } from '../errors.js';
 import type { HandleOptions } from '../native.js';

@@ -91,12 +91,18 @@ test('Dockerfile: Node 20, addon where src/native.ts looks for it, entrypoint an
   assert.match(text, /^COPY --from=build \/src\/build\/Release\/ipvsync\.node \.\/build\/Release\/ipvsync\.node$/m);
   assert.match(readFileSync(join(ROOT, 'src', 'native.ts'), 'utf8'), /join\(root, 'build', kind, 'ipvsync\.node'\)/, 'the addon path the image uses');
   const entry = /^ENTRYPOINT (.+)$/m.exec(text)![1]!;
-  // The image runs node with the same flags as the command's shebang (#!/usr/bin/env -S node …).
+  // The image runs node with the same environment and flags as the command's shebang
+  // (#!/usr/bin/env -S NAME=VALUE… node --flag…).
   const shebang = readFileSync(join(ROOT, 'src', 'cli', 'main.ts'), 'utf8').split('\n', 1)[0]!;
-  assert.match(shebang, /^#!\/usr\/bin\/env -S node( --\S+)+$/);
-  const nodeFlags = shebang.split(' ').slice(3);
+  assert.match(shebang, /^#!\/usr\/bin\/env -S( [A-Z_]+=\S+)* node( --\S+)+$/);
+  const words = shebang.split(' ').slice(2);
+  const envVars = words.slice(0, words.indexOf('node'));
+  const nodeFlags = words.slice(words.indexOf('node') + 1);
   assert.ok(nodeFlags.includes('--max-semi-space-size=4'), shebang);
+  assert.ok(envVars.includes('MALLOC_ARENA_MAX=2'), shebang);
   assert.deepEqual(JSON.parse(entry), ['node', ...nodeFlags, '/opt/ipvsync/dist/src/cli/main.js']);
+  const imageEnv = [...text.matchAll(/^ENV (\S+=\S+)$/gm)].map((m) => m[1]);
+  for (const v of envVars) assert.ok(imageEnv.includes(v), `the image sets ${v} as the shebang does`);
   const cmd = JSON.parse(/^CMD (.+)$/m.exec(text)![1]!);
   const [cm] = byKind(manifests(), 'ConfigMap');
   assert.deepEqual(cmd, ['proxy', '--config', '/etc/ipvsync/config.yaml']);
