@@ -481,9 +481,8 @@ export class Engine {
     if (obs.ipsets) plan.ipsets = obs.ipsets;
     if (nftDeltas) {
       // Every table's delta goes into the same transaction: the glue changes all at once.
-      const deltas = nftDeltas;
-      const rebuilt = deltas.map((d, i) => (d.rebuilt ? `${tables[i]!.family} ${tables[i]!.name}: ${d.rebuilt}` : '')).filter(Boolean);
-      plan.nft = { ops: deltas.flatMap((d) => d.ops), ...(rebuilt.length ? { rebuilt: rebuilt.join('; ') } : {}) };
+      const rebuilt = nftDeltas.map((d, i) => (d.rebuilt ? `${tables[i]!.family} ${tables[i]!.name}: ${d.rebuilt}` : '')).filter(Boolean);
+      plan.nft = { ops: nftDeltas.flatMap((d) => d.ops), ...(rebuilt.length ? { rebuilt: rebuilt.join('; ') } : {}) };
       plan.desired!.nft = tables;
     } else if (elementsOnly) {
       plan.nft = { ops: elementsOnly.flatMap((d) => d.ops), fromLast: true };

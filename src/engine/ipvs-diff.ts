@@ -84,9 +84,8 @@ export function diffIpvs(input: IpvsDiffInput): IpvsDelta {
 
 /** diffIpvs as units of work (one per 256 services), for runSliced. */
 export function* diffIpvsSteps(input: IpvsDiffInput): Steps<IpvsDelta> {
-  const observed = yield* indexObservedSteps(input.observed, input.owns);
   const destinations = new Map<string, Destination[]>();
-  for (const s of input.observed) destinations.set(serviceKey(s), s.destinations ?? []);
+  const observed = yield* indexObservedSteps(input.observed, input.owns, destinations);
   const wanted = yield* byKeySteps(input.desired);
   const parts = diffParts();
   yield* diffWantedSteps(input, parts, wanted, observed, destinations);
@@ -106,8 +105,13 @@ export interface ObservedIndex {
   shapes: ServiceShape[];
 }
 
-/** indexes the kernel's services (the last of two with one key wins), in units of work. */
-export function* indexObservedSteps(services: readonly Service[], owns: (s: Service) => boolean): Steps<ObservedIndex> {
+/** Indexes the kernel's services (the last of two with one key wins), in units of work; with
+ *  `destinations`, also puts each service's listed destinations there by its key. */
+export function* indexObservedSteps(
+  services: readonly Service[],
+  owns: (s: Service) => boolean,
+  destinations?: Map<string, Destination[]>,
+): Steps<ObservedIndex> {
   const byKey = new Map<string, number>();
   const shapes: ServiceShape[] = [];
   const shapeAt = new Map<string, number>();
@@ -121,7 +125,9 @@ export function* indexObservedSteps(services: readonly Service[], owns: (s: Serv
       shapes.push(shape);
       shapeAt.set(text, at);
     }
-    byKey.set(serviceKey(s), at * 2 + (owns(s) ? 1 : 0));
+    const key = serviceKey(s);
+    byKey.set(key, at * 2 + (owns(s) ? 1 : 0));
+    destinations?.set(key, s.destinations ?? []);
     if (i % 1024 === 1023) yield;
   }
   return { byKey, shapes };
