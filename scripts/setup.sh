@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_pkgs=(iproute2 ipset nftables conntrack ipvsadm iptables strace clang libclang-rt-14-dev kmod)
+apt_pkgs=(iproute2 ipset nftables conntrack ipvsadm iptables strace clang libclang-rt-14-dev kmod openssl)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -18,7 +18,12 @@
 //   (makeInformer in 1.4.0 cannot pass one; ListWatch's constructor can).
 import http from 'node:http';
 import https from 'node:https';
-import { ListWatch, Watch, type KubeConfig, type KubernetesObject, type V1EndpointSlice, type V1Node, type V1Service } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesObject, V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+// The modules themselves, not the package's index: that loads the client's whole generated API
+// (see kubeconfig.ts), which the informers do not use.
+import { ListWatch } from '@kubernetes/client-node/dist/cache.js';
+import { Watch } from '@kubernetes/client-node/dist/watch.js';
+import type { ApiAccess } from './kubeconfig.js';
 
 /** Where events go; plug-compatible with ServiceTracker / EndpointSliceTracker. Every object is a
  *  plain JSON object; keys are "namespace/name" (a node's key is its name). */
@@ -98,7 +103,7 @@ class HttpStatusError extends Error {
 }
 
 /** GET returning parsed JSON, with the client's credentials and TLS settings. */
-async function getJson(kc: KubeConfig, url: URL, timeoutMs: number): Promise<unknown> {
+async function getJson(kc: ApiAccess, url: URL, timeoutMs: number): Promise<unknown> {
   const opts: https.RequestOptions = {};
   await kc.applyToHTTPSOptions(opts);
   const mod = url.protocol === 'http:' ? http : https;
@@ -155,7 +160,7 @@ export class ResourceInformer<T extends KubernetesObject> {
   readonly stats: ResourceStats;
 
   constructor(
-    private readonly kc: KubeConfig,
+    private readonly kc: ApiAccess,
     private readonly spec: ResourceSpec<T>,
     private readonly opts: InformerOptions = {},
   ) {
@@ -360,7 +365,8 @@ function nsKey(o: KubernetesObject): string {
 }
 
 export interface KubeSourcesOptions extends InformerOptions {
-  kubeConfig: KubeConfig;
+  /** loadKubeConfig()'s result (or the client's own KubeConfig). */
+  kubeConfig: ApiAccess | KubeConfig;
   /** This node's name (kube-proxy's hostnameOverride or the hostname). */
   nodeName: string;
   handlers: KubeHandlers;

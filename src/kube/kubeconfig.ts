@@ -1,6 +1,24 @@
 // Where the proxy finds the API server: a kubeconfig file, the in-cluster service account, or an
 // explicit server URL (kube-proxy's --master, and the tests' fake API server).
-import { KubeConfig } from '@kubernetes/client-node';
+//
+// @kubernetes/client-node's KubeConfig class imports the client's whole generated API (~20 MB of
+// JavaScript: a long-running process keeps ~20 MB more heap and starts ~60 MB larger for it),
+// though the informers use none of it. So the kubeconfig is read here with the client's own
+// parsers (config_types.js: the same clusters, users and contexts, the same validation) and
+// requests are authenticated here for what a node daemon uses: the in-cluster service account,
+// a bearer token or token file (re-read when a minute old, as the client's FileAuth and
+// client-go do, so rotated service-account tokens are picked up), client certificates, basic auth, a CA,
+// tls-server-name and insecure-skip-tls-verify. A user with an exec plugin or an auth provider
+// (OIDC, GCP, Azure), or a cluster behind a proxy-url, is handed to the full client, loaded on
+// the first request that needs it.
+import { readFileSync } from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import { isIPv6 } from 'node:net';
+import { dirname, isAbsolute, join } from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { newClusters, newContexts, newUsers, type Cluster, type Context, type User } from '@kubernetes/client-node/dist/config_types.js';
+import { yaml } from '../yaml.js';
 
 export interface KubeConfigSource {
   /** Path of a kubeconfig file (kube-proxy's clientConnection.kubeconfig / --kubeconfig). */
@@ -13,48 +31,186 @@ export interface KubeConfigSource {
   insecureSkipTLSVerify?: boolean;
   /** Environment for in-cluster detection (default process.env). */
   env?: NodeJS.ProcessEnv;
+  /** The pod's service-account directory (default /var/run/secrets/kubernetes.io/serviceaccount). */
+  serviceAccountDir?: string;
 }
 
 export class KubeConfigError extends Error {
   override readonly name = 'KubeConfigError';
 }
 
+/** The options node-fetch takes, as the client's Watch passes them on. */
+export interface FetchOptions {
+  agent: http.Agent;
+  headers: Record<string, string>;
+  method?: string;
+  timeout?: number;
+}
+
+/** What the informers need of a configuration: the API server and how to authenticate to it
+ *  (the members of the client's KubeConfig that its Watch and the informers' lists call). */
+export interface ApiAccess {
+  getCurrentCluster(): Cluster | null;
+  getCurrentUser(): User | null;
+  /** Credentials and TLS settings for a node:http(s) request, and an agent. */
+  applyToHTTPSOptions(opts: https.RequestOptions): Promise<void>;
+  /** The same as options for a fetch (the client's Watch passes them to node-fetch). */
+  applyToFetchOptions(opts: https.RequestOptions): Promise<object>;
+}
+
+const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+const TOKEN_REREAD_MS = 60_000;
+
+/** One cluster and one user, as the chosen context names them. */
+export class ApiConfig implements ApiAccess {
+  private token: { value: string; readAt: number } | undefined;
+  private full: Promise<KubeConfig> | undefined;
+
+  constructor(
+    readonly cluster: Cluster,
+    readonly user: User,
+    /** A token file to re-read (the in-cluster token; a kubeconfig user's token-file). */
+    readonly tokenFile?: string,
+  ) {}
+
+  getCurrentCluster(): Cluster {
+    return this.cluster;
+  }
+
+  getCurrentUser(): User {
+    return this.user;
+  }
+
+  /** Whether requests go through the full client (exec plugins, auth providers, proxies). */
+  get usesFullClient(): boolean {
+    return Boolean(this.user.exec || this.user.authProvider || this.cluster.proxyUrl);
+  }
+
+  async applyToHTTPSOptions(opts: https.RequestOptions): Promise<void> {
+    if (this.usesFullClient) return (await this.fullClient()).applyToHTTPSOptions(opts);
+    const { cluster, user } = this;
+    const headers = (opts.headers ??= {}) as Record<string, string>;
+    if (cluster.skipTLSVerify) opts.rejectUnauthorized = false;
+    if (cluster.tlsServerName) opts.servername = cluster.tlsServerName;
+    const ca = fileOrData(cluster.caFile, cluster.caData);
+    if (ca) opts.ca = ca;
+    const cert = fileOrData(user.certFile, user.certData);
+    if (cert) opts.cert = cert;
+    const key = fileOrData(user.keyFile, user.keyData);
+    if (key) opts.key = key;
+    if (user.impersonateUser) headers['Impersonate-User'] = user.impersonateUser;
+    const token = this.tokenFile ? this.fileToken(this.tokenFile) : user.token;
+    if (token) headers.Authorization = `Bearer ${token.trim()}`;
+    if (user.username) opts.auth = `${user.username}:${user.password ?? ''}`;
+    const tls: https.AgentOptions = {};
+    for (const k of ['ca', 'cert', 'key', 'servername', 'rejectUnauthorized'] as const) if (opts[k] !== undefined) (tls as Record<string, unknown>)[k] = opts[k];
+    opts.agent = this.agent(tls);
+  }
+
+  async applyToFetchOptions(opts: https.RequestOptions): Promise<FetchOptions> {
+    if (this.usesFullClient) return (await this.fullClient()).applyToFetchOptions(opts) as unknown as Promise<FetchOptions>;
+    await this.applyToHTTPSOptions(opts);
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(opts.headers ?? {})) if (typeof v === 'string' || typeof v === 'number') headers[k] = String(v);
+    if (opts.auth) headers.Authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`;
+    return { agent: opts.agent as http.Agent, headers, ...(opts.method ? { method: opts.method } : {}), ...(opts.timeout !== undefined ? { timeout: opts.timeout } : {}) };
+  }
+
+  /** A fresh agent per request, as the client makes one (CA and certificate files are re-read:
+   *  they may be rotated). Plain http only with TLS verification off, as the client allows. */
+  private agent(tls: https.AgentOptions): http.Agent {
+    if (this.cluster.server.startsWith('http:')) {
+      if (!this.cluster.skipTLSVerify) throw new KubeConfigError(`${this.cluster.server}: plain http needs insecure-skip-tls-verify`);
+      return new http.Agent();
+    }
+    return new https.Agent(tls);
+  }
+
+  private fileToken(path: string): string {
+    const now = Date.now();
+    if (!this.token || now - this.token.readAt > TOKEN_REREAD_MS) this.token = { value: readFileSync(path, 'utf8'), readAt: now };
+    return this.token.value;
+  }
+
+  private fullClient(): Promise<KubeConfig> {
+    return (this.full ??= import('@kubernetes/client-node').then(({ KubeConfig }) => {
+      const kc = new KubeConfig();
+      kc.loadFromClusterAndUser(this.cluster, this.user);
+      return kc;
+    }));
+  }
+}
+
 /**
  * kubeconfig file if given; else the in-cluster service account when KUBERNETES_SERVICE_HOST is
  * set; else `server` alone. `server` always overrides the chosen cluster's URL.
  */
-export function loadKubeConfig(src: KubeConfigSource): KubeConfig {
+export function loadKubeConfig(src: KubeConfigSource): ApiConfig {
   const env = src.env ?? process.env;
-  const kc = new KubeConfig();
+  let chosen: ApiConfig;
   if (src.kubeconfig) {
-    try {
-      kc.loadFromFile(src.kubeconfig);
-    } catch (e) {
-      throw new KubeConfigError(`kubeconfig ${src.kubeconfig}: ${(e as Error).message}`);
-    }
-    if (src.context) {
-      if (!kc.getContextObject(src.context)) throw new KubeConfigError(`kubeconfig ${src.kubeconfig}: no context "${src.context}"`);
-      kc.setCurrentContext(src.context);
-    }
+    chosen = fromFile(src.kubeconfig, src.context);
   } else if (env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT && !src.server) {
-    kc.loadFromCluster();
+    chosen = inCluster(env.KUBERNETES_SERVICE_HOST, env.KUBERNETES_SERVICE_PORT, src.serviceAccountDir ?? SERVICE_ACCOUNT_DIR);
   } else if (src.server) {
-    kc.loadFromClusterAndUser(
-      { name: 'server', server: src.server, skipTLSVerify: serverSkipsTls(src) },
-      { name: 'anonymous' },
-    );
-    return kc;
+    return new ApiConfig({ name: 'server', server: src.server, skipTLSVerify: serverSkipsTls(src) }, { name: 'anonymous' });
   } else {
     throw new KubeConfigError('no API server: give a kubeconfig, a server URL, or run in a pod (KUBERNETES_SERVICE_HOST)');
   }
-  const cluster = kc.getCurrentCluster();
-  if (!cluster) throw new KubeConfigError(`kubeconfig ${src.kubeconfig ?? '(in-cluster)'}: no current cluster`);
-  if (src.server) {
-    // Clusters are read-only objects in the client: replace the cluster entry.
-    const replaced = { ...cluster, server: src.server, skipTLSVerify: serverSkipsTls(src) || cluster.skipTLSVerify };
-    kc.clusters = kc.clusters.map((c) => (c.name === cluster.name ? replaced : c));
+  if (!src.server) return chosen;
+  const cluster = { ...chosen.cluster, server: src.server, skipTLSVerify: serverSkipsTls(src) || chosen.cluster.skipTLSVerify };
+  return new ApiConfig(cluster, chosen.user, chosen.tokenFile);
+}
+
+function fromFile(file: string, context: string | undefined): ApiConfig {
+  const fail = (msg: string) => new KubeConfigError(`kubeconfig ${file}: ${msg}`);
+  let doc: Record<string, unknown>;
+  try {
+    doc = (yaml().parse(readFileSync(file, 'utf8')) ?? {}) as Record<string, unknown>;
+  } catch (e) {
+    throw fail((e as Error).message);
   }
-  return kc;
+  // Relative paths are relative to the file, as kubectl takes them (the client's parser reads a
+  // token-file as it parses: make it absolute first).
+  const root = dirname(file);
+  const abs = (p: string | undefined) => (p && !isAbsolute(p) ? join(root, p) : p);
+  const rawUsers = (Array.isArray(doc.users) ? doc.users : []) as Array<{ name?: string; user?: Record<string, unknown> }>;
+  for (const u of rawUsers) if (typeof u?.user?.['token-file'] === 'string') u.user['token-file'] = abs(u.user['token-file']);
+  let clusters: Cluster[], users: User[], contexts: Context[];
+  try {
+    clusters = newClusters(doc.clusters);
+    users = newUsers(rawUsers);
+    contexts = newContexts(doc.contexts);
+  } catch (e) {
+    throw fail((e as Error).message);
+  }
+  const name = context ?? (doc['current-context'] as string | undefined);
+  const ctx = contexts.find((c) => c.name === name);
+  if (!ctx) throw fail(context ? `no context "${context}"` : name ? `current-context "${name}" is not defined` : 'no current cluster');
+  const cluster = clusters.find((c) => c.name === ctx.cluster);
+  if (!cluster) throw fail(`context "${ctx.name}" names cluster "${ctx.cluster}", which is not defined`);
+  const user = users.find((u) => u.name === ctx.user) ?? { name: ctx.user ?? 'anonymous' };
+  // A token-file (and no token) is re-read as it ages; the parser read it once.
+  const rawUser = rawUsers.find((u) => u?.name === ctx.user)?.user;
+  const tokenFile = rawUser && rawUser.token === undefined && typeof rawUser['token-file'] === 'string' ? (rawUser['token-file'] as string) : undefined;
+  return new ApiConfig(
+    { ...cluster, ...(cluster.caFile ? { caFile: abs(cluster.caFile) } : {}) },
+    { ...user, ...(user.certFile ? { certFile: abs(user.certFile) } : {}), ...(user.keyFile ? { keyFile: abs(user.keyFile) } : {}) },
+    tokenFile,
+  );
+}
+
+function inCluster(host: string, port: string, dir: string): ApiConfig {
+  // As the client's loadFromCluster: http on the API server's plain ports, https otherwise.
+  const scheme = port === '80' || port === '8080' || port === '8001' ? 'http' : 'https';
+  const server = `${scheme}://${isIPv6(host) ? `[${host}]` : host}:${port}`;
+  return new ApiConfig({ name: 'inCluster', server, caFile: join(dir, 'ca.crt'), skipTLSVerify: false }, { name: 'inClusterUser' }, join(dir, 'token'));
+}
+
+function fileOrData(file: string | undefined | null, data: string | undefined | null): Buffer | undefined {
+  if (file) return readFileSync(file);
+  if (data) return Buffer.from(data, 'base64');
+  return undefined;
 }
 
 function serverSkipsTls(src: KubeConfigSource): boolean {

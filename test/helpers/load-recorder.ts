@@ -1,0 +1,18 @@
+// Module-loading hooks (node:module register) for tests that check what a module graph loads:
+// every URL loaded under @kubernetes/client-node is appended to the file in `data.file`.
+import { appendFileSync } from 'node:fs';
+
+let file = '';
+
+export function initialize(data: { file: string }): void {
+  file = data.file;
+}
+
+export async function load(
+  url: string,
+  context: unknown,
+  next: (url: string, context: unknown) => Promise<unknown>,
+): Promise<unknown> {
+  if (url.includes('/@kubernetes/client-node/')) appendFileSync(file, `${url}\n`);
+  return next(url, context);
+}

@@ -1,0 +1,220 @@
+// The kubeconfig without the client's generated API: the in-cluster service account (token
+// re-read as it ages), a token file, client certificates and a CA over real TLS, an exec plugin
+// handed to the full client; and that the informers and the config load no generated API.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ApiConfig, KubeConfigError, loadKubeConfig } from '../../src/kube/kubeconfig.js';
+import { KubeSources, type KubeSourcesOptions } from '../../src/kube/informers.js';
+import { FakeApiServer } from '../helpers/fake-apiserver.js';
+import { NODE, nodeObj, svcObj, TEST_OPTS } from '../helpers/informer-harness.js';
+
+const tmp = () => mkdtempSync(join(tmpdir(), 'ipvsync-kc-'));
+const b64 = (s: string | Buffer) => Buffer.from(s).toString('base64');
+
+/** Lists and watches Services, Slices and the Node through `kubeConfig` until synced and the
+ *  three watches are open; returns the Service names seen. */
+async function syncThrough(api: FakeApiServer, kubeConfig: KubeSourcesOptions['kubeConfig']): Promise<string[]> {
+  const seen: string[] = [];
+  const sources = new KubeSources({
+    kubeConfig,
+    nodeName: NODE,
+    ...TEST_OPTS,
+    handlers: {
+      onServiceUpdate: (s) => seen.push(s.metadata?.name ?? ''),
+      onServiceDelete: () => {},
+      onSliceUpdate: () => {},
+      onSliceDelete: () => {},
+      onNode: () => {},
+    },
+  });
+  sources.start();
+  try {
+    await sources.synced();
+    await api.waitFor(() => api.openWatches() === 3, 'three watches');
+  } finally {
+    await sources.stop();
+  }
+  return seen;
+}
+
+test('in-cluster: the service account token (re-read once a minute old), its CA, the server from the environment', async (t) => {
+  const dir = tmp();
+  writeFileSync(join(dir, 'token'), 'tok-1\n');
+  writeFileSync(join(dir, 'ca.crt'), 'CA PEM');
+  t.mock.timers.enable({ apis: ['Date'], now: 1_000_000 });
+  const kc = loadKubeConfig({ env: { KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' }, serviceAccountDir: dir });
+  assert.equal(kc.getCurrentCluster().server, 'https://10.96.0.1:443');
+  const opts = async () => {
+    const o: https.RequestOptions = {};
+    await kc.applyToHTTPSOptions(o);
+    return o;
+  };
+  const first = await opts();
+  assert.equal((first.headers as Record<string, string>).Authorization, 'Bearer tok-1');
+  assert.equal(first.ca?.toString(), 'CA PEM');
+  assert.ok(first.agent instanceof https.Agent);
+  assert.equal(first.rejectUnauthorized, undefined, 'TLS verified');
+  writeFileSync(join(dir, 'token'), 'tok-2\n');
+  t.mock.timers.tick(59_000);
+  assert.equal(((await opts()).headers as Record<string, string>).Authorization, 'Bearer tok-1', 'not re-read within a minute');
+  t.mock.timers.tick(2_000);
+  assert.equal(((await opts()).headers as Record<string, string>).Authorization, 'Bearer tok-2', 'the rotated token');
+  const v6 = loadKubeConfig({ env: { KUBERNETES_SERVICE_HOST: 'fd00::1', KUBERNETES_SERVICE_PORT: '6443' }, serviceAccountDir: dir });
+  assert.equal(v6.getCurrentCluster().server, 'https://[fd00::1]:6443');
+  const master = loadKubeConfig({ env: { KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' }, server: 'https://10.0.0.1:6443', serviceAccountDir: dir });
+  assert.equal(master.getCurrentCluster().server, 'https://10.0.0.1:6443', '--master alone wins over the pod environment');
+  assert.equal(master.getCurrentUser().name, 'anonymous');
+});
+
+test('a kubeconfig token-file (relative to the file): lists and watches carry it', async () => {
+  const api = await FakeApiServer.start();
+  try {
+    api.create('services', svcObj('web', '10.96.0.10'));
+    api.create('nodes', nodeObj(NODE));
+    const dir = tmp();
+    writeFileSync(join(dir, 'sa-token'), 'from-file\n');
+    const file = join(dir, 'kubeconfig');
+    writeFileSync(file, `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "${api.url}", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token-file: sa-token}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`);
+    const kc = loadKubeConfig({ kubeconfig: file, env: {} });
+    assert.equal(kc.tokenFile, join(dir, 'sa-token'));
+    assert.deepEqual(await syncThrough(api, kc), ['web']);
+    assert.equal(api.requests.length, 6);
+    for (const r of api.requests) assert.equal(r.authorization, 'Bearer from-file', `${r.resource} ${r.watch ? 'watch' : 'list'}`);
+  } finally {
+    await api.stop();
+  }
+});
+
+test('clear errors: a context naming a missing cluster, plain http without skipping TLS verification', () => {
+  const dir = tmp();
+  const file = join(dir, 'kubeconfig');
+  writeFileSync(file, 'clusters: []\nusers: []\ncontexts: [{name: x, context: {cluster: gone, user: u}}]\ncurrent-context: x\n');
+  assert.throws(() => loadKubeConfig({ kubeconfig: file, env: {} }), (e: Error) => e instanceof KubeConfigError && /names cluster "gone", which is not defined/.test(e.message));
+  writeFileSync(file, 'clusters: [{name: c, cluster: {server: "http://127.0.0.1:1"}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n');
+  return assert.rejects(loadKubeConfig({ kubeconfig: file, env: {} }).applyToHTTPSOptions({}), /plain http needs insecure-skip-tls-verify/);
+});
+
+/** A CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl. */
+function certificates(): Record<'ca' | 'serverCert' | 'serverKey' | 'clientCert' | 'clientKey', Buffer> {
+  const d = tmp();
+  const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: d, stdio: 'pipe' });
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  ssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '1', '-subj', '/CN=ipvsync-test-ca');
+  writeFileSync(join(d, 'san.ext'), 'subjectAltName=IP:127.0.0.1\n');
+  for (const [name, cn, ext] of [['server', '127.0.0.1', ['-extfile', 'san.ext']], ['client', 'system:kube-proxy', []]] as const) {
+    ssl('req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`);
+    ssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', '1', ...ext);
+  }
+  const r = (f: string) => readFileSync(join(d, f));
+  return { ca: r('ca.crt'), serverCert: r('server.crt'), serverKey: r('server.key'), clientCert: r('client.crt'), clientKey: r('client.key') };
+}
+
+test('client certificate and CA from the kubeconfig, over real TLS: lists and watches authenticate; without the CA the server is not trusted', async () => {
+  const c = certificates();
+  const api = await FakeApiServer.start();
+  // TLS in front of the fake API server, requiring a client certificate signed by the CA.
+  const peers: string[] = [];
+  const tls = https.createServer({ key: c.serverKey, cert: c.serverCert, ca: c.ca, requestCert: true, rejectUnauthorized: true }, (req, res) => {
+    peers.push((req.socket as import('node:tls').TLSSocket).getPeerCertificate().subject.CN as string);
+    const up = http.request({ host: '127.0.0.1', port: api.port, path: req.url, method: req.method, headers: req.headers }, (ur) => {
+      res.writeHead(ur.statusCode ?? 502, ur.headers);
+      ur.pipe(res);
+    });
+    up.on('error', () => res.destroy());
+    res.on('close', () => up.destroy());
+    req.pipe(up);
+  });
+  await new Promise<void>((r) => tls.listen(0, '127.0.0.1', r));
+  const server = `https://127.0.0.1:${(tls.address() as AddressInfo).port}`;
+  try {
+    api.create('services', svcObj('web', '10.96.0.10'));
+    api.create('nodes', nodeObj(NODE));
+    const dir = tmp();
+    const file = join(dir, 'kubeconfig');
+    writeFileSync(join(dir, 'ca.crt'), c.ca);
+    writeFileSync(file, `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "${server}", certificate-authority: ca.crt}}]
+users: [{name: u, user: {client-certificate-data: ${b64(c.clientCert)}, client-key-data: ${b64(c.clientKey)}}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`);
+    const kc = loadKubeConfig({ kubeconfig: file, env: {} });
+    assert.equal(kc.getCurrentCluster().caFile, join(dir, 'ca.crt'), 'relative to the kubeconfig');
+    assert.deepEqual(await syncThrough(api, kc), ['web']);
+    assert.ok(peers.length >= 6, `${peers.length} requests`);
+    assert.deepEqual([...new Set(peers)], ['system:kube-proxy'], 'every request presented the client certificate');
+    // the same user without the cluster's CA: the self-signed server is refused
+    const untrusted = new ApiConfig({ name: 'c', server, skipTLSVerify: false }, kc.getCurrentUser());
+    const o: https.RequestOptions = {};
+    await untrusted.applyToHTTPSOptions(o);
+    const err = await new Promise<Error>((resolve) => https.get(`${server}/api/v1/nodes`, o, () => resolve(new Error('answered'))).on('error', resolve));
+    assert.match(err.message, /self.signed|unable to verify|local issuer/i);
+  } finally {
+    await new Promise((r) => tls.close(r));
+    tls.closeAllConnections();
+    await api.stop();
+  }
+});
+
+test('an exec credential plugin goes through the full client, loaded on the first request', async () => {
+  const api = await FakeApiServer.start();
+  try {
+    api.create('services', svcObj('web', '10.96.0.10'));
+    api.create('nodes', nodeObj(NODE));
+    const file = join(tmp(), 'kubeconfig');
+    const credential = JSON.stringify({ apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', status: { token: 'from-exec' } });
+    writeFileSync(file, JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'c', cluster: { server: api.url, 'insecure-skip-tls-verify': true } }],
+      users: [{ name: 'u', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: process.execPath, args: ['-e', `process.stdout.write(${JSON.stringify(credential)})`], interactiveMode: 'Never' } } }],
+      contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+      'current-context': 'x',
+    }));
+    const kc = loadKubeConfig({ kubeconfig: file, env: {} });
+    assert.equal(kc.usesFullClient, true);
+    assert.deepEqual(await syncThrough(api, kc), ['web']);
+    for (const r of api.requests) assert.equal(r.authorization, 'Bearer from-exec', `${r.resource} ${r.watch ? 'watch' : 'list'}`);
+  } finally {
+    await api.stop();
+  }
+});
+
+test("the informers and the kubeconfig load none of the client's generated API (the full client only for an exec user)", () => {
+  const here = fileURLToPath(new URL('.', import.meta.url));
+  const register = join(here, '../helpers/load-recorder-register.js');
+  const loaded = (code: string): string[] => {
+    const log = join(tmp(), 'loads');
+    writeFileSync(log, '');
+    const r = spawnSync(process.execPath, ['--import', register, '--input-type=module', '-e', code], { env: { ...process.env, LOAD_LOG: log }, encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    return readFileSync(log, 'utf8').split('\n').filter(Boolean).map((u) => u.replace(/^.*\/@kubernetes\/client-node\//, ''));
+  };
+  const src = (m: string) => JSON.stringify(new URL(`../../src/kube/${m}`, import.meta.url).href);
+  const light = loaded(`const { loadKubeConfig } = await import(${src('kubeconfig.js')}); await import(${src('informers.js')});
+    await loadKubeConfig({ server: 'https://10.0.0.1:6443', env: {} }).applyToHTTPSOptions({});`);
+  assert.ok(light.includes('dist/watch.js') && light.includes('dist/config_types.js'), light.join(' '));
+  // (ListWatch's serializer loads the generated models, not the API classes)
+  assert.deepEqual(light.filter((u) => u.startsWith('dist/gen/apis/') || ['dist/gen/index.js', 'dist/index.js', 'dist/config.js'].includes(u)), []);
+  const dir = tmp();
+  writeFileSync(join(dir, 'kc'), 'clusters: [{name: c, cluster: {server: "https://10.0.0.1:6443"}}]\nusers: [{name: u, user: {exec: {command: "true", apiVersion: "client.authentication.k8s.io/v1"}}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n');
+  const full = loaded(`const { loadKubeConfig } = await import(${src('kubeconfig.js')});
+    const kc = loadKubeConfig({ kubeconfig: ${JSON.stringify(join(dir, 'kc'))}, env: {} });
+    await kc.applyToHTTPSOptions({}).catch(() => {});`);
+  assert.ok(full.includes('dist/index.js') && full.some((u) => u.startsWith('dist/gen/')), 'the recorder sees the full client when it is loaded');
+});
