@@ -1,9 +1,10 @@
-// Supervised informers for Services, EndpointSlices and this Node, built on
-// @kubernetes/client-node's ListWatch (its cache and its event dedup: a re-list deletes what
-// vanished and is silent about objects whose resourceVersion did not change; a resumed watch
-// continues from the last resourceVersion seen) with what a node proxy needs around it:
+// Supervised informers for Services, EndpointSlices and this Node, built on a list-watch loop
+// (list-watch.ts: @kubernetes/client-node's ListWatch semantics — a re-list deletes what vanished
+// and is silent about objects whose resourceVersion did not change; a resumed watch continues from
+// the last resourceVersion seen — keeping keys and resourceVersions instead of the objects) and
+// the client's Watch, with what a node proxy needs around it:
 //
-// - Restart with bounded exponential backoff on any error. ListWatch itself stops on the first
+// - Restart with bounded exponential backoff on any error. The loop itself stops on the first
 //   error (it only emits 'error'); a 410 Gone makes it re-list, and a cleanly ended watch makes
 //   it re-watch — at once, so a server that keeps failing that way would be hammered: every list
 //   and watch therefore waits its turn on one backoff schedule per resource, which only a watch
@@ -15,15 +16,15 @@
 // - Plain objects: lists go over the client's authenticated HTTP options as raw JSON, as the
 //   watch stream already is (the typed list API would hand out class instances with Dates).
 // - An initial-list barrier over all three resources, and a field selector for the Node
-//   (makeInformer in 1.4.0 cannot pass one; ListWatch's constructor can).
+//   (makeInformer in 1.4.0 cannot pass one).
 import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig, KubernetesObject, V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-// The modules themselves, not the package's index: that loads the client's whole generated API
-// (see kubeconfig.ts), which the informers do not use.
-import { ListWatch } from '@kubernetes/client-node/dist/cache.js';
+// The module itself, not the package's index: that loads the client's whole generated API (see
+// kubeconfig.ts), which the informers do not use.
 import { Watch } from '@kubernetes/client-node/dist/watch.js';
 import type { ApiAccess } from './kubeconfig.js';
+import { KeyedListWatch, type DoneCallback, type ListPage, type WatchCallback } from './list-watch.js';
 
 /** Where events go; plug-compatible with ServiceTracker / EndpointSliceTracker. Every object is a
  *  plain JSON object; keys are "namespace/name" (a node's key is its name). */
@@ -142,16 +143,12 @@ interface ListResult<T> {
   items: T[];
 }
 
-type WatchCallback = (phase: string, apiObj: any, watchObj?: any) => void; // eslint-disable-line @typescript-eslint/no-explicit-any
-type DoneCallback = (err: any) => void; // eslint-disable-line @typescript-eslint/no-explicit-any
-
-/** One resource: a ListWatch, supervised. */
+/** One resource: a list-watch loop, supervised. */
 export class ResourceInformer<T extends KubernetesObject> {
-  private readonly lw: ListWatch<T>;
+  private readonly lw: KeyedListWatch<T>;
   private readonly inner: Watch;
   private stopped = true;
   private nextAttemptAt = 0;
-  private listCompleted = false;
   private readonly sleepers = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
   private resolveSynced!: () => void;
   private rejectSynced!: (e: Error) => void;
@@ -188,12 +185,12 @@ export class ResourceInformer<T extends KubernetesObject> {
       applyToFetchOptions: async (o: https.RequestOptions) => ({ ...(await kc.applyToFetchOptions(o)), timeout: connectTimeout }),
     } as unknown as KubeConfig;
     this.inner = new Watch(watchConfig);
-    const adapter = { watch: this.watch.bind(this) } as unknown as Watch;
-    this.lw = new ListWatch<T>(spec.path, adapter, () => this.listAll(), false, undefined, spec.fieldSelector);
-    this.lw.on('add', (o) => this.deliver('update', o));
-    this.lw.on('update', (o) => this.deliver('update', o));
-    this.lw.on('delete', (o) => this.deliver('delete', o));
-    this.lw.on('error', (e) => this.onListWatchError(e));
+    this.lw = new KeyedListWatch<T>(spec.path, { watch: this.watch.bind(this) }, () => this.listPages(), {
+      update: (o) => this.deliver('update', o),
+      delete: (o) => this.deliver('delete', o as T),
+      listed: () => this.listed(),
+      error: (e) => this.onListWatchError(e),
+    }, spec.fieldSelector);
   }
 
   start(): void {
@@ -210,13 +207,13 @@ export class ResourceInformer<T extends KubernetesObject> {
       s.resolve();
     }
     this.sleepers.clear();
-    await this.lw.stop();
+    this.lw.stop();
     if (!this.stats.synced) this.rejectSynced(new Error(`${this.spec.name}: stopped before the initial list completed`));
   }
 
-  /** The informer's cache (plain objects). */
-  cached(): readonly T[] {
-    return this.lw.list();
+  /** Objects the informer knows (it keeps their keys and resourceVersions, not the objects). */
+  get size(): number {
+    return this.lw.size;
   }
 
   private deliver(kind: 'update' | 'delete', o: T): void {
@@ -230,13 +227,13 @@ export class ResourceInformer<T extends KubernetesObject> {
     }
   }
 
-  private async listAll(): Promise<ListResult<T>> {
+  /** The list, a page at a time (each page is delivered before the next is asked for). */
+  private async *listPages(): AsyncGenerator<ListPage<T>> {
     await this.waitTurn();
     if (this.stopped) throw new Error('stopped');
     const cluster = this.kc.getCurrentCluster();
     if (!cluster) throw new Error('no current cluster in the kubeconfig');
     const pageSize = this.opts.listPageSize ?? 500;
-    const items: T[] = [];
     let rv: string | undefined;
     let cont: string | undefined;
     // Bounded: a list cannot have more pages than objects; 1e6 pages is a broken server.
@@ -248,26 +245,23 @@ export class ResourceInformer<T extends KubernetesObject> {
       const body = (await getJson(this.kc, url, this.opts.requestTimeoutMs ?? 60_000)) as ListResult<T>;
       if (this.stopped) throw new Error('stopped');
       rv ??= body.metadata?.resourceVersion;
-      for (const it of body.items ?? []) items.push(it);
+      if (!rv) throw new Error(`list ${this.spec.path}: no resourceVersion in the answer`);
       cont = body.metadata?.continue;
+      yield { items: body.items ?? [], resourceVersion: rv };
       if (!cont) break;
     }
-    if (!rv) throw new Error(`list ${this.spec.path}: no resourceVersion in the answer`);
     this.stats.lists++;
-    this.listCompleted = true;
-    return { metadata: { resourceVersion: rv }, items };
   }
 
-  /** The Watch that ListWatch calls for every (re)connection, right after it processed a list. */
+  /** A complete list has been delivered to the handlers. */
+  private listed(): void {
+    if (this.stats.synced) return;
+    this.stats.synced = true;
+    this.resolveSynced();
+  }
+
+  /** The watch the loop starts for every (re)connection, right after a list or a watch ended. */
   private async watch(path: string, query: Record<string, string>, callback: WatchCallback, done: DoneCallback): Promise<{ abort(): void }> {
-    if (this.listCompleted) {
-      // ListWatch has delivered the whole list (it calls watch() synchronously after).
-      this.listCompleted = false;
-      if (!this.stats.synced) {
-        this.stats.synced = true;
-        this.resolveSynced();
-      }
-    }
     const ctl = { aborted: false, inner: undefined as AbortController | undefined, abort(): void {
       this.aborted = true;
       this.inner?.abort();
@@ -301,7 +295,7 @@ export class ResourceInformer<T extends KubernetesObject> {
       finished = true;
       if (this.stopped) return;
       if (err) {
-        // A 410 answered as an HTTP status: ListWatch re-lists by itself; others reach 'error'.
+        // A 410 answered as an HTTP status: the loop re-lists by itself; others reach 'error'.
         if ((err as { statusCode?: number }).statusCode === 410) {
           this.stats.gone++;
           this.fail(err as Error);
@@ -323,7 +317,7 @@ export class ResourceInformer<T extends KubernetesObject> {
     if (this.stopped) return;
     const err = e instanceof Error ? e : new Error(String(e));
     this.fail(err);
-    // ListWatch is idle after an error: start it again once the backoff allows (start()
+    // The loop is idle after an error: start it again once the backoff allows (start()
     // re-lists when its resourceVersion was reset, else resumes the watch from it). Deferred to
     // a new task so the failing call chain has fully unwound.
     setTimeout(() => {

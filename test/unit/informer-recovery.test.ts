@@ -68,9 +68,9 @@ test('410 Gone in the watch stream → re-list: a delete during the gap is deliv
     api.failAllRequests(false);
     const s = await sentinel(h);
     await api.waitFor(() => h.events.includes('slice- default/a-1'), 'slice delete');
-    // ListWatch's re-list: deletes of vanished objects first, then changed and new ones in list
-    // order; 'c' (unchanged) produces nothing.
-    assert.deepEqual(h.events.slice(5).filter((e) => e.startsWith('svc')), ['svc- default/a', 'svc+ default/b@107', 'svc+ default/f@108', s]);
+    // The re-list: changed and new objects in list order, a page at a time, then deletes of
+    // the objects no page had; 'c' (unchanged) produces nothing.
+    assert.deepEqual(h.events.slice(5).filter((e) => e.startsWith('svc')), ['svc+ default/b@107', 'svc+ default/f@108', s, 'svc- default/a']);
     assert.deepEqual(h.events.slice(5).filter((e) => e.startsWith('slice')), ['slice- default/a-1']);
     assert.equal(h.events.slice(5).filter((e) => e.startsWith('node')).length, 0, 'the unchanged node is silent');
     const watch410 = svcWatches(h).filter((r) => r.status === 410);
@@ -170,7 +170,7 @@ test('500s on lists after a 410: re-list retried with backoff; the barrier stays
     api.delete('services', 'c'); // 106
     api.dropWatches('abrupt');
     const s = await sentinel(h);
-    assert.deepEqual(h.events.slice(5).filter((e) => e.startsWith('svc')), ['svc- default/c', s]);
+    assert.deepEqual(h.events.slice(5).filter((e) => e.startsWith('svc')), [s, 'svc- default/c'], 'the delete after the last page');
     assert.equal(h.sources.hasSynced, true);
     assert.deepEqual(svcLists(h).map((r) => r.status), [200, 500, 500, 200]);
     await api.waitFor(() => api.openWatches('services') === 1, 'the services watch after the re-list');

@@ -140,6 +140,25 @@ test('paged lists: every page is fetched and the snapshot resourceVersion is kep
   }
 });
 
+test('a paged list is delivered a page at a time: each page reaches the handlers before the next is asked for', async () => {
+  const api = await FakeApiServer.start();
+  for (let i = 0; i < 7; i++) api.create('services', svcObj(`s${i}`, `10.96.1.${i}`));
+  api.create('nodes', nodeObj(NODE));
+  const deliveredAtRequest: number[] = [];
+  let h: Awaited<ReturnType<typeof startHarness>> | undefined;
+  // (the first request reaches the server after startHarness has returned: it needs socket I/O)
+  api.onRequest = (r) => {
+    if (r.resource === 'services' && !r.watch) deliveredAtRequest.push(h!.events.filter((e) => e.startsWith('svc')).length);
+  };
+  h = await startHarness(api, { listPageSize: 3 });
+  try {
+    await h.sources.synced();
+    assert.deepEqual(deliveredAtRequest, [0, 3, 6]);
+  } finally {
+    await h.close();
+  }
+});
+
 test('an expired continue token restarts the list from scratch', async () => {
   const api = await FakeApiServer.start();
   for (let i = 0; i < 4; i++) api.create('services', svcObj(`s${i}`, `10.96.1.${i}`));
