@@ -28,12 +28,13 @@ import { ipBatchVips, IPSET_NAMES, ipsetRestore, ipvsadmRestore } from './lib/ip
 import { manifestFiles, syncFlags } from './lib/manifests.js';
 import { nftRuleset, NFT_TABLE } from './lib/nft-mode.js';
 import { fmtMs, renderMarkdown, renderSvg, type SuiteResult, type PhaseResult, type Measure, type SizeRow } from './lib/render.js';
-import { changedIndex, NODE_IP, withOneEndpointChanged, workload } from './lib/workload.js';
+import { changedIndex, NODE_IP, NODE_NAME, withOneEndpointChanged, workload } from './lib/workload.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(here, '..', '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli', 'main.js');
 const WORKER = join(here, 'lib', 'proxy-worker.js');
+const SERVE_OBJECTS = join(here, 'lib', 'serve-objects.js');
 /** The environment and node flags the ipvsync command runs with (its shebang,
  *  `#!/usr/bin/env -S NAME=VALUE… node --flag…`): the in-process worker runs under the same
  *  allocator and V8 settings as the daemon it stands for. */
@@ -72,15 +73,27 @@ const inNs = (cmd: string, args: string[]): [string, string[]] => (NETNS ? ['ip'
 const DAEMON_WATCH_S = 75;
 
 /**
- * The daemon as deployed (`ipvsync proxy --manifests DIR`, the command through its shebang):
- * started, left to finish its first full sync (its "sync" log line), its peak and current RSS
- * read from /proc; then watched for DAEMON_WATCH_S with its RSS read every second, through its
- * periodic full resyncs (each reads every kernel table again); then stopped with SIGTERM.
+ * The daemon as deployed (`ipvsync proxy`, the command through its shebang), reading the
+ * folder's objects from the manifests (`--manifests DIR`) or from the API (`--master URL`: the
+ * tests' fake API server, in a process of its own, serving the same objects): started, left to
+ * finish its first full sync (its "sync" log line), its peak and current RSS read from /proc;
+ * then watched for DAEMON_WATCH_S with its RSS read every second, through its periodic full
+ * resyncs (each reads every kernel table again); then stopped with SIGTERM.
  */
-function daemonRss(dir: string): SizeRow['daemon'] {
+function daemonRss(dir: string, from: 'manifests' | 'api'): SizeRow['daemon'] {
   const flags = syncFlags(NODE_IP).filter((f) => f !== '--no-sysctl').map((f) => (f === '--node-name' ? '--hostname-override' : f));
+  const source =
+    from === 'manifests'
+      ? ['src="--manifests $1"']
+      : [
+          `"${process.execPath}" "${SERVE_OBJECTS}" "$1" '${NODE_NAME}' > "$1.api.log" 2>&1 &`,
+          'api=$!',
+          'for i in $(seq 1 600); do grep -q "^@@API" "$1.api.log" && break; kill -0 $api 2>/dev/null || break; sleep 0.2; done',
+          'src="--master $(sed -n "s/^@@API //p" "$1.api.log")"',
+        ];
   const script = [
-    `"$0" proxy --manifests "$1" ${flags.map((f) => `'${f}'`).join(' ')} --healthz-bind-address 127.0.0.1:0 --metrics-bind-address 127.0.0.1:0 2> "$1.daemon.log" &`,
+    ...source,
+    `"$0" proxy $src ${flags.map((f) => `'${f}'`).join(' ')} --healthz-bind-address 127.0.0.1:0 --metrics-bind-address 127.0.0.1:0 2> "$1.daemon.log" &`,
     'pid=$!',
     `for i in $(seq 1 ${4 * TIMEOUT_S * 5}); do grep -q '"msg":"sync"' "$1.daemon.log" && break; kill -0 $pid 2>/dev/null || break; sleep 0.2; done`,
     `grep '"msg":"sync"' "$1.daemon.log" | head -1`,
@@ -90,6 +103,7 @@ function daemonRss(dir: string): SizeRow['daemon'] {
     `grep -c '"trigger":"periodic"' "$1.daemon.log" | sed 's/^/resyncs /'`,
     `grep '"trigger":"periodic"' "$1.daemon.log" | tail -1`,
     'kill -TERM $pid; wait $pid',
+    ...(from === 'api' ? ['kill $api; wait $api'] : []),
   ].join('\n');
   const r = sh('bash', ['-c', script, CLI, dir]);
   const hwm = /VmHWM:\s+(\d+)/.exec(r.stdout);
@@ -288,8 +302,12 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
   }
   if (env === 'qemu') {
     log('ipvsync proxy --manifests (the daemon) until its first sync');
-    row.daemon = daemonRss(dir);
+    row.daemon = daemonRss(dir, 'manifests');
     log(`  ${JSON.stringify(row.daemon)}`);
+    fresh();
+    log('ipvsync proxy --master (the daemon from the API: a fake API server serving the same objects)');
+    row.daemonApi = daemonRss(dir, 'api');
+    log(`  ${JSON.stringify(row.daemonApi)}`);
     fresh();
   }
   log('ipvsync in-process worker');
