@@ -123,13 +123,13 @@ function certificates(): Record<'ca' | 'serverCert' | 'serverKey' | 'clientCert'
   return { ca: r('ca.crt'), serverCert: r('server.crt'), serverKey: r('server.key'), clientCert: r('client.crt'), clientKey: r('client.key') };
 }
 
-test('client certificate and CA from the kubeconfig, over real TLS: lists and watches authenticate; without the CA the server is not trusted', async () => {
-  const c = certificates();
-  const api = await FakeApiServer.start();
-  // TLS in front of the fake API server, requiring a client certificate signed by the CA.
+/** TLS in front of the fake API server (its certificate for 127.0.0.1 signed by the test CA),
+ *  requiring a client certificate signed by the CA when `clientCerts`; `peers` collects the
+ *  client certificates' CNs. */
+async function tlsFront(api: FakeApiServer, c: ReturnType<typeof certificates>, clientCerts: boolean): Promise<{ server: string; port: number; peers: string[]; close(): Promise<void> }> {
   const peers: string[] = [];
-  const tls = https.createServer({ key: c.serverKey, cert: c.serverCert, ca: c.ca, requestCert: true, rejectUnauthorized: true }, (req, res) => {
-    peers.push((req.socket as import('node:tls').TLSSocket).getPeerCertificate().subject.CN as string);
+  const tls = https.createServer({ key: c.serverKey, cert: c.serverCert, ca: c.ca, requestCert: clientCerts, rejectUnauthorized: clientCerts }, (req, res) => {
+    if (clientCerts) peers.push((req.socket as import('node:tls').TLSSocket).getPeerCertificate().subject.CN as string);
     const up = http.request({ host: '127.0.0.1', port: api.port, path: req.url, method: req.method, headers: req.headers }, (ur) => {
       res.writeHead(ur.statusCode ?? 502, ur.headers);
       ur.pipe(res);
@@ -139,7 +139,45 @@ test('client certificate and CA from the kubeconfig, over real TLS: lists and wa
     req.pipe(up);
   });
   await new Promise<void>((r) => tls.listen(0, '127.0.0.1', r));
-  const server = `https://127.0.0.1:${(tls.address() as AddressInfo).port}`;
+  const port = (tls.address() as AddressInfo).port;
+  return {
+    server: `https://127.0.0.1:${port}`,
+    port,
+    peers,
+    close: async () => {
+      await new Promise((r) => {
+        tls.close(r);
+        tls.closeAllConnections();
+      });
+    },
+  };
+}
+
+test('in-cluster over real TLS: the service account CA verifies the server, every list and watch carries the token', async () => {
+  const c = certificates();
+  const api = await FakeApiServer.start();
+  const front = await tlsFront(api, c, false);
+  try {
+    api.create('services', svcObj('web', '10.96.0.10'));
+    api.create('nodes', nodeObj(NODE));
+    const sa = tmp();
+    writeFileSync(join(sa, 'token'), 'sa-token\n');
+    writeFileSync(join(sa, 'ca.crt'), c.ca);
+    const kc = loadKubeConfig({ env: { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(front.port) }, serviceAccountDir: sa });
+    assert.equal(kc.getCurrentCluster().server, front.server);
+    assert.deepEqual(await syncThrough(api, kc), ['web']);
+    assert.equal(api.requests.length, 6);
+    for (const r of api.requests) assert.equal(r.authorization, 'Bearer sa-token', `${r.resource} ${r.watch ? 'watch' : 'list'}`);
+  } finally {
+    await front.close();
+    await api.stop();
+  }
+});
+
+test('client certificate and CA from the kubeconfig, over real TLS: lists and watches authenticate; without the CA the server is not trusted', async () => {
+  const c = certificates();
+  const api = await FakeApiServer.start();
+  const { server, peers, close } = await tlsFront(api, c, true);
   try {
     api.create('services', svcObj('web', '10.96.0.10'));
     api.create('nodes', nodeObj(NODE));
@@ -165,8 +203,7 @@ current-context: x
     const err = await new Promise<Error>((resolve) => https.get(`${server}/api/v1/nodes`, o, () => resolve(new Error('answered'))).on('error', resolve));
     assert.match(err.message, /self.signed|unable to verify|local issuer/i);
   } finally {
-    await new Promise((r) => tls.close(r));
-    tls.closeAllConnections();
+    await close();
     await api.stop();
   }
 });
