@@ -211,11 +211,6 @@ export class ResourceInformer<T extends KubernetesObject> {
     if (!this.stats.synced) this.rejectSynced(new Error(`${this.spec.name}: stopped before the initial list completed`));
   }
 
-  /** Objects the informer knows (it keeps their keys and resourceVersions, not the objects). */
-  get size(): number {
-    return this.lw.size;
-  }
-
   private deliver(kind: 'update' | 'delete', o: T): void {
     if (this.stopped) return;
     this.stats.events[kind]++;

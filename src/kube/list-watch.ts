@@ -54,16 +54,6 @@ export class KeyedListWatch<T extends KubernetesObject> {
     private readonly fieldSelector?: string,
   ) {}
 
-  /** Objects known. */
-  get size(): number {
-    return this.versions.size;
-  }
-
-  /** The resourceVersion the next watch starts from ('' : the next start lists). */
-  get resourceVersion(): string {
-    return this.rv;
-  }
-
   async start(): Promise<void> {
     this.stopped = false;
     await this.next(null);
