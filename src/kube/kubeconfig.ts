@@ -39,14 +39,6 @@ export class KubeConfigError extends Error {
   override readonly name = 'KubeConfigError';
 }
 
-/** The options node-fetch takes, as the client's Watch passes them on. */
-export interface FetchOptions {
-  agent: http.Agent;
-  headers: Record<string, string>;
-  method?: string;
-  timeout?: number;
-}
-
 /** What the informers need of a configuration: the API server and how to authenticate to it
  *  (the members of the client's KubeConfig that its Watch and the informers' lists call). */
 export interface ApiAccess {
@@ -89,26 +81,28 @@ export class ApiConfig implements ApiAccess {
   async applyToHTTPSOptions(opts: https.RequestOptions): Promise<void> {
     if (this.usesFullClient) return (await this.fullClient()).applyToHTTPSOptions(opts);
     const { cluster, user } = this;
-    const headers = (opts.headers ??= {}) as Record<string, string>;
-    if (cluster.skipTLSVerify) opts.rejectUnauthorized = false;
-    if (cluster.tlsServerName) opts.servername = cluster.tlsServerName;
+    // TLS settings go on the request and on its agent.
+    const tls: https.AgentOptions = {};
+    if (cluster.skipTLSVerify) tls.rejectUnauthorized = false;
+    if (cluster.tlsServerName) tls.servername = cluster.tlsServerName;
     const ca = fileOrData(cluster.caFile, cluster.caData);
-    if (ca) opts.ca = ca;
+    if (ca) tls.ca = ca;
     const cert = fileOrData(user.certFile, user.certData);
-    if (cert) opts.cert = cert;
+    if (cert) tls.cert = cert;
     const key = fileOrData(user.keyFile, user.keyData);
-    if (key) opts.key = key;
+    if (key) tls.key = key;
+    Object.assign(opts, tls);
+    const headers = (opts.headers ??= {}) as Record<string, string>;
     if (user.impersonateUser) headers['Impersonate-User'] = user.impersonateUser;
     const token = this.tokenFile ? this.fileToken(this.tokenFile) : user.token;
     if (token) headers.Authorization = `Bearer ${token.trim()}`;
     if (user.username) opts.auth = `${user.username}:${user.password ?? ''}`;
-    const tls: https.AgentOptions = {};
-    for (const k of ['ca', 'cert', 'key', 'servername', 'rejectUnauthorized'] as const) if (opts[k] !== undefined) (tls as Record<string, unknown>)[k] = opts[k];
     opts.agent = this.agent(tls);
   }
 
-  async applyToFetchOptions(opts: https.RequestOptions): Promise<FetchOptions> {
-    if (this.usesFullClient) return (await this.fullClient()).applyToFetchOptions(opts) as unknown as Promise<FetchOptions>;
+  /** node-fetch's options, as the client's Watch passes them on. */
+  async applyToFetchOptions(opts: https.RequestOptions): Promise<object> {
+    if (this.usesFullClient) return (await this.fullClient()).applyToFetchOptions(opts);
     await this.applyToHTTPSOptions(opts);
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(opts.headers ?? {})) if (typeof v === 'string' || typeof v === 'number') headers[k] = String(v);
