@@ -1,4 +1,4 @@
-#!/usr/bin/env -S MALLOC_ARENA_MAX=2 node --max-semi-space-size=4 --v8-pool-size=1
+#!/usr/bin/env -S MALLOC_ARENA_MAX=2 node --max-semi-space-size=4 --v8-pool-size=1 --heap-growing-percent=20
 // The ipvsync command line. Each command group lives in its own module (ipvs.ts, …).
 // Node runs with these settings for a node agent (the Dockerfile passes the same):
 // - a 4 MB semi-space (the young generation's half; Node's default grows it to 16 MB on a
@@ -9,6 +9,12 @@
 //   beside the main thread and the libuv threads' kernel work, and on a 2-vCPU node the main
 //   thread then waited 0.2–0.4 s for a CPU; with one the event loop's longest block at 10k
 //   services went from 33–73 to 25–36 ms, the sync no slower (measured);
+// - an old generation allowed to grow 20% past what the last full collection kept before the
+//   next one starts (V8 otherwise picks up to 4× for a heap that collects fast): a full sync at
+//   10k services × 10 allocates ~190 MB, and what survives the young generation only for the
+//   sync (the translation's accumulators, the diff's intermediates) piled up until the sync
+//   ended: its first sync peaked at 143–156 MB resident in 11 runs, 139–142 MB in 6 with this
+//   (qemu), the sync no slower;
 // - two malloc arenas (glibc's default is up to 8 per CPU: the main thread's, and one more per
 //   thread that allocates, here the libuv pool where the addon encodes and decodes netlink):
 //   each arena keeps its own freed memory, and at 10k services × 10 the daemon's resident set
