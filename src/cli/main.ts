@@ -13,8 +13,9 @@
 //   next one starts (V8 otherwise picks up to 4× for a heap that collects fast): a full sync at
 //   10k services × 10 allocates ~190 MB, and what survives the young generation only for the
 //   sync (the translation's accumulators, the diff's intermediates) piled up until the sync
-//   ended: its first sync peaked at 143–156 MB resident in 11 runs, 139–142 MB in 6 with this
-//   (qemu), the sync no slower;
+//   ended: its first sync peaked at 143–156 MB resident in 11 runs, 139–142 MB in 7 with this
+//   (qemu). It costs GC work: the suite's 10k full sync under qemu took 15.2 s against 13.4 s in
+//   the run before (whose legacy restore was 12% faster too);
 // - two malloc arenas (glibc's default is up to 8 per CPU: the main thread's, and one more per
 //   thread that allocates, here the libuv pool where the addon encodes and decodes netlink):
 //   each arena keeps its own freed memory, and at 10k services × 10 the daemon's resident set
