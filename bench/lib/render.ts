@@ -212,21 +212,17 @@ function targets(res: SuiteResult): string[] {
   const rss = r10?.ipvsyncSyncProcess?.maxRssMB;
   out.push(`| RSS at 10k×10 ≤ 150 MB (\`sync -f\` peak) | ${rss !== undefined ? `${rss.toFixed(0)} MB` : '–'} | ${yes(rss === undefined ? undefined : rss <= 150)} |`);
   const dm = r10?.daemon && 'peakMB' in r10.daemon ? r10.daemon : undefined;
+  // A daemon watched through its periodic resyncs: its first sync's peak, then its peak and RSS
+  // range over the watch; `what` names it, `close` ends the description.
+  const watched = (what: string, d: Extract<DaemonMeasure, { peakMB: number }>, close: string) =>
+    `| ${what}: peak through its first full sync; then over ${d.watchS} s with ${d.resyncs} periodic full resyncs: peak, and RSS between ${d.watchMinMB!.toFixed(0)} and ${d.watchMaxMB!.toFixed(0)} MB${close} | ${d.peakMB.toFixed(0)} MB; ${d.endPeakMB!.toFixed(0)} MB | ${yes(Math.max(d.peakMB, d.endPeakMB ?? 0, d.watchMaxMB ?? 0) <= 150)} |`;
   if (dm?.watchS !== undefined) {
-    const highest = Math.max(dm.peakMB, dm.endPeakMB ?? 0, dm.watchMaxMB ?? 0);
-    out.push(
-      `| RSS at 10k×10 ≤ 150 MB (the daemon, \`proxy --manifests\`: peak through its first full sync; then over ${dm.watchS} s with ${dm.resyncs} periodic full resyncs: peak, and RSS between ${dm.watchMinMB!.toFixed(0)} and ${dm.watchMaxMB!.toFixed(0)} MB) | ${dm.peakMB.toFixed(0)} MB; ${dm.endPeakMB!.toFixed(0)} MB | ${yes(highest <= 150)} |`,
-    );
+    out.push(watched('RSS at 10k×10 ≤ 150 MB (the daemon, `proxy --manifests`', dm, ')'));
   } else {
     out.push(`| RSS at 10k×10 ≤ 150 MB (the daemon, \`proxy --manifests\`: peak through its first full sync; 10 s later) | ${dm ? `${dm.peakMB.toFixed(0)} MB; ${dm.laterMB.toFixed(0)} MB` : '–'} | ${yes(dm ? Math.max(dm.peakMB, dm.laterMB) <= 150 : undefined)} |`);
   }
   const da = r10?.daemonApi && 'peakMB' in r10.daemonApi ? r10.daemonApi : undefined;
-  if (da) {
-    const highest = Math.max(da.peakMB, da.endPeakMB ?? 0, da.watchMaxMB ?? 0);
-    out.push(
-      `| same — the daemon from the API (\`proxy --master\`, a fake API server serving the same objects): peak through its first full sync; then over ${da.watchS} s with ${da.resyncs} periodic full resyncs: peak, and RSS between ${da.watchMinMB!.toFixed(0)} and ${da.watchMaxMB!.toFixed(0)} MB | ${da.peakMB.toFixed(0)} MB; ${da.endPeakMB!.toFixed(0)} MB | ${yes(highest <= 150)} |`,
-    );
-  }
+  if (da) out.push(watched('same — the daemon from the API (`proxy --master`, a fake API server serving the same objects)', da, ''));
   const loops = (q?.rows ?? []).filter((r) => r.worker?.full?.eventLoop).map((r) => r.worker.full.eventLoop.maxMs as number);
   out.push(`| event loop never blocked > 50 ms during a full sync (qemu) | max ${loops.map((x) => `${x.toFixed(0)} ms`).join(', ')} | ${yes(loops.length ? loops.every((x) => x <= 50) : undefined)} |`);
   // The same targets at real speed (the host: no IPVS in that kernel, so ipvsync's IPVS part
