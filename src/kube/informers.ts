@@ -23,6 +23,7 @@ import type { KubeConfig, KubernetesObject, V1EndpointSlice, V1Node, V1Service }
 // The module itself, not the package's index: that loads the client's whole generated API (see
 // kubeconfig.ts), which the informers do not use.
 import { Watch } from '@kubernetes/client-node/dist/watch.js';
+import { objectKey } from './change-tracker.js';
 import type { ApiAccess } from './kubeconfig.js';
 import { KeyedListWatch, type DoneCallback, type ListPage, type WatchCallback } from './list-watch.js';
 
@@ -349,10 +350,6 @@ export class ResourceInformer<T extends KubernetesObject> {
   }
 }
 
-function nsKey(o: KubernetesObject): string {
-  return `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name ?? ''}`;
-}
-
 export interface KubeSourcesOptions extends InformerOptions {
   /** loadKubeConfig()'s result (or the client's own KubeConfig). */
   kubeConfig: ApiAccess | KubeConfig;
@@ -376,13 +373,13 @@ export class KubeSources {
       name: 'services',
       path: '/api/v1/services',
       onUpdate: (o) => h.onServiceUpdate(o),
-      onDelete: (o) => h.onServiceDelete(nsKey(o)),
+      onDelete: (o) => h.onServiceDelete(objectKey(o)),
     }, opts);
     this.endpointSlices = new ResourceInformer<V1EndpointSlice>(kc, {
       name: 'endpointslices',
       path: '/apis/discovery.k8s.io/v1/endpointslices',
       onUpdate: (o) => h.onSliceUpdate(o),
-      onDelete: (o) => h.onSliceDelete(nsKey(o)),
+      onDelete: (o) => h.onSliceDelete(objectKey(o)),
     }, opts);
     this.node = new ResourceInformer<V1Node>(kc, {
       name: 'node',

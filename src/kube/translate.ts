@@ -10,6 +10,7 @@ import { compareText, patchSorted, sortSteps, sortedHas } from '../engine/sorted
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
 import { cidrList, compareAddress, compareAddressProtoPort, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
 import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
+import { objectKey } from './change-tracker.js';
 import { chooseScheduler, isKnownScheduler } from './scheduler.js';
 import {
   ANNOTATION_LB_SOURCE_RANGES,
@@ -230,7 +231,7 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
     cache.translated = 0;
   }
   // Each service translates on its own; only merging them depends on their order (below).
-  const services = yield* mapSteps([...input.services], (s) => ({ s, name: nameOf(s), out: undefined as unknown as ServiceOut }));
+  const services = yield* mapSteps([...input.services], (s) => ({ s, name: objectKey(s), out: undefined as unknown as ServiceOut }));
   // Services translated anew, with what they translated to before (undefined: new).
   const changed: Array<{ name: string; before: ServiceOut | undefined; out: ServiceOut }> = [];
   // One service at a time is translated into this, then kept compact.
@@ -475,10 +476,6 @@ function nodePortKey(np: GlueNodePort): string {
 
 // ---- setup ----
 
-function nameOf(o: { metadata?: { namespace?: string; name?: string } }): string {
-  return `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name ?? ''}`;
-}
-
 function emptyAccumulator(): Accumulator {
   return {
     services: new Map(),
@@ -600,7 +597,7 @@ function clusterIPsOf(svc: V1Service, warn: (m: string) => void): string[] {
 }
 
 function translateService(svc: V1Service, ctx: Context): void {
-  const service = nameOf(svc);
+  const service = objectKey(svc);
   const warn = (message: string): void => void ctx.out.warnings.push({ service, message });
   if (!servedBy(svc, ctx.config)) return;
   const clusterIPs = clusterIPsOf(svc, warn);
