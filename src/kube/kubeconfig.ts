@@ -40,14 +40,12 @@ export class KubeConfigError extends Error {
 }
 
 /** What the informers need of a configuration: the API server and how to authenticate to it
- *  (the members of the client's KubeConfig that its Watch and the informers' lists call). */
+ *  (the members of the client's KubeConfig that the informers' lists and watches call). */
 export interface ApiAccess {
   getCurrentCluster(): Cluster | null;
   getCurrentUser(): User | null;
   /** Credentials and TLS settings for a node:http(s) request, and an agent. */
   applyToHTTPSOptions(opts: https.RequestOptions): Promise<void>;
-  /** The same as options for a fetch (the client's Watch passes them to node-fetch). */
-  applyToFetchOptions(opts: https.RequestOptions): Promise<object>;
 }
 
 const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -98,16 +96,6 @@ export class ApiConfig implements ApiAccess {
     if (token) headers.Authorization = `Bearer ${token.trim()}`;
     if (user.username) opts.auth = `${user.username}:${user.password ?? ''}`;
     opts.agent = this.agent(tls);
-  }
-
-  /** node-fetch's options, as the client's Watch passes them on. */
-  async applyToFetchOptions(opts: https.RequestOptions): Promise<object> {
-    if (this.usesFullClient) return (await this.fullClient()).applyToFetchOptions(opts);
-    await this.applyToHTTPSOptions(opts);
-    const headers: Record<string, string> = {};
-    for (const [k, v] of Object.entries(opts.headers ?? {})) if (typeof v === 'string' || typeof v === 'number') headers[k] = String(v);
-    if (opts.auth) headers.Authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`;
-    return { agent: opts.agent as http.Agent, headers, ...(opts.method ? { method: opts.method } : {}), ...(opts.timeout !== undefined ? { timeout: opts.timeout } : {}) };
   }
 
   /** A fresh agent per request, as the client makes one (CA and certificate files are re-read:

@@ -1,5 +1,5 @@
 // Module-loading hooks (node:module register) for tests that check what a module graph loads:
-// every URL loaded under @kubernetes/client-node is appended to the file in `data.file`.
+// every URL loaded from node_modules is appended to the file in `data.file`.
 import { appendFileSync } from 'node:fs';
 
 let file = '';
@@ -13,6 +13,6 @@ export async function load(
   context: unknown,
   next: (url: string, context: unknown) => Promise<unknown>,
 ): Promise<unknown> {
-  if (url.includes('/@kubernetes/client-node/')) appendFileSync(file, `${url}\n`);
+  if (url.includes('/node_modules/')) appendFileSync(file, `${url}\n`);
   return next(url, context);
 }
