@@ -107,47 +107,39 @@ test('watch events split across writes and inside a UTF-8 character, a junk line
   }
 });
 
-test('a watch that gets no answer fails after the request timeout and is retried from the same resourceVersion', async () => {
+/** The first services watch answered by `first`, the next one delivering an event: the one
+ *  error reported, once the retry has delivered, and the resourceVersions the watches asked for. */
+async function failedFirstWatch(first: (res: http.ServerResponse) => void, opts: { requestTimeoutMs?: number } = {}): Promise<{ message: string; from: Array<string | null> }> {
   const srv = await server((res, _q, n) => {
-    if (n === 1) return; // never answers
+    if (n === 1) return first(res);
     res.writeHead(200, { 'content-type': 'application/json' });
     res.write(`${JSON.stringify({ type: 'ADDED', object: svc('c', '5', 'x') })}\n`);
   });
-  const { src, got, errors } = sources(srv.url, { requestTimeoutMs: 200 });
+  const { src, got, errors } = sources(srv.url, opts);
   try {
     src.start();
     await src.synced();
     await until('the event from the second watch', () => got.length === 1);
     const e = errors.filter((x) => x.resource === 'services');
     assert.equal(e.length, 1);
-    assert.match(e[0]!.error.message, /watch \/api\/v1\/services: no answer in 200 ms/);
-    assert.deepEqual(srv.watches.map((q) => q.get('resourceVersion')), ['1', '1']);
+    return { message: e[0]!.error.message, from: srv.watches.map((q) => q.get('resourceVersion')) };
   } finally {
     await src.stop();
     await srv.close();
   }
+}
+
+test('a watch that gets no answer fails after the request timeout and is retried from the same resourceVersion', async () => {
+  const r = await failedFirstWatch(() => undefined, { requestTimeoutMs: 200 });
+  assert.match(r.message, /watch \/api\/v1\/services: no answer in 200 ms/);
+  assert.deepEqual(r.from, ['1', '1']);
 });
 
 test('a watch answered with an error status fails with the Status message and is retried', async () => {
-  const srv = await server((res, _q, n) => {
-    if (n === 1) {
-      res.writeHead(403, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ kind: 'Status', status: 'Failure', message: 'services is forbidden: User "x" cannot watch', code: 403 }));
-      return;
-    }
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.write(`${JSON.stringify({ type: 'ADDED', object: svc('d', '6', 'y') })}\n`);
+  const r = await failedFirstWatch((res) => {
+    res.writeHead(403, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ kind: 'Status', status: 'Failure', message: 'services is forbidden: User "x" cannot watch', code: 403 }));
   });
-  const { src, got, errors } = sources(srv.url);
-  try {
-    src.start();
-    await src.synced();
-    await until('the event from the second watch', () => got.length === 1);
-    const e = errors.filter((x) => x.resource === 'services');
-    assert.equal(e.length, 1);
-    assert.equal(e[0]!.error.message, 'watch /api/v1/services: HTTP 403 Forbidden: services is forbidden: User "x" cannot watch');
-  } finally {
-    await src.stop();
-    await srv.close();
-  }
+  assert.equal(r.message, 'watch /api/v1/services: HTTP 403 Forbidden: services is forbidden: User "x" cannot watch');
+  assert.deepEqual(r.from, ['1', '1']);
 });
