@@ -1,4 +1,4 @@
-#!/usr/bin/env -S MALLOC_ARENA_MAX=2 node --max-semi-space-size=4 --v8-pool-size=1 --heap-growing-percent=20
+#!/usr/bin/env -S MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072 node --max-semi-space-size=4 --v8-pool-size=1 --heap-growing-percent=20
 // The ipvsync command line. Each command group lives in its own module (ipvs.ts, …).
 // Node runs with these settings for a node agent (the Dockerfile passes the same):
 // - a 4 MB semi-space (the young generation's half; Node's default grows it to 16 MB on a
@@ -20,7 +20,13 @@
 //   thread that allocates, here the libuv pool where the addon encodes and decodes netlink):
 //   each arena keeps its own freed memory, and at 10k services × 10 the daemon's resident set
 //   was ~5–10 MB larger through its periodic full resyncs with one per thread (measured under
-//   qemu); one arena (shared with the main thread) made the resyncs slower, two did not.
+//   qemu); one arena (shared with the main thread) made the resyncs slower, two did not;
+// - glibc's mmap and trim thresholds fixed at their defaults (128 KB): glibc otherwise raises
+//   them after a large block is freed (the mmap threshold to that block's size, up to 32 MB, and
+//   the trim threshold to twice it), so after the first sync's multi-MB buffers blocks that size
+//   came from the arenas and several MB freed at their tops stayed resident. The daemon from the
+//   API at 10k peaked at 142–147 MB in six runs with this, 144–150 MB in five without
+//   (interleaved, qemu), the syncs no slower.
 import { Command } from 'commander';
 import { NetlinkError } from '../errors.js';
 import type { HandleOptions } from '../native.js';

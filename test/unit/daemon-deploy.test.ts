@@ -101,6 +101,7 @@ test('Dockerfile: Node 20, addon where src/native.ts looks for it, entrypoint an
   assert.ok(nodeFlags.includes('--max-semi-space-size=4'), shebang);
   assert.ok(nodeFlags.includes('--heap-growing-percent=20'), shebang);
   assert.ok(envVars.includes('MALLOC_ARENA_MAX=2'), shebang);
+  assert.ok(envVars.includes('MALLOC_MMAP_THRESHOLD_=131072') && envVars.includes('MALLOC_TRIM_THRESHOLD_=131072'), shebang);
   assert.deepEqual(JSON.parse(entry), ['node', ...nodeFlags, '/opt/ipvsync/dist/src/cli/main.js']);
   const imageEnv = [...text.matchAll(/^ENV (\S+=\S+)$/gm)].map((m) => m[1]);
   for (const v of envVars) assert.ok(imageEnv.includes(v), `the image sets ${v} as the shebang does`);
