@@ -113,40 +113,47 @@ async function get(kc: ApiAccess, url: URL, onResponse: (res: http.IncomingMessa
 /** An answer other than 200 as an error with its status code (the Status object's message when
  *  the body is one). */
 function statusError(what: string, res: http.IncomingMessage, text: string): HttpStatusError {
-  let msg = text.slice(0, 200) || (http.STATUS_CODES[res.statusCode ?? 0] ?? '');
+  const reason = http.STATUS_CODES[res.statusCode ?? 0] ?? '';
+  let msg = text.slice(0, 200) || reason;
   try {
     msg = (JSON.parse(text) as { message?: string }).message ?? msg;
   } catch {
     // not a Status object: keep the raw text
   }
-  return new HttpStatusError(res.statusCode ?? 0, `${what}: HTTP ${res.statusCode} ${http.STATUS_CODES[res.statusCode ?? 0] ?? ''}: ${msg}`);
+  return new HttpStatusError(res.statusCode ?? 0, `${what}: HTTP ${res.statusCode} ${reason}: ${msg}`);
+}
+
+/** A whole answer body as text. */
+function readAll(res: http.IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    res.on('data', (c: Buffer) => chunks.push(c));
+    res.on('error', reject);
+    res.on('end', () => resolve(Buffer.concat(chunks).toString()));
+  });
 }
 
 /** GET returning parsed JSON. */
 async function getJson(kc: ApiAccess, url: URL, timeoutMs: number): Promise<unknown> {
-  let req!: http.ClientRequest;
-  const answer = new Promise((resolve, reject) => {
-    const onResponse = (res: http.IncomingMessage) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('error', reject);
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString();
-        if (res.statusCode !== 200) return reject(statusError(`GET ${url.pathname}`, res, text));
-        try {
-          resolve(JSON.parse(text));
-        } catch (e) {
-          reject(new Error(`GET ${url.pathname}: bad JSON: ${(e as Error).message}`));
-        }
-      });
-    };
-    void get(kc, url, onResponse).then((r) => {
-      req = r;
-      req.setTimeout(timeoutMs, () => req.destroy(new Error(`GET ${url.pathname}: no answer in ${timeoutMs} ms`)));
-      req.on('error', reject);
-      req.end();
+  let resolve!: (v: unknown) => void;
+  let reject!: (e: Error) => void;
+  const answer = new Promise((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  const req = await get(kc, url, (res) => {
+    readAll(res).then((text) => {
+      if (res.statusCode !== 200) return reject(statusError(`GET ${url.pathname}`, res, text));
+      try {
+        resolve(JSON.parse(text));
+      } catch (e) {
+        reject(new Error(`GET ${url.pathname}: bad JSON: ${(e as Error).message}`));
+      }
     }, reject);
   });
+  req.setTimeout(timeoutMs, () => req.destroy(new Error(`GET ${url.pathname}: no answer in ${timeoutMs} ms`)));
+  req.on('error', reject);
+  req.end();
   return answer;
 }
 
@@ -186,15 +193,12 @@ async function watchStream(
   };
   const onResponse = (res: http.IncomingMessage) => {
     clearTimeout(connect);
-    res.setEncoding('utf8');
     if (res.statusCode !== 200) {
-      let text = '';
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => finish(statusError(`watch ${url.pathname}`, res, text)));
-      res.on('error', finish);
+      readAll(res).then((text) => finish(statusError(`watch ${url.pathname}`, res, text)), finish);
       return;
     }
     res.socket.setKeepAlive(true, 30_000);
+    res.setEncoding('utf8');
     let rest = '';
     res.on('data', (chunk: string) => {
       rest += chunk;
@@ -220,7 +224,11 @@ async function watchStream(
     finish(e as Error);
     return { abort: () => undefined };
   }
-  if (ended) req.destroy();
+  if (ended) {
+    // the connect timeout ran out while the credentials were being read
+    req.destroy();
+    return { abort: () => undefined };
+  }
   req.on('error', finish);
   req.end();
   return { abort: () => finish(Object.assign(new Error(`watch ${url.pathname}: aborted`), { name: 'AbortError' })) };
@@ -305,17 +313,16 @@ export class ResourceInformer<T extends KubernetesObject> {
   private async *listPages(): AsyncGenerator<ListPage<T>> {
     await this.waitTurn();
     if (this.stopped) throw new Error('stopped');
-    const cluster = this.kc.getCurrentCluster();
-    if (!cluster) throw new Error('no current cluster in the kubeconfig');
     const pageSize = this.opts.listPageSize ?? 500;
     let rv: string | undefined;
     let cont: string | undefined;
     // Bounded: a list cannot have more pages than objects; 1e6 pages is a broken server.
     for (let page = 0; page < 1_000_000; page++) {
-      const url = new URL(cluster.server + this.spec.path);
-      if (this.spec.fieldSelector) url.searchParams.set('fieldSelector', this.spec.fieldSelector);
-      if (pageSize > 0) url.searchParams.set('limit', String(pageSize));
-      if (cont) url.searchParams.set('continue', cont);
+      const url = this.url(this.spec.path, {
+        fieldSelector: this.spec.fieldSelector || undefined,
+        limit: pageSize > 0 ? String(pageSize) : undefined,
+        continue: cont || undefined,
+      });
       const body = (await getJson(this.kc, url, this.opts.requestTimeoutMs ?? 60_000)) as ListResult<T>;
       if (this.stopped) throw new Error('stopped');
       rv ??= body.metadata?.resourceVersion;
@@ -325,6 +332,15 @@ export class ResourceInformer<T extends KubernetesObject> {
       if (!cont) break;
     }
     this.stats.lists++;
+  }
+
+  /** The API server's URL for `path` with these query parameters (undefined ones left out). */
+  private url(path: string, params: Record<string, string | undefined>): URL {
+    const cluster = this.kc.getCurrentCluster();
+    if (!cluster) throw new Error('no current cluster in the kubeconfig');
+    const url = new URL(cluster.server + path);
+    for (const [k, v] of Object.entries(params)) if (v !== undefined) url.searchParams.set(k, v);
+    return url;
   }
 
   /** A complete list has been delivered to the handlers. */
@@ -382,11 +398,7 @@ export class ResourceInformer<T extends KubernetesObject> {
       done(err);
     };
     this.stats.watches++;
-    const cluster = this.kc.getCurrentCluster();
-    if (!cluster) throw new Error('no current cluster in the kubeconfig');
-    const url = new URL(cluster.server + path);
-    url.searchParams.set('watch', 'true');
-    for (const [k, v] of Object.entries(params)) url.searchParams.set(k, v);
+    const url = this.url(path, { watch: 'true', ...params });
     ctl.inner = await watchStream(this.kc, url, this.opts.requestTimeoutMs ?? 60_000, wrappedCallback, wrappedDone);
     if (this.stopped || ctl.aborted) ctl.inner.abort();
     return ctl;
