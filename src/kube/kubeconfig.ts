@@ -8,9 +8,9 @@
 // requests are authenticated here for what a node daemon uses: the in-cluster service account,
 // a bearer token or token file (re-read when a minute old, as the client's FileAuth and
 // client-go do, so rotated service-account tokens are picked up), client certificates, basic auth, a CA,
-// tls-server-name and insecure-skip-tls-verify. A user with an exec plugin or an auth provider
-// (OIDC, GCP, Azure), or a cluster behind a proxy-url, is handed to the full client, loaded on
-// the first request that needs it.
+// tls-server-name, insecure-skip-tls-verify and a cluster's proxy-url (proxy-agent.ts). A user
+// with an exec plugin or an auth provider (OIDC, GCP, Azure) is handed to the full client,
+// loaded on the first request that needs it.
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
@@ -19,6 +19,7 @@ import { dirname, isAbsolute, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { newClusters, newContexts, newUsers, type Cluster, type Context, type User } from '@kubernetes/client-node/dist/config_types.js';
 import { yaml } from '../yaml.js';
+import { parseProxyUrl, proxyAgent } from './proxy-agent.js';
 
 export interface KubeConfigSource {
   /** Path of a kubeconfig file (kube-proxy's clientConnection.kubeconfig / --kubeconfig). */
@@ -71,13 +72,22 @@ export class ApiConfig implements ApiAccess {
     return this.user;
   }
 
-  /** Whether requests go through the full client (exec plugins, auth providers, proxies). */
+  /** Whether requests go through the full client (exec plugins, auth providers). */
   get usesFullClient(): boolean {
-    return Boolean(this.user.exec || this.user.authProvider || this.cluster.proxyUrl);
+    return Boolean(this.user.exec || this.user.authProvider);
   }
 
   async applyToHTTPSOptions(opts: https.RequestOptions): Promise<void> {
-    if (this.usesFullClient) return (await this.fullClient()).applyToHTTPSOptions(opts);
+    if (this.usesFullClient) {
+      await (await this.fullClient()).applyToHTTPSOptions(opts);
+      // The client's own agent for a proxy-url does not work (proxy-agent.ts): ours, with the
+      // TLS settings the client put on the request.
+      if (this.cluster.proxyUrl) {
+        const { ca, cert, key, pfx, passphrase, rejectUnauthorized, servername } = opts;
+        opts.agent = proxyAgent(this.cluster.proxyUrl, this.cluster.server, { ca, cert, key, pfx, passphrase, rejectUnauthorized, servername });
+      }
+      return;
+    }
     const { cluster, user } = this;
     // TLS settings go on the request and on its agent.
     const tls: https.AgentOptions = {};
@@ -101,11 +111,10 @@ export class ApiConfig implements ApiAccess {
   /** A fresh agent per request, as the client makes one (CA and certificate files are re-read:
    *  they may be rotated). Plain http only with TLS verification off, as the client allows. */
   private agent(tls: https.AgentOptions): http.Agent {
-    if (this.cluster.server.startsWith('http:')) {
-      if (!this.cluster.skipTLSVerify) throw new KubeConfigError(`${this.cluster.server}: plain http needs insecure-skip-tls-verify`);
-      return new http.Agent();
-    }
-    return new https.Agent(tls);
+    const plain = this.cluster.server.startsWith('http:');
+    if (plain && !this.cluster.skipTLSVerify) throw new KubeConfigError(`${this.cluster.server}: plain http needs insecure-skip-tls-verify`);
+    if (this.cluster.proxyUrl) return proxyAgent(this.cluster.proxyUrl, this.cluster.server, tls);
+    return plain ? new http.Agent() : new https.Agent(tls);
   }
 
   private fileToken(path: string): string {
@@ -172,6 +181,14 @@ function fromFile(file: string, context: string | undefined): ApiConfig {
   const cluster = clusters.find((c) => c.name === ctx.cluster);
   if (!cluster) throw fail(`context "${ctx.name}" names cluster "${ctx.cluster}", which is not defined`);
   const user = users.find((u) => u.name === ctx.user) ?? { name: ctx.user ?? 'anonymous' };
+  if (cluster.proxyUrl) {
+    // checked here, at start, rather than failing every request after it
+    try {
+      parseProxyUrl(cluster.proxyUrl);
+    } catch (e) {
+      throw fail(`cluster "${cluster.name}": ${(e as Error).message}`);
+    }
+  }
   // A token-file (and no token) is re-read as it ages; the parser read it once.
   const rawUser = rawUsers.find((u) => u?.name === ctx.user)?.user;
   const tokenFile = rawUser && rawUser.token === undefined && typeof rawUser['token-file'] === 'string' ? (rawUser['token-file'] as string) : undefined;

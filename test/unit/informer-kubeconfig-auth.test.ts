@@ -7,7 +7,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -205,6 +205,135 @@ current-context: x
   } finally {
     await close();
     await api.stop();
+  }
+});
+
+/** A forward proxy as a kubeconfig's proxy-url names one: CONNECT tunnels (an https cluster)
+ *  and absolute-URI requests (a plain-http cluster); `log` records what went through it. */
+async function forwardProxy(): Promise<{ url: string; log: string[]; auth: Array<string | undefined>; refuse: { status?: number }; close(): Promise<void> }> {
+  const log: string[] = [];
+  const auth: Array<string | undefined> = [];
+  const refuse: { status?: number } = {};
+  const proxy = http.createServer((req, res) => {
+    log.push(`${req.method} ${req.url}`);
+    auth.push(req.headers['proxy-authorization']);
+    const up = http.request(req.url!, { method: req.method, headers: req.headers }, (ur) => {
+      res.writeHead(ur.statusCode ?? 502, ur.headers);
+      ur.pipe(res);
+    });
+    up.on('error', () => res.destroy());
+    res.on('close', () => up.destroy());
+    req.pipe(up);
+  });
+  proxy.on('connect', (req: http.IncomingMessage, client: import('node:net').Socket, head: Buffer) => {
+    log.push(`CONNECT ${req.url}`);
+    auth.push(req.headers['proxy-authorization']);
+    if (refuse.status) {
+      client.end(`HTTP/1.1 ${refuse.status} ${http.STATUS_CODES[refuse.status]}\r\n\r\n`);
+      return;
+    }
+    const [host, port] = req.url!.split(':');
+    const up = connect(Number(port), host!, () => {
+      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      up.write(head);
+      up.pipe(client);
+      client.pipe(up);
+    });
+    // either side closing closes the tunnel
+    up.on('error', () => client.destroy());
+    up.on('close', () => client.destroy());
+    client.on('error', () => up.destroy());
+    client.on('close', () => up.destroy());
+  });
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+    log,
+    auth,
+    refuse,
+    close: () =>
+      new Promise((r) => {
+        proxy.close(() => r());
+        proxy.closeAllConnections();
+      }),
+  };
+}
+
+test("a cluster behind the kubeconfig's proxy-url, over real TLS: lists and watches tunnel through the proxy (its credentials from the URL), the CA still verifies the server", async () => {
+  const c = certificates();
+  const api = await FakeApiServer.start();
+  const front = await tlsFront(api, c, false);
+  const proxy = await forwardProxy();
+  try {
+    api.create('services', svcObj('web', '10.96.0.10'));
+    api.create('nodes', nodeObj(NODE));
+    const file = join(tmp(), 'kubeconfig');
+    const proxyUrl = proxy.url.replace('http://', 'http://kube%2Dproxy:pa%3Ass@');
+    const config = (server: string, tls: string, user = '{token: via-proxy}') => `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "${server}", ${tls}, proxy-url: "${proxyUrl}"}}]
+users: [{name: u, user: ${user}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`;
+    writeFileSync(file, config(front.server, `certificate-authority-data: ${b64(c.ca)}`));
+    const kc = loadKubeConfig({ kubeconfig: file, env: {} });
+    assert.equal(kc.usesFullClient, false);
+    assert.deepEqual(await syncThrough(api, kc), ['web']);
+    assert.equal(api.requests.length, 6);
+    for (const r of api.requests) assert.equal(r.authorization, 'Bearer via-proxy', `${r.resource} ${r.watch ? 'watch' : 'list'}`);
+    assert.equal(proxy.log.length, 6, 'a tunnel per request (a fresh agent per request)');
+    assert.deepEqual([...new Set(proxy.log)], [`CONNECT 127.0.0.1:${front.port}`], 'every connection was a tunnel to the API server');
+    assert.deepEqual([...new Set(proxy.auth)], [`Basic ${b64('kube-proxy:pa:ss')}`], 'the proxy credentials, URL-decoded');
+
+    // Without the CA the tunnelled server is not trusted; a proxy refusing the tunnel is a clear error.
+    const get = async (config: ApiConfig): Promise<string> => {
+      const o: https.RequestOptions = {};
+      await config.applyToHTTPSOptions(o);
+      return new Promise((resolve) => https.get(`${front.server}/api/v1/nodes`, o, (res) => resolve(`HTTP ${res.statusCode}`)).on('error', (e) => resolve(e.message)));
+    };
+    assert.match(await get(new ApiConfig({ ...kc.getCurrentCluster(), caData: undefined }, kc.getCurrentUser())), /self.signed|unable to verify|local issuer/i);
+    proxy.refuse.status = 403;
+    assert.equal(await get(kc), `proxy 127.0.0.1:${proxy.url.split(':')[2]}: CONNECT 127.0.0.1:${front.port}: HTTP 403 Forbidden`);
+    proxy.refuse.status = undefined;
+
+    // An exec user (the full client) behind the same proxy: the client's TLS settings, our tunnel.
+    proxy.log.length = 0;
+    api.requests.length = 0;
+    const credential = JSON.stringify({ apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', status: { token: 'from-exec' } });
+    const exec = JSON.stringify({ exec: { apiVersion: 'client.authentication.k8s.io/v1', command: process.execPath, args: ['-e', `process.stdout.write(${JSON.stringify(credential)})`], interactiveMode: 'Never' } });
+    writeFileSync(file, config(front.server, `certificate-authority-data: ${b64(c.ca)}`, exec));
+    const viaExec = loadKubeConfig({ kubeconfig: file, env: {} });
+    assert.equal(viaExec.usesFullClient, true);
+    assert.deepEqual(await syncThrough(api, viaExec), ['web']);
+    for (const r of api.requests) assert.equal(r.authorization, 'Bearer from-exec', `${r.resource} ${r.watch ? 'watch' : 'list'}`);
+    assert.deepEqual([...new Set(proxy.log)], [`CONNECT 127.0.0.1:${front.port}`]);
+
+    // A plain-http cluster behind the proxy: every list and watch is an absolute-URI request to it.
+    proxy.log.length = 0;
+    api.requests.length = 0;
+    writeFileSync(file, config(api.url, 'insecure-skip-tls-verify: true'));
+    assert.deepEqual(await syncThrough(api, loadKubeConfig({ kubeconfig: file, env: {} })), ['web']);
+    assert.equal(api.requests.length, 6);
+    assert.equal(proxy.log.length, 6, proxy.log.join('\n'));
+    for (const line of proxy.log) assert.match(line, new RegExp(`^GET ${api.url}/api`), 'absolute URI to the API server');
+    assert.equal(proxy.log.filter((l) => l.includes('watch=true')).length, 3, 'the three watches');
+  } finally {
+    await proxy.close();
+    await front.close();
+    await api.stop();
+  }
+});
+
+test('a proxy-url that is not an http(s) proxy is refused when the kubeconfig is loaded', () => {
+  const file = join(tmp(), 'kubeconfig');
+  for (const [url, why] of [
+    ['socks5://127.0.0.1:1080', /cluster "c": proxy-url socks5:\/\/ proxies are not supported \(http:\/\/ and https:\/\/ are\)/],
+    ['127.0.0.1:3128', /cluster "c": proxy-url 127.0.0.1:3128: proxies are not supported|is not a URL/],
+    ['http://', /cluster "c": proxy-url "http:\/\/" is not a URL/],
+  ] as const) {
+    writeFileSync(file, `clusters: [{name: c, cluster: {server: "https://10.0.0.1:6443", proxy-url: "${url}"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n`);
+    assert.throws(() => loadKubeConfig({ kubeconfig: file, env: {} }), (e: Error) => e instanceof KubeConfigError && why.test(e.message), url);
   }
 });
 
