@@ -3,8 +3,10 @@
 //   https:// server — a CONNECT tunnel to the server through the proxy, then TLS to the server
 //                     inside it (the cluster's CA, client certificate and server name, as direct)
 //   http:// server  — each request sent to the proxy with the absolute URI
-// The proxy itself may be http:// or https:// (TLS to the proxy, verified with the system's
-// CAs), with credentials in the URL (user:password@ → Proxy-Authorization: Basic).
+// The proxy itself may be http:// or https://, with credentials in the URL (user:password@ →
+// Proxy-Authorization: Basic). TLS to an https:// proxy uses the cluster's TLS settings (its CA,
+// client certificate, insecure-skip-tls-verify) as client-go's transport does for its proxy; for
+// an http:// server, which has none, the system's CAs.
 //
 // Not the client's createAgent: @kubernetes/client-node 1.4 builds http(s)-proxy-agent 7's agents
 // with an options object where they take the proxy URL, and every request through them fails
@@ -48,12 +50,13 @@ function hostPort(host: string, port: number | string): string {
   return `${isIP(host) === 6 ? `[${host}]` : host}:${port}`;
 }
 
-/** A connection to the proxy itself. */
-function connectToProxy(proxy: URL): Duplex {
+/** A connection to the proxy itself (`settings`: the TLS settings for an https:// proxy). */
+function connectToProxy(proxy: URL, settings: tls.ConnectionOptions = {}): Duplex {
   const host = proxy.hostname.replace(/^\[|\]$/g, '');
   const port = proxyPort(proxy);
-  if (proxy.protocol === 'https:') return tls.connect({ host, port, servername: isIP(host) ? undefined : host, ALPNProtocols: ['http/1.1'] });
-  return net.connect(port, host);
+  if (proxy.protocol !== 'https:') return net.connect(port, host);
+  const { ca, cert, key, pfx, passphrase, rejectUnauthorized } = settings;
+  return tls.connect({ ca, cert, key, pfx, passphrase, rejectUnauthorized, host, port, servername: isIP(host) ? undefined : host, ALPNProtocols: ['http/1.1'] });
 }
 
 type ConnectOptions = tls.ConnectionOptions & { host?: string; port?: number | string };
@@ -105,7 +108,7 @@ class TunnelingAgent extends https.Agent {
     };
     const proxy = this.proxy;
     // no agent: the request's own connection, to the proxy
-    const req = http.request({ method: 'CONNECT', path: target, headers, createConnection: () => connectToProxy(proxy) as net.Socket });
+    const req = http.request({ method: 'CONNECT', path: target, headers, createConnection: () => connectToProxy(proxy, options) as net.Socket });
     req.once('connect', (res: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
       if (res.statusCode !== 200) {
         socket.destroy();

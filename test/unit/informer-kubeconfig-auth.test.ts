@@ -209,12 +209,13 @@ current-context: x
 });
 
 /** A forward proxy as a kubeconfig's proxy-url names one: CONNECT tunnels (an https cluster)
- *  and absolute-URI requests (a plain-http cluster); `log` records what went through it. */
-async function forwardProxy(): Promise<{ url: string; log: string[]; auth: Array<string | undefined>; refuse: { status?: number }; close(): Promise<void> }> {
+ *  and absolute-URI requests (a plain-http cluster), spoken to over TLS with `tlsCert`; `log`
+ *  records what went through it. */
+async function forwardProxy(tlsCert?: { key: Buffer; cert: Buffer }): Promise<{ url: string; log: string[]; auth: Array<string | undefined>; refuse: { status?: number }; close(): Promise<void> }> {
   const log: string[] = [];
   const auth: Array<string | undefined> = [];
   const refuse: { status?: number } = {};
-  const proxy = http.createServer((req, res) => {
+  const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
     log.push(`${req.method} ${req.url}`);
     auth.push(req.headers['proxy-authorization']);
     const up = http.request(req.url!, { method: req.method, headers: req.headers }, (ur) => {
@@ -224,7 +225,8 @@ async function forwardProxy(): Promise<{ url: string; log: string[]; auth: Array
     up.on('error', () => res.destroy());
     res.on('close', () => up.destroy());
     req.pipe(up);
-  });
+  };
+  const proxy = tlsCert ? https.createServer(tlsCert, handler) : http.createServer(handler);
   proxy.on('connect', (req: http.IncomingMessage, client: import('node:net').Socket, head: Buffer) => {
     log.push(`CONNECT ${req.url}`);
     auth.push(req.headers['proxy-authorization']);
@@ -247,7 +249,7 @@ async function forwardProxy(): Promise<{ url: string; log: string[]; auth: Array
   });
   await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
   return {
-    url: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+    url: `${tlsCert ? 'https' : 'http'}://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
     log,
     auth,
     refuse,
@@ -318,6 +320,41 @@ current-context: x
     assert.equal(proxy.log.length, 6, proxy.log.join('\n'));
     for (const line of proxy.log) assert.match(line, new RegExp(`^GET ${api.url}/api`), 'absolute URI to the API server');
     assert.equal(proxy.log.filter((l) => l.includes('watch=true')).length, 3, 'the three watches');
+  } finally {
+    await proxy.close();
+    await front.close();
+    await api.stop();
+  }
+});
+
+test('a proxy spoken to over TLS (an https:// proxy-url): verified with the cluster\'s CA, as client-go does; the tunnel inside it as through a plain proxy', async () => {
+  const c = certificates();
+  const api = await FakeApiServer.start();
+  const front = await tlsFront(api, c, false);
+  // the proxy's certificate: the test CA's, for 127.0.0.1 (as the API server's)
+  const proxy = await forwardProxy({ key: c.serverKey, cert: c.serverCert });
+  try {
+    api.create('services', svcObj('web', '10.96.0.10'));
+    api.create('nodes', nodeObj(NODE));
+    const file = join(tmp(), 'kubeconfig');
+    writeFileSync(file, `clusters: [{name: c, cluster: {server: "${front.server}", certificate-authority-data: ${b64(c.ca)}, proxy-url: "${proxy.url}"}}]
+users: [{name: u, user: {token: tls-proxy}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`);
+    const kc = loadKubeConfig({ kubeconfig: file, env: {} });
+    assert.deepEqual(await syncThrough(api, kc), ['web']);
+    for (const r of api.requests) assert.equal(r.authorization, 'Bearer tls-proxy');
+    assert.deepEqual([...new Set(proxy.log)], [`CONNECT 127.0.0.1:${front.port}`]);
+    assert.equal(proxy.log.length, 6);
+    // without the CA, the proxy's certificate is not trusted: nothing reaches the proxy's handler
+    proxy.log.length = 0;
+    const untrusted = new ApiConfig({ ...kc.getCurrentCluster(), caData: undefined }, kc.getCurrentUser());
+    const o: https.RequestOptions = {};
+    await untrusted.applyToHTTPSOptions(o);
+    const err = await new Promise<Error>((resolve) => https.get(`${front.server}/api/v1/nodes`, o, () => resolve(new Error('answered'))).on('error', resolve));
+    assert.match(err.message, /CONNECT 127.0.0.1:\d+: .*(self.signed|unable to verify|local issuer)/i);
+    assert.deepEqual(proxy.log, []);
   } finally {
     await proxy.close();
     await front.close();
