@@ -17,6 +17,9 @@ import net, { isIP } from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 
+/** How long a proxy may take to answer a CONNECT (client-go dials with a 30-s timeout). */
+const CONNECT_TIMEOUT_MS = 30_000;
+
 export class ProxyUrlError extends Error {
   override readonly name = 'ProxyUrlError';
 }
@@ -90,6 +93,7 @@ class TunnelingAgent extends https.Agent {
   constructor(
     private readonly proxy: URL,
     options: https.AgentOptions,
+    private readonly connectTimeoutMs: number,
   ) {
     super(options);
     this.auth = proxyAuthorization(proxy);
@@ -115,6 +119,7 @@ class TunnelingAgent extends https.Agent {
         finish(new ProxyUrlError(`proxy ${proxy.host}: CONNECT ${target}: HTTP ${res.statusCode} ${res.statusMessage ?? ''}`.trimEnd()));
         return;
       }
+      socket.setTimeout(0); // the CONNECT's timeout, not the tunnel's: a watch may be idle for minutes
       if (head.length) socket.unshift(head);
       // TLS to the server with the request's settings (CA, client certificate, verification).
       const servername = options.servername ?? (isIP(host) ? undefined : host);
@@ -124,13 +129,15 @@ class TunnelingAgent extends https.Agent {
       finish(null, secure);
     });
     req.once('error', (e) => finish(new ProxyUrlError(`proxy ${proxy.host}: CONNECT ${target}: ${e.message}`)));
+    // A proxy that takes the connection but never answers would hold it (and this request) forever.
+    req.setTimeout(this.connectTimeoutMs, () => req.destroy(new Error(`no answer in ${this.connectTimeoutMs} ms`)));
     req.end();
     return undefined;
   }
 }
 
 /** An agent that reaches `server` through `proxyUrl`, with `tlsOptions` for an https server. */
-export function proxyAgent(proxyUrl: string, server: string, tlsOptions: https.AgentOptions): http.Agent {
+export function proxyAgent(proxyUrl: string, server: string, tlsOptions: https.AgentOptions, connectTimeoutMs = CONNECT_TIMEOUT_MS): http.Agent {
   const proxy = parseProxyUrl(proxyUrl);
-  return server.startsWith('http:') ? new ForwardingAgent(proxy) : new TunnelingAgent(proxy, tlsOptions);
+  return server.startsWith('http:') ? new ForwardingAgent(proxy) : new TunnelingAgent(proxy, tlsOptions, connectTimeoutMs);
 }

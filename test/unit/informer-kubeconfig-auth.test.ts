@@ -7,12 +7,13 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
-import { connect, type AddressInfo } from 'node:net';
+import { connect, createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ApiConfig, KubeConfigError, loadKubeConfig } from '../../src/kube/kubeconfig.js';
 import { KubeSources, type KubeSourcesOptions } from '../../src/kube/informers.js';
+import { proxyAgent } from '../../src/kube/proxy-agent.js';
 import { FakeApiServer } from '../helpers/fake-apiserver.js';
 import { NODE, nodeObj, svcObj, TEST_OPTS } from '../helpers/informer-harness.js';
 
@@ -355,6 +356,47 @@ current-context: x
     const err = await new Promise<Error>((resolve) => https.get(`${front.server}/api/v1/nodes`, o, () => resolve(new Error('answered'))).on('error', resolve));
     assert.match(err.message, /CONNECT 127.0.0.1:\d+: .*(self.signed|unable to verify|local issuer)/i);
     assert.deepEqual(proxy.log, []);
+  } finally {
+    await proxy.close();
+    await front.close();
+    await api.stop();
+  }
+});
+
+test('a proxy that takes the connection but never answers the CONNECT: the request fails after the connect timeout and the connection is closed; an idle tunnel is not timed out', async () => {
+  const sockets: Array<import('node:net').Socket> = [];
+  const closed: boolean[] = [];
+  const silent = createServer((s) => {
+    sockets.push(s);
+    closed.push(false);
+    const i = closed.length - 1;
+    s.on('close', () => (closed[i] = true));
+    s.on('error', () => {});
+    s.resume(); // reads (and drops) what comes, so the client's close is seen
+  });
+  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+  try {
+    const agent = proxyAgent(`http://127.0.0.1:${(silent.address() as AddressInfo).port}`, 'https://127.0.0.1:6443', {}, 200);
+    const err = await new Promise<Error>((resolve) => https.get('https://127.0.0.1:6443/api', { agent }, () => resolve(new Error('answered'))).on('error', resolve));
+    assert.equal(err.message, 'proxy 127.0.0.1:' + (silent.address() as AddressInfo).port + ': CONNECT 127.0.0.1:6443: no answer in 200 ms');
+    await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(closed, [true], 'the connection to the proxy is closed');
+  } finally {
+    await new Promise((r) => silent.close(r));
+  }
+  // A tunnel idle for longer than the connect timeout stays open (a watch may be quiet for minutes).
+  const c = certificates();
+  const api = await FakeApiServer.start();
+  const front = await tlsFront(api, c, false);
+  const proxy = await forwardProxy();
+  try {
+    api.create('nodes', nodeObj(NODE));
+    const agent = proxyAgent(proxy.url, front.server, { ca: c.ca }, 200);
+    const res = await new Promise<http.IncomingMessage>((resolve, reject) => https.get(`${front.server}/api/v1/nodes?watch=true&resourceVersion=0`, { agent, ca: c.ca }, resolve).on('error', reject));
+    assert.equal(res.statusCode, 200);
+    await new Promise((r) => setTimeout(r, 600));
+    assert.equal(res.socket.destroyed, false, 'the tunnel outlived three connect timeouts');
+    res.destroy();
   } finally {
     await proxy.close();
     await front.close();
