@@ -9,6 +9,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Links } from '../src/kernel/links.js';
+import { median } from './lib/median.js';
 
 if (process.env.IPVSYNC_BENCH_NETNS !== '1') {
   const r = spawnSync('unshare', ['-n', process.execPath, ...process.argv.slice(1)], {
@@ -21,7 +22,6 @@ if (process.env.IPVSYNC_BENCH_NETNS !== '1') {
 const N = Number(process.argv[2] ?? 10_000);
 const ROUNDS = Number(process.argv[3] ?? 3);
 const LINK = 'bench0';
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 function addresses(family: 'inet' | 'inet6'): string[] {
   return Array.from({ length: N }, (_, i) =>

@@ -17,6 +17,7 @@ import { Engine, type DesiredState } from '../src/engine/engine.js';
 import { Links } from '../src/kernel/links.js';
 import { Routes } from '../src/kernel/routes.js';
 import { FakeIpvs } from '../src/testing/fake-ipvs.js';
+import { median } from './lib/median.js';
 
 if (process.env.IPVSYNC_BENCH_NETNS !== '1') {
   const r = spawnSync('unshare', ['-n', process.execPath, ...process.argv.slice(1)], {
@@ -31,7 +32,6 @@ const ROUNDS = Number(process.argv[3] ?? 3);
 const ADDRESS_ONLY = process.argv[4] ? process.argv[4].split(',').map(Number) : [];
 const LINK = 'kube-ipvs0';
 const CIDR = '10.96.0.0/12';
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const ms = (t: bigint) => Number(process.hrtime.bigint() - t) / 1e6;
 
 function vips(n: number): string[] {

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IpSets, type IpSetMember, type IpSetType } from '../src/kernel/ipsets.js';
 import { formatElement } from '../src/kernel/ipset-format.js';
+import { median } from './lib/median.js';
 
 if (process.env.IPVSYNC_BENCH_NETNS !== '1') {
   const r = spawnSync('unshare', ['-n', process.execPath, ...process.argv.slice(1)], {
@@ -32,7 +33,6 @@ function members(type: IpSetType, n: number): IpSetMember[] {
   return out;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const count = (name: string) => Number(/Number of entries: (\d+)/.exec(execFileSync('ipset', ['list', name, '-t'], { encoding: 'utf8' }))![1]);
 
 async function main(): Promise<void> {

@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import Benchmark from 'benchmark';
 import { Nftables, NftTransaction, type SetSpec } from '../src/kernel/nftables.js';
 import * as R from '../src/kernel/nft-rules.js';
+import { median } from './lib/median.js';
 
 if (process.env.IPVSYNC_BENCH_NETNS !== '1') {
   // Re-run inside a private network namespace so the host's ruleset is never touched.
@@ -154,7 +155,6 @@ function childCpu(): { user: number; sys: number } {
   const hz = 100; // USER_HZ
   return { user: Number(fields[13]) / hz, sys: Number(fields[14]) / hz };
 }
-const med = (a: number[]) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)]!;
 
 async function main(): Promise<void> {
   const nft = await Nftables.open();
@@ -275,34 +275,34 @@ async function main(): Promise<void> {
     services: N,
     ruleset: { ...ours, mapElements: 2 * N, ops },
     fullLoad: {
-      ipvsyncMs: med(oursLoad),
-      ipvsyncBuildMs: med(oursBuild),
-      ipvsyncUserCpuMs: med(oursCpu.map((c) => c.user * 1000)),
-      ipvsyncSysCpuMs: med(oursCpu.map((c) => c.sys * 1000)),
+      ipvsyncMs: median(oursLoad),
+      ipvsyncBuildMs: median(oursBuild),
+      ipvsyncUserCpuMs: median(oursCpu.map((c) => c.user * 1000)),
+      ipvsyncSysCpuMs: median(oursCpu.map((c) => c.sys * 1000)),
       ipvsyncSendmsgCalls: sendmsgCalls,
-      nftFileMs: med(theirsLoad),
-      nftUserCpuMs: med(theirsCpu.map((c) => c.user * 1000)),
-      nftSysCpuMs: med(theirsCpu.map((c) => c.sys * 1000)),
-      ratio: med(theirsLoad) / med(oursLoad),
+      nftFileMs: median(theirsLoad),
+      nftUserCpuMs: median(theirsCpu.map((c) => c.user * 1000)),
+      nftSysCpuMs: median(theirsCpu.map((c) => c.sys * 1000)),
+      ratio: median(theirsLoad) / median(oursLoad),
       sameContent: true,
       warmupRuns: warmup,
       ipvsyncColdMs: warmup[0] ?? null,
-      coldRatio: warmup.length ? med(theirsLoad) / warmup[0]! : null,
+      coldRatio: warmup.length ? median(theirsLoad) / warmup[0]! : null,
       runs: { ipvsync: oursLoad, nft: theirsLoad },
     },
-    fullLoadPerOpAcks: { ipvsyncMs: med(oursPerOpAcks), ratio: med(theirsLoad) / med(oursPerOpAcks), runs: oursPerOpAcks },
+    fullLoadPerOpAcks: { ipvsyncMs: median(oursPerOpAcks), ratio: median(theirsLoad) / median(oursPerOpAcks), runs: oursPerOpAcks },
     singleUpdatePlainSet: {
       ipvsyncMs: oursPlainMs,
       ipvsyncRme: updPlain.stats.rme,
-      nftAddElementMs: med(theirsPlain),
-      ratio: med(theirsPlain) / oursPlainMs,
+      nftAddElementMs: median(theirsPlain),
+      ratio: median(theirsPlain) / oursPlainMs,
       runs: { nft: theirsPlain },
     },
     singleUpdateVerdictMap: {
       ipvsyncMs: oursVmapMs,
       ipvsyncRme: updVmap.stats.rme,
-      nftAddElementMs: med(theirsVmap),
-      ratio: med(theirsVmap) / oursVmapMs,
+      nftAddElementMs: median(theirsVmap),
+      ratio: median(theirsVmap) / oursVmapMs,
       runs: { nft: theirsVmap },
     },
     loadAverage: execFileSync('cat', ['/proc/loadavg'], { encoding: 'utf8' }).trim(),

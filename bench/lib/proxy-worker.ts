@@ -22,6 +22,7 @@ import { desiredState } from '../../src/proxy/desired.js';
 import { Proxier } from '../../src/proxy/proxier.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { sliceObject } from './manifests.js';
+import { medianBy } from './median.js';
 import { CLUSTER_CIDR, NODE_IP, NODE_NAME, REPLACEMENT_IP, SERVICE_CIDR, withOneEndpointChanged, workload, changedIndex } from './workload.js';
 
 // CPU per thread from /proc/self/task/*/stat: the main thread runs the JS (translate, diffs,
@@ -161,7 +162,6 @@ if (writes(noop.value.report) !== 0) throw new Error(`no-op resync wrote ${write
 // addresses), the median kept — one sample of a ~10–100 ms step under emulation is at the
 // mercy of a GC or the host's scheduler (the engine's 20 ms at 10k read 88 ms in one run).
 const SAMPLES = 5;
-const median = <T extends { ms: number }>(xs: T[]): T => [...xs].sort((a, b) => a.ms - b.ms)[Math.floor(xs.length / 2)]!;
 const w = workload(S);
 const peersChange = withOneEndpointChanged(w).services[changedIndex(w)]!;
 let changed = peersChange;
@@ -173,7 +173,7 @@ for (let k = 0; k < SAMPLES; k++) {
   if (r.value.report.errors.length || r.value.report.ipvs.writes === 0) throw new Error(`incremental sync: ${JSON.stringify(r.value.report.ipvs)}`);
   incrSamples.push(r);
 }
-const incr = median(incrSamples);
+const incr = medianBy(incrSamples, (r) => r.ms);
 
 // Another endpoint changed, through the engine's incremental path with the IPVS services only.
 const engineSamples = [];
@@ -188,7 +188,7 @@ for (let k = 0; k < SAMPLES; k++) {
   if (r.value.errors.length || r.value.ipvs.writes === 0) throw new Error('engine incremental sync failed');
   engineSamples.push({ ...r, scope: [...keys].length });
 }
-const engineIncr = median(engineSamples);
+const engineIncr = medianBy(engineSamples, (r) => r.ms);
 
 const result = {
   services: S,
