@@ -48,6 +48,11 @@ function proxyPort(proxy: URL): number {
   return Number(proxy.port) || (proxy.protocol === 'https:' ? 443 : 80);
 }
 
+/** A host without the brackets a URL puts around an IPv6 address. */
+function unbracketed(host: string): string {
+  return host.replace(/^\[|\]$/g, '');
+}
+
 /** The host as a URL or a CONNECT target writes it (IPv6 in brackets). */
 function hostPort(host: string, port: number | string): string {
   return `${isIP(host) === 6 ? `[${host}]` : host}:${port}`;
@@ -55,7 +60,7 @@ function hostPort(host: string, port: number | string): string {
 
 /** A connection to the proxy itself (`settings`: the TLS settings for an https:// proxy). */
 function connectToProxy(proxy: URL, settings: tls.ConnectionOptions = {}): Duplex {
-  const host = proxy.hostname.replace(/^\[|\]$/g, '');
+  const host = unbracketed(proxy.hostname);
   const port = proxyPort(proxy);
   if (proxy.protocol !== 'https:') return net.connect(port, host);
   const { ca, cert, key, pfx, passphrase, rejectUnauthorized } = settings;
@@ -100,7 +105,7 @@ class TunnelingAgent extends https.Agent {
   }
 
   override createConnection(options: ConnectOptions, oncreate: Oncreate): undefined {
-    const host = (options.host ?? 'localhost').replace(/^\[|\]$/g, '');
+    const host = unbracketed(options.host ?? 'localhost');
     const target = hostPort(host, options.port ?? 443);
     const headers: Record<string, string> = { host: target };
     if (this.auth) headers['proxy-authorization'] = this.auth;

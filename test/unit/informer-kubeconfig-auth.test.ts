@@ -109,6 +109,14 @@ test('clear errors: a context naming a missing cluster, plain http without skipp
   return assert.rejects(loadKubeConfig({ kubeconfig: file, env: {} }).applyToHTTPSOptions({}), /plain http needs insecure-skip-tls-verify/);
 });
 
+/** One GET through `config`'s credentials, TLS settings and agent: `HTTP <status>` if answered,
+ *  else the request's error message. */
+async function getOnce(config: ApiConfig, url: string): Promise<string> {
+  const o: https.RequestOptions = {};
+  await config.applyToHTTPSOptions(o);
+  return new Promise((resolve) => https.get(url, o, (res) => resolve(`HTTP ${res.statusCode}`)).on('error', (e) => resolve(e.message)));
+}
+
 /** A CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl. */
 function certificates(): Record<'ca' | 'serverCert' | 'serverKey' | 'clientCert' | 'clientKey', Buffer> {
   const d = tmp();
@@ -199,10 +207,7 @@ current-context: x
     assert.deepEqual([...new Set(peers)], ['system:kube-proxy'], 'every request presented the client certificate');
     // the same user without the cluster's CA: the self-signed server is refused
     const untrusted = new ApiConfig({ name: 'c', server, skipTLSVerify: false }, kc.getCurrentUser());
-    const o: https.RequestOptions = {};
-    await untrusted.applyToHTTPSOptions(o);
-    const err = await new Promise<Error>((resolve) => https.get(`${server}/api/v1/nodes`, o, () => resolve(new Error('answered'))).on('error', resolve));
-    assert.match(err.message, /self.signed|unable to verify|local issuer/i);
+    assert.match(await getOnce(untrusted, `${server}/api/v1/nodes`), /self.signed|unable to verify|local issuer/i);
   } finally {
     await close();
     await api.stop();
@@ -290,11 +295,7 @@ current-context: x
     assert.deepEqual([...new Set(proxy.auth)], [`Basic ${b64('kube-proxy:pa:ss')}`], 'the proxy credentials, URL-decoded');
 
     // Without the CA the tunnelled server is not trusted; a proxy refusing the tunnel is a clear error.
-    const get = async (config: ApiConfig): Promise<string> => {
-      const o: https.RequestOptions = {};
-      await config.applyToHTTPSOptions(o);
-      return new Promise((resolve) => https.get(`${front.server}/api/v1/nodes`, o, (res) => resolve(`HTTP ${res.statusCode}`)).on('error', (e) => resolve(e.message)));
-    };
+    const get = (config: ApiConfig) => getOnce(config, `${front.server}/api/v1/nodes`);
     assert.match(await get(new ApiConfig({ ...kc.getCurrentCluster(), caData: undefined }, kc.getCurrentUser())), /self.signed|unable to verify|local issuer/i);
     proxy.refuse.status = 403;
     assert.equal(await get(kc), `proxy 127.0.0.1:${proxy.url.split(':')[2]}: CONNECT 127.0.0.1:${front.port}: HTTP 403 Forbidden`);
@@ -351,10 +352,7 @@ current-context: x
     // without the CA, the proxy's certificate is not trusted: nothing reaches the proxy's handler
     proxy.log.length = 0;
     const untrusted = new ApiConfig({ ...kc.getCurrentCluster(), caData: undefined }, kc.getCurrentUser());
-    const o: https.RequestOptions = {};
-    await untrusted.applyToHTTPSOptions(o);
-    const err = await new Promise<Error>((resolve) => https.get(`${front.server}/api/v1/nodes`, o, () => resolve(new Error('answered'))).on('error', resolve));
-    assert.match(err.message, /CONNECT 127.0.0.1:\d+: .*(self.signed|unable to verify|local issuer)/i);
+    assert.match(await getOnce(untrusted, `${front.server}/api/v1/nodes`), /CONNECT 127.0.0.1:\d+: .*(self.signed|unable to verify|local issuer)/i);
     assert.deepEqual(proxy.log, []);
   } finally {
     await proxy.close();
