@@ -28,7 +28,7 @@ import {
   type ObservedIndex,
 } from './ipvs-diff.js';
 import { canonicalAddress, keyToId, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
-import { diffNftFromLastSteps, diffNftSteps, type DesiredNftTable, type NftDelta } from './nft-diff.js';
+import { diffNftFromLastSteps, diffNftSteps, sameNftTables, type DesiredNftTable, type NftDelta } from './nft-diff.js';
 import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
 import { runSliced, TimeSlice, type Steps } from './slice.js';
 
@@ -387,12 +387,18 @@ export class Engine {
     const seen = sameLength ? this.seenServices : [];
     if (!sameLength) this.seenIndex.clear();
     const indexed = this.opts.desiredImmutable === true;
-    for (let i = 0; i < desired.services.length; i++) {
-      if (i % 4096 === 4095) await this.slice.tick();
-      const s = desired.services[i]!;
-      if (s === seen[i]) continue;
-      if ('address' in s && s.address) this.desiredVips.add(canonicalAddress(s.address));
-      if (indexed) this.seenIndex.set(this.keyOf(s), i);
+    // Blocks of 4096 with the loop let in between; within a block no await (a loop with one in
+    // it ran ~40 ns per service here, the same objects as last time: 2 ms at 50k services).
+    const list = desired.services;
+    for (let at = 0; at < list.length; at += 4096) {
+      if (at > 0) await this.slice.tick();
+      const end = Math.min(list.length, at + 4096);
+      for (let i = at; i < end; i++) {
+        const s = list[i]!;
+        if (s === seen[i]) continue;
+        if ('address' in s && s.address) this.desiredVips.add(canonicalAddress(s.address));
+        if (indexed) this.seenIndex.set(this.keyOf(s), i);
+      }
     }
     if (desired.vips && desired.vips.addresses !== this.seenVipAddresses)
       for (const a of desired.vips.addresses) this.desiredVips.add(canonicalAddress(a));
@@ -412,7 +418,7 @@ export class Engine {
     const nftUntouched =
       !changed && allTables.length > 0 && this.clean.nft !== undefined && this.nftGen !== undefined && (await k.nft!.genId()) === this.nftGen;
     const fromClean = !!changed || nftUntouched;
-    const nftSame = fromClean && allTables.length > 0 && this.clean.nft !== undefined && samePlain(this.clean.nft, allTables);
+    const nftSame = fromClean && allTables.length > 0 && this.clean.nft !== undefined && sameNftTables(this.clean.nft, allTables);
     const wantVips = desired.vips && k.links && !vipsSame ? desired.vips : undefined;
     // Only elements changed since the last clean apply (incremental, or a full plan with the
     // generation unmoved): the element delta from that, without listing the tables (a static

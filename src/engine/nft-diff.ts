@@ -7,7 +7,7 @@ import type { NftFamily } from '../kernel/nft-types.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { canonicalAddress, samePlain } from './ipvs-model.js';
 import { runSync, type Steps } from './slice.js';
-import { sortSteps } from './sorted.js';
+import { sortSteps, sortedPatchOf, type SortedPatch } from './sorted.js';
 
 type Local<T> = Omit<T, 'family' | 'table'>;
 
@@ -244,6 +244,47 @@ function mergeElements(want: readonly SetElement[], have: readonly SetElement[],
   while (j < have.length) del.push(have[j++]!);
 }
 
+/** mergeElements' result for `want` = patchSorted(have, …): what the patch removed and
+ *  inserted, and its replacements whose value changed (each sorted by `order`, as the merge). */
+function patchElementOps(p: SortedPatch<SetElement>, order: ElementOrder, del: SetElement[], add: SetElement[]): void {
+  del.push(...p.removed);
+  add.push(...p.added);
+  for (const [was, now] of p.replaced) {
+    if (samePlain(was, now) || elementValue(was) === elementValue(now)) continue;
+    del.push(was);
+    add.push(now);
+  }
+  del.sort(order);
+  add.sort(order);
+}
+
+/**
+ * samePlain of two lists of desired tables, where a set's elements patched from the other's
+ * (sortedPatchOf) compare by the patch — no walk over 100k elements to find the one that moved.
+ */
+export function sameNftTables(a: readonly DesiredNftTable[], b: readonly DesiredNftTable[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!;
+    const y = b[i]!;
+    if (x === y) continue;
+    const { sets: xs, ...xt } = x;
+    const { sets: ys, ...yt } = y;
+    if (!samePlain(xt, yt) || xs.length !== ys.length) return false;
+    for (let j = 0; j < xs.length; j++) {
+      const { elements: xe, ...xd } = xs[j]!;
+      const { elements: ye, ...yd } = ys[j]!;
+      if (!samePlain(xd, yd)) return false;
+      const p = xe !== ye ? sortedPatchOf(ye) : undefined;
+      if (p && p.base === xe) {
+        if (p.removed.length || p.added.length || !p.replaced.every(([was, now]) => samePlain(was, now))) return false;
+      } else if (!samePlain(xe, ye)) return false;
+    }
+  }
+  return true;
+}
+
 /** A sorted copy of `elements` by `order`, one element per key (the first of equal ones). */
 function* sortedUnique(elements: readonly SetElement[], order: ElementOrder): Steps<SetElement[]> {
   const sorted = yield* sortSteps(elements.slice(), order);
@@ -271,7 +312,11 @@ function* elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) 
       const have = SORTED.get(before) === order ? before : yield* sortedUnique(before, order);
       const add: SetElement[] = [];
       const del: SetElement[] = [];
-      if (elements !== have) mergeElements(elements, have, order, del, add);
+      // Patched from what is there (an incremental plan after the glue patched one set): the
+      // patch is the delta, with no pass over either array.
+      const patch = elements !== have ? sortedPatchOf(elements) : undefined;
+      if (patch && patch.base === have) patchElementOps(patch, order, del, add);
+      else if (elements !== have) mergeElements(elements, have, order, del, add);
       yield;
       if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
       if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });

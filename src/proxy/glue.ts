@@ -25,7 +25,7 @@ import type { GlueHairpin, GlueSpec } from '../kube/types.js';
 import { familyOf } from '../engine/ipvs-model.js';
 import { compareAddress, compareAddressProtoPort } from '../kube/address.js';
 import { mapSteps, runSync, type Steps } from '../engine/slice.js';
-import { patchSorted, sortSteps } from '../engine/sorted.js';
+import { patchSorted, sortSteps, sortedPatchOf } from '../engine/sorted.js';
 
 export const MASQ_MARK = 0x4000;
 export const GLUE_TABLE = 'ipvsync';
@@ -140,10 +140,31 @@ function hairpinElement(h: GlueHairpin): SetElement {
 export function patchGlueHairpin(before: GlueSpec, tables: readonly DesiredNftTable[], g: GlueSpec): DesiredNftTable[] | undefined {
   for (const k of Object.keys(g) as Array<keyof GlueSpec>) if (k !== 'hairpin' && g[k] !== before[k]) return undefined;
   if (Object.keys(before).length !== Object.keys(g).length) return undefined;
+  let removed: readonly GlueHairpin[];
+  let added: readonly GlueHairpin[];
+  // translate patches its hairpin list from the last one: what it did is known, no walk needed
+  // (an entry replaced by an equal one is the same hairpin element)
+  const p = sortedPatchOf(g.hairpin);
+  if (p && p.base === before.hairpin) {
+    removed = p.removed;
+    added = p.added;
+  } else [removed, added] = hairpinChange(before.hairpin, g.hairpin);
+  return tables.map((t) => ({
+    ...t,
+    sets: t.sets.map((s) => {
+      if (s.name !== 'hairpin') return s;
+      const mine = (h: GlueHairpin) => fam(h.address) === t.family;
+      return { ...s, elements: patchElements(s.elements, removed.filter(mine).map(hairpinElement), added.filter(mine).map(hairpinElement)) };
+    }),
+  }));
+}
+
+/** What `b` has that `a` lacks and the reverse, both sorted by GlueSpec.hairpin's order (the
+ *  hairpin elements' order too): a walk over the two that compares entries by identity, the
+ *  order only where they differ. */
+function hairpinChange(a: readonly GlueHairpin[], b: readonly GlueHairpin[]): [GlueHairpin[], GlueHairpin[]] {
   const removed: GlueHairpin[] = [];
   const added: GlueHairpin[] = [];
-  const a = before.hairpin;
-  const b = g.hairpin;
   let i = 0;
   let j = 0;
   while (i < a.length && j < b.length) {
@@ -152,7 +173,6 @@ export function patchGlueHairpin(before: GlueSpec, tables: readonly DesiredNftTa
       j++;
       continue;
     }
-    // GlueSpec.hairpin's order, which is the hairpin elements' order too
     const c = compareAddressProtoPort(a[i]!, b[j]!);
     if (c === 0) {
       i++;
@@ -162,14 +182,7 @@ export function patchGlueHairpin(before: GlueSpec, tables: readonly DesiredNftTa
   }
   while (i < a.length) removed.push(a[i++]!);
   while (j < b.length) added.push(b[j++]!);
-  return tables.map((t) => ({
-    ...t,
-    sets: t.sets.map((s) => {
-      if (s.name !== 'hairpin') return s;
-      const mine = (h: GlueHairpin) => fam(h.address) === t.family;
-      return { ...s, elements: patchElements(s.elements, removed.filter(mine).map(hairpinElement), added.filter(mine).map(hairpinElement)) };
-    }),
-  }));
+  return [removed, added];
 }
 
 /** Elements sorted by compareElements, without `remove` and with `add`. */

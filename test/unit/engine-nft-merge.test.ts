@@ -4,7 +4,8 @@
 // unchanged element.
 import assert from 'node:assert/strict';
 import test from 'node:test';
-import { diffNft, diffNftFromLast, sortedElements, type DesiredNftTable } from '../../src/engine/nft-diff.js';
+import { diffNft, diffNftFromLast, sameNftTables, sortedElements, type DesiredNftTable } from '../../src/engine/nft-diff.js';
+import { patchSorted, sortedPatchOf } from '../../src/engine/sorted.js';
 import type { NftOp, SetElement } from '../../src/kernel/nftables.js';
 import { prng } from '../helpers/bytes.js';
 
@@ -172,4 +173,49 @@ test('a full diff against a listing in kernel order: the listing is sorted by th
   // identical contents: nothing to write
   const h = sortUniq(Array.from({ length: 500 }, hp));
   assert.deepEqual(diffNft(table(h, [], true), listing(h, [])).ops, []);
+});
+
+test('an element array patched from the last one (patchSorted): the diff is the patch, with no pass over either array, the same writes as the merge', () => {
+  const rnd = prng(23);
+  const ip = () => `10.${Math.floor(rnd() * 4)}.${Math.floor(rnd() * 8)}.${Math.floor(rnd() * 256)}`;
+  const hp = (): SetElement => {
+    const a = ip();
+    return { key: [a, rnd() < 0.5 ? 'tcp' : 'udp', 1 + Math.floor(rnd() * 3000), a] };
+  };
+  const pp = (): SetElement => ({ key: ['tcp', 30000 + Math.floor(rnd() * 500)], verdict: { code: 'goto', chain: `svc-${Math.floor(rnd() * 4)}` } });
+  const norm = (ops: NftOp[]) =>
+    ops.flatMap((o) => (o.kind === 'elements' ? o.elements.map((e) => `${o.verb} ${o.set.name} ${text(e)} ${JSON.stringify(e.verdict ?? null)}`) : [])).sort();
+  for (let round = 0; round < 200; round++) {
+    const h0 = sortedElements(sortUniq(Array.from({ length: Math.floor(rnd() * 300) }, hp)), byText);
+    const p0 = sortedElements(sortUniq(Array.from({ length: Math.floor(rnd() * 100) }, pp)), byText);
+    // removals, additions, an element added back as it was (fresh object), a verdict changed
+    const h1 = sortedElements(patchSorted(h0, h0.filter(() => rnd() < 0.05), [...Array.from({ length: Math.floor(rnd() * 5) }, hp), ...h0.filter(() => rnd() < 0.02).map((e) => ({ key: [...e.key] }))], byText), byText);
+    const p1 = sortedElements(
+      patchSorted(p0, p0.filter(() => rnd() < 0.05), [...Array.from({ length: Math.floor(rnd() * 3) }, pp), ...p0.filter(() => rnd() < 0.05).map((e) => ({ key: [...e.key], verdict: { code: 'goto' as const, chain: 'other' } }))], byText),
+      byText,
+    );
+    // the last tables' arrays count every read of an element
+    let reads = 0;
+    const counted = (a: readonly SetElement[]) => new Proxy(a as SetElement[], { get: (t, k, r) => (typeof k === 'string' && /^\d+$/.test(k) && reads++, Reflect.get(t, k, r)) });
+    const hc = counted(h0);
+    const pc = counted(p0);
+    const last = table(sortedElements(hc, byText), sortedElements(pc, byText), false);
+    const now = table(sortedElements(patchSorted(hc, [], [], byText), byText), sortedElements(patchSorted(pc, [], [], byText), byText), false);
+    // patched from the counted arrays, with the same changes as h1 / p1
+    const hp1 = sortedElements(patchSorted(hc, sortedPatchOf(h1)!.removed, [...sortedPatchOf(h1)!.added, ...sortedPatchOf(h1)!.replaced.map(([, n]) => n)], byText), byText);
+    const pp1 = sortedElements(patchSorted(pc, sortedPatchOf(p1)!.removed, [...sortedPatchOf(p1)!.added, ...sortedPatchOf(p1)!.replaced.map(([, n]) => n)], byText), byText);
+    reads = 0;
+    const patched = diffNftFromLast(table(hp1, pp1, false), last)!;
+    assert.equal(reads, 0, `round ${round}: the last arrays were read`);
+    assert.ok(sameNftTables([last], [now]), 'an empty patch: the same tables');
+    assert.equal(reads, 0, `round ${round}: the last arrays were read by sameNftTables`);
+    const changed = hp1.length !== h0.length || pp1.length !== p0.length || norm(patched.ops).length > 0;
+    assert.equal(sameNftTables([last], [table(hp1, pp1, false)]), !changed);
+    // the merge of copies (no patch known) writes the same
+    const merged = diffNftFromLast(table(sortedElements([...h1], byText), sortedElements([...p1], byText), false), table(h0, p0, false))!;
+    assert.deepEqual(norm(patched.ops), norm(merged.ops), `round ${round}`);
+    assert.deepEqual(applyOps(h0, patched.ops, 'hairpin'), contents(h1));
+    assert.deepEqual(applyOps(p0, patched.ops, 'ports'), contents(p1));
+    assert.equal(sameNftTables([table(h0, p0, false)], [table([...h0], [...p0], false)]), true, 'copies: compared element by element');
+  }
 });

@@ -2,7 +2,7 @@
 // of the same set would give.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { patchSorted, sortSteps, sortedHas } from '../../src/engine/sorted.js';
+import { patchSorted, sortSteps, sortedHas, sortedPatchOf } from '../../src/engine/sorted.js';
 import { runSync } from '../../src/engine/slice.js';
 import { prng } from '../helpers/bytes.js';
 
@@ -23,7 +23,23 @@ test('patchSorted equals sorting the changed set from scratch', () => {
     const got = patchSorted(base, remove, add, order);
     assert.deepEqual(got, [...want.values()].sort(order), `round ${round}`);
     assert.notEqual(got, base, 'a copy, the input untouched');
+    // What it did, as a diff of the two lists would tell it
+    const p = sortedPatchOf(got)!;
+    assert.equal(p.base, base);
+    const inGot = new Map(got.map((e) => [e.k, e]));
+    const inBase = new Map(base.map((e) => [e.k, e]));
+    const byK = (a: { k: number }, b: { k: number }) => a.k - b.k;
+    assert.deepEqual([...p.removed].sort(byK), base.filter((e) => !inGot.has(e.k)), `round ${round}: removed`);
+    for (const e of p.removed) assert.ok(base.includes(e), 'removed: the objects of the base');
+    assert.deepEqual([...p.added].sort(byK), got.filter((e) => !inBase.has(e.k)), `round ${round}: added`);
+    for (const e of p.added) assert.ok(got.includes(e), 'added: the objects in the list');
+    assert.deepEqual(
+      [...p.replaced].sort(([a], [b]) => a.k - b.k),
+      got.filter((e) => inBase.has(e.k) && inBase.get(e.k) !== e).map((e) => [inBase.get(e.k), e]),
+      `round ${round}: replaced`,
+    );
   }
+  assert.equal(sortedPatchOf([1, 2]), undefined, 'a list patchSorted did not make');
 });
 
 test('sortSteps sorts as Array.prototype.sort does (stable), in units of work of bounded comparisons', () => {
