@@ -95,6 +95,24 @@ export interface SortedPatch<T> {
   replaced: ReadonlyArray<readonly [T, T]>;
 }
 
+/** Lists made from another of the same length by replacing some entries: their base and where. */
+const REPLACED = new WeakMap<readonly unknown[], { base: readonly unknown[]; at: readonly number[] }>();
+
+/**
+ * Declares `list` to be `base` but for the entries at `at` (a copy, same length, never changed
+ * afterwards): a reader that saw `base` looks at those alone (the engine's pass over the
+ * desired services after translate patched a few of them: 50k+ entries otherwise). Returns it.
+ */
+export function withReplaced<T>(list: T[], base: readonly T[], at: readonly number[]): T[] {
+  if (list.length === base.length) REPLACED.set(list, { base, at });
+  return list;
+}
+
+/** What withReplaced declared of `list`, or undefined. */
+export function replacedOf<T>(list: readonly T[]): { base: readonly T[]; at: readonly number[] } | undefined {
+  return REPLACED.get(list) as { base: readonly T[]; at: readonly number[] } | undefined;
+}
+
 /** Lists made by patchSorted (never changed afterwards, as patchSorted's callers promise). */
 const PATCHES = new WeakMap<readonly unknown[], SortedPatch<unknown>>();
 

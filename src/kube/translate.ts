@@ -6,7 +6,7 @@
 import type { V1EndpointSlice, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
 import { mapSteps, runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
-import { compareText, patchSorted, sortSteps, sortedHas } from '../engine/sorted.js';
+import { compareText, patchSorted, sortSteps, sortedHas, withReplaced } from '../engine/sorted.js';
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
 import { cidrList, compareAddress, compareAddressProtoPort, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
 import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
@@ -374,6 +374,7 @@ function patch(
   if (last.count !== count || ctx.out.warnings.length) return undefined;
   for (const c of changed) if (!c.before || !sameButEndpoints(c.before, c.out)) return undefined;
   const services = base.services.slice();
+  const swappedAt: number[] = [];
   const swapped = new Set<string>();
   const removed = new Map<string, GlueHairpin>();
   const added = new Map<string, GlueHairpin>();
@@ -391,6 +392,7 @@ function patch(
       if (i === undefined || services[i] !== before[j]!.vs) return;
       e.vs.destinations.sort((a, b) => compareAddress(a.address, b.address) || a.port - b.port);
       services[i] = e.vs;
+      swappedAt.push(i);
       swapped.add(e.key);
     });
     const beforeHairpin = new Map(c.before!.hairpin.map((h) => [hairpinKey(h), h]));
@@ -408,7 +410,7 @@ function patch(
       if (n === 0 && !removed.delete(k)) added.set(k, h);
     }
   }
-  const model: ProxyModel = { ...base, services };
+  const model: ProxyModel = { ...base, services: withReplaced(services, base.services, swappedAt) };
   if (removed.size || added.size) model.glue = { ...base.glue, hairpin: patchSorted(base.glue.hairpin, removed.values(), added.values(), byVip) };
   return { model, swapped };
 }
