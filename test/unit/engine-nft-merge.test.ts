@@ -49,14 +49,21 @@ function applyOps(before: SetElement[], ops: NftOp[], set: string): Map<string, 
 
 const contents = (els: SetElement[]) => new Map(els.map((e) => [text(e), JSON.stringify(e.verdict ?? null)]));
 
-test('merge diff of sorted element arrays == the general diff, on random changes', () => {
-  const rnd = prng(7);
+/** Seeded random elements of the two sets: hairpin-like (address, protocol, port, address) and
+ *  NodePort-like (protocol . port -> goto a chain). */
+function randomElements(seed: number) {
+  const rnd = prng(seed);
   const ip = () => `10.${Math.floor(rnd() * 4)}.${Math.floor(rnd() * 8)}.${Math.floor(rnd() * 256)}`;
   const hp = (): SetElement => {
     const a = ip();
     return { key: [a, rnd() < 0.5 ? 'tcp' : 'udp', 1 + Math.floor(rnd() * 3000), a] };
   };
   const pp = (): SetElement => ({ key: ['tcp', 30000 + Math.floor(rnd() * 500)], verdict: { code: 'goto', chain: `svc-${Math.floor(rnd() * 4)}` } });
+  return { rnd, hp, pp };
+}
+
+test('merge diff of sorted element arrays == the general diff, on random changes', () => {
+  const { rnd, hp, pp } = randomElements(7);
   for (let round = 0; round < 200; round++) {
     const h0 = sortUniq(Array.from({ length: Math.floor(rnd() * 300) }, hp));
     const p0 = sortUniq(Array.from({ length: Math.floor(rnd() * 100) }, pp));
@@ -176,13 +183,7 @@ test('a full diff against a listing in kernel order: the listing is sorted by th
 });
 
 test('an element array patched from the last one (patchSorted): the diff is the patch, with no pass over either array, the same writes as the merge', () => {
-  const rnd = prng(23);
-  const ip = () => `10.${Math.floor(rnd() * 4)}.${Math.floor(rnd() * 8)}.${Math.floor(rnd() * 256)}`;
-  const hp = (): SetElement => {
-    const a = ip();
-    return { key: [a, rnd() < 0.5 ? 'tcp' : 'udp', 1 + Math.floor(rnd() * 3000), a] };
-  };
-  const pp = (): SetElement => ({ key: ['tcp', 30000 + Math.floor(rnd() * 500)], verdict: { code: 'goto', chain: `svc-${Math.floor(rnd() * 4)}` } });
+  const { rnd, hp, pp } = randomElements(23);
   const norm = (ops: NftOp[]) =>
     ops.flatMap((o) => (o.kind === 'elements' ? o.elements.map((e) => `${o.verb} ${o.set.name} ${text(e)} ${JSON.stringify(e.verdict ?? null)}`) : [])).sort();
   for (let round = 0; round < 200; round++) {

@@ -7,16 +7,7 @@ import { Engine } from '../../src/engine/engine.js';
 import { serviceKey, type DesiredService } from '../../src/engine/ipvs-model.js';
 import { withReplaced } from '../../src/engine/sorted.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
-
-function cluster(n: number): DesiredService[] {
-  return Array.from({ length: n }, (_, i) => ({
-    protocol: 'tcp' as const,
-    address: `10.96.${i >> 8}.${i & 255}`,
-    port: 80,
-    scheduler: 'rr',
-    destinations: [1, 2].map((j) => ({ address: `10.244.${j}.${(i % 250) + 1}`, port: 8080, forward: 'masq' as const, weight: 1 })),
-  }));
-}
+import { cluster } from '../helpers/desired.js';
 
 test('an incremental plan over a list declared as the last with entries replaced reads only those entries', async () => {
   for (const declared of [true, false]) {

@@ -8,24 +8,14 @@ import { test } from 'node:test';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { Engine } from '../../src/engine/engine.js';
-import type { DesiredService } from '../../src/engine/ipvs-model.js';
 import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
+import { cluster } from '../helpers/desired.js';
 import { FakeLinks, FakeNftables } from '../../src/testing/fake-kernel.js';
 import { NftTransaction } from '../../src/kernel/nftables.js';
 
 v8.setFlagsFromString('--expose-gc');
 const gc = vm.runInNewContext('gc') as () => void;
-
-function cluster(n: number): DesiredService[] {
-  return Array.from({ length: n }, (_, i) => ({
-    protocol: 'tcp' as const,
-    address: `10.96.${i >> 8}.${i & 255}`,
-    port: 80,
-    scheduler: 'rr',
-    destinations: [1, 2].map((j) => ({ address: `10.244.${j}.${(i % 250) + 1}`, port: 8080, forward: 'masq' as const, weight: 1 })),
-  }));
-}
 
 test('a full plan lets the listed IPVS services and VIP addresses go before it reads the destinations', async () => {
   const ipvs = new FakeIpvs();
