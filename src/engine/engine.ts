@@ -404,8 +404,8 @@ export class Engine {
     // per incremental plan at 50k services).
     const list = desired.services;
     // the last list with a few services replaced (translate's patch): those alone
-    const replaced = replacedOf(list);
-    if (replaced && replaced.base === seen) for (const i of replaced.at) this.noteDesired(list, seen, i, i + 1, indexed);
+    const replaced = replacedOf(list, seen);
+    if (replaced) for (const i of replaced) this.noteDesired(list, seen, i, i + 1, indexed);
     else
       for (let at = 0; at < list.length; at += 4096) {
         if (at > 0) await this.slice.tick();

@@ -276,8 +276,8 @@ export function sameNftTables(a: readonly DesiredNftTable[], b: readonly Desired
       const { elements: xe, ...xd } = xs[j]!;
       const { elements: ye, ...yd } = ys[j]!;
       if (!samePlain(xd, yd)) return false;
-      const p = xe !== ye ? sortedPatchOf(ye) : undefined;
-      if (p && p.base === xe) {
+      const p = xe !== ye ? sortedPatchOf(ye, xe) : undefined;
+      if (p) {
         if (p.removed.length || p.added.length || !p.replaced.every(([was, now]) => samePlain(was, now))) return false;
       } else if (!samePlain(xe, ye)) return false;
     }
@@ -314,8 +314,8 @@ function* elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) 
       const del: SetElement[] = [];
       // Patched from what is there (an incremental plan after the glue patched one set): the
       // patch is the delta, with no pass over either array.
-      const patch = elements !== have ? sortedPatchOf(elements) : undefined;
-      if (patch && patch.base === have) patchElementOps(patch, order, del, add);
+      const patch = elements !== have ? sortedPatchOf(elements, have) : undefined;
+      if (patch) patchElementOps(patch, order, del, add);
       else if (elements !== have) mergeElements(elements, have, order, del, add);
       yield;
       if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });

@@ -81,22 +81,28 @@ export function* sortSteps<T>(a: T[], order: (x: T, y: T) => number): Steps<T[]>
 }
 
 /**
- * What patchSorted did to make a list: the list it started from and the elements it actually
- * removed (the base's objects), inserted, and replaced (an added element equal by the order to
- * one there: [the base's, the new]). Readers of a patched list that hold its base (the glue's
- * hairpin set from translate's hairpin list, the engine's element diff from the last applied
- * set) take the change from here instead of walking both lists (at 50k services × 10 with a
- * third of the endpoints local, ~200k entries per list and per sync).
+ * What patchSorted did to make a list: the entries it actually removed from its base (the
+ * base's objects), inserted, and replaced (an added element equal by the order to one there:
+ * [the base's, the new]). Readers of a patched list that hold its base (the glue's hairpin set
+ * from translate's hairpin list, the engine's element diff from the last applied set) take the
+ * change from here instead of walking both lists (at 50k services × 10 with a third of the
+ * endpoints local, ~200k entries per list and per sync).
  */
 export interface SortedPatch<T> {
-  base: readonly T[];
   removed: readonly T[];
   added: readonly T[];
   replaced: ReadonlyArray<readonly [T, T]>;
 }
 
-/** Lists made from another of the same length by replacing some entries: their base and where. */
-const REPLACED = new WeakMap<readonly unknown[], { base: readonly unknown[]; at: readonly number[] }>();
+/** A list's base is held weakly: a strong one would keep every list of a chain of patches
+ *  alive through the records (each list's record holding the one before it). */
+interface Derivation<R> {
+  base: WeakRef<readonly unknown[]>;
+  record: R;
+}
+
+/** Lists made from another of the same length by replacing some entries: where. */
+const REPLACED = new WeakMap<readonly unknown[], Derivation<readonly number[]>>();
 
 /**
  * Declares `list` to be `base` but for the entries at `at` (a copy, same length, never changed
@@ -104,21 +110,23 @@ const REPLACED = new WeakMap<readonly unknown[], { base: readonly unknown[]; at:
  * desired services after translate patched a few of them: 50k+ entries otherwise). Returns it.
  */
 export function withReplaced<T>(list: T[], base: readonly T[], at: readonly number[]): T[] {
-  if (list.length === base.length) REPLACED.set(list, { base, at });
+  if (list.length === base.length) REPLACED.set(list, { base: new WeakRef(base), record: at });
   return list;
 }
 
-/** What withReplaced declared of `list`, or undefined. */
-export function replacedOf<T>(list: readonly T[]): { base: readonly T[]; at: readonly number[] } | undefined {
-  return REPLACED.get(list) as { base: readonly T[]; at: readonly number[] } | undefined;
+/** The entries where `list` differs from `base`, if withReplaced declared it so; else undefined. */
+export function replacedOf<T>(list: readonly T[], base: readonly T[]): readonly number[] | undefined {
+  const d = REPLACED.get(list);
+  return d && d.base.deref() === base ? d.record : undefined;
 }
 
 /** Lists made by patchSorted (never changed afterwards, as patchSorted's callers promise). */
-const PATCHES = new WeakMap<readonly unknown[], SortedPatch<unknown>>();
+const PATCHES = new WeakMap<readonly unknown[], Derivation<SortedPatch<unknown>>>();
 
-/** How patchSorted made `list` from its base, or undefined (not made by patchSorted). */
-export function sortedPatchOf<T>(list: readonly T[]): SortedPatch<T> | undefined {
-  return PATCHES.get(list) as SortedPatch<T> | undefined;
+/** How patchSorted made `list` from `base`, or undefined (not made by patchSorted from it). */
+export function sortedPatchOf<T>(list: readonly T[], base: readonly T[]): SortedPatch<T> | undefined {
+  const d = PATCHES.get(list);
+  return d && d.base.deref() === base ? (d.record as SortedPatch<T>) : undefined;
 }
 
 /**
@@ -186,7 +194,7 @@ export function patchSorted<T>(sorted: readonly T[], remove: Iterable<T>, add: I
     }
   }
   const gone = readded.size ? removed.filter((x) => !readded.has(x)) : removed;
-  PATCHES.set(out, { base: sorted, removed: gone, added, replaced });
+  PATCHES.set(out, { base: new WeakRef(sorted), record: { removed: gone, added, replaced } });
   return out;
 }
 

@@ -144,8 +144,8 @@ export function patchGlueHairpin(before: GlueSpec, tables: readonly DesiredNftTa
   let added: readonly GlueHairpin[];
   // translate patches its hairpin list from the last one: what it did is known, no walk needed
   // (an entry replaced by an equal one is the same hairpin element)
-  const p = sortedPatchOf(g.hairpin);
-  if (p && p.base === before.hairpin) {
+  const p = sortedPatchOf(g.hairpin, before.hairpin);
+  if (p) {
     removed = p.removed;
     added = p.added;
   } else [removed, added] = hairpinChange(before.hairpin, g.hairpin);

@@ -203,8 +203,8 @@ test('an element array patched from the last one (patchSorted): the diff is the 
     const last = table(sortedElements(hc, byText), sortedElements(pc, byText), false);
     const now = table(sortedElements(patchSorted(hc, [], [], byText), byText), sortedElements(patchSorted(pc, [], [], byText), byText), false);
     // patched from the counted arrays, with the same changes as h1 / p1
-    const hp1 = sortedElements(patchSorted(hc, sortedPatchOf(h1)!.removed, [...sortedPatchOf(h1)!.added, ...sortedPatchOf(h1)!.replaced.map(([, n]) => n)], byText), byText);
-    const pp1 = sortedElements(patchSorted(pc, sortedPatchOf(p1)!.removed, [...sortedPatchOf(p1)!.added, ...sortedPatchOf(p1)!.replaced.map(([, n]) => n)], byText), byText);
+    const hp1 = sortedElements(patchSorted(hc, sortedPatchOf(h1, h0)!.removed, [...sortedPatchOf(h1, h0)!.added, ...sortedPatchOf(h1, h0)!.replaced.map(([, n]) => n)], byText), byText);
+    const pp1 = sortedElements(patchSorted(pc, sortedPatchOf(p1, p0)!.removed, [...sortedPatchOf(p1, p0)!.added, ...sortedPatchOf(p1, p0)!.replaced.map(([, n]) => n)], byText), byText);
     reads = 0;
     const patched = diffNftFromLast(table(hp1, pp1, false), last)!;
     assert.equal(reads, 0, `round ${round}: the last arrays were read`);

@@ -2,9 +2,14 @@
 // of the same set would give.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { patchSorted, sortSteps, sortedHas, sortedPatchOf } from '../../src/engine/sorted.js';
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { patchSorted, sortSteps, sortedHas, sortedPatchOf, withReplaced } from '../../src/engine/sorted.js';
 import { runSync } from '../../src/engine/slice.js';
 import { prng } from '../helpers/bytes.js';
+
+v8.setFlagsFromString('--expose-gc');
+const gc = vm.runInNewContext('gc') as () => void;
 
 test('patchSorted equals sorting the changed set from scratch', () => {
   const r = prng(11);
@@ -24,8 +29,9 @@ test('patchSorted equals sorting the changed set from scratch', () => {
     assert.deepEqual(got, [...want.values()].sort(order), `round ${round}`);
     assert.notEqual(got, base, 'a copy, the input untouched');
     // What it did, as a diff of the two lists would tell it
-    const p = sortedPatchOf(got)!;
-    assert.equal(p.base, base);
+    const p = sortedPatchOf(got, base)!;
+    assert.ok(p, 'the record of got from base');
+    assert.equal(sortedPatchOf(got, [...base]), undefined, 'not from another list, equal or not');
     const inGot = new Map(got.map((e) => [e.k, e]));
     const inBase = new Map(base.map((e) => [e.k, e]));
     const byK = (a: { k: number }, b: { k: number }) => a.k - b.k;
@@ -39,7 +45,30 @@ test('patchSorted equals sorting the changed set from scratch', () => {
       `round ${round}: replaced`,
     );
   }
-  assert.equal(sortedPatchOf([1, 2]), undefined, 'a list patchSorted did not make');
+  assert.equal(sortedPatchOf([1, 2], [1, 2]), undefined, 'a list patchSorted did not make');
+});
+
+test('a chain of patched lists keeps no list but the ones its holders keep (the records hold their bases weakly)', async () => {
+  const order = (a: { k: number }, b: { k: number }) => a.k - b.k;
+  let list = Array.from({ length: 1000 }, (_, i) => ({ k: i * 2 }));
+  let services = list.slice();
+  const first = new WeakRef(list);
+  const firstServices = new WeakRef(services);
+  for (let r = 0; r < 50; r++) {
+    list = patchSorted(list, [list[r]!], [{ k: 2 * r + 1 }], order);
+    const next = services.slice();
+    next[r] = { k: -r };
+    services = withReplaced(next, services, [r]);
+  }
+  // the last record still works while its base is held
+  const before = list;
+  const after = patchSorted(before, [before[0]!], [], order);
+  assert.equal(sortedPatchOf(after, before)?.removed.length, 1);
+  await new Promise((r) => setImmediate(r)); // WeakRefs deref'd in this job stay alive until it ends
+  gc();
+  assert.equal(first.deref(), undefined, 'the first list of the chain was collected');
+  assert.equal(firstServices.deref(), undefined, 'the first list of the withReplaced chain was collected');
+  assert.equal(services.length, 1000);
 });
 
 test('sortSteps sorts as Array.prototype.sort does (stable), in units of work of bounded comparisons', () => {
