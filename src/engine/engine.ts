@@ -304,7 +304,6 @@ export class Engine {
     return { delta: await runSliced(assembleSteps(parts), this.slice), readMs };
   }
 
-  /** The desired services whose keys are in `changed`, in their order in the list. */
   /** The desired VIPs and (indexed) the key index, for the services of list[from, to) that
    *  are not the very objects seen there last time. */
   private noteDesired(list: readonly DesiredService[], seen: readonly DesiredService[], from: number, to: number, indexed: boolean): void {
@@ -316,6 +315,7 @@ export class Engine {
     }
   }
 
+  /** The desired services whose keys are in `changed`, in their order in the list. */
   private changedServices(services: readonly DesiredService[], changed: ReadonlySet<string>): DesiredService[] {
     if (this.opts.desiredImmutable && this.seenServices === services) {
       const at: number[] = [];

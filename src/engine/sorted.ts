@@ -183,7 +183,8 @@ export function patchSorted<T>(sorted: readonly T[], remove: Iterable<T>, add: I
       continue;
     }
     out.splice(i, 0, a);
-    const back = sortedFind(removedSorted, a, order);
+    const k = sortedIndexOf(removedSorted, a, order);
+    const back = k >= 0 ? removedSorted[k]! : undefined;
     if (back !== undefined && !readded.has(back)) {
       readded.add(back);
       replacedAt.set(a, replaced.length);
@@ -198,30 +199,21 @@ export function patchSorted<T>(sorted: readonly T[], remove: Iterable<T>, add: I
   return out;
 }
 
-/** The element of `sorted` equal to x by `order`, or undefined: one binary search. */
-function sortedFind<T>(sorted: readonly T[], x: T, order: (a: T, b: T) => number): T | undefined {
+/** The index of an element of `sorted` equal to x by `order`, or -1: one binary search. */
+function sortedIndexOf<T>(sorted: readonly T[], x: T, order: (a: T, b: T) => number): number {
   let lo = 0;
   let hi = sorted.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
     const c = order(sorted[mid]!, x);
-    if (c === 0) return sorted[mid];
+    if (c === 0) return mid;
     if (c < 0) lo = mid + 1;
     else hi = mid;
   }
-  return undefined;
+  return -1;
 }
 
 /** Whether `sorted` (by `order`) has an element equal to x by `order`: one binary search. */
 export function sortedHas<T>(sorted: readonly T[], x: T, order: (a: T, b: T) => number): boolean {
-  let lo = 0;
-  let hi = sorted.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    const c = order(sorted[mid]!, x);
-    if (c === 0) return true;
-    if (c < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return false;
+  return sortedIndexOf(sorted, x, order) >= 0;
 }
