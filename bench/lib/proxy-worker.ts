@@ -73,7 +73,9 @@ const bindMode = o['bind-mode'] === 'route' ? 'route' : 'address';
 if (!o.dir) throw new Error('--dir required');
 
 const t0 = performance.now();
-const manifests = await loadManifests([o.dir]);
+// Dropped once fed to the proxier, as `sync -f` and `proxy --manifests` drop them (the proxier
+// keeps only what it reads of each object): held, they would be marked by every GC of the sync.
+let manifests: Awaited<ReturnType<typeof loadManifests>> | undefined = await loadManifests([o.dir]);
 const loadMs = performance.now() - t0;
 const S = manifests.services.length;
 
@@ -103,6 +105,7 @@ const proxier = new Proxier(kernel, {
 });
 for (const s of manifests.services) proxier.onServiceUpdate(s);
 for (const s of manifests.endpointSlices) proxier.onSliceUpdate(s);
+manifests = undefined;
 
 const writes = (r: SyncReport) => r.ipvs.writes + r.addresses.writes + r.nft.writes + r.ipsets.writes;
 
