@@ -51,6 +51,29 @@ export function compareAddressProtoPort<T extends { address: string; protocol: s
   return compareAddress(a.address, b.address) || (a.protocol < b.protocol ? -1 : a.protocol > b.protocol ? 1 : 0) || a.port - b.port;
 }
 
+/** The protocols' text order ('sctp' < 'tcp' < 'udp'); -1 for another. */
+function protocolRank(p: string): number {
+  return p === 'tcp' ? 1 : p === 'udp' ? 2 : p === 'sctp' ? 0 : -1;
+}
+
+/**
+ * A number in compareAddressProtoPort's order for an IPv4 address, a protocol (sctp, tcp, udp)
+ * and a port (below 2^50: exact in a double), else NaN (IPv6, another protocol): sortByKeySteps'
+ * key for translate's long lists.
+ */
+export function addressProtoPortKey(x: { address: string; protocol: string; port: number }): number {
+  const n = ipv4Number(x.address);
+  const r = protocolRank(x.protocol);
+  if (n < 0 || r < 0 || !(x.port >= 0 && x.port < 65536)) return NaN;
+  return (n * 4 + r) * 65536 + x.port;
+}
+
+/** compareAddress's key for an IPv4 address (its number), else NaN. */
+export function addressKey(address: string): number {
+  const n = ipv4Number(address);
+  return n < 0 ? NaN : n;
+}
+
 export function isIpv6LinkLocal(address: string): boolean {
   return isIP(address) === 6 && /^fe[89ab]/i.test(canonicalAddress(address));
 }

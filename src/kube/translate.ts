@@ -6,9 +6,9 @@
 import type { V1EndpointSlice, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
 import { mapSteps, runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
-import { compareText, patchSorted, sortSteps, sortedHas, withReplaced } from '../engine/sorted.js';
+import { compareText, patchSorted, sortByKeySteps, sortedHas, withReplaced } from '../engine/sorted.js';
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
-import { cidrList, compareAddress, compareAddressProtoPort, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
+import { addressKey, addressProtoPortKey, cidrList, compareAddress, compareAddressProtoPort, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
 import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
 import { objectKey } from './change-tracker.js';
 import { chooseScheduler, isKnownScheduler } from './scheduler.js';
@@ -259,7 +259,7 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
   // Merged by name (plain code-unit order: deterministic, and the first of two services
   // claiming the same virtual server keeps it); a patched model needs no order.
   const sortedOuts = () => services.sort((a, b) => compareText(a.name, b.name)).map((x) => x.out);
-  if (!cache) return yield* mergeAll(ctx, sortedOuts());
+  if (!cache) return (yield* mergeAll(ctx, sortedOuts())).model;
   cache.invalidated.clear();
   if (cache.entries.size > services.length) {
     const names = new Set(services.map((x) => x.name));
@@ -274,11 +274,11 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
   }
   cache.patched = undefined;
   const outs = sortedOuts();
-  const model = yield* mergeAll(ctx, outs);
+  const { model, keys } = yield* mergeAll(ctx, outs);
   // What the next call patches from: where each virtual server sits, who has each hairpin entry.
   const index = new Map<string, number>();
-  for (let i = 0; i < model.services.length; i++) {
-    index.set(serviceKey(model.services[i]!), i);
+  for (let i = 0; i < keys.length; i++) {
+    index.set(keys[i]!, i);
     if (i % 1024 === 1023) yield;
   }
   cache.last = { model, count: services.length, index, hairpinShared: ctx.out.hairpinShared };
@@ -348,7 +348,7 @@ export function translatePatch(
   return patched.model;
 }
 
-function* mergeAll(ctx: Context, outs: readonly ServiceOut[]): Steps<ProxyModel> {
+function* mergeAll(ctx: Context, outs: readonly ServiceOut[]): Steps<{ model: ProxyModel; keys: string[] }> {
   for (let i = 0; i < outs.length; i++) {
     merge(ctx.out, outs[i]!);
     yield;
@@ -390,8 +390,7 @@ function patch(
       const i = last.index.get(e.key);
       // A virtual server another service owns (a conflict) stays that one's.
       if (i === undefined || services[i] !== before[j]!.vs) return;
-      e.vs.destinations.sort((a, b) => compareAddress(a.address, b.address) || a.port - b.port);
-      services[i] = e.vs;
+      services[i] = e.vs; // its destinations sorted (addVirtualServer)
       swappedAt.push(i);
       swapped.add(e.key);
     });
@@ -420,6 +419,9 @@ function hairpinKey(h: GlueHairpin): string {
 }
 
 const byVip = compareAddressProtoPort;
+
+/** A virtual server's sort key (fwmark services have no address: NaN, left to byVip). */
+const vsKey = (vs: DesiredService): number => ('address' in vs && vs.address !== undefined ? addressProtoPortKey(vs as never) : NaN);
 
 /** Two translations of one service that differ at most in their virtual servers' destinations
  *  and their hairpin entries (what an endpoint change can change, besides the conditions below). */
@@ -610,18 +612,18 @@ function translateService(svc: V1Service, ctx: Context): void {
   const externalLocal = externallyAccessible && spec.externalTrafficPolicy === 'Local';
   if (externalLocal) ctx.out.localTraffic.add(service);
 
-  const localReady = new Set<string>();
+  const hc = spec.healthCheckNodePort ?? 0;
+  const healthCheck = spec.type === 'LoadBalancer' && externalLocal && hc > 0;
+  // The health check counts the ready node-local endpoint addresses over all ports
+  const localReady = healthCheck ? new Set<string>() : undefined;
   clusterIPs.forEach((clusterIP, i) => {
     const family = ipFamily(clusterIP)!;
     for (const port of spec.ports ?? []) {
       const sp = servicePortInfo(svc, port, { service, clusterIP, family, options, externalLocal }, i === 0 ? warn : () => {}); // warn once, not per family
-      if (sp) translatePort(sp, ctx).forEach((a) => localReady.add(a));
+      if (sp) translatePort(sp, ctx, localReady);
     }
   });
-  const hc = spec.healthCheckNodePort ?? 0;
-  if (spec.type === 'LoadBalancer' && externalLocal && hc > 0) {
-    ctx.out.healthChecks.set(service, { nodePort: hc, service, localEndpoints: localReady.size });
-  }
+  if (localReady) ctx.out.healthChecks.set(service, { nodePort: hc, service, localEndpoints: localReady.size });
 }
 
 /** Scheduler (annotation or default), scheduler flags, and ClientIP affinity as persistence. */
@@ -699,8 +701,8 @@ function servicePortInfo(
 
 // ---- per service port ----
 
-/** Returns the ready node-local endpoint addresses (for the health check count). */
-function translatePort(sp: ServicePortInfo, ctx: Context): string[] {
+/** Adds the ready node-local endpoint addresses to `localReady` (the health check's count). */
+function translatePort(sp: ServicePortInfo, ctx: Context, localReady: Set<string> | undefined): void {
   const all = endpointsForPort(ctx.slicesByService.get(sp.service) ?? [], sp.portName, sp.protocol, sp.family, ctx.nodeName);
   const cluster = clusterEndpoints(all, ctx.nodeName, ctx.zone);
   const local = localEndpoints(all);
@@ -713,28 +715,16 @@ function translatePort(sp: ServicePortInfo, ctx: Context): string[] {
   addHairpin(sp, internal, ctx);
   if (external !== internal) addHairpin(sp, external, ctx);
   countNoLocal(sp, local.length, ctx);
-  return all.filter((e) => e.local && e.ready).map((e) => e.address);
+  if (localReady) for (const e of all) if (e.local && e.ready) localReady.add(e.address);
 }
 
+/** The service port's frontends: its ClusterIP, external IPs, load-balancer IPs, NodePorts. */
 function frontends(sp: ServicePortInfo, ctx: Context): Frontend[] {
-  return [...clusterIPFrontend(sp), ...externalIPFrontends(sp, ctx), ...loadBalancerFrontends(sp, ctx), ...nodePortFrontends(sp, ctx)];
-}
-
-function clusterIPFrontend(sp: ServicePortInfo): Frontend[] {
-  return [{ kind: 'clusterIP', address: sp.clusterIP, port: sp.port, localOnly: sp.internalLocal, bind: true }];
-}
-
-function externalIPFrontends(sp: ServicePortInfo, ctx: Context): Frontend[] {
-  return sp.externalIPs.map((address) => ({ kind: 'externalIP', address, port: sp.port, localOnly: sp.externalLocal, bind: !ctx.nodeAddresses.has(address) }));
-}
-
-function loadBalancerFrontends(sp: ServicePortInfo, ctx: Context): Frontend[] {
-  return sp.loadBalancerIPs.map((address) => ({ kind: 'loadBalancer', address, port: sp.port, localOnly: sp.externalLocal, bind: !ctx.nodeAddresses.has(address) }));
-}
-
-function nodePortFrontends(sp: ServicePortInfo, ctx: Context): Frontend[] {
-  if (!sp.nodePort) return [];
-  return ctx.nodePortAddresses[sp.family].map((address) => ({ kind: 'nodePort', address, port: sp.nodePort, localOnly: sp.externalLocal, bind: false }));
+  const out: Frontend[] = [{ kind: 'clusterIP', address: sp.clusterIP, port: sp.port, localOnly: sp.internalLocal, bind: true }];
+  for (const address of sp.externalIPs) out.push({ kind: 'externalIP', address, port: sp.port, localOnly: sp.externalLocal, bind: !ctx.nodeAddresses.has(address) });
+  for (const address of sp.loadBalancerIPs) out.push({ kind: 'loadBalancer', address, port: sp.port, localOnly: sp.externalLocal, bind: !ctx.nodeAddresses.has(address) });
+  if (sp.nodePort) for (const address of ctx.nodePortAddresses[sp.family]) out.push({ kind: 'nodePort', address, port: sp.nodePort, localOnly: sp.externalLocal, bind: false });
+  return out;
 }
 
 function addVirtualServer(sp: ServicePortInfo, fe: Frontend, endpoints: readonly EndpointInfo[], ctx: Context): void {
@@ -742,9 +732,12 @@ function addVirtualServer(sp: ServicePortInfo, fe: Frontend, endpoints: readonly
     protocol: sp.protocol,
     address: fe.address,
     port: fe.port,
-    ...cloneOptions(sp.options),
+    ...sp.options,
+    // sorted by address and port, as endpointsForPort gives them (filtering keeps the order)
     destinations: endpoints.map((e) => ({ address: e.address, port: e.port, forward: 'masq', weight: 1 })),
   };
+  // no two virtual servers share the flags array
+  if (vs.flags) vs.flags = [...vs.flags];
   const key = serviceKey(vs);
   const taken = ctx.out.services.get(key);
   if (taken) {
@@ -752,13 +745,6 @@ function addVirtualServer(sp: ServicePortInfo, fe: Frontend, endpoints: readonly
     return;
   }
   ctx.out.services.set(key, { key, owner: sp.servicePort, service: sp.service, kind: fe.kind, bind: fe.bind, address: fe.address, vs });
-}
-
-/** A copy of the (flat) options a virtual server owns, so no two share the flags array. */
-function cloneOptions(o: ServiceOptions): ServiceOptions {
-  const c = { ...o };
-  if (o.flags) c.flags = [...o.flags];
-  return c;
 }
 
 function addGlue(sp: ServicePortInfo, fe: Frontend, ctx: Context): void {
@@ -798,22 +784,20 @@ function countNoLocal(sp: ServicePortInfo, locals: number, ctx: Context): void {
 
 // ---- output ----
 
-/** The model from the accumulated translation: sorted throughout (a unit of work per sort, and
- *  per 1000 services for their destinations). */
-function* finish(ctx: Context): Steps<ProxyModel> {
+/** The model from the accumulated translation, sorted throughout (a unit of work per sort), and
+ *  its virtual servers' keys in the model's order. */
+function* finish(ctx: Context): Steps<{ model: ProxyModel; keys: string[] }> {
   const o = ctx.out;
-  const services = [...o.services.values()].map(({ vs }) => vs);
-  for (let i = 0; i < services.length; i++) {
-    services[i]!.destinations.sort((a, b) => compareAddress(a.address, b.address) || a.port - b.port);
-    if (i % 1000 === 999) yield;
-  }
-  // The long lists (one entry per service or endpoint) sort in units of work.
-  yield* sortSteps(services, (a, b) => byVip(a as never, b as never));
+  // The long lists (one entry per service or endpoint) sort in units of work, by a number per
+  // entry where it has one (the comparators parse addresses on every call). Destinations come
+  // sorted (addVirtualServer).
+  const entries = yield* sortByKeySteps([...o.services.values()], (e) => vsKey(e.vs), (a, b) => byVip(a.vs as never, b.vs as never));
+  const services = entries.map((e) => e.vs);
   const healthChecks = [...o.healthChecks.values()].sort((a, b) => a.nodePort - b.nodePort);
-  const vips = yield* sortSteps([...o.vips], compareAddress);
-  const glueVips = yield* sortSteps(o.glueVips, (a, b) => byVip(a, b) || compareText(a.kind, b.kind));
+  const vips = yield* sortByKeySteps([...o.vips], addressKey, compareAddress);
+  const glueVips = yield* sortByKeySteps(o.glueVips, addressProtoPortKey, (a, b) => byVip(a, b) || compareText(a.kind, b.kind));
   const hairpin = yield* uniqueHairpin(o.hairpinAll, o.hairpinShared);
-  return {
+  const model: ProxyModel = {
     services,
     vips,
     glue: {
@@ -832,13 +816,14 @@ function* finish(ctx: Context): Steps<ProxyModel> {
     noLocalEndpointsTotal: { ...o.noLocalTotal },
     warnings: uniqueWarnings(o.warnings),
   };
+  return { model, keys: entries.map((e) => e.key) };
 }
 
 /** The merged hairpin entries sorted, one per entry (each service's are unique, so a run of
  *  equal ones is that many services sharing it: counted into `shared`). Sorting the list
  *  needs no key text per entry, as a Map by key would. */
 function* uniqueHairpin(all: GlueHairpin[], shared: Map<string, number>): Steps<GlueHairpin[]> {
-  yield* sortSteps(all, byVip);
+  yield* sortByKeySteps(all, addressProtoPortKey, byVip);
   const out: GlueHairpin[] = [];
   for (let i = 0; i < all.length; ) {
     let j = i + 1;
