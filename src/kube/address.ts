@@ -84,8 +84,12 @@ export interface CidrList {
   rejected: string[];
 }
 
+/** The list of no CIDRs (shared, frozen: translate asks for every service port's source ranges). */
+const NO_CIDRS: CidrList = Object.freeze({ texts: Object.freeze([]) as never, cidrs: Object.freeze([]) as never, rejected: Object.freeze([]) as never });
+
 /** Parses CIDRs (whitespace trimmed, bare addresses allowed), keeping those of `family` if given. */
 export function cidrList(texts: readonly string[] | undefined, family?: AddressFamily): CidrList {
+  if (!texts?.length) return NO_CIDRS;
   const out: CidrList = { texts: [], cidrs: [], rejected: [] };
   for (const raw of texts ?? []) {
     const text = raw.trim();

@@ -41,8 +41,8 @@ interface ServicePortInfo {
   port: number;
   nodePort: number;
   clusterIP: string;
-  externalIPs: string[];
-  loadBalancerIPs: string[];
+  externalIPs: readonly string[];
+  loadBalancerIPs: readonly string[];
   sourceRanges: CidrList;
   internalLocal: boolean;
   externalLocal: boolean;
@@ -90,8 +90,10 @@ interface Accumulator {
   glueVips: GlueVip[];
   nodePorts: Map<string, GlueNodePort>;
   sourceRanges: GlueSourceRange[];
-  /** One service's hairpin entries, by hairpinKey. */
-  hairpin: Map<string, GlueHairpin>;
+  /** One service's hairpin entries, unique (addHairpin). */
+  hairpin: GlueHairpin[];
+  /** Their hairpinKeys, once there are more than a few (see addHairpin). */
+  hairpinKeys: Set<string> | undefined;
   /** Merging: every service's hairpin entries (sorted and made unique at the end, where the
    *  ones more than one service has are counted into hairpinShared, see LastModel). */
   hairpinAll: GlueHairpin[];
@@ -142,7 +144,7 @@ function compact(acc: Accumulator): ServiceOut {
     glueVips: list(acc.glueVips),
     nodePorts: list(acc.nodePorts.values()),
     sourceRanges: list(acc.sourceRanges),
-    hairpin: list(acc.hairpin.values()),
+    hairpin: list(acc.hairpin),
     localTraffic: one(acc.localTraffic, ''),
     healthCheck: one(acc.healthChecks, undefined),
     noLocal: one(acc.noLocal, ''),
@@ -487,7 +489,8 @@ function emptyAccumulator(): Accumulator {
     glueVips: [],
     nodePorts: new Map(),
     sourceRanges: [],
-    hairpin: new Map(),
+    hairpin: [],
+    hairpinKeys: undefined,
     hairpinAll: [],
     hairpinShared: new Map(),
     localTraffic: new Set(),
@@ -505,7 +508,8 @@ function clearAccumulator(a: Accumulator): void {
   a.glueVips.length = 0;
   a.nodePorts.clear();
   a.sourceRanges.length = 0;
-  a.hairpin.clear();
+  a.hairpin.length = 0;
+  a.hairpinKeys = undefined;
   a.hairpinAll.length = 0;
   a.hairpinShared.clear();
   a.localTraffic.clear();
@@ -652,7 +656,8 @@ function protocolOf(p: string | undefined): IpvsProtocol | undefined {
 }
 
 /** Valid IPs of `family` from a list; others of the family that fail to parse are warned about. */
-function ipsOfFamily(list: readonly (string | undefined)[], family: AddressFamily, what: string, warn: (m: string) => void): string[] {
+function ipsOfFamily(list: readonly (string | undefined)[], family: AddressFamily, what: string, warn: (m: string) => void): readonly string[] {
+  if (!list.length) return NONE;
   const out: string[] = [];
   for (const raw of list) {
     const ip = validIp(raw);
@@ -676,9 +681,8 @@ function servicePortInfo(
   const lbIngress = spec.type === 'LoadBalancer' ? (svc.status?.loadBalancer?.ingress ?? []) : [];
   // ipMode Proxy (KEP-1860): the load balancer proxies itself; the IP must not be captured here.
   const lbIPs = lbIngress.filter((i) => i.ip && i.ipMode !== 'Proxy').map((i) => i.ip);
-  const rangeTexts = spec.loadBalancerSourceRanges?.length
-    ? spec.loadBalancerSourceRanges
-    : (svc.metadata?.annotations?.[ANNOTATION_LB_SOURCE_RANGES] ?? '').split(',').filter((s) => s.trim());
+  const annotation = svc.metadata?.annotations?.[ANNOTATION_LB_SOURCE_RANGES];
+  const rangeTexts = spec.loadBalancerSourceRanges?.length ? spec.loadBalancerSourceRanges : annotation ? annotation.split(',').filter((s) => s.trim()) : NONE;
   const sourceRanges = cidrList(rangeTexts, base.family);
   for (const bad of sourceRanges.rejected) warn(`loadBalancerSourceRanges: "${bad}" is not a CIDR, ignored`);
   return {
@@ -770,8 +774,19 @@ function isLoopback(a: string): boolean {
 function addHairpin(sp: ServicePortInfo, used: readonly EndpointInfo[], ctx: Context): void {
   for (const e of used) {
     if (!e.local) continue;
+    const acc = ctx.out;
+    const list = acc.hairpin;
+    // Unique: a service's few entries by a scan (no key text per local endpoint), more by key.
+    if (!acc.hairpinKeys && list.length < 16) {
+      if (!list.some((x) => x.port === e.port && x.address === e.address && x.protocol === sp.protocol)) list.push({ address: e.address, protocol: sp.protocol, port: e.port });
+      continue;
+    }
+    acc.hairpinKeys ??= new Set(list.map(hairpinKey));
     const h: GlueHairpin = { address: e.address, protocol: sp.protocol, port: e.port };
-    ctx.out.hairpin.set(hairpinKey(h), h);
+    const k = hairpinKey(h);
+    if (acc.hairpinKeys.has(k)) continue;
+    acc.hairpinKeys.add(k);
+    list.push(h);
   }
 }
 

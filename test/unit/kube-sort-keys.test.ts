@@ -8,6 +8,8 @@ import { addressKey, addressProtoPortKey, compareAddress, compareAddressProtoPor
 import { endpointsForPort, type EndpointInfo } from '../../src/kube/endpoints.js';
 import { sortByKeySteps } from '../../src/engine/sorted.js';
 import { prng } from '../helpers/bytes.js';
+import { TranslateCache, translate } from '../../src/kube/translate.js';
+import { NODE, slice as kubeSlice, svc } from '../fixtures/kube/builders.js';
 
 type Vip = { address: string; protocol: string; port: number };
 
@@ -109,5 +111,38 @@ test('endpointsForPort: sorted by address and port, one per address and port, th
     const family = v6 ? 'inet6' : 'inet';
     const got = endpointsForPort(slices, 'http', 'tcp', family, 'me').map((e) => ({ address: e.address, port: e.port, ready: e.ready, local: e.local }));
     assert.deepEqual(got, reference(slices, family), `round ${round}`);
+  }
+});
+
+test("translate: a service's hairpin entries are unique whether it has a few node-local endpoints (found by a scan) or many (by key), over ports and traffic policies that use the same endpoints twice", () => {
+  for (const n of [3, 15, 16, 17, 40]) {
+    const eps = Array.from({ length: n }, (_, i) => ({ ip: `10.244.${i >> 8}.${i & 255}`, node: i % 4 === 3 ? 'node-b' : 'node-a' }));
+    // two service ports on one target port (same endpoints, same hairpin entries), and a
+    // second target port; Local external policy: the external endpoints are a second list
+    const s = svc('many', {
+      type: 'NodePort',
+      externalTrafficPolicy: 'Local',
+      clusterIP: '10.96.0.50',
+      ports: [
+        { name: 'a', port: 80, nodePort: 30080 },
+        { name: 'b', port: 81, nodePort: 30081 },
+        { name: 'c', port: 82, nodePort: 30082 },
+      ],
+    });
+    const ports = [{ name: 'a', port: 8080 }, { name: 'b', port: 8080 }, { name: 'c', port: 9090 }];
+    const input = (e: typeof eps) => ({ services: [s], endpointSlices: [kubeSlice('many', 'many-1', ports, e)], node: NODE, config: {} });
+    const cache = new TranslateCache();
+    const m = translate(input(eps), cache);
+    const hairpin = (e: typeof eps) => {
+      const local = e.filter((x) => x.node === 'node-a').map((x) => x.ip);
+      return [...local.map((address) => ({ address, protocol: 'tcp', port: 8080 })), ...local.map((address) => ({ address, protocol: 'tcp', port: 9090 }))].sort(compareAddressProtoPort);
+    };
+    assert.deepEqual(m.glue.hairpin, hairpin(eps), `${n} endpoints`);
+    // Each entry counted once for the service (not as shared by two): the first local endpoint
+    // moved away, the patched model drops its entries.
+    const moved = eps.map((e, i) => (i === 0 ? { ip: e.ip, node: 'node-b' } : e));
+    const m2 = translate(input(moved), cache);
+    assert.equal(cache.path, 'patched');
+    assert.deepEqual(m2.glue.hairpin, hairpin(moved), `${n} endpoints, one moved away`);
   }
 });
