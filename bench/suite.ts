@@ -423,7 +423,9 @@ if (a.phase === 'host' || a.phase === 'qemu') {
     const skip: string[] = [];
     const sizes = sizesOf(a['qemu-sizes']!);
     // Earlier rows of other sizes are kept (a size can be added in a later run).
-    const kept = (prev?.phases.qemu?.rows ?? []).filter((r) => !sizes.includes(r.services) && !r.error);
+    const kept = (prev?.phases.qemu?.rows ?? [])
+      .filter((r) => !sizes.includes(r.services) && !r.error)
+      .map((r) => ({ ...r, measuredAt: r.measuredAt ?? prev!.phases.qemu!.environment.date }));
     if (kept.length) result.phases.qemu = { ...prev!.phases.qemu!, rows: kept };
     for (const S of sizes) {
       const out = join(scratch, `qemu-${S}.json`);
@@ -436,11 +438,14 @@ if (a.phase === 'host' || a.phase === 'qemu') {
         continue;
       }
       const ph = JSON.parse(readFileSync(out, 'utf8')) as PhaseResult & { capped: Array<[string, number]> };
+      for (const row of ph.rows) row.measuredAt = ph.environment.date;
       for (const [name, at] of ph.capped) if (!skip.some((x) => x.startsWith(`${name}=`))) skip.push(`${name}=${at}`);
       if (!result.phases.qemu?.rows.length) result.phases.qemu = { environment: ph.environment, loadavgEnd: ph.loadavgEnd, rows: ph.rows };
       else {
         result.phases.qemu.rows.push(...ph.rows);
         result.phases.qemu.rows.sort((x, y) => x.services - y.services);
+        // the latest run's environment (each row keeps its own date)
+        result.phases.qemu.environment = ph.environment;
         result.phases.qemu.loadavgEnd = ph.loadavgEnd;
       }
       writeOutputs(result);

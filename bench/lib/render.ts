@@ -31,6 +31,9 @@ export type DaemonMeasure =
 export interface SizeRow {
   services: number;
   endpoints: number;
+  /** When its run started (its environment's date): the qemu phase keeps rows of other sizes
+   *  from earlier runs, so one table may hold rows of several runs. */
+  measuredAt?: string;
   error?: string;
   sizes: Record<string, number>;
   ipvsyncSyncProcess?: Measure;
@@ -254,7 +257,11 @@ function targets(res: SuiteResult): string[] {
 
 function envLine(p: PhaseResult): string {
   const e = p.environment;
-  return `kernel ${e.kernel} (${e.env}), ${e.cpu} × ${e.nproc}, ${e.memMB} MB, node ${e.node}; load average at start ${e.loadavg}, at end ${p.loadavgEnd}; ${Object.entries(e.tools as Record<string, string>).map(([k2, v]) => `${k2}: ${v}`).join('; ')}; ${e.date}`;
+  const line = `kernel ${e.kernel} (${e.env}), ${e.cpu} × ${e.nproc}, ${e.memMB} MB, node ${e.node}; load average at start ${e.loadavg}, at end ${p.loadavgEnd}; ${Object.entries(e.tools as Record<string, string>).map(([k2, v]) => `${k2}: ${v}`).join('; ')}; ${e.date}`;
+  const dates = new Set(p.rows.map((r) => r.measuredAt ?? e.date));
+  if (dates.size < 2) return line;
+  // rows of several runs: say which run each size is from (each run's own ratios hold)
+  return `${line}. Rows from different runs (compare within a row): ${p.rows.map((r) => `${k(r.services)} ${r.measuredAt ?? e.date}`).join(', ')}`;
 }
 
 export function renderMarkdown(res: SuiteResult): string {
