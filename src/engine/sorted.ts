@@ -38,16 +38,7 @@ export function* sortSteps<T>(a: T[], order: (x: T, y: T) => number): Steps<T[]>
   if (sorted) return a;
   const RUN = 32;
   for (let lo = 0; lo < n; lo += RUN) {
-    const hi = Math.min(lo + RUN, n);
-    for (let i = lo + 1; i < hi; i++) {
-      const x = a[i]!;
-      let j = i - 1;
-      while (j >= lo && (budget--, order(a[j]!, x) > 0)) {
-        a[j + 1] = a[j]!;
-        j--;
-      }
-      a[j + 1] = x;
-    }
+    budget -= insertionSort(a, lo, Math.min(lo + RUN, n), order);
     // checked per run: a unit of work may go over by one run's comparisons (at most 496)
     if (budget <= 0) {
       budget = SORT_CHUNK;
@@ -78,6 +69,22 @@ export function* sortSteps<T>(a: T[], order: (x: T, y: T) => number): Steps<T[]>
   }
   if (src !== a) for (let i = 0; i < n; i++) a[i] = src[i]!;
   return a;
+}
+
+/** Sorts a[lo, hi) by insertion, stably and in place, allocating nothing (short lists: a
+ *  merge sort's runs, a service port's endpoints); returns the comparisons it made. */
+export function insertionSort<T>(a: T[], lo: number, hi: number, order: (x: T, y: T) => number): number {
+  let comparisons = 0;
+  for (let i = lo + 1; i < hi; i++) {
+    const x = a[i]!;
+    let j = i - 1;
+    while (j >= lo && (comparisons++, order(a[j]!, x) > 0)) {
+      a[j + 1] = a[j]!;
+      j--;
+    }
+    a[j + 1] = x;
+  }
+  return comparisons;
 }
 
 /**

@@ -4,7 +4,7 @@
 import type { V1EndpointSlice } from '@kubernetes/client-node';
 import type { AddressFamily, IpvsProtocol } from '../kernel/ipvs.js';
 import { compareAddress, validIp } from './address.js';
-import { compareText } from '../engine/sorted.js';
+import { compareText, insertionSort } from '../engine/sorted.js';
 import { endpointAddress } from './slim.js';
 
 export interface EndpointInfo {
@@ -85,17 +85,7 @@ const byAddressPort = (a: EndpointInfo, b: EndpointInfo): number => compareAddre
  */
 function sortUniqueEndpoints(a: EndpointInfo[]): EndpointInfo[] {
   if (a.length > 32) a.sort(byAddressPort); // stable, as the insertion sort
-  else {
-    for (let i = 1; i < a.length; i++) {
-      const x = a[i]!;
-      let j = i - 1;
-      while (j >= 0 && byAddressPort(a[j]!, x) > 0) {
-        a[j + 1] = a[j]!;
-        j--;
-      }
-      a[j + 1] = x;
-    }
-  }
+  else insertionSort(a, 0, a.length, byAddressPort);
   // Equal ones are adjacent, in the order given: keep each run's last.
   let n = 0;
   for (let i = 0; i < a.length; i++) {
