@@ -55,6 +55,17 @@ function threadCpu(): ThreadCpu {
   return out;
 }
 
+/** The main thread's time waiting on a run queue (ns; schedstat's second field): the event loop
+ *  held off by other threads on too few CPUs (the kernel adding VIPs on the addon's thread,
+ *  V8's GC helpers), not by JavaScript. undefined where schedstat is missing. */
+function runQueueWaitNs(): number | undefined {
+  try {
+    return Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[1]);
+  } catch {
+    return undefined;
+  }
+}
+
 function cpuDelta(a: ThreadCpu, b: ThreadCpu): ThreadCpu {
   const d = (x: { user: number; sys: number }, y: { user: number; sys: number }) => ({ user: y.user - x.user, sys: y.sys - x.sys });
   return { main: d(a.main, b.main), others: d(a.others, b.others) };
@@ -113,6 +124,7 @@ async function measure<T>(fn: () => Promise<T>, loop = false) {
   const h = loop ? monitorEventLoopDelay({ resolution: 1 }) : undefined;
   h?.enable();
   const c0 = threadCpu();
+  const w0 = runQueueWaitNs();
   const u0 = process.cpuUsage();
   const s0 = stats();
   const a = performance.now();
@@ -121,6 +133,7 @@ async function measure<T>(fn: () => Promise<T>, loop = false) {
   const s1 = stats();
   const u1 = process.cpuUsage(u0);
   const c1 = threadCpu();
+  const w1 = runQueueWaitNs();
   h?.disable();
   return {
     value,
@@ -128,7 +141,7 @@ async function measure<T>(fn: () => Promise<T>, loop = false) {
     messages: s1.messages - s0.messages,
     sendmsg: s1.sendmsg - s0.sendmsg,
     recvmsg: s1.recvmsg - s0.recvmsg,
-    cpu: { userMs: u1.user / 1000, sysMs: u1.system / 1000, threads: cpuDelta(c0, c1) },
+    cpu: { userMs: u1.user / 1000, sysMs: u1.system / 1000, threads: cpuDelta(c0, c1), ...(w0 !== undefined && w1 !== undefined ? { mainRunQueueWaitMs: (w1 - w0) / 1e6 } : {}) },
     ...(h ? { eventLoop: { maxMs: h.max / 1e6, p99Ms: h.percentile(99) / 1e6, meanMs: h.mean / 1e6, samples: h.count } } : {}),
   };
 }
