@@ -7,9 +7,11 @@ import type { NftFamily } from '../kernel/nft-types.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { canonicalAddress, samePlain } from './ipvs-model.js';
 import { runSync, type Steps } from './slice.js';
-import { sortSteps, sortedPatchOf, type SortedPatch } from './sorted.js';
+import { registeredSortedList, sortSteps, sortedPatchOf, type ChunkedSorted, type SortedPatch } from './sorted.js';
 
 type Local<T> = Omit<T, 'family' | 'table'>;
+type DesiredSet = DesiredNftTable['sets'][number];
+type SetDecl = Omit<DesiredSet, 'elements'>;
 
 export interface DesiredNftTable {
   family: NftFamily;
@@ -88,6 +90,23 @@ function full<T extends object>(t: TableSpec, x: T): T & TableRef {
 }
 type TableRef = { family: NftFamily; table: string };
 
+/** A set without its elements, which are not read: a set whose elements are a list in chunks
+ *  (withSortedList, the glue's patched hairpin set) keeps them unmade. */
+function declOf(set: DesiredSet | (Local<SetSpec> & { elements: readonly SetElement[] })): SetDecl {
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(set)) if (k !== 'elements') out[k] = (set as unknown as Record<string, unknown>)[k];
+  return out as unknown as SetDecl;
+}
+
+/** Two sets' elements as lists in chunks, the first patched from the second: that patch, or
+ *  'same' (the very same list); undefined when they are not both lists or not so related. */
+function listPatch(set: object, before: object): SortedPatch<SetElement> | 'same' | undefined {
+  const a = registeredSortedList<SetElement>(set, 'elements');
+  const b = a && registeredSortedList<SetElement>(before, 'elements');
+  if (!a || !b) return undefined;
+  return a === b ? 'same' : sortedPatchOf(a, b);
+}
+
 /** Everything of the table, in dependency order (chains and sets before what refers to them). */
 function* build(t: TableSpec, d: DesiredNftTable): Steps<NftOp[]> {
   const ops: NftOp[] = [{ verb: 'add', kind: 'table', table: t }];
@@ -165,7 +184,7 @@ export function* diffNftSteps(desired: DesiredNftTable, observed: NftRuleset): S
     ops.push({ verb: 'flush', kind: 'chain', chain: full(t, c) });
     for (const r of wantRules.get(c.name) ?? []) ops.push({ verb: 'add', kind: 'rule', rule: full(t, r) });
   }
-  ops.push(...(yield* elementOps(t, desired, (name) => haveSets.get(name)!.elements)));
+  ops.push(...(yield* elementOps(t, desired, (name) => haveSets.get(name)!)));
   return { ops };
 }
 
@@ -184,20 +203,19 @@ export function* diffNftFromLastSteps(desired: DesiredNftTable, last: DesiredNft
   if (!samePlain(desired.chains, last.chains) || !samePlain(desired.rules, last.rules)) return undefined;
   if (desired.sets.length !== last.sets.length) return undefined;
   const before = new Map(last.sets.map((s) => [s.name, s]));
-  for (const { elements: _e, ...decl } of desired.sets) {
-    const b = before.get(decl.name);
+  for (const set of desired.sets) {
+    const b = before.get(set.name);
     if (!b) return undefined;
-    const { elements: _b, ...was } = b;
-    if (!samePlain(decl, was)) return undefined;
+    if (b !== set && !samePlain(declOf(set), declOf(b))) return undefined;
   }
-  return { ops: yield* elementOps(tableOf(desired), desired, (name) => before.get(name)!.elements) };
+  return { ops: yield* elementOps(tableOf(desired), desired, (name) => before.get(name)!) };
 }
 
 /** An order of set elements by key: 0 exactly when two keys are the same canonical key. */
 export type ElementOrder = (a: SetElement, b: SetElement) => number;
 
 /** Element arrays declared sorted and unique by an order: see sortedElements. */
-const SORTED = new WeakMap<readonly SetElement[], ElementOrder>();
+const SORTED = new WeakMap<object, ElementOrder>();
 
 /**
  * Declares `elements` sorted by `order` and unique by it, where `order` returns 0 exactly for
@@ -209,7 +227,7 @@ const SORTED = new WeakMap<readonly SetElement[], ElementOrder>();
  * Against a listing (a full plan), the listing's elements are sorted by `order` first.
  * The array must not change afterwards. Returns it.
  */
-export function sortedElements<T extends readonly SetElement[]>(elements: T, order: ElementOrder): T {
+export function sortedElements<T extends readonly SetElement[] | ChunkedSorted<SetElement>>(elements: T, order: ElementOrder): T {
   SORTED.set(elements, order);
   return elements;
 }
@@ -273,9 +291,16 @@ export function sameNftTables(a: readonly DesiredNftTable[], b: readonly Desired
     const { sets: ys, ...yt } = y;
     if (!samePlain(xt, yt) || xs.length !== ys.length) return false;
     for (let j = 0; j < xs.length; j++) {
-      const { elements: xe, ...xd } = xs[j]!;
-      const { elements: ye, ...yd } = ys[j]!;
-      if (!samePlain(xd, yd)) return false;
+      if (xs[j] === ys[j]) continue;
+      if (!samePlain(declOf(xs[j]!), declOf(ys[j]!))) return false;
+      const lp = listPatch(ys[j]!, xs[j]!);
+      if (lp === 'same') continue;
+      if (lp) {
+        if (lp.removed.length || lp.added.length || !lp.replaced.every(([was, now]) => samePlain(was, now))) return false;
+        continue;
+      }
+      const xe = xs[j]!.elements;
+      const ye = ys[j]!.elements;
       const p = xe !== ye ? sortedPatchOf(ye, xe) : undefined;
       if (p) {
         if (p.removed.length || p.added.length || !p.replaced.every(([was, now]) => samePlain(was, now))) return false;
@@ -299,11 +324,27 @@ function* sortedUnique(elements: readonly SetElement[], order: ElementOrder): St
 }
 
 /** Elements: by canonical key; a changed value (another verdict/data) is a delete + add. */
-function* elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) => readonly SetElement[]): Steps<NftOp[]> {
+function* elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) => { readonly elements: readonly SetElement[] }): Steps<NftOp[]> {
   const ops: NftOp[] = [];
-  for (const { elements, ...s } of desired.sets) {
+  for (const set of desired.sets) {
+    const s = declOf(set);
     const spec = full(t, s);
-    const before = had(s.name);
+    const beforeSet = had(s.name);
+    // Both lists in chunks, this one patched from that one (the glue's hairpin set after a
+    // local endpoint moved): the patch is the delta, and neither list is made into an array.
+    const lp = listPatch(set, beforeSet);
+    const listOrder = lp && SORTED.get(registeredSortedList(set, 'elements')!);
+    if (lp === 'same') continue;
+    if (lp && listOrder) {
+      const add: SetElement[] = [];
+      const del: SetElement[] = [];
+      patchElementOps(lp, listOrder, del, add);
+      if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
+      if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
+      continue;
+    }
+    const elements = set.elements;
+    const before = beforeSet.elements;
     const order = SORTED.get(elements);
     if (order !== undefined) {
       // A listing (kernel order) is sorted by the same order first: one merge pass then, with

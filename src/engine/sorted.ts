@@ -128,7 +128,7 @@ export interface SortedPatch<T> {
 /** A list's base is held weakly: a strong one would keep every list of a chain of patches
  *  alive through the records (each list's record holding the one before it). */
 interface Derivation<R> {
-  base: WeakRef<readonly unknown[]>;
+  base: WeakRef<object>;
   record: R;
 }
 
@@ -151,39 +151,42 @@ export function replacedOf<T>(list: readonly T[], base: readonly T[]): readonly 
   return d && d.base.deref() === base ? d.record : undefined;
 }
 
-/** Lists made by patchSorted (never changed afterwards, as patchSorted's callers promise). */
-const PATCHES = new WeakMap<readonly unknown[], Derivation<SortedPatch<unknown>>>();
+/** Lists made by patchSorted or ChunkedSorted.patch (never changed afterwards). */
+const PATCHES = new WeakMap<object, Derivation<SortedPatch<unknown>>>();
 
-/** How patchSorted made `list` from `base`, or undefined (not made by patchSorted from it). */
-export function sortedPatchOf<T>(list: readonly T[], base: readonly T[]): SortedPatch<T> | undefined {
+/** How patchSorted (or ChunkedSorted.patch) made `list` from `base`, or undefined (not made
+ *  that way from it). */
+export function sortedPatchOf<T>(list: readonly T[] | ChunkedSorted<T>, base: readonly T[] | ChunkedSorted<T>): SortedPatch<T> | undefined {
   const d = PATCHES.get(list);
   return d && d.base.deref() === base ? (d.record as SortedPatch<T>) : undefined;
 }
 
 /**
- * `sorted` (by `order`, unique by it) without `remove` and with `add`, each placed by binary
- * search: O(k log n) comparisons for k changes (and one copy of the array). An added element
- * equal by `order` to one already there replaces it. The result must not be changed: what was
- * done is kept for sortedPatchOf.
+ * A sorted sequence being patched in place (patchSequence): positions come from `find` and are
+ * used at once, before the next change (an insert or removal may move every later one).
  */
-export function patchSorted<T>(sorted: readonly T[], remove: Iterable<T>, add: Iterable<T>, order: (x: T, y: T) => number): T[] {
-  // One copy, changed in place (a splice moves part of it; a copy of a 200k-entry list is a
-  // fresh large-object allocation, ~2 ms, so none more than this one).
-  const out = sorted.slice();
-  const at = (x: T) => {
-    let lo = 0;
-    let hi = out.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (order(out[mid]!, x) < 0) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  };
+interface PatchTarget<T> {
+  /** Where x is, or would go: the first position whose entry is not before x by the order. */
+  find(x: T): number;
+  /** The entry at a position find returned (undefined past the end). */
+  at(pos: number): T | undefined;
+  set(pos: number, x: T): void;
+  insert(pos: number, x: T): void;
+  removeAt(pos: number): T;
+}
+
+/**
+ * `target` (sorted by `order`, unique by it) without `remove` and with `add`, each placed by
+ * one search; an added element equal by `order` to one there replaces it. Returns what it did:
+ * the entries it actually removed, inserted, and replaced ([the old, the new]; an element
+ * removed and added back counts as replaced).
+ */
+function patchSequence<T>(target: PatchTarget<T>, remove: Iterable<T>, add: Iterable<T>, order: (x: T, y: T) => number): SortedPatch<T> {
   const removed: T[] = [];
   for (const r of remove) {
-    const i = at(r);
-    if (i < out.length && order(out[i]!, r) === 0) removed.push(...out.splice(i, 1));
+    const i = target.find(r);
+    const there = target.at(i);
+    if (there !== undefined && order(there, r) === 0) removed.push(target.removeAt(i));
   }
   // An element removed and then added back (equal by the order) replaced the base's.
   const removedSorted = removed.length > 1 ? removed.slice().sort(order) : removed;
@@ -193,10 +196,10 @@ export function patchSorted<T>(sorted: readonly T[], remove: Iterable<T>, add: I
   const replaced: Array<readonly [T, T]> = [];
   const replacedAt = new Map<T, number>();
   for (const a of add) {
-    const i = at(a);
-    if (i < out.length && order(out[i]!, a) === 0) {
-      const was = out[i]!;
-      out[i] = a;
+    const i = target.find(a);
+    const was = target.at(i);
+    if (was !== undefined && order(was, a) === 0) {
+      target.set(i, a);
       const k = addedAt.get(was);
       const r = replacedAt.get(was);
       if (k !== undefined) {
@@ -213,7 +216,7 @@ export function patchSorted<T>(sorted: readonly T[], remove: Iterable<T>, add: I
       }
       continue;
     }
-    out.splice(i, 0, a);
+    target.insert(i, a);
     const k = sortedIndexOf(removedSorted, a, order);
     const back = k >= 0 ? removedSorted[k]! : undefined;
     if (back !== undefined && !readded.has(back)) {
@@ -226,8 +229,228 @@ export function patchSorted<T>(sorted: readonly T[], remove: Iterable<T>, add: I
     }
   }
   const gone = readded.size ? removed.filter((x) => !readded.has(x)) : removed;
-  PATCHES.set(out, { base: new WeakRef(sorted), record: { removed: gone, added, replaced } });
+  return { removed: gone, added, replaced };
+}
+
+/**
+ * `sorted` (by `order`, unique by it) without `remove` and with `add`, each placed by binary
+ * search: O(k log n) comparisons for k changes (and one copy of the array). An added element
+ * equal by `order` to one already there replaces it. The result must not be changed: what was
+ * done is kept for sortedPatchOf.
+ */
+export function patchSorted<T>(sorted: readonly T[], remove: Iterable<T>, add: Iterable<T>, order: (x: T, y: T) => number): T[] {
+  // One copy, changed in place (a splice moves part of it; a copy of a 200k-entry list is a
+  // fresh large-object allocation, ~2 ms, so none more than this one).
+  const out = sorted.slice();
+  const record = patchSequence<T>(
+    {
+      find: (x) => lowerBound(out, x, order),
+      at: (i) => out[i],
+      set: (i, x) => void (out[i] = x),
+      insert: (i, x) => void out.splice(i, 0, x),
+      removeAt: (i) => out.splice(i, 1)[0]!,
+    },
+    remove,
+    add,
+    order,
+  );
+  PATCHES.set(out, { base: new WeakRef(sorted), record });
   return out;
+}
+
+/** The first index of `sorted` whose entry is not before x by `order` (sorted.length: none). */
+function lowerBound<T>(sorted: readonly T[], x: T, order: (a: T, b: T) => number, lo = 0, hi = sorted.length): number {
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (order(sorted[mid]!, x) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** Entries per chunk of a ChunkedSorted made from an array; a chunk grown to twice this splits. */
+const CHUNK = 512;
+
+/** Positions in a ChunkedSorted being patched: chunk * POS + index (chunks stay under POS). */
+const POS = 4096;
+
+/**
+ * A sorted list (unique by its order) kept in chunks, so that a few changes copy the chunk
+ * table and the chunks they touch, not the list: at 50k services × 10 a one-endpoint sync
+ * patched two ~200k-entry hairpin lists, 1.6 MB each — old-generation garbage a sync later,
+ * so a mark of the whole ~500 MB heap every few dozen syncs (GC ~17 of the ~19 ms a sync took
+ * on average, against ~1.6 ms at 1k). Read as an array by toArray (made once, kept). Never
+ * changed after it is made.
+ */
+export class ChunkedSorted<T> implements Iterable<T> {
+  /** How many lists toArray flattened (a test's count: an incremental sync flattens none). */
+  static flattened = 0;
+  readonly length: number;
+  #array: readonly T[] | undefined;
+
+  private constructor(
+    private readonly chunks: ReadonlyArray<readonly T[]>,
+    length: number,
+    array?: readonly T[],
+  ) {
+    this.length = length;
+    this.#array = array;
+  }
+
+  /** The list of a sorted, unique array (which it keeps as its toArray: not to be changed). */
+  static of<T>(sorted: readonly T[]): ChunkedSorted<T> {
+    const chunks: T[][] = [];
+    for (let i = 0; i < sorted.length; i += CHUNK) chunks.push(sorted.slice(i, i + CHUNK));
+    return new ChunkedSorted(chunks, sorted.length, sorted);
+  }
+
+  /** Whether an entry equals x by `order` (the list's order): two binary searches. */
+  has(x: T, order: (a: T, b: T) => number): boolean {
+    const pos = findIn(this.chunks, x, order);
+    const e = this.chunks[Math.floor(pos / POS)]?.[pos % POS];
+    return e !== undefined && order(e, x) === 0;
+  }
+
+  /** The entries in order, as one array (made on the first call). */
+  toArray(): readonly T[] {
+    if (this.#array === undefined) {
+      ChunkedSorted.flattened++;
+      const out = new Array<T>(this.length);
+      let n = 0;
+      for (const c of this.chunks) for (let i = 0; i < c.length; i++) out[n++] = c[i]!;
+      this.#array = out;
+    }
+    return this.#array;
+  }
+
+  *[Symbol.iterator](): Iterator<T> {
+    for (const c of this.chunks) yield* c;
+  }
+
+  /**
+   * This list without `remove` and with `add` (patchSorted's rules): the chunk table copied,
+   * each chunk it changes copied once. What was done is kept for sortedPatchOf.
+   */
+  patch(remove: Iterable<T>, add: Iterable<T>, order: (x: T, y: T) => number): ChunkedSorted<T> {
+    const chunks = this.chunks.slice() as T[][];
+    const own = new Set<T[]>();
+    let length = this.length;
+    const mine = (c: number): T[] => {
+      let a = chunks[c]!;
+      if (!own.has(a)) {
+        a = a.slice();
+        own.add(a);
+        chunks[c] = a;
+      }
+      return a;
+    };
+    const record = patchSequence<T>(
+      {
+        find: (x) => findIn(chunks, x, order),
+        at: (pos) => chunks[Math.floor(pos / POS)]?.[pos % POS],
+        set: (pos, x) => void (mine(Math.floor(pos / POS))[pos % POS] = x),
+        insert: (pos, x) => {
+          const c = Math.floor(pos / POS);
+          length++;
+          if (c === chunks.length) {
+            const a = [x];
+            own.add(a);
+            chunks.push(a);
+            return;
+          }
+          const a = mine(c);
+          a.splice(pos % POS, 0, x);
+          if (a.length >= 2 * CHUNK) {
+            const rest = a.splice(CHUNK);
+            own.add(rest);
+            chunks.splice(c + 1, 0, rest);
+          }
+        },
+        removeAt: (pos) => {
+          const c = Math.floor(pos / POS);
+          const a = mine(c);
+          const [x] = a.splice(pos % POS, 1);
+          length--;
+          if (!a.length) chunks.splice(c, 1);
+          return x!;
+        },
+      },
+      remove,
+      add,
+      order,
+    );
+    const out = new ChunkedSorted<T>(chunks, length);
+    PATCHES.set(out, { base: new WeakRef(this), record });
+    return out;
+  }
+}
+
+/** Where x is or would go in sorted chunks (chunk * POS + index): the first chunk whose last
+ *  entry is not before x, then within it; past the last entry, the end of the last chunk. */
+function findIn<T>(chunks: ReadonlyArray<readonly T[]>, x: T, order: (a: T, b: T) => number): number {
+  let lo = 0;
+  let hi = chunks.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    const c = chunks[mid]!;
+    if (order(c[c.length - 1]!, x) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo === chunks.length) return lo === 0 ? 0 : (lo - 1) * POS + chunks[lo - 1]!.length;
+  return lo * POS + lowerBound(chunks[lo]!, x, order);
+}
+
+/**
+ * Defines `holder[key]` as the array of `list`, made on the first read (an enumerable property
+ * like any other, then a plain value): the list stays registered for sortedListOf, so code that
+ * patches the holder's list again never reads the array. `made` runs on the array once made.
+ */
+export function defineSortedList<H extends object, T>(holder: H, key: string, list: ChunkedSorted<T>, made?: (a: readonly T[]) => void): void {
+  LISTS.set(holder, { key, list });
+  Object.defineProperty(holder, key, {
+    enumerable: true,
+    configurable: true,
+    get() {
+      const a = list.toArray();
+      made?.(a);
+      Object.defineProperty(holder, key, { value: a, enumerable: true, configurable: false, writable: false });
+      return a;
+    },
+  });
+}
+
+/**
+ * A copy of `holder` (its own enumerable properties, in their order) whose `key` is `list`,
+ * read as an array only when read (defineSortedList). The holder's own `key` is not read, so a
+ * list of it not yet made into an array stays so.
+ */
+export function withSortedList<H extends object, T>(holder: H, key: keyof H & string, list: ChunkedSorted<T>, made?: (a: readonly T[]) => void): H {
+  const out = {} as Record<string, unknown>;
+  for (const k of Object.keys(holder)) {
+    if (k === key) defineSortedList(out, key, list, made);
+    else out[k] = (holder as Record<string, unknown>)[k];
+  }
+  if (!(key in out)) defineSortedList(out, key, list, made);
+  return out as H;
+}
+
+/** The lists defineSortedList gave their holders, or sortedListOf made from an array. */
+const LISTS = new WeakMap<object, { key: string; list: ChunkedSorted<unknown> }>();
+
+/** The list defineSortedList gave `holder[key]`, if any: no array made. */
+export function registeredSortedList<T>(holder: object, key: string): ChunkedSorted<T> | undefined {
+  const l = LISTS.get(holder);
+  return l && l.key === key ? (l.list as ChunkedSorted<T>) : undefined;
+}
+
+/** holder[key] as a ChunkedSorted: the one it was defined with, or one made (once, then kept)
+ *  from the array there, which must be sorted and unique by the order it is patched with. */
+export function sortedListOf<T>(holder: object, key: string): ChunkedSorted<T> {
+  const had = registeredSortedList<T>(holder, key);
+  if (had) return had;
+  const list = ChunkedSorted.of((holder as Record<string, readonly T[]>)[key]!);
+  LISTS.set(holder, { key, list });
+  return list;
 }
 
 /** The index of an element of `sorted` equal to x by `order`, or -1: one binary search. */

@@ -6,7 +6,7 @@
 import type { V1EndpointSlice, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
 import { mapSteps, runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
-import { compareText, patchSorted, sortByKeySteps, sortedHas, withReplaced } from '../engine/sorted.js';
+import { compareText, sortByKeySteps, sortedListOf, withReplaced, withSortedList, type ChunkedSorted } from '../engine/sorted.js';
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
 import { addressKey, addressProtoPortKey, cidrList, compareAddress, compareAddressProtoPort, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
 import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
@@ -381,9 +381,13 @@ function patch(
   const removed = new Map<string, GlueHairpin>();
   const added = new Map<string, GlueHairpin>();
   const shared = last.hairpinShared;
+  // The hairpin list in chunks: patched without a copy of the whole (its array, if anyone
+  // reads it, is made then).
+  let hairpinList: ChunkedSorted<GlueHairpin> | undefined;
+  const hairpin = () => (hairpinList ??= sortedListOf<GlueHairpin>(base.glue, 'hairpin'));
   /** How many services have hairpin entry k (h) at this point of the patch. */
   const refs = (k: string, h: GlueHairpin): number =>
-    shared.get(k) ?? (added.has(k) || (!removed.has(k) && sortedHas(base.glue.hairpin, h, byVip)) ? 1 : 0);
+    shared.get(k) ?? (added.has(k) || (!removed.has(k) && hairpin().has(h, byVip)) ? 1 : 0);
   const setRefs = (k: string, n: number) => (n >= 2 ? shared.set(k, n) : shared.delete(k));
   for (const c of changed) {
     // sameButEndpoints: the same virtual servers in the same order
@@ -412,7 +416,7 @@ function patch(
     }
   }
   const model: ProxyModel = { ...base, services: withReplaced(services, base.services, swappedAt) };
-  if (removed.size || added.size) model.glue = { ...base.glue, hairpin: patchSorted(base.glue.hairpin, removed.values(), added.values(), byVip) };
+  if (removed.size || added.size) model.glue = withSortedList(base.glue, 'hairpin', hairpin().patch(removed.values(), added.values(), byVip));
   return { model, swapped };
 }
 

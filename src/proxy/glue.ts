@@ -25,7 +25,7 @@ import type { GlueHairpin, GlueSpec } from '../kube/types.js';
 import { familyOf } from '../engine/ipvs-model.js';
 import { compareAddress, compareAddressProtoPort } from '../kube/address.js';
 import { mapSteps, runSync, type Steps } from '../engine/slice.js';
-import { patchSorted, sortSteps, sortedPatchOf } from '../engine/sorted.js';
+import { registeredSortedList, sortSteps, sortedListOf, sortedPatchOf, withSortedList } from '../engine/sorted.js';
 
 export const MASQ_MARK = 0x4000;
 export const GLUE_TABLE = 'ipvsync';
@@ -143,8 +143,11 @@ export function patchGlueHairpin(before: GlueSpec, tables: readonly DesiredNftTa
   let removed: readonly GlueHairpin[];
   let added: readonly GlueHairpin[];
   // translate patches its hairpin list from the last one: what it did is known, no walk needed
-  // (an entry replaced by an equal one is the same hairpin element)
-  const p = sortedPatchOf(g.hairpin, before.hairpin);
+  // (an entry replaced by an equal one is the same hairpin element). Its list in chunks, if it
+  // has one, not read as an array.
+  const gl = registeredSortedList<GlueHairpin>(g, 'hairpin');
+  const bl = gl && registeredSortedList<GlueHairpin>(before, 'hairpin');
+  const p = gl && bl ? sortedPatchOf(gl, bl) : sortedPatchOf(g.hairpin, before.hairpin);
   if (p) {
     removed = p.removed;
     added = p.added;
@@ -154,7 +157,7 @@ export function patchGlueHairpin(before: GlueSpec, tables: readonly DesiredNftTa
     sets: t.sets.map((s) => {
       if (s.name !== 'hairpin') return s;
       const mine = (h: GlueHairpin) => fam(h.address) === t.family;
-      return { ...s, elements: patchElements(s.elements, removed.filter(mine).map(hairpinElement), added.filter(mine).map(hairpinElement)) };
+      return patchElements(s, removed.filter(mine).map(hairpinElement), added.filter(mine).map(hairpinElement));
     }),
   }));
 }
@@ -185,10 +188,16 @@ function hairpinChange(a: readonly GlueHairpin[], b: readonly GlueHairpin[]): [G
   return [removed, added];
 }
 
-/** Elements sorted by compareElements, without `remove` and with `add`. */
-function patchElements(sorted: readonly SetElement[], remove: readonly SetElement[], add: readonly SetElement[]): SetElement[] {
-  if (!remove.length && !add.length) return sorted as SetElement[];
-  return sortedElements(patchSorted(sorted, remove, add, compareElements), compareElements);
+type DesiredSet = DesiredNftTable['sets'][number];
+
+/** The set with its elements (sorted by compareElements) without `remove` and with `add`: a
+ *  list in chunks patched (the set's own, or one made once from its array), so a sync after a
+ *  local endpoint moved copies a chunk or two of a ~200k-element set at 50k services, not the
+ *  set; its array is made only if read. */
+function patchElements(s: DesiredSet, remove: readonly SetElement[], add: readonly SetElement[]): DesiredSet {
+  if (!remove.length && !add.length) return s;
+  const list = sortedElements(sortedListOf<SetElement>(s, 'elements').patch(remove, add, compareElements), compareElements);
+  return withSortedList(s, 'elements', list, (a) => sortedElements(a, compareElements));
 }
 
 function* glueTableSteps(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Steps<DesiredNftTable> {

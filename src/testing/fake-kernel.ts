@@ -9,7 +9,7 @@ import type { IpSet, IpSetMember, IpSetOp, IpSetsApi, IpSetSpec } from '../kerne
 import type { Address, Link, LinkOp, LinksApi } from '../kernel/links.js';
 import type { Route, RouteFilter, RouteOp, RoutesApi } from '../kernel/routes.js';
 import { parseCidr, networkText } from '../engine/cidr.js';
-import { NftCommitResult, NftTransaction, type CommitOptions, type NftablesApi, type NftOp, type NftRuleset, type ListOptions } from '../kernel/nftables.js';
+import { NftCommitResult, NftTransaction, type CommitOptions, type NftablesApi, type NftOp, type NftRuleset, type ListOptions, type SetElement } from '../kernel/nftables.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { memberKey } from '../engine/ipsets-diff.js';
 import { elementKey, stableStringify } from '../engine/nft-diff.js';
@@ -444,25 +444,29 @@ export class FakeNftables implements NftablesApi {
       case 'elements': {
         const s = rs.sets.find((x) => sameT(x, op.set.family, op.set.table) && x.name === op.set.name);
         if (!s) return 'ENOENT';
+        // by key, in the set's order (adds at the end); a failure rolls the whole commit back
+        const have = new Map<string, SetElement>();
+        for (const x of s.elements) have.set(elementKey(s, x), x);
         for (const e of op.elements) {
           const k = elementKey(s, e);
-          const i = s.elements.findIndex((x) => elementKey(s, x) === k);
+          const x = have.get(k);
           if (op.verb === 'add' || op.verb === 'create') {
-            if (i >= 0) {
+            if (x) {
               if (op.verb === 'create') return 'EEXIST';
               // the kernel refuses to change an element's value with a plain add
-              if (JSON.stringify(s.elements[i]!.verdict ?? s.elements[i]!.data ?? null) !== JSON.stringify(e.verdict ?? e.data ?? null)) return 'EEXIST';
+              if (JSON.stringify(x.verdict ?? x.data ?? null) !== JSON.stringify(e.verdict ?? e.data ?? null)) return 'EEXIST';
               continue;
             }
-            s.elements.push(structuredClone(e));
+            have.set(k, structuredClone(e));
           } else {
-            if (i < 0) {
+            if (!x) {
               if (op.verb === 'delete') return 'ENOENT';
               continue;
             }
-            s.elements.splice(i, 1);
+            have.delete(k);
           }
         }
+        s.elements = [...have.values()];
         return undefined;
       }
       case 'rule': {

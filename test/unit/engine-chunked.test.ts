@@ -1,0 +1,81 @@
+// ChunkedSorted: a sorted list in chunks, patched by copying only the chunks a change touches;
+// the same list and the same record as patchSorted, and lists read as arrays only on demand.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ChunkedSorted, defineSortedList, patchSorted, registeredSortedList, sortedListOf, sortedPatchOf } from '../../src/engine/sorted.js';
+import { prng } from '../helpers/bytes.js';
+
+type E = { k: number; v: string };
+const order = (a: E, b: E) => a.k - b.k;
+const chunksOf = (l: ChunkedSorted<E>) => (l as unknown as { chunks: E[][] }).chunks;
+
+test('patching a ChunkedSorted gives patchSorted’s list and record, through chunk splits and emptied chunks', () => {
+  const r = prng(23);
+  for (let round = 0; round < 200; round++) {
+    const n = Math.floor(r() * 3000);
+    const keys = new Set<number>();
+    while (keys.size < n) keys.add(Math.floor(r() * 10000));
+    let arr: E[] = [...keys].sort((a, b) => a - b).map((k) => ({ k, v: 'old' }));
+    let list = ChunkedSorted.of(arr);
+    // several patches in a row: many inserts into one region split its chunk; removals of a
+    // whole run empty one
+    for (let step = 0; step < 4; step++) {
+      const from = Math.floor(r() * 10000);
+      const remove = arr.filter((e) => (e.k >= from && e.k < from + 700) || r() < 0.01).map(({ k }) => ({ k, v: 'gone' }));
+      remove.push({ k: 20000, v: 'absent' });
+      const add = Array.from({ length: Math.floor(r() * 1500) }, () => ({ k: from + Math.floor(r() * (r() < 0.5 ? 800 : 10000)), v: `new${step}` }));
+      const wantArr = patchSorted(arr, remove, add, order);
+      const got = list.patch(remove, add, order);
+      assert.deepEqual([...got], wantArr, `round ${round} step ${step}: the entries`);
+      assert.equal(got.length, wantArr.length);
+      assert.deepEqual(sortedPatchOf(got, list), sortedPatchOf(wantArr, arr), `round ${round} step ${step}: the record`);
+      assert.equal(sortedPatchOf(got, ChunkedSorted.of(arr)), undefined, 'not from another list');
+      for (const c of chunksOf(got)) assert.ok(c.length > 0 && c.length < 1024, 'no empty chunk, none past twice the size');
+      for (const e of wantArr.slice(0, 50)) assert.ok(got.has({ k: e.k, v: '' }, order));
+      assert.equal(got.has({ k: 30000, v: '' }, order), false);
+      arr = wantArr;
+      list = got;
+    }
+    assert.deepEqual(list.toArray(), arr);
+  }
+  const empty = ChunkedSorted.of<E>([]).patch([], [{ k: 1, v: 'a' }, { k: 0, v: 'b' }], order);
+  assert.deepEqual([...empty].map((e) => e.k), [0, 1]);
+  assert.deepEqual([...empty.patch([{ k: 0, v: '' }, { k: 1, v: '' }], [], order)], []);
+});
+
+test('a patch copies the chunk table and the chunks it changes, and shares every other chunk', () => {
+  const arr = Array.from({ length: 200_000 }, (_, i) => ({ k: 2 * i, v: 'x' }));
+  const list = ChunkedSorted.of(arr);
+  const next = list.patch([arr[1000]!], [{ k: 2 * 150_000 + 1, v: 'y' }], order);
+  const a = chunksOf(list);
+  const b = chunksOf(next);
+  assert.equal(a.length, b.length);
+  const copied = b.filter((c, i) => c !== a[i]).length;
+  assert.equal(copied, 2, 'the two chunks changed, no other');
+  assert.equal(list.toArray(), arr, 'the list made from an array reads as that array');
+  assert.equal(list.length, 200_000);
+  assert.equal(next.length, 200_000);
+});
+
+test('defineSortedList: the array is made on the first read, once; the list stays registered', () => {
+  const list = ChunkedSorted.of([{ k: 1, v: 'a' }]).patch([], [{ k: 2, v: 'b' }], order);
+  const holder: { name: string; items?: readonly E[] } = { name: 'h' };
+  let made = 0;
+  const before = ChunkedSorted.flattened;
+  defineSortedList(holder, 'items', list, () => made++);
+  assert.deepEqual(Object.keys(holder), ['name', 'items'], 'enumerable, in place');
+  assert.equal(registeredSortedList(holder, 'items'), list);
+  assert.equal(registeredSortedList(holder, 'other'), undefined);
+  assert.equal(sortedListOf(holder, 'items'), list);
+  assert.equal(ChunkedSorted.flattened, before, 'nothing made yet');
+  const a = holder.items!;
+  assert.deepEqual(a.map((e) => e.k), [1, 2]);
+  assert.equal(holder.items, a, 'the same array again');
+  assert.equal(made, 1);
+  assert.equal(ChunkedSorted.flattened, before + 1);
+  // an array-held list becomes a list once, then the same one
+  const plain = { items: [{ k: 5, v: 'p' }] };
+  const l = sortedListOf<E>(plain, 'items');
+  assert.equal(sortedListOf(plain, 'items'), l);
+  assert.equal(l.toArray(), plain.items);
+});

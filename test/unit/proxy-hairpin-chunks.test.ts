@@ -1,0 +1,84 @@
+// A node-local endpoint moving is the common incremental sync: translate patches its hairpin
+// list and the glue its hairpin set as lists in chunks (ChunkedSorted), and neither list is made
+// into an array on the way to the kernel (at 50k services × 10 each is ~200k entries: two
+// copies per sync were what made the sync's GC grow with the cluster). Here: the kernel gets
+// exactly the moved elements, no list is flattened, and what the kernel then holds is what a
+// proxier starting from scratch programs.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import { Proxier } from '../../src/proxy/proxier.js';
+import { ChunkedSorted } from '../../src/engine/sorted.js';
+import { TranslateCache, translate } from '../../src/kube/translate.js';
+import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
+import { FakeLinks, FakeNftables } from '../../src/testing/fake-kernel.js';
+import { slice, svc } from '../fixtures/kube/builders.js';
+
+const NODE = { name: 'node-a', addresses: ['10.0.0.11', '2001:db8::11'] };
+const CONFIG = { scheduler: 'rr', clusterCIDRs: ['10.244.0.0/16'] };
+const N = 1500;
+
+const endpoints = (i: number, moved: Map<number, string>) =>
+  [0, 1, 2, 3].map((j) => ({ ip: j === 0 && moved.has(i) ? moved.get(i)! : `10.244.${i >> 6}.${(i & 63) * 4 + j}`, node: j < 2 ? 'node-a' : 'node-b' }));
+
+function cluster(moved: Map<number, string>): { services: V1Service[]; endpointSlices: V1EndpointSlice[] } {
+  const services: V1Service[] = [];
+  const endpointSlices: V1EndpointSlice[] = [];
+  for (let i = 0; i < N; i++) {
+    // every tenth service dual-stack-ish: an IPv6 one, so the ip6 table's hairpin set has entries too
+    const v6 = i % 10 === 0;
+    services.push(svc(`s${i}`, { clusterIP: v6 ? `fd00::${i.toString(16)}` : `10.96.${i >> 8}.${i & 255}`, ports: [{ name: 'http', port: 80, protocol: 'TCP' }, { name: 'dns', port: 53, protocol: 'UDP' }] }));
+    const eps = v6 ? [0, 1].map((j) => ({ ip: `fd00:244::${i.toString(16)}:${j}`, node: 'node-a' })) : endpoints(i, moved);
+    endpointSlices.push(slice(`s${i}`, `s${i}-0`, [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }], eps, { addressType: v6 ? 'IPv6' : 'IPv4' }));
+  }
+  return { services, endpointSlices };
+}
+
+async function proxierWith(moved: Map<number, string>) {
+  const kernel = { ipvs: new FakeIpvs(), links: new FakeLinks(), nft: new FakeNftables() };
+  const p = new Proxier(kernel, { node: NODE, config: CONFIG, vipLink: 'kube-ipvs0', glue: true });
+  const c = cluster(moved);
+  for (const s of c.services) p.onServiceUpdate(s);
+  for (const s of c.endpointSlices) p.onSliceUpdate(s);
+  const r = await p.sync(true);
+  assert.deepEqual(r.report.errors, []);
+  return { kernel, p };
+}
+
+test('a node-local endpoint moving: the hairpin lists are patched in chunks, never flattened, and the kernel gets the moved elements alone', async () => {
+  const moved = new Map<number, string>();
+  const { kernel, p } = await proxierWith(moved);
+  const hairpinSet = async (family: 'ip' | 'ip6') =>
+    (await kernel.nft.list()).sets.find((s) => s.family === family && s.name === 'hairpin')!.elements!.map((e) => e.key.join(' . '));
+  const ip0 = await hairpinSet('ip');
+  assert.equal(ip0.length, (N - N / 10) * 2 * 2, 'two local endpoints × two ports per IPv4 service');
+  for (let k = 0; k < 6; k++) {
+    const i = 1 + 37 * k;
+    const was = endpoints(i, moved)[0]!.ip;
+    moved.set(i, `10.250.0.${k + 1}`);
+    const c = cluster(moved);
+    p.onSliceUpdate(c.endpointSlices[i]!);
+    const flattened = ChunkedSorted.flattened;
+    const r = await p.sync(false);
+    assert.deepEqual(r.report.errors, []);
+    assert.equal(ChunkedSorted.flattened, flattened, `sync ${k}: no hairpin list made into an array`);
+    assert.equal((p as unknown as { translations: TranslateCache }).translations.path, 'patched', 'translate patched the last model');
+    // the old endpoint's two elements out, the new one's two in, in one transaction
+    assert.equal(r.report.nft.writes, 2, `sync ${k}: one delete and one add of elements`);
+    const ip: string[] = await hairpinSet('ip');
+    assert.equal(ip.length, ip0.length);
+    assert.ok(!ip.some((e) => e.startsWith(`${was} `)) && ip.filter((e) => e.startsWith(`10.250.0.${k + 1} `)).length === 2);
+  }
+  // The patched model, read as arrays now, is the model from scratch; the kernel holds what a
+  // proxier starting from the same objects programs.
+  const c = cluster(moved);
+  assert.deepStrictEqual(p.model().glue.hairpin, translate({ ...c, node: NODE, config: CONFIG }).glue.hairpin);
+  const fresh = await proxierWith(moved);
+  const { genId: _g1, ...now } = await kernel.nft.list();
+  const { genId: _g2, ...want } = await fresh.kernel.nft.list();
+  assert.deepEqual(now, want);
+  // and a full resync over the patched state finds nothing to write
+  const again = await p.sync(true);
+  assert.deepEqual(again.report.errors, []);
+  assert.equal(again.report.nft.writes, 0);
+});
