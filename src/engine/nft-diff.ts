@@ -262,8 +262,9 @@ function mergeElements(want: readonly SetElement[], have: readonly SetElement[],
   while (j < have.length) del.push(have[j++]!);
 }
 
-/** mergeElements' result for `want` = patchSorted(have, …): what the patch removed and
- *  inserted, and its replacements whose value changed (each sorted by `order`, as the merge). */
+/** mergeElements' result for a list patched from `have` (ChunkedSorted.patch): what the patch
+ *  removed and inserted, and its replacements whose value changed (each sorted by `order`, as
+ *  the merge). */
 function patchElementOps(p: SortedPatch<SetElement>, order: ElementOrder, del: SetElement[], add: SetElement[]): void {
   del.push(...p.removed);
   add.push(...p.added);
@@ -278,7 +279,8 @@ function patchElementOps(p: SortedPatch<SetElement>, order: ElementOrder, del: S
 
 /**
  * samePlain of two lists of desired tables, where a set's elements patched from the other's
- * (sortedPatchOf) compare by the patch — no walk over 100k elements to find the one that moved.
+ * (lists in chunks, listPatch) compare by the patch — no walk over 100k elements to find the one
+ * that moved, and neither list made into an array.
  */
 export function sameNftTables(a: readonly DesiredNftTable[], b: readonly DesiredNftTable[]): boolean {
   if (a === b) return true;
@@ -299,12 +301,7 @@ export function sameNftTables(a: readonly DesiredNftTable[], b: readonly Desired
         if (lp.removed.length || lp.added.length || !lp.replaced.every(([was, now]) => samePlain(was, now))) return false;
         continue;
       }
-      const xe = xs[j]!.elements;
-      const ye = ys[j]!.elements;
-      const p = xe !== ye ? sortedPatchOf(ye, xe) : undefined;
-      if (p) {
-        if (p.removed.length || p.added.length || !p.replaced.every(([was, now]) => samePlain(was, now))) return false;
-      } else if (!samePlain(xe, ye)) return false;
+      if (!samePlain(xs[j]!.elements, ys[j]!.elements)) return false;
     }
   }
   return true;
@@ -353,11 +350,7 @@ function* elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) 
       const have = SORTED.get(before) === order ? before : yield* sortedUnique(before, order);
       const add: SetElement[] = [];
       const del: SetElement[] = [];
-      // Patched from what is there (an incremental plan after the glue patched one set): the
-      // patch is the delta, with no pass over either array.
-      const patch = elements !== have ? sortedPatchOf(elements, have) : undefined;
-      if (patch) patchElementOps(patch, order, del, add);
-      else if (elements !== have) mergeElements(elements, have, order, del, add);
+      if (elements !== have) mergeElements(elements, have, order, del, add);
       yield;
       if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
       if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });

@@ -112,7 +112,7 @@ export function* sortByKeySteps<T>(a: T[], key: (x: T) => number, order: (x: T, 
 }
 
 /**
- * What patchSorted did to make a list: the entries it actually removed from its base (the
+ * What ChunkedSorted.patch did to make a list: the entries it actually removed from its base (the
  * base's objects), inserted, and replaced (an added element equal by the order to one there:
  * [the base's, the new]). Readers of a patched list that hold its base (the glue's hairpin set
  * from translate's hairpin list, the engine's element diff from the last applied set) take the
@@ -151,19 +151,19 @@ export function replacedOf<T>(list: readonly T[], base: readonly T[]): readonly 
   return d && d.base.deref() === base ? d.record : undefined;
 }
 
-/** Lists made by patchSorted or ChunkedSorted.patch (never changed afterwards). */
+/** Lists made by ChunkedSorted.patch (never changed afterwards). */
 const PATCHES = new WeakMap<object, Derivation<SortedPatch<unknown>>>();
 
-/** How patchSorted (or ChunkedSorted.patch) made `list` from `base`, or undefined (not made
- *  that way from it). */
-export function sortedPatchOf<T>(list: readonly T[] | ChunkedSorted<T>, base: readonly T[] | ChunkedSorted<T>): SortedPatch<T> | undefined {
+/** How ChunkedSorted.patch made `list` from `base`, or undefined (not made that way from it). */
+export function sortedPatchOf<T>(list: ChunkedSorted<T>, base: ChunkedSorted<T>): SortedPatch<T> | undefined {
   const d = PATCHES.get(list);
   return d && d.base.deref() === base ? (d.record as SortedPatch<T>) : undefined;
 }
 
 /**
- * A sorted sequence being patched in place (patchSequence): positions come from `find` and are
- * used at once, before the next change (an insert or removal may move every later one).
+ * A sorted sequence being patched in place (patchSequence; ChunkedSorted.patch's chunks): positions
+ * come from `find` and are used at once, before the next change (an insert or removal may move
+ * every later one).
  */
 interface PatchTarget<T> {
   /** Where x is, or would go: the first position whose entry is not before x by the order. */
@@ -230,32 +230,6 @@ function patchSequence<T>(target: PatchTarget<T>, remove: Iterable<T>, add: Iter
   }
   const gone = readded.size ? removed.filter((x) => !readded.has(x)) : removed;
   return { removed: gone, added, replaced };
-}
-
-/**
- * `sorted` (by `order`, unique by it) without `remove` and with `add`, each placed by binary
- * search: O(k log n) comparisons for k changes (and one copy of the array). An added element
- * equal by `order` to one already there replaces it. The result must not be changed: what was
- * done is kept for sortedPatchOf.
- */
-export function patchSorted<T>(sorted: readonly T[], remove: Iterable<T>, add: Iterable<T>, order: (x: T, y: T) => number): T[] {
-  // One copy, changed in place (a splice moves part of it; a copy of a 200k-entry list is a
-  // fresh large-object allocation, ~2 ms, so none more than this one).
-  const out = sorted.slice();
-  const record = patchSequence<T>(
-    {
-      find: (x) => lowerBound(out, x, order),
-      at: (i) => out[i],
-      set: (i, x) => void (out[i] = x),
-      insert: (i, x) => void out.splice(i, 0, x),
-      removeAt: (i) => out.splice(i, 1)[0]!,
-    },
-    remove,
-    add,
-    order,
-  );
-  PATCHES.set(out, { base: new WeakRef(sorted), record });
-  return out;
 }
 
 /** The first index of `sorted` whose entry is not before x by `order` (sorted.length: none). */
@@ -328,8 +302,10 @@ export class ChunkedSorted<T> implements Iterable<T> {
   }
 
   /**
-   * This list without `remove` and with `add` (patchSorted's rules): the chunk table copied,
-   * each chunk it changes copied once. What was done is kept for sortedPatchOf.
+   * This list without `remove` and with `add`, each placed by binary search (O(k log n)
+   * comparisons for k changes); an added element equal by the order to one there replaces it.
+   * The chunk table is copied, and each chunk it changes once. What was done is kept for
+   * sortedPatchOf.
    */
   patch(remove: Iterable<T>, add: Iterable<T>, order: (x: T, y: T) => number): ChunkedSorted<T> {
     const chunks = this.chunks.slice() as T[][];
@@ -467,7 +443,3 @@ function sortedIndexOf<T>(sorted: readonly T[], x: T, order: (a: T, b: T) => num
   return -1;
 }
 
-/** Whether `sorted` (by `order`) has an element equal to x by `order`: one binary search. */
-export function sortedHas<T>(sorted: readonly T[], x: T, order: (a: T, b: T) => number): boolean {
-  return sortedIndexOf(sorted, x, order) >= 0;
-}

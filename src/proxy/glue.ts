@@ -142,12 +142,12 @@ export function patchGlueHairpin(before: GlueSpec, tables: readonly DesiredNftTa
   if (Object.keys(before).length !== Object.keys(g).length) return undefined;
   let removed: readonly GlueHairpin[];
   let added: readonly GlueHairpin[];
-  // translate patches its hairpin list from the last one: what it did is known, no walk needed
-  // (an entry replaced by an equal one is the same hairpin element). Its list in chunks, if it
-  // has one, not read as an array.
+  // translate patches its hairpin list (in chunks) from the last one: what it did is known, no
+  // walk needed and neither list read as an array (an entry replaced by an equal one is the
+  // same hairpin element).
   const gl = registeredSortedList<GlueHairpin>(g, 'hairpin');
   const bl = gl && registeredSortedList<GlueHairpin>(before, 'hairpin');
-  const p = gl && bl ? sortedPatchOf(gl, bl) : sortedPatchOf(g.hairpin, before.hairpin);
+  const p = gl && bl ? sortedPatchOf(gl, bl) : undefined;
   if (p) {
     removed = p.removed;
     added = p.added;

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 import { diffNft, diffNftFromLast, sameNftTables, sortedElements, type DesiredNftTable } from '../../src/engine/nft-diff.js';
-import { patchSorted, sortedPatchOf } from '../../src/engine/sorted.js';
+import { ChunkedSorted, withSortedList } from '../../src/engine/sorted.js';
 import type { NftOp, SetElement } from '../../src/kernel/nftables.js';
 import { prng } from '../helpers/bytes.js';
 
@@ -182,41 +182,44 @@ test('a full diff against a listing in kernel order: the listing is sorted by th
   assert.deepEqual(diffNft(table(h, [], true), listing(h, [])).ops, []);
 });
 
-test('an element array patched from the last one (patchSorted): the diff is the patch, with no pass over either array, the same writes as the merge', () => {
+test('a set whose elements are a list patched from the last set’s (in chunks, as the glue patches its hairpin set): the diff is the patch, neither list made into an array, the same writes as the merge', () => {
   const { rnd, hp, pp } = randomElements(23);
   const norm = (ops: NftOp[]) =>
     ops.flatMap((o) => (o.kind === 'elements' ? o.elements.map((e) => `${o.verb} ${o.set.name} ${text(e)} ${JSON.stringify(e.verdict ?? null)}`) : [])).sort();
+  // the glue's way: each set a copy of the declaration with its elements a list, made into an
+  // array only if read
+  const ofLists = (h: ChunkedSorted<SetElement>, p: ChunkedSorted<SetElement>): DesiredNftTable => {
+    const t = table([], [], false);
+    const lists = [h, p];
+    t.sets = t.sets.map((s, i) => withSortedList(s, 'elements', sortedElements(lists[i]!, byText), (a) => sortedElements(a, byText)));
+    return t;
+  };
   for (let round = 0; round < 200; round++) {
-    const h0 = sortedElements(sortUniq(Array.from({ length: Math.floor(rnd() * 300) }, hp)), byText);
-    const p0 = sortedElements(sortUniq(Array.from({ length: Math.floor(rnd() * 100) }, pp)), byText);
+    const h0 = sortUniq(Array.from({ length: Math.floor(rnd() * 300) }, hp));
+    const p0 = sortUniq(Array.from({ length: Math.floor(rnd() * 100) }, pp));
+    const hl0 = ChunkedSorted.of(h0);
+    const pl0 = ChunkedSorted.of(p0);
     // removals, additions, an element added back as it was (fresh object), a verdict changed
-    const h1 = sortedElements(patchSorted(h0, h0.filter(() => rnd() < 0.05), [...Array.from({ length: Math.floor(rnd() * 5) }, hp), ...h0.filter(() => rnd() < 0.02).map((e) => ({ key: [...e.key] }))], byText), byText);
-    const p1 = sortedElements(
-      patchSorted(p0, p0.filter(() => rnd() < 0.05), [...Array.from({ length: Math.floor(rnd() * 3) }, pp), ...p0.filter(() => rnd() < 0.05).map((e) => ({ key: [...e.key], verdict: { code: 'goto' as const, chain: 'other' } }))], byText),
-      byText,
-    );
-    // the last tables' arrays count every read of an element
-    let reads = 0;
-    const counted = (a: readonly SetElement[]) => new Proxy(a as SetElement[], { get: (t, k, r) => (typeof k === 'string' && /^\d+$/.test(k) && reads++, Reflect.get(t, k, r)) });
-    const hc = counted(h0);
-    const pc = counted(p0);
-    const last = table(sortedElements(hc, byText), sortedElements(pc, byText), false);
-    const now = table(sortedElements(patchSorted(hc, [], [], byText), byText), sortedElements(patchSorted(pc, [], [], byText), byText), false);
-    // patched from the counted arrays, with the same changes as h1 / p1
-    const hp1 = sortedElements(patchSorted(hc, sortedPatchOf(h1, h0)!.removed, [...sortedPatchOf(h1, h0)!.added, ...sortedPatchOf(h1, h0)!.replaced.map(([, n]) => n)], byText), byText);
-    const pp1 = sortedElements(patchSorted(pc, sortedPatchOf(p1, p0)!.removed, [...sortedPatchOf(p1, p0)!.added, ...sortedPatchOf(p1, p0)!.replaced.map(([, n]) => n)], byText), byText);
-    reads = 0;
-    const patched = diffNftFromLast(table(hp1, pp1, false), last)!;
-    assert.equal(reads, 0, `round ${round}: the last arrays were read`);
+    const hl1 = hl0.patch(h0.filter(() => rnd() < 0.05), [...Array.from({ length: Math.floor(rnd() * 5) }, hp), ...h0.filter(() => rnd() < 0.02).map((e) => ({ key: [...e.key] }))], byText);
+    const pl1 = pl0.patch(p0.filter(() => rnd() < 0.05), [...Array.from({ length: Math.floor(rnd() * 3) }, pp), ...p0.filter(() => rnd() < 0.05).map((e) => ({ key: [...e.key], verdict: { code: 'goto' as const, chain: 'other' } }))], byText);
+    const last = ofLists(hl0, pl0);
+    const now = ofLists(hl0.patch([], [], byText), pl0.patch([], [], byText));
+    const next = ofLists(hl1, pl1);
+    const made = ChunkedSorted.flattened;
+    const patched = diffNftFromLast(next, last)!;
     assert.ok(sameNftTables([last], [now]), 'an empty patch: the same tables');
-    assert.equal(reads, 0, `round ${round}: the last arrays were read by sameNftTables`);
-    const changed = hp1.length !== h0.length || pp1.length !== p0.length || norm(patched.ops).length > 0;
-    assert.equal(sameNftTables([last], [table(hp1, pp1, false)]), !changed);
-    // the merge of copies (no patch known) writes the same
-    const merged = diffNftFromLast(table(sortedElements([...h1], byText), sortedElements([...p1], byText), false), table(h0, p0, false))!;
+    assert.ok(sameNftTables([last], [ofLists(hl0, pl0)]), 'the same lists: the same tables');
+    const changed = hl1.length !== h0.length || pl1.length !== p0.length || norm(patched.ops).length > 0;
+    assert.equal(sameNftTables([last], [next]), !changed);
+    assert.equal(ChunkedSorted.flattened, made, `round ${round}: a list was made into an array`);
+    // the merge of arrays (no patch known) writes the same
+    const merged = diffNftFromLast(table(sortedElements([...hl1], byText), sortedElements([...pl1], byText), false), table(h0, p0, false))!;
     assert.deepEqual(norm(patched.ops), norm(merged.ops), `round ${round}`);
-    assert.deepEqual(applyOps(h0, patched.ops, 'hairpin'), contents(h1));
-    assert.deepEqual(applyOps(p0, patched.ops, 'ports'), contents(p1));
+    assert.deepEqual(applyOps(h0, patched.ops, 'hairpin'), contents([...hl1]));
+    assert.deepEqual(applyOps(p0, patched.ops, 'ports'), contents([...pl1]));
     assert.equal(sameNftTables([table(h0, p0, false)], [table([...h0], [...p0], false)]), true, 'copies: compared element by element');
+    // a list not patched from the last set's: made into arrays and merged, the same writes
+    const unrelated = diffNftFromLast(ofLists(ChunkedSorted.of([...hl1]), ChunkedSorted.of([...pl1])), last)!;
+    assert.deepEqual(norm(unrelated.ops), norm(merged.ops), `round ${round}: unrelated lists`);
   }
 });

@@ -1,17 +1,17 @@
-// patchSorted: a few removals and additions placed by binary search give the list a full sort
-// of the same set would give.
+// ChunkedSorted.patch: a few removals and additions placed by binary search give the list a full
+// sort of the same set would give.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { patchSorted, sortSteps, sortedHas, sortedPatchOf, withReplaced } from '../../src/engine/sorted.js';
+import { ChunkedSorted, sortSteps, sortedPatchOf, withReplaced } from '../../src/engine/sorted.js';
 import { runSync } from '../../src/engine/slice.js';
 import { prng } from '../helpers/bytes.js';
 
 v8.setFlagsFromString('--expose-gc');
 const gc = vm.runInNewContext('gc') as () => void;
 
-test('patchSorted equals sorting the changed set from scratch', () => {
+test('a patched ChunkedSorted equals sorting the changed set from scratch, and its record is what changed', () => {
   const r = prng(11);
   const order = (a: { k: number }, b: { k: number }) => a.k - b.k;
   for (let round = 0; round < 300; round++) {
@@ -25,13 +25,15 @@ test('patchSorted equals sorting the changed set from scratch', () => {
     const want = new Map(base.map((e) => [e.k, e]));
     for (const x of remove) want.delete(x.k);
     for (const a of add) want.set(a.k, a); // an equal key is replaced by the added element
-    const got = patchSorted(base, remove, add, order);
+    const baseList = ChunkedSorted.of(base);
+    const gotList = baseList.patch(remove, add, order);
+    const got = [...gotList];
     assert.deepEqual(got, [...want.values()].sort(order), `round ${round}`);
-    assert.notEqual(got, base, 'a copy, the input untouched');
+    assert.deepEqual([...baseList], base, 'the base list untouched');
     // What it did, as a diff of the two lists would tell it
-    const p = sortedPatchOf(got, base)!;
+    const p = sortedPatchOf(gotList, baseList)!;
     assert.ok(p, 'the record of got from base');
-    assert.equal(sortedPatchOf(got, [...base]), undefined, 'not from another list, equal or not');
+    assert.equal(sortedPatchOf(gotList, ChunkedSorted.of(base)), undefined, 'not from another list, equal or not');
     const inGot = new Map(got.map((e) => [e.k, e]));
     const inBase = new Map(base.map((e) => [e.k, e]));
     const byK = (a: { k: number }, b: { k: number }) => a.k - b.k;
@@ -45,24 +47,24 @@ test('patchSorted equals sorting the changed set from scratch', () => {
       `round ${round}: replaced`,
     );
   }
-  assert.equal(sortedPatchOf([1, 2], [1, 2]), undefined, 'a list patchSorted did not make');
+  assert.equal(sortedPatchOf(ChunkedSorted.of([1, 2]), ChunkedSorted.of([1, 2])), undefined, 'a list no patch made');
 });
 
 test('a chain of patched lists keeps no list but the ones its holders keep (the records hold their bases weakly)', async () => {
   const order = (a: { k: number }, b: { k: number }) => a.k - b.k;
-  let list = Array.from({ length: 1000 }, (_, i) => ({ k: i * 2 }));
-  let services = list.slice();
+  let list = ChunkedSorted.of(Array.from({ length: 1000 }, (_, i) => ({ k: i * 2 })));
+  let services = Array.from({ length: 1000 }, (_, i) => ({ k: i * 2 }));
   const first = new WeakRef(list);
   const firstServices = new WeakRef(services);
   for (let r = 0; r < 50; r++) {
-    list = patchSorted(list, [list[r]!], [{ k: 2 * r + 1 }], order);
+    list = list.patch([{ k: 2 * r }], [{ k: 2 * r + 1 }], order);
     const next = services.slice();
     next[r] = { k: -r };
     services = withReplaced(next, services, [r]);
   }
   // the last record still works while its base is held
   const before = list;
-  const after = patchSorted(before, [before[0]!], [], order);
+  const after = before.patch([before.toArray()[0]!], [], order);
   assert.equal(sortedPatchOf(after, before)?.removed.length, 1);
   await new Promise((r) => setImmediate(r)); // WeakRefs deref'd in this job stay alive until it ends
   gc();
@@ -101,11 +103,11 @@ test('sortSteps sorts as Array.prototype.sort does (stable), in units of work of
   assert.deepEqual(runSync(sortSteps([3, 1, 2], (x, y) => x - y)), [1, 2, 3]);
 });
 
-test('sortedHas finds exactly the elements of a sorted list', () => {
+test('ChunkedSorted.has finds exactly the elements of a list, across chunks', () => {
   const r = prng(9);
   for (let round = 0; round < 100; round++) {
-    const set = new Set(Array.from({ length: Math.floor(r() * 50) }, () => Math.floor(r() * 100)));
-    const sorted = [...set].sort((a, b) => a - b);
-    for (let x = -1; x <= 101; x++) assert.equal(sortedHas(sorted, x, (a, b) => a - b), set.has(x), `round ${round}, ${x}`);
+    const set = new Set(Array.from({ length: Math.floor(r() * 3000) }, () => Math.floor(r() * 6000)));
+    const list = ChunkedSorted.of([...set].sort((a, b) => a - b));
+    for (let x = -1; x <= 6001; x += 1 + Math.floor(r() * 3)) assert.equal(list.has(x, (a, b) => a - b), set.has(x), `round ${round}, ${x}`);
   }
 });
