@@ -29,7 +29,7 @@ import {
 } from './ipvs-diff.js';
 import { canonicalAddress, keyToId, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
 import { diffNftFromLastSteps, diffNftSteps, sameNftTables, type DesiredNftTable, type NftDelta } from './nft-diff.js';
-import { replacedOf } from './sorted.js';
+import { ChunkedList, registeredList, replacedOf } from './sorted.js';
 import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
 import { runSliced, TimeSlice, type Steps } from './slice.js';
 
@@ -201,6 +201,33 @@ function emptyReport(): KindReport {
   return { ops: {}, writes: 0, errors: [] };
 }
 
+/** Entries by index: an array, or a list in chunks. */
+interface Positional<T> {
+  readonly length: number;
+  get(i: number): T | undefined;
+}
+
+/** A plan's desired services: `of` is what the caller gave (its identity tells a list seen
+ *  before), `list` reads it. */
+interface Services {
+  of: object;
+  list: Positional<DesiredService>;
+}
+
+function arrayList<T>(a: readonly T[]): Positional<T> {
+  return { length: a.length, get: (i) => a[i] };
+}
+
+const NO_SERVICES: Services = { of: Object.freeze([]), list: arrayList([]) };
+
+/** desired.services: its list in chunks if it was given as one (translate's patched model),
+ *  read without making the array; else the array. */
+function servicesOf(desired: DesiredState): Services {
+  const l = registeredList<DesiredService>(desired, 'services');
+  if (l instanceof ChunkedList) return { of: l, list: l };
+  return { of: desired.services, list: arrayList(desired.services) };
+}
+
 /** The writes of a plan as one flat list (what `--dry-run --json` prints). */
 export function planWrites(p: Plan): PlannedWrite[] {
   return [
@@ -222,9 +249,10 @@ export class Engine {
   private readonly now: () => number;
   /** VIPs the engine was asked for (services and the VIP link): services on them are owned. */
   private readonly desiredVips = new Set<string>();
-  /** The arrays the last plan took its VIPs from: elements found again (the very same objects,
-   *  as in a proxy model patched from the last one) are not read again (desiredVips only grows). */
-  private seenServices: readonly DesiredService[] = [];
+  /** The services (and VIP addresses) the last plan took its VIPs from: entries found again (the
+   *  very same objects, as in a proxy model patched from the last one) are not read again
+   *  (desiredVips only grows). */
+  private seenServices: Services = NO_SERVICES;
   private seenVipAddresses: readonly string[] | undefined;
   /** With desiredImmutable: where each key's service sits in seenServices (kept up to date with
    *  the same pass over the list that finds new services), so an incremental plan finds the
@@ -306,28 +334,34 @@ export class Engine {
 
   /** The desired VIPs and (indexed) the key index, for the services of list[from, to) that
    *  are not the very objects seen there last time. */
-  private noteDesired(list: readonly DesiredService[], seen: readonly DesiredService[], from: number, to: number, indexed: boolean): void {
+  private noteDesired(list: Positional<DesiredService>, seen: Positional<DesiredService>, from: number, to: number, indexed: boolean): void {
     for (let i = from; i < to; i++) {
-      const s = list[i]!;
-      if (s === seen[i]) continue;
+      const s = list.get(i)!;
+      if (s === seen.get(i)) continue;
       if ('address' in s && s.address) this.desiredVips.add(canonicalAddress(s.address));
       if (indexed) this.seenIndex.set(this.keyOf(s), i);
     }
   }
 
   /** The desired services whose keys are in `changed`, in their order in the list. */
-  private changedServices(services: readonly DesiredService[], changed: ReadonlySet<string>): DesiredService[] {
-    if (this.opts.desiredImmutable && this.seenServices === services) {
+  private changedServices(services: Services, changed: ReadonlySet<string>): DesiredService[] {
+    const { list } = services;
+    if (this.opts.desiredImmutable && this.seenServices.of === services.of) {
       const at: number[] = [];
       for (const k of changed) {
         const i = this.seenIndex.get(k);
         // an index left by a key that moved or went is found out by keying the service there
-        if (i !== undefined && this.keyOf(services[i]!) === k) at.push(i);
+        if (i !== undefined && i < list.length && this.keyOf(list.get(i)!) === k) at.push(i);
       }
       // a key the index does not place is not in the list: the index holds every key of it
-      return at.sort((a, b) => a - b).map((i) => services[i]!);
+      return at.sort((a, b) => a - b).map((i) => list.get(i)!);
     }
-    return services.filter((s) => changed.has(this.keyOf(s)));
+    const out: DesiredService[] = [];
+    for (let i = 0; i < list.length; i++) {
+      const s = list.get(i)!;
+      if (changed.has(this.keyOf(s))) out.push(s);
+    }
+    return out;
   }
 
   /** serviceKey, remembered per object when the caller never changes its desired objects. */
@@ -395,26 +429,29 @@ export class Engine {
    */
   async plan(desired: DesiredState, changed?: ReadonlySet<string>): Promise<Plan> {
     const t0 = performance.now();
-    const sameLength = this.seenServices.length === desired.services.length;
-    const seen = sameLength ? this.seenServices : [];
+    // The services as a list in chunks when the caller gave one (translate's model: not made
+    // into an array here), else the array.
+    const services = servicesOf(desired);
+    const list = services.list;
+    const sameLength = this.seenServices.list.length === list.length;
+    const seen = sameLength ? this.seenServices : NO_SERVICES;
     if (!sameLength) this.seenIndex.clear();
     const indexed = this.opts.desiredImmutable === true;
-    // Blocks of 4096 with the loop let in between, each in a function of its own (inside this
-    // long async function the loop ran ~40 ns per service, the same objects as last time: 2 ms
-    // per incremental plan at 50k services).
-    const list = desired.services;
     // the last list with a few services replaced (translate's patch): those alone
-    const replaced = replacedOf(list, seen);
-    if (replaced) for (const i of replaced) this.noteDesired(list, seen, i, i + 1, indexed);
+    const replaced = services.of instanceof ChunkedList && seen.of instanceof ChunkedList ? replacedOf(services.of, seen.of) : undefined;
+    if (replaced) for (const i of replaced) this.noteDesired(list, seen.list, i, i + 1, indexed);
     else
+      // Blocks of 4096 with the loop let in between, each in a function of its own (inside this
+      // long async function the loop ran ~40 ns per service, the same objects as last time: 2 ms
+      // per incremental plan at 50k services).
       for (let at = 0; at < list.length; at += 4096) {
         if (at > 0) await this.slice.tick();
-        this.noteDesired(list, seen, at, Math.min(list.length, at + 4096), indexed);
+        this.noteDesired(list, seen.list, at, Math.min(list.length, at + 4096), indexed);
       }
     if (desired.vips && desired.vips.addresses !== this.seenVipAddresses)
       for (const a of desired.vips.addresses) this.desiredVips.add(canonicalAddress(a));
     if (this.opts.desiredImmutable) {
-      this.seenServices = desired.services;
+      this.seenServices = services;
       this.seenVipAddresses = desired.vips?.addresses;
     }
 
@@ -459,7 +496,7 @@ export class Engine {
       ruleset.length = 0;
     }
 
-    const want = changed ? this.changedServices(desired.services, changed) : desired.services;
+    const want = changed ? this.changedServices(services, changed) : desired.services;
     const draining = changed ? new Map([...this.draining].filter(([key]) => changed.has(key.split('/')[0]!))) : this.draining;
     const diffInput = {
       desired: want,

@@ -7,7 +7,7 @@ import type { NftFamily } from '../kernel/nft-types.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { canonicalAddress, samePlain } from './ipvs-model.js';
 import { runSync, type Steps } from './slice.js';
-import { registeredSortedList, sortSteps, sortedPatchOf, type ChunkedSorted, type SortedPatch } from './sorted.js';
+import { ChunkedSorted, registeredList, sortSteps, sortedPatchOf, type SortedPatch } from './sorted.js';
 
 type Local<T> = Omit<T, 'family' | 'table'>;
 type DesiredSet = DesiredNftTable['sets'][number];
@@ -91,7 +91,7 @@ function full<T extends object>(t: TableSpec, x: T): T & TableRef {
 type TableRef = { family: NftFamily; table: string };
 
 /** A set without its elements, which are not read: a set whose elements are a list in chunks
- *  (withSortedList, the glue's patched hairpin set) keeps them unmade. */
+ *  (withList, the glue's patched hairpin set) keeps them unmade. */
 function declOf(set: DesiredSet | (Local<SetSpec> & { elements: readonly SetElement[] })): SetDecl {
   const out: Record<string, unknown> = {};
   for (const k of Object.keys(set)) if (k !== 'elements') out[k] = (set as unknown as Record<string, unknown>)[k];
@@ -101,9 +101,9 @@ function declOf(set: DesiredSet | (Local<SetSpec> & { elements: readonly SetElem
 /** Two sets' elements as lists in chunks, the first patched from the second: that patch, or
  *  'same' (the very same list); undefined when they are not both lists or not so related. */
 function listPatch(set: object, before: object): SortedPatch<SetElement> | 'same' | undefined {
-  const a = registeredSortedList<SetElement>(set, 'elements');
-  const b = a && registeredSortedList<SetElement>(before, 'elements');
-  if (!a || !b) return undefined;
+  const a = registeredList<SetElement>(set, 'elements');
+  const b = registeredList<SetElement>(before, 'elements');
+  if (!(a instanceof ChunkedSorted) || !(b instanceof ChunkedSorted)) return undefined;
   return a === b ? 'same' : sortedPatchOf(a, b);
 }
 
@@ -330,7 +330,7 @@ function* elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) 
     // Both lists in chunks, this one patched from that one (the glue's hairpin set after a
     // local endpoint moved): the patch is the delta, and neither list is made into an array.
     const lp = listPatch(set, beforeSet);
-    const listOrder = lp && SORTED.get(registeredSortedList(set, 'elements')!);
+    const listOrder = lp && SORTED.get(registeredList(set, 'elements')!);
     if (lp === 'same') continue;
     if (lp && listOrder) {
       const add: SetElement[] = [];

@@ -132,21 +132,13 @@ interface Derivation<R> {
   record: R;
 }
 
-/** Lists made from another of the same length by replacing some entries: where. */
-const REPLACED = new WeakMap<readonly unknown[], Derivation<readonly number[]>>();
+/** Lists made from another of the same length by replacing some entries (ChunkedList.replace): where. */
+const REPLACED = new WeakMap<object, Derivation<readonly number[]>>();
 
-/**
- * Declares `list` to be `base` but for the entries at `at` (a copy, same length, never changed
- * afterwards): a reader that saw `base` looks at those alone (the engine's pass over the
- * desired services after translate patched a few of them: 50k+ entries otherwise). Returns it.
- */
-export function withReplaced<T>(list: T[], base: readonly T[], at: readonly number[]): T[] {
-  if (list.length === base.length) REPLACED.set(list, { base: new WeakRef(base), record: at });
-  return list;
-}
-
-/** The entries where `list` differs from `base`, if withReplaced declared it so; else undefined. */
-export function replacedOf<T>(list: readonly T[], base: readonly T[]): readonly number[] | undefined {
+/** The entries where `list` differs from `base`, if ChunkedList.replace made it from it; else
+ *  undefined. A reader that saw `base` looks at those alone (the engine's pass over the desired
+ *  services after translate patched a few of them: 50k+ entries otherwise). */
+export function replacedOf<T>(list: ChunkedList<T>, base: ChunkedList<T>): readonly number[] | undefined {
   const d = REPLACED.get(list);
   return d && d.base.deref() === base ? d.record : undefined;
 }
@@ -242,6 +234,105 @@ function lowerBound<T>(sorted: readonly T[], x: T, order: (a: T, b: T) => number
   return lo;
 }
 
+/** The index of an element of `sorted` equal to x by `order`, or -1: one binary search. */
+function sortedIndexOf<T>(sorted: readonly T[], x: T, order: (a: T, b: T) => number): number {
+  const i = lowerBound(sorted, x, order);
+  return i < sorted.length && order(sorted[i]!, x) === 0 ? i : -1;
+}
+
+/** Lists that toArray made into arrays so far (a test's count: an incremental sync makes none). */
+let flattened = 0;
+
+export function flattenedLists(): number {
+  return flattened;
+}
+
+/** `a` in chunks of `size` (copies). */
+function chunked<T>(a: readonly T[], size: number): T[][] {
+  const chunks: T[][] = [];
+  for (let i = 0; i < a.length; i += size) chunks.push(a.slice(i, i + size));
+  return chunks;
+}
+
+/** A list kept in chunks, never changed once made: a new list shares the chunks it does not
+ *  change (ChunkedSorted, ChunkedList). Read as one array by toArray, made once and kept. */
+abstract class Chunks<T> implements Iterable<T> {
+  readonly length: number;
+  #array: readonly T[] | undefined;
+
+  protected constructor(
+    protected readonly chunks: ReadonlyArray<readonly T[]>,
+    length: number,
+    array?: readonly T[],
+  ) {
+    this.length = length;
+    this.#array = array;
+  }
+
+  /** The entries in order, as one array (made on the first call). */
+  toArray(): readonly T[] {
+    if (this.#array === undefined) {
+      flattened++;
+      const out = new Array<T>(this.length);
+      let n = 0;
+      for (const c of this.chunks) for (let i = 0; i < c.length; i++) out[n++] = c[i]!;
+      this.#array = out;
+    }
+    return this.#array;
+  }
+
+  *[Symbol.iterator](): Iterator<T> {
+    for (const c of this.chunks) yield* c;
+  }
+}
+
+/** Entries per chunk of a ChunkedList (a power of two: an index splits by shift and mask). */
+const LIST_SHIFT = 10;
+const LIST_MASK = (1 << LIST_SHIFT) - 1;
+
+/**
+ * A list whose entries are replaced in place, the length kept (translate's virtual servers: a
+ * patched model swaps a changed service's), in chunks of 1024: replacing k entries copies the
+ * chunk table and at most k chunks instead of the list (at 50k services a 55k-entry copy per
+ * one-endpoint sync, 0.4 MB). What was replaced is kept for replacedOf.
+ */
+export class ChunkedList<T> extends Chunks<T> {
+  private constructor(chunks: ReadonlyArray<readonly T[]>, length: number, array?: readonly T[]) {
+    super(chunks, length, array);
+  }
+
+  /** The list of an array (which it keeps as its toArray: not to be changed). */
+  static of<T>(a: readonly T[]): ChunkedList<T> {
+    return new ChunkedList(chunked(a, 1 << LIST_SHIFT), a.length, a);
+  }
+
+  get(i: number): T | undefined {
+    return this.chunks[i >>> LIST_SHIFT]?.[i & LIST_MASK];
+  }
+
+  /** This list with the entries at the given indexes (each within it) replaced. */
+  replace(entries: ReadonlyMap<number, T>): ChunkedList<T> {
+    const chunks = this.chunks.slice() as T[][];
+    const own = new Set<T[]>();
+    const at: number[] = [];
+    for (const [i, x] of entries) {
+      if (!(i >= 0 && i < this.length)) throw new RangeError(`ChunkedList.replace: index ${i} outside 0..${this.length - 1}`);
+      const c = i >>> LIST_SHIFT;
+      let a = chunks[c]!;
+      if (!own.has(a)) {
+        a = a.slice();
+        own.add(a);
+        chunks[c] = a;
+      }
+      a[i & LIST_MASK] = x;
+      at.push(i);
+    }
+    const out = new ChunkedList<T>(chunks, this.length);
+    REPLACED.set(out, { base: new WeakRef(this), record: at.sort((x, y) => x - y) });
+    return out;
+  }
+}
+
 /** Entries per chunk of a ChunkedSorted made from an array; a chunk grown to twice this splits. */
 const CHUNK = 512;
 
@@ -256,26 +347,14 @@ const POS = 4096;
  * on average, against ~1.6 ms at 1k). Read as an array by toArray (made once, kept). Never
  * changed after it is made.
  */
-export class ChunkedSorted<T> implements Iterable<T> {
-  /** How many lists toArray flattened (a test's count: an incremental sync flattens none). */
-  static flattened = 0;
-  readonly length: number;
-  #array: readonly T[] | undefined;
-
-  private constructor(
-    private readonly chunks: ReadonlyArray<readonly T[]>,
-    length: number,
-    array?: readonly T[],
-  ) {
-    this.length = length;
-    this.#array = array;
+export class ChunkedSorted<T> extends Chunks<T> {
+  private constructor(chunks: ReadonlyArray<readonly T[]>, length: number, array?: readonly T[]) {
+    super(chunks, length, array);
   }
 
   /** The list of a sorted, unique array (which it keeps as its toArray: not to be changed). */
   static of<T>(sorted: readonly T[]): ChunkedSorted<T> {
-    const chunks: T[][] = [];
-    for (let i = 0; i < sorted.length; i += CHUNK) chunks.push(sorted.slice(i, i + CHUNK));
-    return new ChunkedSorted(chunks, sorted.length, sorted);
+    return new ChunkedSorted(chunked(sorted, CHUNK), sorted.length, sorted);
   }
 
   /** Whether an entry equals x by `order` (the list's order): two binary searches. */
@@ -283,22 +362,6 @@ export class ChunkedSorted<T> implements Iterable<T> {
     const pos = findIn(this.chunks, x, order);
     const e = this.chunks[Math.floor(pos / POS)]?.[pos % POS];
     return e !== undefined && order(e, x) === 0;
-  }
-
-  /** The entries in order, as one array (made on the first call). */
-  toArray(): readonly T[] {
-    if (this.#array === undefined) {
-      ChunkedSorted.flattened++;
-      const out = new Array<T>(this.length);
-      let n = 0;
-      for (const c of this.chunks) for (let i = 0; i < c.length; i++) out[n++] = c[i]!;
-      this.#array = out;
-    }
-    return this.#array;
-  }
-
-  *[Symbol.iterator](): Iterator<T> {
-    for (const c of this.chunks) yield* c;
   }
 
   /**
@@ -376,13 +439,17 @@ function findIn<T>(chunks: ReadonlyArray<readonly T[]>, x: T, order: (a: T, b: T
   return lo * POS + lowerBound(chunks[lo]!, x, order);
 }
 
+/** A list a holder's property can be read from (defineList). */
+export type ChunkedLists<T> = ChunkedSorted<T> | ChunkedList<T>;
+
 /**
  * Defines `holder[key]` as the array of `list`, made on the first read (an enumerable property
- * like any other, then a plain value): the list stays registered for sortedListOf, so code that
- * patches the holder's list again never reads the array. `made` runs on the array once made.
+ * like any other, then a plain value): the list stays registered (registeredList), so code that
+ * patches or reads the holder's list again never makes the array. `made` runs on the array once
+ * made.
  */
-export function defineSortedList<H extends object, T>(holder: H, key: string, list: ChunkedSorted<T>, made?: (a: readonly T[]) => void): void {
-  LISTS.set(holder, { key, list });
+export function defineList<H extends object, T>(holder: H, key: string, list: ChunkedLists<T>, made?: (a: readonly T[]) => void): void {
+  register(holder, key, { list, made });
   Object.defineProperty(holder, key, {
     enumerable: true,
     configurable: true,
@@ -397,49 +464,63 @@ export function defineSortedList<H extends object, T>(holder: H, key: string, li
 
 /**
  * A copy of `holder` (its own enumerable properties, in their order) whose `key` is `list`,
- * read as an array only when read (defineSortedList). The holder's own `key` is not read, so a
- * list of it not yet made into an array stays so.
+ * read as an array only when read (defineList). The holder's own `key` is not read, and its
+ * other lists are shared as lists (shareList): none is made into an array.
  */
-export function withSortedList<H extends object, T>(holder: H, key: keyof H & string, list: ChunkedSorted<T>, made?: (a: readonly T[]) => void): H {
+export function withList<H extends object, T>(holder: H, key: keyof H & string, list: ChunkedLists<T>, made?: (a: readonly T[]) => void): H {
   const out = {} as Record<string, unknown>;
   for (const k of Object.keys(holder)) {
-    if (k === key) defineSortedList(out, key, list, made);
-    else out[k] = (holder as Record<string, unknown>)[k];
+    if (k === key) defineList(out, key, list, made);
+    else shareList(holder, k, out);
   }
-  if (!(key in out)) defineSortedList(out, key, list, made);
+  if (!(key in out)) defineList(out, key, list, made);
   return out as H;
 }
 
-/** The lists defineSortedList gave their holders, or sortedListOf made from an array. */
-const LISTS = new WeakMap<object, { key: string; list: ChunkedSorted<unknown> }>();
+/** `to[key]` = `from[key]`, as the same list if `from` has one there (not made into an array). */
+export function shareList(from: object, key: string, to: object): void {
+  const l = LISTS.get(from)?.get(key);
+  if (l) defineList(to, key, l.list, l.made);
+  else (to as Record<string, unknown>)[key] = (from as Record<string, unknown>)[key];
+}
 
-/** The list defineSortedList gave `holder[key]`, if any: no array made. */
-export function registeredSortedList<T>(holder: object, key: string): ChunkedSorted<T> | undefined {
-  const l = LISTS.get(holder);
-  return l && l.key === key ? (l.list as ChunkedSorted<T>) : undefined;
+/** The lists defineList gave their holders, or sortedListOf / chunkedListOf made from arrays:
+ *  by holder, then by key. */
+const LISTS = new WeakMap<object, Map<string, Registered<unknown>>>();
+
+/** A holder's list, and what runs on its array once made (defineList). */
+interface Registered<T> {
+  list: ChunkedLists<T>;
+  made?(a: readonly T[]): void;
+}
+
+function register<T>(holder: object, key: string, r: Registered<T>): void {
+  let m = LISTS.get(holder);
+  if (!m) LISTS.set(holder, (m = new Map()));
+  m.set(key, r as Registered<unknown>);
+}
+
+/** The list defineList gave `holder[key]`, if any: no array made. */
+export function registeredList<T>(holder: object, key: string): ChunkedLists<T> | undefined {
+  return LISTS.get(holder)?.get(key)?.list as ChunkedLists<T> | undefined;
 }
 
 /** holder[key] as a ChunkedSorted: the one it was defined with, or one made (once, then kept)
  *  from the array there, which must be sorted and unique by the order it is patched with. */
 export function sortedListOf<T>(holder: object, key: string): ChunkedSorted<T> {
-  const had = registeredSortedList<T>(holder, key);
-  if (had) return had;
+  const had = registeredList<T>(holder, key);
+  if (had instanceof ChunkedSorted) return had;
   const list = ChunkedSorted.of((holder as Record<string, readonly T[]>)[key]!);
-  LISTS.set(holder, { key, list });
+  register(holder, key, { list });
   return list;
 }
 
-/** The index of an element of `sorted` equal to x by `order`, or -1: one binary search. */
-function sortedIndexOf<T>(sorted: readonly T[], x: T, order: (a: T, b: T) => number): number {
-  let lo = 0;
-  let hi = sorted.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    const c = order(sorted[mid]!, x);
-    if (c === 0) return mid;
-    if (c < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return -1;
+/** holder[key] as a ChunkedList: the one it was defined with, or one made (once, then kept)
+ *  from the array there. */
+export function chunkedListOf<T>(holder: object, key: string): ChunkedList<T> {
+  const had = registeredList<T>(holder, key);
+  if (had instanceof ChunkedList) return had;
+  const list = ChunkedList.of((holder as Record<string, readonly T[]>)[key]!);
+  register(holder, key, { list });
+  return list;
 }
-

@@ -6,7 +6,7 @@
 import type { V1EndpointSlice, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
 import { mapSteps, runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
-import { compareText, sortByKeySteps, sortedListOf, withReplaced, withSortedList, type ChunkedSorted } from '../engine/sorted.js';
+import { chunkedListOf, compareText, sortByKeySteps, sortedListOf, withList, type ChunkedSorted } from '../engine/sorted.js';
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
 import { addressKey, addressProtoPortKey, cidrList, compareAddress, compareAddressProtoPort, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
 import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
@@ -375,8 +375,10 @@ function patch(
   const base = last.model;
   if (last.count !== count || ctx.out.warnings.length) return undefined;
   for (const c of changed) if (!c.before || !sameButEndpoints(c.before, c.out)) return undefined;
-  const services = base.services.slice();
-  const swappedAt: number[] = [];
+  // The virtual servers in chunks: a swap copies its chunk, not the list (its array, if anyone
+  // reads it, is made then).
+  const services = chunkedListOf<DesiredService>(base, 'services');
+  const swaps = new Map<number, DesiredService>();
   const swapped = new Set<string>();
   const removed = new Map<string, GlueHairpin>();
   const added = new Map<string, GlueHairpin>();
@@ -395,9 +397,8 @@ function patch(
     c.out.services.forEach((e, j) => {
       const i = last.index.get(e.key);
       // A virtual server another service owns (a conflict) stays that one's.
-      if (i === undefined || services[i] !== before[j]!.vs) return;
-      services[i] = e.vs; // its destinations sorted (addVirtualServer)
-      swappedAt.push(i);
+      if (i === undefined || (swaps.get(i) ?? services.get(i)) !== before[j]!.vs) return;
+      swaps.set(i, e.vs); // its destinations sorted (addVirtualServer)
       swapped.add(e.key);
     });
     const beforeHairpin = new Map(c.before!.hairpin.map((h) => [hairpinKey(h), h]));
@@ -415,8 +416,8 @@ function patch(
       if (n === 0 && !removed.delete(k)) added.set(k, h);
     }
   }
-  const model: ProxyModel = { ...base, services: withReplaced(services, base.services, swappedAt) };
-  if (removed.size || added.size) model.glue = withSortedList(base.glue, 'hairpin', hairpin().patch(removed.values(), added.values(), byVip));
+  const model: ProxyModel = withList(base, 'services', services.replace(swaps));
+  if (removed.size || added.size) model.glue = withList(base.glue, 'hairpin', hairpin().patch(removed.values(), added.values(), byVip));
   return { model, swapped };
 }
 

@@ -8,6 +8,7 @@ import { canonicalNetwork } from '../engine/routes-diff.js';
 import type { GlueSpec, ProxyModel } from '../kube/types.js';
 import { glueTablesSteps, patchGlueHairpin } from './glue.js';
 import { runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
+import { shareList } from '../engine/sorted.js';
 import { kubeProxyIpSets } from './kube-ipsets.js';
 
 export interface DesiredOptions {
@@ -54,11 +55,13 @@ function* desiredStateSteps(model: ProxyModel, opts: DesiredOptions, cache?: Glu
     if (cache) cache.routeVips = { from: model.vips, key: cidrKey, addresses };
   }
   const d: DesiredState = {
-    services: model.services,
+    services: [], // model.services, below
     vips: { link: opts.vipLink, addresses },
     // Address mode wants no routes: those of an earlier route-mode run go.
     routes: { routes: cidrs.map((dst) => ({ dst, type: 'local' as const, table: 'local' as const, dev: ROUTE_DEV })) },
   };
+  // The model's list in chunks (a patched model's), not made into an array here.
+  shareList(model, 'services', d);
   if (opts.glue) {
     const key = cidrKey;
     const last = cache?.last;

@@ -25,7 +25,7 @@ import type { GlueHairpin, GlueSpec } from '../kube/types.js';
 import { familyOf } from '../engine/ipvs-model.js';
 import { compareAddress, compareAddressProtoPort } from '../kube/address.js';
 import { mapSteps, runSync, type Steps } from '../engine/slice.js';
-import { registeredSortedList, sortSteps, sortedListOf, sortedPatchOf, withSortedList } from '../engine/sorted.js';
+import { ChunkedSorted, registeredList, sortSteps, sortedListOf, sortedPatchOf, withList } from '../engine/sorted.js';
 
 export const MASQ_MARK = 0x4000;
 export const GLUE_TABLE = 'ipvsync';
@@ -145,9 +145,9 @@ export function patchGlueHairpin(before: GlueSpec, tables: readonly DesiredNftTa
   // translate patches its hairpin list (in chunks) from the last one: what it did is known, no
   // walk needed and neither list read as an array (an entry replaced by an equal one is the
   // same hairpin element).
-  const gl = registeredSortedList<GlueHairpin>(g, 'hairpin');
-  const bl = gl && registeredSortedList<GlueHairpin>(before, 'hairpin');
-  const p = gl && bl ? sortedPatchOf(gl, bl) : undefined;
+  const gl = registeredList<GlueHairpin>(g, 'hairpin');
+  const bl = registeredList<GlueHairpin>(before, 'hairpin');
+  const p = gl instanceof ChunkedSorted && bl instanceof ChunkedSorted ? sortedPatchOf(gl, bl) : undefined;
   if (p) {
     removed = p.removed;
     added = p.added;
@@ -197,7 +197,7 @@ type DesiredSet = DesiredNftTable['sets'][number];
 function patchElements(s: DesiredSet, remove: readonly SetElement[], add: readonly SetElement[]): DesiredSet {
   if (!remove.length && !add.length) return s;
   const list = sortedElements(sortedListOf<SetElement>(s, 'elements').patch(remove, add, compareElements), compareElements);
-  return withSortedList(s, 'elements', list, (a) => sortedElements(a, compareElements));
+  return withList(s, 'elements', list, (a) => sortedElements(a, compareElements));
 }
 
 function* glueTableSteps(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Steps<DesiredNftTable> {

@@ -3,7 +3,7 @@
 // demand.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ChunkedSorted, defineSortedList, registeredSortedList, sortedListOf, sortedPatchOf, type SortedPatch } from '../../src/engine/sorted.js';
+import { ChunkedSorted, defineList, flattenedLists, registeredList, shareList, sortedListOf, sortedPatchOf, withList, type SortedPatch } from '../../src/engine/sorted.js';
 import { prng } from '../helpers/bytes.js';
 
 type E = { k: number; v: string };
@@ -83,25 +83,46 @@ test('a patch copies the chunk table and the chunks it changes, and shares every
   assert.equal(next.length, 200_000);
 });
 
-test('defineSortedList: the array is made on the first read, once; the list stays registered', () => {
+test('defineList: the array is made on the first read, once; the list stays registered', () => {
   const list = ChunkedSorted.of([{ k: 1, v: 'a' }]).patch([], [{ k: 2, v: 'b' }], order);
   const holder: { name: string; items?: readonly E[] } = { name: 'h' };
   let made = 0;
-  const before = ChunkedSorted.flattened;
-  defineSortedList(holder, 'items', list, () => made++);
+  const before = flattenedLists();
+  defineList(holder, 'items', list, () => made++);
   assert.deepEqual(Object.keys(holder), ['name', 'items'], 'enumerable, in place');
-  assert.equal(registeredSortedList(holder, 'items'), list);
-  assert.equal(registeredSortedList(holder, 'other'), undefined);
+  assert.equal(registeredList(holder, 'items'), list);
+  assert.equal(registeredList(holder, 'other'), undefined);
   assert.equal(sortedListOf(holder, 'items'), list);
-  assert.equal(ChunkedSorted.flattened, before, 'nothing made yet');
+  assert.equal(flattenedLists(), before, 'nothing made yet');
   const a = holder.items!;
   assert.deepEqual(a.map((e) => e.k), [1, 2]);
   assert.equal(holder.items, a, 'the same array again');
   assert.equal(made, 1);
-  assert.equal(ChunkedSorted.flattened, before + 1);
+  assert.equal(flattenedLists(), before + 1);
   // an array-held list becomes a list once, then the same one
   const plain = { items: [{ k: 5, v: 'p' }] };
   const l = sortedListOf<E>(plain, 'items');
   assert.equal(sortedListOf(plain, 'items'), l);
   assert.equal(l.toArray(), plain.items);
+});
+
+test('withList and shareList carry a holder’s other lists as lists: none made into an array, and its made callback kept', () => {
+  const a = ChunkedSorted.of([{ k: 1, v: 'a' }]).patch([], [{ k: 2, v: 'b' }], order);
+  const b = ChunkedSorted.of([{ k: 3, v: 'c' }]).patch([], [{ k: 4, v: 'd' }], order);
+  const holder = { x: [] as readonly E[], y: [] as readonly E[], z: 1 };
+  let madeX = 0;
+  defineList(holder, 'x', a, () => madeX++);
+  defineList(holder, 'y', b);
+  const before = flattenedLists();
+  const next = withList(holder, 'y', b.patch([], [{ k: 5, v: 'e' }], order));
+  assert.deepEqual(Object.keys(next), ['x', 'y', 'z']);
+  assert.equal(registeredList(next, 'x'), a, 'x shared as the list');
+  assert.equal(flattenedLists(), before, 'no list made into an array');
+  const copy = {};
+  shareList(next, 'x', copy);
+  assert.equal(registeredList(copy, 'x'), a);
+  assert.deepEqual((copy as { x: readonly E[] }).x.map((e) => e.k), [1, 2]);
+  assert.equal(madeX, 1, 'the made callback runs for the sharing holder too');
+  assert.deepEqual(next.y.map((e) => e.k), [3, 4, 5]);
+  assert.equal(next.z, 1);
 });

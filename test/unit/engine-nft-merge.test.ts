@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 import { diffNft, diffNftFromLast, sameNftTables, sortedElements, type DesiredNftTable } from '../../src/engine/nft-diff.js';
-import { ChunkedSorted, withSortedList } from '../../src/engine/sorted.js';
+import { ChunkedSorted, flattenedLists, withList } from '../../src/engine/sorted.js';
 import type { NftOp, SetElement } from '../../src/kernel/nftables.js';
 import { prng } from '../helpers/bytes.js';
 
@@ -191,7 +191,7 @@ test('a set whose elements are a list patched from the last set’s (in chunks, 
   const ofLists = (h: ChunkedSorted<SetElement>, p: ChunkedSorted<SetElement>): DesiredNftTable => {
     const t = table([], [], false);
     const lists = [h, p];
-    t.sets = t.sets.map((s, i) => withSortedList(s, 'elements', sortedElements(lists[i]!, byText), (a) => sortedElements(a, byText)));
+    t.sets = t.sets.map((s, i) => withList(s, 'elements', sortedElements(lists[i]!, byText), (a) => sortedElements(a, byText)));
     return t;
   };
   for (let round = 0; round < 200; round++) {
@@ -205,13 +205,13 @@ test('a set whose elements are a list patched from the last set’s (in chunks, 
     const last = ofLists(hl0, pl0);
     const now = ofLists(hl0.patch([], [], byText), pl0.patch([], [], byText));
     const next = ofLists(hl1, pl1);
-    const made = ChunkedSorted.flattened;
+    const made = flattenedLists();
     const patched = diffNftFromLast(next, last)!;
     assert.ok(sameNftTables([last], [now]), 'an empty patch: the same tables');
     assert.ok(sameNftTables([last], [ofLists(hl0, pl0)]), 'the same lists: the same tables');
     const changed = hl1.length !== h0.length || pl1.length !== p0.length || norm(patched.ops).length > 0;
     assert.equal(sameNftTables([last], [next]), !changed);
-    assert.equal(ChunkedSorted.flattened, made, `round ${round}: a list was made into an array`);
+    assert.equal(flattenedLists(), made, `round ${round}: a list was made into an array`);
     // the merge of arrays (no patch known) writes the same
     const merged = diffNftFromLast(table(sortedElements([...hl1], byText), sortedElements([...pl1], byText), false), table(h0, p0, false))!;
     assert.deepEqual(norm(patched.ops), norm(merged.ops), `round ${round}`);

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { ChunkedSorted, sortSteps, sortedPatchOf, withReplaced } from '../../src/engine/sorted.js';
+import { ChunkedList, ChunkedSorted, replacedOf, sortSteps, sortedPatchOf } from '../../src/engine/sorted.js';
 import { runSync } from '../../src/engine/slice.js';
 import { prng } from '../helpers/bytes.js';
 
@@ -53,23 +53,23 @@ test('a patched ChunkedSorted equals sorting the changed set from scratch, and i
 test('a chain of patched lists keeps no list but the ones its holders keep (the records hold their bases weakly)', async () => {
   const order = (a: { k: number }, b: { k: number }) => a.k - b.k;
   let list = ChunkedSorted.of(Array.from({ length: 1000 }, (_, i) => ({ k: i * 2 })));
-  let services = Array.from({ length: 1000 }, (_, i) => ({ k: i * 2 }));
+  let services = ChunkedList.of(Array.from({ length: 1000 }, (_, i) => ({ k: i * 2 })));
   const first = new WeakRef(list);
   const firstServices = new WeakRef(services);
   for (let r = 0; r < 50; r++) {
     list = list.patch([{ k: 2 * r }], [{ k: 2 * r + 1 }], order);
-    const next = services.slice();
-    next[r] = { k: -r };
-    services = withReplaced(next, services, [r]);
+    services = services.replace(new Map([[r, { k: -r }]]));
   }
   // the last record still works while its base is held
   const before = list;
   const after = before.patch([before.toArray()[0]!], [], order);
   assert.equal(sortedPatchOf(after, before)?.removed.length, 1);
+  const lastServices = services;
+  assert.deepEqual(replacedOf(lastServices.replace(new Map([[999, { k: 0 }], [5, { k: 1 }]])), lastServices), [5, 999]);
   await new Promise((r) => setImmediate(r)); // WeakRefs deref'd in this job stay alive until it ends
   gc();
   assert.equal(first.deref(), undefined, 'the first list of the chain was collected');
-  assert.equal(firstServices.deref(), undefined, 'the first list of the withReplaced chain was collected');
+  assert.equal(firstServices.deref(), undefined, 'the first list of the replace chain was collected');
   assert.equal(services.length, 1000);
 });
 

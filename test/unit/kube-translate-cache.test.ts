@@ -7,7 +7,7 @@ import { TranslateCache, translate, translatePatch } from '../../src/kube/transl
 import { serviceKey } from '../../src/engine/ipvs-model.js';
 import { GlueCache, desiredState } from '../../src/proxy/desired.js';
 import { glueTables, patchGlueHairpin } from '../../src/proxy/glue.js';
-import { ChunkedSorted, sortedListOf, withSortedList } from '../../src/engine/sorted.js';
+import { ChunkedSorted, flattenedLists, sortedListOf, withList } from '../../src/engine/sorted.js';
 import { compareAddressProtoPort } from '../../src/kube/address.js';
 import type { GlueHairpin, NodeInfo, ProxyConfig } from '../../src/kube/types.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
@@ -235,14 +235,14 @@ test('an endpoint-only change patches the last model: one service translated, on
   // The glue's hairpin set is patched with what translate's patch of its list did, not from a
   // walk over the last list (200k entries at 50k services × 10): neither list is read.
   let beforeRead = 0;
-  const before = withSortedList({ ...fourth.glue }, 'hairpin', ChunkedSorted.of(fourth.glue.hairpin), () => beforeRead++);
+  const before = withList({ ...fourth.glue }, 'hairpin', ChunkedSorted.of(fourth.glue.hairpin), () => beforeRead++);
   const moved = { address: '10.244.0.9', protocol: 'tcp' as const, port: 8080 };
-  const after = withSortedList(before, 'hairpin', sortedListOf<GlueHairpin>(before, 'hairpin').patch([fourth.glue.hairpin[0]!], [moved], compareAddressProtoPort));
+  const after = withList(before, 'hairpin', sortedListOf<GlueHairpin>(before, 'hairpin').patch([fourth.glue.hairpin[0]!], [moved], compareAddressProtoPort));
   const tables = glueTables({ ...fourth.glue });
-  const made = ChunkedSorted.flattened;
+  const made = flattenedLists();
   const patchedTables = patchGlueHairpin(before, tables, after);
   assert.equal(beforeRead, 0, 'the last hairpin list read');
-  assert.equal(ChunkedSorted.flattened, made, 'a hairpin list made into an array');
+  assert.equal(flattenedLists(), made, 'a hairpin list made into an array');
   assert.deepStrictEqual(patchedTables, glueTables(after));
   // a list not patched from the last one: walked, the same tables
   assert.deepStrictEqual(patchGlueHairpin(before, tables, { ...before, hairpin: [moved] }), glueTables(after));

@@ -1,14 +1,15 @@
-// A node-local endpoint moving is the common incremental sync: translate patches its hairpin
-// list and the glue its hairpin set as lists in chunks (ChunkedSorted), and neither list is made
-// into an array on the way to the kernel (at 50k services × 10 each is ~200k entries: two
-// copies per sync were what made the sync's GC grow with the cluster). Here: the kernel gets
+// A node-local endpoint moving is the common incremental sync: translate patches the model's
+// virtual servers (ChunkedList) and hairpin list, and the glue its hairpin set (ChunkedSorted), as
+// lists in chunks, and no list is made into an array on the way to the kernel (at 50k services
+// × 10 the hairpin lists are ~200k entries, the virtual servers 55k: their copies per sync were
+// what made the sync's GC grow with the cluster). Here: the kernel gets
 // exactly the moved elements, no list is flattened, and what the kernel then holds is what a
 // proxier starting from scratch programs.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { Proxier } from '../../src/proxy/proxier.js';
-import { ChunkedSorted } from '../../src/engine/sorted.js';
+import { flattenedLists } from '../../src/engine/sorted.js';
 import { TranslateCache, translate } from '../../src/kube/translate.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { FakeLinks, FakeNftables } from '../../src/testing/fake-kernel.js';
@@ -45,7 +46,7 @@ async function proxierWith(moved: Map<number, string>) {
   return { kernel, p };
 }
 
-test('a node-local endpoint moving: the hairpin lists are patched in chunks, never flattened, and the kernel gets the moved elements alone', async () => {
+test('a node-local endpoint moving: the virtual servers and hairpin lists are patched in chunks, never made into arrays, and the kernel gets the moved elements alone', async () => {
   const moved = new Map<number, string>();
   const { kernel, p } = await proxierWith(moved);
   const hairpinSet = async (family: 'ip' | 'ip6') =>
@@ -58,10 +59,11 @@ test('a node-local endpoint moving: the hairpin lists are patched in chunks, nev
     moved.set(i, `10.250.0.${k + 1}`);
     const c = cluster(moved);
     p.onSliceUpdate(c.endpointSlices[i]!);
-    const flattened = ChunkedSorted.flattened;
+    const flattened = flattenedLists();
     const r = await p.sync(false);
     assert.deepEqual(r.report.errors, []);
-    assert.equal(ChunkedSorted.flattened, flattened, `sync ${k}: no hairpin list made into an array`);
+    assert.equal(flattenedLists(), flattened, `sync ${k}: no list made into an array`);
+    assert.equal(r.report.ipvs.writes, 4, `sync ${k}: the moved destination out and in, on two virtual servers`);
     assert.equal((p as unknown as { translations: TranslateCache }).translations.path, 'patched', 'translate patched the last model');
     // the old endpoint's two elements out, the new one's two in, in one transaction
     assert.equal(r.report.nft.writes, 2, `sync ${k}: one delete and one add of elements`);
@@ -72,7 +74,10 @@ test('a node-local endpoint moving: the hairpin lists are patched in chunks, nev
   // The patched model, read as arrays now, is the model from scratch; the kernel holds what a
   // proxier starting from the same objects programs.
   const c = cluster(moved);
-  assert.deepStrictEqual(p.model().glue.hairpin, translate({ ...c, node: NODE, config: CONFIG }).glue.hairpin);
+  const scratch = translate({ ...c, node: NODE, config: CONFIG });
+  assert.deepStrictEqual(p.model().glue.hairpin, scratch.glue.hairpin);
+  assert.deepStrictEqual(p.model().services, scratch.services);
+  assert.deepEqual(await kernel.ipvs.services({ withDestinations: true }), await (await proxierWith(moved)).kernel.ipvs.services({ withDestinations: true }));
   const fresh = await proxierWith(moved);
   const { genId: _g1, ...now } = await kernel.nft.list();
   const { genId: _g2, ...want } = await fresh.kernel.nft.list();
