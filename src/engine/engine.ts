@@ -437,8 +437,10 @@ export class Engine {
     const seen = sameLength ? this.seenServices : NO_SERVICES;
     if (!sameLength) this.seenIndex.clear();
     const indexed = this.opts.desiredImmutable === true;
-    // the last list with a few services replaced (translate's patch): those alone
-    const replaced = services.of instanceof ChunkedList && seen.of instanceof ChunkedList ? replacedOf(services.of, seen.of) : undefined;
+    // The very list seen last time: nothing to look at. The last list with a few services
+    // replaced (translate's patch): those alone.
+    const replaced =
+      services.of === seen.of ? [] : services.of instanceof ChunkedList && seen.of instanceof ChunkedList ? replacedOf(services.of, seen.of) : undefined;
     if (replaced) for (const i of replaced) this.noteDesired(list, seen.list, i, i + 1, indexed);
     else
       // Blocks of 4096 with the loop let in between, each in a function of its own (inside this

@@ -416,6 +416,9 @@ function patch(
       if (n === 0 && !removed.delete(k)) added.set(k, h);
     }
   }
+  // Nothing of the model changed (the changed services translate as before, or to a conflict
+  // another service wins): the last model itself.
+  if (!swaps.size && !removed.size && !added.size) return { model: base, swapped };
   const model: ProxyModel = withList(base, 'services', services.replace(swaps));
   if (removed.size || added.size) model.glue = withList(base.glue, 'hairpin', hairpin().patch(removed.values(), added.values(), byVip));
   return { model, swapped };
