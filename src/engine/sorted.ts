@@ -508,19 +508,19 @@ export function registeredList<T>(holder: object, key: string): ChunkedLists<T> 
 /** holder[key] as a ChunkedSorted: the one it was defined with, or one made (once, then kept)
  *  from the array there, which must be sorted and unique by the order it is patched with. */
 export function sortedListOf<T>(holder: object, key: string): ChunkedSorted<T> {
-  const had = registeredList<T>(holder, key);
-  if (had instanceof ChunkedSorted) return had;
-  const list = ChunkedSorted.of((holder as Record<string, readonly T[]>)[key]!);
-  register(holder, key, { list });
-  return list;
+  return listOf(holder, key, ChunkedSorted) as ChunkedSorted<T>;
 }
 
 /** holder[key] as a ChunkedList: the one it was defined with, or one made (once, then kept)
  *  from the array there. */
 export function chunkedListOf<T>(holder: object, key: string): ChunkedList<T> {
-  const had = registeredList<T>(holder, key);
-  if (had instanceof ChunkedList) return had;
-  const list = ChunkedList.of((holder as Record<string, readonly T[]>)[key]!);
+  return listOf(holder, key, ChunkedList) as ChunkedList<T>;
+}
+
+function listOf<L extends ChunkedLists<unknown>>(holder: object, key: string, kind: { of(a: readonly unknown[]): L; [Symbol.hasInstance](x: unknown): boolean }): L {
+  const had = registeredList(holder, key);
+  if (had instanceof kind) return had as L;
+  const list = kind.of((holder as Record<string, readonly unknown[]>)[key]!);
   register(holder, key, { list });
   return list;
 }
