@@ -351,7 +351,7 @@ export class Engine {
       for (const k of changed) {
         const i = this.seenIndex.get(k);
         // an index left by a key that moved or went is found out by keying the service there
-        if (i !== undefined && i < list.length && this.keyOf(list.get(i)!) === k) at.push(i);
+        if (i !== undefined && this.keyOf(list.get(i)!) === k) at.push(i);
       }
       // a key the index does not place is not in the list: the index holds every key of it
       return at.sort((a, b) => a - b).map((i) => list.get(i)!);

@@ -225,7 +225,9 @@ function patchSequence<T>(target: PatchTarget<T>, remove: Iterable<T>, add: Iter
 }
 
 /** The first index of `sorted` whose entry is not before x by `order` (sorted.length: none). */
-function lowerBound<T>(sorted: readonly T[], x: T, order: (a: T, b: T) => number, lo = 0, hi = sorted.length): number {
+function lowerBound<T>(sorted: readonly T[], x: T, order: (a: T, b: T) => number): number {
+  let lo = 0;
+  let hi = sorted.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
     if (order(sorted[mid]!, x) < 0) lo = mid + 1;
@@ -252,6 +254,29 @@ function chunked<T>(a: readonly T[], size: number): T[][] {
   const chunks: T[][] = [];
   for (let i = 0; i < a.length; i += size) chunks.push(a.slice(i, i + size));
   return chunks;
+}
+
+/** A copy of a chunk table for making a new list: a chunk is copied on its first write
+ *  (`mine`); chunks made for the new list are its own from the start (`adopt`). */
+function writableChunks<T>(from: ReadonlyArray<readonly T[]>): { chunks: T[][]; mine(c: number): T[]; adopt(a: T[]): T[] } {
+  const chunks = from.slice() as T[][];
+  const own = new Set<T[]>();
+  return {
+    chunks,
+    mine(c) {
+      let a = chunks[c]!;
+      if (!own.has(a)) {
+        a = a.slice();
+        own.add(a);
+        chunks[c] = a;
+      }
+      return a;
+    },
+    adopt(a) {
+      own.add(a);
+      return a;
+    },
+  };
 }
 
 /** A list kept in chunks, never changed once made: a new list shares the chunks it does not
@@ -312,22 +337,14 @@ export class ChunkedList<T> extends Chunks<T> {
 
   /** This list with the entries at the given indexes (each within it) replaced. */
   replace(entries: ReadonlyMap<number, T>): ChunkedList<T> {
-    const chunks = this.chunks.slice() as T[][];
-    const own = new Set<T[]>();
+    const w = writableChunks(this.chunks);
     const at: number[] = [];
     for (const [i, x] of entries) {
       if (!(i >= 0 && i < this.length)) throw new RangeError(`ChunkedList.replace: index ${i} outside 0..${this.length - 1}`);
-      const c = i >>> LIST_SHIFT;
-      let a = chunks[c]!;
-      if (!own.has(a)) {
-        a = a.slice();
-        own.add(a);
-        chunks[c] = a;
-      }
-      a[i & LIST_MASK] = x;
+      w.mine(i >>> LIST_SHIFT)[i & LIST_MASK] = x;
       at.push(i);
     }
-    const out = new ChunkedList<T>(chunks, this.length);
+    const out = new ChunkedList<T>(w.chunks, this.length);
     REPLACED.set(out, { base: new WeakRef(this), record: at.sort((x, y) => x - y) });
     return out;
   }
@@ -371,18 +388,8 @@ export class ChunkedSorted<T> extends Chunks<T> {
    * sortedPatchOf.
    */
   patch(remove: Iterable<T>, add: Iterable<T>, order: (x: T, y: T) => number): ChunkedSorted<T> {
-    const chunks = this.chunks.slice() as T[][];
-    const own = new Set<T[]>();
+    const { chunks, mine, adopt } = writableChunks(this.chunks);
     let length = this.length;
-    const mine = (c: number): T[] => {
-      let a = chunks[c]!;
-      if (!own.has(a)) {
-        a = a.slice();
-        own.add(a);
-        chunks[c] = a;
-      }
-      return a;
-    };
     const record = patchSequence<T>(
       {
         find: (x) => findIn(chunks, x, order),
@@ -392,17 +399,13 @@ export class ChunkedSorted<T> extends Chunks<T> {
           const c = Math.floor(pos / POS);
           length++;
           if (c === chunks.length) {
-            const a = [x];
-            own.add(a);
-            chunks.push(a);
+            chunks.push(adopt([x]));
             return;
           }
           const a = mine(c);
           a.splice(pos % POS, 0, x);
           if (a.length >= 2 * CHUNK) {
-            const rest = a.splice(CHUNK);
-            own.add(rest);
-            chunks.splice(c + 1, 0, rest);
+            chunks.splice(c + 1, 0, adopt(a.splice(CHUNK)));
           }
         },
         removeAt: (pos) => {
