@@ -55,7 +55,8 @@ export function keyToId(key: string): KernelServiceId {
 /** Destination key within a service: "10.1.0.5|8080" or "[fd00::5]|8080". */
 export function destKey(d: { address: string; port: number }): string {
   const a = canonicalAddress(d.address);
-  return `${isIP(a) === 6 ? `[${a}]` : a}|${d.port}`;
+  // only a text with a colon can be IPv6 (isIP's regular expressions are the cost otherwise)
+  return `${a.includes(':') && isIP(a) === 6 ? `[${a}]` : a}|${d.port}`;
 }
 
 // Flag names map onto kernel bits; sh-/mh-/flag-N share bits, so compare bits, not names.

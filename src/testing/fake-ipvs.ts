@@ -25,9 +25,23 @@ import { canonicalAddress, destKey, destShape, familyOf, serviceKey, serviceShap
 
 const ERRNO = { EEXIST: 17, ESRCH: 3, ENOENT: 2, EINVAL: 22 } as const;
 
+interface Counts {
+  activeConns: number;
+  inactiveConns: number;
+  persistentConns: number;
+}
+
 interface Entry {
   service: Service;
-  dests: Map<string, Destination>;
+  /** The destinations as applied — the ops' own objects, made into Destinations (defaults
+   *  filled in, the address canonical) only when read: a copy of each, kept for as long as it
+   *  is in the table, was most of this double's cost at scale (~60 MB allocated and ~0.5 s for
+   *  a 10k-service full sync). A caller must not modify an op's destination after applying it
+   *  (the engine never does: its ops are made for the apply). */
+  dests: Map<string, DestinationConfig>;
+  /** Connection counts a test set (setConnections): kept across an update, gone with the
+   *  destination; a destination without any has none. */
+  conns: Map<string, Counts> | undefined;
 }
 
 export class FakeIpvs implements IpvsApi {
@@ -76,6 +90,7 @@ export class FakeIpvs implements IpvsApi {
     this.failNext = undefined;
     const crash = this.crashAfter;
     this.crashAfter = undefined;
+    this.lastId = undefined;
     for (let i = 0; i < ops.length; i++) {
       if (crash !== undefined && i === crash) throw new Error(`simulated crash after ${crash} ops`);
       const op = ops[i]!;
@@ -93,6 +108,19 @@ export class FakeIpvs implements IpvsApi {
     return new ApplyResult({ statuses, errors, sendmsgCalls: ops.length ? 1 : 0 });
   }
 
+  /** Within one apply: the service id of the last destination op and its entry (a service's
+   *  destination ops come one after another, with the same id object). */
+  private lastId: ServiceId | undefined;
+  private lastEntry: Entry | undefined;
+
+  private entryOf(id: ServiceId): Entry | undefined {
+    if (id === this.lastId) return this.lastEntry;
+    const e = this.table.get(serviceKey(id));
+    this.lastId = id;
+    this.lastEntry = e;
+    return e;
+  }
+
   private applyOne(op: IpvsOp): keyof typeof ERRNO | undefined {
     switch (op.op) {
       case 'addService': {
@@ -100,7 +128,8 @@ export class FakeIpvs implements IpvsApi {
         if (this.table.has(k)) return 'EEXIST';
         const sched = op.service.scheduler ?? 'wlc';
         if (!(SCHEDULERS as readonly string[]).includes(sched)) return 'ENOENT';
-        this.table.set(k, { service: materialize(op.service), dests: new Map() });
+        this.table.set(k, { service: materialize(op.service), dests: new Map(), conns: undefined });
+        this.lastId = undefined;
         return undefined;
       }
       case 'updateService': {
@@ -112,31 +141,34 @@ export class FakeIpvs implements IpvsApi {
         return undefined;
       }
       case 'deleteService':
+        this.lastId = undefined;
         return this.table.delete(serviceKey(op.service)) ? undefined : 'ESRCH';
       case 'addDestination': {
-        const e = this.table.get(serviceKey(op.service));
+        const e = this.entryOf(op.service);
         if (!e) return 'ESRCH';
         const k = destKey(op.dest);
         if (e.dests.has(k)) return 'EEXIST';
-        e.dests.set(k, materializeDest(op.dest));
+        e.dests.set(k, op.dest);
         return undefined;
       }
       case 'updateDestination': {
-        const e = this.table.get(serviceKey(op.service));
+        const e = this.entryOf(op.service);
         if (!e) return 'ESRCH';
         const k = destKey(op.dest);
-        const old = e.dests.get(k);
-        if (!old) return 'ENOENT';
-        e.dests.set(k, { ...materializeDest(op.dest), activeConns: old.activeConns, inactiveConns: old.inactiveConns, persistentConns: old.persistentConns });
+        if (!e.dests.has(k)) return 'ENOENT';
+        e.dests.set(k, op.dest); // connection counts (conns) stay
         return undefined;
       }
       case 'deleteDestination': {
-        const e = this.table.get(serviceKey(op.service));
+        const e = this.entryOf(op.service);
         if (!e) return 'ESRCH';
-        return e.dests.delete(destKey(op.dest)) ? undefined : 'ENOENT';
+        const k = destKey(op.dest);
+        e.conns?.delete(k);
+        return e.dests.delete(k) ? undefined : 'ENOENT';
       }
       case 'flush':
         this.table.clear();
+        this.lastId = undefined;
         return undefined;
       case 'zero':
         return op.service && !this.table.has(serviceKey(op.service)) ? 'ESRCH' : undefined;
@@ -174,14 +206,14 @@ export class FakeIpvs implements IpvsApi {
     this.destDumps += services.length;
     return services.map((id) => {
       const e = this.table.get(serviceKey(id));
-      return e ? [...e.dests.values()].map((d) => ({ ...d })) : [];
+      return e ? destinationsOfEntry(e) : [];
     });
   }
 
   async destinations(service: ServiceId): Promise<Destination[]> {
     const e = this.table.get(serviceKey(service));
     if (!e) throw new NetlinkError({ message: 'no such service', code: 'ESRCH', errno: 3, kind: 'kernel', op: 'IPVS_CMD_GET_DEST' });
-    return [...e.dests.values()].map((d) => ({ ...d }));
+    return destinationsOfEntry(e);
   }
 
   async timeouts(): Promise<Timeouts> {
@@ -208,17 +240,31 @@ export class FakeIpvs implements IpvsApi {
 
   /** Test hook: set a destination's connection counts (as traffic would). */
   setConnections(service: ServiceId, dest: DestinationId, active: number, inactive = 0): void {
-    const d = this.table.get(serviceKey(service))?.dests.get(destKey(dest));
-    if (!d) throw new Error(`no destination ${destKey(dest)} in ${serviceKey(service)}`);
-    d.activeConns = active;
-    d.inactiveConns = inactive;
+    const e = this.table.get(serviceKey(service));
+    const k = destKey(dest);
+    if (!e?.dests.has(k)) throw new Error(`no destination ${k} in ${serviceKey(service)}`);
+    e.conns ??= new Map();
+    const c = e.conns.get(k) ?? { activeConns: 0, inactiveConns: 0, persistentConns: 0 };
+    c.activeConns = active;
+    c.inactiveConns = inactive;
+    e.conns.set(k, c);
   }
 
   private view(e: Entry, opts: ListOptions): Service {
     const s: Service = { ...e.service };
-    if (opts.withDestinations) s.destinations = [...e.dests.values()].map((d) => ({ ...d }));
+    if (opts.withDestinations) s.destinations = destinationsOfEntry(e);
     return s;
   }
+}
+
+/** A service's destinations as the kernel reports them (fresh objects). */
+function destinationsOfEntry(e: Entry): Destination[] {
+  const out: Destination[] = [];
+  for (const [k, d] of e.dests) {
+    const c = e.conns?.get(k);
+    out.push(c ? { ...materializeDest(d), ...c } : materializeDest(d));
+  }
+  return out;
 }
 
 const FLAG_NAMES: Array<[number, ServiceFlag]> = [

@@ -1,0 +1,90 @@
+// The in-memory IPVS keeps the destinations as applied and makes them into Destinations when
+// read: what it reports must be what the kernel would (defaults filled in, canonical
+// addresses, fresh objects, connection counts kept across an update and gone with the
+// destination), and its per-apply service lookup must follow services deleted and re-added.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
+import type { DestinationConfig, ServiceConfig } from '../../src/kernel/ipvs.js';
+
+const svc: ServiceConfig = { protocol: 'tcp', address: '10.96.0.1', port: 80, scheduler: 'rr' };
+
+test('destinations read back with the defaults filled in, canonical, as fresh objects', async () => {
+  const ipvs = new FakeIpvs({ record: false });
+  const d6: DestinationConfig = { address: 'fd00:0::5', port: 8080, forward: 'masq' };
+  const s6: ServiceConfig = { protocol: 'tcp', address: 'fd00::1', port: 80 };
+  const d4: DestinationConfig = { address: '10.244.0.2', port: 8080 };
+  const r = await ipvs.apply([
+    { op: 'addService', service: svc },
+    { op: 'addDestination', service: svc, dest: d4 },
+    { op: 'addService', service: s6 },
+    { op: 'addDestination', service: s6, dest: d6 },
+  ]);
+  assert.equal(r.errors.length, 0);
+  const [got4] = await ipvs.destinations(svc);
+  assert.deepEqual(got4, {
+    family: 'inet', address: '10.244.0.2', port: 8080, forward: 'droute', weight: 1, upperThreshold: 0, lowerThreshold: 0,
+    activeConns: 0, inactiveConns: 0, persistentConns: 0,
+  });
+  assert.notEqual(got4, d4);
+  got4!.weight = 9; // a caller's change to what it read changes nothing kept
+  assert.equal((await ipvs.destinations(svc))[0]!.weight, 1);
+  const [got6] = await ipvs.destinations(s6);
+  assert.equal(got6!.address, 'fd00::5');
+  assert.equal(got6!.family, 'inet6');
+  // an IPv6 destination is found by either spelling
+  const del = await ipvs.apply([{ op: 'deleteDestination', service: s6, dest: { address: 'fd00::5', port: 8080 } }]);
+  assert.equal(del.errors.length, 0);
+  assert.deepEqual(await ipvs.destinations(s6), []);
+  // the same through a service dump and the batched destination dump
+  const [listed] = await ipvs.services({ withDestinations: true });
+  assert.deepEqual(listed!.destinations, [{ ...got4!, weight: 1 }]);
+  assert.deepEqual(await ipvs.destinationsOf([svc, s6]), [[{ ...got4!, weight: 1 }], []]);
+});
+
+test('connection counts survive an update and go with the destination', async () => {
+  const ipvs = new FakeIpvs();
+  const d: DestinationConfig = { address: '10.244.0.2', port: 8080, forward: 'masq', weight: 1 };
+  await ipvs.apply([{ op: 'addService', service: svc }, { op: 'addDestination', service: svc, dest: d }]);
+  ipvs.setConnections(svc, d, 5, 2);
+  await ipvs.apply([{ op: 'updateDestination', service: svc, dest: { ...d, weight: 0 } }]);
+  const [after] = await ipvs.destinations(svc);
+  assert.equal(after!.weight, 0);
+  assert.equal(after!.activeConns, 5);
+  assert.equal(after!.inactiveConns, 2);
+  await ipvs.apply([{ op: 'deleteDestination', service: svc, dest: d }, { op: 'addDestination', service: svc, dest: d }]);
+  const [again] = await ipvs.destinations(svc);
+  assert.equal(again!.activeConns, 0);
+  assert.equal(again!.inactiveConns, 0);
+  assert.throws(() => ipvs.setConnections(svc, { address: '10.244.0.9', port: 1 }, 1), /no destination/);
+});
+
+test('the errors the kernel gives; a service deleted and added again within one apply starts empty', async () => {
+  const ipvs = new FakeIpvs();
+  const d: DestinationConfig = { address: '10.244.0.2', port: 8080 };
+  const r = await ipvs.apply(
+    [
+      { op: 'addService', service: svc },
+      { op: 'addDestination', service: svc, dest: d },
+      { op: 'addDestination', service: svc, dest: d },
+      { op: 'updateDestination', service: svc, dest: { address: '10.244.0.3', port: 8080 } },
+      { op: 'deleteService', service: svc },
+      { op: 'addDestination', service: svc, dest: d },
+      { op: 'addService', service: svc },
+      { op: 'addDestination', service: svc, dest: { address: '10.244.0.4', port: 80 } },
+    ],
+    { stopOnError: false },
+  );
+  assert.deepEqual(
+    r.errors.map((e) => [e.index, e.code]),
+    [
+      [2, 'EEXIST'],
+      [3, 'ENOENT'],
+      [5, 'ESRCH'],
+    ],
+  );
+  assert.deepEqual(
+    (await ipvs.destinations(svc)).map((x) => `${x.address}:${x.port}`),
+    ['10.244.0.4:80'],
+  );
+});
