@@ -318,7 +318,7 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
     const line = wr.stdout.split('\n').find((l) => l.startsWith('@@WORKER '));
     if (!line) throw new Error('worker printed no result');
     row.worker = { ...JSON.parse(line.slice(9)), processMaxRssMB: wr.maxRssMB, processMs: wr.ms };
-    log(`  full ${row.worker.full.ms.toFixed(0)} ms, no-op ${row.worker.noop.ms.toFixed(0)} ms, one endpoint (median of ${row.worker.oneEndpointProxier.samplesMs.length}) ${row.worker.oneEndpointProxier.ms.toFixed(1)} ms / engine ${row.worker.oneEndpointEngine.ms.toFixed(2)} ms (samples ${row.worker.oneEndpointProxier.samplesMs.map((x: number) => x.toFixed(0)).join(' ')} / ${row.worker.oneEndpointEngine.samplesMs.map((x: number) => x.toFixed(1)).join(' ')} ms)`);
+    log(`  full ${row.worker.full.ms.toFixed(0)} ms, no-op ${row.worker.noop.ms.toFixed(0)} ms, one endpoint (median of ${row.worker.oneEndpointProxier.samplesMs.length}) ${row.worker.oneEndpointProxier.ms.toFixed(1)} ms, the loop idle before each ${row.worker.oneEndpointProxierIdle.ms.toFixed(1)} ms / engine ${row.worker.oneEndpointEngine.ms.toFixed(2)} ms (samples ${row.worker.oneEndpointProxier.samplesMs.map((x: number) => x.toFixed(0)).join(' ')} / ${row.worker.oneEndpointEngine.samplesMs.map((x: number) => x.toFixed(1)).join(' ')} ms)`);
   }
   fresh();
   if (env === 'host') vipLink(env);

@@ -155,15 +155,16 @@ function routeTable(p: PhaseResult): string[] {
 
 function changeTable(p: PhaseResult): string[] {
   const out = [
-    '| S × 10 | ipvsync proxier incremental (messages) | ipvsync engine incremental, IPVS only (messages) | legacy full restore | legacy partial --noflush | nft-restore full | nft-restore partial | legacy full / engine | legacy partial / engine | legacy full / proxier | no-op resync in-process (messages) |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
+    '| S × 10 | ipvsync proxier incremental, right after the full sync (messages) | same, the loop idle before each change | ipvsync engine incremental, IPVS only (messages) | legacy full restore | legacy partial --noflush | nft-restore full | nft-restore partial | legacy full / engine | legacy partial / engine | legacy full / proxier | no-op resync in-process (messages) |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of p.rows) {
     if (r.error || !r.worker?.full) continue;
     const pr = r.worker.oneEndpointProxier;
+    const idle = r.worker.oneEndpointProxierIdle;
     const en = r.worker.oneEndpointEngine;
     out.push(
-      `| ${k(r.services)} | ${ms(pr.ms)} (${pr.messages}) | ${ms(en.ms)} (${en.messages}) | ${fmtMs(r.peers['iptables-legacy-restore one endpoint, full'])} | ${fmtMs(r.peers['iptables-legacy-restore one endpoint, partial'])} | ${fmtMs(r.peers['iptables-nft-restore one endpoint, full'])} | ${fmtMs(r.peers['iptables-nft-restore one endpoint, partial'])} | ${ratio(r.peers['iptables-legacy-restore one endpoint, full'], en.ms)} | ${ratio(r.peers['iptables-legacy-restore one endpoint, partial'], en.ms)} | ${ratio(r.peers['iptables-legacy-restore one endpoint, full'], pr.ms)} | ${ms(r.worker.noop.ms)} (${r.worker.noop.messages}) |`,
+      `| ${k(r.services)} | ${ms(pr.ms)} (${pr.messages}) | ${idle ? `${ms(idle.ms)} (${idle.messages})` : '–'} | ${ms(en.ms)} (${en.messages}) | ${fmtMs(r.peers['iptables-legacy-restore one endpoint, full'])} | ${fmtMs(r.peers['iptables-legacy-restore one endpoint, partial'])} | ${fmtMs(r.peers['iptables-nft-restore one endpoint, full'])} | ${fmtMs(r.peers['iptables-nft-restore one endpoint, partial'])} | ${ratio(r.peers['iptables-legacy-restore one endpoint, full'], en.ms)} | ${ratio(r.peers['iptables-legacy-restore one endpoint, partial'], en.ms)} | ${ratio(r.peers['iptables-legacy-restore one endpoint, full'], pr.ms)} | ${ms(r.worker.noop.ms)} (${r.worker.noop.messages}) |`,
     );
   }
   return out;
@@ -212,6 +213,8 @@ function targets(res: SuiteResult): string[] {
   out.push(`| one endpoint: flat in S (same message count) — engine incremental | ${msgs.join(', ')} | ${yes(flat.length > 1 ? new Set(flat).size === 1 : undefined)} |`);
   const pmsgs = (q?.rows ?? []).filter((r) => r.worker?.oneEndpointProxier).map((r) => r.worker.oneEndpointProxier.messages as number);
   out.push(`| same — proxier incremental sync | ${(q?.rows ?? []).filter((r) => r.worker?.oneEndpointProxier).map((r) => `${k(r.services)}: ${r.worker.oneEndpointProxier.messages}`).join(', ')} | ${yes(pmsgs.length > 1 ? new Set(pmsgs).size === 1 : undefined)} |`);
+  const qIdle = flatInTime(q);
+  if (qIdle) out.push(qIdle);
   const rss = r10?.ipvsyncSyncProcess?.maxRssMB;
   out.push(`| RSS at 10k×10 ≤ 150 MB (\`sync -f\` peak) | ${rss !== undefined ? `${rss.toFixed(0)} MB` : '–'} | ${yes(rss === undefined ? undefined : rss <= 150)} |`);
   const dm = r10?.daemon && 'peakMB' in r10.daemon ? r10.daemon : undefined;
@@ -246,6 +249,8 @@ function targets(res: SuiteResult): string[] {
     const hOnes = (h?.rows ?? []).filter((r) => r.worker?.oneEndpointProxier);
     const hMsgs = hOnes.map((r) => r.worker.oneEndpointProxier.messages as number);
     out.push(`| one endpoint: flat in S (same message count; time) — proxier, host | ${hOnes.map((r) => `${k(r.services)}: ${r.worker.oneEndpointProxier.messages} (${(r.worker.oneEndpointProxier.ms as number).toFixed(1)} ms)`).join(', ')} | ${yes(hMsgs.length > 1 ? new Set(hMsgs).size === 1 : undefined)} |`);
+    const hIdle = flatInTime(h);
+    if (hIdle) out.push(hIdle);
     const hLoops = (h?.rows ?? []).filter((r) => r.worker?.full?.eventLoop).map((r) => `${k(r.services)}: ${(r.worker.full.eventLoop.maxMs as number).toFixed(0)} ms`);
     const hMax = (h?.rows ?? []).filter((r) => r.worker?.full?.eventLoop).map((r) => r.worker.full.eventLoop.maxMs as number);
     out.push(`| event loop never blocked > 50 ms during a full sync — host | max ${hLoops.join(', ')} | ${yes(hMax.length ? hMax.every((x) => x <= 50) : undefined)} |`);
@@ -253,6 +258,20 @@ function targets(res: SuiteResult): string[] {
     out.push(`| RSS at 10k×10 ≤ 150 MB — host worker peak after the full sync (incl. the IPVS double) | ${hw ? `${(hw / 1024).toFixed(0)} MB` : '–'} | ${yes(hw ? hw / 1024 <= 150 : undefined)} |`);
   }
   return out;
+}
+
+/** Flat in S in time: the proxier's one-endpoint sync with the loop idle before each change
+ *  (the steady state: the samples right after a full sync carry the GC's finishing of the mark
+ *  the full sync started), at the smallest and largest S of the phase — met when the largest's
+ *  median is within twice the smallest's. undefined without such samples at two sizes. */
+function flatInTime(p: PhaseResult | undefined): string | undefined {
+  const rows = (p?.rows ?? []).filter((r) => !r.error && r.worker?.oneEndpointProxierIdle);
+  if (rows.length < 2) return undefined;
+  const t = (r: (typeof rows)[number]) => r.worker.oneEndpointProxierIdle.ms as number;
+  const small = rows.reduce((a, b) => (b.services < a.services ? b : a));
+  const large = rows.reduce((a, b) => (b.services > a.services ? b : a));
+  const met = t(large) <= 2 * t(small);
+  return `| one endpoint: flat in S in time — proxier, the loop idle before each change (median of ${rows[0]!.worker.oneEndpointProxierIdle.samplesMs?.length ?? '?'}; ${p!.environment.env}; met when the largest S is within 2× of the smallest) | ${rows.map((r) => `${k(r.services)}: ${ms(t(r))}`).join(', ')} (${k(large.services)} / ${k(small.services)}: ${(t(large) / t(small)).toFixed(2)}×) | ${met ? 'yes' : '**no**'} |`;
 }
 
 function envLine(p: PhaseResult): string {

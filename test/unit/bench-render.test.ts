@@ -34,3 +34,26 @@ test('the where-the-time-goes table shows the main thread’s run-queue wait bes
   assert.match(without, /\| 111 \/ 40 ms \|/);
   assert.doesNotMatch(without, /111 \/ 40 ms \(/);
 });
+
+test('one endpoint after the loop was idle: a column of the change table, and flat in S in time judged from it', () => {
+  const threads = { main: { user: 1, sys: 1 }, others: { user: 1, sys: 1 } };
+  const full = { ms: 2300, translateMs: 400, observeMs: 50, diffMs: 150, applyMs: 1300, writes: 1, messages: 10, sendmsg: 2, cpu: { userMs: 1, sysMs: 1, threads }, eventLoop: { maxMs: 20, p99Ms: 5, meanMs: 1, samples: 9 } };
+  const step = (ms: number) => ({ ms, messages: 5, samplesMs: Array(21).fill(ms) });
+  const worker = (idleMs: number | undefined) => ({
+    manifestsLoadMs: 900, full, oneEndpointProxier: step(9.8), oneEndpointEngine: step(1.1), noop: step(50),
+    ...(idleMs !== undefined ? { oneEndpointProxierIdle: step(idleMs) } : {}),
+    memory: { afterFullSync: { vmHWMkB: 150000, vmRSSkB: 1 } },
+  });
+  const res = (idle1k: number | undefined, idle50k: number | undefined): SuiteResult => ({
+    date: 'd', hostUptime: 'u',
+    // the targets table comes with a qemu phase (here one without a worker: its rows say nothing)
+    phases: { qemu: { environment, loadavgEnd: '1', rows: [row(10000)] }, host: { environment: { ...environment, env: 'host' }, loadavgEnd: '1', rows: [{ ...row(1000), worker: worker(idle1k) }, { ...row(10000), worker: worker(undefined) }, { ...row(50000), worker: worker(idle50k) }] } },
+  });
+  const flat = renderMarkdown(res(1.8, 2.2));
+  assert.match(flat, /\| 1k \| 9\.8 ms \(5\) \| 1\.8 ms \(5\) \| 1\.1 ms \(5\) \|/);
+  assert.match(flat, /\| 10k \| 9\.8 ms \(5\) \| – \| 1\.1 ms \(5\) \|/);
+  assert.match(flat, /flat in S in time — proxier, the loop idle before each change \(median of 21; host; [^|]*\) \| 1k: 1\.8 ms, 50k: 2\.2 ms \(50k \/ 1k: 1\.22×\) \| yes \|/);
+  assert.match(renderMarkdown(res(1.8, 4.0)), /\(50k \/ 1k: 2\.22×\) \| \*\*no\*\* \|/);
+  // one size alone proves nothing flat: no row
+  assert.doesNotMatch(renderMarkdown(res(undefined, 2.2)), /flat in S in time/);
+});
