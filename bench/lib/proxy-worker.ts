@@ -10,7 +10,7 @@
 // all). Messages counted by the sockets. Prints one line "@@WORKER {json}".
 // --fake-ipvs: the in-memory IPVS (for kernels without IPVS: the host); everything else is real.
 import { readFileSync, readdirSync } from 'node:fs';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { constants as perfConstants, monitorEventLoopDelay, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1EndpointSlice } from '@kubernetes/client-node';
@@ -124,9 +124,32 @@ manifests = undefined;
 
 const writes = (r: SyncReport) => r.ipvs.writes + r.addresses.writes + r.nft.writes + r.ipsets.writes;
 
+/** The GC pauses of the main thread while it runs (perf_hooks 'gc' entries: each one a pause,
+ *  the incremental marking steps included): the longest of each kind, and their count and sum.
+ *  A pause is one block of the event loop that no slicing of the JavaScript can cut. */
+function gcPauses() {
+  const entries: PerformanceEntry[] = [];
+  const obs = new PerformanceObserver((l) => void entries.push(...l.getEntries()));
+  obs.observe({ entryTypes: ['gc'] });
+  return () => {
+    entries.push(...obs.takeRecords());
+    obs.disconnect();
+    const out = { scavenge: { maxMs: 0, count: 0, totalMs: 0 }, markCompact: { maxMs: 0, count: 0, totalMs: 0 }, other: { maxMs: 0, count: 0, totalMs: 0 } };
+    for (const e of entries) {
+      const kind = ((e as unknown as { detail?: { kind?: number } }).detail)?.kind;
+      const k = kind === perfConstants.NODE_PERFORMANCE_GC_MINOR ? out.scavenge : kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR ? out.markCompact : out.other;
+      k.maxMs = Math.max(k.maxMs, e.duration);
+      k.count++;
+      k.totalMs += e.duration;
+    }
+    return out;
+  };
+}
+
 async function measure<T>(fn: () => Promise<T>, loop = false) {
   const h = loop ? monitorEventLoopDelay({ resolution: 1 }) : undefined;
   h?.enable();
+  const gcEnd = loop ? gcPauses() : undefined;
   const c0 = threadCpu();
   const w0 = runQueueWaitNs();
   const u0 = process.cpuUsage();
@@ -139,6 +162,7 @@ async function measure<T>(fn: () => Promise<T>, loop = false) {
   const c1 = threadCpu();
   const w1 = runQueueWaitNs();
   h?.disable();
+  const gc = gcEnd?.();
   return {
     value,
     ms,
@@ -147,6 +171,7 @@ async function measure<T>(fn: () => Promise<T>, loop = false) {
     recvmsg: s1.recvmsg - s0.recvmsg,
     cpu: { userMs: u1.user / 1000, sysMs: u1.system / 1000, threads: cpuDelta(c0, c1), ...(w0 !== undefined && w1 !== undefined ? { mainRunQueueWaitMs: (w1 - w0) / 1e6 } : {}) },
     ...(h ? { eventLoop: { maxMs: h.max / 1e6, p99Ms: h.percentile(99) / 1e6, meanMs: h.mean / 1e6, samples: h.count } } : {}),
+    ...(gc ? { gc } : {}),
   };
 }
 
@@ -165,6 +190,7 @@ const step = (r: Awaited<ReturnType<typeof measure<Awaited<ReturnType<Proxier['s
   recvmsg: r.recvmsg,
   cpu: r.cpu,
   ...(r.eventLoop ? { eventLoop: r.eventLoop } : {}),
+  ...(r.gc ? { gc: r.gc } : {}),
 });
 
 const full = await measure(() => proxier.sync(true), true);

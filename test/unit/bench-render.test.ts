@@ -29,7 +29,11 @@ test('the where-the-time-goes table shows the main thread’s run-queue wait bes
     date: 'd', hostUptime: 'u',
     phases: { host: { environment: { ...environment, env: 'host' }, loadavgEnd: '1', rows: [{ ...row(10000), worker: worker(cpu) }] } },
   });
-  assert.match(renderMarkdown(res({ mainRunQueueWaitMs: 512.6 })), /\| 111 \/ 40 ms \(513 ms\) \|/);
+  assert.match(renderMarkdown(res({ mainRunQueueWaitMs: 512.6 })), /\| 111 \/ 40 ms \(513 ms\) \| – \|/);
+  // the longest GC pauses beside it, when the worker observed them
+  const gc = { scavenge: { maxMs: 88.6, count: 412, totalMs: 9000 }, markCompact: { maxMs: 61.2, count: 7, totalMs: 200 }, other: { maxMs: 1, count: 3, totalMs: 2 } };
+  const withGc = renderMarkdown({ ...res({}), phases: { host: { ...res({}).phases.host!, rows: [{ ...row(10000), worker: { ...worker({}), full: { ...full({}), gc } } }] } } });
+  assert.match(withGc, /\| 111 \/ 40 ms \| 89 \/ 61 ms \(412 \/ 7\) \| 146 MB \|/);
   const without = renderMarkdown(res({}));
   assert.match(without, /\| 111 \/ 40 ms \|/);
   assert.doesNotMatch(without, /111 \/ 40 ms \(/);
@@ -56,4 +60,41 @@ test('one endpoint after the loop was idle: a column of the change table, and fl
   assert.match(renderMarkdown(res(1.8, 4.0)), /\(50k \/ 1k: 2\.22×\) \| \*\*no\*\* \|/);
   // one size alone proves nothing flat: no row
   assert.doesNotMatch(renderMarkdown(res(undefined, 2.2)), /flat in S in time/);
+});
+
+test('a target against a peer that hit the cap: met when the cap alone proves it, not measured when it does not', () => {
+  const threads = { main: { user: 1, sys: 1 }, others: { user: 1, sys: 1 } };
+  const full = { ms: 40_000, translateMs: 400, observeMs: 50, diffMs: 150, applyMs: 1300, writes: 1, messages: 10, sendmsg: 2, cpu: { userMs: 1, sysMs: 1, threads }, eventLoop: { maxMs: 20, p99Ms: 5, meanMs: 1, samples: 9 } };
+  const step = (ms: number, messages: number) => ({ ms, messages, samplesMs: Array(21).fill(ms) });
+  const worker = { manifestsLoadMs: 900, full, oneEndpointProxier: step(50, 13), oneEndpointEngine: step(30, 8), noop: step(500, 5), memory: { afterFullSync: { vmHWMkB: 150000, vmRSSkB: 1 } } };
+  const res = (ipsetMs: number | 'cap', legacy: { ms: number; timeout?: boolean; timeoutS?: number }): SuiteResult => ({
+    date: 'd', hostUptime: 'u',
+    phases: {
+      qemu: {
+        environment, loadavgEnd: '1',
+        rows: [{
+          ...row(10000),
+          peers: {
+            'iptables-legacy-restore full': legacy,
+            'ipvsadm -R': { ms: 118_000 },
+            'ipset restore': ipsetMs === 'cap' ? { ms: 150_000, timeout: true, timeoutS: 150 } : { ms: ipsetMs },
+          },
+          ipvsyncSyncProcess: { ms: 60_000 },
+          worker,
+        }],
+      },
+    },
+  });
+  const line = (md: string, start: string) => md.split('\n').find((l) => l.startsWith(start))!;
+  // 118 s + the 150 s cap = 268 s: > 5x the in-process 40 s (6.7x), not > 5x sync -f's 60 s (4.5x)
+  const capped = renderMarkdown(res('cap', { ms: 105_000 }));
+  assert.match(line(capped, '| same two, ipvsync'), /legacy 2\.6×, ipvsadm\+ipset > 6\.7× \| \*\*no\*\* \/ yes \(a lower bound: the peer hit the cap\) \|$/);
+  assert.match(line(capped, '| full programming 10k×10: ≥ 5×'), /> 4\.5× \| not measured \|$/);
+  // measured: the ratio decides either way
+  const measured = renderMarkdown(res(200_000, { ms: 105_000 }));
+  assert.match(line(measured, '| same two, ipvsync'), /\| \*\*no\*\* \/ yes \|$/);
+  assert.match(line(measured, '| full programming 10k×10: ≥ 5×'), /5\.3× \| yes \|$/);
+  // a capped legacy restore whose cap is below 10x ours proves nothing: not a "no"
+  const legCapped = renderMarkdown(res(200_000, { ms: 150_000, timeout: true, timeoutS: 150 }));
+  assert.match(line(legCapped, '| full programming 10k×10: ≥ 10×'), /> 2\.5× \| not measured \|$/);
 });
