@@ -79,15 +79,17 @@ function ms(x: number): string {
   if (x >= 1) return `${x.toFixed(1)} ms`;
   return `${x.toFixed(2)} ms`;
 }
+/** How many times faster ours is than the peer; where the peer hit the cap, a lower bound (the
+ *  cap over ours). undefined: nothing to compare. */
+function speedup(peer: Measure | undefined, ours: number | undefined): { x: number; lowerBound: boolean } | undefined {
+  if (!peer || ours === undefined || !Number.isFinite(ours)) return undefined;
+  if (peer.timeout) return { x: (peer.timeoutS! * 1000) / ours, lowerBound: true };
+  return ok(peer) ? { x: peer.ms / ours, lowerBound: false } : undefined;
+}
 function ratio(peer: Measure | undefined, ours: number | undefined): string {
-  if (!peer || ours === undefined || !Number.isFinite(ours)) return '–';
-  if (peer.timeout) {
-    const lb = (peer.timeoutS! * 1000) / ours;
-    return `> ${lb >= 100 ? lb.toFixed(0) : lb.toFixed(1)}×`;
-  }
-  if (!ok(peer)) return '–';
-  const r = peer.ms / ours;
-  return `${r >= 100 ? r.toFixed(0) : r.toFixed(1)}×`;
+  const s = speedup(peer, ours);
+  if (!s) return '–';
+  return `${s.lowerBound ? '> ' : ''}${s.x >= 100 ? s.x.toFixed(0) : s.x.toFixed(1)}×`;
 }
 function sum(...ms: Array<Measure | undefined>): Measure | undefined {
   if (ms.some((m) => !m)) return undefined;
@@ -193,12 +195,13 @@ function targets(res: SuiteResult): string[] {
   const row = (S: number) => q?.rows.find((r) => r.services === S && !r.error);
   const r10 = row(10_000);
   const yes = (b: boolean | undefined) => (b === undefined ? 'not measured' : b ? 'yes' : '**no**');
-  // ipvsync `target`× faster than the peer: the peer's time, or, where it hit the cap, its lower
-  // bound (the cap): that bound at or past the target proves the target met; below it, nothing.
+  // ipvsync `target`× faster than the peer: a lower bound (the peer hit the cap) at or past the
+  // target proves it met; below it, nothing.
   const faster = (peer: Measure | undefined, ours: number | undefined, target: number): string => {
-    if (!peer || ours === undefined || !(ours > 0)) return yes(undefined);
-    if (peer.timeout) return (peer.timeoutS! * 1000) / ours >= target ? 'yes (a lower bound: the peer hit the cap)' : yes(undefined);
-    return ok(peer) ? yes(peer.ms / ours >= target) : yes(undefined);
+    const s = ours !== undefined && ours > 0 ? speedup(peer, ours) : undefined;
+    if (!s) return yes(undefined);
+    if (s.lowerBound) return s.x >= target ? 'yes (a lower bound: the peer hit the cap)' : yes(undefined);
+    return yes(s.x >= target);
   };
   const ours = ok(r10?.ipvsyncSyncProcess) ? r10!.ipvsyncSyncProcess!.ms : undefined;
   const leg = r10?.peers['iptables-legacy-restore full'];

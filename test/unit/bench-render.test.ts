@@ -6,6 +6,12 @@ import { renderMarkdown, type SuiteResult } from '../../bench/lib/render.js';
 
 const environment = { env: 'qemu', kernel: '6.1', cpu: 'TCG', nproc: 2, memMB: 3000, loadavg: '0', node: 'v20', tools: {}, date: '2026-11-25T12:58:41.564Z' };
 const row = (services: number, measuredAt?: string) => ({ services, endpoints: services * 10, sizes: {}, peers: {}, ...(measuredAt ? { measuredAt } : {}) });
+/** A worker's full sync of `ms`, and a step of the change table (median of 21 samples). */
+const fullSync = (ms: number) => ({
+  ms, translateMs: 400, observeMs: 50, diffMs: 150, applyMs: 1300, writes: 1, messages: 10, sendmsg: 2,
+  cpu: { userMs: 1, sysMs: 1, threads: { main: { user: 1, sys: 1 }, others: { user: 1, sys: 1 } } }, eventLoop: { maxMs: 20, p99Ms: 5, meanMs: 1, samples: 9 },
+});
+const step = (ms: number, messages = 5) => ({ ms, messages, samplesMs: Array(21).fill(ms) });
 
 test('the qemu environment line names each row’s run when the rows come from several runs, and only then', () => {
   const mixed: SuiteResult = { date: 'd', hostUptime: 'u', phases: { qemu: { environment, loadavgEnd: '1', rows: [row(1000, '2026-11-25T06:56:03.918Z'), row(10000, '2026-11-25T12:58:41.564Z')] } } };
@@ -17,25 +23,33 @@ test('the qemu environment line names each row’s run when the rows come from s
 
 test('the where-the-time-goes table shows the main thread’s run-queue wait beside the event loop when the worker measured it', () => {
   const threads = { main: { user: 1200, sys: 50 }, others: { user: 30, sys: 900 } };
-  const full = (cpu: Record<string, unknown>) => ({
-    ms: 2300, translateMs: 400, observeMs: 50, diffMs: 150, applyMs: 1300, writes: 1, messages: 10, sendmsg: 2,
-    cpu: { userMs: 1, sysMs: 1, threads, ...cpu }, eventLoop: { maxMs: 111.2, p99Ms: 40.4, meanMs: 12, samples: 900 },
-  });
-  const step = { ms: 2.5, messages: 8 };
-  const worker = (cpu: Record<string, unknown>) => ({
-    manifestsLoadMs: 900, full: full(cpu), oneEndpointProxier: step, oneEndpointEngine: step, noop: step, memory: { afterFullSync: { vmHWMkB: 150000, vmRSSkB: 1 } },
-  });
-  const res = (cpu: Record<string, unknown>): SuiteResult => ({
+  const one = { ms: 2.5, messages: 8 };
+  // gc: the worker's GC pauses; qemu: a qemu phase too (the targets table comes with one)
+  const res = (cpu: Record<string, unknown>, gc?: Record<string, unknown>, qemu = false): SuiteResult => ({
     date: 'd', hostUptime: 'u',
-    phases: { host: { environment: { ...environment, env: 'host' }, loadavgEnd: '1', rows: [{ ...row(10000), worker: worker(cpu) }] } },
+    phases: {
+      ...(qemu ? { qemu: { environment, loadavgEnd: '1', rows: [row(10000)] } } : {}),
+      host: {
+        environment: { ...environment, env: 'host' }, loadavgEnd: '1',
+        rows: [{
+          ...row(10000),
+          worker: {
+            manifestsLoadMs: 900, oneEndpointProxier: one, oneEndpointEngine: one, noop: one, memory: { afterFullSync: { vmHWMkB: 150000, vmRSSkB: 1 } },
+            full: {
+              ms: 2300, translateMs: 400, observeMs: 50, diffMs: 150, applyMs: 1300, writes: 1, messages: 10, sendmsg: 2,
+              cpu: { userMs: 1, sysMs: 1, threads, ...cpu }, eventLoop: { maxMs: 111.2, p99Ms: 40.4, meanMs: 12, samples: 900 }, ...(gc ? { gc } : {}),
+            },
+          },
+        }],
+      },
+    },
   });
   assert.match(renderMarkdown(res({ mainRunQueueWaitMs: 512.6 })), /\| 111 \/ 40 ms \(513 ms\) \| – \|/);
   // the longest GC pauses beside it, when the worker observed them
   const gc = { scavenge: { maxMs: 88.6, count: 412, totalMs: 9000 }, markCompact: { maxMs: 61.2, count: 7, totalMs: 200 }, other: { maxMs: 1, count: 3, totalMs: 2 } };
-  const withGc = renderMarkdown({ ...res({}), phases: { host: { ...res({}).phases.host!, rows: [{ ...row(10000), worker: { ...worker({}), full: { ...full({}), gc } } }] } } });
-  assert.match(withGc, /\| 111 \/ 40 ms \| 89 \/ 61 ms \(412 \/ 7\) \| 146 MB \|/);
-  // and in the targets table, where the event loop's maximum is judged (targets come with a qemu phase)
-  const targets = renderMarkdown({ ...res({}), phases: { qemu: { environment, loadavgEnd: '1', rows: [row(10000)] }, host: { ...res({}).phases.host!, rows: [{ ...row(10000), worker: { ...worker({}), full: { ...full({}), gc } } }] } } });
+  assert.match(renderMarkdown(res({}, gc)), /\| 111 \/ 40 ms \| 89 \/ 61 ms \(412 \/ 7\) \| 146 MB \|/);
+  // and in the targets table, where the event loop's maximum is judged
+  const targets = renderMarkdown(res({}, gc, true));
   assert.match(targets, /\| event loop never blocked > 50 ms during a full sync — host \| max 10k: 111 ms \(the longest GC pause alone 10k: 89 ms\) \| \*\*no\*\* \|/);
   const without = renderMarkdown(res({}));
   assert.match(without, /\| 111 \/ 40 ms \|/);
@@ -43,11 +57,8 @@ test('the where-the-time-goes table shows the main thread’s run-queue wait bes
 });
 
 test('one endpoint after the loop was idle: a column of the change table, and flat in S in time judged from it', () => {
-  const threads = { main: { user: 1, sys: 1 }, others: { user: 1, sys: 1 } };
-  const full = { ms: 2300, translateMs: 400, observeMs: 50, diffMs: 150, applyMs: 1300, writes: 1, messages: 10, sendmsg: 2, cpu: { userMs: 1, sysMs: 1, threads }, eventLoop: { maxMs: 20, p99Ms: 5, meanMs: 1, samples: 9 } };
-  const step = (ms: number) => ({ ms, messages: 5, samplesMs: Array(21).fill(ms) });
   const worker = (idleMs: number | undefined) => ({
-    manifestsLoadMs: 900, full, oneEndpointProxier: step(9.8), oneEndpointEngine: step(1.1), noop: step(50),
+    manifestsLoadMs: 900, full: fullSync(2300), oneEndpointProxier: step(9.8), oneEndpointEngine: step(1.1), noop: step(50),
     ...(idleMs !== undefined ? { oneEndpointProxierIdle: step(idleMs) } : {}),
     memory: { afterFullSync: { vmHWMkB: 150000, vmRSSkB: 1 } },
   });
@@ -66,10 +77,7 @@ test('one endpoint after the loop was idle: a column of the change table, and fl
 });
 
 test('a target against a peer that hit the cap: met when the cap alone proves it, not measured when it does not', () => {
-  const threads = { main: { user: 1, sys: 1 }, others: { user: 1, sys: 1 } };
-  const full = { ms: 40_000, translateMs: 400, observeMs: 50, diffMs: 150, applyMs: 1300, writes: 1, messages: 10, sendmsg: 2, cpu: { userMs: 1, sysMs: 1, threads }, eventLoop: { maxMs: 20, p99Ms: 5, meanMs: 1, samples: 9 } };
-  const step = (ms: number, messages: number) => ({ ms, messages, samplesMs: Array(21).fill(ms) });
-  const worker = { manifestsLoadMs: 900, full, oneEndpointProxier: step(50, 13), oneEndpointEngine: step(30, 8), noop: step(500, 5), memory: { afterFullSync: { vmHWMkB: 150000, vmRSSkB: 1 } } };
+  const worker = { manifestsLoadMs: 900, full: fullSync(40_000), oneEndpointProxier: step(50, 13), oneEndpointEngine: step(30, 8), noop: step(500, 5), memory: { afterFullSync: { vmHWMkB: 150000, vmRSSkB: 1 } } };
   const res = (ipsetMs: number | 'cap', legacy: { ms: number; timeout?: boolean; timeoutS?: number }): SuiteResult => ({
     date: 'd', hostUptime: 'u',
     phases: {
