@@ -46,7 +46,8 @@ export interface NativeIpvsListOptions {
 
 export interface NativeIpvsHandle {
   info(): Promise<NativeIpvsInfo>;
-  apply(ops: unknown[], opts?: { stopOnError?: boolean; maxBatchMessages?: number; ack?: 'each' | 'errors' }): Promise<NativeBatchOutcome>;
+  /** ops: the op objects, or their packed form (src/kernel/ipvs-pack.ts). */
+  apply(ops: unknown[] | Uint8Array, opts?: { stopOnError?: boolean; maxBatchMessages?: number; ack?: 'each' | 'errors' }): Promise<NativeBatchOutcome>;
   services(opts?: NativeIpvsListOptions): Promise<NativeIpvsObject[]>;
   service(key: unknown, opts?: NativeIpvsListOptions): Promise<NativeIpvsObject | null>;
   destinations(key: unknown, opts?: { stats?: boolean }): Promise<NativeIpvsObject[]>;
@@ -72,7 +73,10 @@ export interface IpvsSocketStats extends SocketStats {
 
 export interface NativeIpvsCodec {
   encodeGetInfo(familyId: number): Buffer;
-  encodeOps(ops: unknown[], familyId: number, opts?: { ack?: 'each' | 'errors' }): Buffer;
+  /** ops: objects or their packed form (src/kernel/ipvs-pack.ts). */
+  encodeOps(ops: unknown[] | Uint8Array, familyId: number, opts?: { ack?: 'each' | 'errors' }): Buffer;
+  /** The packed form's property names by key index (native/ipvs/packed.cc). */
+  packedKeys: string[];
   encodeGetServices(familyId: number): Buffer;
   encodeGetService(key: unknown, familyId: number): Buffer;
   encodeGetDests(key: unknown, familyId: number): Buffer;

@@ -1,7 +1,7 @@
 // JS surface of the IPVS family: class IpvsHandle, plus codec hooks under codec.ipvs.
-// JS ops are converted to ipvs::Op structs and validated on the main thread (a bad op throws a
-// kInvalid NetlinkError naming its index, and nothing is sent); a whole batch or a whole
-// listing then costs one worker job.
+// JS ops (the objects, or their packed form: ipvs/packed.h) are converted to ipvs::Op structs
+// and validated on the main thread (a bad op throws a kInvalid NetlinkError naming its index,
+// and nothing is sent); a whole batch or a whole listing then costs one worker job.
 #include <linux/ip_vs.h>
 #include <linux/netlink.h>
 #include <netinet/in.h>
@@ -19,6 +19,8 @@
 #include "addon/errors.h"
 #include "common/inet.h"
 #include "ipvs/codec.h"
+#include "ipvs/op_parse.h"
+#include "ipvs/packed.h"
 #include "netlink/genl.h"
 
 namespace addon {
@@ -31,41 +33,16 @@ const nl::GenlFamily& IpvsFamily(Channel& ch) {
 
 // ---- JS -> structs ---------------------------------------------------------------------------
 
-// Collects the first problem of an op; the caller throws it with the op's index.
-struct Problem : std::exception {
-  explicit Problem(std::string w) : why(std::move(w)) {}
-  std::string why;
-};
-
-// What converting one batch (BuildBatch) remembers from op to op, on the main thread:
-// - property names as JS strings, made once per batch instead of once per lookup (a lookup by
-//   C string creates and internalizes the name every time: most of what converting an op cost,
-//   ~6 µs per op before);
-// - the service of the previous destination op and its converted key (LastService).
-// Outside a batch, plain lookups and no memo.
+// What converting one batch (BuildBatch) remembers from op to op, on the main thread: property
+// names as JS strings, made once per batch instead of once per lookup (a lookup by C string
+// creates and internalizes the name every time: most of what converting an op cost, ~6 µs per
+// op before). Outside a batch, plain lookups.
 class BatchScope {
  public:
   explicit BatchScope(napi_env env) : env_(env), prev_(current_) { current_ = this; }
   ~BatchScope() { current_ = prev_; }
   BatchScope(const BatchScope&) = delete;
   BatchScope& operator=(const BatchScope&) = delete;
-
-  // The service of the previous destination op, when it is the very same JS object (a plan's
-  // destination ops share their service object): its key is not converted again.
-  static bool LastService(const Napi::Value& v, ipvs::ServiceKey* k) {
-    BatchScope* c = current_;
-    if (c == nullptr || c->last_service_ == nullptr) return false;
-    bool same = false;
-    if (napi_strict_equals(c->env_, c->last_service_, v, &same) != napi_ok || !same) return false;
-    *k = c->last_key_;
-    return true;
-  }
-  static void RememberService(const Napi::Value& v, const ipvs::ServiceKey& k) {
-    BatchScope* c = current_;
-    if (c == nullptr) return;
-    c->last_service_ = v;
-    c->last_key_ = k;
-  }
 
   static Napi::Value Get(const Napi::Object& o, const char* key) {
     BatchScope* c = current_;
@@ -88,240 +65,34 @@ class BatchScope {
   napi_env env_;
   BatchScope* prev_;
   std::vector<std::pair<const char*, napi_value>> keys_;
-  napi_value last_service_ = nullptr;
-  ipvs::ServiceKey last_key_{};
   static thread_local BatchScope* current_;
 };
 thread_local BatchScope* BatchScope::current_ = nullptr;
 
-Napi::Value Get(const Napi::Object& o, const char* key) { return BatchScope::Get(o, key); }
+// A JS value as ipvs::ParseOp reads it (op_parse.h).
+class JsValue {
+ public:
+  JsValue() = default;
+  explicit JsValue(Napi::Value v) : v_(v) {}
+  bool IsUndefined() const { return v_.IsUndefined(); }
+  bool IsNull() const { return v_.IsNull(); }
+  bool IsString() const { return v_.IsString(); }
+  bool IsNumber() const { return v_.IsNumber(); }
+  bool IsArray() const { return v_.IsArray(); }
+  bool IsObject() const { return v_.IsObject(); }
+  std::string Text() const { return v_.As<Napi::String>().Utf8Value(); }
+  double Num() const { return v_.As<Napi::Number>().DoubleValue(); }
+  std::string Shown() const { return v_.ToString().Utf8Value(); }
+  uint32_t Length() const { return v_.As<Napi::Array>().Length(); }
+  JsValue At(uint32_t i) const { return JsValue(v_.As<Napi::Array>().Get(i)); }
+  JsValue Get(ipvs::K key) const { return JsValue(BatchScope::Get(v_.As<Napi::Object>(), ipvs::Name(key))); }
+  bool Same(const JsValue& o) const { return v_.StrictEquals(o.v_); }
 
-bool Has(const Napi::Object& o, const char* key) {
-  Napi::Value v = Get(o, key);
-  return !v.IsUndefined() && !v.IsNull();
-}
-
-std::string Str(const Napi::Object& o, const char* key) {
-  Napi::Value v = Get(o, key);
-  if (!v.IsString()) throw Problem(std::string(key) + " must be a string");
-  return v.As<Napi::String>().Utf8Value();
-}
-
-// An integer in [lo, hi]; `what` names it in the error.
-int64_t Int(const Napi::Object& o, const char* key, int64_t lo, int64_t hi) {
-  Napi::Value v = Get(o, key);
-  if (!v.IsNumber()) throw Problem(std::string(key) + " must be a number");
-  const double d = v.As<Napi::Number>().DoubleValue();
-  if (!std::isfinite(d) || std::floor(d) != d || d < static_cast<double>(lo) || d > static_cast<double>(hi))
-    throw Problem(std::string(key) + " must be an integer " + std::to_string(lo) + "-" + std::to_string(hi) +
-                  ", got " + v.ToString().Utf8Value());
-  return static_cast<int64_t>(d);
-}
-
-uint16_t FamilyOf(const Napi::Object& o, uint16_t dflt) {
-  if (!Has(o, "family")) return dflt;
-  const std::string f = Str(o, "family");
-  if (f == "inet") return ipvs::kAfInet;
-  if (f == "inet6") return ipvs::kAfInet6;
-  throw Problem("family must be 'inet' or 'inet6', got '" + f + "'");
-}
-
-void ParseAddr(const std::string& text, uint16_t* af, uint8_t out[16], const char* what) {
-  inet::Addr a;
-  if (!inet::Parse(text, &a)) throw Problem(std::string("invalid ") + what + " '" + text + "'");
-  *af = a.family == inet::kV4 ? ipvs::kAfInet : ipvs::kAfInet6;
-  std::memcpy(out, a.bytes, 16);
-}
-
-Napi::Object Obj(const Napi::Value& v, const char* what) {
-  if (!v.IsObject()) throw Problem(std::string(what) + " must be an object");
-  return v.As<Napi::Object>();
-}
-
-void ParseServiceKey(const Napi::Object& o, ipvs::ServiceKey* k) {
-  *k = ipvs::ServiceKey{};
-  if (Has(o, "fwmark")) {
-    if (Has(o, "address") || Has(o, "protocol"))
-      throw Problem("a service is identified by fwmark or by protocol/address/port, not both");
-    k->fwmark = static_cast<uint32_t>(Int(o, "fwmark", 1, 0xffffffffLL));
-    k->af = FamilyOf(o, ipvs::kAfInet);
-    return;
-  }
-  if (!Has(o, "protocol")) throw Problem("a service needs protocol, address and port, or a fwmark");
-  const std::string p = Str(o, "protocol");
-  if (p == "tcp") k->protocol = IPPROTO_TCP;
-  else if (p == "udp") k->protocol = IPPROTO_UDP;
-  else if (p == "sctp") k->protocol = IPPROTO_SCTP;
-  else throw Problem("protocol must be tcp, udp or sctp, got '" + p + "'");
-  ParseAddr(Str(o, "address"), &k->af, k->addr, "service address");
-  const uint16_t fam = FamilyOf(o, k->af);
-  if (fam != k->af) throw Problem("family does not match the service address");
-  k->port = static_cast<uint16_t>(Int(o, "port", 0, 65535));
-}
-
-struct FlagName {
-  const char* name;
-  uint32_t bit;
-  const char* sched;  // only valid with this scheduler (nullptr: any)
-};
-constexpr FlagName kFlags[] = {
-    {"persistent", ipvs::kFlagPersistent, nullptr}, {"one-packet", ipvs::kFlagOnePacket, nullptr},
-    {"sh-fallback", ipvs::kFlagSched1, "sh"},       {"sh-port", ipvs::kFlagSched2, "sh"},
-    {"mh-fallback", ipvs::kFlagSched1, "mh"},       {"mh-port", ipvs::kFlagSched2, "mh"},
-    {"flag-1", ipvs::kFlagSched1, nullptr},         {"flag-2", ipvs::kFlagSched2, nullptr},
-    {"flag-3", ipvs::kFlagSched3, nullptr},
+ private:
+  Napi::Value v_;
 };
 
-void ParseService(const Napi::Object& o, ipvs::Service* s) {
-  ParseServiceKey(o, &s->key);
-  s->sched = Has(o, "scheduler") ? Str(o, "scheduler") : "wlc";
-  if (s->sched.empty() || s->sched.size() > IP_VS_SCHEDNAME_MAXLEN - 1)
-    throw Problem("scheduler name must be 1-15 characters, got '" + s->sched + "'");
-  s->flags = 0;
-  if (Has(o, "flags")) {
-    Napi::Value fv = Get(o, "flags");
-    if (!fv.IsArray()) throw Problem("flags must be an array of flag names");
-    Napi::Array fa = fv.As<Napi::Array>();
-    for (uint32_t i = 0; i < fa.Length(); i++) {
-      Napi::Value e = fa.Get(i);
-      if (!e.IsString()) throw Problem("flags must be an array of flag names");
-      const std::string name = e.As<Napi::String>().Utf8Value();
-      const FlagName* hit = nullptr;
-      for (const FlagName& f : kFlags)
-        if (name == f.name) hit = &f;
-      if (!hit) throw Problem("unknown service flag '" + name + "'");
-      if (hit->sched && s->sched != hit->sched)
-        throw Problem("flag '" + name + "' needs the " + hit->sched + " scheduler, not " + s->sched);
-      s->flags |= hit->bit;
-    }
-  }
-  // ipvsadm 1.31's -p without a value means 360 s.
-  const bool persistent = (s->flags & ipvs::kFlagPersistent) != 0;
-  s->timeout = Has(o, "timeout") ? static_cast<uint32_t>(Int(o, "timeout", 0, 0xffffffffLL)) : (persistent ? 360 : 0);
-  if (s->key.af == ipvs::kAfInet) {
-    s->netmask = 0xffffffff;
-    if (Has(o, "netmask")) {
-      Napi::Value nv = Get(o, "netmask");
-      if (!nv.IsString()) throw Problem("an IPv4 service's netmask is a dotted mask string like '255.255.255.0'");
-      inet::Addr m;
-      const std::string text = nv.As<Napi::String>().Utf8Value();
-      if (!inet::Parse(text, &m) || m.family != inet::kV4) throw Problem("invalid IPv4 netmask '" + text + "'");
-      std::memcpy(&s->netmask, m.bytes, 4);
-    }
-  } else {
-    s->netmask = 128;
-    if (Has(o, "netmask")) s->netmask = static_cast<uint32_t>(Int(o, "netmask", 1, 128));
-  }
-  s->pe.clear();
-  if (Has(o, "pe")) {
-    s->pe = Str(o, "pe");
-    if (s->pe.empty() || s->pe.size() > IP_VS_PENAME_MAXLEN - 1)
-      throw Problem("persistence engine name must be 1-15 characters");
-  }
-}
-
-void ParseDest(const Napi::Object& o, const ipvs::ServiceKey& k, bool full, ipvs::Dest* d) {
-  *d = ipvs::Dest{};
-  ParseAddr(Str(o, "address"), &d->af, d->addr, "destination address");
-  if (FamilyOf(o, d->af) != d->af) throw Problem("family does not match the destination address");
-  d->port = static_cast<uint16_t>(Int(o, "port", 0, 65535));
-  if (!full) return;
-  d->fwd = ipvs::kDroute;
-  if (Has(o, "forward")) {
-    const std::string f = Str(o, "forward");
-    if (f == "masq") d->fwd = ipvs::kMasq;
-    else if (f == "local") d->fwd = ipvs::kLocal;
-    else if (f == "tunnel") d->fwd = ipvs::kTunnel;
-    else if (f == "droute") d->fwd = ipvs::kDroute;
-    else throw Problem("forward must be masq, local, tunnel or droute, got '" + f + "'");
-  }
-  if (Has(o, "weight")) {
-    Napi::Value wv = Get(o, "weight");
-    if (!wv.IsNumber()) throw Problem("weight must be a number");
-    const double w = wv.As<Napi::Number>().DoubleValue();
-    if (!std::isfinite(w) || std::floor(w) != w || w < 0 || w > 2147483647.0)
-      throw Problem("weight must be an integer 0-2147483647, got " + wv.ToString().Utf8Value());
-    d->weight = static_cast<int64_t>(w);
-  }
-  if (Has(o, "upperThreshold")) d->u_thresh = static_cast<uint32_t>(Int(o, "upperThreshold", 0, 0xffffffffLL));
-  if (Has(o, "lowerThreshold")) d->l_thresh = static_cast<uint32_t>(Int(o, "lowerThreshold", 0, 0xffffffffLL));
-  if (Has(o, "tunnel")) {
-    Napi::Object t = Obj(Get(o, "tunnel"), "tunnel");
-    const std::string type = Has(t, "type") ? Str(t, "type") : "ipip";
-    if (type == "ipip") d->tun_type = ipvs::kIpip;
-    else if (type == "gue") d->tun_type = ipvs::kGue;
-    else if (type == "gre") d->tun_type = ipvs::kGre;
-    else throw Problem("tunnel type must be ipip, gue or gre, got '" + type + "'");
-    if (Has(t, "port")) d->tun_port = static_cast<uint16_t>(Int(t, "port", 1, 65535));
-    if (Has(t, "checksum")) {
-      const std::string c = Str(t, "checksum");
-      if (c == "none") d->tun_flags = 0;
-      else if (c == "csum") d->tun_flags = ipvs::kTunCsum;
-      else if (c == "remcsum") d->tun_flags = ipvs::kTunRemCsum;
-      else throw Problem("tunnel checksum must be none, csum or remcsum, got '" + c + "'");
-    }
-  }
-}
-
-ipvs::Op ParseOp(const Napi::Value& v) {
-  Napi::Object o = Obj(v, "op");
-  ipvs::Op op;
-  const std::string kind = Has(o, "op") ? Str(o, "op") : "";
-  if (kind == "addService" || kind == "updateService") {
-    op.kind = kind == "addService" ? ipvs::OpKind::kAddService : ipvs::OpKind::kUpdateService;
-    ParseService(Obj(Get(o, "service"), "service"), &op.svc);
-  } else if (kind == "deleteService") {
-    op.kind = ipvs::OpKind::kDeleteService;
-    ParseServiceKey(Obj(Get(o, "service"), "service"), &op.svc.key);
-  } else if (kind == "addDestination" || kind == "updateDestination" || kind == "deleteDestination") {
-    op.kind = kind == "addDestination"      ? ipvs::OpKind::kAddDest
-              : kind == "updateDestination" ? ipvs::OpKind::kUpdateDest
-                                            : ipvs::OpKind::kDeleteDest;
-    Napi::Value sv = Get(o, "service");
-    if (!BatchScope::LastService(sv, &op.svc.key)) {
-      ParseServiceKey(Obj(sv, "service"), &op.svc.key);
-      BatchScope::RememberService(sv, op.svc.key);
-    }
-    ParseDest(Obj(Get(o, "dest"), "dest"), op.svc.key, op.kind != ipvs::OpKind::kDeleteDest, &op.dest);
-  } else if (kind == "flush") {
-    op.kind = ipvs::OpKind::kFlush;
-  } else if (kind == "zero") {
-    op.kind = ipvs::OpKind::kZero;
-    op.has_service = Has(o, "service");
-    if (op.has_service) ParseServiceKey(Obj(Get(o, "service"), "service"), &op.svc.key);
-  } else if (kind == "setTimeouts") {
-    op.kind = ipvs::OpKind::kSetTimeouts;
-    Napi::Object t = Obj(Get(o, "timeouts"), "timeouts");
-    if (Has(t, "tcp")) op.timeouts.tcp = static_cast<uint32_t>(Int(t, "tcp", 0, 0x7fffffffLL));
-    if (Has(t, "tcpFin")) op.timeouts.tcp_fin = static_cast<uint32_t>(Int(t, "tcpFin", 0, 0x7fffffffLL));
-    if (Has(t, "udp")) op.timeouts.udp = static_cast<uint32_t>(Int(t, "udp", 0, 0x7fffffffLL));
-  } else if (kind == "startDaemon" || kind == "stopDaemon") {
-    op.kind = kind == "startDaemon" ? ipvs::OpKind::kStartDaemon : ipvs::OpKind::kStopDaemon;
-    Napi::Object d = Obj(Get(o, "daemon"), "daemon");
-    const std::string state = Str(d, "state");
-    if (state == "master") op.daemon.state = ipvs::kStateMaster;
-    else if (state == "backup") op.daemon.state = ipvs::kStateBackup;
-    else throw Problem("daemon state must be master or backup, got '" + state + "'");
-    if (op.kind == ipvs::OpKind::kStartDaemon) {
-      op.daemon.mcast_ifn = Str(d, "interface");
-      if (Has(d, "syncId")) op.daemon.sync_id = static_cast<uint32_t>(Int(d, "syncId", 0, 255));
-      if (Has(d, "syncMaxLen")) op.daemon.sync_maxlen = static_cast<uint16_t>(Int(d, "syncMaxLen", 1, 65535));
-      if (Has(d, "mcastGroup")) {
-        ParseAddr(Str(d, "mcastGroup"), &op.daemon.mcast_af, op.daemon.mcast_group, "multicast group");
-        const bool mc = op.daemon.mcast_af == ipvs::kAfInet ? (op.daemon.mcast_group[0] & 0xf0) == 0xe0
-                                                            : op.daemon.mcast_group[0] == 0xff;
-        if (!mc) throw Problem("mcastGroup must be a multicast address");
-      }
-      if (Has(d, "mcastPort")) op.daemon.mcast_port = static_cast<uint16_t>(Int(d, "mcastPort", 1, 65535));
-      if (Has(d, "mcastTtl")) op.daemon.mcast_ttl = static_cast<uint8_t>(Int(d, "mcastTtl", 1, 255));
-    }
-  } else {
-    throw Problem("unknown op '" + kind + "'");
-  }
-  std::string why;
-  if (!ipvs::Validate(op, &why)) throw Problem(why);
-  return op;
-}
+using ipvs::Problem;
 
 [[noreturn]] void ThrowInvalidAt(Napi::Env env, const std::string& op, int64_t index, const std::string& why) {
   nl::Error e;
@@ -354,26 +125,52 @@ std::string OpName(const ipvs::Op& op) {
   return d;
 }
 
+// A destination op's request is ~164 bytes (IPv4), a service's ~100.
+constexpr size_t kBytesPerOp = 176;
+
 // Converts and validates every op; builds the batch. Throws a kInvalid NetlinkError (with the
 // op's index) on the first bad op. `ops` (optional) keeps the parsed ops, so that the worker can
-// name the failed ones (OpName) without describing every op on the main thread.
+// name the failed ones (OpName) without describing every op on the main thread. `v` is an array
+// of op objects, or their packed form (a Uint8Array from src/kernel/ipvs-pack.ts): the same ops,
+// the same checks and errors, one N-API call for the whole batch.
 void BuildBatch(Napi::Env env, const Napi::Value& v, uint16_t family_id, nl::Batch* b,
                 std::vector<ipvs::Op>* ops) {
+  if (v.IsTypedArray()) {
+    Napi::TypedArray ta = v.As<Napi::TypedArray>();
+    if (ta.TypedArrayType() != napi_uint8_array) ThrowInvalid(env, "apply", "packed ops must be a Uint8Array");
+    Napi::Uint8Array u = v.As<Napi::Uint8Array>();
+    ipvs::PackedOps packed;
+    std::string why;
+    if (!packed.Decode(u.Data(), u.ByteLength(), &why)) ThrowInvalid(env, "apply", why);
+    const size_t n = packed.size();
+    b->Reserve(n * kBytesPerOp, n);
+    if (ops) ops->reserve(n);
+    ipvs::ServiceMemo<ipvs::PackedValue> memo;
+    for (size_t i = 0; i < n; i++) {
+      ipvs::Op op;
+      try {
+        op = ipvs::ParseOp(packed.op(i), &memo);
+      } catch (const Problem& p) {
+        ThrowInvalidAt(env, ipvs::OpNameOf(packed.op(i)), static_cast<int64_t>(i), p.why);
+      }
+      ipvs::EncodeOp(*b, family_id, op);
+      if (ops) ops->push_back(std::move(op));
+    }
+    return;
+  }
   if (!v.IsArray()) ThrowInvalid(env, "apply", "expected an array of ops");
   Napi::Array arr = v.As<Napi::Array>();
   const uint32_t n = arr.Length();
   BatchScope scope(env);
+  b->Reserve(n * kBytesPerOp, n);
   if (ops) ops->reserve(n);
+  ipvs::ServiceMemo<JsValue> memo;
   for (uint32_t i = 0; i < n; i++) {
     ipvs::Op op;
     try {
-      op = ParseOp(arr.Get(i));
+      op = ipvs::ParseOp(JsValue(arr.Get(i)), &memo);
     } catch (const Problem& p) {
-      std::string name = "apply";
-      Napi::Value ov = arr.Get(i);
-      if (ov.IsObject() && ov.As<Napi::Object>().Get("op").IsString())
-        name = ov.As<Napi::Object>().Get("op").As<Napi::String>().Utf8Value();
-      ThrowInvalidAt(env, name, i, p.why);
+      ThrowInvalidAt(env, ipvs::OpNameOf(JsValue(arr.Get(i))), i, p.why);
     }
     ipvs::EncodeOp(*b, family_id, op);
     if (ops) ops->push_back(std::move(op));
@@ -398,7 +195,7 @@ bool AckEach(const Napi::Value& v) {
 ipvs::ServiceKey KeyArg(Napi::Env env, const Napi::Value& v, const char* op) {
   ipvs::ServiceKey k;
   try {
-    ParseServiceKey(Obj(v, "service"), &k);
+    ipvs::parse::ServiceKeyOf(ipvs::parse::Obj(JsValue(v), "service"), &k);
   } catch (const Problem& p) {
     ThrowInvalid(env, op, p.why);
   }
@@ -1087,6 +884,9 @@ void InitIpvs(Napi::Env env, Napi::Object exports) {
   Napi::Object codec = CodecNamespace(env, exports, "ipvs");
   codec.Set("encodeGetInfo", Napi::Function::New(env, EncodeGetInfo));
   codec.Set("encodeOps", Napi::Function::New(env, EncodeOps));
+  Napi::Array keys = Napi::Array::New(env, ipvs::kKeyCount);
+  for (size_t i = 0; i < ipvs::kKeyCount; i++) keys.Set(static_cast<uint32_t>(i), ipvs::kKeyNames[i]);
+  codec.Set("packedKeys", keys);
   codec.Set("encodeGetServices", Napi::Function::New(env, EncodeGetServices));
   codec.Set("encodeGetService", Napi::Function::New(env, EncodeGetService));
   codec.Set("encodeGetDests", Napi::Function::New(env, EncodeGetDests));

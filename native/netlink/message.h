@@ -39,6 +39,12 @@ class Batch {
   const nlmsghdr* header(size_t i) const {
     return reinterpret_cast<const nlmsghdr*>(&buf_[offsets_[i]]);
   }
+  // Room for `bytes` more bytes and `messages` more messages, grown once instead of attribute
+  // by attribute.
+  void Reserve(size_t bytes, size_t messages) {
+    buf_.reserve(buf_.size() + bytes);
+    offsets_.reserve(offsets_.size() + messages);
+  }
   void Clear() {
     buf_.clear();
     offsets_.clear();

@@ -101,9 +101,9 @@ export interface EngineOptions extends Ownership {
   observeSlice?: number;
 }
 
-/** IPVS ops per apply() call: converting a batch to netlink holds the event loop for ~1-4 µs
- *  per op on the main thread (x10-20 under emulation), so 100k ops go as ~100 batches with the
- *  loop free in between. */
+/** IPVS ops per apply() call: packing a batch and converting it to netlink holds the event loop
+ *  for ~1.5 µs per op on the main thread (x10-20 under emulation), so 100k ops go as ~100
+ *  batches with the loop free in between. */
 export const IPVS_APPLY_CHUNK = 1024;
 
 /** VIP address adds per links.apply() call: their conversion holds the event loop like the

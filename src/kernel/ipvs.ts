@@ -3,6 +3,7 @@
 import { NetlinkError } from '../errors.js';
 import { native, type HandleOptions, type NativeIpvsHandle, type IpvsSocketStats } from '../native.js';
 import { ApplyResult, type BatchOptions } from './batch.js';
+import { packIpvsOps } from './ipvs-pack.js';
 
 export interface IpvsInfo {
   /** "1.2.1" */
@@ -249,7 +250,8 @@ export class Ipvs implements IpvsApi {
    * nothing after the chunk holding the first failure is sent.
    */
   async apply(ops: IpvsOp[], opts: ApplyOptions = {}): Promise<ApplyResult> {
-    return new ApplyResult(await this.h.apply(ops, opts));
+    // packed when they can be (one N-API call for the batch), else the objects: the same checks
+    return new ApplyResult(await this.h.apply(packIpvsOps(ops) ?? ops, opts));
   }
 
   /** Like apply, but throws the first failure. */

@@ -10,6 +10,7 @@ import { native } from '../../src/native.js';
 import { NetlinkError } from '../../src/errors.js';
 import type { IpvsOp } from '../../src/kernel/ipvs.js';
 import { attr, hex, nlmsg, u16, u32 } from '../helpers/bytes.js';
+import { packIpvsOps } from '../../src/kernel/ipvs-pack.js';
 
 const codec = native().codec.ipvs;
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'test', 'fixtures', 'ipvs');
@@ -69,6 +70,10 @@ function golden(name: string, ops: IpvsOp[], transform: (m: Buffer) => Buffer = 
     const want = msgs[msgs.length - 1]!;
     assert.equal(cmdOf(msgs[0]!), 15, 'ipvsadm starts with GET_INFO');
     assert.equal(hex(codec.encodeOps(ops, familyOf(want))), hex(transform(want)));
+    // the packed form of the same ops (what Ipvs.apply sends) gives the same bytes
+    const packed = packIpvsOps(ops);
+    assert.ok(packed, 'the op packs');
+    assert.equal(hex(codec.encodeOps(packed, familyOf(want))), hex(transform(want)), 'packed');
   });
 }
 
@@ -180,18 +185,29 @@ test('a batch of mixed ops encodes one message per op, in order', () => {
 
 // ---- validation: kind 'invalid', index of the bad op, nothing encoded ----------------------
 
+/** Both forms of `ops` (objects, and packed where they pack) fail the same way: the same op
+ *  index, name and text. */
 function invalid(ops: unknown[], index: number, pattern: RegExp): void {
-  assert.throws(
-    () => codec.encodeOps(ops, 0x1c),
-    (e: unknown) => {
-      assert.ok(e instanceof NetlinkError, `a NetlinkError, got ${String(e)}`);
-      assert.equal(e.kind, 'invalid');
-      assert.equal(e.code, 'EINVAL');
-      assert.equal(e.index, index);
-      assert.match(e.message, pattern);
-      return true;
-    },
-  );
+  const errors: NetlinkError[] = [];
+  const packed = packIpvsOps(ops);
+  for (const form of packed ? [ops, packed] : [ops]) {
+    assert.throws(
+      () => codec.encodeOps(form, 0x1c),
+      (e: unknown) => {
+        assert.ok(e instanceof NetlinkError, `a NetlinkError, got ${String(e)}`);
+        assert.equal(e.kind, 'invalid');
+        assert.equal(e.code, 'EINVAL');
+        assert.equal(e.index, index);
+        assert.match(e.message, pattern);
+        errors.push(e);
+        return true;
+      },
+    );
+  }
+  if (errors.length === 2) {
+    assert.equal(errors[1]!.message, errors[0]!.message, 'the packed form fails with the same text');
+    assert.equal(errors[1]!.op, errors[0]!.op);
+  }
 }
 
 const ok: IpvsOp = { op: 'addService', service: { ...tcp80, scheduler: 'rr' } };
