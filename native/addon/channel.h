@@ -1,12 +1,16 @@
 // One netlink socket per JS handle, opened lazily on a worker thread and serialised by a mutex
 // (several promises may be in flight on one handle; the kernel conversation is sequential).
+// Requests that must reach the kernel in the order they were made take a turn (Turn below).
 #pragma once
 
 #include <napi.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "netlink/genl.h"
@@ -57,7 +61,34 @@ struct Channel {
   }
   static constexpr int kMultiUntried = 0, kMultiOn = 1, kMultiOff = 2;
 
+  // Turns: a ticket taken on the main thread when a request is made (TakeTicket), waited for on
+  // the worker with `mu` held (WaitTurn), passed on when the request is done (EndTurn) or when
+  // it never ran (SkipTurn). libuv's pool starts its jobs in the order they were queued, so the
+  // holder of the next turn is always running or done: a job waiting for its turn never waits
+  // on a job queued behind it.
+  uint64_t TakeTicket() { return next_ticket++; }
+  void WaitTurn(std::unique_lock<std::mutex>& lock, uint64_t ticket) {
+    turn_cv.wait(lock, [&] { return turn == ticket; });
+  }
+  void EndTurn() {  // with `mu` held
+    turn++;
+    while (skipped.erase(turn) > 0) turn++;
+    turn_cv.notify_all();
+  }
+  void SkipTurn(uint64_t ticket) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (ticket == turn) {
+      EndTurn();
+    } else {
+      skipped.insert(ticket);
+    }
+  }
+
   std::mutex mu;
+  std::condition_variable turn_cv;
+  uint64_t next_ticket = 0;  // main thread
+  uint64_t turn = 0;         // guarded by mu
+  std::set<uint64_t> skipped;  // guarded by mu
   const int protocol;
   const std::string netns;
   int rcvbuf_bytes = 0;  // 0: as large as the kernel allows (SO_RCVBUFFORCE, 16 MiB)

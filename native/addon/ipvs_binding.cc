@@ -520,29 +520,42 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
     nl::TransactOptions opts = BatchOptions(info[1]);
     const bool ack_each = AckEach(info[1]);
     auto ch = ch_;
-    return PromiseWorker<BatchOutcome>::Run(
-        env,
-        [ch, batch, ops, opts, ack_each]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          const nl::GenlFamily& fam = IpvsFamily(*ch);
-          batch->Seal();
-          for (size_t i = 0; i < batch->size(); i++) {
-            nlmsghdr* h = batch->header(i);
-            h->nlmsg_type = fam.id;
-            if (!ack_each) h->nlmsg_flags &= ~NLM_F_ACK;
-          }
-          BatchOutcome out;
-          out.res = ch->Sock().Transact(*batch, opts);
-          // Names only for the ops that get an error (BatchOutcomeToJs reads no others).
-          out.op_names.resize(out.res.results.size());
-          for (size_t i = 0; i < out.res.results.size(); i++) {
-            const nl::RequestResult& r = out.res.results[i];
-            if (r.outcome == nl::Outcome::kError || (r.outcome == nl::Outcome::kNoReply && r.status.error))
-              out.op_names[i] = OpName((*ops)[i]);
-          }
-          return out;
-        },
-        [](Napi::Env env, BatchOutcome& r) -> Napi::Value { return BatchOutcomeToJs(env, r); });
+    // Batches reach the kernel in the order apply() was called, however many are in flight (the
+    // engine converts the next batch while the kernel takes this one).
+    const uint64_t ticket = ch->TakeTicket();
+    try {
+      return PromiseWorker<BatchOutcome>::Run(
+          env,
+          [ch, batch, ops, opts, ack_each, ticket]() {
+            std::unique_lock<std::mutex> lock(ch->mu);
+            ch->WaitTurn(lock, ticket);
+            struct PassTurn {
+              Channel* c;
+              ~PassTurn() { c->EndTurn(); }
+            } pass{ch.get()};
+            const nl::GenlFamily& fam = IpvsFamily(*ch);
+            batch->Seal();
+            for (size_t i = 0; i < batch->size(); i++) {
+              nlmsghdr* h = batch->header(i);
+              h->nlmsg_type = fam.id;
+              if (!ack_each) h->nlmsg_flags &= ~NLM_F_ACK;
+            }
+            BatchOutcome out;
+            out.res = ch->Sock().Transact(*batch, opts);
+            // Names only for the ops that get an error (BatchOutcomeToJs reads no others).
+            out.op_names.resize(out.res.results.size());
+            for (size_t i = 0; i < out.res.results.size(); i++) {
+              const nl::RequestResult& r = out.res.results[i];
+              if (r.outcome == nl::Outcome::kError || (r.outcome == nl::Outcome::kNoReply && r.status.error))
+                out.op_names[i] = OpName((*ops)[i]);
+            }
+            return out;
+          },
+          [](Napi::Env env, BatchOutcome& r) -> Napi::Value { return BatchOutcomeToJs(env, r); });
+    } catch (...) {
+      ch->SkipTurn(ticket);  // never queued: the next batch must not wait for it
+      throw;
+    }
   }
 
   // services({ withDestinations?, stats? }): one GET_SERVICE dump, then one GET_DEST dump per

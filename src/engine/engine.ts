@@ -592,17 +592,33 @@ export class Engine {
     // Every batch continues past failures: one bad object must not hold back the rest, and the
     // next sync retries what failed (the diff starts from what the kernel has).
     // ops[from, to) in chunks; errors and the returned predicate index the whole ops list.
+    // `ahead`: the next chunk is handed to `run` while this one is in the kernel (its
+    // conversion on the main thread overlaps the kernel's work on the worker); `run` must send
+    // chunks in call order, as Ipvs.apply does. A chunk's exception still ends the loop, the
+    // chunk after it possibly sent: the next sync diffs from the kernel.
     const batch = async <Op extends { op: string }>(
       r: KindReport,
       ops: Op[],
       run: (ops: Op[]) => Promise<{ status(i: number): string; errors: NetlinkError[] }>,
-      { chunk = ops.length, from = 0, to = ops.length }: { chunk?: number; from?: number; to?: number } = {},
+      { chunk = ops.length, from = 0, to = ops.length, ahead = false }: { chunk?: number; from?: number; to?: number; ahead?: boolean } = {},
     ): Promise<((i: number) => boolean) | undefined> => {
       if (from >= to) return undefined;
       const ok = new Uint8Array(ops.length);
+      const slice = (at: number): Op[] => (at === 0 && to === ops.length && chunk >= ops.length ? ops : ops.slice(at, Math.min(at + chunk, to)));
+      let part = slice(from);
+      let sent = run(part);
       for (let at = from; at < to; at += chunk) {
-        const part = at === 0 && to === ops.length && chunk >= ops.length ? ops : ops.slice(at, Math.min(at + chunk, to));
-        const res = await run(part);
+        const nextPart = at + chunk < to ? slice(at + chunk) : undefined;
+        let next: typeof sent | undefined;
+        if (ahead && nextPart) {
+          // a turn of the event loop first: the conversion of the chunk just handed over and this
+          // one's must not hold the loop as one block
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          next = run(nextPart);
+          // awaited below, or dropped when this chunk throws: never an unhandled rejection
+          next.catch(() => undefined);
+        }
+        const res = await sent;
         for (const e of res.errors) r.errors.push(reindexed(e, at));
         for (let i = 0; i < part.length; i++) {
           if (res.status(i) !== 'ok') continue;
@@ -610,6 +626,10 @@ export class Engine {
           const o = part[i]!;
           r.ops[o.op] = (r.ops[o.op] ?? 0) + 1;
           r.writes++;
+        }
+        if (nextPart) {
+          part = nextPart;
+          sent = next ?? run(nextPart);
         }
       }
       return (i) => ok[i] === 1;
@@ -648,7 +668,7 @@ export class Engine {
         report.nft.writes++;
       });
     }
-    const ipvsOk = await batch(report.ipvs, plan.ipvs.ops, (o) => k.ipvs.apply(o, { stopOnError: false }), { chunk: IPVS_APPLY_CHUNK });
+    const ipvsOk = await batch(report.ipvs, plan.ipvs.ops, (o) => k.ipvs.apply(o, { stopOnError: false }), { chunk: IPVS_APPLY_CHUNK, ahead: true });
     const added = (await vipAdds) as { thrown: unknown } | undefined;
     if (added) throw added.thrown;
     if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.late, (o) => k.ipsets!.apply(o, { stopOnError: false }));

@@ -195,7 +195,8 @@ export interface ListOptions {
 /** What the sync engine and the CLI use; the real class and in-memory doubles implement it. */
 export interface IpvsApi {
   info(): Promise<IpvsInfo>;
-  /** Many mixed ops in one batch: one N-API crossing, many per sendmsg, a result per op. */
+  /** Many mixed ops in one batch: one N-API crossing, many per sendmsg, a result per op. Calls
+   *  in flight together take effect in call order (the engine relies on it). */
   apply(ops: IpvsOp[], opts?: ApplyOptions): Promise<ApplyResult>;
   services(opts?: ListOptions): Promise<Service[]>;
   /** One service, or null when the kernel has none with this identity. */
@@ -247,7 +248,8 @@ export class Ipvs implements IpvsApi {
   /**
    * Validates every op (a bad one throws a NetlinkError of kind 'invalid' whose `index` names it;
    * nothing is sent), then sends them in order, many per sendmsg. With `stopOnError` (default)
-   * nothing after the chunk holding the first failure is sent.
+   * nothing after the chunk holding the first failure is sent. Calls in flight together reach the
+   * kernel in the order they were made.
    */
   async apply(ops: IpvsOp[], opts: ApplyOptions = {}): Promise<ApplyResult> {
     // packed when they can be (one N-API call for the batch), else the objects: the same checks

@@ -78,6 +78,12 @@ export class FakeIpvs implements IpvsApi {
   }
 
   async apply(ops: IpvsOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
+    // A failure set for the next call is this call's, taken when it is made (calls in flight
+    // together run in call order, as the addon sends them).
+    const inject = this.failNext;
+    this.failNext = undefined;
+    const crash = this.crashAfter;
+    this.crashAfter = undefined;
     // As a socket's reply would: the batch completes in a later turn of the event loop, so a
     // caller applying chunk after chunk lets timers and I/O in between, as against the kernel.
     await new Promise<void>((resolve) => setImmediate(resolve));
@@ -86,10 +92,6 @@ export class FakeIpvs implements IpvsApi {
     const stop = opts.stopOnError ?? true;
     const statuses = new Uint8Array(ops.length);
     const errors: NetlinkError[] = [];
-    const inject = this.failNext;
-    this.failNext = undefined;
-    const crash = this.crashAfter;
-    this.crashAfter = undefined;
     this.lastId = undefined;
     for (let i = 0; i < ops.length; i++) {
       if (crash !== undefined && i === crash) throw new Error(`simulated crash after ${crash} ops`);

@@ -1,7 +1,8 @@
 // The typed IPVS API against a real kernel (inside the test VM): every attribute round-trips
 // (write -> list -> equal) for IPv4, IPv6 and fwmark services, every scheduler and forwarding
 // method, tunnel attributes; kernel errors keep errno, op and index; validation sends nothing;
-// stop-on-error leaves later chunks unsent; a 50k-destination dump spans many recv calls.
+// stop-on-error leaves later chunks unsent; applies in flight together run in call order; a
+// 50k-destination dump spans many recv calls.
 import { test, beforeEach, after } from 'node:test';
 import assert from 'node:assert/strict';
 import * as os from 'node:os';
@@ -287,6 +288,35 @@ for (const ack of ['errors', 'each'] as const) {
     assert.equal((await ipvs.services()).length, 5);
   });
 }
+
+test('applies in flight together reach the kernel in call order (each depends on the one before), past an invalid batch and a listing', async () => {
+  const svc = { protocol: 'tcp', address: '10.0.0.7', port: 80 } as const;
+  const calls: Array<Promise<unknown>> = [];
+  const expect: string[] = [];
+  calls.push(ipvs.apply([{ op: 'addService', service: { ...svc, scheduler: 'rr' } }]));
+  for (let i = 1; i <= 60; i++) {
+    // each destination added in one call is updated by the next and deleted by the one after:
+    // any call overtaking the one before it draws ENOENT / EEXIST / ESRCH
+    calls.push(ipvs.apply([{ op: 'addDestination', service: svc, dest: { address: `127.0.1.${i}`, port: 80, forward: 'masq', weight: 1 } }]));
+    calls.push(ipvs.apply([{ op: 'updateDestination', service: svc, dest: { address: `127.0.1.${i}`, port: 80, forward: 'masq', weight: 7 } }]));
+    if (i % 2 === 0) calls.push(ipvs.apply([{ op: 'deleteDestination', service: svc, dest: { address: `127.0.1.${i}`, port: 80 } }]));
+    else expect.push(`127.0.1.${i}`);
+    if (i === 20) {
+      calls.push(ipvs.apply([{ op: 'addService', service: { ...svc, port: 70000 } }]).then(() => 'sent', (e: NetlinkError) => e.kind));
+      calls.push(ipvs.services({ withDestinations: true }));
+    }
+    if (i === 45) calls.push(ipvs.apply([{ op: 'updateService', service: { ...svc, scheduler: 'wrr' } }]));
+  }
+  const results = await Promise.all(calls);
+  for (const r of results) {
+    if (r && typeof r === 'object' && 'errors' in r) assert.deepEqual((r as { errors: NetlinkError[] }).errors.map((e) => e.message), []);
+  }
+  assert.ok(results.includes('invalid'), 'the invalid batch was refused on its own');
+  const [s] = await ipvs.services({ withDestinations: true });
+  assert.equal(s!.scheduler, 'wrr');
+  assert.deepEqual(s!.destinations!.map((d) => d.address).sort(), expect.sort());
+  assert.ok(s!.destinations!.every((d) => d.weight === 7));
+});
 
 test('invalid input sends nothing (every validation case is also covered by the unit suite)', async () => {
   const before = ipvs.socketStats().sendmsgCalls;

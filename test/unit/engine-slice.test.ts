@@ -121,3 +121,59 @@ test('IPVS writes go to the kernel in batches of IPVS_APPLY_CHUNK ops; an error 
   const again = await engine.sync({ services: [{ protocol: 'tcp', address: '10.96.0.1', port: 80, scheduler: 'rr', destinations }] });
   assert.equal(again.ipvs.writes, 1);
 });
+
+test('the next IPVS batch is handed over while the kernel takes this one (in call order); a batch that throws ends the sync without an unhandled rejection', async () => {
+  const ipvs = new FakeIpvs();
+  const events: string[] = [];
+  const apply = ipvs.apply.bind(ipvs);
+  let calls = 0;
+  ipvs.apply = (ops, opts) => {
+    const k = ++calls;
+    events.push(`call ${k}`);
+    // the double answers in a turn of the loop; a kernel takes a while
+    return apply(ops, opts).then(async (r) => {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      events.push(`done ${k}`);
+      return r;
+    });
+  };
+  const engine = new Engine({ ipvs });
+  const n = 3 * IPVS_APPLY_CHUNK;
+  const destinations = Array.from({ length: n }, (_, i) => ({ address: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, port: 80, forward: 'masq' as const, weight: 1 }));
+  const desired = { services: [{ protocol: 'tcp' as const, address: '10.96.0.1', port: 80, scheduler: 'rr', destinations }] };
+  const report = await engine.sync(desired);
+  // 4 batches (the service and 3 x 1024 destinations): each called before the one ahead of it is done
+  assert.deepEqual(events, ['call 1', 'call 2', 'done 1', 'call 3', 'done 2', 'call 4', 'done 3', 'done 4']);
+  assert.equal(report.ipvs.writes, n + 1);
+  assert.equal(report.ipvs.errors.length, 0);
+  const [s] = await ipvs.services({ withDestinations: true });
+  assert.equal(s!.destinations!.length, n);
+
+  // The second of four batches throws while the third is in flight: the sync rejects with its
+  // error, the third's outcome is dropped without an unhandled rejection, the next sync heals.
+  const unhandled: unknown[] = [];
+  const onUnhandled = (e: unknown) => unhandled.push(e);
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    const fresh = new FakeIpvs();
+    const freshApply = fresh.apply.bind(fresh);
+    let c = 0;
+    fresh.apply = (ops, opts) => {
+      c++;
+      if (c === 2) fresh.crashAfter = 10;
+      if (c === 3) return Promise.reject(new Error('socket gone'));
+      return freshApply(ops, opts);
+    };
+    const e2 = new Engine({ ipvs: fresh });
+    await assert.rejects(e2.sync(desired), /simulated crash after 10 ops/);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(unhandled, []);
+    fresh.apply = freshApply;
+    const healed = await e2.sync(desired);
+    assert.equal(healed.ipvs.errors.length, 0);
+    const [t] = await fresh.services({ withDestinations: true });
+    assert.equal(t!.destinations!.length, n);
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
+});
