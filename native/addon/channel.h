@@ -1,6 +1,6 @@
 // One netlink socket per JS handle, opened lazily on a worker thread and serialised by a mutex
 // (several promises may be in flight on one handle; the kernel conversation is sequential).
-// Requests that must reach the kernel in the order they were made take a turn (Turn below).
+// Requests that must reach the kernel in the order they were made take turns (below).
 #pragma once
 
 #include <napi.h>

@@ -102,7 +102,7 @@ export interface EngineOptions extends Ownership {
 }
 
 /** IPVS ops per apply() call: packing a batch and converting it to netlink holds the event loop
- *  for ~1.5 µs per op on the main thread (x10-20 under emulation), so 100k ops go as ~100
+ *  for ~1-2 µs per op on the main thread (x30-70 under emulation), so 100k ops go as ~100
  *  batches with the loop free in between. */
 export const IPVS_APPLY_CHUNK = 1024;
 

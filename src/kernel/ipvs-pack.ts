@@ -7,7 +7,7 @@
 // not a safe integer, null, a value of an unexpected type) is not: packIpvsOps returns undefined
 // and the caller sends the objects, whose conversion reports the problem.
 
-/** Property names by key index; native/ipvs/packed.cc has the same list (kPackedKeys). */
+/** Property names by key index; native/ipvs/op_parse.h has the same list (ipvs::K, kKeyNames). */
 export const PACKED_KEYS = [
   'op', 'service', 'dest', 'timeouts', 'daemon', 'fwmark', 'protocol',
   'address', 'port', 'family', 'scheduler', 'flags', 'timeout', 'netmask',
