@@ -8,7 +8,9 @@
 // proxier's step again with the loop idle before each change (the engine-only step leaves the
 // engine's view of the services at its partial list, so the proxier's next sync walks them
 // all). Messages counted by the sockets. Prints one line "@@WORKER {json}".
-// --fake-ipvs: the in-memory IPVS (for kernels without IPVS: the host); everything else is real.
+// --fake-ipvs: the in-memory IPVS (for kernels without IPVS: the host), converting every batch as
+// the real handle does (packed, read and encoded by the addon on the main thread, the bytes
+// dropped), so only the kernel's IPVS work is missing; everything else is real.
 import { readFileSync, readdirSync } from 'node:fs';
 import { constants as perfConstants, monitorEventLoopDelay, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
@@ -95,7 +97,7 @@ const loadMs = performance.now() - t0;
 const S = manifests.services.length;
 
 const kernel: EngineKernel = {
-  ipvs: o['fake-ipvs'] ? new FakeIpvs({ record: false }) : await Ipvs.open(),
+  ipvs: o['fake-ipvs'] ? new FakeIpvs({ record: false, convert: true }) : await Ipvs.open(),
   links: await Links.open(),
   nft: await Nftables.open(),
   conntrack: await Conntrack.open(),

@@ -21,6 +21,8 @@ import {
   type ServiceId,
   type Timeouts,
 } from '../kernel/ipvs.js';
+import { packIpvsOps } from '../kernel/ipvs-pack.js';
+import { native } from '../native.js';
 import { canonicalAddress, destKey, destShape, familyOf, serviceKey, serviceShape } from '../engine/ipvs-model.js';
 
 const ERRNO = { EEXIST: 17, ESRCH: 3, ENOENT: 2, EINVAL: 22 } as const;
@@ -52,12 +54,18 @@ export class FakeIpvs implements IpvsApi {
   readonly log: IpvsOp[][] = [];
   private written = 0;
   private readonly record: boolean;
+  private readonly convert: boolean;
 
   /** `record: false` keeps no copy of the ops applied (`log` stays empty; `writes` still
    *  counts): for benchmarks at scale, where the copies would be the biggest cost and most of
-   *  the memory. */
-  constructor(opts: { record?: boolean } = {}) {
+   *  the memory. `convert: true` makes every apply() first do what the real handle does on the
+   *  calling thread before anything reaches the kernel: pack the ops, read them in the addon
+   *  with its checks, and encode the netlink requests (the bytes are dropped), so a benchmark on
+   *  a kernel without IPVS still pays the main thread's part of programming it; an op the addon
+   *  refuses rejects the call as the real handle's does, before the table changes. */
+  constructor(opts: { record?: boolean; convert?: boolean } = {}) {
     this.record = opts.record ?? true;
+    this.convert = opts.convert ?? false;
   }
   /** Dumps served (services()). */
   dumps = 0;
@@ -84,6 +92,8 @@ export class FakeIpvs implements IpvsApi {
     this.failNext = undefined;
     const crash = this.crashAfter;
     this.crashAfter = undefined;
+    // The real handle's conversion, at the call (it runs before apply() returns its promise).
+    if (this.convert) native().codec.ipvs.encodeOps(packIpvsOps(ops) ?? ops, 0);
     // As a socket's reply would: the batch completes in a later turn of the event loop, so a
     // caller applying chunk after chunk lets timers and I/O in between, as against the kernel.
     await new Promise<void>((resolve) => setImmediate(resolve));

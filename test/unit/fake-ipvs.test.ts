@@ -88,3 +88,30 @@ test('the errors the kernel gives; a service deleted and added again within one 
     ['10.244.0.4:80'],
   );
 });
+
+test('convert: every batch goes through the addon conversion; an op it refuses rejects the call and changes nothing', async () => {
+  const ipvs = new FakeIpvs({ record: false, convert: true });
+  const ok = await ipvs.apply([
+    { op: 'addService', service: svc },
+    { op: 'addDestination', service: svc, dest: { address: '10.244.0.2', port: 8080 } },
+  ]);
+  assert.equal(ok.errors.length, 0);
+  // a weight the kernel's attribute cannot carry, and an address that is none: the in-memory
+  // table alone takes both, the addon's checks refuse them (as the real handle would, before
+  // sending anything)
+  const bad: Array<[DestinationConfig, RegExp]> = [
+    [{ address: '10.244.0.3', port: 8080, weight: 2 ** 40 }, /weight/],
+    [{ address: '10.244.0.999', port: 8080 }, /address/],
+  ];
+  for (const [dest, why] of bad) {
+    await assert.rejects(
+      ipvs.apply([{ op: 'addDestination', service: svc, dest: { address: '10.244.0.4', port: 8080 } }, { op: 'addDestination', service: svc, dest }]),
+      (e: Error & { kind?: string; index?: number }) => e.kind === 'invalid' && e.index === 1 && why.test(e.message),
+    );
+    const plain = new FakeIpvs({ record: false });
+    await plain.apply([{ op: 'addService', service: svc }]);
+    assert.equal((await plain.apply([{ op: 'addDestination', service: svc, dest }])).errors.length, 0, 'the table alone takes it');
+  }
+  assert.deepEqual((await ipvs.destinations(svc)).map((d) => d.address), ['10.244.0.2'], 'nothing of a refused batch applied');
+  assert.equal(ipvs.writes, 2);
+});
