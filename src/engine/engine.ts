@@ -102,18 +102,26 @@ export interface EngineOptions extends Ownership {
 }
 
 /** IPVS ops per apply() call: packing a batch and converting it to netlink holds the event loop
- *  for ~1-2 µs per op on the main thread (x30-70 under emulation), so 100k ops go as ~100
- *  batches with the loop free in between. */
-export const IPVS_APPLY_CHUNK = 1024;
+ *  for ~1-3 µs per op on the main thread at real speed (x30-70 under emulation, where 1024 ops
+ *  took 30-70 ms warm), so 100k ops go as ~200 batches with the loop free in between. */
+export const IPVS_APPLY_CHUNK = 512;
 
 /** VIP address adds per links.apply() call: their conversion holds the event loop like the
- *  IPVS ops' (~2 µs per op), and they run while the rest of the sync applies. */
-export const ADDRESS_APPLY_CHUNK = 1024;
+ *  IPVS ops' (~3-4 µs per op at real speed: 1024 of them held it 3-5 ms at 10k services), and
+ *  they run while the rest of the sync applies, the next handed over while the kernel takes one
+ *  (the adds are of distinct addresses: the order they reach the kernel in does not matter). */
+export const ADDRESS_APPLY_CHUNK = 256;
 
 /** An element op of a plain (non-interval) set with more elements than this is queued as
  *  pieces of this many, with the event loop let in between (still one transaction: the kernel
- *  gets the same elements in the same batch). Writing 40k elements holds the loop ~10 ms. */
-export const NFT_ELEMENTS_PIECE = 2048;
+ *  gets the same elements in the same batch). Queueing a piece of 2048 elements held the loop 3-10
+ *  ms at real speed (10k services), 100-250 ms under emulation. */
+export const NFT_ELEMENTS_PIECE = 256;
+
+/** Desired services (or VIPs) noted per block of a plan, with the loop let in between: at 10k
+ *  services a block of 4096 held the loop ~10 ms at real speed (a service or VIP new to the
+ *  engine costs a canonical address text and a key: ~1.5-2.5 µs). */
+const PLAN_BLOCK = 256;
 
 /** An error of a batch that was one chunk of a longer op list, with its index in the list. */
 function reindexed(e: NetlinkError, at: number): NetlinkError {
@@ -443,15 +451,20 @@ export class Engine {
       services.of === seen.of ? [] : services.of instanceof ChunkedList && seen.of instanceof ChunkedList ? replacedOf(services.of, seen.of) : undefined;
     if (replaced) for (const i of replaced) this.noteDesired(list, seen.list, i, i + 1, indexed);
     else
-      // Blocks of 4096 with the loop let in between, each in a function of its own (inside this
-      // long async function the loop ran ~40 ns per service, the same objects as last time: 2 ms
-      // per incremental plan at 50k services).
-      for (let at = 0; at < list.length; at += 4096) {
+      // Blocks of PLAN_BLOCK with the loop let in between, each in a function of its own (inside
+      // this long async function the loop ran ~40 ns per service, the same objects as last
+      // time: 2 ms per incremental plan at 50k services).
+      for (let at = 0; at < list.length; at += PLAN_BLOCK) {
         if (at > 0) await this.slice.tick();
-        this.noteDesired(list, seen.list, at, Math.min(list.length, at + 4096), indexed);
+        this.noteDesired(list, seen.list, at, Math.min(list.length, at + PLAN_BLOCK), indexed);
       }
-    if (desired.vips && desired.vips.addresses !== this.seenVipAddresses)
-      for (const a of desired.vips.addresses) this.desiredVips.add(canonicalAddress(a));
+    if (desired.vips && desired.vips.addresses !== this.seenVipAddresses) {
+      const vips = desired.vips.addresses;
+      for (let at = 0; at < vips.length; at += PLAN_BLOCK) {
+        if (at > 0) await this.slice.tick();
+        for (let i = at; i < Math.min(vips.length, at + PLAN_BLOCK); i++) this.desiredVips.add(canonicalAddress(vips[i]!));
+      }
+    }
     if (this.opts.desiredImmutable) {
       this.seenServices = services;
       this.seenVipAddresses = desired.vips?.addresses;
@@ -646,7 +659,7 @@ export class Engine {
       const run = (o: LinkOp[]) => k.links!.apply(o, { stopOnError: false });
       await batch(report.addresses, early, run, { to: split });
       // settled here, rethrown below: a failure must not go unhandled while the rest applies
-      vipAdds = batch(report.addresses, early, run, { from: split, chunk: ADDRESS_APPLY_CHUNK }).then(() => undefined, (e: unknown) => ({ thrown: e }));
+      vipAdds = batch(report.addresses, early, run, { from: split, chunk: ADDRESS_APPLY_CHUNK, ahead: true }).then(() => undefined, (e: unknown) => ({ thrown: e }));
     }
     // After the link: a route may name it.
     if (plan.routes && k.routes) await batch(report.routes, plan.routes.early, (o) => k.routes!.apply(o, { stopOnError: false }));

@@ -128,7 +128,7 @@ export function* indexObservedSteps(
     const key = serviceKey(s);
     byKey.set(key, at * 2 + (owns(s) ? 1 : 0));
     destinations?.set(key, s.destinations ?? []);
-    if (i % 1024 === 1023) yield;
+    if (i % 256 === 255) yield;
   }
   return { byKey, shapes };
 }
@@ -154,7 +154,7 @@ export function* byKeySteps<S extends ServiceId | Service>(services: readonly S[
   for (let i = 0; i < services.length; i++) {
     const s = services[i]!;
     byKey.set(keyOf(s), s);
-    if (i % 1024 === 1023) yield;
+    if (i % 256 === 255) yield;
   }
   return byKey;
 }
@@ -178,7 +178,7 @@ export function* diffWantedSteps(
   const pairwise = input.pairwiseMax ?? PAIRWISE;
   let n = 0;
   for (const [key, want] of wanted) {
-    if (++n % 256 === 0) yield;
+    if (++n % 32 === 0) yield;
     const have = observed.byKey.get(key);
     if (have === undefined) {
       addServices.push({ op: 'addService', service: serviceConfig(want, share) });
@@ -268,7 +268,7 @@ export function* assembleSteps(parts: IpvsDiffParts): Steps<IpvsDelta> {
   for (const part of [parts.setServices, parts.destOps, parts.delServices])
     for (let i = 0; i < part.length; i++) {
       ops.push(part[i]!);
-      if (i % 8192 === 8191) yield;
+      if (i % 2048 === 2047) yield;
     }
   return { ops, draining: parts.draining, flushFlows: parts.flushFlows };
 }

@@ -121,7 +121,7 @@ function* build(t: TableSpec, d: DesiredNftTable): Steps<NftOp[]> {
 }
 
 /** Units of work of the element loops: one per this many elements. */
-const ELEMENTS_PER_STEP = 2048;
+const ELEMENTS_PER_STEP = 256;
 
 function* uniqueElements(s: Pick<SetSpec, 'key' | 'interval'>, elements: readonly SetElement[]): Steps<SetElement[]> {
   // Declared unique (sortedElements): no key text per element.

@@ -9,7 +9,7 @@
 export type Steps<T> = Generator<void, T, void>;
 
 /** Elements per unit of work of the list passes below. */
-const PER_STEP = 4096;
+const PER_STEP = 512;
 
 /** `xs` mapped by `f`, leaving out what `f` maps to undefined, in units of PER_STEP elements. */
 export function* mapSteps<T, U>(xs: readonly T[], f: (x: T) => U | undefined): Steps<U[]> {

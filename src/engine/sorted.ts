@@ -12,7 +12,7 @@ export function compareText(a: string, b: string): number {
 }
 
 /** Comparisons per unit of work of sortSteps (a few ms at most, also with costly comparators). */
-const SORT_CHUNK = 4096;
+const SORT_CHUNK = 1024;
 
 /**
  * Sorts `a` in place by `order`, stably (as Array.prototype.sort), as units of work of about
@@ -101,13 +101,17 @@ export function* sortByKeySteps<T>(a: T[], key: (x: T) => number, order: (x: T, 
   for (let i = 0; i < n; i++) {
     keys[i] = key(a[i]!);
     idx[i] = i;
+    if (i % SORT_CHUNK === SORT_CHUNK - 1) yield;
   }
   yield* sortSteps(idx, (i, j) => {
     const d = keys[i]! - keys[j]!;
     return d === d && d !== 0 ? d : order(a[i]!, a[j]!); // d !== d: a NaN key
   });
   const copy = a.slice();
-  for (let i = 0; i < n; i++) a[i] = copy[idx[i]!]!;
+  for (let i = 0; i < n; i++) {
+    a[i] = copy[idx[i]!]!;
+    if (i % (8 * SORT_CHUNK) === 8 * SORT_CHUNK - 1) yield;
+  }
   return a;
 }
 

@@ -100,7 +100,7 @@ class GroupTracker<T extends Meta> {
     return runSync(this.drainSteps());
   }
 
-  /** drain() as units of work (128 services each), for runSliced. The round is taken at the
+  /** drain() as units of work (32 services each), for runSliced. The round is taken at the
    *  start: updates arriving while it runs belong to the next one. */
   *drainSteps(): Steps<Set<string>> {
     const round = this.pending;
@@ -110,7 +110,7 @@ class GroupTracker<T extends Meta> {
     for (const [group, before] of round) {
       const now = this.members(group);
       if (before === '' ? !this.empty(now) : this.fingerprint(now) !== before) changed.add(group);
-      if (++n % 128 === 0) yield;
+      if (++n % 32 === 0) yield;
     }
     return changed.size ? new Set(yield* sortSteps([...changed], compareText)) : changed;
   }

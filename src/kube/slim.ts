@@ -15,17 +15,18 @@ const internOpt = (s: string | undefined): string | undefined => (typeof s === '
 
 type Conditions = NonNullable<NonNullable<V1EndpointSlice['endpoints']>[number]['conditions']>;
 /** Endpoint conditions, one frozen object per combination of the three fields translate reads
- *  (each true, false or absent: at most 27; anything else is kept as its own object). */
-const conditionsCache = new Map<string, Conditions>();
-const flag = (x: unknown) => x === undefined || typeof x === 'boolean';
+ *  (each true, false or absent: at most 27, by index; anything else is kept as its own object). */
+const conditionsCache: Array<Conditions | undefined> = new Array(27).fill(undefined);
+/** A condition's place in the cache's index: absent 0, false 1, true 2; -1 for anything else. */
+const flag = (x: unknown): number => (x === undefined ? 0 : x === false ? 1 : x === true ? 2 : -1);
 function sharedConditions(c: Conditions | undefined): Conditions | undefined {
   if (c === undefined || c === null) return c;
-  const kept = { ready: c.ready, serving: c.serving, terminating: c.terminating };
-  if (!flag(c.ready) || !flag(c.serving) || !flag(c.terminating)) return kept;
-  const k = `${String(c.ready)}|${String(c.serving)}|${String(c.terminating)}`;
-  let v = conditionsCache.get(k);
-  if (v === undefined) conditionsCache.set(k, (v = Object.freeze(kept)));
-  return v;
+  const r = flag(c.ready);
+  const s = flag(c.serving);
+  const t = flag(c.terminating);
+  if (r < 0 || s < 0 || t < 0) return { ready: c.ready, serving: c.serving, terminating: c.terminating };
+  const i = r * 9 + s * 3 + t;
+  return (conditionsCache[i] ??= Object.freeze({ ready: c.ready, serving: c.serving, terminating: c.terminating }));
 }
 
 /** The members `keys` of a label or annotation map; undefined when it has none of them. */

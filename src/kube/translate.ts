@@ -281,7 +281,7 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
   const index = new Map<string, number>();
   for (let i = 0; i < keys.length; i++) {
     index.set(keys[i]!, i);
-    if (i % 1024 === 1023) yield;
+    if (i % 256 === 255) yield;
   }
   cache.last = { model, count: services.length, index, hairpinShared: ctx.out.hairpinShared };
   return model;
@@ -568,12 +568,12 @@ function nodePortAddresses(addresses: string[], cidrs: string[] | undefined, out
   return { inet: pick('inet'), inet6: pick('inet6') };
 }
 
-/** Slices by service, each service's in name order (units of work of 1024 slices). */
+/** Slices by service, each service's in name order (units of work of 256 slices). */
 function* groupSlices(slices: Iterable<V1EndpointSlice>): Steps<Map<string, V1EndpointSlice[]>> {
   const by = new Map<string, V1EndpointSlice[]>();
   let n = 0;
   for (const s of slices) {
-    if (++n % 1024 === 0) yield;
+    if (++n % 256 === 0) yield;
     const svc = s.metadata?.labels?.[LABEL_SERVICE_NAME];
     if (!svc) continue;
     const key = `${s.metadata?.namespace ?? 'default'}/${svc}`;
@@ -583,7 +583,7 @@ function* groupSlices(slices: Iterable<V1EndpointSlice>): Steps<Map<string, V1En
   }
   for (const [k, v] of by) {
     if (v.length > 1) by.set(k, sortSlices(v));
-    if (++n % 1024 === 0) yield;
+    if (++n % 256 === 0) yield;
   }
   return by;
 }
@@ -854,7 +854,7 @@ function* uniqueHairpin(all: GlueHairpin[], shared: Map<string, number>): Steps<
     out.push(all[j - 1]!);
     if (j - i > 1) shared.set(hairpinKey(all[i]!), j - i);
     i = j;
-    if (out.length % 4096 === 0) yield;
+    if (out.length % 512 === 0) yield;
   }
   return out;
 }

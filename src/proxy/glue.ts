@@ -90,7 +90,7 @@ function* uniqSteps(elements: SetElement[]): Steps<SetElement[]> {
     const e = elements[i]!;
     if (out.length && compareElements(out[out.length - 1]!, e) === 0) out[out.length - 1] = e;
     else out.push(e);
-    if (i % 4096 === 4095) yield;
+    if (i % 512 === 511) yield;
   }
   return sortedElements(out, compareElements);
 }

@@ -447,7 +447,7 @@ function bigState(n: number): DesiredState & { nft: DesiredNftTable } {
 }
 
 test('a large element op of a plain set is queued in pieces of one transaction; statuses and errors index the plan', async () => {
-  const n = NFT_ELEMENTS_PIECE + 452;
+  const n = NFT_ELEMENTS_PIECE + 52;
   const desired = bigState(n);
   const plan = await new Engine(fakeKernel(), { managedCidrs: ['10.96.0.0/12'] }).plan(desired);
   const planOps = plan.nft!.ops;
@@ -461,7 +461,7 @@ test('a large element op of a plain set is queued in pieces of one transaction; 
   assert.deepEqual(r.errors, []);
   assert.equal(k.nft.log.length, 1, 'one commit');
   const pieces = k.nft.log[0]!.filter((o) => o.kind === 'elements' && o.set.name === 'services');
-  assert.deepEqual(pieces.map((o) => (o.kind === 'elements' ? o.elements.length : 0)), [NFT_ELEMENTS_PIECE, 452]);
+  assert.deepEqual(pieces.map((o) => (o.kind === 'elements' ? o.elements.length : 0)), [NFT_ELEMENTS_PIECE, 52]);
   assert.equal(k.nft.log[0]!.length, planOps.length + 1, 'every other op as it is');
   assert.equal(r.nft.writes, planOps.length, 'the report counts the plan\'s ops');
   assert.ok(engine.slice.yields > yields, 'the event loop got in while the ops were queued');
@@ -495,23 +495,34 @@ test('an interval set\'s element op is never split (its ranges are lowered toget
   assert.deepEqual(ops.map((o) => (o.kind === 'elements' ? o.elements.length : 0)), [n]);
 });
 
-test('VIP address adds go in chunks; an error in a later chunk indexes the plan', async () => {
+test('VIP address adds go in chunks, the next handed over while the kernel takes one; an error in a later chunk indexes the plan', async () => {
   const n = 2 * ADDRESS_APPLY_CHUNK + 100;
   const desired = bigState(n);
   const taken = desired.vips!.addresses[ADDRESS_APPLY_CHUNK + 7]!;
   const k = fakeKernel();
   const orig = k.links.apply.bind(k.links);
   const sizes: number[] = [];
+  const events: string[] = [];
+  const next = new Map<number, () => void>();
   k.links.apply = async (ops, opts) => {
-    if (ops[0]!.op === 'addAddr') {
-      sizes.push(ops.length);
-      // someone else binds one VIP of the second chunk first: that add fails (EEXIST)
-      if (ops.some((o) => 'address' in o && o.address === `${taken}/32`)) await orig([{ op: 'addAddr', link: 'kube-ipvs0', address: `${taken}/32` }]);
-    }
-    return orig(ops, opts);
+    if (ops[0]!.op !== 'addAddr') return orig(ops, opts);
+    const c = sizes.push(ops.length);
+    events.push(`call ${c}`);
+    // someone else binds one VIP of the second chunk first: that add fails (EEXIST)
+    if (ops.some((o) => 'address' in o && o.address === `${taken}/32`)) await orig([{ op: 'addAddr', link: 'kube-ipvs0', address: `${taken}/32` }]);
+    next.get(c - 1)?.();
+    const r = await orig(ops, opts);
+    // A full chunk's kernel work lasts until the next chunk is handed over (or 1 s: what a
+    // sync handing them over one at a time would wait here before its next call).
+    if (ops.length === ADDRESS_APPLY_CHUNK) await new Promise<void>((resolve) => (next.set(c, resolve), setTimeout(resolve, 1000)));
+    events.push(`done ${c}`);
+    return r;
   };
   const r = await new Engine(k, { managedCidrs: ['10.96.0.0/12'] }).sync(desired);
   assert.deepEqual(sizes, [ADDRESS_APPLY_CHUNK, ADDRESS_APPLY_CHUNK, 100]);
+  // each chunk is handed over before the one ahead of it is done (their adds are independent:
+  // distinct addresses, so the order they reach the kernel in does not matter)
+  for (let c = 1; c < 3; c++) assert.ok(events.indexOf(`call ${c + 1}`) < events.indexOf(`done ${c}`), events.join(', '));
   assert.equal(r.addresses.ops.addAddr, n - 1);
   assert.equal(r.addresses.errors.length, 1);
   const plan = await new Engine(fakeKernel(), { managedCidrs: ['10.96.0.0/12'] }).plan(desired);

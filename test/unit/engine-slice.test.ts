@@ -142,7 +142,7 @@ test('the next IPVS batch is handed over while the kernel takes this one (in cal
   const destinations = Array.from({ length: n }, (_, i) => ({ address: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, port: 80, forward: 'masq' as const, weight: 1 }));
   const desired = { services: [{ protocol: 'tcp' as const, address: '10.96.0.1', port: 80, scheduler: 'rr', destinations }] };
   const report = await engine.sync(desired);
-  // 4 batches (the service and 3 x 1024 destinations): each called before the one ahead of it is done
+  // 4 batches (the service and 3 x IPVS_APPLY_CHUNK destinations): each called before the one ahead of it is done
   assert.deepEqual(events, ['call 1', 'call 2', 'done 1', 'call 3', 'done 2', 'call 4', 'done 3', 'done 4']);
   assert.equal(report.ipvs.writes, n + 1);
   assert.equal(report.ipvs.errors.length, 0);

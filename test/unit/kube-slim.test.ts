@@ -162,6 +162,25 @@ test('slim objects keep only what the proxy reads; equal endpoint conditions are
   assert.notEqual(ks.endpoints[0]!.conditions, ks.endpoints[2]!.conditions);
   assert.ok(Object.isFrozen(ks.endpoints[2]!.conditions));
   assert.deepEqual(ks.endpoints[2]!.conditions, { ready: false, serving: true, terminating: true });
+  // each of the 27 combinations of true, false and absent is its own shared object, read as given
+  const vals = [true, false, undefined];
+  const seen = new Set<object>();
+  for (const ready of vals)
+    for (const serving of vals)
+      for (const terminating of vals) {
+        const one = (n: number) =>
+          slimSlice(slice('c', `c-${n}`, [{ port: 80 }], [{ ip: '10.244.1.1', ready, serving, terminating }])).endpoints[0]!.conditions!;
+        const c = one(1);
+        assert.deepEqual({ ...c }, { ready, serving, terminating });
+        assert.equal(one(2), c);
+        seen.add(c);
+      }
+  assert.equal(seen.size, 27);
+  // a value of another type is kept as read, in an object of its own
+  const odd = { ...sl, endpoints: [{ addresses: ['10.244.1.2'], conditions: { ready: 'yes' as unknown as boolean } }] };
+  const oddKept = slimSlice(odd).endpoints[0]!.conditions!;
+  assert.equal(oddKept.ready as unknown, 'yes');
+  assert.ok(!seen.has(oddKept) && !Object.isFrozen(oddKept));
   // the original is left as it was
   assert.deepEqual(sl.endpoints[0]!.addresses, ['10.244.0.1', '10.244.9.9']);
 });
