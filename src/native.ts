@@ -75,6 +75,9 @@ export interface NativeIpvsCodec {
   encodeGetInfo(familyId: number): Buffer;
   /** ops: objects or their packed form (src/kernel/ipvs-pack.ts). */
   encodeOps(ops: unknown[] | Uint8Array, familyId: number, opts?: { ack?: 'each' | 'errors' }): Buffer;
+  /** What apply() does on the calling thread before sending (read, check, encode), the batch
+   *  then dropped: its size in bytes (FakeIpvs's `convert`). */
+  convertOps(ops: unknown[] | Uint8Array, familyId: number): number;
   /** The packed form's property names by key index (native/ipvs/packed.cc). */
   packedKeys: string[];
   encodeGetServices(familyId: number): Buffer;

@@ -120,7 +120,7 @@ function fullTable(p: PhaseResult, env: 'qemu' | 'host'): string[] {
     }
   } else {
     out.push(
-      '| S × 10 | ipvsync in-process full sync (VIPs + nftables glue in the kernel; IPVS in memory, its JS cost included) | iptables-legacy-restore | iptables-nft-restore | ipset restore | ip -batch VIPs | nft -f (nftables mode) | legacy / ipvsync | nft -f / ipvsync |',
+      '| S × 10 | ipvsync in-process full sync (VIPs + nftables glue in the kernel; IPVS in memory, each batch converted as for the kernel) | iptables-legacy-restore | iptables-nft-restore | ipset restore | ip -batch VIPs | nft -f (nftables mode) | legacy / ipvsync | nft -f / ipvsync |',
       '|---|---|---|---|---|---|---|---|---|',
     );
     for (const r of p.rows) {
@@ -310,7 +310,8 @@ export function renderMarkdown(res: SuiteResult): string {
   const q = res.phases.qemu;
   const h = res.phases.host;
   if (q && h) {
-    // How much slower each side runs under TCG than on the host, from the same suite run.
+    // How much slower each side runs under TCG than on the host; a row kept from an earlier run
+    // says which runs it compares (the host's own speed varies from hour to hour).
     const lines: string[] = [];
     for (const rq of q.rows) {
       const rh = h.rows.find((r) => r.services === rq.services);
@@ -321,13 +322,16 @@ export function renderMarkdown(res: SuiteResult): string {
       if (ok(leg(rq)) && ok(leg(rh))) parts.push(`iptables-legacy-restore ${(leg(rq)!.ms / leg(rh)!.ms).toFixed(0)}×`);
       if (cpu(rq) && cpu(rh)) parts.push(`ipvsync's main-thread CPU in the full sync ${(cpu(rq)! / cpu(rh)!).toFixed(0)}× (host: IPVS in memory)`);
       if (rq.worker?.manifestsLoadMs && rh.worker?.manifestsLoadMs) parts.push(`manifest loading ${(rq.worker.manifestsLoadMs / rh.worker.manifestsLoadMs).toFixed(0)}×`);
-      if (parts.length) lines.push(`- ${k(rq.services)}: ${parts.join(', ')}`);
+      const at = (r: SizeRow, ph: PhaseResult) => r.measuredAt ?? ph.environment.date;
+      const apart = Math.abs(Date.parse(at(rq, q)) - Date.parse(at(rh, h))) > 3600e3;
+      const when = apart ? ` (different runs: qemu ${at(rq, q).slice(0, 16).replace('T', ' ')}, host ${at(rh, h).slice(0, 16).replace('T', ' ')})` : '';
+      if (parts.length) lines.push(`- ${k(rq.services)}: ${parts.join(', ')}${when}`);
     }
-    if (lines.length) out.push('### qemu TCG / host slowdown, same suite run', '', 'TCG emulates every instruction; JIT-compiled JavaScript suffers more than the C tools, so the qemu table is harder on ipvsync than real hardware would be:', '', ...lines, '');
+    if (lines.length) out.push('### qemu TCG / host slowdown', '', 'TCG emulates every instruction; JIT-compiled JavaScript suffers more than the C tools, so the qemu table is harder on ipvsync than real hardware would be:', '', ...lines, '');
   }
   if (res.phases.host) {
     const p = res.phases.host;
-    out.push('## Real speed, no IPVS (the machine\'s own kernel, private netns; ipvsync\'s IPVS part runs in memory and is NOT included)', '', envLine(p), '');
+    out.push('## Real speed, no IPVS (the machine\'s own kernel, private netns; ipvsync\'s IPVS writes go to an in-memory double that converts each batch as the real handle does: the kernel\'s IPVS work is NOT included)', '', envLine(p), '');
     out.push('### Full programming', '', ...fullTable(p, 'host'), '');
     const rt = routeTable(p);
     if (rt.length) out.push('### Full programming with bindMode route (IPVS in memory)', '', ...rt, '');

@@ -789,6 +789,16 @@ Napi::Value EncodeOps(const Napi::CallbackInfo& info) {
   return ToBuffer(info.Env(), b.buffer());
 }
 
+// convertOps(ops, familyId) -> bytes: the conversion apply() does on the calling thread (the ops
+// read, checked and encoded into a batch in native memory), the batch then dropped; no copy to
+// JavaScript. For an in-memory IPVS that should cost the caller what the real handle does.
+Napi::Value ConvertOps(const Napi::CallbackInfo& info) {
+  nl::Batch b;
+  BuildBatch(info.Env(), info[0], FamilyIdArg(info, 1), &b, nullptr);
+  b.Seal();
+  return Napi::Number::New(info.Env(), static_cast<double>(b.buffer().size()));
+}
+
 // Dump requests carry NLM_F_DUMP as nl::Socket::Dump sends them.
 Napi::Value AsDump(Napi::Env env, nl::Batch& b) {
   b.Seal();
@@ -897,6 +907,7 @@ void InitIpvs(Napi::Env env, Napi::Object exports) {
   Napi::Object codec = CodecNamespace(env, exports, "ipvs");
   codec.Set("encodeGetInfo", Napi::Function::New(env, EncodeGetInfo));
   codec.Set("encodeOps", Napi::Function::New(env, EncodeOps));
+  codec.Set("convertOps", Napi::Function::New(env, ConvertOps));
   Napi::Array keys = Napi::Array::New(env, ipvs::kKeyCount);
   for (size_t i = 0; i < ipvs::kKeyCount; i++) keys.Set(static_cast<uint32_t>(i), ipvs::kKeyNames[i]);
   codec.Set("packedKeys", keys);

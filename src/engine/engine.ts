@@ -607,7 +607,8 @@ export class Engine {
     // ops[from, to) in chunks; errors and the returned predicate index the whole ops list.
     // `ahead`: the next chunk is handed to `run` while this one is in the kernel (its
     // conversion on the main thread overlaps the kernel's work on the worker); `run` must send
-    // chunks in call order, as Ipvs.apply does. A chunk's exception still ends the loop, the
+    // chunks in call order where their order matters, as Ipvs.apply does (the VIP adds' does
+    // not: distinct addresses, each added once). A chunk's exception still ends the loop, the
     // chunk after it possibly sent: the next sync diffs from the kernel.
     const batch = async <Op extends { op: string }>(
       r: KindReport,
