@@ -78,7 +78,7 @@ export interface NativeIpvsCodec {
   /** What apply() does on the calling thread before sending (read, check, encode), the batch
    *  then dropped: its size in bytes (FakeIpvs's `convert`). */
   convertOps(ops: unknown[] | Uint8Array, familyId: number): number;
-  /** The packed form's property names by key index (native/ipvs/packed.cc). */
+  /** The packed form's property names by key index (native/ipvs/op_parse.h: ipvs::K, kKeyNames). */
   packedKeys: string[];
   encodeGetServices(familyId: number): Buffer;
   encodeGetService(key: unknown, familyId: number): Buffer;

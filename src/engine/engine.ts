@@ -351,6 +351,11 @@ export class Engine {
     }
   }
 
+  /** The desired VIPs of vips[from, to), canonical (a function of its own, as noteDesired). */
+  private noteDesiredVips(vips: readonly string[], from: number, to: number): void {
+    for (let i = from; i < to; i++) this.desiredVips.add(canonicalAddress(vips[i]!));
+  }
+
   /** The desired services whose keys are in `changed`, in their order in the list. */
   private changedServices(services: Services, changed: ReadonlySet<string>): DesiredService[] {
     const { list } = services;
@@ -462,7 +467,7 @@ export class Engine {
       const vips = desired.vips.addresses;
       for (let at = 0; at < vips.length; at += PLAN_BLOCK) {
         if (at > 0) await this.slice.tick();
-        for (let i = at; i < Math.min(vips.length, at + PLAN_BLOCK); i++) this.desiredVips.add(canonicalAddress(vips[i]!));
+        this.noteDesiredVips(vips, at, Math.min(vips.length, at + PLAN_BLOCK));
       }
     }
     if (this.opts.desiredImmutable) {
