@@ -125,15 +125,24 @@ function availableForTopology(e: EndpointInfo, mode: TopologyMode, nodeName: str
 
 const servingTerminating = (e: EndpointInfo): boolean => e.serving && e.terminating;
 
-/** Endpoints for Cluster traffic policy: ready ones (topology-filtered), else serving-terminating. */
-export function clusterEndpoints(endpoints: readonly EndpointInfo[], nodeName: string, zone: string | undefined): EndpointInfo[] {
+/** No endpoints (shared: never modified). */
+const NO_ENDPOINTS: readonly EndpointInfo[] = Object.freeze([]);
+
+/** Endpoints for Cluster traffic policy: ready ones (topology-filtered), else serving-terminating.
+ *  The list given itself when every endpoint qualifies (the common case: no copy per service
+ *  port); the result is never modified. */
+export function clusterEndpoints(endpoints: readonly EndpointInfo[], nodeName: string, zone: string | undefined): readonly EndpointInfo[] {
   const mode = topologyMode(endpoints, nodeName, zone);
-  const ready = endpoints.filter((e) => e.ready && availableForTopology(e, mode, nodeName, zone));
+  const take = (e: EndpointInfo) => e.ready && availableForTopology(e, mode, nodeName, zone);
+  if (endpoints.every(take)) return endpoints.length ? endpoints : NO_ENDPOINTS;
+  const ready = endpoints.filter(take);
   return ready.length ? ready : endpoints.filter(servingTerminating);
 }
 
-/** Endpoints for Local traffic policy: ready node-local ones, else serving-terminating node-local. */
-export function localEndpoints(endpoints: readonly EndpointInfo[]): EndpointInfo[] {
+/** Endpoints for Local traffic policy: ready node-local ones, else serving-terminating node-local
+ *  (one shared empty list for a port without node-local endpoints, the common case). */
+export function localEndpoints(endpoints: readonly EndpointInfo[]): readonly EndpointInfo[] {
+  if (!endpoints.some((e) => e.local)) return NO_ENDPOINTS;
   const ready = endpoints.filter((e) => e.local && e.ready);
   return ready.length ? ready : endpoints.filter((e) => e.local && servingTerminating(e));
 }
