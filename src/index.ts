@@ -47,7 +47,7 @@ export {
 } from './kernel/ipvs.js';
 export { formatList, formatSave, parseRules, RulesParseError, fileResolver, numeric, type NameResolver, type ParsedRule } from './kernel/ipvsadm-format.js';
 export type { HandleOptions, SocketStats, IpvsSocketStats, MemoryPressureLevel } from './native.js';
-export { memoryPressure } from './native.js';
+export { addonCpuUsage, memoryPressure, type AddonCpuUsage } from './native.js';
 export {
   IpSets,
   IPSET_TYPES,

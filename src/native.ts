@@ -572,6 +572,7 @@ export interface NativeBinding {
   IpsetHandle: new (opts?: HandleOptions) => NativeIpsetHandle;
   ConntrackHandle: new (opts?: HandleOptions) => NativeConntrackHandle;
   memoryPressure(level: MemoryPressureLevel): void;
+  cpuUsage(): AddonCpuUsage;
   codec: NativeCodec;
 }
 
@@ -586,6 +587,28 @@ export type MemoryPressureLevel = 'none' | 'moderate' | 'critical';
  */
 export function memoryPressure(level: MemoryPressureLevel): void {
   native().memoryPressure(level);
+}
+
+/**
+ * The addon's own CPU time since the process loaded it, in nanoseconds (process-wide, every
+ * handle's): `jsThreadNs`, user + system time of its calls on JavaScript threads (converting and
+ * checking what a call is given, building the batch, and turning kernel replies into JS values,
+ * over `jsThreadCalls` calls); `poolUserNs` / `poolSysNs`, the user and system time of its tasks
+ * on the libuv pool (`poolTasks`), where it encodes and sends the netlink messages and decodes
+ * the replies — the system time there is the kernel doing the work the messages ask for. What
+ * a thread used beyond these is V8's and node's (JavaScript, garbage collection).
+ */
+export interface AddonCpuUsage {
+  jsThreadNs: number;
+  jsThreadCalls: number;
+  poolUserNs: number;
+  poolSysNs: number;
+  poolTasks: number;
+}
+
+/** The addon's CPU counters (AddonCpuUsage): read twice and subtract to time a piece of work. */
+export function addonCpuUsage(): AddonCpuUsage {
+  return native().cpuUsage();
 }
 
 function locate(): string {

@@ -27,6 +27,7 @@ import { desiredState } from '../../src/proxy/desired.js';
 import { shareList } from '../../src/engine/sorted.js';
 import { Proxier } from '../../src/proxy/proxier.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
+import { addonCpuUsage, type AddonCpuUsage } from '../../src/native.js';
 import { sliceObject } from './manifests.js';
 import { medianBy } from './median.js';
 import { CLUSTER_CIDR, NODE_IP, NODE_NAME, REPLACEMENT_IP, SERVICE_CIDR, withOneEndpointChanged, workload, changedIndex } from './workload.js';
@@ -75,6 +76,19 @@ function runQueueWaitNs(): number | undefined {
 function cpuDelta(a: ThreadCpu, b: ThreadCpu): ThreadCpu {
   const d = (x: { user: number; sys: number }, y: { user: number; sys: number }) => ({ user: y.user - x.user, sys: y.sys - x.sys });
   return { main: d(a.main, b.main), others: d(a.others, b.others) };
+}
+
+/** The addon's CPU between two readings (addonCpuUsage), in ms: on the main thread (its calls and
+ *  completions), and on the libuv pool, user (netlink encoding and decoding) and system (the
+ *  kernel doing the work). The rest of each thread's time is V8's and node's. */
+function addonDelta(a: AddonCpuUsage, b: AddonCpuUsage) {
+  return {
+    jsThreadMs: (b.jsThreadNs - a.jsThreadNs) / 1e6,
+    jsThreadCalls: b.jsThreadCalls - a.jsThreadCalls,
+    poolUserMs: (b.poolUserNs - a.poolUserNs) / 1e6,
+    poolSysMs: (b.poolSysNs - a.poolSysNs) / 1e6,
+    poolTasks: b.poolTasks - a.poolTasks,
+  };
 }
 
 function status(): { vmHWMkB: number; vmRSSkB: number } {
@@ -153,6 +167,7 @@ async function measure<T>(fn: () => Promise<T>, loop = false) {
   h?.enable();
   const gcEnd = loop ? gcPauses() : undefined;
   const c0 = threadCpu();
+  const n0 = addonCpuUsage();
   const w0 = runQueueWaitNs();
   const u0 = process.cpuUsage();
   const s0 = stats();
@@ -162,6 +177,7 @@ async function measure<T>(fn: () => Promise<T>, loop = false) {
   const s1 = stats();
   const u1 = process.cpuUsage(u0);
   const c1 = threadCpu();
+  const n1 = addonCpuUsage();
   const w1 = runQueueWaitNs();
   h?.disable();
   const gc = gcEnd?.();
@@ -171,7 +187,7 @@ async function measure<T>(fn: () => Promise<T>, loop = false) {
     messages: s1.messages - s0.messages,
     sendmsg: s1.sendmsg - s0.sendmsg,
     recvmsg: s1.recvmsg - s0.recvmsg,
-    cpu: { userMs: u1.user / 1000, sysMs: u1.system / 1000, threads: cpuDelta(c0, c1), ...(w0 !== undefined && w1 !== undefined ? { mainRunQueueWaitMs: (w1 - w0) / 1e6 } : {}) },
+    cpu: { userMs: u1.user / 1000, sysMs: u1.system / 1000, threads: cpuDelta(c0, c1), addon: addonDelta(n0, n1), ...(w0 !== undefined && w1 !== undefined ? { mainRunQueueWaitMs: (w1 - w0) / 1e6 } : {}) },
     ...(h ? { eventLoop: { maxMs: h.max / 1e6, p99Ms: h.percentile(99) / 1e6, meanMs: h.mean / 1e6, samples: h.count } } : {}),
     ...(gc ? { gc } : {}),
   };

@@ -174,16 +174,19 @@ function changeTable(p: PhaseResult): string[] {
 
 function whereTable(p: PhaseResult): string[] {
   const out = [
-    '| S × 10 | manifests load | full sync | translate + desired (JS) | observe (dumps) | diff (JS) | apply (netlink) | CPU main thread user / sys | CPU other threads user / sys | writes | messages (sendmsg) | netlink floor (messages × 3–6 µs) | event loop max / p99 (main thread’s run-queue wait) | longest GC pause: scavenge / mark-compact (pauses) | worker VmHWM | `sync -f` max RSS | iptables-legacy-restore max RSS |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    '| S × 10 | manifests load | full sync | translate + desired (JS) | observe (dumps) | diff (JS) | apply (netlink) | CPU main thread user / sys | CPU other threads user / sys | of it the addon: main thread / pool user (netlink encode, decode) / pool sys (the kernel) | writes | messages (sendmsg) | netlink floor (messages × 3–6 µs) | event loop max / p99 (main thread’s run-queue wait) | longest GC pause: scavenge / mark-compact (pauses) | worker VmHWM | `sync -f` max RSS | iptables-legacy-restore max RSS |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of p.rows) {
     if (r.error || !r.worker?.full) continue;
     const f = r.worker.full;
     const t = f.cpu.threads;
+    // absent in rows measured before the addon counted its CPU
+    const a = f.cpu.addon as { jsThreadMs: number; poolUserMs: number; poolSysMs: number } | undefined;
+    const addon = a ? `${a.jsThreadMs.toFixed(0)} / ${a.poolUserMs.toFixed(0)} / ${a.poolSysMs.toFixed(0)} ms` : '–';
     const floor = `${ms(f.messages * 0.003)}–${ms(f.messages * 0.006)}`;
     out.push(
-      `| ${k(r.services)} | ${ms(r.worker.manifestsLoadMs)} | ${ms(f.ms)} | ${ms(f.translateMs)} | ${ms(f.observeMs)} | ${ms(f.diffMs)} | ${ms(f.applyMs)} | ${t.main.user.toFixed(0)} / ${t.main.sys.toFixed(0)} ms | ${t.others.user.toFixed(0)} / ${t.others.sys.toFixed(0)} ms | ${f.writes} | ${f.messages} (${f.sendmsg}) | ${floor} | ${f.eventLoop.maxMs.toFixed(0)} / ${f.eventLoop.p99Ms.toFixed(0)} ms${f.cpu.mainRunQueueWaitMs !== undefined ? ` (${f.cpu.mainRunQueueWaitMs.toFixed(0)} ms)` : ''} | ${f.gc ? `${f.gc.scavenge.maxMs.toFixed(0)} / ${f.gc.markCompact.maxMs.toFixed(0)} ms (${f.gc.scavenge.count} / ${f.gc.markCompact.count})` : '–'} | ${(r.worker.memory.afterFullSync.vmHWMkB / 1024).toFixed(0)} MB | ${r.ipvsyncSyncProcess?.maxRssMB !== undefined ? `${r.ipvsyncSyncProcess.maxRssMB.toFixed(0)} MB` : '–'} | ${r.peers['iptables-legacy-restore full']?.maxRssMB !== undefined ? `${r.peers['iptables-legacy-restore full']!.maxRssMB!.toFixed(0)} MB` : '–'} |`,
+      `| ${k(r.services)} | ${ms(r.worker.manifestsLoadMs)} | ${ms(f.ms)} | ${ms(f.translateMs)} | ${ms(f.observeMs)} | ${ms(f.diffMs)} | ${ms(f.applyMs)} | ${t.main.user.toFixed(0)} / ${t.main.sys.toFixed(0)} ms | ${t.others.user.toFixed(0)} / ${t.others.sys.toFixed(0)} ms | ${addon} | ${f.writes} | ${f.messages} (${f.sendmsg}) | ${floor} | ${f.eventLoop.maxMs.toFixed(0)} / ${f.eventLoop.p99Ms.toFixed(0)} ms${f.cpu.mainRunQueueWaitMs !== undefined ? ` (${f.cpu.mainRunQueueWaitMs.toFixed(0)} ms)` : ''} | ${f.gc ? `${f.gc.scavenge.maxMs.toFixed(0)} / ${f.gc.markCompact.maxMs.toFixed(0)} ms (${f.gc.scavenge.count} / ${f.gc.markCompact.count})` : '–'} | ${(r.worker.memory.afterFullSync.vmHWMkB / 1024).toFixed(0)} MB | ${r.ipvsyncSyncProcess?.maxRssMB !== undefined ? `${r.ipvsyncSyncProcess.maxRssMB.toFixed(0)} MB` : '–'} | ${r.peers['iptables-legacy-restore full']?.maxRssMB !== undefined ? `${r.peers['iptables-legacy-restore full']!.maxRssMB!.toFixed(0)} MB` : '–'} |`,
     );
   }
   return out;

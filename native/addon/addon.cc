@@ -30,6 +30,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   InitIpset(env, exports);
   InitConntrack(env, exports);
   InitMemory(env, exports);
+  InitCpu(env, exports);
   return exports;
 }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <utility>
 
+#include "addon/cpu.h"
 #include "addon/errors.h"
 #include "netlink/error.h"
 
@@ -28,6 +29,7 @@ class PromiseWorker : public Napi::AsyncWorker {
 
  protected:
   void Execute() override {
+    PoolCpuScope cpu;
     try {
       result_ = work_();
     } catch (const nl::Exception& e) {
@@ -42,6 +44,7 @@ class PromiseWorker : public Napi::AsyncWorker {
   }
 
   void OnOK() override {
+    JsThreadCpuScope cpu;
     Napi::Env env = Env();
     Napi::HandleScope scope(env);
     if (failed_) {

@@ -19,6 +19,7 @@ void InitRtnl(Napi::Env env, Napi::Object exports);
 void InitIpset(Napi::Env env, Napi::Object exports);
 void InitConntrack(Napi::Env env, Napi::Object exports);
 void InitMemory(Napi::Env env, Napi::Object exports);
+void InitCpu(Napi::Env env, Napi::Object exports);
 
 // Codec hooks for tests: every family adds its pure encoders/decoders under
 // exports.codec.<family> from its own binding file (CodecNamespace creates that object).

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "addon/bindings.h"
+#include "addon/cpu.h"
 #include "addon/errors.h"
 #include "netlink/attr.h"
 #include "netlink/message.h"
@@ -67,6 +68,7 @@ Napi::Array ParseTree(Napi::Env env, nl::AttrReader r, const std::vector<uint32_
 }
 
 Napi::Value ParseAttributes(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   std::vector<uint8_t> buf = BufferArg(info, 0);
   std::vector<uint32_t> nested;
   if (info.Length() > 1 && info[1].IsArray()) {
@@ -106,6 +108,7 @@ void WriteTree(Napi::Env env, nl::AttrWriter& w, Napi::Array spec) {
 }
 
 Napi::Value WriteAttributes(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   if (!info[0].IsArray()) ThrowInvalid(info.Env(), "writeAttributes", "expected an array");
   std::vector<uint8_t> buf;
   nl::AttrWriter w(buf);
@@ -115,6 +118,7 @@ Napi::Value WriteAttributes(const Napi::CallbackInfo& info) {
 
 // Parses a datagram of netlink messages: [{ type, flags, seq, pid, payload }].
 Napi::Value ParseMessages(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   std::vector<uint8_t> buf = BufferArg(info, 0);
   Napi::Env env = info.Env();
   Napi::Array out = Napi::Array::New(env);

@@ -10,6 +10,7 @@
 #include "addon/async.h"
 #include "addon/batch.h"
 #include "addon/bindings.h"
+#include "addon/cpu.h"
 #include "addon/channel.h"
 #include "addon/errors.h"
 #include "conntrack/codec.h"
@@ -178,6 +179,7 @@ class ConntrackHandle : public Napi::ObjectWrap<ConntrackHandle> {
 
  private:
   Napi::Value List(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     const ct::Filter f = FilterArg(info.Env(), info[0], "IPCTNL_MSG_CT_GET");
     auto ch = ch_;
     return PromiseWorker<std::vector<ct::Flow>>::Run(
@@ -194,6 +196,7 @@ class ConntrackHandle : public Napi::ObjectWrap<ConntrackHandle> {
   }
 
   Napi::Value Count(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     const ct::Filter f = FilterArg(info.Env(), info[0], "IPCTNL_MSG_CT_GET");
     auto ch = ch_;
     return PromiseWorker<size_t>::Run(
@@ -209,6 +212,7 @@ class ConntrackHandle : public Napi::ObjectWrap<ConntrackHandle> {
   // matching flows deleted by tuple+id in one batch. A flow that expired in between (ENOENT)
   // counts as gone, not as an error.
   Napi::Value Delete(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     const ct::Filter f = FilterArg(env, info[0], "IPCTNL_MSG_CT_DELETE");
     nl::TransactOptions opts = BatchOptions(info[1]);
@@ -258,6 +262,7 @@ class ConntrackHandle : public Napi::ObjectWrap<ConntrackHandle> {
 };
 
 Napi::Value DecodeFlowHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeFlow");
   ct::Flow f;
@@ -268,6 +273,7 @@ Napi::Value DecodeFlowHook(const Napi::CallbackInfo& info) {
 
 // matches(flowMessage, filter) -> boolean: the C++ filter on a decoded reply.
 Napi::Value MatchesHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "matches");
   ct::Flow f;
@@ -278,6 +284,7 @@ Napi::Value MatchesHook(const Napi::CallbackInfo& info) {
 
 // encodeDelete(flowMessage) -> the DELETE request for that flow (golden form).
 Napi::Value EncodeDeleteHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "encodeDelete");
   ct::Flow f;
@@ -290,6 +297,7 @@ Napi::Value EncodeDeleteHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeDumpHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   nl::Batch b;
   ct::EncodeDump(b, static_cast<uint8_t>(info[0].IsNumber() ? info[0].As<Napi::Number>().Uint32Value() : 0));
   b.Seal();

@@ -7,6 +7,7 @@
 #include "addon/async.h"
 #include "addon/batch.h"
 #include "addon/bindings.h"
+#include "addon/cpu.h"
 #include "addon/channel.h"
 #include "addon/errors.h"
 #include "netlink/genl.h"
@@ -41,6 +42,7 @@ class GenlHandle : public Napi::ObjectWrap<GenlHandle> {
  private:
   // families(names: string[], opts?) -> { statuses, errors, sendmsgCalls, families }
   Napi::Value Families(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     if (!info[0].IsArray()) ThrowInvalid(env, "families", "expected an array of family names");
     Napi::Array names = info[0].As<Napi::Array>();

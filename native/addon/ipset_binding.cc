@@ -16,6 +16,7 @@
 #include "addon/async.h"
 #include "addon/batch.h"
 #include "addon/bindings.h"
+#include "addon/cpu.h"
 #include "addon/channel.h"
 #include "addon/errors.h"
 #include "ipset/codec.h"
@@ -678,6 +679,7 @@ class IpsetHandle : public Napi::ObjectWrap<IpsetHandle> {
 
  private:
   Napi::Value Protocol(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     auto ch = ch_;
     auto st = st_;
     return PromiseWorker<uint8_t>::Run(
@@ -691,6 +693,7 @@ class IpsetHandle : public Napi::ObjectWrap<IpsetHandle> {
 
   // apply(ops, { stopOnError?, maxBatchMessages? }) -> { statuses (per op), errors, sendmsgCalls, messages }
   Napi::Value Apply(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     if (!info[0].IsArray()) Bad(env, "ipset apply", "expected an array of ops");
     Napi::Array arr = info[0].As<Napi::Array>();
@@ -715,6 +718,7 @@ class IpsetHandle : public Napi::ObjectWrap<IpsetHandle> {
 
   // list(name?: string, { headersOnly? }) -> sets (one dump)
   Napi::Value List(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     std::string name;
     if (info.Length() > 0 && IsSet(info[0])) {
@@ -759,6 +763,7 @@ class IpsetHandle : public Napi::ObjectWrap<IpsetHandle> {
 
   // test(name, type, family, members) -> Uint8Array (1 = in the set)
   Napi::Value Test(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     const std::string name = Str(env, info[0], "IPSET_CMD_TEST", "name");
     const std::string where = "IPSET_CMD_TEST " + name;
@@ -819,6 +824,7 @@ uint8_t ProtoOpt(const Napi::CallbackInfo& info, size_t i) {
 
 // encodeOps(ops, { protocol?, revision? }) -> Buffer with every request the ops become.
 Napi::Value EncodeOps(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
   if (!info[0].IsArray()) Bad(env, "encodeOps", "expected an array of ops");
   Napi::Array arr = info[0].As<Napi::Array>();
@@ -851,6 +857,7 @@ Napi::Value EncodeOps(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeProtocolHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   nl::Batch b;
   ipset::EncodeProtocol(b);
   b.Seal();
@@ -858,6 +865,7 @@ Napi::Value EncodeProtocolHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeTypeHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
   const ipset::TypeInfo& t = TypeArg(env, info[0], "encodeType");
   const uint8_t family = FamilyArg(env, info[1], t, "encodeType");
@@ -868,6 +876,7 @@ Napi::Value EncodeTypeHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeListHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   nl::Batch b;
   std::string name = info.Length() > 0 && info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
   ipset::EncodeList(b, ProtoOpt(info, 1), name);
@@ -876,6 +885,7 @@ Napi::Value EncodeListHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeTestHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
   const std::string name = Str(env, info[0], "encodeTest", "name");
   const ipset::TypeInfo& t = TypeArg(env, info[1], "encodeTest");
@@ -890,6 +900,7 @@ Napi::Value EncodeTestHook(const Napi::CallbackInfo& info) {
 
 // decodeList(buf) -> sets, folding every message of a datagram (a dump's replies back to back).
 Napi::Value DecodeListHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
   std::vector<uint8_t> buf = BufferArg(info, 0);
   ipset::ListAccumulator acc;
@@ -909,6 +920,7 @@ Napi::Value DecodeListHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DecodeProtocolHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeProtocol");
   uint8_t max = 0, min = 0;
@@ -921,6 +933,7 @@ Napi::Value DecodeProtocolHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DecodeTypeHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeType");
   uint8_t max = 0, min = 0;
@@ -934,6 +947,7 @@ Napi::Value DecodeTypeHook(const Napi::CallbackInfo& info) {
 
 // errorInfo(code, cmdName, bitmap?) -> { code, message }
 Napi::Value ErrorInfoHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
   const int code = info[0].As<Napi::Number>().Int32Value();
   const std::string cmd = info[1].As<Napi::String>().Utf8Value();

@@ -15,6 +15,7 @@
 #include "addon/async.h"
 #include "addon/batch.h"
 #include "addon/bindings.h"
+#include "addon/cpu.h"
 #include "addon/channel.h"
 #include "addon/errors.h"
 #include "common/inet.h"
@@ -483,6 +484,7 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
 
  private:
   Napi::Value Info(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     auto ch = ch_;
     return PromiseWorker<ipvs::Info>::Run(
         info.Env(),
@@ -511,6 +513,7 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
 
   // apply(ops, { stopOnError?, maxBatchMessages?, ack? }) -> { statuses, errors, sendmsgCalls }
   Napi::Value Apply(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     // The family id is only known after the first worker job resolved it; encode with a
     // placeholder and patch the message types on the worker (the id is the nlmsg_type).
@@ -561,6 +564,7 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
   // services({ withDestinations?, stats? }): one GET_SERVICE dump, then one GET_DEST dump per
   // service (the kernel has no all-destinations dump), all in one worker job.
   Napi::Value Services(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     const ListOptions o = ListOpts(info[0]);
     auto ch = ch_;
     auto pool = listings_;
@@ -591,6 +595,7 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
 
   // service(key, { withDestinations?, stats? }) -> Service | null (null when the kernel says ESRCH)
   Napi::Value Service(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "service");
     const ListOptions o = ListOpts(info[1]);
     auto ch = ch_;
@@ -629,6 +634,7 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
 
   // destinations(key, { stats? }) -> Destination[]
   Napi::Value Destinations(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "destinations");
     const ListOptions o = ListOpts(info[1]);
     auto ch = ch_;
@@ -652,6 +658,7 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
   // for just these services, freed after: a caller reading a large table a slice at a time
   // (the engine's full sync) holds one slice's destinations, not the table's.
   Napi::Value DestinationsMany(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     if (!info[0].IsArray()) ThrowInvalid(env, "destinationsMany", "expected an array of services");
     Napi::Array arr = info[0].As<Napi::Array>();
@@ -682,6 +689,7 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
 
   // timeouts() -> { tcp, tcpFin, udp }
   Napi::Value Timeouts(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     auto ch = ch_;
     return PromiseWorker<ipvs::Timeouts>::Run(
         info.Env(),
@@ -710,6 +718,7 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
 
   // daemons() -> Daemon[] (master and/or backup)
   Napi::Value Daemons(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     auto ch = ch_;
     return PromiseWorker<std::vector<ipvs::Daemon>>::Run(
         info.Env(),
@@ -737,6 +746,7 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
   // The socket's counters, plus those of the io_uring dump pool: { ioUring: { state, reason?,
   // enterCalls, sendmsgs, recvmsgs, dumps } } (state 'unused' until a listing needed it).
   Napi::Value Stats(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     Napi::Object o = SocketStats(env, *ch_).As<Napi::Object>();
     Napi::Object u = Napi::Object::New(env);
@@ -773,6 +783,7 @@ Napi::Value Sealed(Napi::Env env, nl::Batch& b) {
 
 // A message as a request batch would send it (seq and pid zero): the golden-byte form.
 Napi::Value EncodeGetInfo(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   nl::Batch b;
   ipvs::EncodeGetInfo(b, FamilyIdArg(info, 0));
   return Sealed(info.Env(), b);
@@ -781,6 +792,7 @@ Napi::Value EncodeGetInfo(const Napi::CallbackInfo& info) {
 // encodeOps(ops, familyId): every request apply() would send, back to back.
 // encodeOps(ops, familyId, { ack }?): 'each' by default here, the form ipvsadm sends.
 Napi::Value EncodeOps(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   nl::Batch b;
   BuildBatch(info.Env(), info[0], FamilyIdArg(info, 1), &b, nullptr);
   b.Seal();
@@ -793,6 +805,7 @@ Napi::Value EncodeOps(const Napi::CallbackInfo& info) {
 // read, checked and encoded into a batch in native memory), the batch then dropped; no copy to
 // JavaScript. For an in-memory IPVS that should cost the caller what the real handle does.
 Napi::Value ConvertOps(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   nl::Batch b;
   BuildBatch(info.Env(), info[0], FamilyIdArg(info, 1), &b, nullptr);
   b.Seal();
@@ -807,12 +820,14 @@ Napi::Value AsDump(Napi::Env env, nl::Batch& b) {
 }
 
 Napi::Value EncodeGetServices(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   nl::Batch b;
   ipvs::EncodeGetServices(b, FamilyIdArg(info, 0));
   return AsDump(info.Env(), b);
 }
 
 Napi::Value EncodeGetService(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "encodeGetService");
   nl::Batch b;
   ipvs::EncodeGetService(b, FamilyIdArg(info, 1), k);
@@ -820,6 +835,7 @@ Napi::Value EncodeGetService(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeGetDests(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "encodeGetDests");
   nl::Batch b;
   ipvs::EncodeGetDests(b, FamilyIdArg(info, 1), k);
@@ -827,18 +843,21 @@ Napi::Value EncodeGetDests(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeGetConfig(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   nl::Batch b;
   ipvs::EncodeGetConfig(b, FamilyIdArg(info, 0));
   return Sealed(info.Env(), b);
 }
 
 Napi::Value EncodeGetDaemons(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   nl::Batch b;
   ipvs::EncodeGetDaemons(b, FamilyIdArg(info, 0));
   return AsDump(info.Env(), b);
 }
 
 Napi::Value DecodeInfo(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeInfo");
   ipvs::Info out;
@@ -851,6 +870,7 @@ Napi::Value DecodeInfo(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DecodeService(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeService");
   ipvs::Service s;
@@ -864,6 +884,7 @@ Napi::Value DecodeService(const Napi::CallbackInfo& info) {
 
 // decodeDest(msg, serviceFamily?): the service's family fills in a missing ADDR_FAMILY.
 Napi::Value DecodeDest(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeDest");
   ipvs::Dest d;
@@ -879,6 +900,7 @@ Napi::Value DecodeDest(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DecodeConfig(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeConfig");
   ipvs::Timeouts t;
@@ -892,6 +914,7 @@ Napi::Value DecodeConfig(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DecodeDaemon(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeDaemon");
   ipvs::Daemon d;

@@ -16,11 +16,13 @@
 #include <string>
 
 #include "addon/bindings.h"
+#include "addon/cpu.h"
 
 namespace addon {
 namespace {
 
 Napi::Value MemoryPressure(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
   const std::string level = info.Length() > 0 && info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
   v8::MemoryPressureLevel l;

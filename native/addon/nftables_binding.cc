@@ -14,6 +14,7 @@
 
 #include "addon/async.h"
 #include "addon/bindings.h"
+#include "addon/cpu.h"
 #include "addon/channel.h"
 #include "addon/errors.h"
 #include "nftables/codec.h"
@@ -868,6 +869,7 @@ class FeedWorker : public Napi::AsyncWorker {
  public:
   FeedWorker(Napi::Env env, std::shared_ptr<EncoderState> st) : Napi::AsyncWorker(env, "ipvsync"), st_(std::move(st)) {}
   void Execute() override {
+    PoolCpuScope cpu;
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(st_->enc_mu, std::try_to_lock);
@@ -912,6 +914,7 @@ class NftWireEncoder : public Napi::ObjectWrap<NftWireEncoder> {
   // feed(chunk: Uint8Array): the next run of whole ops (the first starting with the magic),
   // copied.
   Napi::Value Feed(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     if (!info[0].IsTypedArray()) ThrowInvalid(env, "nftables commit", "expected an op stream piece (Uint8Array)");
     auto a = info[0].As<Napi::Uint8Array>();
@@ -936,6 +939,7 @@ class NftWireEncoder : public Napi::ObjectWrap<NftWireEncoder> {
 
   // fed() -> stream bytes handed over so far.
   Napi::Value Fed(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     std::lock_guard<std::mutex> lock(st_->queue_mu);
     return Napi::Number::New(info.Env(), static_cast<double>(st_->queued_bytes));
   }
@@ -991,6 +995,7 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
  private:
   // commit(ops, opts?) -> { statuses, errors, transactions, sendmsgCalls }
   Napi::Value Commit(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     auto ops = std::make_shared<std::vector<nft::Op>>(OpsFromJs(env, info[0]));
     const nft::TxOptions opt = TxOptionsFromJs(env, info[1]);
@@ -1012,6 +1017,7 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
   // is released on the main thread when the worker object goes. A bad op rejects with a
   // kInvalid NetlinkError before anything is sent.
   Napi::Value CommitWire(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     if (!info[0].IsTypedArray()) ThrowInvalid(env, "nftables commit", "expected an op stream (Uint8Array)");
     auto a = info[0].As<Napi::Uint8Array>();
@@ -1040,6 +1046,7 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
 
   // list({ family?, table?, elements? }) -> { genId, tables, chains, sets, rules }
   Napi::Value List(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     Ctx c{env, "nftables list"};
     uint8_t family = 0;
@@ -1064,6 +1071,7 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
   }
 
   Napi::Value GenId(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     auto ch = ch_;
     return PromiseWorker<uint32_t>::Run(
         info.Env(),
@@ -1083,6 +1091,7 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
 
 // encodeTransactions(ops, opts?) -> Buffer[] (one per transaction; seq and port id are 0)
 Napi::Value EncodeTransactions(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
   std::vector<nft::Op> ops = OpsFromJs(env, info[0]);
   std::vector<nft::TxBatch> txs = nft::BuildTransactions(ops, TxOptionsFromJs(env, info[1]));
@@ -1094,6 +1103,7 @@ Napi::Value EncodeTransactions(const Napi::CallbackInfo& info) {
 // encodeWire(stream, opts?, encoder?) -> Buffer[]: the batches commitWire would send (seq and
 // port id 0).
 Napi::Value EncodeWire(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
   if (!info[0].IsTypedArray()) ThrowInvalid(env, "nftables commit", "expected an op stream (Uint8Array)");
   auto a = info[0].As<Napi::Uint8Array>();
@@ -1122,21 +1132,27 @@ T DecodeArg(const Napi::CallbackInfo& info, const char* op) {
 }
 
 Napi::Value DecodeRuleJs(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   return RuleToJs(info.Env(), DecodeArg<nft::Rule, nft::DecodeRule>(info, "decodeRule"));
 }
 Napi::Value DecodeChainJs(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   return ChainToJs(info.Env(), DecodeArg<nft::Chain, nft::DecodeChain>(info, "decodeChain"));
 }
 Napi::Value DecodeTableJs(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   return TableToJs(info.Env(), DecodeArg<nft::Table, nft::DecodeTable>(info, "decodeTable"));
 }
 Napi::Value DecodeSetJs(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   return SetToJs(info.Env(), DecodeArg<nft::Set, nft::DecodeSet>(info, "decodeSet"), nullptr);
 }
 Napi::Value DecodeGenJs(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   return Napi::Number::New(info.Env(), DecodeArg<uint32_t, nft::DecodeGen>(info, "decodeGen"));
 }
 Napi::Value DecodeElementsJs(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeElements");
   nft::ElementsRef ref;

@@ -13,6 +13,7 @@
 #include "addon/async.h"
 #include "addon/batch.h"
 #include "addon/bindings.h"
+#include "addon/cpu.h"
 #include "addon/channel.h"
 #include "addon/errors.h"
 #include "rtnl/addr.h"
@@ -513,6 +514,7 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
 
  private:
   Napi::Value Links(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     auto ch = ch_;
     return PromiseWorker<std::vector<rtnl::Link>>::Run(
         info.Env(),
@@ -538,6 +540,7 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
 
   // link(name) -> Link | null
   Napi::Value GetLink(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     const std::string name = LinkNameArg(info.Env(), info[0], "RTM_GETLINK");
     auto ch = ch_;
     return PromiseWorker<std::vector<rtnl::Link>>::Run(
@@ -568,6 +571,7 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
   // addresses({ family?: 'inet'|'inet6', link?: name }) -> every address with its link's name
   // (one RTM_GETADDR dump + one RTM_GETLINK dump for the names).
   Napi::Value Addresses(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     uint8_t family = AF_UNSPEC;
     std::string link;
@@ -627,6 +631,7 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
   // with 50k VIP addresses does not copy its 50k local routes out to find ipvsync's few; the
   // same filter runs here too, for older kernels.
   Napi::Value Routes(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     RouteFilter f;
     if (info.Length() > 0 && info[0].IsObject()) {
@@ -701,6 +706,7 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
 
   // apply(ops, opts) -> { statuses, errors, sendmsgCalls }
   Napi::Value Apply(const Napi::CallbackInfo& info) {
+    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     if (!info[0].IsArray()) Bad(env, "rtnl apply", "expected an array of ops");
     Napi::Array arr = info[0].As<Napi::Array>();
@@ -725,6 +731,7 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
 };
 
 Napi::Value DecodeLink(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeLink");
   rtnl::Link l;
@@ -734,6 +741,7 @@ Napi::Value DecodeLink(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DecodeAddrHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeAddr");
   rtnl::Address a;
@@ -744,6 +752,7 @@ Napi::Value DecodeAddrHook(const Napi::CallbackInfo& info) {
 
 // encodeOps(ops) -> the requests as sent (golden form); address ops need an explicit index.
 Napi::Value EncodeOpsHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
   if (!info[0].IsArray()) Bad(env, "encodeOps", "expected an array of ops");
   Napi::Array arr = info[0].As<Napi::Array>();
@@ -758,6 +767,7 @@ Napi::Value EncodeOpsHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeDumpAddrsHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   nl::Batch b;
   rtnl::EncodeDumpAddrs(b, static_cast<uint8_t>(info[0].IsNumber() ? info[0].As<Napi::Number>().Uint32Value() : 0));
   b.Seal();
@@ -765,6 +775,7 @@ Napi::Value EncodeDumpAddrsHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DecodeRouteHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeRoute");
   rtnl::Route r;
@@ -774,6 +785,7 @@ Napi::Value DecodeRouteHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeDumpRoutesHook(const Napi::CallbackInfo& info) {
+  JsThreadCpuScope cpu;
   // encodeDumpRoutes({ family?, table?, protocol?, type? } as numbers)
   rtnl::RouteDumpFilter f;
   if (info.Length() > 0 && info[0].IsObject()) {

@@ -6,6 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { SyncRecord, SyncRunner } from '../engine/runner.js';
 import type { Service } from '../kernel/ipvs.js';
+import { addonCpuUsage as nativeAddonCpuUsage, type AddonCpuUsage } from '../native.js';
 
 export type Labels = Record<string, string>;
 type MetricType = 'counter' | 'gauge' | 'histogram';
@@ -254,9 +255,14 @@ export class ProxyMetrics {
   readonly rsActive: Gauge;
   readonly rsInactive: Gauge;
   readonly rsWeight: Gauge;
+  readonly addonCpu: Counter;
   readonly virtualServers: Gauge;
 
-  constructor(private readonly now: () => number = Date.now) {
+  constructor(
+    private readonly now: () => number = Date.now,
+    /** The addon's CPU counters, read at every render (addonCpuUsage; a test passes its own). */
+    private readonly addonCpuUsage: () => AddonCpuUsage = nativeAddonCpuUsage,
+  ) {
     const r = this.registry;
     this.syncDuration = r.histogram('kubeproxy_sync_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds', exponentialBuckets(0.001, 2, 15));
     this.lastSyncTimestamp = r.gauge('kubeproxy_sync_proxy_rules_last_timestamp_seconds', 'The last time proxy rules were successfully synced');
@@ -284,6 +290,11 @@ export class ProxyMetrics {
     this.rsActive = r.gauge('ipvsync_real_server_active_connections', 'Active connections of an IPVS real server', rs);
     this.rsInactive = r.gauge('ipvsync_real_server_inactive_connections', 'Inactive connections of an IPVS real server', rs);
     this.rsWeight = r.gauge('ipvsync_real_server_weight', 'Weight of an IPVS real server (0 while draining)', rs);
+    this.addonCpu = r.counter(
+      'ipvsync_addon_cpu_seconds_total',
+      'CPU time of the native addon: part js_thread (its calls on the JavaScript thread), pool_user (netlink encoding and decoding on the libuv pool), pool_system (the kernel doing the work asked of it)',
+      ['part'],
+    );
   }
 
   /** A sync finished: duration always, last-success timestamp when it succeeded. */
@@ -364,6 +375,10 @@ export class ProxyMetrics {
   }
 
   render(): string {
+    const c = this.addonCpuUsage();
+    this.addonCpu.setFromSource({ part: 'js_thread' }, c.jsThreadNs / 1e9);
+    this.addonCpu.setFromSource({ part: 'pool_user' }, c.poolUserNs / 1e9);
+    this.addonCpu.setFromSource({ part: 'pool_system' }, c.poolSysNs / 1e9);
     return this.registry.render();
   }
 }

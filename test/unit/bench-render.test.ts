@@ -56,6 +56,27 @@ test('the where-the-time-goes table shows the main thread’s run-queue wait bes
   assert.doesNotMatch(without, /111 \/ 40 ms \(/);
 });
 
+test('the where-the-time-goes table shows the addon’s CPU (main thread / pool user / pool sys) when the worker counted it, a dash before', () => {
+  const res = (addon?: Record<string, number>): SuiteResult => ({
+    date: 'd', hostUptime: 'u',
+    phases: {
+      host: {
+        environment: { ...environment, env: 'host' }, loadavgEnd: '1',
+        rows: [{
+          ...row(10000),
+          worker: {
+            manifestsLoadMs: 900, oneEndpointProxier: step(2), oneEndpointEngine: step(1), noop: step(50), memory: { afterFullSync: { vmHWMkB: 150000, vmRSSkB: 1 } },
+            full: { ...fullSync(2300), cpu: { userMs: 1, sysMs: 1, threads: { main: { user: 1600, sys: 40 }, others: { user: 1500, sys: 1200 } }, ...(addon ? { addon } : {}) } },
+          },
+        }],
+      },
+    },
+  });
+  const md = renderMarkdown(res({ jsThreadMs: 212.4, jsThreadCalls: 900, poolUserMs: 95.6, poolSysMs: 1130.2, poolTasks: 410 }));
+  assert.match(md, /\| 1600 \/ 40 ms \| 1500 \/ 1200 ms \| 212 \/ 96 \/ 1130 ms \| 1 \|/);
+  assert.match(renderMarkdown(res()), /\| 1600 \/ 40 ms \| 1500 \/ 1200 ms \| – \| 1 \|/);
+});
+
 test('one endpoint after the loop was idle: a column of the change table, and flat in S in time judged from it', () => {
   const worker = (idleMs: number | undefined) => ({
     manifestsLoadMs: 900, full: fullSync(2300), oneEndpointProxier: step(9.8), oneEndpointEngine: step(1.1), noop: step(50),

@@ -91,6 +91,22 @@ test('kube-proxy metrics: sync duration/timestamp, changes and pending, no-local
   assert.equal(m.networkProgramming.buckets.at(-1), 300);
 });
 
+test('the addon’s CPU: read at every render, in seconds, by part; the real counters by default', () => {
+  let c = { jsThreadNs: 1_500_000_000, jsThreadCalls: 9, poolUserNs: 250_000_000, poolSysNs: 3_000_000_000, poolTasks: 4 };
+  const m = new ProxyMetrics(() => 0, () => c);
+  const text = m.render();
+  assert.match(text, /^# TYPE ipvsync_addon_cpu_seconds_total counter$/m);
+  assert.match(text, /^ipvsync_addon_cpu_seconds_total\{part="js_thread"\} 1.5$/m);
+  assert.match(text, /^ipvsync_addon_cpu_seconds_total\{part="pool_user"\} 0.25$/m);
+  assert.match(text, /^ipvsync_addon_cpu_seconds_total\{part="pool_system"\} 3$/m);
+  c = { ...c, poolSysNs: 4_000_000_000 };
+  assert.match(m.render(), /^ipvsync_addon_cpu_seconds_total\{part="pool_system"\} 4$/m);
+  // the addon's own counters
+  const real = new ProxyMetrics().render();
+  const js = Number(/^ipvsync_addon_cpu_seconds_total\{part="js_thread"\} (\S+)$/m.exec(real)?.[1]);
+  assert.ok(Number.isFinite(js) && js >= 0);
+});
+
 test('attachRunner records every sync of a SyncRunner', () => {
   const m = new ProxyMetrics(() => 5000);
   const listeners: Array<(r: SyncRecord) => void> = [];
