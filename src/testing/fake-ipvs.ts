@@ -40,7 +40,7 @@ interface Entry {
    *  is in the table, was most of this double's cost at scale (~60 MB allocated and ~0.5 s for
    *  a 10k-service full sync). A caller must not modify an op's destination after applying it
    *  (the engine never does: its ops are made for the apply). */
-  dests: Map<string, DestinationConfig>;
+  dests: DestTable;
   /** Connection counts a test set (setConnections): kept across an update, gone with the
    *  destination; a destination without any has none. */
   conns: Map<string, Counts> | undefined;
@@ -140,7 +140,7 @@ export class FakeIpvs implements IpvsApi {
         if (this.table.has(k)) return 'EEXIST';
         const sched = op.service.scheduler ?? 'wlc';
         if (!(SCHEDULERS as readonly string[]).includes(sched)) return 'ENOENT';
-        this.table.set(k, { service: materialize(op.service), dests: new Map(), conns: undefined });
+        this.table.set(k, { service: materialize(op.service), dests: new DestTable(), conns: undefined });
         this.lastId = undefined;
         return undefined;
       }
@@ -158,25 +158,18 @@ export class FakeIpvs implements IpvsApi {
       case 'addDestination': {
         const e = this.entryOf(op.service);
         if (!e) return 'ESRCH';
-        const k = destKey(op.dest);
-        if (e.dests.has(k)) return 'EEXIST';
-        e.dests.set(k, op.dest);
-        return undefined;
+        return e.dests.add(op.dest) ? undefined : 'EEXIST';
       }
       case 'updateDestination': {
         const e = this.entryOf(op.service);
         if (!e) return 'ESRCH';
-        const k = destKey(op.dest);
-        if (!e.dests.has(k)) return 'ENOENT';
-        e.dests.set(k, op.dest); // connection counts (conns) stay
-        return undefined;
+        return e.dests.replace(op.dest) ? undefined : 'ENOENT'; // connection counts (conns) stay
       }
       case 'deleteDestination': {
         const e = this.entryOf(op.service);
         if (!e) return 'ESRCH';
-        const k = destKey(op.dest);
-        e.conns?.delete(k);
-        return e.dests.delete(k) ? undefined : 'ENOENT';
+        e.conns?.delete(destKey(op.dest));
+        return e.dests.delete(op.dest) ? undefined : 'ENOENT';
       }
       case 'flush':
         this.table.clear();
@@ -254,7 +247,7 @@ export class FakeIpvs implements IpvsApi {
   setConnections(service: ServiceId, dest: DestinationId, active: number, inactive = 0): void {
     const e = this.table.get(serviceKey(service));
     const k = destKey(dest);
-    if (!e?.dests.has(k)) throw new Error(`no destination ${k} in ${serviceKey(service)}`);
+    if (!e || e.dests.indexOf(dest) < 0) throw new Error(`no destination ${k} in ${serviceKey(service)}`);
     e.conns ??= new Map();
     const c = e.conns.get(k) ?? { activeConns: 0, inactiveConns: 0, persistentConns: 0 };
     c.activeConns = active;
@@ -272,11 +265,69 @@ export class FakeIpvs implements IpvsApi {
 /** A service's destinations as the kernel reports them (fresh objects). */
 function destinationsOfEntry(e: Entry): Destination[] {
   const out: Destination[] = [];
-  for (const [k, d] of e.dests) {
-    const c = e.conns?.get(k);
+  for (const d of e.dests.list()) {
+    const c = e.conns?.get(destKey(d));
     out.push(c ? { ...materializeDest(d), ...c } : materializeDest(d));
   }
   return out;
+}
+
+/**
+ * One service's destinations, in the order they were added: a plain list searched by address
+ * and port while it is short (a Map with a key text per destination was ~10% of a 10k-service
+ * full sync on the host, which stands in for the kernel's work, and 8-12 MB of its memory), with
+ * a key index built once it grows past INDEX_FROM.
+ */
+class DestTable {
+  private static readonly INDEX_FROM = 32;
+  private readonly items: DestinationConfig[] = [];
+  /** destKey → the destination, past INDEX_FROM entries. */
+  private index: Map<string, DestinationConfig> | undefined;
+
+  list(): readonly DestinationConfig[] {
+    return this.items;
+  }
+
+  indexOf(d: { address: string; port: number }): number {
+    if (this.index) {
+      const hit = this.index.get(destKey(d));
+      return hit ? this.items.indexOf(hit) : -1;
+    }
+    const a = canonicalAddress(d.address);
+    const items = this.items;
+    for (let i = 0; i < items.length; i++) {
+      const x = items[i]!;
+      if (x.port === d.port && (x.address === a || canonicalAddress(x.address) === a)) return i;
+    }
+    return -1;
+  }
+
+  /** false: already there. */
+  add(d: DestinationConfig): boolean {
+    if (this.index ? this.index.has(destKey(d)) : this.indexOf(d) >= 0) return false;
+    this.items.push(d);
+    if (this.index) this.index.set(destKey(d), d);
+    else if (this.items.length > DestTable.INDEX_FROM) this.index = new Map(this.items.map((x) => [destKey(x), x]));
+    return true;
+  }
+
+  /** false: not there. */
+  replace(d: DestinationConfig): boolean {
+    const i = this.indexOf(d);
+    if (i < 0) return false;
+    this.items[i] = d;
+    this.index?.set(destKey(d), d);
+    return true;
+  }
+
+  /** false: not there. */
+  delete(d: { address: string; port: number }): boolean {
+    const i = this.indexOf(d);
+    if (i < 0) return false;
+    this.items.splice(i, 1);
+    this.index?.delete(destKey(d));
+    return true;
+  }
 }
 
 const FLAG_NAMES: Array<[number, ServiceFlag]> = [

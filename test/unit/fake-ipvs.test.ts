@@ -129,3 +129,47 @@ test('convertOps does the conversion encodeOps does, both forms, without handing
   for (const form of [ops, packed]) assert.equal(c.convertOps(form, 0x1c), c.encodeOps(form, 0x1c).length);
   assert.throws(() => c.convertOps([{ op: 'addDestination', service: svc, dest: { address: 'nope', port: 1 } }], 0x1c), /address/);
 });
+
+test('a service\'s destinations: found by address and port (IPv6 in any spelling), kept in the order added, short list and indexed alike', async () => {
+  // 40 destinations: the table goes from its short list to its key index at 33; every
+  // operation is checked on both sides of that (the 5th and the 38th destination).
+  for (const v6 of [false, true]) {
+    const ipvs = new FakeIpvs({ record: false });
+    const s: ServiceConfig = v6 ? { protocol: 'tcp', address: 'fd00::1', port: 80 } : svc;
+    const addr = (i: number) => (v6 ? `fd00:0:0::${(i + 1).toString(16)}` : `10.244.1.${i + 1}`);
+    const canon = (i: number) => (v6 ? `fd00::${(i + 1).toString(16)}` : `10.244.1.${i + 1}`);
+    const check = async (ops: Parameters<FakeIpvs['apply']>[0]) => (await ipvs.apply(ops, { stopOnError: false })).errors.map((e) => e.code);
+    for (let n = 0; n < 40; n++) {
+      assert.deepEqual(await check(n === 0 ? [{ op: 'addService', service: s }] : []), []);
+      assert.deepEqual(await check([{ op: 'addDestination', service: s, dest: { address: addr(n), port: 8080, weight: 1 } }]), []);
+      // the same address and port again, spelled canonically: EEXIST at every size
+      assert.deepEqual(await check([{ op: 'addDestination', service: s, dest: { address: canon(n), port: 8080 } }]), ['EEXIST']);
+    }
+    // another port of an address there is another destination
+    assert.deepEqual(await check([{ op: 'addDestination', service: s, dest: { address: addr(3), port: 9090 } }]), []);
+    for (const i of [4, 37]) {
+      assert.deepEqual(await check([{ op: 'updateDestination', service: s, dest: { address: canon(i), port: 8080, weight: 7 } }]), []);
+    }
+    assert.deepEqual(
+      await check([
+        { op: 'deleteDestination', service: s, dest: { address: addr(5), port: 8080 } },
+        { op: 'deleteDestination', service: s, dest: { address: canon(36), port: 8080 } },
+        { op: 'deleteDestination', service: s, dest: { address: canon(36), port: 8080 } },
+        { op: 'updateDestination', service: s, dest: { address: addr(5), port: 8080 } },
+        { op: 'deleteDestination', service: s, dest: { address: addr(3), port: 1 } },
+      ]),
+      ['ENOENT', 'ENOENT', 'ENOENT'],
+    );
+    const got = await ipvs.destinations(s);
+    const want = [...Array(40).keys()].filter((i) => i !== 5 && i !== 36).map((i) => `${canon(i)}:8080:${i === 4 || i === 37 ? 7 : 1}`);
+    want.push(`${canon(3)}:9090:1`);
+    assert.deepEqual(got.map((d) => `${d.address}:${d.port}:${d.weight}`), want);
+    // a deleted destination can come back (at the end); connection counts follow the address
+    assert.deepEqual(await check([{ op: 'addDestination', service: s, dest: { address: addr(36), port: 8080 } }]), []);
+    ipvs.setConnections(s, { address: canon(37), port: 8080 }, 3);
+    const after = await ipvs.destinations(s);
+    assert.equal(after.at(-1)!.address, canon(36));
+    assert.equal(after.find((d) => d.address === canon(37))!.activeConns, 3);
+    assert.throws(() => ipvs.setConnections(s, { address: canon(5), port: 8080 }, 1), /no destination/);
+  }
+});
