@@ -92,31 +92,154 @@ export function insertionSort<T>(a: T[], lo: number, hi: number, order: (x: T, y
  * (addresses parsed from text on every call: a 40k-entry sort makes ~600k comparisons). `key`
  * must agree with `order` where it gives numbers (key(x) < key(y) exactly when order(x, y) < 0
  * for two elements with different keys); NaN (no key: an IPv6 address, say) and equal keys are
- * left to `order`. Sorts the indices, then puts `a` in that order (in place, stable).
+ * left to `order`. Puts `a` in order in place, stably.
+ *
+ * The elements whose keys are integers in [0, 2^50) (translate's: IPv4 address, protocol and
+ * port) are sorted by a stable radix sort on the keys, without calling `order` except within a
+ * run of equal keys; the others by sortSteps with `order`; the two lists are then merged with
+ * `order` (a tie goes to the element given first). A long list (an entry per service or
+ * endpoint, 10k-200k) thus costs four linear passes instead of ~17 comparisons an element.
  */
 export function* sortByKeySteps<T>(a: T[], key: (x: T) => number, order: (x: T, y: T) => number): Steps<T[]> {
   const n = a.length;
   const keys = new Float64Array(n);
-  const idx = new Array<number>(n);
+  let radixable = 0;
   for (let i = 0; i < n; i++) {
-    keys[i] = key(a[i]!);
-    idx[i] = i;
+    const k = key(a[i]!);
+    keys[i] = k;
+    if (k >= 0 && k < KEY_LIMIT && Math.floor(k) === k) radixable++;
     if (i % SORT_CHUNK === SORT_CHUNK - 1) yield;
   }
-  // -1 / 1 rather than the keys' difference: a double returned from the comparison is a heap
-  // number allocated for every call until the sort's code is optimized (~11 MB for a 10k
-  // full sync's sorts); a NaN key fails both tests, as do equal keys, and falls to `order`.
-  yield* sortSteps(idx, (i, j) => {
-    const x = keys[i]!;
-    const y = keys[j]!;
-    return x < y ? -1 : x > y ? 1 : order(a[i]!, a[j]!);
-  });
+  let idx: ArrayLike<number>;
+  if (radixable < RADIX_FROM) {
+    const all = new Array<number>(n);
+    for (let i = 0; i < n; i++) all[i] = i;
+    yield* sortSteps(all, (i, j) => {
+      // -1 / 1, not the keys' difference: a double returned is a heap number per call until
+      // the code is optimized; a NaN key fails both tests, as do equal keys, and goes to `order`
+      const x = keys[i]!;
+      const y = keys[j]!;
+      return x < y ? -1 : x > y ? 1 : order(a[i]!, a[j]!);
+    });
+    idx = all;
+  } else {
+    const byKey = yield* radixSortSteps(keys, radixable, (i, j) => order(a[i]!, a[j]!));
+    const rest: number[] = [];
+    if (radixable < n) {
+      for (let i = 0; i < n; i++) if (!(keys[i]! >= 0 && keys[i]! < KEY_LIMIT && Math.floor(keys[i]!) === keys[i]!)) rest.push(i);
+      yield* sortSteps(rest, (i, j) => order(a[i]!, a[j]!));
+    }
+    idx = rest.length ? yield* mergeSteps(byKey, rest, (i, j) => order(a[i]!, a[j]!) || i - j) : byKey;
+  }
   const copy = a.slice();
   for (let i = 0; i < n; i++) {
     a[i] = copy[idx[i]!]!;
     if (i % (8 * SORT_CHUNK) === 8 * SORT_CHUNK - 1) yield;
   }
   return a;
+}
+
+/** Keys the radix sort takes: integers below 2^50 (two 25-bit halves). */
+const KEY_LIMIT = 2 ** 50;
+/** Fewer radix-sortable elements than this go to the merge sort (the passes' fixed cost). */
+const RADIX_FROM = 256;
+const DIGIT_BITS = 13;
+const DIGITS = 1 << DIGIT_BITS;
+/** Elements per unit of work of a radix pass (each a few array reads and writes). */
+const RADIX_CHUNK = 16 * SORT_CHUNK;
+
+/**
+ * The indices of the `count` keys that are integers in [0, 2^50), in key order, stably: an LSD
+ * radix sort over four digits (13, 12, 13 and 12 bits of the keys' low and high 25 bits, kept
+ * as small integers so that no pass handles a double), a pass skipped when every key has the
+ * same digit there; then each run of equal keys sorted by `order`, stably.
+ */
+function* radixSortSteps(keys: Float64Array, count: number, order: (i: number, j: number) => number): Steps<Uint32Array> {
+  const n = keys.length;
+  const lo = new Int32Array(n);
+  const hi = new Int32Array(n);
+  let src = new Uint32Array(count);
+  let m = 0;
+  for (let i = 0; i < n; i++) {
+    const k = keys[i]!;
+    if (!(k >= 0 && k < KEY_LIMIT && Math.floor(k) === k)) continue;
+    const h = Math.floor(k / 33554432); // 2^25
+    hi[i] = h;
+    lo[i] = k - h * 33554432;
+    src[m++] = i;
+    if (i % RADIX_CHUNK === RADIX_CHUNK - 1) yield;
+  }
+  let dst = new Uint32Array(count);
+  const counts = new Int32Array(DIGITS);
+  for (let pass = 0; pass < 4; pass++) {
+    const half = pass < 2 ? lo : hi;
+    const shift = pass % 2 === 0 ? 0 : DIGIT_BITS;
+    counts.fill(0);
+    for (let p = 0; p < count; p++) counts[(half[src[p]!]! >>> shift) & (DIGITS - 1)]!++;
+    let single = false;
+    for (let d = 0, at = 0; d < DIGITS; d++) {
+      const c = counts[d]!;
+      if (c === count) single = true;
+      counts[d] = at;
+      at += c;
+    }
+    if (single) continue; // every key has the same digit here: the order stays
+    yield;
+    for (let p = 0; p < count; p++) {
+      const i = src[p]!;
+      dst[counts[(half[i]! >>> shift) & (DIGITS - 1)]!++] = i;
+      if (p % RADIX_CHUNK === RADIX_CHUNK - 1) yield;
+    }
+    [src, dst] = [dst, src];
+  }
+  // Runs of equal keys: in the order given (the passes are stable); `order` decides within one.
+  let budget = SORT_CHUNK;
+  for (let p = 0; p < count; ) {
+    let q = p + 1;
+    const k = keys[src[p]!]!;
+    while (q < count && keys[src[q]!]! === k) q++;
+    if (q - p > 32) {
+      // a long run (one hairpin entry shared by many services): merge-sorted, not O(run²)
+      const run = Array.from(src.subarray(p, q));
+      yield* sortSteps(run, order);
+      src.set(run, p);
+    } else {
+      for (let r = p + 1; r < q; r++) {
+        const x = src[r]!;
+        let j = r - 1;
+        while (j >= p && (budget--, order(src[j]!, x) > 0)) {
+          src[j + 1] = src[j]!;
+          j--;
+        }
+        src[j + 1] = x;
+      }
+    }
+    p = q;
+    if (--budget <= 0) {
+      budget = SORT_CHUNK;
+      yield;
+    }
+  }
+  return src;
+}
+
+/** Two index lists, each in order, merged into one (`order` must not tie two different ones). */
+function* mergeSteps(x: ArrayLike<number>, y: ArrayLike<number>, order: (i: number, j: number) => number): Steps<Uint32Array> {
+  const out = new Uint32Array(x.length + y.length);
+  let i = 0;
+  let j = 0;
+  let k = 0;
+  let budget = SORT_CHUNK;
+  while (i < x.length && j < y.length) {
+    out[k++] = order(y[j]!, x[i]!) < 0 ? y[j++]! : x[i++]!;
+    if (--budget === 0) {
+      budget = SORT_CHUNK;
+      yield;
+    }
+  }
+  while (i < x.length) out[k++] = x[i++]!;
+  while (j < y.length) out[k++] = y[j++]!;
+  return out;
 }
 
 /**

@@ -5,6 +5,7 @@ import type { V1EndpointSlice } from '@kubernetes/client-node';
 import type { AddressFamily, IpvsProtocol } from '../kernel/ipvs.js';
 import { compareAddress, validIp } from './address.js';
 import { compareText, insertionSort } from '../engine/sorted.js';
+import { ipv4Number } from '../engine/cidr.js';
 import { endpointAddress } from './slim.js';
 
 export interface EndpointInfo {
@@ -17,6 +18,19 @@ export interface EndpointInfo {
   local: boolean;
   zoneHints: ReadonlySet<string>;
   nodeHints: ReadonlySet<string>;
+  /** endpointOrderKey(address, port): the sort's number, computed once per endpoint. */
+  orderKey: number;
+}
+
+/**
+ * A number in (address, port) order for an IPv4 endpoint (the address's 32 bits, then the
+ * port's 16: below 2^48, exact), NaN for IPv6, whose order compareAddress gives. Sorting a
+ * port's endpoints compared their address texts, each parsed again on every comparison (~45 ms
+ * of a 10k-service full sync on the host).
+ */
+export function endpointOrderKey(address: string, port: number): number {
+  const n = ipv4Number(address);
+  return n < 0 ? NaN : n * 65536 + port;
 }
 
 /** The hints of an endpoint without any (shared: never modified). */
@@ -68,6 +82,7 @@ export function endpointsForPort(
         local: ep.nodeName !== undefined && ep.nodeName === nodeName,
         zoneHints: ep.hints?.forZones?.length ? new Set(ep.hints.forZones.map((z) => z.name)) : NO_HINTS,
         nodeHints: ep.hints?.forNodes?.length ? new Set(ep.hints.forNodes.map((n) => n.name)) : NO_HINTS,
+        orderKey: endpointOrderKey(address, sp.port),
       };
       out.push(info);
     }
@@ -75,7 +90,16 @@ export function endpointsForPort(
   return sortUniqueEndpoints(out);
 }
 
-const byAddressPort = (a: EndpointInfo, b: EndpointInfo): number => compareAddress(a.address, b.address) || a.port - b.port;
+/** By address, then port: by the keys when both are IPv4 (a NaN key fails both tests; equal
+ *  keys are the same address and port). */
+const byAddressPort = (a: EndpointInfo, b: EndpointInfo): number => {
+  const x = a.orderKey;
+  const y = b.orderKey;
+  if (x < y) return -1;
+  if (x > y) return 1;
+  if (x === y) return 0;
+  return compareAddress(a.address, b.address) || a.port - b.port;
+};
 
 /**
  * Sorted by address and port, one per address and port: the last given (a later slice wins, as

@@ -3,12 +3,12 @@
 // list) must choose exactly what the filters do.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { clusterEndpoints, localEndpoints, type EndpointInfo } from '../../src/kube/endpoints.js';
+import { clusterEndpoints, endpointOrderKey, localEndpoints, type EndpointInfo } from '../../src/kube/endpoints.js';
 
 const NONE: ReadonlySet<string> = new Set();
 function ep(address: string, o: Partial<EndpointInfo> = {}): EndpointInfo {
   const ready = o.ready ?? true;
-  return { address, port: 80, ready, serving: o.serving ?? ready, terminating: o.terminating ?? false, local: o.local ?? false, zoneHints: o.zoneHints ?? NONE, nodeHints: o.nodeHints ?? NONE };
+  return { address, port: 80, ready, serving: o.serving ?? ready, terminating: o.terminating ?? false, local: o.local ?? false, zoneHints: o.zoneHints ?? NONE, nodeHints: o.nodeHints ?? NONE, orderKey: endpointOrderKey(address, 80) };
 }
 const addrs = (xs: readonly EndpointInfo[]) => xs.map((e) => e.address);
 

@@ -73,6 +73,31 @@ test('sortByKeySteps sorts as Array.prototype.sort with the comparator does (sta
   }
 });
 
+test('sortByKeySteps over long lists: the radix path (IPv4 only, keys across all 50 bits, long runs of equal keys that the comparator orders) and its merge with the keyless elements equal Array.prototype.sort', () => {
+  const r = prng(24);
+  const kinds = ['a', 'b', 'c'];
+  for (let round = 0; round < 24; round++) {
+    const n = 256 + Math.floor(r() * (round % 3 === 0 ? 300 : 30000));
+    const wide = round % 2 === 0; // addresses over the whole IPv4 space, or a few (long runs)
+    const v6share = round % 4 === 1 ? 0.3 : 0;
+    const items = Array.from({ length: n }, (_, i) => {
+      const address = r() < v6share
+        ? `fd00::${Math.floor(r() * 50).toString(16)}`
+        : wide
+          ? `${Math.floor(r() * 256)}.${Math.floor(r() * 256)}.${Math.floor(r() * 256)}.${Math.floor(r() * 256)}`
+          : `10.96.0.${Math.floor(r() * 4)}`;
+      return { address, protocol: ['tcp', 'udp', 'sctp'][Math.floor(r() * 3)]!, port: wide ? Math.floor(r() * 65536) : 80, kind: kinds[Math.floor(r() * 3)]!, i };
+    });
+    const full = (a: (typeof items)[number], b: (typeof items)[number]) => compareAddressProtoPort(a, b) || (a.kind < b.kind ? -1 : a.kind > b.kind ? 1 : 0);
+    const want = [...items].sort(full);
+    const a = [...items];
+    const steps = sortByKeySteps(a, addressProtoPortKey, full);
+    while (!steps.next().done);
+    // deepEqual on the objects: stability too (each item's `i` is its place given)
+    assert.deepEqual(a, want, `round ${round} (n ${n}, ${wide ? 'wide' : 'narrow'}, IPv6 ${v6share})`);
+  }
+});
+
 function slice(name: string, port: number, endpoints: Array<{ ip: string; ready: boolean; node?: string }>, portName = 'http'): V1EndpointSlice {
   return {
     metadata: { name, namespace: 'default', labels: { 'kubernetes.io/service-name': 'svc' } },
