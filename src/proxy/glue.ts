@@ -80,10 +80,22 @@ function compareElements(x: SetElement, y: SetElement): number {
   return a.length - b.length;
 }
 
+/** Comparisons per unit of work of uniqSteps' in-order check. */
+const SORT_CHECK_CHUNK = 1024;
+
 /** Sorted by compareElements, one element per key (the last one given), declared sorted for
  *  the engine's merge diff. Units of work of a few thousand comparisons (sets of 10k–100k
  *  elements: one sort of them held the event loop for tens of ms). */
 function* uniqSteps(elements: SetElement[]): Steps<SetElement[]> {
+  // Built from translate's sorted, unique lists, most sets are already strictly in order: one
+  // pass that finds so returns them as they are (the general path below compares every
+  // neighbour twice, sorting and then dropping repeats, and copies the list).
+  let i = 1;
+  for (; i < elements.length; i++) {
+    if (compareElements(elements[i - 1]!, elements[i]!) >= 0) break;
+    if (i % SORT_CHECK_CHUNK === 0) yield;
+  }
+  if (i >= elements.length) return sortedElements(elements, compareElements);
   yield* sortSteps(elements, compareElements);
   const out: SetElement[] = [];
   for (let i = 0; i < elements.length; i++) {
