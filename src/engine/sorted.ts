@@ -12,7 +12,7 @@ export function compareText(a: string, b: string): number {
 }
 
 /** Comparisons per unit of work of sortSteps (a few ms at most, also with costly comparators). */
-const SORT_CHUNK = 1024;
+export const SORT_CHUNK = 1024;
 
 /**
  * Sorts `a` in place by `order`, stably (as Array.prototype.sort), as units of work of about
@@ -103,13 +103,15 @@ export function insertionSort<T>(a: T[], lo: number, hi: number, order: (x: T, y
 export function* sortByKeySteps<T>(a: T[], key: (x: T) => number, order: (x: T, y: T) => number): Steps<T[]> {
   const n = a.length;
   const keys = new Float64Array(n);
-  let radixable = 0;
+  /** The elements without a radix key, in the order given. */
+  const rest: number[] = [];
   for (let i = 0; i < n; i++) {
     const k = key(a[i]!);
     keys[i] = k;
-    if (k >= 0 && k < KEY_LIMIT && Math.floor(k) === k) radixable++;
+    if (!isRadixKey(k)) rest.push(i);
     if (i % SORT_CHUNK === SORT_CHUNK - 1) yield;
   }
+  const radixable = n - rest.length;
   let idx: ArrayLike<number>;
   if (radixable < RADIX_FROM) {
     const all = new Array<number>(n);
@@ -124,11 +126,7 @@ export function* sortByKeySteps<T>(a: T[], key: (x: T) => number, order: (x: T, 
     idx = all;
   } else {
     const byKey = yield* radixSortSteps(keys, radixable, (i, j) => order(a[i]!, a[j]!));
-    const rest: number[] = [];
-    if (radixable < n) {
-      for (let i = 0; i < n; i++) if (!(keys[i]! >= 0 && keys[i]! < KEY_LIMIT && Math.floor(keys[i]!) === keys[i]!)) rest.push(i);
-      yield* sortSteps(rest, (i, j) => order(a[i]!, a[j]!));
-    }
+    if (rest.length) yield* sortSteps(rest, (i, j) => order(a[i]!, a[j]!));
     idx = rest.length ? yield* mergeSteps(byKey, rest, (i, j) => order(a[i]!, a[j]!) || i - j) : byKey;
   }
   const copy = a.slice();
@@ -141,6 +139,9 @@ export function* sortByKeySteps<T>(a: T[], key: (x: T) => number, order: (x: T, 
 
 /** Keys the radix sort takes: integers below 2^50 (two 25-bit halves). */
 const KEY_LIMIT = 2 ** 50;
+function isRadixKey(k: number): boolean {
+  return k >= 0 && k < KEY_LIMIT && Math.floor(k) === k;
+}
 /** Fewer radix-sortable elements than this go to the merge sort (the passes' fixed cost). */
 const RADIX_FROM = 256;
 const DIGIT_BITS = 13;
@@ -162,7 +163,7 @@ function* radixSortSteps(keys: Float64Array, count: number, order: (i: number, j
   let m = 0;
   for (let i = 0; i < n; i++) {
     const k = keys[i]!;
-    if (!(k >= 0 && k < KEY_LIMIT && Math.floor(k) === k)) continue;
+    if (!isRadixKey(k)) continue;
     const h = Math.floor(k / 33554432); // 2^25
     hi[i] = h;
     lo[i] = k - h * 33554432;
@@ -192,30 +193,22 @@ function* radixSortSteps(keys: Float64Array, count: number, order: (i: number, j
     }
     [src, dst] = [dst, src];
   }
-  // Runs of equal keys: in the order given (the passes are stable); `order` decides within one.
+  // Runs of equal keys: in the order given (the passes are stable); `order` decides within one
+  // (sortSteps: insertion for a short run, a merge sort for a long one — one hairpin entry
+  // shared by many services). Runs longer than one are rare: a copy of each is no cost.
   let budget = SORT_CHUNK;
   for (let p = 0; p < count; ) {
     let q = p + 1;
     const k = keys[src[p]!]!;
     while (q < count && keys[src[q]!]! === k) q++;
-    if (q - p > 32) {
-      // a long run (one hairpin entry shared by many services): merge-sorted, not O(run²)
+    if (q - p > 1) {
       const run = Array.from(src.subarray(p, q));
       yield* sortSteps(run, order);
       src.set(run, p);
-    } else {
-      for (let r = p + 1; r < q; r++) {
-        const x = src[r]!;
-        let j = r - 1;
-        while (j >= p && (budget--, order(src[j]!, x) > 0)) {
-          src[j + 1] = src[j]!;
-          j--;
-        }
-        src[j + 1] = x;
-      }
     }
+    budget -= q - p;
     p = q;
-    if (--budget <= 0) {
+    if (budget <= 0) {
       budget = SORT_CHUNK;
       yield;
     }

@@ -25,7 +25,7 @@ import type { GlueHairpin, GlueSpec } from '../kube/types.js';
 import { familyOf } from '../engine/ipvs-model.js';
 import { compareAddress, compareAddressProtoPort } from '../kube/address.js';
 import { mapSteps, runSync, type Steps } from '../engine/slice.js';
-import { ChunkedSorted, registeredList, sortSteps, sortedListOf, sortedPatchOf, withList } from '../engine/sorted.js';
+import { ChunkedSorted, SORT_CHUNK, registeredList, sortSteps, sortedListOf, sortedPatchOf, withList } from '../engine/sorted.js';
 
 export const MASQ_MARK = 0x4000;
 export const GLUE_TABLE = 'ipvsync';
@@ -80,9 +80,6 @@ function compareElements(x: SetElement, y: SetElement): number {
   return a.length - b.length;
 }
 
-/** Comparisons per unit of work of uniqSteps' in-order check. */
-const SORT_CHECK_CHUNK = 1024;
-
 /** Sorted by compareElements, one element per key (the last one given), declared sorted for
  *  the engine's merge diff. Units of work of a few thousand comparisons (sets of 10k–100k
  *  elements: one sort of them held the event loop for tens of ms). */
@@ -93,7 +90,7 @@ function* uniqSteps(elements: SetElement[]): Steps<SetElement[]> {
   let i = 1;
   for (; i < elements.length; i++) {
     if (compareElements(elements[i - 1]!, elements[i]!) >= 0) break;
-    if (i % SORT_CHECK_CHUNK === 0) yield;
+    if (i % SORT_CHUNK === 0) yield;
   }
   if (i >= elements.length) return sortedElements(elements, compareElements);
   yield* sortSteps(elements, compareElements);

@@ -304,10 +304,15 @@ class DestTable {
 
   /** false: already there. */
   add(d: DestinationConfig): boolean {
-    if (this.index ? this.index.has(destKey(d)) : this.indexOf(d) >= 0) return false;
+    if (this.index) {
+      const k = destKey(d);
+      if (this.index.has(k)) return false;
+      this.index.set(k, d);
+    } else if (this.indexOf(d) >= 0) {
+      return false;
+    }
     this.items.push(d);
-    if (this.index) this.index.set(destKey(d), d);
-    else if (this.items.length > DestTable.INDEX_FROM) this.index = new Map(this.items.map((x) => [destKey(x), x]));
+    if (!this.index && this.items.length > DestTable.INDEX_FROM) this.index = new Map(this.items.map((x) => [destKey(x), x]));
     return true;
   }
 
