@@ -590,8 +590,9 @@ export class Engine {
     return { ok: (i) => ok[i] === 1, errors, transactions: res.transactions };
   }
 
-  /** Performs a plan: link, route and set creation, nftables, IPVS (the VIP address adds
-   *  meanwhile), then removals (routes before addresses) and flow flushes. */
+  /** Performs a plan: link, route and set creation, then the nftables transaction and the IPVS
+   *  writes together (the VIP address adds meanwhile), then removals (routes before addresses)
+   *  and flow flushes. */
   async apply(plan: Plan): Promise<SyncReport> {
     const t0 = performance.now();
     const k = this.kernel;
@@ -670,24 +671,41 @@ export class Engine {
     // After the link: a route may name it.
     if (plan.routes && k.routes) await batch(report.routes, plan.routes.early, (o) => k.routes!.apply(o, { stopOnError: false }));
     if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.early, (o) => k.ipsets!.apply(o, { stopOnError: false }));
+    // The nftables transaction and the IPVS writes go together: neither names the other's
+    // objects, and while the kernel commits the glue (one transaction, ~100k elements at 10k
+    // services) the main thread converts the IPVS batches instead of waiting.
+    let nftDone: Promise<{ thrown: unknown } | undefined> | undefined;
     if (plan.nft && k.nft && plan.nft.ops.length) {
+      const nft = k.nft;
+      const nftPlan = plan.nft;
       // The owned tables stay known exactly only if the generation after this commit is the
       // plan's plus one per transaction of it: no other commit went in since the plan's view.
       this.nftGen = undefined;
-      const res = await this.commitNft(k.nft, plan.nft.ops);
-      if (plan.nftBase !== undefined && !res.errors.length && res.transactions.length > 0 && res.transactions.every((t) => t.committed)) {
-        const to = await k.nft.genId();
-        if (to === plan.nftBase + res.transactions.length) this.nftGen = to;
-      }
-      report.nft.errors.push(...res.errors);
-      plan.nft.ops.forEach((o, i) => {
-        if (!res.ok(i)) return;
-        const name = `${o.verb}-${o.kind}`;
-        report.nft.ops[name] = (report.nft.ops[name] ?? 0) + 1;
-        report.nft.writes++;
-      });
+      nftDone = (async () => {
+        const res = await this.commitNft(nft, nftPlan.ops);
+        if (plan.nftBase !== undefined && !res.errors.length && res.transactions.length > 0 && res.transactions.every((t) => t.committed)) {
+          const to = await nft.genId();
+          if (to === plan.nftBase + res.transactions.length) this.nftGen = to;
+        }
+        report.nft.errors.push(...res.errors);
+        nftPlan.ops.forEach((o, i) => {
+          if (!res.ok(i)) return;
+          const name = `${o.verb}-${o.kind}`;
+          report.nft.ops[name] = (report.nft.ops[name] ?? 0) + 1;
+          report.nft.writes++;
+        });
+      })().then(() => undefined, (e: unknown) => ({ thrown: e }));
     }
-    const ipvsOk = await batch(report.ipvs, plan.ipvs.ops, (o) => k.ipvs.apply(o, { stopOnError: false }), { chunk: IPVS_APPLY_CHUNK, ahead: true });
+    // settled before anything throws: neither may go unhandled while the other runs
+    const ipvsDone = batch(report.ipvs, plan.ipvs.ops, (o) => k.ipvs.apply(o, { stopOnError: false }), { chunk: IPVS_APPLY_CHUNK, ahead: true }).then(
+      (ok) => ({ ok }),
+      (e: unknown) => ({ thrown: e }),
+    );
+    const nftOut = await nftDone;
+    const ipvsOut = await ipvsDone;
+    if (nftOut) throw nftOut.thrown;
+    if ('thrown' in ipvsOut) throw ipvsOut.thrown;
+    const ipvsOk = ipvsOut.ok;
     const added = (await vipAdds) as { thrown: unknown } | undefined;
     if (added) throw added.thrown;
     if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.late, (o) => k.ipsets!.apply(o, { stopOnError: false }));
