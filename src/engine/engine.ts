@@ -112,6 +112,16 @@ export const IPVS_APPLY_CHUNK = 512;
  *  (the adds are of distinct addresses: the order they reach the kernel in does not matter). */
 export const ADDRESS_APPLY_CHUNK = 256;
 
+/** A promise's outcome as a value: work started now and awaited later, which must not go
+ *  unhandled while other work runs; the caller rethrows `thrown` when it gets there. */
+type Settled<T> = { value: T } | { thrown: unknown };
+function settle<T>(p: Promise<T>): Promise<Settled<T>> {
+  return p.then(
+    (value) => ({ value }),
+    (thrown: unknown) => ({ thrown }),
+  );
+}
+
 /** An element op of a plain (non-interval) set with more elements than this is queued as
  *  pieces of this many, with the event loop let in between (still one transaction: the kernel
  *  gets the same elements in the same batch). Queueing a piece of 2048 elements held the loop 3-10
@@ -658,7 +668,7 @@ export class Engine {
     // The link first; its address adds then run on their own socket while the rest applies (the
     // kernel's cost of an IPv4 address add grows with the addresses already on the link: at 10k
     // VIPs they are the longest single step of a full sync).
-    let vipAdds: Promise<unknown> | undefined;
+    let vipAdds: Promise<Settled<unknown>> | undefined;
     if (plan.addresses && k.links) {
       const early = plan.addresses.early;
       let split = 0;
@@ -666,7 +676,7 @@ export class Engine {
       const run = (o: LinkOp[]) => k.links!.apply(o, { stopOnError: false });
       await batch(report.addresses, early, run, { to: split });
       // settled here, rethrown below: a failure must not go unhandled while the rest applies
-      vipAdds = batch(report.addresses, early, run, { from: split, chunk: ADDRESS_APPLY_CHUNK, ahead: true }).then(() => undefined, (e: unknown) => ({ thrown: e }));
+      vipAdds = settle(batch(report.addresses, early, run, { from: split, chunk: ADDRESS_APPLY_CHUNK, ahead: true }));
     }
     // After the link: a route may name it.
     if (plan.routes && k.routes) await batch(report.routes, plan.routes.early, (o) => k.routes!.apply(o, { stopOnError: false }));
@@ -674,14 +684,14 @@ export class Engine {
     // The nftables transaction and the IPVS writes go together: neither names the other's
     // objects, and while the kernel commits the glue (one transaction, ~100k elements at 10k
     // services) the main thread converts the IPVS batches instead of waiting.
-    let nftDone: Promise<{ thrown: unknown } | undefined> | undefined;
+    let nftDone: Promise<Settled<void>> | undefined;
     if (plan.nft && k.nft && plan.nft.ops.length) {
       const nft = k.nft;
       const nftPlan = plan.nft;
       // The owned tables stay known exactly only if the generation after this commit is the
       // plan's plus one per transaction of it: no other commit went in since the plan's view.
       this.nftGen = undefined;
-      nftDone = (async () => {
+      nftDone = settle((async () => {
         const res = await this.commitNft(nft, nftPlan.ops);
         if (plan.nftBase !== undefined && !res.errors.length && res.transactions.length > 0 && res.transactions.every((t) => t.committed)) {
           const to = await nft.genId();
@@ -694,20 +704,17 @@ export class Engine {
           report.nft.ops[name] = (report.nft.ops[name] ?? 0) + 1;
           report.nft.writes++;
         });
-      })().then(() => undefined, (e: unknown) => ({ thrown: e }));
+      })());
     }
     // settled before anything throws: neither may go unhandled while the other runs
-    const ipvsDone = batch(report.ipvs, plan.ipvs.ops, (o) => k.ipvs.apply(o, { stopOnError: false }), { chunk: IPVS_APPLY_CHUNK, ahead: true }).then(
-      (ok) => ({ ok }),
-      (e: unknown) => ({ thrown: e }),
-    );
+    const ipvsDone = settle(batch(report.ipvs, plan.ipvs.ops, (o) => k.ipvs.apply(o, { stopOnError: false }), { chunk: IPVS_APPLY_CHUNK, ahead: true }));
     const nftOut = await nftDone;
     const ipvsOut = await ipvsDone;
-    if (nftOut) throw nftOut.thrown;
+    if (nftOut && 'thrown' in nftOut) throw nftOut.thrown;
     if ('thrown' in ipvsOut) throw ipvsOut.thrown;
-    const ipvsOk = ipvsOut.ok;
-    const added = (await vipAdds) as { thrown: unknown } | undefined;
-    if (added) throw added.thrown;
+    const ipvsOk = ipvsOut.value;
+    const added = await vipAdds;
+    if (added && 'thrown' in added) throw added.thrown;
     if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.late, (o) => k.ipsets!.apply(o, { stopOnError: false }));
     if (plan.routes && k.routes) await batch(report.routes, plan.routes.late, (o) => k.routes!.apply(o, { stopOnError: false }));
     if (plan.addresses && k.links) await batch(report.addresses, plan.addresses.late, (o) => k.links!.apply(o, { stopOnError: false }));
