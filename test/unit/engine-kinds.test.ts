@@ -436,6 +436,16 @@ test('a thrown address-add failure still fails the sync (after IPVS applied)', a
   assert.equal((await k.ipvs.services()).length, 2, 'IPVS was applied meanwhile');
 });
 
+test('a thrown nftables commit failure still fails the sync (after IPVS applied)', async () => {
+  const k = fakeKernel();
+  k.nft.commit = async () => {
+    throw new Error('commit socket gone');
+  };
+  const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] });
+  await assert.rejects(e.sync(state(2)), /commit socket gone/);
+  assert.equal((await k.ipvs.services()).length, 2, 'IPVS was applied meanwhile');
+});
+
 /** n services on VIPs beyond one /24 (state() stops at 254). */
 function bigState(n: number): DesiredState & { nft: DesiredNftTable } {
   const vips = Array.from({ length: n }, (_, i) => `10.96.${(i >> 8) + 1}.${i & 255}`);
