@@ -129,6 +129,7 @@ export {
   type BindMode,
 } from './daemon/config.js';
 export { ProxyMetrics, MetricsServer, Registry, Counter, Gauge, Histogram, PROMETHEUS_CONTENT_TYPE, type ServiceLabelSource } from './daemon/metrics.js';
+export { ThreadedProxier, SyncThreadError, type SyncThreadOptions, type ThreadSyncResult, type ModelSummary } from './proxy/sync-thread.js';
 export { ProxierHealth, HealthzServer, ServiceHealthServers, TO_BE_DELETED_TAINT, type HealthState, type ServiceHealthSyncResult } from './daemon/healthz.js';
 export { createLogger, type Logger, type LogLevel, type Fields } from './daemon/log.js';
 export { Lifecycle, preflight, systemChecks, hasCapability, PreflightError, CAP_NET_ADMIN, type PreflightChecks, type StopReport } from './daemon/lifecycle.js';

@@ -2,19 +2,20 @@
 import { readdirSync, statSync, watch } from 'node:fs';
 import { hostname } from 'node:os';
 import type { Command } from 'commander';
-import type { EngineKernel } from '../engine/engine.js';
 import { planWrites } from '../engine/engine.js';
 import { NetlinkError } from '../errors.js';
-import { Conntrack } from '../kernel/conntrack.js';
 import { Ipvs } from '../kernel/ipvs.js';
 import { Links } from '../kernel/links.js';
-import { IpSets } from '../kernel/ipsets.js';
 import { Nftables } from '../kernel/nftables.js';
 import { IPVSYNC_ROUTE_PROTOCOL, Routes } from '../kernel/routes.js';
 import { loadManifests, type ManifestSet } from '../kube/manifests.js';
 import { memoryPressure, type HandleOptions } from '../native.js';
 import { GLUE_TABLE } from '../proxy/glue.js';
-import { describePlan, nodeAddresses, Proxier } from '../proxy/proxier.js';
+import { openKernel } from '../proxy/kernel.js';
+import { describePlan, nodeAddresses, Proxier, type ProxierOptions } from '../proxy/proxier.js';
+import { ThreadedProxier } from '../proxy/sync-thread.js';
+import type { SyncReport } from '../engine/engine.js';
+import type { ProxyModel } from '../kube/types.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
 import { SyncRunner } from '../engine/runner.js';
 import { CONFIG_FLAGS, loadConfig, nodeName, toProxyConfig, writeConfigTo } from '../daemon/config.js';
@@ -24,18 +25,6 @@ import { createLogger } from '../daemon/log.js';
 import { MetricsServer, ProxyMetrics } from '../daemon/metrics.js';
 import { canonicalAddress } from '../engine/ipvs-model.js';
 import { anyContains, parseCidr } from '../engine/cidr.js';
-
-interface KernelOpts {
-  glue: boolean;
-  ipsets?: boolean;
-}
-
-async function openKernel(h: HandleOptions, o: KernelOpts): Promise<EngineKernel> {
-  const k: EngineKernel = { ipvs: await Ipvs.open(h), links: await Links.open(h), routes: await Routes.open(h), conntrack: await Conntrack.open(h) };
-  if (o.glue) k.nft = await Nftables.open(h);
-  if (o.ipsets) k.ipsets = await IpSets.open(h);
-  return k;
-}
 
 function list(v: string, prev: string[] = []): string[] {
   return [...prev, ...v.split(',').map((x) => x.trim()).filter(Boolean)];
@@ -214,8 +203,20 @@ export async function cleanup(h: HandleOptions, vipLink: string, nodeIps?: strin
   return { services: r.count('ok'), routes: rr.count('ok'), tables, link: !!link };
 }
 
+type ObjectHandlers = Pick<Proxier, 'onServiceUpdate' | 'onServiceDelete' | 'onSliceUpdate' | 'onSliceDelete'>;
+
+/** What the daemon needs of a proxier: in process (Proxier) or on its own thread (ThreadedProxier). */
+interface DaemonProxier extends ObjectHandlers {
+  sync(full: boolean): Promise<{
+    report: SyncReport;
+    serviceChanges: number;
+    endpointChanges: number;
+    model: Pick<ProxyModel, 'healthChecks' | 'noLocalEndpointsTotal'>;
+  }>;
+}
+
 /** Reads a manifests folder into the proxier, dropping objects that disappeared. */
-async function loadFolder(p: Proxier, dir: string, known: { services: Set<string>; slices: Set<string> }): Promise<void> {
+async function loadFolder(p: ObjectHandlers, dir: string, known: { services: Set<string>; slices: Set<string> }): Promise<void> {
   const m = await loadManifests([dir]);
   const key = (o: { metadata?: { namespace?: string; name?: string } }) => `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name}`;
   const services = new Set(m.services.map(key));
@@ -242,7 +243,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   const kubeIpsets = o.kubeProxyIpsets === true;
   const kernel = await openKernel(h, { glue, ipsets: kubeIpsets });
   const addrs = Array.isArray(o.nodeIp) && o.nodeIp.length ? (o.nodeIp as string[]).map(canonicalAddress) : nodeAddresses(await kernel.links!.addresses(), cfg.vipLink);
-  const proxier = new Proxier(kernel, {
+  const proxierOptions: ProxierOptions = {
     node: { name: nodeName(cfg), addresses: addrs },
     config: toProxyConfig(cfg),
     vipLink: cfg.vipLink,
@@ -252,7 +253,11 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
     drainTimeoutMs: cfg.drainTimeoutMs,
     bindMode: cfg.bindMode,
     serviceCidrs: cfg.serviceCIDRs,
-  });
+  };
+  // The sync thread opens its own handles; these stay for the sysctls, timeouts and addresses.
+  const proxier: DaemonProxier = cfg.syncThread
+    ? await ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue, ipsets: kubeIpsets, handle: h } })
+    : new Proxier(kernel, proxierOptions);
   if (!h.netns) {
     for (const r of applySysctls(proxySysctls(cfg.ipvs.strictARP))) if (!r.ok) log.warn('sysctl', { ...r });
   }
@@ -277,8 +282,9 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
       if (r.report.errors.length) throw r.report.errors[0];
       health.updated();
       // A full sync read every kernel table and dropped it: give that memory back now, not at
-      // the heap's next limit (an incremental collection; the event loop keeps running).
-      if (r.report.mode === 'full') memoryPressure('moderate');
+      // the heap's next limit (an incremental collection; the event loop keeps running). The
+      // sync thread does this for its own heap.
+      if (r.report.mode === 'full' && !cfg.syncThread) memoryPressure('moderate');
     },
     { minIntervalMs: Math.max(cfg.ipvs.minSyncPeriodMs, 1), maxIntervalMs: cfg.ipvs.syncPeriodMs },
   );
@@ -289,6 +295,8 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   };
 
   const lc = new Lifecycle({ log });
+  // registered first, so it stops last (after the runner)
+  if (proxier instanceof ThreadedProxier) lc.onStop('sync thread', () => proxier.close());
   if (cfg.healthzBindAddress) {
     const hz = new HealthzServer(health, { host: cfg.healthzBindAddress.host, port: cfg.healthzBindAddress.port, metrics });
     await hz.start();
@@ -333,7 +341,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   }
   lc.onStop('runner', () => runner.stop());
   runner.start();
-  log.info('proxy started', { node: proxier.node.name, nodeAddresses: addrs, source: typeof o.manifests === 'string' ? `manifests ${o.manifests}` : 'kubernetes' });
+  log.info('proxy started', { node: proxierOptions.node.name, nodeAddresses: addrs, syncThread: cfg.syncThread, source: typeof o.manifests === 'string' ? `manifests ${o.manifests}` : 'kubernetes' });
   await new Promise<void>((resolve) => {
     lc.handleSignals({
       onStopped: (r) => {

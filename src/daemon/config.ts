@@ -59,6 +59,9 @@ export interface IpvsyncConfig {
   drainTimeoutMs: number;
   /** Serve Services labelled service.kubernetes.io/service-proxy-name=<proxyName>. */
   proxyName: string;
+  /** Translate, diff and apply on a thread of their own (ThreadedProxier): the daemon's event
+   *  loop (watches, /healthz, /metrics) is not blocked by a full sync's GC pauses. */
+  syncThread: boolean;
   logLevel: LogLevel;
 }
 
@@ -107,6 +110,7 @@ export function defaultConfig(): IpvsyncConfig {
     vipLink: 'kube-ipvs0',
     drainTimeoutMs: 15 * 60_000,
     proxyName: '',
+    syncThread: false,
     logLevel: 'info',
   };
 }
@@ -181,6 +185,7 @@ const TOP_FIELDS = new Set([
   'vipLink',
   'drainTimeout',
   'proxyName',
+  'syncThread',
   'logLevel',
 ]);
 const IPVS_FIELDS = new Set(['scheduler', 'syncPeriod', 'minSyncPeriod', 'tcpTimeout', 'tcpFinTimeout', 'udpTimeout', 'strictARP', 'excludeCIDRs']);
@@ -422,6 +427,7 @@ export function validateConfig(raw: unknown, source?: string): LoadedConfig {
       c.bad('proxyName', `"${proxyName}" is not a valid label value`);
     cfg.proxyName = proxyName;
   }
+  cfg.syncThread = c.bool(raw.syncThread, 'syncThread') ?? cfg.syncThread;
   const level = c.string(raw.logLevel, 'logLevel');
   if (level !== undefined) {
     if (!LOG_LEVELS.has(level as LogLevel)) c.bad('logLevel', `must be one of debug, info, warn, error, not "${level}"`);
@@ -481,6 +487,7 @@ export const CONFIG_FLAGS: readonly FlagSpec[] = [
   { flag: 'vip-link', path: 'vipLink', kind: 'string', help: 'dummy link holding the VIPs (default kube-ipvs0)' },
   { flag: 'drain-timeout', path: 'drainTimeout', kind: 'duration', help: 'delete a draining TCP real server after this (default 15m)' },
   { flag: 'proxy-name', path: 'proxyName', kind: 'string', help: 'also serve Services labelled service.kubernetes.io/service-proxy-name=NAME' },
+  { flag: 'sync-thread', path: 'syncThread', kind: 'bool', help: 'sync on a thread of its own: a full sync never blocks the watches, /healthz or /metrics' },
   { flag: 'log-level', path: 'logLevel', kind: 'string', help: 'debug, info, warn or error (default info)' },
 ];
 
@@ -580,6 +587,7 @@ export function renderConfig(cfg: IpvsyncConfig): string {
     vipLink: cfg.vipLink,
     drainTimeout: formatDuration(cfg.drainTimeoutMs),
     proxyName: cfg.proxyName,
+    syncThread: cfg.syncThread,
     logLevel: cfg.logLevel,
   };
   return yaml().stringify(doc);

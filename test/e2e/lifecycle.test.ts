@@ -83,54 +83,59 @@ describe('ownership and the proxy daemon end to end', { skip }, () => {
     await sh('ipvsadm', '-C');
   });
 
-  test('proxy --manifests DIR programs an added service, removes a deleted one, and leaves the data plane in place on SIGTERM', async (t) => {
-    const dir = await manifestDir('proxy');
-    await writeManifests(dir, 'web.yaml', await fixture('lifecycle.yaml'));
-    const child: ChildProcess = ipvsyncBackground('proxy', '--manifests', dir, '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--node-ip', NODE_IP);
-    // The proxy logs JSON lines on stderr; anything else there is kept for failure messages.
-    const log: string[] = [];
-    let stderr = '';
-    createInterface({ input: child.stderr! }).on('line', (l) => (l.startsWith('{') ? log.push(l) : (stderr += `${l}\n`)));
-    child.stdout!.resume();
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-    t.after(() => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  // In process, and with the proxier on its own thread (--sync-thread), from a clean data plane.
+  for (const thread of [false, true]) {
+    test(`proxy --manifests DIR${thread ? ' --sync-thread' : ''} programs an added service, removes a deleted one, and leaves the data plane in place on SIGTERM`, async (t) => {
+      await resetDataPlane();
+      assert.equal(await linkExists('kube-ipvs0'), false);
+      const dir = await manifestDir(thread ? 'proxy-thread' : 'proxy');
+      await writeManifests(dir, 'web.yaml', await fixture('lifecycle.yaml'));
+      const child: ChildProcess = ipvsyncBackground('proxy', '--manifests', dir, '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--node-ip', NODE_IP, ...(thread ? ['--sync-thread'] : []));
+      // The proxy logs JSON lines on stderr; anything else there is kept for failure messages.
+      const log: string[] = [];
+      let stderr = '';
+      createInterface({ input: child.stderr! }).on('line', (l) => (l.startsWith('{') ? log.push(l) : (stderr += `${l}\n`)));
+      child.stdout!.resume();
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+      t.after(() => {
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      });
+      const last = async () => `ipvsadm -Ln:\n${await sh('ipvsadm', '-Ln')}\nproxy log:\n${log.join('\n')}\n${stderr}`;
+
+      // The folder's service, programmed by the first sync.
+      await waitFor('TCP 10.96.0.10:80 programmed', async () => ((await destsOf('TCP 10.96.0.10:80'))?.length === 3 ? true : undefined), { timeoutMs: 60_000, last });
+      assert.deepEqual(await destsOf(`TCP ${NODE_IP}:30080`), POD_DESTS);
+      assert.ok(log.some((l) => JSON.parse(l).msg === 'proxy started' && JSON.parse(l).syncThread === thread), log.join('\n'));
+
+      // A service dropped into the folder.
+      await writeManifests(dir, 'added.yaml', await fixture('added-service.yaml'));
+      await waitFor('TCP 10.96.0.70:80 programmed', async () => ((await destsOf('TCP 10.96.0.70:80'))?.length === 2 ? true : undefined), { timeoutMs: 30_000, last });
+      assert.deepEqual(await destsOf('TCP 10.96.0.70:80'), ['10.244.1.3:8080', '10.244.1.4:8080']);
+      assert.ok((await linkAddresses('kube-ipvs0')).includes('10.96.0.70/32'));
+      assert.deepEqual(tally(await httpMany('http://10.96.0.70/', 4)), { 'pod-b': 2, 'pod-c': 2 });
+
+      // … and taken out again.
+      await removeManifests(dir, 'added.yaml');
+      await waitFor('TCP 10.96.0.70:80 removed', async () => ((await ipvsadmList()).has('TCP 10.96.0.70:80') ? undefined : true), { timeoutMs: 30_000, last });
+      assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32']);
+      assert.notEqual(await connectOutcome('10.96.0.70', 80), 'connected');
+      assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
+
+      // SIGTERM: a clean exit, and everything stays programmed and working.
+      const tables = await nftTables();
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      const end = await exited;
+      clearTimeout(timer);
+      assert.deepEqual(end, { code: 0, signal: null }, await last());
+      assert.ok(log.some((l) => /the data plane stays in place/.test(JSON.parse(l).msg)), log.join('\n'));
+      assert.ok(log.filter((l) => JSON.parse(l).msg === 'sync').every((l) => JSON.parse(l).errors === 0), log.join('\n'));
+      assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
+      assert.deepEqual(await destsOf(`TCP ${NODE_IP}:30080`), POD_DESTS);
+      assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32']);
+      assert.deepEqual(await nftTables(), tables);
+      assert.ok(tables.includes('ip ipvsync'));
+      assert.deepEqual(tally(await httpMany('http://10.96.0.10/', 3)), { 'pod-a': 1, 'pod-b': 1, 'pod-c': 1 });
     });
-    const last = async () => `ipvsadm -Ln:\n${await sh('ipvsadm', '-Ln')}\nproxy log:\n${log.join('\n')}\n${stderr}`;
-
-    // The folder's service, programmed by the first sync.
-    await waitFor('TCP 10.96.0.10:80 programmed', async () => ((await destsOf('TCP 10.96.0.10:80'))?.length === 3 ? true : undefined), { timeoutMs: 60_000, last });
-    assert.deepEqual(await destsOf(`TCP ${NODE_IP}:30080`), POD_DESTS);
-    assert.ok(log.some((l) => JSON.parse(l).msg === 'proxy started'), log.join('\n'));
-
-    // A service dropped into the folder.
-    await writeManifests(dir, 'added.yaml', await fixture('added-service.yaml'));
-    await waitFor('TCP 10.96.0.70:80 programmed', async () => ((await destsOf('TCP 10.96.0.70:80'))?.length === 2 ? true : undefined), { timeoutMs: 30_000, last });
-    assert.deepEqual(await destsOf('TCP 10.96.0.70:80'), ['10.244.1.3:8080', '10.244.1.4:8080']);
-    assert.ok((await linkAddresses('kube-ipvs0')).includes('10.96.0.70/32'));
-    assert.deepEqual(tally(await httpMany('http://10.96.0.70/', 4)), { 'pod-b': 2, 'pod-c': 2 });
-
-    // … and taken out again.
-    await removeManifests(dir, 'added.yaml');
-    await waitFor('TCP 10.96.0.70:80 removed', async () => ((await ipvsadmList()).has('TCP 10.96.0.70:80') ? undefined : true), { timeoutMs: 30_000, last });
-    assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32']);
-    assert.notEqual(await connectOutcome('10.96.0.70', 80), 'connected');
-    assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
-
-    // SIGTERM: a clean exit, and everything stays programmed and working.
-    const tables = await nftTables();
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    const end = await exited;
-    clearTimeout(timer);
-    assert.deepEqual(end, { code: 0, signal: null }, await last());
-    assert.ok(log.some((l) => /the data plane stays in place/.test(JSON.parse(l).msg)), log.join('\n'));
-    assert.ok(log.filter((l) => JSON.parse(l).msg === 'sync').every((l) => JSON.parse(l).errors === 0), log.join('\n'));
-    assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
-    assert.deepEqual(await destsOf(`TCP ${NODE_IP}:30080`), POD_DESTS);
-    assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32']);
-    assert.deepEqual(await nftTables(), tables);
-    assert.ok(tables.includes('ip ipvsync'));
-    assert.deepEqual(tally(await httpMany('http://10.96.0.10/', 3)), { 'pod-a': 1, 'pod-b': 1, 'pod-c': 1 });
-  });
+  }
 });

@@ -42,6 +42,7 @@ test('defaults are kube-proxy IPVS mode defaults', () => {
   assert.equal(config.vipLink, 'kube-ipvs0');
   assert.equal(config.bindMode, 'address');
   assert.equal(config.drainTimeoutMs, 15 * 60_000);
+  assert.equal(config.syncThread, false);
   assert.deepEqual(loadConfig({ text: '' }).config, defaultConfig(), 'an empty file is the defaults');
 });
 
@@ -79,6 +80,7 @@ serviceCIDRs: [10.96.0.0/12]
 vipLink: ipvs0
 drainTimeout: 5m
 proxyName: ipvsync
+syncThread: true
 logLevel: debug
 `,
   });
@@ -106,6 +108,7 @@ logLevel: debug
     vipLink: 'ipvs0',
     drainTimeoutMs: 300_000,
     proxyName: 'ipvsync',
+    syncThread: true,
     logLevel: 'debug',
   });
   assert.deepEqual(warnings.sort(), [
@@ -158,6 +161,7 @@ test('validation: every problem reported at once with its field path', () => {
     ['vipLink: a-very-long-link-name', [['vipLink', /not a link name/]]],
     ['drainTimeout: forever', [['drainTimeout', /"forever" is not a duration/]]],
     ['proxyName: "-bad"', [['proxyName', /not a valid label value/]]],
+    ['syncThread: yes please', [['syncThread', /must be true or false/]]],
     ['logLevel: trace', [['logLevel', /must be one of debug, info, warn, error, not "trace"/]]],
     ['clientConnection: {kubeconfig: 7}', [['clientConnection.kubeconfig', /must be a string, not number 7/]]],
     [
@@ -251,6 +255,7 @@ test('flags override the file; their problems are reported under the flag name',
       'ipvs-sync-period': '45s',
       ipvsMinSyncPeriod: '2s', // commander's camelCase
       masqueradeAll: true,
+      syncThread: true,
       clusterCidr: '10.1.0.0/16,fd00::/48',
       kubeconfig: '/k.conf',
       hostnameOverride: undefined, // not given
@@ -261,6 +266,7 @@ test('flags override the file; their problems are reported under the flag name',
   assert.equal(config.ipvs.minSyncPeriodMs, 2000);
   assert.equal(config.ipvs.scheduler, 'lc', 'file value kept where no flag');
   assert.equal(config.masqueradeAll, true);
+  assert.equal(config.syncThread, true);
   assert.deepEqual(config.clusterCIDRs, ['10.1.0.0/16', 'fd00::/48']);
   assert.equal(config.kubeconfig, '/k.conf');
   assert.equal(config.logLevel, 'warn');

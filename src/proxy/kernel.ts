@@ -1,0 +1,24 @@
+// The kernel handles a proxier programs through, opened together (the CLI's sync and proxy, and
+// the sync thread, each open their own).
+import type { EngineKernel } from '../engine/engine.js';
+import { Conntrack } from '../kernel/conntrack.js';
+import { Ipvs } from '../kernel/ipvs.js';
+import { IpSets } from '../kernel/ipsets.js';
+import { Links } from '../kernel/links.js';
+import { Nftables } from '../kernel/nftables.js';
+import { Routes } from '../kernel/routes.js';
+import type { HandleOptions } from '../native.js';
+
+export interface KernelOptions {
+  /** Open nftables (the glue). */
+  glue: boolean;
+  /** Open ipset (kube-proxy's ipsets). */
+  ipsets?: boolean;
+}
+
+export async function openKernel(h: HandleOptions, o: KernelOptions): Promise<EngineKernel> {
+  const k: EngineKernel = { ipvs: await Ipvs.open(h), links: await Links.open(h), routes: await Routes.open(h), conntrack: await Conntrack.open(h) };
+  if (o.glue) k.nft = await Nftables.open(h);
+  if (o.ipsets) k.ipsets = await IpSets.open(h);
+  return k;
+}

@@ -1,0 +1,200 @@
+// The proxier on a thread of its own (a worker_threads Worker with its own V8 heap): the
+// daemon's thread keeps the API watches, /healthz and /metrics, and only posts the objects it
+// receives and asks for syncs. A full sync at 10k services is seconds of JavaScript and
+// garbage collection; on the daemon's thread that work cuts its event loop into 10-ms slices
+// (Proxier's sliceMs), but a GC pause of its heap or a wait for a CPU between two slices still
+// blocks it. On the sync thread they block only the sync.
+//
+// The thread opens its own kernel handles (the addon keeps its state per thread), translates,
+// diffs and applies as Proxier does, and after a full sync tells its V8 heap to give the memory
+// back (memoryPressure, as the daemon does for an in-process proxier). Messages keep their
+// order: objects posted before a sync request are in that sync.
+import { Worker } from 'node:worker_threads';
+import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import type { SyncReport } from '../engine/engine.js';
+import { NetlinkError, type NetlinkErrorFields } from '../errors.js';
+import type { HealthCheck, ModelWarning, ProxyModel } from '../kube/types.js';
+import type { HandleOptions } from '../native.js';
+import type { KernelOptions } from './kernel.js';
+import type { ProxierOptions } from './proxier.js';
+
+export interface SyncThreadOptions {
+  proxier: ProxierOptions;
+  /** The kernel handles the thread opens (in the namespace `handle` names). */
+  kernel: KernelOptions & { handle?: HandleOptions };
+  /** A module exporting `openKernel(handle, kernelOptions)` to use instead of the real kernel's
+   *  (tests: an in-memory kernel). A file URL or an absolute path. */
+  kernelModule?: string;
+}
+
+/** What a sync thread reports of its model: the daemon's health servers and metrics read these
+ *  (the model itself, ~100k destinations at 10k services, stays on the thread). */
+export interface ModelSummary {
+  services: number;
+  vips: number;
+  healthChecks: HealthCheck[];
+  noLocalEndpointsTotal: ProxyModel['noLocalEndpointsTotal'];
+  warnings: ModelWarning[];
+}
+
+export interface ThreadSyncResult {
+  report: SyncReport;
+  model: ModelSummary;
+  serviceChanges: number;
+  endpointChanges: number;
+}
+
+/** An error as it crosses the thread boundary (a structured clone keeps no class). */
+export interface WireError {
+  name: string;
+  message: string;
+  stack?: string;
+  netlink?: NetlinkErrorFields;
+}
+
+export type ToThread =
+  | { t: 'service'; obj: V1Service }
+  | { t: 'serviceDelete'; key: string }
+  | { t: 'slice'; obj: V1EndpointSlice }
+  | { t: 'sliceDelete'; key: string }
+  | { t: 'sync'; id: number; full: boolean };
+
+export type FromThread =
+  | { t: 'ready' }
+  | { t: 'openFailed'; error: WireError }
+  | { t: 'synced'; id: number; result: Omit<ThreadSyncResult, 'report'> & { report: WireReport } }
+  | { t: 'syncFailed'; id: number; error: WireError };
+
+type KindName = 'ipvs' | 'addresses' | 'routes' | 'ipsets' | 'nft';
+const KINDS: KindName[] = ['ipvs', 'addresses', 'routes', 'ipsets', 'nft'];
+
+/** A SyncReport with its errors as WireErrors. */
+export type WireReport = Omit<SyncReport, 'errors' | KindName> & { errors: WireError[] } & {
+  [K in KindName]: Omit<SyncReport[K], 'errors'> & { errors: WireError[] };
+};
+
+export function toWireError(e: unknown): WireError {
+  if (e instanceof NetlinkError) {
+    const f: NetlinkErrorFields = { message: e.message, code: e.code, errno: e.errno, kind: e.kind, op: e.op };
+    if (e.extack !== undefined) f.extack = e.extack;
+    if (e.extackOffset !== undefined) f.extackOffset = e.extackOffset;
+    if (e.index !== undefined) f.index = e.index;
+    if (e.member !== undefined) f.member = e.member;
+    return { name: e.name, message: e.message, ...(e.stack ? { stack: e.stack } : {}), netlink: f };
+  }
+  if (e instanceof Error) return { name: e.name, message: e.message, ...(e.stack ? { stack: e.stack } : {}) };
+  return { name: 'Error', message: String(e) };
+}
+
+export function fromWireError(w: WireError): Error {
+  const e = w.netlink ? new NetlinkError(w.netlink) : new Error(w.message);
+  if (!w.netlink) e.name = w.name;
+  if (w.stack) e.stack = w.stack;
+  return e;
+}
+
+export function toWireReport(r: SyncReport): WireReport {
+  const out = { ...r, errors: r.errors.map(toWireError) } as unknown as WireReport;
+  for (const k of KINDS) out[k] = { ...r[k], errors: r[k].errors.map(toWireError) };
+  return out;
+}
+
+/** The report back with NetlinkErrors; an error listed both in a kind and in `errors` is the
+ *  same object again, as in the thread. */
+export function fromWireReport(w: WireReport): SyncReport {
+  const all = w.errors.map(fromWireError) as NetlinkError[];
+  const byWire = new Map(w.errors.map((e, i) => [key(e), all[i]!]));
+  const out = { ...w, errors: all } as unknown as SyncReport;
+  for (const k of KINDS) out[k] = { ...w[k], errors: w[k].errors.map((e) => (byWire.get(key(e)) ?? fromWireError(e)) as NetlinkError) };
+  return out;
+}
+
+function key(e: WireError): string {
+  return JSON.stringify([e.message, e.netlink?.op, e.netlink?.index, e.netlink?.member, e.netlink?.code]);
+}
+
+export class SyncThreadError extends Error {
+  override readonly name = 'SyncThreadError';
+}
+
+/**
+ * A Proxier on its own thread, with the handlers of a Proxier (onServiceUpdate, …) and a sync
+ * that resolves with the report and a summary of the model. `start()` resolves once the thread
+ * has opened its kernel handles (or rejects with the reason it could not).
+ */
+export class ThreadedProxier {
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve: (r: ThreadSyncResult) => void; reject: (e: Error) => void }>();
+  /** Why the thread is gone (every later sync rejects with it). */
+  private dead: Error | undefined;
+
+  private constructor(private readonly worker: Worker) {
+    worker.on('message', (m: FromThread) => this.onMessage(m));
+    worker.on('error', (e) => this.fail(new SyncThreadError(`sync thread failed: ${e.message}`, { cause: e })));
+    worker.on('exit', (code) => this.fail(new SyncThreadError(`sync thread exited (code ${code})`)));
+  }
+
+  static async start(opts: SyncThreadOptions): Promise<ThreadedProxier> {
+    const worker = new Worker(new URL('./sync-thread-worker.js', import.meta.url), { workerData: opts });
+    const p = new ThreadedProxier(worker);
+    await new Promise<void>((resolve, reject) => {
+      const onMessage = (m: FromThread) => {
+        if (m.t === 'ready') done(), resolve();
+        else if (m.t === 'openFailed') done(), void worker.terminate(), reject(fromWireError(m.error));
+      };
+      const onExit = (code: number) => (done(), reject(p.dead ?? new SyncThreadError(`sync thread exited (code ${code}) before it was ready`)));
+      const done = () => (worker.off('message', onMessage), worker.off('exit', onExit));
+      worker.on('message', onMessage);
+      worker.on('exit', onExit);
+    });
+    return p;
+  }
+
+  private post(m: ToThread): void {
+    this.worker.postMessage(m);
+  }
+
+  onServiceUpdate(s: V1Service): void {
+    this.post({ t: 'service', obj: s });
+  }
+  onServiceDelete(key: string): void {
+    this.post({ t: 'serviceDelete', key });
+  }
+  onSliceUpdate(s: V1EndpointSlice): void {
+    this.post({ t: 'slice', obj: s });
+  }
+  onSliceDelete(key: string): void {
+    this.post({ t: 'sliceDelete', key });
+  }
+
+  /** Plans and applies on the thread (`full`: compare every IPVS service, as Proxier.sync). */
+  sync(full: boolean): Promise<ThreadSyncResult> {
+    if (this.dead) return Promise.reject(this.dead);
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.post({ t: 'sync', id, full });
+    });
+  }
+
+  /** Stops the thread; the data plane stays as the last sync left it. */
+  async close(): Promise<void> {
+    this.fail(new SyncThreadError('sync thread closed'));
+    await this.worker.terminate();
+  }
+
+  private onMessage(m: FromThread): void {
+    if (m.t !== 'synced' && m.t !== 'syncFailed') return;
+    const p = this.pending.get(m.id);
+    if (!p) return;
+    this.pending.delete(m.id);
+    if (m.t === 'synced') p.resolve({ ...m.result, report: fromWireReport(m.result.report) });
+    else p.reject(fromWireError(m.error));
+  }
+
+  private fail(e: Error): void {
+    this.dead ??= e;
+    for (const p of this.pending.values()) p.reject(this.dead);
+    this.pending.clear();
+  }
+}
