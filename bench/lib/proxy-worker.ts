@@ -8,6 +8,10 @@
 // proxier's step again with the loop idle before each change (the engine-only step leaves the
 // engine's view of the services at its partial list, so the proxier's next sync walks them
 // all). Messages counted by the sockets. Prints one line "@@WORKER {json}".
+// --sync-thread (with --full-only): the full sync through ThreadedProxier, the proxier on a
+// thread of its own as `proxy --sync-thread` runs it; the event-loop delay and GC pauses are
+// then the daemon's thread's, the CPU split main (the daemon's thread) / others (the sync
+// thread among them), and no socket counts (the handles are the sync thread's).
 // --fake-ipvs: the in-memory IPVS (for kernels without IPVS: the host), converting every batch as
 // the real handle does (packed, read and encoded by the addon on the main thread, the bytes
 // dropped), so only the kernel's IPVS work is missing; everything else is real.
@@ -25,9 +29,10 @@ import { loadManifests } from '../../src/kube/manifests.js';
 import { changedServiceKeys } from '../../src/kube/model-diff.js';
 import { desiredState } from '../../src/proxy/desired.js';
 import { shareList } from '../../src/engine/sorted.js';
-import { Proxier } from '../../src/proxy/proxier.js';
+import { Proxier, type ProxierOptions } from '../../src/proxy/proxier.js';
+import { ThreadedProxier } from '../../src/proxy/sync-thread.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
-import { addonCpuUsage, type AddonCpuUsage } from '../../src/native.js';
+import { addonCpuUsage, memoryPressure, type AddonCpuUsage } from '../../src/native.js';
 import { sliceObject } from './manifests.js';
 import { medianBy } from './median.js';
 import { CLUSTER_CIDR, NODE_IP, NODE_NAME, REPLACEMENT_IP, SERVICE_CIDR, withOneEndpointChanged, workload, changedIndex } from './workload.js';
@@ -98,10 +103,11 @@ function status(): { vmHWMkB: number; vmRSSkB: number } {
 }
 
 const { values: o } = parseArgs({
-  options: { dir: { type: 'string' }, 'fake-ipvs': { type: 'boolean', default: false }, 'bind-mode': { type: 'string', default: 'address' }, 'full-only': { type: 'boolean', default: false } },
+  options: { dir: { type: 'string' }, 'fake-ipvs': { type: 'boolean', default: false }, 'sync-thread': { type: 'boolean', default: false }, 'bind-mode': { type: 'string', default: 'address' }, 'full-only': { type: 'boolean', default: false } },
 });
 const bindMode = o['bind-mode'] === 'route' ? 'route' : 'address';
 if (!o.dir) throw new Error('--dir required');
+if (o['sync-thread'] && !o['full-only']) throw new Error('--sync-thread measures the full sync only: give --full-only');
 
 const t0 = performance.now();
 // Dropped once fed to the proxier, as `sync -f` and `proxy --manifests` drop them (the proxier
@@ -110,13 +116,15 @@ let manifests: Awaited<ReturnType<typeof loadManifests>> | undefined = await loa
 const loadMs = performance.now() - t0;
 const S = manifests.services.length;
 
-const kernel: EngineKernel = {
-  ipvs: o['fake-ipvs'] ? new FakeIpvs({ record: false, convert: true }) : await Ipvs.open(),
-  links: await Links.open(),
-  nft: await Nftables.open(),
-  conntrack: await Conntrack.open(),
-};
-const handles = [kernel.ipvs, kernel.links, kernel.nft, kernel.conntrack].filter((h): h is NonNullable<typeof h> & { socketStats(): { messagesSent: number; sendmsgCalls: number; recvmsgCalls: number } } =>
+const kernel: EngineKernel | undefined = o['sync-thread']
+  ? undefined
+  : {
+      ipvs: o['fake-ipvs'] ? new FakeIpvs({ record: false, convert: true }) : await Ipvs.open(),
+      links: await Links.open(),
+      nft: await Nftables.open(),
+      conntrack: await Conntrack.open(),
+    };
+const handles = (kernel ? [kernel.ipvs, kernel.links, kernel.nft, kernel.conntrack] : []).filter((h): h is NonNullable<typeof h> & { socketStats(): { messagesSent: number; sendmsgCalls: number; recvmsgCalls: number } } =>
   typeof (h as { socketStats?: unknown }).socketStats === 'function',
 );
 const stats = () =>
@@ -125,7 +133,7 @@ const stats = () =>
     return { messages: a.messages + s.messagesSent, sendmsg: a.sendmsg + s.sendmsgCalls, recvmsg: a.recvmsg + s.recvmsgCalls };
   }, { messages: 0, sendmsg: 0, recvmsg: 0 });
 
-const proxier = new Proxier(kernel, {
+const proxierOptions: ProxierOptions = {
   node: { name: NODE_NAME, addresses: [NODE_IP] },
   config: { scheduler: 'rr', clusterCIDRs: [CLUSTER_CIDR] },
   vipLink: 'kube-ipvs0',
@@ -133,10 +141,22 @@ const proxier = new Proxier(kernel, {
   // route: one local route per service CIDR instead of a /32 per VIP (bindMode, README)
   bindMode,
   ...(bindMode === 'route' ? { serviceCidrs: [SERVICE_CIDR] } : {}),
-});
+};
+const threaded = o['sync-thread']
+  ? await ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue: true }, kernelModule: new URL(`./bench-kernel.js${o['fake-ipvs'] ? '?fake-ipvs=1' : ''}`, import.meta.url).href })
+  : undefined;
+const proxier = threaded ?? new Proxier(kernel!, proxierOptions);
 for (const s of manifests.services) proxier.onServiceUpdate(s);
 for (const s of manifests.endpointSlices) proxier.onSliceUpdate(s);
 manifests = undefined;
+if (threaded) {
+  // Taken in by the thread before the clock starts, as the in-process proxier has them.
+  await threaded.flush();
+  // The parsed manifests are garbage on an idle heap that nothing else would collect soon: the
+  // daemon collects them at once (runProxy), and so does this.
+  memoryPressure('critical');
+}
+const beforeFull = status();
 
 const writes = (r: SyncReport) => r.ipvs.writes + r.addresses.writes + r.nft.writes + r.ipsets.writes;
 
@@ -193,7 +213,7 @@ async function measure<T>(fn: () => Promise<T>, loop = false) {
   };
 }
 
-const step = (r: Awaited<ReturnType<typeof measure<Awaited<ReturnType<Proxier['sync']>>>>>) => ({
+const step = (r: Awaited<ReturnType<typeof measure<{ report: SyncReport }>>>) => ({
   ms: r.ms,
   observeMs: r.value.report.durations.observeMs,
   diffMs: r.value.report.durations.diffMs,
@@ -211,13 +231,14 @@ const step = (r: Awaited<ReturnType<typeof measure<Awaited<ReturnType<Proxier['s
   ...(r.gc ? { gc: r.gc } : {}),
 });
 
-const full = await measure(() => proxier.sync(true), true);
+const full = await measure<{ report: SyncReport }>(() => proxier.sync(true), true);
 if (full.value.report.errors.length) throw new Error(`full sync: ${full.value.report.errors[0]!.message}`);
 const afterFull = status();
 if (o['full-only']) {
-  console.log('@@WORKER ' + JSON.stringify({ services: S, bindMode, full: step(full), memory: { afterFullSync: afterFull } }));
+  console.log('@@WORKER ' + JSON.stringify({ services: S, bindMode, syncThread: !!threaded, full: step(full), memory: { beforeFullSync: beforeFull, afterFullSync: afterFull } }));
   process.exit(0);
 }
+if (!(proxier instanceof Proxier)) throw new Error('unreachable: --sync-thread is full-only');
 const noop = await measure(() => proxier.sync(true));
 if (writes(noop.value.report) !== 0) throw new Error(`no-op resync wrote ${writes(noop.value.report)}`);
 
@@ -278,10 +299,11 @@ for (let k = 0; k < SAMPLES; k++) {
 }
 const engineIncr = medianBy(engineSamples, (r) => r.ms);
 
+const fullModel = (full.value as Awaited<ReturnType<Proxier['sync']>>).model;
 const result = {
   services: S,
-  virtualServers: full.value.model.services.length,
-  destinations: full.value.model.services.reduce((n, s) => n + s.destinations.length, 0),
+  virtualServers: fullModel.services.length,
+  destinations: fullModel.services.reduce((n, s) => n + s.destinations.length, 0),
   fakeIpvs: o['fake-ipvs'],
   manifestsLoadMs: loadMs,
   full: step(full),

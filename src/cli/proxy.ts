@@ -295,8 +295,15 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   };
 
   const lc = new Lifecycle({ log });
-  // registered first, so it stops last (after the runner)
-  if (proxier instanceof ThreadedProxier) lc.onStop('sync thread', () => proxier.close());
+  if (proxier instanceof ThreadedProxier) {
+    // registered first, so it stops last (after the runner)
+    lc.onStop('sync thread', () => proxier.close());
+    // Every sync would fail from now on: exit, to be restarted, rather than serve a stale plane.
+    void proxier.exited.then((e) => {
+      log.error('sync thread ended; exiting', { error: e });
+      process.exit(1);
+    });
+  }
   if (cfg.healthzBindAddress) {
     const hz = new HealthzServer(health, { host: cfg.healthzBindAddress.host, port: cfg.healthzBindAddress.port, metrics });
     await hz.start();
@@ -312,10 +319,13 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   if (typeof o.manifests === 'string') {
     const dir = o.manifests;
     const known = { services: new Set<string>(), slices: new Set<string>() };
-    await loadFolder(proxier, dir, known);
+    // With the proxier on its thread the parsed folder, once posted, is garbage on a heap that
+    // allocates too little to collect it soon: collect it now (a small heap: a short pause).
+    const load = () => loadFolder(proxier, dir, known).then(() => void (cfg.syncThread && memoryPressure('critical')));
+    await load();
     if (!statSync(dir).isDirectory() || readdirSync(dir).length === 0) log.warn('manifests folder is empty', { dir });
     const w = watch(dir, () => {
-      loadFolder(proxier, dir, known).then(request, (e: unknown) => log.warn('manifests not reloaded', { error: e }));
+      load().then(request, (e: unknown) => log.warn('manifests not reloaded', { error: e }));
     });
     lc.onStop('manifests watch', () => w.close());
   } else {

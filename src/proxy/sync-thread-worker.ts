@@ -39,6 +39,8 @@ port.on('message', (m: ToThread) => {
       return proxier.onSliceUpdate(m.obj);
     case 'sliceDelete':
       return proxier.onSliceDelete(m.key);
+    case 'flush':
+      return send({ t: 'flushed', id: m.id });
     case 'sync':
       queue = queue.then(async () => {
         try {

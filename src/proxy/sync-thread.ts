@@ -57,13 +57,15 @@ export type ToThread =
   | { t: 'serviceDelete'; key: string }
   | { t: 'slice'; obj: V1EndpointSlice }
   | { t: 'sliceDelete'; key: string }
-  | { t: 'sync'; id: number; full: boolean };
+  | { t: 'sync'; id: number; full: boolean }
+  | { t: 'flush'; id: number };
 
 export type FromThread =
   | { t: 'ready' }
   | { t: 'openFailed'; error: WireError }
   | { t: 'synced'; id: number; result: Omit<ThreadSyncResult, 'report'> & { report: WireReport } }
-  | { t: 'syncFailed'; id: number; error: WireError };
+  | { t: 'syncFailed'; id: number; error: WireError }
+  | { t: 'flushed'; id: number };
 
 type KindName = 'ipvs' | 'addresses' | 'routes' | 'ipsets' | 'nft';
 const KINDS: KindName[] = ['ipvs', 'addresses', 'routes', 'ipsets', 'nft'];
@@ -125,13 +127,23 @@ export class SyncThreadError extends Error {
 export class ThreadedProxier {
   private nextId = 1;
   private readonly pending = new Map<number, { resolve: (r: ThreadSyncResult) => void; reject: (e: Error) => void }>();
+  private readonly flushes = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
   /** Why the thread is gone (every later sync rejects with it). */
   private dead: Error | undefined;
+  private closing = false;
+  private onExited: (e: SyncThreadError) => void = () => {};
+  /** Resolves if the thread ends on its own (crashed, exited): every sync fails from then on, so
+   *  a daemon should exit and be restarted. Never resolves after close(). */
+  readonly exited: Promise<SyncThreadError> = new Promise((resolve) => (this.onExited = resolve));
 
   private constructor(private readonly worker: Worker) {
     worker.on('message', (m: FromThread) => this.onMessage(m));
     worker.on('error', (e) => this.fail(new SyncThreadError(`sync thread failed: ${e.message}`, { cause: e })));
-    worker.on('exit', (code) => this.fail(new SyncThreadError(`sync thread exited (code ${code})`)));
+    worker.on('exit', (code) => {
+      const e = new SyncThreadError(`sync thread exited (code ${code})`);
+      this.fail(e);
+      if (!this.closing) this.onExited(this.dead instanceof SyncThreadError ? this.dead : e);
+    });
   }
 
   static async start(opts: SyncThreadOptions): Promise<ThreadedProxier> {
@@ -177,13 +189,29 @@ export class ThreadedProxier {
     });
   }
 
+  /** Resolves once the thread has taken in every object posted before (no sync). */
+  flush(): Promise<void> {
+    if (this.dead) return Promise.reject(this.dead);
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.flushes.set(id, { resolve, reject });
+      this.post({ t: 'flush', id });
+    });
+  }
+
   /** Stops the thread; the data plane stays as the last sync left it. */
   async close(): Promise<void> {
+    this.closing = true;
     this.fail(new SyncThreadError('sync thread closed'));
     await this.worker.terminate();
   }
 
   private onMessage(m: FromThread): void {
+    if (m.t === 'flushed') {
+      this.flushes.get(m.id)?.resolve();
+      this.flushes.delete(m.id);
+      return;
+    }
     if (m.t !== 'synced' && m.t !== 'syncFailed') return;
     const p = this.pending.get(m.id);
     if (!p) return;
@@ -194,7 +222,8 @@ export class ThreadedProxier {
 
   private fail(e: Error): void {
     this.dead ??= e;
-    for (const p of this.pending.values()) p.reject(this.dead);
+    for (const p of [...this.pending.values(), ...this.flushes.values()]) p.reject(this.dead);
     this.pending.clear();
+    this.flushes.clear();
   }
 }

@@ -100,6 +100,30 @@ test('sync thread: a thread that dies fails the sync in flight and every later o
   remote.onServiceUpdate(svc('web', { clusterIP: '10.96.0.1', ports: [{ port: 80 }] }));
   await assert.rejects(remote.sync(true), (e: unknown) => e instanceof SyncThreadError && /exited \(code 3\)/.test(e.message));
   await assert.rejects(remote.sync(true), SyncThreadError);
+  await assert.rejects(remote.flush(), SyncThreadError);
+  const e = await remote.exited;
+  assert.match(e.message, /exited \(code 3\)/);
+});
+
+test('sync thread: close() stops it without reporting it exited', async () => {
+  const remote = await start();
+  let exited = false;
+  void remote.exited.then(() => (exited = true));
+  await remote.close();
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(exited, false);
+  await assert.rejects(remote.sync(true), /closed/);
+});
+
+test('sync thread: flush() resolves once the objects posted before are taken in, without a sync', async (t) => {
+  const remote = await start();
+  t.after(() => remote.close());
+  remote.onServiceUpdate(svc('web', { clusterIP: '10.96.0.1', ports: [{ port: 80 }] }));
+  await remote.flush();
+  // taken in, not synced: the next sync is the one that programs it
+  const r = await remote.sync(false);
+  assert.deepEqual(r.report.ipvs.ops, { addService: 1 });
+  assert.equal(r.serviceChanges, 1);
 });
 
 test('sync thread: a report crosses as plain data and comes back with NetlinkErrors', () => {

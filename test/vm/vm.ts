@@ -700,7 +700,8 @@ async function prepareAndBoot(kind: VmKernelKind, opts: RunInVmOptions): Promise
         '-accel', 'tcg', '-cpu', 'max', '-smp', '2', '-m', String(memMB),
         '-nodefaults', '-no-user-config', '-display', 'none', '-serial', 'stdio', '-no-reboot',
         '-kernel', image, '-initrd', initrd,
-        '-append', `console=ttyS0 quiet loglevel=4 panic=-1 ipvsync_kernel=qemu ipvsync_init=${initPath}`,
+        // IPVSYNC_VM_APPEND: more kernel parameters (an experiment's, e.g. preempt=full)
+        '-append', `console=ttyS0 quiet loglevel=4 panic=-1 ipvsync_kernel=qemu ipvsync_init=${initPath}${process.env.IPVSYNC_VM_APPEND ? ` ${process.env.IPVSYNC_VM_APPEND}` : ''}`,
         '-fsdev', 'local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap',
         '-device', 'virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot',
         '-fsdev', `local,id=share,path=${share.replace(/,/g, ',,')},security_model=none`,

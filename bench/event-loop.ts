@@ -1,0 +1,138 @@
+// The daemon's event loop during a full sync, with the proxier on the daemon's thread (as `sync -f`
+// and `proxy` run it by default) and on a thread of its own (`proxy --sync-thread`), in the same
+// run, alternating: the longest block of the daemon's loop (max and p99 of monitorEventLoopDelay
+// at 1 ms resolution), the full sync's time and the process's peak RSS, with their ratios.
+//   node dist/bench/event-loop.js --env host|qemu [--sizes 1000,10000] [--modes route,address] [--rounds 2]
+// host: the machine's kernel, each run in a private netns with a veth for kube-ipvs0 and IPVS in
+// memory (proxy-worker.ts --fake-ipvs); qemu: run it inside the VM
+// (scripts/bench.sh event-loop), the real kernel, each run in a fresh network namespace with a
+// dummy kube-ipvs0.
+// Both sides are bench/lib/proxy-worker.ts --full-only (with --sync-thread for the thread), under
+// the node flags and environment of the ipvsync command (its shebang).
+// Writes bench/results/event-loop-<env>.json and .md.
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import * as os from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { manifestFiles } from './lib/manifests.js';
+import { workload } from './lib/workload.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(here, '..', '..');
+const CLI = join(ROOT, 'dist', 'src', 'cli', 'main.js');
+const WORKER = join(here, 'lib', 'proxy-worker.js');
+const SHEBANG = readFileSync(CLI, 'utf8').split('\n', 1)[0]!.split(/\s+/).slice(2);
+const NODE_ENV_VARS = SHEBANG.slice(0, SHEBANG.indexOf('node'));
+const NODE_FLAGS = SHEBANG.slice(SHEBANG.indexOf('node') + 1);
+
+const { values: a } = parseArgs({
+  options: {
+    env: { type: 'string' },
+    sizes: { type: 'string', default: '1000,10000' },
+    modes: { type: 'string', default: 'route,address' },
+    rounds: { type: 'string', default: '2' },
+  },
+});
+if (a.env !== 'host' && a.env !== 'qemu') throw new Error('--env host|qemu');
+const env = a.env;
+const sizes = a.sizes!.split(',').map(Number);
+const modes = a.modes!.split(',');
+const rounds = Number(a.rounds);
+
+interface Run {
+  ms: number;
+  loopMaxMs: number;
+  loopP99Ms: number;
+  gcMaxMs: number;
+  mainRunQueueWaitMs?: number;
+  hwmMB: number;
+}
+
+function quiet(cmd: string, ...args: string[]): void {
+  spawnSync(cmd, args, { stdio: 'ignore' });
+}
+
+let netnsCount = 0;
+/** qemu: each run in a network namespace of its own with a dummy kube-ipvs0, as the suite runs
+ *  its IPVS steps: the kernel keeps an earlier run's deleted destinations in a trash list for
+ *  2–3 minutes and every destination add scans it (the same 10k full sync took 24.6 s, then
+ *  167–176 s in one namespace). */
+function freshNetns(): string {
+  const name = `loop${process.pid}-${++netnsCount}`;
+  for (const args of [['netns', 'add', name], ['-n', name, 'link', 'set', 'lo', 'up'], ['-n', name, 'link', 'add', 'kube-ipvs0', 'type', 'dummy']]) {
+    const r = spawnSync('ip', args, { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`ip ${args.join(' ')}: ${r.stderr}`);
+  }
+  return name;
+}
+
+function runWorker(dir: string, mode: string, thread: boolean): Run {
+  const worker = [...NODE_ENV_VARS, process.execPath, ...NODE_FLAGS, WORKER, '--dir', dir, '--bind-mode', mode, '--full-only', ...(thread ? ['--sync-thread'] : [])];
+  let r;
+  if (env === 'host') {
+    // a fresh netns per run: nothing of the last run left, a veth standing in for the dummy link
+    r = spawnSync('unshare', ['-n', 'bash', '-c', 'ip link set lo up && ip link add kube-ipvs0 type veth peer name kipvs0-peer && exec env "$@"', 'sh', ...worker, '--fake-ipvs'], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  } else {
+    const ns = freshNetns();
+    r = spawnSync('ip', ['netns', 'exec', ns, 'env', ...worker], { encoding: 'utf8', maxBuffer: 1 << 28 });
+    quiet('ip', 'netns', 'del', ns);
+  }
+  const line = (r.stdout ?? '').split('\n').find((l) => l.startsWith('@@WORKER '));
+  if (r.status !== 0 || !line) throw new Error(`worker (${mode}${thread ? ', sync thread' : ''}) exited ${r.status}: ${(r.stderr ?? '').slice(0, 800)}`);
+  const j = JSON.parse(line.slice(9));
+  const f = j.full;
+  const gc = f.gc ?? {};
+  return {
+    ms: f.ms,
+    loopMaxMs: f.eventLoop.maxMs,
+    loopP99Ms: f.eventLoop.p99Ms,
+    gcMaxMs: Math.max(gc.scavenge?.maxMs ?? 0, gc.markCompact?.maxMs ?? 0, gc.other?.maxMs ?? 0),
+    ...(f.cpu.mainRunQueueWaitMs !== undefined ? { mainRunQueueWaitMs: f.cpu.mainRunQueueWaitMs } : {}),
+    hwmMB: j.memory.afterFullSync.vmHWMkB / 1024,
+  };
+}
+
+const f0 = (x: number) => x.toFixed(0);
+const rows: Array<{ services: number; mode: string; inProcess: Run[]; thread: Run[] }> = [];
+for (const S of sizes) {
+  const dir = mkdtempSync(join(os.tmpdir(), `ipvsync-loop-${S}-`));
+  for (const [k, v] of Object.entries(manifestFiles(workload(S).services))) writeFileSync(join(dir, k), v);
+  for (const mode of modes) {
+    const row = { services: S, mode, inProcess: [] as Run[], thread: [] as Run[] };
+    for (let i = 0; i < rounds; i++) {
+      // alternating, the in-process run first in odd rounds and second in even ones
+      for (const thread of i % 2 === 0 ? [false, true] : [true, false]) {
+        const run = runWorker(dir, mode, thread);
+        (thread ? row.thread : row.inProcess).push(run);
+        console.log(`[${env} S=${S} ${mode}] ${thread ? 'sync thread' : 'in process '}: full ${f0(run.ms)} ms, event loop max ${run.loopMaxMs.toFixed(1)} ms (p99 ${run.loopP99Ms.toFixed(1)}), longest GC pause of the loop's heap ${run.gcMaxMs.toFixed(1)} ms, run-queue wait ${run.mainRunQueueWaitMs?.toFixed(0) ?? '?'} ms, peak RSS ${run.hwmMB.toFixed(0)} MB`);
+      }
+    }
+    rows.push(row);
+  }
+}
+
+const max = (rs: Run[], k: keyof Run) => Math.max(...rs.map((r) => r[k] ?? 0));
+const mean = (rs: Run[], k: keyof Run) => rs.reduce((n, r) => n + (r[k] ?? 0), 0) / rs.length;
+const lines = [
+  `Event loop during a full sync, ${env} (${os.release()}, ${os.cpus().length} CPUs), ${rounds} run(s) each, alternating; ${new Date().toISOString()}`,
+  '',
+  '| S | bindMode | loop max, in process | loop max, sync thread | ratio | p99 in / thread | full sync in / thread | peak RSS in / thread |',
+  '|---|---|---|---|---|---|---|---|',
+];
+for (const r of rows) {
+  const inMax = max(r.inProcess, 'loopMaxMs');
+  const thMax = max(r.thread, 'loopMaxMs');
+  lines.push(
+    `| ${r.services} | ${r.mode} | ${inMax.toFixed(0)} ms | ${thMax.toFixed(0)} ms | ${(inMax / thMax).toFixed(1)}× | ${max(r.inProcess, 'loopP99Ms').toFixed(0)} / ${max(r.thread, 'loopP99Ms').toFixed(0)} ms | ${(mean(r.inProcess, 'ms') / 1e3).toFixed(2)} / ${(mean(r.thread, 'ms') / 1e3).toFixed(2)} s | ${max(r.inProcess, 'hwmMB').toFixed(0)} / ${max(r.thread, 'hwmMB').toFixed(0)} MB |`,
+  );
+}
+lines.push('', 'loop max / p99 / peak RSS: the worst of the runs; full sync: their mean.');
+const md = lines.join('\n');
+console.log(`\n${md}`);
+// Inside the VM the checkout is read-only: the results go through its output window.
+const results = process.env.IPVSYNC_RESULTS_DIR ?? join(ROOT, 'bench', 'results');
+mkdirSync(results, { recursive: true });
+writeFileSync(join(results, `event-loop-${env}.json`), JSON.stringify({ env, kernel: os.release(), nproc: os.cpus().length, node: process.version, date: new Date().toISOString(), rounds, rows }, null, 2) + '\n');
+writeFileSync(join(results, `event-loop-${env}.md`), md + '\n');

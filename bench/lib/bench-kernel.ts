@@ -1,0 +1,22 @@
+// The kernel a benchmark's sync thread opens (SyncThreadOptions.kernelModule): the real handles,
+// or with ?fake-ipvs=1 the in-memory IPVS converting every batch as the real handle does (the
+// host kernel has no IPVS), as proxy-worker.ts --fake-ipvs builds it on its own thread.
+import type { EngineKernel } from '../../src/engine/engine.js';
+import { Conntrack } from '../../src/kernel/conntrack.js';
+import { Ipvs } from '../../src/kernel/ipvs.js';
+import { Links } from '../../src/kernel/links.js';
+import { Nftables } from '../../src/kernel/nftables.js';
+import type { HandleOptions } from '../../src/native.js';
+import type { KernelOptions } from '../../src/proxy/kernel.js';
+import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
+
+const fake = new URL(import.meta.url).searchParams.get('fake-ipvs') === '1';
+
+export async function openKernel(h: HandleOptions, o: KernelOptions): Promise<EngineKernel> {
+  return {
+    ipvs: fake ? new FakeIpvs({ record: false, convert: true }) : await Ipvs.open(h),
+    links: await Links.open(h),
+    ...(o.glue ? { nft: await Nftables.open(h) } : {}),
+    conntrack: await Conntrack.open(h),
+  };
+}
