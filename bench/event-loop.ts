@@ -11,21 +11,18 @@
 // the node flags and environment of the ipvsync command (its shebang).
 // Writes bench/results/event-loop-<env>.json and .md.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { NODE_ENV_VARS, NODE_FLAGS } from './lib/command-env.js';
 import { manifestFiles } from './lib/manifests.js';
 import { workload } from './lib/workload.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(here, '..', '..');
-const CLI = join(ROOT, 'dist', 'src', 'cli', 'main.js');
 const WORKER = join(here, 'lib', 'proxy-worker.js');
-const SHEBANG = readFileSync(CLI, 'utf8').split('\n', 1)[0]!.split(/\s+/).slice(2);
-const NODE_ENV_VARS = SHEBANG.slice(0, SHEBANG.indexOf('node'));
-const NODE_FLAGS = SHEBANG.slice(SHEBANG.indexOf('node') + 1);
 
 const { values: a } = parseArgs({
   options: {

@@ -25,6 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { iptablesRestore, JUMP_RULES } from './lib/iptables.js';
 import { ipBatchVips, IPSET_NAMES, ipsetRestore, ipvsadmRestore } from './lib/ipvs-mode.js';
+import { CLI, NODE_ENV_VARS, NODE_FLAGS } from './lib/command-env.js';
 import { manifestFiles, syncFlags } from './lib/manifests.js';
 import { nftRuleset, NFT_TABLE } from './lib/nft-mode.js';
 import { fmtMs, renderMarkdown, renderSvg, type SuiteResult, type PhaseResult, type Measure, type SizeRow } from './lib/render.js';
@@ -32,15 +33,8 @@ import { changedIndex, NODE_IP, NODE_NAME, withOneEndpointChanged, workload } fr
 
 const here = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(here, '..', '..');
-const CLI = join(ROOT, 'dist', 'src', 'cli', 'main.js');
 const WORKER = join(here, 'lib', 'proxy-worker.js');
 const SERVE_OBJECTS = join(here, 'lib', 'serve-objects.js');
-/** The environment and node flags the ipvsync command runs with (its shebang,
- *  `#!/usr/bin/env -S NAME=VALUE… node --flag…`): the in-process worker runs under the same
- *  allocator and V8 settings as the daemon it stands for. */
-const SHEBANG = readFileSync(CLI, 'utf8').split('\n', 1)[0]!.split(/\s+/).slice(2);
-const NODE_ENV_VARS = SHEBANG.slice(0, SHEBANG.indexOf('node'));
-const NODE_FLAGS = SHEBANG.slice(SHEBANG.indexOf('node') + 1);
 const RESULTS = join(ROOT, 'bench', 'results');
 
 const { values: a } = parseArgs({

@@ -10,13 +10,19 @@ import type { HandleOptions } from '../../src/native.js';
 import type { KernelOptions } from '../../src/proxy/kernel.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 
-const fake = new URL(import.meta.url).searchParams.get('fake-ipvs') === '1';
-
-export async function openKernel(h: HandleOptions, o: KernelOptions): Promise<EngineKernel> {
+/** The handles a benchmark's proxier programs through: the real ones but IPVS with `fakeIpvs`
+ *  (the in-process worker's, and the sync thread's through openKernel below). */
+export async function benchKernel(fakeIpvs: boolean, h: HandleOptions, o: KernelOptions): Promise<EngineKernel> {
   return {
-    ipvs: fake ? new FakeIpvs({ record: false, convert: true }) : await Ipvs.open(h),
+    ipvs: fakeIpvs ? new FakeIpvs({ record: false, convert: true }) : await Ipvs.open(h),
     links: await Links.open(h),
     ...(o.glue ? { nft: await Nftables.open(h) } : {}),
     conntrack: await Conntrack.open(h),
   };
+}
+
+const fake = new URL(import.meta.url).searchParams.get('fake-ipvs') === '1';
+
+export function openKernel(h: HandleOptions, o: KernelOptions): Promise<EngineKernel> {
+  return benchKernel(fake, h, o);
 }

@@ -21,18 +21,14 @@ import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1EndpointSlice } from '@kubernetes/client-node';
 import type { EngineKernel, SyncReport } from '../../src/engine/engine.js';
-import { Ipvs } from '../../src/kernel/ipvs.js';
-import { Links } from '../../src/kernel/links.js';
-import { Nftables } from '../../src/kernel/nftables.js';
-import { Conntrack } from '../../src/kernel/conntrack.js';
 import { loadManifests } from '../../src/kube/manifests.js';
 import { changedServiceKeys } from '../../src/kube/model-diff.js';
 import { desiredState } from '../../src/proxy/desired.js';
 import { shareList } from '../../src/engine/sorted.js';
 import { Proxier, type ProxierOptions } from '../../src/proxy/proxier.js';
 import { ThreadedProxier } from '../../src/proxy/sync-thread.js';
-import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { addonCpuUsage, memoryPressure, type AddonCpuUsage } from '../../src/native.js';
+import { benchKernel } from './bench-kernel.js';
 import { sliceObject } from './manifests.js';
 import { medianBy } from './median.js';
 import { CLUSTER_CIDR, NODE_IP, NODE_NAME, REPLACEMENT_IP, SERVICE_CIDR, withOneEndpointChanged, workload, changedIndex } from './workload.js';
@@ -116,14 +112,7 @@ let manifests: Awaited<ReturnType<typeof loadManifests>> | undefined = await loa
 const loadMs = performance.now() - t0;
 const S = manifests.services.length;
 
-const kernel: EngineKernel | undefined = o['sync-thread']
-  ? undefined
-  : {
-      ipvs: o['fake-ipvs'] ? new FakeIpvs({ record: false, convert: true }) : await Ipvs.open(),
-      links: await Links.open(),
-      nft: await Nftables.open(),
-      conntrack: await Conntrack.open(),
-    };
+const kernel: EngineKernel | undefined = o['sync-thread'] ? undefined : await benchKernel(!!o['fake-ipvs'], {}, { glue: true });
 const handles = (kernel ? [kernel.ipvs, kernel.links, kernel.nft, kernel.conntrack] : []).filter((h): h is NonNullable<typeof h> & { socketStats(): { messagesSent: number; sendmsgCalls: number; recvmsgCalls: number } } =>
   typeof (h as { socketStats?: unknown }).socketStats === 'function',
 );

@@ -70,9 +70,10 @@ export type FromThread =
 type KindName = 'ipvs' | 'addresses' | 'routes' | 'ipsets' | 'nft';
 const KINDS: KindName[] = ['ipvs', 'addresses', 'routes', 'ipsets', 'nft'];
 
-/** A SyncReport with its errors as WireErrors. */
+/** A SyncReport with its errors as WireErrors; a kind's error that is also in `errors` (all of
+ *  them, as the engine reports) goes as its index there. */
 export type WireReport = Omit<SyncReport, 'errors' | KindName> & { errors: WireError[] } & {
-  [K in KindName]: Omit<SyncReport[K], 'errors'> & { errors: WireError[] };
+  [K in KindName]: Omit<SyncReport[K], 'errors'> & { errors: Array<number | WireError> };
 };
 
 export function toWireError(e: unknown): WireError {
@@ -96,23 +97,19 @@ export function fromWireError(w: WireError): Error {
 }
 
 export function toWireReport(r: SyncReport): WireReport {
+  const index = new Map(r.errors.map((e, i) => [e, i]));
   const out = { ...r, errors: r.errors.map(toWireError) } as unknown as WireReport;
-  for (const k of KINDS) out[k] = { ...r[k], errors: r[k].errors.map(toWireError) };
+  for (const k of KINDS) out[k] = { ...r[k], errors: r[k].errors.map((e) => index.get(e) ?? toWireError(e)) };
   return out;
 }
 
-/** The report back with NetlinkErrors; an error listed both in a kind and in `errors` is the
- *  same object again, as in the thread. */
+/** The report back with NetlinkErrors: an error listed both in a kind and in `errors` is one
+ *  object again, as in the thread. */
 export function fromWireReport(w: WireReport): SyncReport {
   const all = w.errors.map(fromWireError) as NetlinkError[];
-  const byWire = new Map(w.errors.map((e, i) => [key(e), all[i]!]));
   const out = { ...w, errors: all } as unknown as SyncReport;
-  for (const k of KINDS) out[k] = { ...w[k], errors: w[k].errors.map((e) => (byWire.get(key(e)) ?? fromWireError(e)) as NetlinkError) };
+  for (const k of KINDS) out[k] = { ...w[k], errors: w[k].errors.map((e) => (typeof e === 'number' ? all[e]! : (fromWireError(e) as NetlinkError))) };
   return out;
-}
-
-function key(e: WireError): string {
-  return JSON.stringify([e.message, e.netlink?.op, e.netlink?.index, e.netlink?.member, e.netlink?.code]);
 }
 
 export class SyncThreadError extends Error {
@@ -126,10 +123,10 @@ export class SyncThreadError extends Error {
  */
 export class ThreadedProxier {
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (r: ThreadSyncResult) => void; reject: (e: Error) => void }>();
-  private readonly flushes = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
-  /** Why the thread is gone (every later sync rejects with it). */
-  private dead: Error | undefined;
+  /** Requests awaiting their answer (syncs and flushes), by id. */
+  private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  /** Why the thread is gone (every later request rejects with it). */
+  private dead: SyncThreadError | undefined;
   private closing = false;
   private onExited: (e: SyncThreadError) => void = () => {};
   /** Resolves if the thread ends on its own (crashed, exited): every sync fails from then on, so
@@ -142,7 +139,7 @@ export class ThreadedProxier {
     worker.on('exit', (code) => {
       const e = new SyncThreadError(`sync thread exited (code ${code})`);
       this.fail(e);
-      if (!this.closing) this.onExited(this.dead instanceof SyncThreadError ? this.dead : e);
+      if (!this.closing) this.onExited(this.dead ?? e);
     });
   }
 
@@ -181,21 +178,20 @@ export class ThreadedProxier {
 
   /** Plans and applies on the thread (`full`: compare every IPVS service, as Proxier.sync). */
   sync(full: boolean): Promise<ThreadSyncResult> {
-    if (this.dead) return Promise.reject(this.dead);
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.post({ t: 'sync', id, full });
-    });
+    return this.request((id) => ({ t: 'sync', id, full }));
   }
 
   /** Resolves once the thread has taken in every object posted before (no sync). */
   flush(): Promise<void> {
+    return this.request((id) => ({ t: 'flush', id }));
+  }
+
+  private request<T>(message: (id: number) => ToThread): Promise<T> {
     if (this.dead) return Promise.reject(this.dead);
     const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      this.flushes.set(id, { resolve, reject });
-      this.post({ t: 'flush', id });
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.post(message(id));
     });
   }
 
@@ -207,23 +203,18 @@ export class ThreadedProxier {
   }
 
   private onMessage(m: FromThread): void {
-    if (m.t === 'flushed') {
-      this.flushes.get(m.id)?.resolve();
-      this.flushes.delete(m.id);
-      return;
-    }
-    if (m.t !== 'synced' && m.t !== 'syncFailed') return;
+    if (m.t !== 'synced' && m.t !== 'syncFailed' && m.t !== 'flushed') return;
     const p = this.pending.get(m.id);
     if (!p) return;
     this.pending.delete(m.id);
     if (m.t === 'synced') p.resolve({ ...m.result, report: fromWireReport(m.result.report) });
+    else if (m.t === 'flushed') p.resolve(undefined);
     else p.reject(fromWireError(m.error));
   }
 
-  private fail(e: Error): void {
+  private fail(e: SyncThreadError): void {
     this.dead ??= e;
-    for (const p of [...this.pending.values(), ...this.flushes.values()]) p.reject(this.dead);
+    for (const p of this.pending.values()) p.reject(this.dead);
     this.pending.clear();
-    this.flushes.clear();
   }
 }
