@@ -127,12 +127,22 @@ test('the next IPVS batch is handed over while the kernel takes this one (in cal
   const events: string[] = [];
   const apply = ipvs.apply.bind(ipvs);
   let calls = 0;
+  // A batch's answer waits for the next batch's call (a kernel still busy with it when the
+  // engine hands over the next), or 50 ms when none comes: an engine that waited for each answer
+  // before the next call gets its answers first; one that hands over ahead gets them after the
+  // next call, whatever the machine's load (a fixed 5-ms answer raced the next batch's
+  // conversion on a loaded machine).
+  let nextCall: (() => void) | undefined;
   ipvs.apply = (ops, opts) => {
     const k = ++calls;
     events.push(`call ${k}`);
-    // the double answers in a turn of the loop; a kernel takes a while
+    nextCall?.();
+    const handedOver = new Promise<void>((resolve) => {
+      nextCall = resolve;
+      setTimeout(resolve, 50);
+    });
     return apply(ops, opts).then(async (r) => {
-      await new Promise((resolve) => setTimeout(resolve, 5));
+      await handedOver;
       events.push(`done ${k}`);
       return r;
     });
