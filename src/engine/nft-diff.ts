@@ -28,6 +28,9 @@ export interface NftDelta {
   rebuilt?: string;
   /** Element changes computed from the last clean apply, without listing the kernel. */
   fromLast?: boolean;
+  /** The table is not in the kernel: the ops create it from nothing (build order: table,
+   *  chains, sets with their elements, then the rules). */
+  created?: boolean;
 }
 
 const PROTO: Record<number, string> = { 6: 'tcp', 17: 'udp', 132: 'sctp', 1: 'icmp', 58: 'ipv6-icmp' };
@@ -148,7 +151,7 @@ export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelt
 export function* diffNftSteps(desired: DesiredNftTable, observed: NftRuleset): Steps<NftDelta> {
   const t: TableSpec = { family: desired.family, name: desired.name };
   const mine = (x: { family: NftFamily; table: string }) => x.family === t.family && x.table === t.name;
-  if (!observed.tables.some((x) => x.family === t.family && x.name === t.name)) return { ops: yield* build(t, desired) };
+  if (!observed.tables.some((x) => x.family === t.family && x.name === t.name)) return { ops: yield* build(t, desired), created: true };
 
   // Static part: chains (with hooks), set declarations, and each chain's rule list.
   const haveChains = new Map(observed.chains.filter(mine).map((c) => [c.name, chainSignature(c)]));

@@ -3,7 +3,7 @@
 // zero writes, and changed by elements only when services change.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Engine } from '../../src/engine/engine.js';
 import { Nftables } from '../../src/kernel/nftables.js';
@@ -144,5 +144,63 @@ test('periodic full syncs on the real kernel: the glue is listed while the rules
     execFileSync('nft', ['delete', 'table', 'ip', 'ipvsync']);
     execFileSync('nft', ['delete', 'table', 'ip6', 'ipvsync']);
     spawnSync('nft', ['delete', 'table', 'ip', 'someone-else']);
+  }
+});
+
+test('created in pieces (createNftInTransactionsOf): `nft monitor` sees the sets filled over several generations and every rule in the last one; the tables equal a one-transaction creation; a resync reads only the generation', async () => {
+  const m = await loadManifests([EXAMPLE]);
+  const node = { name: 'n1', addresses: ['10.0.0.11', '127.0.0.1'] };
+  const model = translate({ services: m.services, endpointSlices: m.endpointSlices, node, config: { clusterCIDRs: ['192.168.0.0/16'] } });
+  const want = () => ({ services: [], nft: glueTables(model.glue) });
+  const nft = await Nftables.open();
+  const bare = (family: string) => JSON.stringify(listed(family), (k, v) => (k === 'handle' ? undefined : v));
+  const drop = () => {
+    for (const f of ['ip', 'ip6']) spawnSync('nft', ['delete', 'table', f, 'ipvsync']);
+  };
+  try {
+    // the reference: one transaction
+    assert.deepEqual((await new Engine({ ipvs: new FakeIpvs(), nft }).sync(want())).errors, []);
+    const one = { ip: bare('ip'), ip6: bare('ip6') };
+    drop();
+
+    // `nft monitor` from a marker table's add to its delete: exactly what the sync committed
+    const mon = spawn('nft', ['monitor'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    mon.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    const seen = async (re: RegExp) => {
+      for (let i = 0; i < 200 && !re.test(out); i++) {
+        if (i % 10 === 0 && re.source.includes('marker') && !out.includes('add table ip marker')) spawnSync('nft', ['add', 'table', 'ip', 'marker']);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      assert.match(out, re);
+    };
+    await seen(/add table ip marker/);
+    const engine = new Engine({ ipvs: new FakeIpvs(), nft }, { createNftInTransactionsOf: 25 });
+    const sent = () => nft.socketStats().messagesSent;
+    const r = await engine.sync(want());
+    assert.deepEqual(r.errors, []);
+    // the generation after the last piece is the engine's: a resync reads it and nothing else
+    const m0 = sent();
+    assert.equal((await engine.sync(want())).nft.writes, 0);
+    assert.equal(sent() - m0, 1, 'only the generation is read');
+    spawnSync('nft', ['delete', 'table', 'ip', 'marker']);
+    await seen(/delete table ip marker/);
+    mon.kill();
+    const lines = out.slice(out.indexOf('add table ip marker')).split('\n');
+    const body = lines.slice(lines.findIndex((l) => l.startsWith('# new generation')) + 1, lines.findIndex((l) => l.startsWith('delete table ip marker')));
+    const gens = body.map((l, i) => (l.startsWith('# new generation') ? i : -1)).filter((i) => i >= 0);
+    assert.ok(gens.length >= 3, `several transactions, the rules' the last (${gens.length} generations)`);
+    const lastGen = gens[gens.length - 2]!;
+    const rules = body.map((l, i) => (l.startsWith('add rule') ? i : -1)).filter((i) => i >= 0);
+    const elements = body.map((l, i) => (l.startsWith('add element') ? i : -1)).filter((i) => i >= 0);
+    assert.ok(rules.length > 0 && elements.length > 0);
+    assert.ok(rules.every((i) => i > lastGen), 'every rule in the last generation');
+    assert.ok(elements.every((i) => i < lastGen), 'every element before it');
+    // an element generation holds no more than the given work
+    assert.ok(gens.length - 1 >= Math.ceil(elements.length / 25));
+    assert.deepEqual({ ip: bare('ip'), ip6: bare('ip6') }, one, 'the same tables as one transaction makes');
+  } finally {
+    drop();
+    spawnSync('nft', ['delete', 'table', 'ip', 'marker']);
   }
 });
