@@ -578,7 +578,8 @@ export class Engine {
     if (obs.routes) plan.routes = obs.routes;
     if (obs.ipsets) plan.ipsets = obs.ipsets;
     if (nftDeltas) {
-      // Every table's delta goes into the same transaction: the glue changes all at once.
+      // Every table's delta goes into the same transaction (tables created from nothing: their
+      // rules in the last one, see createNftInTransactionsOf): the glue changes all at once.
       const rebuilt = nftDeltas.map((d, i) => (d.rebuilt ? `${tables[i]!.family} ${tables[i]!.name}: ${d.rebuilt}` : '')).filter(Boolean);
       const created = nftDeltas.every((d) => d.created) && tables.every((t) => t.chains.every((c) => c.hook?.policy !== 'drop'));
       plan.nft = { ops: nftDeltas.flatMap((d) => d.ops), ...(rebuilt.length ? { rebuilt: rebuilt.join('; ') } : {}), ...(created ? { created } : {}) };
