@@ -58,6 +58,45 @@ export async function loadManifests(paths: readonly string[]): Promise<ManifestS
   return resolveLegacyEndpoints(collect(entries, skipped));
 }
 
+/** What a manifests folder feeds: a Proxier's object handlers (in process or on its thread). */
+export interface ObjectHandlers {
+  onServiceUpdate(s: V1Service): void;
+  onServiceDelete(key: string): void;
+  onSliceUpdate(s: V1EndpointSlice): void;
+  onSliceDelete(key: string): void;
+}
+
+/** How many objects a folder's load gave its handlers. */
+export interface FolderLoad {
+  services: number;
+  endpointSlices: number;
+}
+
+/**
+ * A manifests folder as a source of objects (`proxy --manifests DIR`): each load() reads it
+ * again, gives the handlers every object and deletes the ones that disappeared since the last
+ * load. A load that fails (a file that does not parse) changes nothing, so the objects of the
+ * load before stay.
+ */
+export class ManifestFolder {
+  private known = { services: new Set<string>(), slices: new Set<string>() };
+
+  constructor(readonly dir: string) {}
+
+  async load(h: ObjectHandlers): Promise<FolderLoad> {
+    const m = await loadManifests([this.dir]);
+    const key = (o: { metadata?: { namespace?: string; name?: string } }) => `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name}`;
+    const services = new Set(m.services.map(key));
+    const slices = new Set(m.endpointSlices.map(key));
+    for (const k of this.known.services) if (!services.has(k)) h.onServiceDelete(k);
+    for (const k of this.known.slices) if (!slices.has(k)) h.onSliceDelete(k);
+    for (const s of m.services) h.onServiceUpdate(s);
+    for (const s of m.endpointSlices) h.onSliceUpdate(s);
+    this.known = { services, slices };
+    return { services: m.services.length, endpointSlices: m.endpointSlices.length };
+  }
+}
+
 /** Parses one file's text (`source` names it in errors); legacy Endpoints are kept as read. */
 export function parseManifests(text: string, source: string): ManifestSet {
   const skipped: ManifestSet['skipped'] = [];

@@ -13,6 +13,7 @@ import { Worker } from 'node:worker_threads';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import type { SyncReport } from '../engine/engine.js';
 import { NetlinkError, type NetlinkErrorFields } from '../errors.js';
+import type { FolderLoad } from '../kube/manifests.js';
 import type { HealthCheck, ModelWarning, ProxyModel } from '../kube/types.js';
 import type { HandleOptions } from '../native.js';
 import type { KernelOptions } from './kernel.js';
@@ -25,7 +26,17 @@ export interface SyncThreadOptions {
   /** A module exporting `openKernel(handle, kernelOptions)` to use instead of the real kernel's
    *  (tests: an in-memory kernel). A file URL or an absolute path. */
   kernelModule?: string;
+  /**
+   * The thread's nice value (Linux: setpriority of its own thread id; default 5). The daemon's
+   * thread stays at the process's: when it wants a CPU the sync's JavaScript keeps busy, the
+   * scheduler runs it first, so its event loop (its timers, /healthz, a GC pause of its heap)
+   * is held waiting less. 0 leaves the thread as it is.
+   */
+  nice?: number;
 }
+
+/** SyncThreadOptions.nice's default. */
+export const SYNC_THREAD_NICE = 5;
 
 /** What a sync thread reports of its model: the daemon's health servers and metrics read these
  *  (the model itself, ~100k destinations at 10k services, stays on the thread). */
@@ -57,15 +68,18 @@ export type ToThread =
   | { t: 'serviceDelete'; key: string }
   | { t: 'slice'; obj: V1EndpointSlice }
   | { t: 'sliceDelete'; key: string }
+  | { t: 'loadManifests'; id: number; dir: string }
   | { t: 'sync'; id: number; full: boolean }
   | { t: 'flush'; id: number };
 
 export type FromThread =
-  | { t: 'ready' }
+  | { t: 'ready'; tid: number; niceError?: string }
   | { t: 'openFailed'; error: WireError }
   | { t: 'synced'; id: number; result: Omit<ThreadSyncResult, 'report'> & { report: WireReport } }
   | { t: 'syncFailed'; id: number; error: WireError }
-  | { t: 'flushed'; id: number };
+  | { t: 'flushed'; id: number }
+  | { t: 'loaded'; id: number; load: FolderLoad }
+  | { t: 'loadFailed'; id: number; error: WireError };
 
 type KindName = 'ipvs' | 'addresses' | 'routes' | 'ipsets' | 'nft';
 const KINDS: KindName[] = ['ipvs', 'addresses', 'routes', 'ipsets', 'nft'];
@@ -133,6 +147,11 @@ export class ThreadedProxier {
    *  a daemon should exit and be restarted. Never resolves after close(). */
   readonly exited: Promise<SyncThreadError> = new Promise((resolve) => (this.onExited = resolve));
 
+  /** The thread's Linux thread id (its /proc/self/task entry). */
+  threadId = 0;
+  /** Why the thread's nice value could not be set (the thread runs at the process's), if so. */
+  niceError: string | undefined;
+
   private constructor(private readonly worker: Worker) {
     worker.on('message', (m: FromThread) => this.onMessage(m));
     worker.on('error', (e) => this.fail(new SyncThreadError(`sync thread failed: ${e.message}`, { cause: e })));
@@ -148,8 +167,11 @@ export class ThreadedProxier {
     const p = new ThreadedProxier(worker);
     await new Promise<void>((resolve, reject) => {
       const onMessage = (m: FromThread) => {
-        if (m.t === 'ready') done(), resolve();
-        else if (m.t === 'openFailed') done(), void worker.terminate(), reject(fromWireError(m.error));
+        if (m.t === 'ready') {
+          p.threadId = m.tid;
+          p.niceError = m.niceError;
+          done(), resolve();
+        } else if (m.t === 'openFailed') done(), void worker.terminate(), reject(fromWireError(m.error));
       };
       const onExit = (code: number) => (done(), reject(p.dead ?? new SyncThreadError(`sync thread exited (code ${code}) before it was ready`)));
       const done = () => (worker.off('message', onMessage), worker.off('exit', onExit));
@@ -181,6 +203,17 @@ export class ThreadedProxier {
     return this.request((id) => ({ t: 'sync', id, full }));
   }
 
+  /**
+   * The thread reads a manifests folder itself (ManifestFolder: every object, and deletes of
+   * those gone since its last load of `dir`), so this thread never holds the parsed objects.
+   * In order with the syncs requested: a sync asked for after it has the folder's objects.
+   * A folder that does not load rejects with its ManifestError (by name and message) and
+   * changes nothing on the thread.
+   */
+  loadManifests(dir: string): Promise<FolderLoad> {
+    return this.request((id) => ({ t: 'loadManifests', id, dir }));
+  }
+
   /** Resolves once the thread has taken in every object posted before (no sync). */
   flush(): Promise<void> {
     return this.request((id) => ({ t: 'flush', id }));
@@ -203,12 +236,13 @@ export class ThreadedProxier {
   }
 
   private onMessage(m: FromThread): void {
-    if (m.t !== 'synced' && m.t !== 'syncFailed' && m.t !== 'flushed') return;
+    if (m.t === 'ready' || m.t === 'openFailed') return;
     const p = this.pending.get(m.id);
     if (!p) return;
     this.pending.delete(m.id);
     if (m.t === 'synced') p.resolve({ ...m.result, report: fromWireReport(m.result.report) });
     else if (m.t === 'flushed') p.resolve(undefined);
+    else if (m.t === 'loaded') p.resolve(m.load);
     else p.reject(fromWireError(m.error));
   }
 

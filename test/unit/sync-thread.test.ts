@@ -3,12 +3,14 @@
 // NetlinkErrors; a thread that fails to open or dies rejects instead of hanging.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { NetlinkError } from '../../src/errors.js';
-import { loadManifests } from '../../src/kube/manifests.js';
+import { loadManifests, ManifestFolder } from '../../src/kube/manifests.js';
 import { Proxier, type ProxierOptions } from '../../src/proxy/proxier.js';
-import { SyncThreadError, ThreadedProxier, fromWireReport, toWireReport } from '../../src/proxy/sync-thread.js';
+import { SYNC_THREAD_NICE, SyncThreadError, ThreadedProxier, fromWireReport, toWireReport } from '../../src/proxy/sync-thread.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
 
@@ -21,8 +23,14 @@ const proxierOptions: ProxierOptions = {
   glue: true,
 };
 
-function start(fail?: string): Promise<ThreadedProxier> {
-  return ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue: true }, kernelModule: fail ? `${KERNEL}?fail=${fail}` : KERNEL });
+function start(fail?: string, nice?: number): Promise<ThreadedProxier> {
+  return ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue: true }, kernelModule: fail ? `${KERNEL}?fail=${fail}` : KERNEL, ...(nice !== undefined ? { nice } : {}) });
+}
+
+/** A thread's nice value, from /proc/self/task/<tid>/stat (field 19). */
+function niceOf(tid: number | string): number {
+  const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
 }
 
 test('sync thread: the same writes, report and model summary as an in-process proxier; a resync writes nothing; a delete reaches the thread', async (t) => {
@@ -124,6 +132,71 @@ test('sync thread: flush() resolves once the objects posted before are taken in,
   const r = await remote.sync(false);
   assert.deepEqual(r.report.ipvs.ops, { addService: 1 });
   assert.equal(r.serviceChanges, 1);
+});
+
+test('sync thread: loadManifests reads the folder on the thread (the writes of an in-process proxier fed by the same folder); a reload deletes what disappeared; a folder that does not parse rejects with its ManifestError and changes nothing', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'ipvsync-thread-folder-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  cpSync(EXAMPLE, dir, { recursive: true });
+  const local = new Proxier(fakeKernel(), proxierOptions);
+  const folder = new ManifestFolder(dir);
+  const remote = await start();
+  t.after(() => remote.close());
+
+  const counts = await remote.loadManifests(dir);
+  assert.deepEqual(counts, await folder.load(local));
+  assert.ok(counts.services >= 3 && counts.endpointSlices >= 3, JSON.stringify(counts));
+  const a = await local.sync(true);
+  const b = await remote.sync(true);
+  assert.deepEqual(b.report.errors, []);
+  assert.ok(b.report.ipvs.writes > 0, JSON.stringify(b.report.ipvs));
+  for (const k of ['ipvs', 'addresses', 'nft'] as const) assert.deepEqual(b.report[k], a.report[k], k);
+  assert.equal(b.model.services, a.model.services.length);
+
+  // the NodePort service's file goes: its Service and EndpointSlice are deleted on the thread
+  rmSync(join(dir, 'nodeport.yaml'));
+  const fewer = await remote.loadManifests(dir);
+  assert.deepEqual(fewer, await folder.load(local));
+  assert.equal(fewer.services, counts.services - 1);
+  const gone = await remote.sync(false);
+  const goneLocal = await local.sync(false);
+  assert.deepEqual(gone.report.ipvs.ops, goneLocal.report.ipvs.ops);
+  assert.ok((gone.report.ipvs.ops.deleteService ?? 0) > 0, JSON.stringify(gone.report.ipvs.ops));
+  assert.equal(gone.model.services, goneLocal.model.services.length);
+
+  // a file that does not parse: the typed error, by name and message, and no change
+  writeFileSync(join(dir, 'broken.yaml'), 'kind: Service\nmetadata: [\n');
+  await assert.rejects(remote.loadManifests(dir), (e: unknown) => e instanceof Error && e.name === 'ManifestError' && e.message.includes('broken.yaml'));
+  const after = await remote.sync(true);
+  assert.deepEqual(after.report.errors, []);
+  assert.equal(after.report.ipvs.writes + after.report.addresses.writes + after.report.nft.writes, 0);
+  assert.equal(after.model.services, gone.model.services);
+  // and the thread keeps working once the folder parses again
+  rmSync(join(dir, 'broken.yaml'));
+  assert.deepEqual(await remote.loadManifests(dir), fewer);
+});
+
+test('sync thread: the thread runs at a lower priority than the daemon thread (its own nice value; 0 leaves it as is)', async (t) => {
+  const mainNice = niceOf(process.pid);
+  const dflt = await start();
+  t.after(() => dflt.close());
+  assert.ok(readdirSync('/proc/self/task').includes(String(dflt.threadId)), `thread ${dflt.threadId}`);
+  assert.notEqual(dflt.threadId, process.pid);
+  assert.equal(dflt.niceError, undefined);
+  assert.ok(SYNC_THREAD_NICE > 0);
+  assert.equal(niceOf(dflt.threadId), SYNC_THREAD_NICE);
+  // the daemon's thread keeps its own
+  assert.equal(niceOf(process.pid), mainNice);
+  const seven = await start(undefined, 7);
+  t.after(() => seven.close());
+  assert.equal(niceOf(seven.threadId), 7);
+  const zero = await start(undefined, 0);
+  t.after(() => zero.close());
+  assert.equal(niceOf(zero.threadId), mainNice);
+  // and it still syncs
+  seven.onServiceUpdate(svc('web', { clusterIP: '10.96.0.1', ports: [{ port: 80 }] }));
+  assert.deepEqual((await seven.sync(false)).report.ipvs.ops, { addService: 1 });
+  assert.equal(niceOf(process.pid), mainNice);
 });
 
 test('sync thread: a report crosses as plain data and comes back with NetlinkErrors', () => {
