@@ -1,4 +1,4 @@
-#!/usr/bin/env -S MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072 node --max-semi-space-size=4 --v8-pool-size=1 --heap-growing-percent=20
+#!/usr/bin/env -S MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072 node --max-semi-space-size=4 --v8-pool-size=1 --heap-growing-percent=20 --no-memory-reducer
 // The ipvsync command line. Each command group lives in its own module (ipvs.ts, …).
 // Node runs with these settings for a node agent (the Dockerfile passes the same):
 // - a 4 MB semi-space (the young generation's half; Node's default grows it to 16 MB on a
@@ -26,7 +26,13 @@
 //   the trim threshold to twice it), so after the first sync's multi-MB buffers blocks that size
 //   came from the arenas and several MB freed at their tops stayed resident. The daemon from the
 //   API at 10k peaked at 142–147 MB in six runs with this, 144–150 MB in five without
-//   (interleaved, qemu), the syncs no slower.
+//   (interleaved, qemu), the syncs no slower;
+// - no memory reducer (V8's collections of a heap that has gone idle, on a timer): with the
+//   proxier on its sync thread the daemon's thread idles through a full sync, and the reducer
+//   collected its small heap in the middle of it, holding its event loop 31–60 ms under qemu
+//   (10k; the loop 33–68 ms in 3 runs of 4, 13–33 ms in 4 without the reducer). The daemon
+//   asks for its collections itself (memoryPressure after every full sync, and on the daemon's
+//   thread once the sync thread has its objects).
 import { Command } from 'commander';
 import { NetlinkError } from '../errors.js';
 import type { HandleOptions } from '../native.js';

@@ -332,6 +332,8 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
         onNodeDelete: () => health.syncNode(undefined),
       },
       onError: (e) => log.warn('informer', { resource: e.resource, error: e.error, retryInMs: e.retryInMs }),
+      // On its thread, the proxier takes each list page in before the next is read.
+      ...(proxier instanceof ThreadedProxier ? { afterListPage: () => proxier.flush() } : {}),
     });
     sources.start();
     lc.onStop('informers', () => sources.stop());

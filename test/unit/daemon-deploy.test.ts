@@ -100,6 +100,7 @@ test('Dockerfile: Node 20, addon where src/native.ts looks for it, entrypoint an
   const nodeFlags = words.slice(words.indexOf('node') + 1);
   assert.ok(nodeFlags.includes('--max-semi-space-size=4'), shebang);
   assert.ok(nodeFlags.includes('--heap-growing-percent=20'), shebang);
+  assert.ok(nodeFlags.includes('--no-memory-reducer'), shebang);
   assert.ok(envVars.includes('MALLOC_ARENA_MAX=2'), shebang);
   assert.ok(envVars.includes('MALLOC_MMAP_THRESHOLD_=131072') && envVars.includes('MALLOC_TRIM_THRESHOLD_=131072'), shebang);
   assert.deepEqual(JSON.parse(entry), ['node', ...nodeFlags, '/opt/ipvsync/dist/src/cli/main.js']);
