@@ -8,14 +8,14 @@ import { Ipvs } from '../kernel/ipvs.js';
 import { Links } from '../kernel/links.js';
 import { Nftables } from '../kernel/nftables.js';
 import { IPVSYNC_ROUTE_PROTOCOL, Routes } from '../kernel/routes.js';
-import { loadManifests, ManifestFolder, type ManifestSet, type ObjectHandlers } from '../kube/manifests.js';
+import { loadManifests, ManifestFolder, type ManifestSet } from '../kube/manifests.js';
 import { memoryPressure, type HandleOptions } from '../native.js';
 import { GLUE_TABLE } from '../proxy/glue.js';
 import { openKernel } from '../proxy/kernel.js';
 import { describePlan, nodeAddresses, Proxier, type ProxierOptions } from '../proxy/proxier.js';
 import { ThreadedProxier } from '../proxy/sync-thread.js';
 import type { SyncReport } from '../engine/engine.js';
-import type { ProxyModel } from '../kube/types.js';
+import type { ObjectHandlers, ProxyModel } from '../kube/types.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
 import { SyncRunner } from '../engine/runner.js';
 import { CONFIG_FLAGS, loadConfig, nodeName, toProxyConfig, writeConfigTo } from '../daemon/config.js';
@@ -307,10 +307,15 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
     // posted, every object was held twice while it crossed (the parsed folder on this thread,
     // its copy on that one): at 10k services under qemu the process peaked at 144–148 MB while
     // loading, 130–134 MB now. Then this thread's own startup garbage is collected, before the
-    // first sync (V8's memory reducer may still collect this idle heap during a sync later:
-    // 7–59 ms pauses under qemu, measured).
-    const folder = new ManifestFolder(dir);
-    const load = (): Promise<unknown> => (proxier instanceof ThreadedProxier ? proxier.loadManifests(dir).then(() => memoryPressure('critical')) : folder.load(proxier));
+    // first sync (the command runs without V8's memory reducer, which collected this idle heap
+    // in the middle of syncs: main.ts).
+    let load: () => Promise<unknown>;
+    if (proxier instanceof ThreadedProxier) {
+      load = () => proxier.loadManifests(dir).then(() => memoryPressure('critical'));
+    } else {
+      const folder = new ManifestFolder(dir);
+      load = () => folder.load(proxier);
+    }
     await load();
     if (!statSync(dir).isDirectory() || readdirSync(dir).length === 0) log.warn('manifests folder is empty', { dir });
     const w = watch(dir, () => {

@@ -24,14 +24,11 @@ import type { KubeConfig, KubernetesObject, V1EndpointSlice, V1Node, V1Service }
 import { objectKey } from './change-tracker.js';
 import type { ApiAccess } from './kubeconfig.js';
 import { KeyedListWatch, type DoneCallback, type ListPage, type WatchCallback } from './list-watch.js';
+import type { ObjectHandlers } from './types.js';
 
 /** Where events go; plug-compatible with ServiceTracker / EndpointSliceTracker. Every object is a
  *  plain JSON object; keys are "namespace/name" (a node's key is its name). */
-export interface KubeHandlers {
-  onServiceUpdate(svc: V1Service): void;
-  onServiceDelete(key: string): void;
-  onSliceUpdate(slice: V1EndpointSlice): void;
-  onSliceDelete(key: string): void;
+export interface KubeHandlers extends ObjectHandlers {
   onNode(node: V1Node): void;
   onNodeDelete?(name: string): void;
 }

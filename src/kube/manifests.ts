@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { isIP } from 'node:net';
 import { yaml } from '../yaml.js';
 import type { V1EndpointSlice, V1Endpoints, V1Service } from '@kubernetes/client-node';
-import { LABEL_SERVICE_NAME } from './types.js';
+import { LABEL_SERVICE_NAME, type ObjectHandlers } from './types.js';
 
 export class ManifestError extends Error {
   constructor(
@@ -56,14 +56,6 @@ export async function loadManifests(paths: readonly string[]): Promise<ManifestS
     entries.push(...parseDocuments(text, file, skipped));
   }
   return resolveLegacyEndpoints(collect(entries, skipped));
-}
-
-/** What a manifests folder feeds: a Proxier's object handlers (in process or on its thread). */
-export interface ObjectHandlers {
-  onServiceUpdate(s: V1Service): void;
-  onServiceDelete(key: string): void;
-  onSliceUpdate(s: V1EndpointSlice): void;
-  onSliceDelete(key: string): void;
 }
 
 /** How many objects a folder's load gave its handlers. */

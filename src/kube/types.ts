@@ -18,6 +18,15 @@ export const ANNOTATION_SCHEDULER_FLAGS = 'ipvsync.io/scheduler-flags';
 /** Legacy source-range annotation, used when spec.loadBalancerSourceRanges is empty (as kube-proxy). */
 export const ANNOTATION_LB_SOURCE_RANGES = 'service.beta.kubernetes.io/load-balancer-source-ranges';
 
+/** Where Services and EndpointSlices go (keys "namespace/name"): a Proxier's handlers, in process
+ *  or on its thread; fed by the informers (KubeHandlers) and by a manifests folder. */
+export interface ObjectHandlers {
+  onServiceUpdate(svc: V1Service): void;
+  onServiceDelete(key: string): void;
+  onSliceUpdate(slice: V1EndpointSlice): void;
+  onSliceDelete(key: string): void;
+}
+
 /** The subset of KubeProxyConfiguration that changes what is programmed. */
 export interface ProxyConfig {
   /** Default IPVS scheduler (kube-proxy's ipvs.scheduler); 'rr' when empty. */
