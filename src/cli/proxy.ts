@@ -322,6 +322,20 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
       load().then(request, (e: unknown) => log.warn('manifests not reloaded', { error: e }));
     });
     lc.onStop('manifests watch', () => w.close());
+  } else if (proxier instanceof ThreadedProxier) {
+    // The thread lists and watches the API itself: the objects go from the parsed answers
+    // straight into its proxier, and this thread hears only of changes and of its Node.
+    const kube = await proxier.watchKube({
+      source: { ...(cfg.kubeconfig ? { kubeconfig: cfg.kubeconfig } : {}), ...(cfg.master ? { server: cfg.master } : {}) },
+      nodeName: nodeName(cfg),
+      onChange: request,
+      onNode: (n) => health.syncNode(n),
+      onError: (e) => log.warn('informer', { resource: e.resource, error: e.error, retryInMs: e.retryInMs }),
+      onHandlerError: (resource, e) => log.error('informer handler failed', { resource, error: e }),
+    });
+    lc.onStop('informers', () => kube.stop());
+    // Never program from an empty cache: wait for every first list.
+    await kube.synced;
   } else {
     const { KubeSources } = await import('../kube/informers.js');
     const { loadKubeConfig } = await import('../kube/kubeconfig.js');
@@ -337,16 +351,12 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
         onNodeDelete: () => health.syncNode(undefined),
       },
       onError: (e) => log.warn('informer', { resource: e.resource, error: e.error, retryInMs: e.retryInMs }),
-      // On its thread, the proxier takes each list page in before the next is read.
-      ...(proxier instanceof ThreadedProxier ? { afterListPage: () => proxier.flush() } : {}),
+      onHandlerError: (resource, e) => log.error('informer handler failed', { resource, error: e }),
     });
     sources.start();
     lc.onStop('informers', () => sources.stop());
     // Never program from an empty cache: wait for every first list.
     await sources.synced();
-    // With the proxier on its thread, the lists this thread parsed and posted are garbage on a
-    // heap that then idles through the sync: collect it now, before the first sync.
-    if (proxier instanceof ThreadedProxier) memoryPressure('critical');
   }
   lc.onStop('runner', () => runner.stop());
   runner.start();

@@ -50,6 +50,43 @@ const proxier = new Proxier(kernel!, opts.proxier);
 let queue: Promise<void> = Promise.resolve();
 /** The manifests folders this thread reads itself, by path (each remembers what it gave). */
 const folders = new Map<string, ManifestFolder>();
+/** The API informers, once asked for (watchKube). */
+let sources: { stop(): Promise<void> } | undefined;
+/** A 'kubeChanged' is posted once per batch of objects taken in (the objects of one list page,
+ *  or the watch events of one read), not once per object. */
+let changePosted = false;
+const changed = () => {
+  if (changePosted) return;
+  changePosted = true;
+  setImmediate(() => {
+    changePosted = false;
+    send({ t: 'kubeChanged' });
+  });
+};
+
+async function watchKube(m: Extract<ToThread, { t: 'watchKube' }>): Promise<void> {
+  const { KubeSources } = await import('../kube/informers.js');
+  const { loadKubeConfig } = await import('../kube/kubeconfig.js');
+  const s = new KubeSources({
+    ...m.informer,
+    kubeConfig: loadKubeConfig(m.source),
+    nodeName: m.nodeName,
+    handlers: {
+      onServiceUpdate: (x) => (proxier.onServiceUpdate(x), changed()),
+      onServiceDelete: (k) => (proxier.onServiceDelete(k), changed()),
+      onSliceUpdate: (x) => (proxier.onSliceUpdate(x), changed()),
+      onSliceDelete: (k) => (proxier.onSliceDelete(k), changed()),
+      onNode: (node) => send({ t: 'kubeNode', node }),
+      onNodeDelete: () => send({ t: 'kubeNode', node: undefined }),
+    },
+    onError: (e) => send({ t: 'kubeError', resource: e.resource, error: toWireError(e.error), retryInMs: e.retryInMs, consecutiveFailures: e.consecutiveFailures }),
+    onHandlerError: (resource, e) => send({ t: 'kubeHandlerError', resource, error: toWireError(e) }),
+  });
+  s.start();
+  sources = s;
+  // after every object of the first lists was taken in (the handlers run as each page arrives)
+  s.synced().then(() => send({ t: 'kubeSynced' }), () => undefined);
+}
 port.on('message', (m: ToThread) => {
   switch (m.t) {
     case 'service':
@@ -62,6 +99,16 @@ port.on('message', (m: ToThread) => {
       return proxier.onSliceDelete(m.key);
     case 'flush':
       return send({ t: 'flushed', id: m.id });
+    case 'watchKube':
+      if (sources) return send({ t: 'kubeFailed', id: m.id, error: toWireError(new Error('the thread already watches the API')) });
+      watchKube(m).then(
+        () => send({ t: 'kubeStarted', id: m.id }),
+        (e: unknown) => send({ t: 'kubeFailed', id: m.id, error: toWireError(e) }),
+      );
+      return;
+    case 'stopKube':
+      void (sources?.stop() ?? Promise.resolve()).then(() => send({ t: 'kubeStopped', id: m.id }));
+      return;
     case 'loadManifests':
       queue = queue.then(async () => {
         try {

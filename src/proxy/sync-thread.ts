@@ -10,9 +10,11 @@
 // back (memoryPressure, as the daemon does for an in-process proxier). Messages keep their
 // order: objects posted before a sync request are in that sync.
 import { Worker } from 'node:worker_threads';
-import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import type { SyncReport } from '../engine/engine.js';
 import { NetlinkError, type NetlinkErrorFields } from '../errors.js';
+import type { InformerError, InformerOptions, ResourceName } from '../kube/informers.js';
+import type { KubeConfigSource } from '../kube/kubeconfig.js';
 import type { FolderLoad } from '../kube/manifests.js';
 import type { HealthCheck, ModelWarning, ProxyModel } from '../kube/types.js';
 import type { HandleOptions } from '../native.js';
@@ -70,7 +72,9 @@ export type ToThread =
   | { t: 'sliceDelete'; key: string }
   | { t: 'loadManifests'; id: number; dir: string }
   | { t: 'sync'; id: number; full: boolean }
-  | { t: 'flush'; id: number };
+  | { t: 'flush'; id: number }
+  | { t: 'watchKube'; id: number; source: KubeConfigSource; nodeName: string; informer: ThreadInformerOptions }
+  | { t: 'stopKube'; id: number };
 
 export type FromThread =
   | { t: 'ready'; tid: number; niceError?: string }
@@ -79,7 +83,46 @@ export type FromThread =
   | { t: 'syncFailed'; id: number; error: WireError }
   | { t: 'flushed'; id: number }
   | { t: 'loaded'; id: number; load: FolderLoad }
-  | { t: 'loadFailed'; id: number; error: WireError };
+  | { t: 'loadFailed'; id: number; error: WireError }
+  | { t: 'kubeStarted'; id: number }
+  | { t: 'kubeFailed'; id: number; error: WireError }
+  | { t: 'kubeStopped'; id: number }
+  | { t: 'kubeSynced' }
+  | { t: 'kubeChanged' }
+  | { t: 'kubeNode'; node: V1Node | undefined }
+  | { t: 'kubeError'; resource: ResourceName; error: WireError; retryInMs: number; consecutiveFailures: number }
+  | { t: 'kubeHandlerError'; resource: ResourceName; error: WireError };
+
+/** The informers' options that cross to the thread (numbers: no functions). */
+export type ThreadInformerOptions = Omit<InformerOptions, 'afterListPage' | 'onError' | 'onHandlerError' | 'random'>;
+
+/** ThreadedProxier.watchKube's options. */
+export interface ThreadKubeOptions {
+  /** Where the thread finds the API server and its credentials (it loads the configuration
+   *  itself, as loadKubeConfig: a kubeconfig file, the pod's service account, or a server URL). */
+  source: KubeConfigSource;
+  /** This node (its Node object is watched for /healthz's node eligibility). */
+  nodeName: string;
+  informer?: ThreadInformerOptions;
+  /** Objects were taken in (Services or EndpointSlices added, changed or deleted): a sync is
+   *  due. Called at most once per batch the thread takes in, not per object. */
+  onChange?: () => void;
+  /** This node's Node object as watched; undefined once deleted. */
+  onNode?: (node: V1Node | undefined) => void;
+  /** Every list or watch failure (the informers retry by themselves; for logs). */
+  onError?: (e: InformerError) => void;
+  /** A handler threw on the thread (a bug; the informers keep going). */
+  onHandlerError?: (resource: ResourceName, error: Error) => void;
+}
+
+/** The informers running on the sync thread. */
+export interface ThreadKube {
+  /** Resolves once Services, EndpointSlices and the Node have each been listed and the thread
+   *  has taken every listed object in (program nothing before). */
+  readonly synced: Promise<void>;
+  /** Stops the watches (the proxier keeps what it has). */
+  stop(): Promise<void>;
+}
 
 type KindName = 'ipvs' | 'addresses' | 'routes' | 'ipsets' | 'nft';
 const KINDS: KindName[] = ['ipvs', 'addresses', 'routes', 'ipsets', 'nft'];
@@ -151,6 +194,8 @@ export class ThreadedProxier {
   threadId = 0;
   /** Why the thread's nice value could not be set (the thread runs at the process's), if so. */
   niceError: string | undefined;
+  /** The informers on the thread, once watchKube has started them. */
+  private kube: { opts: ThreadKubeOptions; synced: { resolve: () => void; reject: (e: Error) => void } } | undefined;
 
   private constructor(private readonly worker: Worker) {
     worker.on('message', (m: FromThread) => this.onMessage(m));
@@ -219,6 +264,38 @@ export class ThreadedProxier {
     return this.request((id) => ({ t: 'flush', id }));
   }
 
+  /**
+   * Runs the API informers (Services, EndpointSlices, this Node: KubeSources) on the thread:
+   * it lists and watches the API server itself, and each object goes from the parsed answer
+   * straight into the proxier, so this thread never parses, holds or copies them (posted from
+   * here, the first lists crossed the threads object by object, every one held on both sides
+   * while in flight). This thread hears of changes (`onChange`, once per batch), of its Node,
+   * and of failures. Resolves once the informers have started, or rejects with the error that
+   * kept them from it (a KubeConfigError, by name and message). One per thread.
+   */
+  async watchKube(opts: ThreadKubeOptions): Promise<ThreadKube> {
+    if (this.kube) throw new SyncThreadError('watchKube: the thread already watches the API');
+    let resolve!: () => void;
+    let reject!: (e: Error) => void;
+    const synced = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
+    synced.catch(() => undefined); // a caller that never awaits it is not an unhandled rejection
+    this.kube = { opts, synced: { resolve, reject } };
+    try {
+      await this.request((id) => ({ t: 'watchKube', id, source: opts.source, nodeName: opts.nodeName, informer: opts.informer ?? {} }));
+    } catch (e) {
+      this.kube = undefined;
+      throw e;
+    }
+    return {
+      synced,
+      stop: async () => {
+        reject(new SyncThreadError('informers stopped before the first lists'));
+        if (this.dead) return;
+        await this.request((id) => ({ t: 'stopKube', id }));
+      },
+    };
+  }
+
   private request<T>(message: (id: number) => ToThread): Promise<T> {
     if (this.dead) return Promise.reject(this.dead);
     const id = this.nextId++;
@@ -237,17 +314,37 @@ export class ThreadedProxier {
 
   private onMessage(m: FromThread): void {
     if (m.t === 'ready' || m.t === 'openFailed') return;
+    if (m.t === 'kubeSynced' || m.t === 'kubeChanged' || m.t === 'kubeNode' || m.t === 'kubeError' || m.t === 'kubeHandlerError') return this.onKube(m);
     const p = this.pending.get(m.id);
     if (!p) return;
     this.pending.delete(m.id);
     if (m.t === 'synced') p.resolve({ ...m.result, report: fromWireReport(m.result.report) });
     else if (m.t === 'flushed') p.resolve(undefined);
     else if (m.t === 'loaded') p.resolve(m.load);
+    else if (m.t === 'kubeStarted' || m.t === 'kubeStopped') p.resolve(undefined);
     else p.reject(fromWireError(m.error));
+  }
+
+  private onKube(m: Extract<FromThread, { t: 'kubeSynced' | 'kubeChanged' | 'kubeNode' | 'kubeError' | 'kubeHandlerError' }>): void {
+    const k = this.kube;
+    if (!k) return;
+    switch (m.t) {
+      case 'kubeSynced':
+        return k.synced.resolve();
+      case 'kubeChanged':
+        return k.opts.onChange?.();
+      case 'kubeNode':
+        return k.opts.onNode?.(m.node);
+      case 'kubeError':
+        return k.opts.onError?.({ resource: m.resource, error: fromWireError(m.error), retryInMs: m.retryInMs, consecutiveFailures: m.consecutiveFailures });
+      case 'kubeHandlerError':
+        return k.opts.onHandlerError?.(m.resource, fromWireError(m.error));
+    }
   }
 
   private fail(e: SyncThreadError): void {
     this.dead ??= e;
+    this.kube?.synced.reject(e);
     for (const p of this.pending.values()) p.reject(this.dead);
     this.pending.clear();
   }

@@ -7,13 +7,51 @@ import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { destsOf, ipvsadmKeys, ipvsadmList, ipvsyncBackground, ipvsyncOk, linkAddresses, linkExists, nftTables, resetDataPlane, run, sh, waitFor } from './helpers/kernel.js';
-import { fixture, manifestDir, removeManifests, syncArgs, writeManifests } from './helpers/manifests.js';
+import { FakeApiServer } from '../helpers/fake-apiserver.js';
+import { fixture, manifestDir, removeManifests, syncArgs, writeManifests, type Doc } from './helpers/manifests.js';
 import { BRIDGE_IP, CLUSTER_CIDR, EXT_GW, NODE_IP, NODE_NAME, PodNetwork, PODS } from './helpers/podnet.js';
 import { connectOutcome, httpMany, tally } from './helpers/traffic.js';
 
 const skip = process.env.IPVSYNC_VM !== 'qemu' ? 'needs IPVS and nftables: run in qemu (node dist/test/vm/cli.js --kernel qemu --suite e2e)' : false;
 const POD_DESTS = PODS.map((p) => `${p.ip}:8080`).sort();
 const FOREIGN = ['FWM 77', 'TCP 192.168.70.1:80', 'UDP 192.168.70.1:53'];
+
+/** Where the daemon reads its Services and EndpointSlices: a manifests folder, or a fake API
+ *  server holding the same documents (a file's documents created, and deleted with it). */
+interface ObjectSource {
+  args: string[];
+  add(file: string, docs: Doc[]): Promise<void>;
+  remove(file: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+async function objectSource(from: 'manifests' | 'api', tag: string): Promise<ObjectSource> {
+  if (from === 'manifests') {
+    const dir = await manifestDir(tag);
+    return {
+      args: ['--manifests', dir],
+      add: async (file, docs) => void (await writeManifests(dir, file, docs)),
+      remove: (file) => removeManifests(dir, file),
+      close: async () => undefined,
+    };
+  }
+  const api = await FakeApiServer.start();
+  api.create('nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: NODE_NAME } });
+  const resource = (d: Doc) => (d.kind === 'Service' ? 'services' : d.kind === 'EndpointSlice' ? 'endpointslices' : undefined);
+  const files = new Map<string, Doc[]>();
+  return {
+    args: ['--master', api.url],
+    add: async (file, docs) => {
+      for (const d of docs) api.create(resource(d)!, d);
+      files.set(file, docs);
+    },
+    remove: async (file) => {
+      for (const d of files.get(file) ?? []) api.delete(resource(d)!, d.metadata.name, d.metadata.namespace);
+      files.delete(file);
+    },
+    close: () => api.stop(),
+  };
+}
 
 async function links(): Promise<string[]> {
   const info = JSON.parse(await sh('ip', '-j', 'link', 'show')) as Array<{ ifname: string }>;
@@ -83,59 +121,65 @@ describe('ownership and the proxy daemon end to end', { skip }, () => {
     await sh('ipvsadm', '-C');
   });
 
-  // In process, and with the proxier on its own thread (--sync-thread), from a clean data plane.
-  for (const thread of [false, true]) {
-    test(`proxy --manifests DIR${thread ? ' --sync-thread' : ''} programs an added service, removes a deleted one, and leaves the data plane in place on SIGTERM`, async (t) => {
-      await resetDataPlane();
-      assert.equal(await linkExists('kube-ipvs0'), false);
-      const dir = await manifestDir(thread ? 'proxy-thread' : 'proxy');
-      await writeManifests(dir, 'web.yaml', await fixture('lifecycle.yaml'));
-      const child: ChildProcess = ipvsyncBackground('proxy', '--manifests', dir, '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--node-ip', NODE_IP, ...(thread ? ['--sync-thread'] : []));
-      // The proxy logs JSON lines on stderr; anything else there is kept for failure messages.
-      const log: string[] = [];
-      let stderr = '';
-      createInterface({ input: child.stderr! }).on('line', (l) => (l.startsWith('{') ? log.push(l) : (stderr += `${l}\n`)));
-      child.stdout!.resume();
-      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-      t.after(() => {
-        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  // From a manifests folder and from an API server (the fake one the informer tests use, on
+  // 127.0.0.1: the real list/watch protocol), in process and with the proxier on its own thread
+  // (--sync-thread: there the thread reads the folder, or lists and watches the API, itself),
+  // each from a clean data plane.
+  for (const from of ['manifests', 'api'] as const) {
+    for (const thread of [false, true]) {
+      test(`proxy ${from === 'api' ? '--master URL' : '--manifests DIR'}${thread ? ' --sync-thread' : ''} programs an added service, removes a deleted one, and leaves the data plane in place on SIGTERM`, async (t) => {
+        await resetDataPlane();
+        assert.equal(await linkExists('kube-ipvs0'), false);
+        const source = await objectSource(from, `proxy-${from}${thread ? '-thread' : ''}`);
+        t.after(() => source.close());
+        await source.add('web.yaml', await fixture('lifecycle.yaml'));
+        const child: ChildProcess = ipvsyncBackground('proxy', ...source.args, '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--node-ip', NODE_IP, ...(thread ? ['--sync-thread'] : []));
+        // The proxy logs JSON lines on stderr; anything else there is kept for failure messages.
+        const log: string[] = [];
+        let stderr = '';
+        createInterface({ input: child.stderr! }).on('line', (l) => (l.startsWith('{') ? log.push(l) : (stderr += `${l}\n`)));
+        child.stdout!.resume();
+        const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+        t.after(() => {
+          if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+        });
+        const last = async () => `ipvsadm -Ln:\n${await sh('ipvsadm', '-Ln')}\nproxy log:\n${log.join('\n')}\n${stderr}`;
+
+        // The folder's service, programmed by the first sync.
+        await waitFor('TCP 10.96.0.10:80 programmed', async () => ((await destsOf('TCP 10.96.0.10:80'))?.length === 3 ? true : undefined), { timeoutMs: 60_000, last });
+        assert.deepEqual(await destsOf(`TCP ${NODE_IP}:30080`), POD_DESTS);
+        assert.ok(log.some((l) => JSON.parse(l).msg === 'proxy started' && JSON.parse(l).syncThread === thread), log.join('\n'));
+
+        // A service dropped into the folder (created in the API).
+        await source.add('added.yaml', await fixture('added-service.yaml'));
+        await waitFor('TCP 10.96.0.70:80 programmed', async () => ((await destsOf('TCP 10.96.0.70:80'))?.length === 2 ? true : undefined), { timeoutMs: 30_000, last });
+        assert.deepEqual(await destsOf('TCP 10.96.0.70:80'), ['10.244.1.3:8080', '10.244.1.4:8080']);
+        assert.ok((await linkAddresses('kube-ipvs0')).includes('10.96.0.70/32'));
+        assert.deepEqual(tally(await httpMany('http://10.96.0.70/', 4)), { 'pod-b': 2, 'pod-c': 2 });
+
+        // … and taken out again.
+        await source.remove('added.yaml');
+        await waitFor('TCP 10.96.0.70:80 removed', async () => ((await ipvsadmList()).has('TCP 10.96.0.70:80') ? undefined : true), { timeoutMs: 30_000, last });
+        assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32']);
+        assert.notEqual(await connectOutcome('10.96.0.70', 80), 'connected');
+        assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
+
+        // SIGTERM: a clean exit, and everything stays programmed and working.
+        const tables = await nftTables();
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+        const end = await exited;
+        clearTimeout(timer);
+        assert.deepEqual(end, { code: 0, signal: null }, await last());
+        assert.ok(log.some((l) => /the data plane stays in place/.test(JSON.parse(l).msg)), log.join('\n'));
+        assert.ok(log.filter((l) => JSON.parse(l).msg === 'sync').every((l) => JSON.parse(l).errors === 0), log.join('\n'));
+        assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
+        assert.deepEqual(await destsOf(`TCP ${NODE_IP}:30080`), POD_DESTS);
+        assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32']);
+        assert.deepEqual(await nftTables(), tables);
+        assert.ok(tables.includes('ip ipvsync'));
+        assert.deepEqual(tally(await httpMany('http://10.96.0.10/', 3)), { 'pod-a': 1, 'pod-b': 1, 'pod-c': 1 });
       });
-      const last = async () => `ipvsadm -Ln:\n${await sh('ipvsadm', '-Ln')}\nproxy log:\n${log.join('\n')}\n${stderr}`;
-
-      // The folder's service, programmed by the first sync.
-      await waitFor('TCP 10.96.0.10:80 programmed', async () => ((await destsOf('TCP 10.96.0.10:80'))?.length === 3 ? true : undefined), { timeoutMs: 60_000, last });
-      assert.deepEqual(await destsOf(`TCP ${NODE_IP}:30080`), POD_DESTS);
-      assert.ok(log.some((l) => JSON.parse(l).msg === 'proxy started' && JSON.parse(l).syncThread === thread), log.join('\n'));
-
-      // A service dropped into the folder.
-      await writeManifests(dir, 'added.yaml', await fixture('added-service.yaml'));
-      await waitFor('TCP 10.96.0.70:80 programmed', async () => ((await destsOf('TCP 10.96.0.70:80'))?.length === 2 ? true : undefined), { timeoutMs: 30_000, last });
-      assert.deepEqual(await destsOf('TCP 10.96.0.70:80'), ['10.244.1.3:8080', '10.244.1.4:8080']);
-      assert.ok((await linkAddresses('kube-ipvs0')).includes('10.96.0.70/32'));
-      assert.deepEqual(tally(await httpMany('http://10.96.0.70/', 4)), { 'pod-b': 2, 'pod-c': 2 });
-
-      // … and taken out again.
-      await removeManifests(dir, 'added.yaml');
-      await waitFor('TCP 10.96.0.70:80 removed', async () => ((await ipvsadmList()).has('TCP 10.96.0.70:80') ? undefined : true), { timeoutMs: 30_000, last });
-      assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32']);
-      assert.notEqual(await connectOutcome('10.96.0.70', 80), 'connected');
-      assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
-
-      // SIGTERM: a clean exit, and everything stays programmed and working.
-      const tables = await nftTables();
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-      const end = await exited;
-      clearTimeout(timer);
-      assert.deepEqual(end, { code: 0, signal: null }, await last());
-      assert.ok(log.some((l) => /the data plane stays in place/.test(JSON.parse(l).msg)), log.join('\n'));
-      assert.ok(log.filter((l) => JSON.parse(l).msg === 'sync').every((l) => JSON.parse(l).errors === 0), log.join('\n'));
-      assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
-      assert.deepEqual(await destsOf(`TCP ${NODE_IP}:30080`), POD_DESTS);
-      assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32']);
-      assert.deepEqual(await nftTables(), tables);
-      assert.ok(tables.includes('ip ipvsync'));
-      assert.deepEqual(tally(await httpMany('http://10.96.0.10/', 3)), { 'pod-a': 1, 'pod-b': 1, 'pod-c': 1 });
-    });
+      }
   }
 });

@@ -13,6 +13,8 @@ import { Proxier, type ProxierOptions } from '../../src/proxy/proxier.js';
 import { SYNC_THREAD_NICE, SyncThreadError, ThreadedProxier, fromWireReport, toWireReport } from '../../src/proxy/sync-thread.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
+import { FakeApiServer, type KubeObject } from '../helpers/fake-apiserver.js';
+import { nodeObj, TEST_OPTS } from '../helpers/informer-harness.js';
 
 const EXAMPLE = join(import.meta.dirname, '../../../test/fixtures/kube/example');
 const KERNEL = pathToFileURL(join(import.meta.dirname, '../fixtures/kube/sync-thread-kernel.js')).href;
@@ -210,4 +212,116 @@ test('sync thread: a report crosses as plain data and comes back with NetlinkErr
   assert.deepEqual({ ...e, message: e.message }, { ...err, message: err.message });
   assert.equal(back.ipvs.errors[0], e);
   assert.deepEqual(back.durations, report.durations);
+});
+
+/** A fake API server holding the example folder's Services and EndpointSlices and this node. */
+async function exampleApi(): Promise<{ api: FakeApiServer; set: Awaited<ReturnType<typeof loadManifests>> }> {
+  const set = await loadManifests([EXAMPLE]);
+  const api = await FakeApiServer.start();
+  for (const s of set.services) api.create('services', s as unknown as KubeObject);
+  for (const s of set.endpointSlices) api.create('endpointslices', s as unknown as KubeObject);
+  api.create('nodes', nodeObj('node-a'));
+  return { api, set };
+}
+
+test('sync thread: watchKube lists and watches the API on the thread (the writes of an in-process proxier fed the same objects); a watched add and delete each reach the thread and signal a change; the Node crosses; stop() closes the watches', async (t) => {
+  const { api, set } = await exampleApi();
+  t.after(() => api.stop());
+  const local = new Proxier(fakeKernel(), proxierOptions);
+  for (const s of set.services) local.onServiceUpdate(s);
+  for (const s of set.endpointSlices) local.onSliceUpdate(s);
+  const remote = await start();
+  t.after(() => remote.close());
+  let changes = 0;
+  const nodes: Array<string | undefined> = [];
+  const errors: string[] = [];
+  const kube = await remote.watchKube({
+    source: { server: api.url },
+    nodeName: 'node-a',
+    informer: TEST_OPTS,
+    onChange: () => changes++,
+    onNode: (n) => nodes.push(n?.metadata?.name),
+    onError: (e) => errors.push(`${e.resource}: ${e.error.message}`),
+  });
+  await kube.synced;
+  // the thread made the requests: this thread holds no informer
+  assert.deepEqual(api.requests.filter((r) => !r.watch).map((r) => r.resource).sort(), ['endpointslices', 'nodes', 'services']);
+  await api.waitFor(() => nodes.length === 1, 'the node');
+  assert.deepEqual(nodes, ['node-a']);
+  assert.ok(changes >= 1, 'the first lists signal a change');
+  // a change signal per batch, not per object
+  assert.ok(changes < set.services.length + set.endpointSlices.length, `${changes} signals`);
+
+  const a = await local.sync(true);
+  const b = await remote.sync(true);
+  assert.deepEqual(b.report.errors, []);
+  assert.ok(b.report.ipvs.writes > 0, JSON.stringify(b.report.ipvs));
+  for (const k of ['ipvs', 'addresses', 'routes', 'ipsets', 'nft'] as const) assert.deepEqual(b.report[k], a.report[k], k);
+  assert.equal(b.model.services, a.model.services.length);
+
+  // watched: an added service and its slice
+  const before = changes;
+  api.create('services', svc('extra', { clusterIP: '10.96.7.7', ports: [{ port: 80 }] }) as unknown as KubeObject);
+  api.create('endpointslices', slice('extra', 'extra-1', [{ port: 8080 }], [{ ip: '10.244.9.9' }]) as unknown as KubeObject);
+  await api.waitFor(() => changes > before, 'a change signal');
+  let added = await remote.sync(false);
+  // the slice may come in a later batch than its service
+  if (added.report.ipvs.ops.addDestination === undefined) {
+    await api.waitFor(() => changes > before + 1, 'the slice');
+    const more = await remote.sync(false);
+    added = { ...more, report: { ...more.report, ipvs: { ...more.report.ipvs, ops: { ...added.report.ipvs.ops, ...more.report.ipvs.ops } } } };
+  }
+  assert.deepEqual(added.report.ipvs.ops, { addService: 1, addDestination: 1 });
+  assert.equal(added.model.services, a.model.services.length + 1);
+
+  // watched: a delete
+  const beforeDelete = changes;
+  api.delete('services', 'extra');
+  await api.waitFor(() => changes > beforeDelete, 'the delete');
+  assert.deepEqual((await remote.sync(false)).report.ipvs.ops, { deleteService: 1 });
+
+  // the node's update crosses too
+  api.update('nodes', nodeObj('node-a', 'z2'));
+  await api.waitFor(() => nodes.length === 2, 'the node update');
+  assert.deepEqual(errors, []);
+
+  // stop: the watches close, and a later change does not reach the proxier
+  await kube.stop();
+  await api.waitFor(() => api.openWatches() === 0, 'no watch open');
+  const stopped = changes;
+  api.create('services', svc('late', { clusterIP: '10.96.8.8', ports: [{ port: 80 }] }) as unknown as KubeObject);
+  await new Promise((r) => setTimeout(r, 100));
+  assert.equal(changes, stopped);
+  assert.deepEqual((await remote.sync(false)).report.ipvs.ops, {});
+});
+
+test('sync thread: watchKube reports list failures as they retry and syncs once the API answers; a configuration that does not load rejects with its KubeConfigError; one watch per thread', async (t) => {
+  const { api } = await exampleApi();
+  t.after(() => api.stop());
+  api.failNext(2, { resource: 'services', watch: false, status: 503 });
+  const remote = await start();
+  t.after(() => remote.close());
+  const errors: Array<{ resource: string; message: string; retryInMs: number }> = [];
+  const kube = await remote.watchKube({
+    source: { server: api.url },
+    nodeName: 'node-a',
+    informer: TEST_OPTS,
+    onError: (e) => errors.push({ resource: e.resource, message: e.error.message, retryInMs: e.retryInMs }),
+  });
+  t.after(() => kube.stop());
+  await kube.synced;
+  assert.equal(errors.length, 2, JSON.stringify(errors));
+  for (const e of errors) {
+    assert.equal(e.resource, 'services');
+    assert.match(e.message, /HTTP 503/);
+  }
+  assert.ok((await remote.sync(true)).report.ipvs.writes > 0);
+  await assert.rejects(remote.watchKube({ source: { server: api.url }, nodeName: 'node-a' }), SyncThreadError);
+
+  const other = await start();
+  t.after(() => other.close());
+  await assert.rejects(
+    other.watchKube({ source: { kubeconfig: '/nonexistent/kubeconfig' }, nodeName: 'node-a' }),
+    (e: unknown) => e instanceof Error && e.name === 'KubeConfigError' && e.message.includes('/nonexistent/kubeconfig'),
+  );
 });
