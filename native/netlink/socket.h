@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -130,8 +131,19 @@ class Socket {
   uint32_t port_id_ = 0;
   uint32_t seq_;
   int rcvbuf_ = 0;
-  std::vector<uint8_t> buf_;
-  std::vector<uint8_t> buf2_;
+  // Receive buffers, left uninitialised: only what the kernel writes into them becomes resident
+  // (zero-filled, the two took 512 KiB per socket from the start, for each of a proxy's
+  // handles, on each thread that opens them).
+  struct RecvBuffer {
+    explicit RecvBuffer(size_t n) : p(new uint8_t[n]), n(n) {}
+    uint8_t* data() { return p.get(); }
+    size_t size() const { return n; }
+    void resize(size_t k) { p.reset(new uint8_t[k]), n = k; }
+    std::unique_ptr<uint8_t[]> p;
+    size_t n;
+  };
+  RecvBuffer buf_;
+  RecvBuffer buf2_;
   SocketStats stats_;
 };
 

@@ -2,17 +2,13 @@
 import { readdirSync, statSync, watch } from 'node:fs';
 import { hostname } from 'node:os';
 import type { Command } from 'commander';
-import { planWrites } from '../engine/engine.js';
 import { NetlinkError } from '../errors.js';
 import { Ipvs } from '../kernel/ipvs.js';
 import { Links } from '../kernel/links.js';
-import { Nftables } from '../kernel/nftables.js';
-import { IPVSYNC_ROUTE_PROTOCOL, Routes } from '../kernel/routes.js';
-import { loadManifests, ManifestFolder, type ManifestSet } from '../kube/manifests.js';
+import type { ManifestSet } from '../kube/manifests.js';
 import { memoryPressure, type HandleOptions } from '../native.js';
-import { GLUE_TABLE } from '../proxy/glue.js';
-import { openKernel } from '../proxy/kernel.js';
-import { describePlan, nodeAddresses, Proxier, type ProxierOptions } from '../proxy/proxier.js';
+import { nodeAddresses } from '../proxy/node-addresses.js';
+import type { ProxierOptions } from '../proxy/proxier.js';
 import { ThreadedProxier } from '../proxy/sync-thread.js';
 import type { SyncReport } from '../engine/engine.js';
 import type { ObjectHandlers, ProxyModel } from '../kube/types.js';
@@ -25,6 +21,11 @@ import { createLogger } from '../daemon/log.js';
 import { MetricsServer, ProxyMetrics } from '../daemon/metrics.js';
 import { canonicalAddress } from '../engine/ipvs-model.js';
 import { anyContains, parseCidr } from '../engine/cidr.js';
+
+// The proxier, the engine, the manifests reader and the nftables and route handles are loaded
+// when a command needs them: with the proxier on its sync thread (which loads its own), the
+// daemon's thread never does (~2 MB of resident memory per thread that loads them).
+const proxierModule = () => import('../proxy/proxier.js');
 
 function list(v: string, prev: string[] = []): string[] {
   return [...prev, ...v.split(',').map((x) => x.trim()).filter(Boolean)];
@@ -72,6 +73,12 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       const h = handleOptions();
       if (o.bindMode !== 'address' && o.bindMode !== 'route') throw new Error(`--bind-mode must be address or route, not ${o.bindMode}`);
       if (o.bindMode === 'route' && !o.serviceCidrs?.length) throw new Error('--bind-mode route needs --service-cidrs (the ranges the local routes cover)');
+      const [{ loadManifests }, { openKernel }, { Proxier, describePlan }, { planWrites }] = await Promise.all([
+        import('../kube/manifests.js'),
+        import('../proxy/kernel.js'),
+        proxierModule(),
+        import('../engine/engine.js'),
+      ]);
       // Read first (a bad manifest fails before anything is opened); dropped once fed: the
       // proxier keeps only what it reads of each object.
       let manifests: ManifestSet | undefined = await loadManifests(o.file);
@@ -165,6 +172,7 @@ function errJson(e: NetlinkError) {
  *  a sync without --node-ip puts NodePorts on all of them, so a cleanup without it must find
  *  them all. */
 export async function cleanup(h: HandleOptions, vipLink: string, nodeIps?: string[]): Promise<{ services: number; routes: number; tables: number; link: boolean }> {
+  const [{ IPVSYNC_ROUTE_PROTOCOL, Routes }, { Nftables }, { GLUE_TABLE }] = await Promise.all([import('../kernel/routes.js'), import('../kernel/nftables.js'), import('../proxy/glue.js')]);
   const ipvs = await Ipvs.open(h);
   const links = await Links.open(h);
   const routes = await Routes.open(h);
@@ -225,8 +233,12 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
 
   const glue = o.glue !== false;
   const kubeIpsets = o.kubeProxyIpsets === true;
-  const kernel = await openKernel(h, { glue, ipsets: kubeIpsets });
-  const addrs = Array.isArray(o.nodeIp) && o.nodeIp.length ? (o.nodeIp as string[]).map(canonicalAddress) : nodeAddresses(await kernel.links!.addresses(), cfg.vipLink);
+  // In process, the proxier's handles; with the proxier on its thread (which opens its own),
+  // this thread needs only IPVS (its timeouts) and the links (the node's addresses).
+  const kernel = cfg.syncThread ? undefined : await (await import('../proxy/kernel.js')).openKernel(h, { glue, ipsets: kubeIpsets });
+  const ipvs = kernel?.ipvs ?? (await Ipvs.open(h));
+  const links = kernel?.links ?? (await Links.open(h));
+  const addrs = Array.isArray(o.nodeIp) && o.nodeIp.length ? (o.nodeIp as string[]).map(canonicalAddress) : nodeAddresses(await links.addresses(), cfg.vipLink);
   const proxierOptions: ProxierOptions = {
     node: { name: nodeName(cfg), addresses: addrs },
     config: toProxyConfig(cfg),
@@ -238,17 +250,16 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
     bindMode: cfg.bindMode,
     serviceCidrs: cfg.serviceCIDRs,
   };
-  // The sync thread opens its own handles; these stay for the sysctls, timeouts and addresses.
-  const proxier: DaemonProxier = cfg.syncThread
-    ? await ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue, ipsets: kubeIpsets, handle: h } })
-    : new Proxier(kernel, proxierOptions);
+  const proxier: DaemonProxier = kernel
+    ? new (await proxierModule()).Proxier(kernel, proxierOptions)
+    : await ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue, ipsets: kubeIpsets, handle: h } });
   if (!h.netns) {
     for (const r of applySysctls(proxySysctls(cfg.ipvs.strictARP))) if (!r.ok) log.warn('sysctl', { ...r });
   }
   const timeouts = { tcp: cfg.ipvs.tcpTimeoutMs / 1000, tcpFin: cfg.ipvs.tcpFinTimeoutMs / 1000, udp: cfg.ipvs.udpTimeoutMs / 1000 };
   if (timeouts.tcp || timeouts.tcpFin || timeouts.udp) {
     const set = Object.fromEntries(Object.entries(timeouts).filter(([, v]) => v > 0));
-    await kernel.ipvs.setTimeouts(set);
+    await ipvs.setTimeouts(set);
   }
 
   const health = new ProxierHealth(2 * cfg.ipvs.syncPeriodMs);
@@ -313,7 +324,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
     if (proxier instanceof ThreadedProxier) {
       load = () => proxier.loadManifests(dir).then(() => memoryPressure('critical'));
     } else {
-      const folder = new ManifestFolder(dir);
+      const folder = new (await import('../kube/manifests.js')).ManifestFolder(dir);
       load = () => folder.load(proxier);
     }
     await load();
@@ -334,8 +345,10 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
       onHandlerError: (resource, e) => log.error('informer handler failed', { resource, error: e }),
     });
     lc.onStop('informers', () => kube.stop());
-    // Never program from an empty cache: wait for every first list.
+    // Never program from an empty cache: wait for every first list. Then this thread's own
+    // startup garbage is collected, before the first sync (as after a folder's load).
     await kube.synced;
+    memoryPressure('critical');
   } else {
     const { KubeSources } = await import('../kube/informers.js');
     const { loadKubeConfig } = await import('../kube/kubeconfig.js');

@@ -5,12 +5,10 @@ import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { runSliced } from '../engine/slice.js';
 import { Engine, planWrites, type EngineKernel, type Plan, type SyncReport } from '../engine/engine.js';
 import type { DesiredService } from '../engine/ipvs-model.js';
-import { canonicalAddress } from '../engine/ipvs-model.js';
 import { EndpointSliceTracker, ServiceTracker } from '../kube/change-tracker.js';
 import { changedServiceKeys } from '../kube/model-diff.js';
 import { TranslateCache, translate, translatePatch, translateSliced, type ServiceObjects } from '../kube/translate.js';
 import type { NodeInfo, ProxyConfig, ProxyModel, TranslateInput } from '../kube/types.js';
-import type { Address } from '../kernel/links.js';
 import { GlueCache, desiredStateSliced } from './desired.js';
 import { KUBE_IPSET_PREFIX } from './kube-ipsets.js';
 
@@ -44,19 +42,7 @@ export interface ProxySyncResult {
   endpointChanges: number;
 }
 
-/** Every local address usable for NodePorts: all links but the VIP link, no IPv6 link-local,
- *  no loopback (the kernel will not send loopback-sourced traffic on to a pod, so a NodePort
- *  virtual server on 127.0.0.1 could never answer). */
-export function nodeAddresses(addrs: readonly Address[], vipLink: string): string[] {
-  const out = new Set<string>();
-  for (const a of addrs) {
-    if (a.link === vipLink) continue;
-    if (a.address.startsWith('127.') || a.address === '::1') continue;
-    if (a.family === 'inet6' && (a.scope === 'link' || a.address.toLowerCase().startsWith('fe80:'))) continue;
-    out.add(canonicalAddress(a.address));
-  }
-  return [...out].sort();
-}
+export { nodeAddresses } from './node-addresses.js';
 
 export class Proxier {
   readonly services = new ServiceTracker();

@@ -1,11 +1,14 @@
 // Module-loading hooks (node:module register) for tests that check what a module graph loads:
-// every URL loaded from node_modules is appended to the file in `data.file`.
+// every URL loaded from node_modules (or containing `data.match`) is appended to the file in
+// `data.file`.
 import { appendFileSync } from 'node:fs';
 
 let file = '';
+let match = '/node_modules/';
 
-export function initialize(data: { file: string }): void {
+export function initialize(data: { file: string; match?: string }): void {
   file = data.file;
+  if (data.match) match = data.match;
 }
 
 export async function load(
@@ -13,6 +16,6 @@ export async function load(
   context: unknown,
   next: (url: string, context: unknown) => Promise<unknown>,
 ): Promise<unknown> {
-  if (url.includes('/node_modules/')) appendFileSync(file, `${url}\n`);
+  if (url.includes(match)) appendFileSync(file, `${url}\n`);
   return next(url, context);
 }

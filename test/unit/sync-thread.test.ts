@@ -4,6 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -324,4 +325,28 @@ test('sync thread: watchKube reports list failures as they retry and syncs once 
     other.watchKube({ source: { kubeconfig: '/nonexistent/kubeconfig' }, nodeName: 'node-a' }),
     (e: unknown) => e instanceof Error && e.name === 'KubeConfigError' && e.message.includes('/nonexistent/kubeconfig'),
   );
+});
+
+test("the daemon's command loads neither the proxier nor the engine until it runs one in process (the sync thread loads its own)", () => {
+  const register = join(import.meta.dirname, '../helpers/load-recorder-register.js');
+  const loaded = (code: string): string[] => {
+    const dir = mkdtempSync(join(tmpdir(), 'ipvsync-loads-'));
+    try {
+      const log = join(dir, 'loads');
+      writeFileSync(log, '');
+      const r = spawnSync(process.execPath, ['--import', register, '--input-type=module', '-e', code], { env: { ...process.env, LOAD_LOG: log, LOAD_MATCH: '/dist/src/' }, encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      return readFileSync(log, 'utf8').split('\n').filter(Boolean).map((u) => u.replace(/^.*\/dist\/src\//, ''));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  const src = (m: string) => JSON.stringify(pathToFileURL(join(import.meta.dirname, '../../src', m)).href);
+  const heavy = ['proxy/proxier.js', 'engine/engine.js', 'kube/translate.js', 'kernel/nftables.js', 'kube/manifests.js', 'proxy/kernel.js'];
+  const daemon = loaded(`await import(${src('cli/proxy.js')}); await import(${src('proxy/sync-thread.js')});`);
+  assert.ok(daemon.includes('cli/proxy.js') && daemon.includes('kernel/ipvs.js') && daemon.includes('proxy/node-addresses.js'), daemon.join(' '));
+  assert.deepEqual(heavy.filter((m) => daemon.includes(m)), []);
+  // the recorder sees them when they are loaded
+  const inProcess = loaded(`await import(${src('proxy/proxier.js')}); await import(${src('kube/manifests.js')}); await import(${src('proxy/kernel.js')});`);
+  assert.deepEqual(heavy.filter((m) => !inProcess.includes(m)), []);
 });
