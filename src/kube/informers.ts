@@ -61,11 +61,6 @@ export interface InformerOptions {
   requestTimeoutMs?: number;
   /** List page size (default 500; 0: unpaged). */
   listPageSize?: number;
-  /** Awaited after each list page's objects are delivered, before the next page is asked for:
-   *  a consumer that hands the objects to another thread (ThreadedProxier.flush) keeps the
-   *  objects in flight to a page, not the whole list (with the proxier on its thread, at 10k
-   *  services, every object of the first list queued for it at once). */
-  afterListPage?: (resource: ResourceName) => Promise<void>;
   /** Called for every failure (for logs); never needed for recovery. */
   onError?: (e: InformerError) => void;
   /** Called when a handler throws (a bug in the caller); the informer keeps going. */
@@ -277,7 +272,6 @@ export class ResourceInformer<T extends KubernetesObject> {
     this.lw = new KeyedListWatch<T>(spec.path, { watch: this.watch.bind(this) }, () => this.listPages(), {
       update: (o) => this.deliver('update', o),
       delete: (o) => this.deliver('delete', o as T),
-      ...(opts.afterListPage ? { pageDelivered: () => opts.afterListPage!(spec.name) } : {}),
       listed: () => this.listed(),
       error: (e) => this.onListWatchError(e),
     }, spec.fieldSelector);

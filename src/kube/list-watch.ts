@@ -27,9 +27,6 @@ export interface ListWatchHandlers<T> {
   update(obj: T): void;
   /** Deleted: the watch's object, or (an object gone from a re-list) its name and namespace. */
   delete(obj: KubernetesObject): void;
-  /** A list page's objects have been delivered: the next page is asked for once this settles
-   *  (a consumer on another thread holds the list back until it has taken a page in). */
-  pageDelivered?(): Promise<void> | void;
   /** A complete list has been delivered. */
   listed?(): void;
   /** The loop stopped on an error; start() resumes it (with a list when the resourceVersion was
@@ -109,7 +106,6 @@ export class KeyedListWatch<T extends KubernetesObject> {
         seen.add(key);
         this.upsert(key, o);
       }
-      await this.on.pageDelivered?.();
     }
     for (const key of this.versions.keys()) {
       if (seen.has(key)) continue;

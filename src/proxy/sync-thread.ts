@@ -94,7 +94,7 @@ export type FromThread =
   | { t: 'kubeHandlerError'; resource: ResourceName; error: WireError };
 
 /** The informers' options that cross to the thread (numbers: no functions). */
-export type ThreadInformerOptions = Omit<InformerOptions, 'afterListPage' | 'onError' | 'onHandlerError' | 'random'>;
+export type ThreadInformerOptions = Omit<InformerOptions, 'onError' | 'onHandlerError' | 'random'>;
 
 /** ThreadedProxier.watchKube's options. */
 export interface ThreadKubeOptions {

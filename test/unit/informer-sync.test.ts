@@ -159,40 +159,6 @@ test('a paged list is delivered a page at a time: each page reaches the handlers
   }
 });
 
-test('afterListPage: after each list page, with its resource; the next page is asked for only once it settles', async () => {
-  const api = await FakeApiServer.start();
-  for (let i = 0; i < 7; i++) api.create('services', svcObj(`s${i}`, `10.96.1.${i}`));
-  api.create('nodes', nodeObj(NODE));
-  let h: Awaited<ReturnType<typeof startHarness>> | undefined;
-  const svcLists = () => api.requests.filter((r) => r.resource === 'services' && !r.watch).length;
-  const calls: string[] = [];
-  // Each services page is held until the test lets it go; the others pass at once.
-  const held: Array<{ delivered: number; lists: number; release: () => void }> = [];
-  const afterListPage = (resource: string) => {
-    calls.push(resource);
-    if (resource !== 'services') return Promise.resolve();
-    return new Promise<void>((release) => held.push({ delivered: h!.events.filter((e) => e.startsWith('svc')).length, lists: svcLists(), release }));
-  };
-  h = await startHarness(api, { listPageSize: 3, afterListPage });
-  try {
-    for (let page = 1; page <= 3; page++) {
-      await api.waitFor(() => held.length === page, `services page ${page} held`);
-      // held: no next page asked for, however long it waits
-      await new Promise((r) => setTimeout(r, 30));
-      assert.equal(svcLists(), page);
-      assert.equal(held.length, page);
-      held[page - 1]!.release();
-    }
-    await h.sources.synced();
-    assert.deepEqual(held.map((x) => [x.delivered, x.lists]), [[3, 1], [6, 2], [7, 3]]);
-    assert.deepEqual(calls.filter((c) => c === 'services').length, 3);
-    assert.ok(calls.includes('node') && calls.includes('endpointslices'), calls.join());
-  } finally {
-    for (const x of held) x.release();
-    await h.close();
-  }
-});
-
 test('an expired continue token restarts the list from scratch', async () => {
   const api = await FakeApiServer.start();
   for (let i = 0; i < 4; i++) api.create('services', svcObj(`s${i}`, `10.96.1.${i}`));
