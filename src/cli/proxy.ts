@@ -11,6 +11,7 @@ import { nodeAddresses } from '../proxy/node-addresses.js';
 import type { ProxierOptions } from '../proxy/proxier.js';
 import { ThreadedProxier } from '../proxy/sync-thread.js';
 import type { SyncReport } from '../engine/engine.js';
+import type { InformerError, ResourceName } from '../kube/informers.js';
 import type { ObjectHandlers, ProxyModel } from '../kube/types.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
 import { SyncRunner } from '../engine/runner.js';
@@ -333,43 +334,42 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
       load().then(request, (e: unknown) => log.warn('manifests not reloaded', { error: e }));
     });
     lc.onStop('manifests watch', () => w.close());
-  } else if (proxier instanceof ThreadedProxier) {
-    // The thread lists and watches the API itself: the objects go from the parsed answers
-    // straight into its proxier, and this thread hears only of changes and of its Node.
-    const kube = await proxier.watchKube({
-      source: { ...(cfg.kubeconfig ? { kubeconfig: cfg.kubeconfig } : {}), ...(cfg.master ? { server: cfg.master } : {}) },
-      nodeName: nodeName(cfg),
-      onChange: request,
-      onNode: (n) => health.syncNode(n),
-      onError: (e) => log.warn('informer', { resource: e.resource, error: e.error, retryInMs: e.retryInMs }),
-      onHandlerError: (resource, e) => log.error('informer handler failed', { resource, error: e }),
-    });
-    lc.onStop('informers', () => kube.stop());
-    // Never program from an empty cache: wait for every first list. Then this thread's own
-    // startup garbage is collected, before the first sync (as after a folder's load).
-    await kube.synced;
-    memoryPressure('critical');
   } else {
-    const { KubeSources } = await import('../kube/informers.js');
-    const { loadKubeConfig } = await import('../kube/kubeconfig.js');
-    const sources = new KubeSources({
-      kubeConfig: loadKubeConfig({ ...(cfg.kubeconfig ? { kubeconfig: cfg.kubeconfig } : {}), ...(cfg.master ? { server: cfg.master } : {}) }),
-      nodeName: nodeName(cfg),
-      handlers: {
-        onServiceUpdate: (x) => (proxier.onServiceUpdate(x), request()),
-        onServiceDelete: (k) => (proxier.onServiceDelete(k), request()),
-        onSliceUpdate: (x) => (proxier.onSliceUpdate(x), request()),
-        onSliceDelete: (k) => (proxier.onSliceDelete(k), request()),
-        onNode: (n) => health.syncNode(n),
-        onNodeDelete: () => health.syncNode(undefined),
-      },
-      onError: (e) => log.warn('informer', { resource: e.resource, error: e.error, retryInMs: e.retryInMs }),
-      onHandlerError: (resource, e) => log.error('informer handler failed', { resource, error: e }),
-    });
-    sources.start();
-    lc.onStop('informers', () => sources.stop());
-    // Never program from an empty cache: wait for every first list.
-    await sources.synced();
+    // The same source and the same logging whether the informers run here or on the sync thread.
+    const source = { ...(cfg.kubeconfig ? { kubeconfig: cfg.kubeconfig } : {}), ...(cfg.master ? { server: cfg.master } : {}) };
+    const onError = (e: InformerError) => log.warn('informer', { resource: e.resource, error: e.error, retryInMs: e.retryInMs });
+    const onHandlerError = (resource: ResourceName, e: unknown) => log.error('informer handler failed', { resource, error: e });
+    if (proxier instanceof ThreadedProxier) {
+      // The thread lists and watches the API itself: the objects go from the parsed answers
+      // straight into its proxier, and this thread hears only of changes and of its Node.
+      const kube = await proxier.watchKube({ source, nodeName: nodeName(cfg), onChange: request, onNode: (n) => health.syncNode(n), onError, onHandlerError });
+      lc.onStop('informers', () => kube.stop());
+      // Never program from an empty cache: wait for every first list. Then this thread's own
+      // startup garbage is collected, before the first sync (as after a folder's load).
+      await kube.synced;
+      memoryPressure('critical');
+    } else {
+      const { KubeSources } = await import('../kube/informers.js');
+      const { loadKubeConfig } = await import('../kube/kubeconfig.js');
+      const sources = new KubeSources({
+        kubeConfig: loadKubeConfig(source),
+        nodeName: nodeName(cfg),
+        handlers: {
+          onServiceUpdate: (x) => (proxier.onServiceUpdate(x), request()),
+          onServiceDelete: (k) => (proxier.onServiceDelete(k), request()),
+          onSliceUpdate: (x) => (proxier.onSliceUpdate(x), request()),
+          onSliceDelete: (k) => (proxier.onSliceDelete(k), request()),
+          onNode: (n) => health.syncNode(n),
+          onNodeDelete: () => health.syncNode(undefined),
+        },
+        onError,
+        onHandlerError,
+      });
+      sources.start();
+      lc.onStop('informers', () => sources.stop());
+      // Never program from an empty cache: wait for every first list.
+      await sources.synced();
+    }
   }
   lc.onStop('runner', () => runner.stop());
   runner.start();

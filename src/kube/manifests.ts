@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { isIP } from 'node:net';
 import { yaml } from '../yaml.js';
 import type { V1EndpointSlice, V1Endpoints, V1Service } from '@kubernetes/client-node';
+import { objectKey } from './change-tracker.js';
 import { LABEL_SERVICE_NAME, type ObjectHandlers } from './types.js';
 
 export class ManifestError extends Error {
@@ -77,9 +78,9 @@ export class ManifestFolder {
 
   async load(h: ObjectHandlers): Promise<FolderLoad> {
     const m = await loadManifests([this.dir]);
-    const key = (o: { metadata?: { namespace?: string; name?: string } }) => `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name}`;
-    const services = new Set(m.services.map(key));
-    const slices = new Set(m.endpointSlices.map(key));
+    // the trackers' keys (every manifest object has a name: parseManifests refuses one without)
+    const services = new Set(m.services.map(objectKey));
+    const slices = new Set(m.endpointSlices.map(objectKey));
     for (const k of this.known.services) if (!services.has(k)) h.onServiceDelete(k);
     for (const k of this.known.slices) if (!slices.has(k)) h.onSliceDelete(k);
     for (const s of m.services) h.onServiceUpdate(s);
