@@ -74,8 +74,13 @@ const DAEMON_WATCH_S = 75;
  * then watched for DAEMON_WATCH_S with its RSS read every second, through its periodic full
  * resyncs (each reads every kernel table again); then stopped with SIGTERM.
  */
-function daemonRss(dir: string, from: 'manifests' | 'api'): SizeRow['daemon'] {
-  const flags = syncFlags(NODE_IP).filter((f) => f !== '--no-sysctl').map((f) => (f === '--node-name' ? '--hostname-override' : f));
+function daemonRss(dir: string, from: 'manifests' | 'api', syncThread = false): SizeRow['daemon'] {
+  const flags = [
+    ...syncFlags(NODE_IP)
+      .filter((f) => f !== '--no-sysctl')
+      .map((f) => (f === '--node-name' ? '--hostname-override' : f)),
+    ...(syncThread ? ['--sync-thread'] : []),
+  ];
   const source =
     from === 'manifests'
       ? ['src="--manifests $1"']
@@ -302,6 +307,14 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
     log('ipvsync proxy --master (the daemon from the API: a fake API server serving the same objects)');
     row.daemonApi = daemonRss(dir, 'api');
     log(`  ${JSON.stringify(row.daemonApi)}`);
+    fresh();
+    log('ipvsync proxy --manifests --sync-thread (the daemon, its proxier on a thread of its own)');
+    row.daemonThread = daemonRss(dir, 'manifests', true);
+    log(`  ${JSON.stringify(row.daemonThread)}`);
+    fresh();
+    log('ipvsync proxy --master --sync-thread (from the API, the informers and the proxier on the sync thread)');
+    row.daemonApiThread = daemonRss(dir, 'api', true);
+    log(`  ${JSON.stringify(row.daemonApiThread)}`);
     fresh();
   }
   log('ipvsync in-process worker');

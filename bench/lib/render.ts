@@ -45,6 +45,11 @@ export interface SizeRow {
   /** The same daemon reading the same objects from the API (`proxy --master`, the tests' fake
    *  API server in a process of its own). */
   daemonApi?: DaemonMeasure;
+  /** The daemon from the manifests with its proxier on a thread of its own (`--sync-thread`). */
+  daemonThread?: DaemonMeasure;
+  /** The daemon from the API with the informers and the proxier on its sync thread
+   *  (`proxy --master --sync-thread`). */
+  daemonApiThread?: DaemonMeasure;
   worker?: any;
   /** The worker's full sync with bindMode route (one local route per service CIDR). */
   workerRoute?: any;
@@ -239,6 +244,10 @@ function targets(res: SuiteResult): string[] {
   }
   const da = r10?.daemonApi && 'peakMB' in r10.daemonApi ? r10.daemonApi : undefined;
   if (da) out.push(watched('same — the daemon from the API (`proxy --master`, a fake API server serving the same objects)', da, ''));
+  const dt = r10?.daemonThread && 'peakMB' in r10.daemonThread ? r10.daemonThread : undefined;
+  if (dt) out.push(watched('same — the daemon from the manifests, its proxier on a thread of its own (`--sync-thread`)', dt, ''));
+  const dat = r10?.daemonApiThread && 'peakMB' in r10.daemonApiThread ? r10.daemonApiThread : undefined;
+  if (dat) out.push(watched('same — the daemon from the API, the informers and the proxier on its sync thread (`--master --sync-thread`)', dat, ''));
   const loops = (q?.rows ?? []).filter((r) => r.worker?.full?.eventLoop).map((r) => r.worker.full.eventLoop.maxMs as number);
   // The longest GC pause beside it, where measured: a block of the loop no slicing can cut.
   const gcNote = (rows: SizeRow[]) => {
@@ -289,6 +298,26 @@ function flatInTime(p: PhaseResult | undefined): string | undefined {
   return `| one endpoint: flat in S in time — proxier, the loop idle before each change (median of ${rows[0]!.worker.oneEndpointProxierIdle.samplesMs?.length ?? '?'}; ${p!.environment.env}; met when the largest S is within 2× of the smallest) | ${rows.map((r) => `${k(r.services)}: ${ms(t(r))}`).join(', ')} (${k(large.services)} / ${k(small.services)}: ${(t(large) / t(small)).toFixed(2)}×) | ${met ? 'yes' : '**no**'} |`;
 }
 
+/** Peak RSS per S: `sync -f`, and the daemon (`ipvsync proxy`) from the manifests and from the
+ *  API, in process and on its sync thread — each "through its first full sync / over the watch
+ *  of its periodic resyncs after it". */
+function memoryTable(p: PhaseResult): string[] {
+  const rows = p.rows.filter((r) => r.daemon || r.daemonApi || r.daemonThread || r.daemonApiThread);
+  if (!rows.length) return [];
+  const cell = (d: DaemonMeasure | undefined): string => {
+    if (!d) return '–';
+    if (!('peakMB' in d)) return `error: ${d.error.slice(0, 80)}`;
+    return `${d.peakMB.toFixed(0)} / ${Math.max(d.endPeakMB ?? d.peakMB, d.watchMaxMB ?? 0).toFixed(0)} MB`;
+  };
+  return [
+    '| S × 10 | `sync -f` | daemon from manifests | from the API | from manifests, `--sync-thread` | from the API, `--sync-thread` |',
+    '|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${k(r.services)} | ${r.ipvsyncSyncProcess?.maxRssMB !== undefined ? `${r.ipvsyncSyncProcess.maxRssMB.toFixed(0)} MB` : '–'} | ${cell(r.daemon)} | ${cell(r.daemonApi)} | ${cell(r.daemonThread)} | ${cell(r.daemonApiThread)} |`),
+    '',
+    'Each daemon cell: peak through its first full sync / peak over the watch of its periodic full resyncs after it.',
+  ];
+}
+
 function envLine(p: PhaseResult): string {
   const e = p.environment;
   const line = `kernel ${e.kernel} (${e.env}), ${e.cpu} × ${e.nproc}, ${e.memMB} MB, node ${e.node}; load average at start ${e.loadavg}, at end ${p.loadavgEnd}; ${Object.entries(e.tools as Record<string, string>).map(([k2, v]) => `${k2}: ${v}`).join('; ')}; ${e.date}`;
@@ -309,6 +338,8 @@ export function renderMarkdown(res: SuiteResult): string {
     if (rt.length) out.push('### Full programming with bindMode route (one local route per service CIDR instead of a /32 per VIP; in-process)', '', ...rt, '');
     out.push('### One endpoint changed, and a no-op resync', '', ...changeTable(p), '');
     out.push('### Where ipvsync\'s full sync goes (in-process worker)', '', ...whereTable(p), '');
+    const mt = memoryTable(p);
+    if (mt.length) out.push('### The daemon\'s memory (peak RSS, VmHWM)', '', ...mt, '');
   }
   const q = res.phases.qemu;
   const h = res.phases.host;

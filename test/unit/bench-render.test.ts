@@ -130,3 +130,28 @@ test('a target against a peer that hit the cap: met when the cap alone proves it
   const legCapped = renderMarkdown(res(200_000, { ms: 150_000, timeout: true, timeoutS: 150 }));
   assert.match(line(legCapped, '| full programming 10k×10: ≥ 10×'), /> 2\.5× \| not measured \|$/);
 });
+
+test('the daemon’s memory: a table of peak RSS per S for sync -f and the daemon’s four variants, and a target row for each variant on its sync thread', () => {
+  const d = (peakMB: number, endPeakMB: number, watchMaxMB: number) => ({ peakMB, rssMB: 100, laterMB: 100, syncMs: 9000, watchS: 75, resyncs: 3, watchMaxMB, watchMinMB: 110, endPeakMB });
+  const res: SuiteResult = {
+    date: 'd', hostUptime: 'u',
+    phases: {
+      qemu: {
+        environment, loadavgEnd: '1',
+        rows: [
+          { ...row(1000), ipvsyncSyncProcess: { ms: 1, maxRssMB: 71.2 }, daemon: d(72, 72, 70), daemonApi: d(79, 80, 78), daemonThread: { error: 'no first sync: boom' } },
+          { ...row(10000), ipvsyncSyncProcess: { ms: 1, maxRssMB: 139.4 }, daemon: d(138, 138, 130), daemonApi: d(143, 143, 142), daemonThread: d(147.2, 147.4, 146), daemonApiThread: d(150.4, 151.2, 149) },
+        ],
+      },
+    },
+  };
+  const md = renderMarkdown(res);
+  assert.match(md, /### The daemon's memory \(peak RSS, VmHWM\)/);
+  assert.match(md, /\| 1k \| 71 MB \| 72 \/ 72 MB \| 79 \/ 80 MB \| error: no first sync: boom \| – \|/);
+  assert.match(md, /\| 10k \| 139 MB \| 138 \/ 138 MB \| 143 \/ 143 MB \| 147 \/ 147 MB \| 150 \/ 151 MB \|/);
+  // the targets: met on the thread from the manifests, not from the API (151 MB over the watch)
+  assert.match(md, /\| same — the daemon from the manifests, its proxier on a thread of its own \(`--sync-thread`\): peak through its first full sync; then over 75 s with 3 periodic full resyncs: peak, and RSS between 110 and 146 MB \| 147 MB; 147 MB \| yes \|/);
+  assert.match(md, /\| same — the daemon from the API, the informers and the proxier on its sync thread \(`--master --sync-thread`\): [^|]* \| 150 MB; 151 MB \| \*\*no\*\* \|/);
+  // no daemon measured: no table
+  assert.doesNotMatch(renderMarkdown({ date: 'd', hostUptime: 'u', phases: { qemu: { environment, loadavgEnd: '1', rows: [row(1000)] } } }), /The daemon's memory/);
+});
