@@ -79,7 +79,8 @@ function daemonRss(dir: string, from: 'manifests' | 'api', syncThread = false): 
     ...syncFlags(NODE_IP)
       .filter((f) => f !== '--no-sysctl')
       .map((f) => (f === '--node-name' ? '--hostname-override' : f)),
-    ...(syncThread ? ['--sync-thread'] : []),
+    // both explicit: the sync thread is the daemon's default (since 2026-11-27)
+    syncThread ? '--sync-thread' : '--no-sync-thread',
   ];
   const source =
     from === 'manifests'
@@ -300,15 +301,15 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
     vipLink(env);
   }
   if (env === 'qemu') {
-    log('ipvsync proxy --manifests (the daemon) until its first sync');
+    log('ipvsync proxy --manifests --no-sync-thread (the daemon, its proxier in process)');
     row.daemon = daemonRss(dir, 'manifests');
     log(`  ${JSON.stringify(row.daemon)}`);
     fresh();
-    log('ipvsync proxy --master (the daemon from the API: a fake API server serving the same objects)');
+    log('ipvsync proxy --master --no-sync-thread (the daemon from the API: a fake API server serving the same objects; in process)');
     row.daemonApi = daemonRss(dir, 'api');
     log(`  ${JSON.stringify(row.daemonApi)}`);
     fresh();
-    log('ipvsync proxy --manifests --sync-thread (the daemon, its proxier on a thread of its own)');
+    log('ipvsync proxy --manifests --sync-thread (the daemon, its proxier on a thread of its own: the default)');
     row.daemonThread = daemonRss(dir, 'manifests', true);
     log(`  ${JSON.stringify(row.daemonThread)}`);
     fresh();

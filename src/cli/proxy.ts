@@ -145,6 +145,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
   for (const f of CONFIG_FLAGS) {
     const arg = f.kind === 'bool' ? `--${f.flag}` : `--${f.flag} <${f.kind === 'cidrs' ? 'cidrs' : 'value'}>`;
     proxy.option(arg, f.help);
+    if (f.negatedHelp) proxy.option(`--no-${f.flag}`, f.negatedHelp);
   }
   proxy.action(async (o: Record<string, unknown>) => {
     await runProxy(o, handleOptions());

@@ -110,7 +110,8 @@ export function defaultConfig(): IpvsyncConfig {
     vipLink: 'kube-ipvs0',
     drainTimeoutMs: 15 * 60_000,
     proxyName: '',
-    syncThread: false,
+    // a full sync never holds the daemon's event loop (health, metrics, watches); ~5 MB more
+    syncThread: true,
     logLevel: 'info',
   };
 }
@@ -462,6 +463,8 @@ export interface FlagSpec {
   path: string;
   kind: FlagKind;
   help: string;
+  /** A bool flag that defaults to true: `--no-<flag>` sets it false, with this help. */
+  negatedHelp?: string;
 }
 
 /** The flags that override the file, named as kube-proxy's (ipvsync's own where it has none). */
@@ -487,7 +490,13 @@ export const CONFIG_FLAGS: readonly FlagSpec[] = [
   { flag: 'vip-link', path: 'vipLink', kind: 'string', help: 'dummy link holding the VIPs (default kube-ipvs0)' },
   { flag: 'drain-timeout', path: 'drainTimeout', kind: 'duration', help: 'delete a draining TCP real server after this (default 15m)' },
   { flag: 'proxy-name', path: 'proxyName', kind: 'string', help: 'also serve Services labelled service.kubernetes.io/service-proxy-name=NAME' },
-  { flag: 'sync-thread', path: 'syncThread', kind: 'bool', help: 'sync on a thread of its own: a full sync never blocks the watches, /healthz or /metrics' },
+  {
+    flag: 'sync-thread',
+    path: 'syncThread',
+    kind: 'bool',
+    help: 'sync on a thread of its own (the default): a full sync never blocks the watches, /healthz or /metrics',
+    negatedHelp: "sync on the daemon's thread: ~5 MB less memory at 10k services, but a full sync holds its event loop",
+  },
   { flag: 'log-level', path: 'logLevel', kind: 'string', help: 'debug, info, warn or error (default info)' },
 ];
 

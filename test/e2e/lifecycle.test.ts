@@ -122,18 +122,18 @@ describe('ownership and the proxy daemon end to end', { skip }, () => {
   });
 
   // From a manifests folder and from an API server (the fake one the informer tests use, on
-  // 127.0.0.1: the real list/watch protocol), in process and with the proxier on its own thread
-  // (--sync-thread: there the thread reads the folder, or lists and watches the API, itself),
-  // each from a clean data plane.
+  // 127.0.0.1: the real list/watch protocol), with the proxier on its own thread (the default,
+  // no flag: there the thread reads the folder, or lists and watches the API, itself) and in
+  // process (--no-sync-thread), each from a clean data plane.
   for (const from of ['manifests', 'api'] as const) {
     for (const thread of [false, true]) {
-      test(`proxy ${from === 'api' ? '--master URL' : '--manifests DIR'}${thread ? ' --sync-thread' : ''} programs an added service, removes a deleted one, and leaves the data plane in place on SIGTERM`, async (t) => {
+      test(`proxy ${from === 'api' ? '--master URL' : '--manifests DIR'}${thread ? ' (its sync thread, the default)' : ' --no-sync-thread'} programs an added service, removes a deleted one, and leaves the data plane in place on SIGTERM`, async (t) => {
         await resetDataPlane();
         assert.equal(await linkExists('kube-ipvs0'), false);
         const source = await objectSource(from, `proxy-${from}${thread ? '-thread' : ''}`);
         t.after(() => source.close());
         await source.add('web.yaml', await fixture('lifecycle.yaml'));
-        const child: ChildProcess = ipvsyncBackground('proxy', ...source.args, '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--node-ip', NODE_IP, ...(thread ? ['--sync-thread'] : []));
+        const child: ChildProcess = ipvsyncBackground('proxy', ...source.args, '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--node-ip', NODE_IP, ...(thread ? [] : ['--no-sync-thread']));
         // The proxy logs JSON lines on stderr; anything else there is kept for failure messages.
         const log: string[] = [];
         let stderr = '';

@@ -147,11 +147,12 @@ test('the daemon’s memory: a table of peak RSS per S for sync -f and the daemo
   };
   const md = renderMarkdown(res);
   assert.match(md, /### The daemon's memory \(peak RSS, VmHWM\)/);
+  assert.match(md, /\| S × 10 \| `sync -f` \| daemon from manifests, in process \(`--no-sync-thread`\) \| from the API, in process \| from manifests, on its sync thread \(the default\) \| from the API, on its sync thread \|/);
   assert.match(md, /\| 1k \| 71 MB \| 72 \/ 72 MB \| 79 \/ 80 MB \| error: no first sync: boom \| – \|/);
   assert.match(md, /\| 10k \| 139 MB \| 138 \/ 138 MB \| 143 \/ 143 MB \| 147 \/ 147 MB \| 150 \/ 151 MB \|/);
   // the targets: met on the thread from the manifests, not from the API (151 MB over the watch)
-  assert.match(md, /\| same — the daemon from the manifests, its proxier on a thread of its own \(`--sync-thread`\): peak through its first full sync; then over 75 s with 3 periodic full resyncs: peak, and RSS between 110 and 146 MB \| 147 MB; 147 MB \| yes \|/);
-  assert.match(md, /\| same — the daemon from the API, the informers and the proxier on its sync thread \(`--master --sync-thread`\): [^|]* \| 150 MB; 151 MB \| \*\*no\*\* \|/);
+  assert.match(md, /\| same — the daemon from the manifests, its proxier on a thread of its own \(`--sync-thread`, the default\): peak through its first full sync; then over 75 s with 3 periodic full resyncs: peak, and RSS between 110 and 146 MB \| 147 MB; 147 MB \| yes \|/);
+  assert.match(md, /\| same — the daemon from the API, the informers and the proxier on its sync thread \(`--master`, the default\): [^|]* \| 150 MB; 151 MB \| \*\*no\*\* \|/);
   // no daemon measured: no table
   assert.doesNotMatch(renderMarkdown({ date: 'd', hostUptime: 'u', phases: { qemu: { environment, loadavgEnd: '1', rows: [row(1000)] } } }), /The daemon's memory/);
 });

@@ -5,6 +5,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import {
   ConfigError,
   CONFIG_FLAGS,
@@ -42,7 +44,9 @@ test('defaults are kube-proxy IPVS mode defaults', () => {
   assert.equal(config.vipLink, 'kube-ipvs0');
   assert.equal(config.bindMode, 'address');
   assert.equal(config.drainTimeoutMs, 15 * 60_000);
-  assert.equal(config.syncThread, false);
+  assert.equal(config.syncThread, true, 'the proxier on its sync thread by default');
+  assert.equal(loadConfig({ text: 'syncThread: false\n' }).config.syncThread, false);
+  assert.equal(loadConfig({ text: 'syncThread: true\n', flags: { syncThread: false } }).config.syncThread, false, '--no-sync-thread over the file');
   assert.deepEqual(loadConfig({ text: '' }).config, defaultConfig(), 'an empty file is the defaults');
 });
 
@@ -326,4 +330,22 @@ test('--write-config-to writes the effective config, which loads back to the sam
 test('node name: hostnameOverride, else the lowercased hostname', () => {
   assert.equal(nodeName(loadConfig({ text: 'hostnameOverride: Node-7' }).config, () => 'ignored'), 'node-7');
   assert.equal(nodeName(defaultConfig(), () => ' Worker-1.Example '), 'worker-1.example');
+});
+
+test('the proxy command: the sync thread by default, --no-sync-thread turns it off, a flag overrides the file (through --write-config-to)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ipvsync-config-'));
+  const cli = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
+  const off = join(dir, 'off.yaml');
+  writeFileSync(off, 'syncThread: false\n');
+  const effective = (...args: string[]): boolean => {
+    const out = join(dir, 'out.yaml');
+    const r = spawnSync(process.execPath, [cli, 'proxy', '--write-config-to', out, ...args], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    return loadConfig({ file: out }).config.syncThread;
+  };
+  assert.equal(effective(), true);
+  assert.equal(effective('--no-sync-thread'), false);
+  assert.equal(effective('--sync-thread'), true);
+  assert.equal(effective('--config', off), false, 'the file, no flag');
+  assert.equal(effective('--config', off, '--sync-thread'), true, 'the flag over the file');
 });
