@@ -339,6 +339,19 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
       log(`  full ${row.workerRoute.full.ms.toFixed(0)} ms`);
     }
   }
+  fresh();
+  if (env === 'host') vipLink(env);
+  // The daemon's default: the proxier on its sync thread (the thread reads the folder); the
+  // event loop and GC pauses measured are then the daemon's thread's.
+  log('ipvsync worker, the proxier on its sync thread (the daemon\'s default; full sync only)');
+  const wthread = proc('env', [...NODE_ENV_VARS, process.execPath, ...NODE_FLAGS, WORKER, '--dir', dir, '--sync-thread', '--full-only', ...(env === 'host' ? ['--fake-ipvs'] : [])], undefined, 4 * TIMEOUT_S);
+  if (!wthread.timeout) {
+    const line = wthread.stdout.split('\n').find((l) => l.startsWith('@@WORKER '));
+    if (line) {
+      row.workerThread = JSON.parse(line.slice(9));
+      log(`  full ${row.workerThread.full.ms.toFixed(0)} ms, the daemon's loop max ${row.workerThread.full.eventLoop.maxMs.toFixed(0)} ms`);
+    }
+  }
   ipvsyncCleanup();
 
   // kube-proxy iptables mode

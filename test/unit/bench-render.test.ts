@@ -50,7 +50,7 @@ test('the where-the-time-goes table shows the main thread’s run-queue wait bes
   assert.match(renderMarkdown(res({}, gc)), /\| 111 \/ 40 ms \| 89 \/ 61 ms \(412 \/ 7\) \| 146 MB \|/);
   // and in the targets table, where the event loop's maximum is judged
   const targets = renderMarkdown(res({}, gc, true));
-  assert.match(targets, /\| event loop never blocked > 50 ms during a full sync — host \| max 10k: 111 ms \(the longest GC pause alone 10k: 89 ms\) \| \*\*no\*\* \|/);
+  assert.match(targets, /\| event loop never blocked > 50 ms during a full sync — host, the proxier in process \(`--no-sync-thread`\) \| max 10k: 111 ms \(the longest GC pause alone 10k: 89 ms\) \| \*\*no\*\* \|/);
   const without = renderMarkdown(res({}));
   assert.match(without, /\| 111 \/ 40 ms \|/);
   assert.doesNotMatch(without, /111 \/ 40 ms \(/);
@@ -155,4 +155,21 @@ test('the daemon’s memory: a table of peak RSS per S for sync -f and the daemo
   assert.match(md, /\| same — the daemon from the API, the informers and the proxier on its sync thread \(`--master`, the default\): [^|]* \| 150 MB; 151 MB \| \*\*no\*\* \|/);
   // no daemon measured: no table
   assert.doesNotMatch(renderMarkdown({ date: 'd', hostUptime: 'u', phases: { qemu: { environment, loadavgEnd: '1', rows: [row(1000)] } } }), /The daemon's memory/);
+});
+
+test('the event-loop target on the sync thread (the daemon’s default): a row of its own when the suite ran the worker there', () => {
+  const one = { ms: 2.5, messages: 8, samplesMs: [2.5] };
+  const loop = (maxMs: number) => ({
+    manifestsLoadMs: 900, oneEndpointProxier: one, oneEndpointEngine: one, noop: one, memory: { afterFullSync: { vmHWMkB: 150000, vmRSSkB: 1 } },
+    full: { ...fullSync(9000), eventLoop: { maxMs, p99Ms: 5, meanMs: 1, samples: 9 } },
+  });
+  const res = (threadMs?: number[]): SuiteResult => ({
+    date: 'd', hostUptime: 'u',
+    phases: { qemu: { environment, loadavgEnd: '1', rows: [1000, 10000].map((S, i) => ({ ...row(S), worker: loop(150), ...(threadMs ? { workerThread: loop(threadMs[i]!) } : {}) })) } },
+  });
+  const md = renderMarkdown(res([12.4, 27.6]));
+  assert.match(md, /\| event loop never blocked > 50 ms during a full sync \(qemu\), the proxier in process \(`--no-sync-thread`\) \| max 150 ms, 150 ms[^|]*\| \*\*no\*\* \|/);
+  assert.match(md, /\| same, the proxier on its sync thread \(the daemon's default\) \| max 1k: 12 ms, 10k: 28 ms \(full sync 1k: 9\.0 s, 10k: 9\.0 s\) \| yes \|/);
+  assert.match(renderMarkdown(res([12.4, 61])), /\| same, the proxier on its sync thread \(the daemon's default\) \| max 1k: 12 ms, 10k: 61 ms [^|]*\| \*\*no\*\* \|/);
+  assert.doesNotMatch(renderMarkdown(res()), /on its sync thread \(the daemon's default\) \| max/);
 });
