@@ -22,7 +22,9 @@ import type { KernelOptions } from './kernel.js';
 import type { ProxierOptions } from './proxier.js';
 
 export interface SyncThreadOptions {
-  proxier: ProxierOptions;
+  /** Posted to the thread (so no functions): the thread's proxier always collects its heap in
+   *  a full sync (ProxierOptions.collectGarbage). */
+  proxier: Omit<ProxierOptions, 'collectGarbage'>;
   /** The kernel handles the thread opens (in the namespace `handle` names). */
   kernel: KernelOptions & { handle?: HandleOptions };
   /** A module exporting `openKernel(handle, kernelOptions)` to use instead of the real kernel's
