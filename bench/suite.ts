@@ -129,6 +129,15 @@ function daemonRss(dir: string, from: 'manifests' | 'api', syncThread = false): 
   };
 }
 
+/** One run of the proxy worker (bench/lib/proxy-worker.ts) over `dir` with `args` (on the host
+ *  with its in-memory IPVS), not capped at the peers' limit: the process's measure, and its
+ *  "@@WORKER {json}" line parsed (undefined after a timeout or when it printed none). */
+function runWorker(env: 'host' | 'qemu', dir: string, args: string[]): { process: ReturnType<typeof proc>; result?: any } {
+  const r = proc('env', [...NODE_ENV_VARS, process.execPath, ...NODE_FLAGS, WORKER, '--dir', dir, ...args, ...(env === 'host' ? ['--fake-ipvs'] : [])], undefined, 4 * TIMEOUT_S);
+  const line = r.timeout ? undefined : r.stdout.split('\n').find((l) => l.startsWith('@@WORKER '));
+  return { process: r, ...(line ? { result: JSON.parse(line.slice(9)) } : {}) };
+}
+
 /** Moves the qemu phase's commands to a new network namespace (lo up). */
 function freshNetns(env: 'host' | 'qemu'): void {
   if (env !== 'qemu') return;
@@ -320,38 +329,25 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
   }
   log('ipvsync in-process worker');
   // ipvsync itself is not capped at the peers' limit
-  const wr = proc('env', [...NODE_ENV_VARS, process.execPath, ...NODE_FLAGS, WORKER, '--dir', dir, ...(env === 'host' ? ['--fake-ipvs'] : [])], undefined, 4 * TIMEOUT_S);
-  if (wr.timeout) row.worker = { timeout: true, timeoutS: 4 * TIMEOUT_S };
+  const wr = runWorker(env, dir, []);
+  if (wr.process.timeout) row.worker = { timeout: true, timeoutS: 4 * TIMEOUT_S };
   else {
-    const line = wr.stdout.split('\n').find((l) => l.startsWith('@@WORKER '));
-    if (!line) throw new Error('worker printed no result');
-    row.worker = { ...JSON.parse(line.slice(9)), processMaxRssMB: wr.maxRssMB, processMs: wr.ms };
+    if (!wr.result) throw new Error('worker printed no result');
+    row.worker = { ...wr.result, processMaxRssMB: wr.process.maxRssMB, processMs: wr.process.ms };
     log(`  full ${row.worker.full.ms.toFixed(0)} ms, no-op ${row.worker.noop.ms.toFixed(0)} ms, one endpoint (median of ${row.worker.oneEndpointProxier.samplesMs.length}) ${row.worker.oneEndpointProxier.ms.toFixed(1)} ms, the loop idle before each ${row.worker.oneEndpointProxierIdle.ms.toFixed(1)} ms / engine ${row.worker.oneEndpointEngine.ms.toFixed(2)} ms (samples ${row.worker.oneEndpointProxier.samplesMs.map((x: number) => x.toFixed(0)).join(' ')} / ${row.worker.oneEndpointEngine.samplesMs.map((x: number) => x.toFixed(1)).join(' ')} ms)`);
   }
   fresh();
   if (env === 'host') vipLink(env);
   log('ipvsync in-process worker, bindMode route (full sync only)');
-  const wroute = proc('env', [...NODE_ENV_VARS, process.execPath, ...NODE_FLAGS, WORKER, '--dir', dir, '--bind-mode', 'route', '--full-only', ...(env === 'host' ? ['--fake-ipvs'] : [])], undefined, 4 * TIMEOUT_S);
-  if (!wroute.timeout) {
-    const line = wroute.stdout.split('\n').find((l) => l.startsWith('@@WORKER '));
-    if (line) {
-      row.workerRoute = JSON.parse(line.slice(9));
-      log(`  full ${row.workerRoute.full.ms.toFixed(0)} ms`);
-    }
-  }
+  row.workerRoute = runWorker(env, dir, ['--bind-mode', 'route', '--full-only']).result;
+  if (row.workerRoute) log(`  full ${row.workerRoute.full.ms.toFixed(0)} ms`);
   fresh();
   if (env === 'host') vipLink(env);
   // The daemon's default: the proxier on its sync thread (the thread reads the folder); the
   // event loop and GC pauses measured are then the daemon's thread's.
   log('ipvsync worker, the proxier on its sync thread (the daemon\'s default; full sync only)');
-  const wthread = proc('env', [...NODE_ENV_VARS, process.execPath, ...NODE_FLAGS, WORKER, '--dir', dir, '--sync-thread', '--full-only', ...(env === 'host' ? ['--fake-ipvs'] : [])], undefined, 4 * TIMEOUT_S);
-  if (!wthread.timeout) {
-    const line = wthread.stdout.split('\n').find((l) => l.startsWith('@@WORKER '));
-    if (line) {
-      row.workerThread = JSON.parse(line.slice(9));
-      log(`  full ${row.workerThread.full.ms.toFixed(0)} ms, the daemon's loop max ${row.workerThread.full.eventLoop.maxMs.toFixed(0)} ms`);
-    }
-  }
+  row.workerThread = runWorker(env, dir, ['--sync-thread', '--full-only']).result;
+  if (row.workerThread) log(`  full ${row.workerThread.full.ms.toFixed(0)} ms, the daemon's loop max ${row.workerThread.full.eventLoop.maxMs.toFixed(0)} ms`);
   ipvsyncCleanup();
 
   // kube-proxy iptables mode
