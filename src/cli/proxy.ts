@@ -256,7 +256,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
     ? new (await proxierModule()).Proxier(kernel, proxierOptions)
     : await ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue, ipsets: kubeIpsets, handle: h } });
   if (!h.netns) {
-    for (const r of applySysctls(proxySysctls(cfg.ipvs.strictARP))) if (!r.ok) log.warn('sysctl', { ...r });
+    for (const r of applySysctls(proxySysctls(cfg.ipvs.strictARP, cfg.ipvs.runEstimation))) if (!r.ok) log.warn('sysctl', { ...r });
   }
   const timeouts = { tcp: cfg.ipvs.tcpTimeoutMs / 1000, tcpFin: cfg.ipvs.tcpFinTimeoutMs / 1000, udp: cfg.ipvs.udpTimeoutMs / 1000 };
   if (timeouts.tcp || timeouts.tcpFin || timeouts.udp) {

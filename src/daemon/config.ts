@@ -45,6 +45,14 @@ export interface IpvsyncConfig {
     tcpFinTimeoutMs: number;
     udpTimeoutMs: number;
     strictARP: boolean;
+    /**
+     * net.ipv4.vs.run_estimation (Linux 5.18+), written at start when set; unset leaves the
+     * kernel's value. false stops IPVS's rate estimation (the conns/s, packets/s and bytes/s of
+     * `ipvsadm -L --rate`; the counters stay). Before Linux 6.2 one timer walks every service
+     * and destination every 2 s in softirq: at 20k services × 10 that held a CPU for ~80–95 ms
+     * per walk under qemu, whoever was running there.
+     */
+    runEstimation?: boolean;
     /** IPVS services in these ranges are never touched (kube-proxy's excludeCIDRs). */
     excludeCIDRs: string[];
   };
@@ -189,7 +197,7 @@ const TOP_FIELDS = new Set([
   'syncThread',
   'logLevel',
 ]);
-const IPVS_FIELDS = new Set(['scheduler', 'syncPeriod', 'minSyncPeriod', 'tcpTimeout', 'tcpFinTimeout', 'udpTimeout', 'strictARP', 'excludeCIDRs']);
+const IPVS_FIELDS = new Set(['scheduler', 'syncPeriod', 'minSyncPeriod', 'tcpTimeout', 'tcpFinTimeout', 'udpTimeout', 'strictARP', 'runEstimation', 'excludeCIDRs']);
 const API_VERSIONS = new Set(['kubeproxy.config.k8s.io/v1alpha1', 'ipvsync.io/v1alpha1']);
 
 export interface LoadedConfig {
@@ -402,6 +410,8 @@ export function validateConfig(raw: unknown, source?: string): LoadedConfig {
       cfg.ipvs.tcpFinTimeoutMs = c.duration(v.tcpFinTimeout, 'ipvs.tcpFinTimeout', { wholeSeconds: true }) ?? 0;
       cfg.ipvs.udpTimeoutMs = c.duration(v.udpTimeout, 'ipvs.udpTimeout', { wholeSeconds: true }) ?? 0;
       cfg.ipvs.strictARP = c.bool(v.strictARP, 'ipvs.strictARP') ?? false;
+      const runEstimation = c.bool(v.runEstimation, 'ipvs.runEstimation');
+      if (runEstimation !== undefined) cfg.ipvs.runEstimation = runEstimation;
       cfg.ipvs.excludeCIDRs = c.cidrs(v.excludeCIDRs, 'ipvs.excludeCIDRs') ?? [];
     }
   }
@@ -484,6 +494,13 @@ export const CONFIG_FLAGS: readonly FlagSpec[] = [
   { flag: 'ipvs-tcpfin-timeout', path: 'ipvs.tcpFinTimeout', kind: 'duration', help: 'IPVS TCP FIN_WAIT timeout (0: kernel value)' },
   { flag: 'ipvs-udp-timeout', path: 'ipvs.udpTimeout', kind: 'duration', help: 'IPVS UDP timeout (0: kernel value)' },
   { flag: 'ipvs-strict-arp', path: 'ipvs.strictARP', kind: 'bool', help: 'arp_ignore=1, arp_announce=2' },
+  {
+    flag: 'ipvs-run-estimation',
+    path: 'ipvs.runEstimation',
+    kind: 'bool',
+    help: 'net.ipv4.vs.run_estimation=1 (default: the kernel\'s value is left as it is)',
+    negatedHelp: 'net.ipv4.vs.run_estimation=0: no IPVS rate estimation (before Linux 6.2 its timer walks every service and destination every 2 s in softirq)',
+  },
   { flag: 'ipvs-exclude-cidrs', path: 'ipvs.excludeCIDRs', kind: 'cidrs', help: 'never touch IPVS services in these CIDRs' },
   { flag: 'bind-mode', path: 'bindMode', kind: 'string', help: 'address (VIPs on the link) or route (local routes over serviceCIDRs)' },
   { flag: 'service-cidrs', path: 'serviceCIDRs', kind: 'cidrs', help: 'service CIDRs (required by --bind-mode route)' },
@@ -589,6 +606,7 @@ export function renderConfig(cfg: IpvsyncConfig): string {
       tcpFinTimeout: formatDuration(cfg.ipvs.tcpFinTimeoutMs),
       udpTimeout: formatDuration(cfg.ipvs.udpTimeoutMs),
       strictARP: cfg.ipvs.strictARP,
+      ...(cfg.ipvs.runEstimation !== undefined ? { runEstimation: cfg.ipvs.runEstimation } : {}),
       excludeCIDRs: cfg.ipvs.excludeCIDRs,
     },
     bindMode: cfg.bindMode,

@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { destsOf, ipvsadmKeys, ipvsadmList, ipvsyncBackground, ipvsyncOk, linkAddresses, linkExists, nftTables, resetDataPlane, run, sh, waitFor } from './helpers/kernel.js';
+import { destsOf, ipvsadmKeys, ipvsadmList, ipvsyncBackground, ipvsyncOk, linkAddresses, linkExists, nftTables, resetDataPlane, run, sh, sysctl, waitFor } from './helpers/kernel.js';
 import { FakeApiServer } from '../helpers/fake-apiserver.js';
 import { fixture, manifestDir, removeManifests, syncArgs, writeManifests, type Doc } from './helpers/manifests.js';
 import { BRIDGE_IP, CLUSTER_CIDR, EXT_GW, NODE_IP, NODE_NAME, PodNetwork, PODS } from './helpers/podnet.js';
@@ -182,4 +182,41 @@ describe('ownership and the proxy daemon end to end', { skip }, () => {
       });
       }
   }
+
+  // ipvs.runEstimation: the flag writes net.ipv4.vs.run_estimation before the first sync, read
+  // back with sysctl(8); without it the value someone else set stays.
+  test('proxy --no-ipvs-run-estimation / --ipvs-run-estimation set net.ipv4.vs.run_estimation; without either the value is left alone', async (t) => {
+    await resetDataPlane();
+    const source = await objectSource('manifests', 'proxy-run-estimation');
+    await source.add('web.yaml', await fixture('lifecycle.yaml'));
+    const before = await sysctl('net.ipv4.vs.run_estimation');
+    t.after(() => sh('sysctl', '-q', '-w', `net.ipv4.vs.run_estimation=${before}`));
+    /** The value once the daemon's first sync is done. */
+    const runProxy = async (...flags: string[]): Promise<string> => {
+      const child: ChildProcess = ipvsyncBackground('proxy', ...source.args, '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--node-ip', NODE_IP, ...flags);
+      const log: string[] = [];
+      createInterface({ input: child.stderr! }).on('line', (l) => log.push(l));
+      child.stdout!.resume();
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      try {
+        // the service may be there from the run before: wait for this daemon's first sync
+        await waitFor(`the first sync (${flags.join(' ') || 'no flag'})`, async () => (log.some((l) => l.includes('"msg":"sync"')) ? true : undefined), {
+          timeoutMs: 60_000,
+          last: async () => log.join('\n'),
+        });
+        assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
+        assert.ok(!log.some((l) => l.includes('"msg":"sysctl"')), log.join('\n'));
+        return await sysctl('net.ipv4.vs.run_estimation');
+      } finally {
+        child.kill('SIGTERM');
+        assert.equal(await exited, 0, log.join('\n'));
+      }
+    };
+    await sh('sysctl', '-q', '-w', 'net.ipv4.vs.run_estimation=1');
+    assert.equal(await runProxy('--no-ipvs-run-estimation'), '0');
+    assert.equal(await runProxy(), '0', 'no flag: the value is left as it was');
+    assert.equal(await runProxy('--ipvs-run-estimation'), '1');
+    await sh('sysctl', '-q', '-w', 'net.ipv4.vs.run_estimation=0');
+    assert.equal(await runProxy(), '0');
+  });
 });

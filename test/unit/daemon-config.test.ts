@@ -2,7 +2,8 @@
 // message, flags over the file, --write-config-to round trip.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { applySysctls, proxySysctls } from '../../src/proxy/sysctl.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
@@ -156,6 +157,7 @@ test('validation: every problem reported at once with its field path', () => {
     ['ipvs: {tcpTimeout: 1500ms}', [['ipvs.tcpTimeout', /not a whole number of seconds/]]],
     ['ipvs: {scheduler: fastest}', [['ipvs.scheduler', /unknown IPVS scheduler "fastest"/]]],
     ['ipvs: {strictArp: true}', [['ipvs.strictArp', /unknown field/]]],
+    ['ipvs: {runEstimation: off}', [['ipvs.runEstimation', /must be true or false, not string "off"/]]],
     ['ipvs: {excludeCIDRs: [1.2.3.4/40]}', [['ipvs.excludeCIDRs[0]', /too long/]]],
     ['ipvs: [1, 2]', [['ipvs', /must be a mapping, not a list/]]],
     ['clusterCidr: 10.0.0.0/8', [['clusterCidr', /unknown field/]]],
@@ -348,4 +350,47 @@ test('the proxy command: the sync thread by default, --no-sync-thread turns it o
   assert.equal(effective('--sync-thread'), true);
   assert.equal(effective('--config', off), false, 'the file, no flag');
   assert.equal(effective('--config', off, '--sync-thread'), true, 'the flag over the file');
+});
+
+test('ipvs.runEstimation: unset by default (the kernel\'s value left), from the file, from the flags, and written back', () => {
+  assert.equal('runEstimation' in defaultConfig().ipvs, false);
+  assert.equal('runEstimation' in loadConfig({ text: 'ipvs: {strictARP: true}' }).config.ipvs, false);
+  assert.equal(loadConfig({ text: 'ipvs: {runEstimation: false}' }).config.ipvs.runEstimation, false);
+  assert.equal(loadConfig({ text: 'ipvs: {runEstimation: true}' }).config.ipvs.runEstimation, true);
+  const dir = mkdtempSync(join(tmpdir(), 'ipvsync-config-'));
+  const cli = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
+  const file = join(dir, 'on.yaml');
+  writeFileSync(file, 'ipvs:\n  runEstimation: true\n');
+  const effective = (...args: string[]): boolean | undefined => {
+    const out = join(dir, 'out.yaml');
+    const r = spawnSync(process.execPath, [cli, 'proxy', '--write-config-to', out, ...args], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    const cfg = loadConfig({ file: out }).config;
+    if (cfg.ipvs.runEstimation === undefined) assert.doesNotMatch(readFileSync(out, 'utf8'), /runEstimation/);
+    return cfg.ipvs.runEstimation;
+  };
+  assert.equal(effective(), undefined);
+  assert.equal(effective('--no-ipvs-run-estimation'), false);
+  assert.equal(effective('--ipvs-run-estimation'), true);
+  assert.equal(effective('--config', file), true, 'the file, no flag');
+  assert.equal(effective('--config', file, '--no-ipvs-run-estimation'), false, 'the flag over the file');
+});
+
+test('the proxy\'s sysctls: run_estimation only when set; written to /proc/sys only where the value differs', () => {
+  assert.deepEqual(
+    proxySysctls(false).map(([n]) => n),
+    ['net/ipv4/ip_forward', 'net/ipv4/vs/conntrack', 'net/ipv4/vs/expire_nodest_conn', 'net/ipv4/vs/expire_quiescent_template'],
+  );
+  assert.deepEqual(proxySysctls(false, false).at(-1), ['net/ipv4/vs/run_estimation', '0']);
+  assert.deepEqual(proxySysctls(true, true).slice(-3), [['net/ipv4/conf/all/arp_ignore', '1'], ['net/ipv4/conf/all/arp_announce', '2'], ['net/ipv4/vs/run_estimation', '1']]);
+  // a /proc/sys of files: one to change, one already right, one the kernel does not have
+  const root = mkdtempSync(join(tmpdir(), 'ipvsync-sysctl-'));
+  mkdirSync(join(root, 'net/ipv4/vs'), { recursive: true });
+  writeFileSync(join(root, 'net/ipv4/vs/run_estimation'), '1\n');
+  writeFileSync(join(root, 'net/ipv4/vs/conntrack'), '1\n');
+  const res = applySysctls([['net/ipv4/vs/run_estimation', '0'], ['net/ipv4/vs/conntrack', '1'], ['net/ipv4/vs/missing', '1']], root);
+  assert.equal(readFileSync(join(root, 'net/ipv4/vs/run_estimation'), 'utf8'), '0');
+  assert.equal(readFileSync(join(root, 'net/ipv4/vs/conntrack'), 'utf8'), '1\n', 'not rewritten');
+  assert.deepEqual(res.map((r) => [r.name, r.ok]), [['net.ipv4.vs.run_estimation', true], ['net.ipv4.vs.conntrack', true], ['net.ipv4.vs.missing', false]]);
+  assert.match(res[2]!.error!, /ENOENT/);
 });
