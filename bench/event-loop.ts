@@ -9,6 +9,7 @@
 // dummy kube-ipvs0.
 // Both sides are bench/lib/proxy-worker.ts --full-only (with --sync-thread for the thread), under
 // the node flags and environment of the ipvsync command (its shebang).
+// qemu with --no-estimation: also the sync thread with net.ipv4.vs.run_estimation=0 in its netns.
 // Writes bench/results/event-loop-<env>.json and .md.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -30,6 +31,10 @@ const { values: a } = parseArgs({
     sizes: { type: 'string', default: '1000,10000' },
     modes: { type: 'string', default: 'route,address' },
     rounds: { type: 'string', default: '2' },
+    // qemu: a third run per round, the sync thread with net.ipv4.vs.run_estimation=0 (`proxy
+    // --no-ipvs-run-estimation`): before Linux 6.2 IPVS's estimation timer walks every service
+    // and destination every 2 s in softirq, holding a CPU whoever runs there
+    'no-estimation': { type: 'boolean', default: false },
   },
 });
 if (a.env !== 'host' && a.env !== 'qemu') throw new Error('--env host|qemu');
@@ -37,6 +42,8 @@ const env = a.env;
 const sizes = a.sizes!.split(',').map(Number);
 const modes = a.modes!.split(',');
 const rounds = Number(a.rounds);
+const noEstimation = a['no-estimation']!;
+if (noEstimation && env !== 'qemu') throw new Error('--no-estimation: the host has no IPVS');
 
 interface Run {
   ms: number;
@@ -65,8 +72,15 @@ function freshNetns(): string {
   return name;
 }
 
-function runWorker(dir: string, mode: string, thread: boolean): Run {
-  const worker = [...NODE_ENV_VARS, process.execPath, ...NODE_FLAGS, WORKER, '--dir', dir, '--bind-mode', mode, '--full-only', ...(thread ? ['--sync-thread'] : [])];
+type Variant = 'inProcess' | 'thread' | 'threadNoEstimation';
+const LABEL: Record<Variant, string> = { inProcess: 'in process ', thread: 'sync thread', threadNoEstimation: 'sync thread, run_estimation=0' };
+
+function runWorker(dir: string, mode: string, variant: Variant): Run {
+  const thread = variant !== 'inProcess';
+  const worker = [
+    ...NODE_ENV_VARS, process.execPath, ...NODE_FLAGS, WORKER, '--dir', dir, '--bind-mode', mode, '--full-only',
+    ...(thread ? ['--sync-thread'] : []), ...(variant === 'threadNoEstimation' ? ['--ipvs-run-estimation', '0'] : []),
+  ];
   let r;
   if (env === 'host') {
     // a fresh netns per run: nothing of the last run left, a veth standing in for the dummy link
@@ -77,7 +91,7 @@ function runWorker(dir: string, mode: string, thread: boolean): Run {
     quiet('ip', 'netns', 'del', ns);
   }
   const line = (r.stdout ?? '').split('\n').find((l) => l.startsWith('@@WORKER '));
-  if (r.status !== 0 || !line) throw new Error(`worker (${mode}${thread ? ', sync thread' : ''}) exited ${r.status}: ${(r.stderr ?? '').slice(0, 800)}`);
+  if (r.status !== 0 || !line) throw new Error(`worker (${mode}, ${LABEL[variant]}) exited ${r.status}: ${(r.stderr ?? '').slice(0, 800)}`);
   const j = JSON.parse(line.slice(9));
   const f = j.full;
   const gc = f.gc ?? {};
@@ -92,18 +106,19 @@ function runWorker(dir: string, mode: string, thread: boolean): Run {
 }
 
 const f0 = (x: number) => x.toFixed(0);
-const rows: Array<{ services: number; mode: string; inProcess: Run[]; thread: Run[] }> = [];
+const rows: Array<{ services: number; mode: string; inProcess: Run[]; thread: Run[]; threadNoEstimation?: Run[] }> = [];
 for (const S of sizes) {
   const dir = mkdtempSync(join(os.tmpdir(), `ipvsync-loop-${S}-`));
   for (const [k, v] of Object.entries(manifestFiles(workload(S).services))) writeFileSync(join(dir, k), v);
   for (const mode of modes) {
-    const row = { services: S, mode, inProcess: [] as Run[], thread: [] as Run[] };
+    const row = { services: S, mode, inProcess: [] as Run[], thread: [] as Run[], ...(noEstimation ? { threadNoEstimation: [] as Run[] } : {}) };
+    const variants: Variant[] = noEstimation ? ['inProcess', 'thread', 'threadNoEstimation'] : ['inProcess', 'thread'];
     for (let i = 0; i < rounds; i++) {
-      // alternating, the in-process run first in odd rounds and second in even ones
-      for (const thread of i % 2 === 0 ? [false, true] : [true, false]) {
-        const run = runWorker(dir, mode, thread);
-        (thread ? row.thread : row.inProcess).push(run);
-        console.log(`[${env} S=${S} ${mode}] ${thread ? 'sync thread' : 'in process '}: full ${f0(run.ms)} ms, event loop max ${run.loopMaxMs.toFixed(1)} ms (p99 ${run.loopP99Ms.toFixed(1)}), longest GC pause of the loop's heap ${run.gcMaxMs.toFixed(1)} ms, run-queue wait ${run.mainRunQueueWaitMs?.toFixed(0) ?? '?'} ms, peak RSS ${run.hwmMB.toFixed(0)} MB`);
+      // alternating, the in-process run first in odd rounds and last in even ones
+      for (const variant of i % 2 === 0 ? variants : [...variants].reverse()) {
+        const run = runWorker(dir, mode, variant);
+        row[variant]!.push(run);
+        console.log(`[${env} S=${S} ${mode}] ${LABEL[variant]}: full ${f0(run.ms)} ms, event loop max ${run.loopMaxMs.toFixed(1)} ms (p99 ${run.loopP99Ms.toFixed(1)}), longest GC pause of the loop's heap ${run.gcMaxMs.toFixed(1)} ms, run-queue wait ${run.mainRunQueueWaitMs?.toFixed(0) ?? '?'} ms, peak RSS ${run.hwmMB.toFixed(0)} MB`);
       }
     }
     rows.push(row);
@@ -115,14 +130,25 @@ const mean = (rs: Run[], k: keyof Run) => rs.reduce((n, r) => n + (r[k] ?? 0), 0
 const lines = [
   `Event loop during a full sync, ${env} (${os.release()}, ${os.cpus().length} CPUs), ${rounds} run(s) each, alternating; ${new Date().toISOString()}`,
   '',
-  '| S | bindMode | loop max, in process | loop max, sync thread | ratio | p99 in / thread | full sync in / thread | peak RSS in / thread |',
-  '|---|---|---|---|---|---|---|---|',
+  ...(noEstimation
+    ? [
+        '| S | bindMode | loop max, in process | loop max, sync thread | loop max, sync thread, run_estimation=0 | each run of the thread / with run_estimation=0 | p99 in / thread / run_estimation=0 | full sync in / thread / run_estimation=0 | peak RSS in / thread / run_estimation=0 |',
+        '|---|---|---|---|---|---|---|---|---|',
+      ]
+    : [
+        '| S | bindMode | loop max, in process | loop max, sync thread | ratio | p99 in / thread | full sync in / thread | peak RSS in / thread |',
+        '|---|---|---|---|---|---|---|---|',
+      ]),
 ];
+const runs = (rs: Run[]) => rs.map((r) => r.loopMaxMs.toFixed(0)).join(', ');
 for (const r of rows) {
   const inMax = max(r.inProcess, 'loopMaxMs');
   const thMax = max(r.thread, 'loopMaxMs');
+  const ne = r.threadNoEstimation;
   lines.push(
-    `| ${r.services} | ${r.mode} | ${inMax.toFixed(0)} ms | ${thMax.toFixed(0)} ms | ${(inMax / thMax).toFixed(1)}× | ${max(r.inProcess, 'loopP99Ms').toFixed(0)} / ${max(r.thread, 'loopP99Ms').toFixed(0)} ms | ${(mean(r.inProcess, 'ms') / 1e3).toFixed(2)} / ${(mean(r.thread, 'ms') / 1e3).toFixed(2)} s | ${max(r.inProcess, 'hwmMB').toFixed(0)} / ${max(r.thread, 'hwmMB').toFixed(0)} MB |`,
+    ne
+      ? `| ${r.services} | ${r.mode} | ${inMax.toFixed(0)} ms | ${thMax.toFixed(0)} ms | ${max(ne, 'loopMaxMs').toFixed(0)} ms | ${runs(r.thread)} / ${runs(ne)} ms | ${max(r.inProcess, 'loopP99Ms').toFixed(0)} / ${max(r.thread, 'loopP99Ms').toFixed(0)} / ${max(ne, 'loopP99Ms').toFixed(0)} ms | ${(mean(r.inProcess, 'ms') / 1e3).toFixed(2)} / ${(mean(r.thread, 'ms') / 1e3).toFixed(2)} / ${(mean(ne, 'ms') / 1e3).toFixed(2)} s | ${max(r.inProcess, 'hwmMB').toFixed(0)} / ${max(r.thread, 'hwmMB').toFixed(0)} / ${max(ne, 'hwmMB').toFixed(0)} MB |`
+      : `| ${r.services} | ${r.mode} | ${inMax.toFixed(0)} ms | ${thMax.toFixed(0)} ms | ${(inMax / thMax).toFixed(1)}× | ${max(r.inProcess, 'loopP99Ms').toFixed(0)} / ${max(r.thread, 'loopP99Ms').toFixed(0)} ms | ${(mean(r.inProcess, 'ms') / 1e3).toFixed(2)} / ${(mean(r.thread, 'ms') / 1e3).toFixed(2)} s | ${max(r.inProcess, 'hwmMB').toFixed(0)} / ${max(r.thread, 'hwmMB').toFixed(0)} MB |`,
   );
 }
 lines.push('', 'loop max / p99 / peak RSS: the worst of the runs; full sync: their mean.');

@@ -359,7 +359,7 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
     log(`${restore} full`);
     const full = capped(restore, () => median(() => iptPrepare(tool), () => proc(restore, ['--noflush'], f('ipt-full.txt'))), S);
     row.peers[`${restore} full`] = full;
-    log(`  ${full.timeout ? `timeout > ${TIMEOUT_S} s` : `${full.ms.toFixed(0)} ms`}`);
+    log(`  ${fmtMs(full)}`);
     if (!full.timeout && !full.skipped) {
       // The table holds the full ruleset now: kube-proxy's two ways to apply one endpoint change.
       row.peers[`${restore} one endpoint, full`] = median(() => undefined, () => proc(restore, ['--noflush'], f('ipt-full-changed.txt')));

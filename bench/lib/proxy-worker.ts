@@ -26,6 +26,7 @@ import { changedServiceKeys } from '../../src/kube/model-diff.js';
 import { desiredState } from '../../src/proxy/desired.js';
 import { shareList } from '../../src/engine/sorted.js';
 import { Proxier, type ProxierOptions } from '../../src/proxy/proxier.js';
+import { applySysctls, proxySysctls } from '../../src/proxy/sysctl.js';
 import { ThreadedProxier } from '../../src/proxy/sync-thread.js';
 import { addonCpuUsage, memoryPressure, type AddonCpuUsage } from '../../src/native.js';
 import { benchKernel } from './bench-kernel.js';
@@ -99,8 +100,23 @@ function status(): { vmHWMkB: number; vmRSSkB: number } {
 }
 
 const { values: o } = parseArgs({
-  options: { dir: { type: 'string' }, 'fake-ipvs': { type: 'boolean', default: false }, 'sync-thread': { type: 'boolean', default: false }, 'bind-mode': { type: 'string', default: 'address' }, 'full-only': { type: 'boolean', default: false } },
+  options: {
+    dir: { type: 'string' },
+    'fake-ipvs': { type: 'boolean', default: false },
+    'sync-thread': { type: 'boolean', default: false },
+    'bind-mode': { type: 'string', default: 'address' },
+    'full-only': { type: 'boolean', default: false },
+    // net.ipv4.vs.run_estimation in this process's network namespace before anything is synced
+    // (0 or 1), as `proxy --[no-]ipvs-run-estimation` writes it
+    'ipvs-run-estimation': { type: 'string' },
+  },
 });
+if (o['ipvs-run-estimation'] !== undefined) {
+  const v = o['ipvs-run-estimation'];
+  if (v !== '0' && v !== '1') throw new Error('--ipvs-run-estimation 0|1');
+  const [r] = applySysctls(proxySysctls(false, v === '1').slice(-1));
+  if (!r!.ok) throw new Error(`net.ipv4.vs.run_estimation: ${r!.error}`);
+}
 const bindMode = o['bind-mode'] === 'route' ? 'route' : 'address';
 if (!o.dir) throw new Error('--dir required');
 if (o['sync-thread'] && !o['full-only']) throw new Error('--sync-thread measures the full sync only: give --full-only');
