@@ -22,6 +22,7 @@ import {
   toProxyConfig,
   validateConfig,
   writeConfigTo,
+  type IpvsyncConfig,
 } from '../../src/daemon/config.js';
 
 function issuesOf(fn: () => unknown): Array<[string, string]> {
@@ -334,22 +335,37 @@ test('node name: hostnameOverride, else the lowercased hostname', () => {
   assert.equal(nodeName(defaultConfig(), () => ' Worker-1.Example '), 'worker-1.example');
 });
 
-test('the proxy command: the sync thread by default, --no-sync-thread turns it off, a flag overrides the file (through --write-config-to)', () => {
+/** The proxy command's effective config for `args` (through --write-config-to), and the file's
+ *  text; `file(name, text)` writes a config for `--config` beside it. */
+function proxyCommand(): { effective(...args: string[]): { config: IpvsyncConfig; text: string }; file(name: string, text: string): string } {
   const dir = mkdtempSync(join(tmpdir(), 'ipvsync-config-'));
   const cli = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
-  const off = join(dir, 'off.yaml');
-  writeFileSync(off, 'syncThread: false\n');
-  const effective = (...args: string[]): boolean => {
-    const out = join(dir, 'out.yaml');
-    const r = spawnSync(process.execPath, [cli, 'proxy', '--write-config-to', out, ...args], { encoding: 'utf8' });
-    assert.equal(r.status, 0, r.stderr);
-    return loadConfig({ file: out }).config.syncThread;
+  return {
+    effective(...args) {
+      const out = join(dir, 'out.yaml');
+      const r = spawnSync(process.execPath, [cli, 'proxy', '--write-config-to', out, ...args], { encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      return { config: loadConfig({ file: out }).config, text: readFileSync(out, 'utf8') };
+    },
+    file(name, text) {
+      writeFileSync(join(dir, name), text);
+      return join(dir, name);
+    },
   };
-  assert.equal(effective(), true);
-  assert.equal(effective('--no-sync-thread'), false);
-  assert.equal(effective('--sync-thread'), true);
-  assert.equal(effective('--config', off), false, 'the file, no flag');
-  assert.equal(effective('--config', off, '--sync-thread'), true, 'the flag over the file');
+}
+
+test('the proxy command: the sync thread by default, --no-sync-thread turns it off, a flag overrides the file (through --write-config-to)', () => {
+  const cmd = proxyCommand();
+  const off = cmd.file('off.yaml', 'syncThread: false\n');
+  const effective = (...args: string[]): boolean => cmd.effective(...args).config.syncThread;
+  const cases: Array<[string[], boolean, string?]> = [
+    [[], true],
+    [['--no-sync-thread'], false],
+    [['--sync-thread'], true],
+    [['--config', off], false, 'the file, no flag'],
+    [['--config', off, '--sync-thread'], true, 'the flag over the file'],
+  ];
+  for (const [args, want, why] of cases) assert.equal(effective(...args), want, why ?? args.join(' '));
 });
 
 test('ipvs.runEstimation: unset by default (the kernel\'s value left), from the file, from the flags, and written back', () => {
@@ -357,23 +373,21 @@ test('ipvs.runEstimation: unset by default (the kernel\'s value left), from the 
   assert.equal('runEstimation' in loadConfig({ text: 'ipvs: {strictARP: true}' }).config.ipvs, false);
   assert.equal(loadConfig({ text: 'ipvs: {runEstimation: false}' }).config.ipvs.runEstimation, false);
   assert.equal(loadConfig({ text: 'ipvs: {runEstimation: true}' }).config.ipvs.runEstimation, true);
-  const dir = mkdtempSync(join(tmpdir(), 'ipvsync-config-'));
-  const cli = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
-  const file = join(dir, 'on.yaml');
-  writeFileSync(file, 'ipvs:\n  runEstimation: true\n');
+  const cmd = proxyCommand();
+  const file = cmd.file('on.yaml', 'ipvs:\n  runEstimation: true\n');
   const effective = (...args: string[]): boolean | undefined => {
-    const out = join(dir, 'out.yaml');
-    const r = spawnSync(process.execPath, [cli, 'proxy', '--write-config-to', out, ...args], { encoding: 'utf8' });
-    assert.equal(r.status, 0, r.stderr);
-    const cfg = loadConfig({ file: out }).config;
-    if (cfg.ipvs.runEstimation === undefined) assert.doesNotMatch(readFileSync(out, 'utf8'), /runEstimation/);
-    return cfg.ipvs.runEstimation;
+    const { config, text } = cmd.effective(...args);
+    if (config.ipvs.runEstimation === undefined) assert.doesNotMatch(text, /runEstimation/);
+    return config.ipvs.runEstimation;
   };
-  assert.equal(effective(), undefined);
-  assert.equal(effective('--no-ipvs-run-estimation'), false);
-  assert.equal(effective('--ipvs-run-estimation'), true);
-  assert.equal(effective('--config', file), true, 'the file, no flag');
-  assert.equal(effective('--config', file, '--no-ipvs-run-estimation'), false, 'the flag over the file');
+  const cases: Array<[string[], boolean | undefined, string?]> = [
+    [[], undefined, 'no flag, no file: left unset'],
+    [['--no-ipvs-run-estimation'], false],
+    [['--ipvs-run-estimation'], true],
+    [['--config', file], true, 'the file, no flag'],
+    [['--config', file, '--no-ipvs-run-estimation'], false, 'the flag over the file'],
+  ];
+  for (const [args, want, why] of cases) assert.equal(effective(...args), want, why ?? args.join(' '));
 });
 
 test('the proxy\'s sysctls: run_estimation only when set; written to /proc/sys only where the value differs', () => {
