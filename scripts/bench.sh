@@ -16,11 +16,12 @@ for b in "${want[@]}"; do
     ipvs|engine) node dist/test/vm/cli.js --out bench/results -- \
       'IPVSYNC_RESULTS_DIR=$IPVSYNC_VM_OUT node dist/bench/'"$b"'.js' ;;
     # the daemon's event loop with the proxier in process and on its sync thread: the host
-    # (IPVS in memory) at 1k-50k, then the VM's kernel at 10k
+    # (IPVS in memory) at 1k-50k, then the VM's kernel at 10k and 20k, there also the thread
+    # with IPVS's rate estimation off (net.ipv4.vs.run_estimation=0)
     event-loop)
       node dist/bench/event-loop.js --env host --sizes 1000,10000,20000,50000
-      node dist/test/vm/cli.js --kernel qemu --out bench/results -- \
-        'IPVSYNC_RESULTS_DIR=$IPVSYNC_VM_OUT node dist/bench/event-loop.js --env qemu --sizes 10000' ;;
+      node dist/test/vm/cli.js --kernel qemu --mem 3072 --timeout 3600 --out bench/results -- \
+        'IPVSYNC_RESULTS_DIR=$IPVSYNC_VM_OUT node dist/bench/event-loop.js --env qemu --sizes 10000,20000 --modes address --no-estimation' ;;
     *) node "dist/bench/$b.js" ;;
   esac
 done
