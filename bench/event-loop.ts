@@ -18,6 +18,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { NODE_ENV_VARS, NODE_FLAGS } from './lib/command-env.js';
+import { eventLoopTable, type EventLoopRow, type Run } from './lib/event-loop-table.js';
 import { manifestFiles } from './lib/manifests.js';
 import { workload } from './lib/workload.js';
 
@@ -44,15 +45,6 @@ const modes = a.modes!.split(',');
 const rounds = Number(a.rounds);
 const noEstimation = a['no-estimation']!;
 if (noEstimation && env !== 'qemu') throw new Error('--no-estimation: the host has no IPVS');
-
-interface Run {
-  ms: number;
-  loopMaxMs: number;
-  loopP99Ms: number;
-  gcMaxMs: number;
-  mainRunQueueWaitMs?: number;
-  hwmMB: number;
-}
 
 function quiet(cmd: string, ...args: string[]): void {
   spawnSync(cmd, args, { stdio: 'ignore' });
@@ -106,13 +98,13 @@ function runWorker(dir: string, mode: string, variant: Variant): Run {
 }
 
 const f0 = (x: number) => x.toFixed(0);
-const rows: Array<{ services: number; mode: string; inProcess: Run[]; thread: Run[]; threadNoEstimation?: Run[] }> = [];
+const variants: Variant[] = noEstimation ? ['inProcess', 'thread', 'threadNoEstimation'] : ['inProcess', 'thread'];
+const rows: EventLoopRow[] = [];
 for (const S of sizes) {
   const dir = mkdtempSync(join(os.tmpdir(), `ipvsync-loop-${S}-`));
   for (const [k, v] of Object.entries(manifestFiles(workload(S).services))) writeFileSync(join(dir, k), v);
   for (const mode of modes) {
     const row = { services: S, mode, inProcess: [] as Run[], thread: [] as Run[], ...(noEstimation ? { threadNoEstimation: [] as Run[] } : {}) };
-    const variants: Variant[] = noEstimation ? ['inProcess', 'thread', 'threadNoEstimation'] : ['inProcess', 'thread'];
     for (let i = 0; i < rounds; i++) {
       // alternating, the in-process run first in odd rounds and last in even ones
       for (const variant of i % 2 === 0 ? variants : [...variants].reverse()) {
@@ -125,32 +117,11 @@ for (const S of sizes) {
   }
 }
 
-const max = (rs: Run[], k: keyof Run) => Math.max(...rs.map((r) => r[k] ?? 0));
-const mean = (rs: Run[], k: keyof Run) => rs.reduce((n, r) => n + (r[k] ?? 0), 0) / rs.length;
 const lines = [
   `Event loop during a full sync, ${env} (${os.release()}, ${os.cpus().length} CPUs), ${rounds} run(s) each, alternating; ${new Date().toISOString()}`,
   '',
-  ...(noEstimation
-    ? [
-        '| S | bindMode | loop max, in process | loop max, sync thread | loop max, sync thread, run_estimation=0 | each run of the thread / with run_estimation=0 | p99 in / thread / run_estimation=0 | full sync in / thread / run_estimation=0 | peak RSS in / thread / run_estimation=0 |',
-        '|---|---|---|---|---|---|---|---|---|',
-      ]
-    : [
-        '| S | bindMode | loop max, in process | loop max, sync thread | ratio | p99 in / thread | full sync in / thread | peak RSS in / thread |',
-        '|---|---|---|---|---|---|---|---|',
-      ]),
+  ...eventLoopTable(rows, noEstimation),
 ];
-const runs = (rs: Run[]) => rs.map((r) => r.loopMaxMs.toFixed(0)).join(', ');
-for (const r of rows) {
-  const inMax = max(r.inProcess, 'loopMaxMs');
-  const thMax = max(r.thread, 'loopMaxMs');
-  const ne = r.threadNoEstimation;
-  lines.push(
-    ne
-      ? `| ${r.services} | ${r.mode} | ${inMax.toFixed(0)} ms | ${thMax.toFixed(0)} ms | ${max(ne, 'loopMaxMs').toFixed(0)} ms | ${runs(r.thread)} / ${runs(ne)} ms | ${max(r.inProcess, 'loopP99Ms').toFixed(0)} / ${max(r.thread, 'loopP99Ms').toFixed(0)} / ${max(ne, 'loopP99Ms').toFixed(0)} ms | ${(mean(r.inProcess, 'ms') / 1e3).toFixed(2)} / ${(mean(r.thread, 'ms') / 1e3).toFixed(2)} / ${(mean(ne, 'ms') / 1e3).toFixed(2)} s | ${max(r.inProcess, 'hwmMB').toFixed(0)} / ${max(r.thread, 'hwmMB').toFixed(0)} / ${max(ne, 'hwmMB').toFixed(0)} MB |`
-      : `| ${r.services} | ${r.mode} | ${inMax.toFixed(0)} ms | ${thMax.toFixed(0)} ms | ${(inMax / thMax).toFixed(1)}× | ${max(r.inProcess, 'loopP99Ms').toFixed(0)} / ${max(r.thread, 'loopP99Ms').toFixed(0)} ms | ${(mean(r.inProcess, 'ms') / 1e3).toFixed(2)} / ${(mean(r.thread, 'ms') / 1e3).toFixed(2)} s | ${max(r.inProcess, 'hwmMB').toFixed(0)} / ${max(r.thread, 'hwmMB').toFixed(0)} MB |`,
-  );
-}
 lines.push('', 'loop max / p99 / peak RSS: the worst of the runs; full sync: their mean.');
 const md = lines.join('\n');
 console.log(`\n${md}`);

@@ -28,7 +28,7 @@ import { ipBatchVips, IPSET_NAMES, ipsetRestore, ipvsadmRestore } from './lib/ip
 import { CLI, NODE_ENV_VARS, NODE_FLAGS } from './lib/command-env.js';
 import { manifestFiles, syncFlags } from './lib/manifests.js';
 import { nftRuleset, NFT_TABLE } from './lib/nft-mode.js';
-import { parseSkip, skipsFromRows } from './lib/caps.js';
+import { cappedInRows, formatSkip, parseSkip, type CappedAt } from './lib/caps.js';
 import { fmtMs, renderMarkdown, renderSvg, type SuiteResult, type PhaseResult, type Measure, type SizeRow } from './lib/render.js';
 import { changedIndex, NODE_IP, NODE_NAME, withOneEndpointChanged, workload } from './lib/workload.js';
 
@@ -244,7 +244,7 @@ function environment(env: string): Record<string, unknown> {
 
 /** Peers that hit the cap at a smaller S (in this run, or in a kept row of an earlier one) are
  *  not started again at a larger one: by name, the S and the cap they hit. */
-const cappedAt = new Map<string, { S: number; capS: number }>();
+const cappedAt = new Map<string, CappedAt>();
 function capped(name: string, run: () => Measure, S: number): Measure {
   const at = cappedAt.get(name);
   if (at !== undefined) return { ms: NaN, skipped: `timeout > ${at.capS} s already at ${at.S} services`, timeout: false };
@@ -444,20 +444,20 @@ if (a.phase === 'host' || a.phase === 'qemu') {
       .map((r) => ({ ...r, measuredAt: r.measuredAt ?? prev!.phases.qemu!.environment.date }));
     if (kept.length) result.phases.qemu = { ...prev!.phases.qemu!, rows: kept };
     // A peer a kept row has at the cap is not started again at a larger size either.
-    const skip: string[] = skipsFromRows(kept, Math.min(...sizes), TIMEOUT_S);
+    const skip = cappedInRows(kept, Math.min(...sizes), TIMEOUT_S);
     for (const S of sizes) {
       const out = join(scratch, `qemu-${S}.json`);
       rmSync(out, { force: true });
-      const cmd = `node dist/bench/suite.js --phase qemu --sizes ${S} --timeout ${TIMEOUT_S} ${skip.map((x) => `--skip '${x}'`).join(' ')} --out-file "$IPVSYNC_VM_OUT/qemu-${S}.json"`;
+      const cmd = `node dist/bench/suite.js --phase qemu --sizes ${S} --timeout ${TIMEOUT_S} ${[...skip].map(([name, at]) => `--skip '${formatSkip(name, at)}'`).join(' ')} --out-file "$IPVSYNC_VM_OUT/qemu-${S}.json"`;
       const r = spawnSync(process.execPath, [join(ROOT, 'dist', 'test', 'vm', 'cli.js'), '--kernel', 'qemu', '--mem', '3072', '--timeout', String(Math.max(3600, 10 * TIMEOUT_S)), '--out', scratch, '--', cmd], { stdio: 'inherit', cwd: ROOT });
       if (r.status !== 0 || !existsSync(out)) {
         console.error(`qemu S=${S} failed (exit ${r.status})`);
         (result.phases.qemu ??= { environment: {}, loadavgEnd: '', rows: [] }).rows.push({ services: S, endpoints: S * 10, error: `VM run failed (exit ${r.status})`, peers: {}, sizes: {} });
         continue;
       }
-      const ph = JSON.parse(readFileSync(out, 'utf8')) as PhaseResult & { capped: Array<[string, { S: number; capS: number }]> };
+      const ph = JSON.parse(readFileSync(out, 'utf8')) as PhaseResult & { capped: Array<[string, CappedAt]> };
       for (const row of ph.rows) row.measuredAt = ph.environment.date;
-      for (const [name, at] of ph.capped) if (!skip.some((x) => x.startsWith(`${name}=`))) skip.push(`${name}=${at.S}:${at.capS}`);
+      for (const [name, at] of ph.capped) if (!skip.has(name)) skip.set(name, at);
       if (!result.phases.qemu?.rows.length) result.phases.qemu = { environment: ph.environment, loadavgEnd: ph.loadavgEnd, rows: ph.rows };
       else {
         result.phases.qemu.rows.push(...ph.rows);

@@ -10,19 +10,28 @@ export const CAPPED_PEERS: ReadonlyArray<readonly [name: string, key: string]> =
   ['nft -f', 'nft -f'],
 ];
 
-/** `--skip` values (`name=S:capS`) for the peers that hit the cap in a row smaller than `S`:
- *  the smallest such row, with the cap it hit (`defaultCapS` when the row does not say). */
-export function skipsFromRows(rows: readonly SizeRow[], S: number, defaultCapS: number): string[] {
-  const out: string[] = [];
+/** Where a peer hit the cap: the S, and the cap it hit. */
+export interface CappedAt {
+  S: number;
+  capS: number;
+}
+
+/** The peers that hit the cap in a row smaller than `S`, by name: the smallest such row, with
+ *  the cap it hit (`defaultCapS` when the row does not say). */
+export function cappedInRows(rows: readonly SizeRow[], S: number, defaultCapS: number): Map<string, CappedAt> {
+  const out = new Map<string, CappedAt>();
   for (const [name, key] of CAPPED_PEERS) {
     const hit = rows.filter((r) => r.services < S && r.peers[key]?.timeout).sort((x, y) => x.services - y.services)[0];
-    if (hit) out.push(`${name}=${hit.services}:${Math.round(hit.peers[key]!.timeoutS ?? defaultCapS)}`);
+    if (hit) out.set(name, { S: hit.services, capS: Math.round(hit.peers[key]!.timeoutS ?? defaultCapS) });
   }
   return out;
 }
 
+/** A `--skip` value (`name=S:capS`). */
+export const formatSkip = (name: string, at: CappedAt): string => `${name}=${at.S}:${at.capS}`;
+
 /** A `--skip` value read back: the peer's name, the S it hit the cap at and the cap. */
-export function parseSkip(x: string, defaultCapS: number): [name: string, at: { S: number; capS: number }] {
+export function parseSkip(x: string, defaultCapS: number): [name: string, at: CappedAt] {
   const i = x.lastIndexOf('=');
   const [S, capS] = x.slice(i + 1).split(':');
   return [x.slice(0, i), { S: Number(S), capS: capS === undefined ? defaultCapS : Number(capS) }];

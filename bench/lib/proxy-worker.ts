@@ -26,7 +26,7 @@ import { changedServiceKeys } from '../../src/kube/model-diff.js';
 import { desiredState } from '../../src/proxy/desired.js';
 import { shareList } from '../../src/engine/sorted.js';
 import { Proxier, type ProxierOptions } from '../../src/proxy/proxier.js';
-import { applySysctls, proxySysctls } from '../../src/proxy/sysctl.js';
+import { applySysctls, runEstimationSysctl } from '../../src/proxy/sysctl.js';
 import { ThreadedProxier } from '../../src/proxy/sync-thread.js';
 import { addonCpuUsage, memoryPressure, type AddonCpuUsage } from '../../src/native.js';
 import { benchKernel } from './bench-kernel.js';
@@ -114,7 +114,7 @@ const { values: o } = parseArgs({
 if (o['ipvs-run-estimation'] !== undefined) {
   const v = o['ipvs-run-estimation'];
   if (v !== '0' && v !== '1') throw new Error('--ipvs-run-estimation 0|1');
-  const [r] = applySysctls(proxySysctls(false, v === '1').slice(-1));
+  const [r] = applySysctls([runEstimationSysctl(v === '1')]);
   if (!r!.ok) throw new Error(`net.ipv4.vs.run_estimation: ${r!.error}`);
 }
 const bindMode = o['bind-mode'] === 'route' ? 'route' : 'address';

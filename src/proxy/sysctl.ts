@@ -9,13 +9,18 @@ export interface SysctlResult {
   error?: string;
 }
 
+/** net.ipv4.vs.run_estimation (ipvsync's own; kube-proxy leaves it): false stops IPVS's rate
+ *  estimation, whose timer before Linux 6.2 walks every service and destination every 2 s in
+ *  softirq (config.ts, ipvs.runEstimation). */
+export function runEstimationSysctl(on: boolean): [string, string] {
+  return ['net/ipv4/vs/run_estimation', on ? '1' : '0'];
+}
+
 /** net.ipv4.vs.conntrack=1 lets IPVS-forwarded packets through conntrack, so the nftables
  *  masquerade applies; expire_nodest_conn / expire_quiescent_template drop connections and
  *  persistence templates of removed or weight-0 real servers; strict ARP keeps the node from
- *  answering ARP for the VIPs on kube-ipvs0. `runEstimation`, when given, is written to
- *  net.ipv4.vs.run_estimation (ipvsync's own; kube-proxy leaves it): false stops IPVS's rate
- *  estimation, whose timer before Linux 6.2 walks every service and destination every 2 s in
- *  softirq (config.ts, ipvs.runEstimation). */
+ *  answering ARP for the VIPs on kube-ipvs0. `runEstimation`, when given:
+ *  runEstimationSysctl. */
 export function proxySysctls(strictARP: boolean, runEstimation?: boolean): Array<[string, string]> {
   const s: Array<[string, string]> = [
     ['net/ipv4/ip_forward', '1'],
@@ -24,7 +29,7 @@ export function proxySysctls(strictARP: boolean, runEstimation?: boolean): Array
     ['net/ipv4/vs/expire_quiescent_template', '1'],
   ];
   if (strictARP) s.push(['net/ipv4/conf/all/arp_ignore', '1'], ['net/ipv4/conf/all/arp_announce', '2']);
-  if (runEstimation !== undefined) s.push(['net/ipv4/vs/run_estimation', runEstimation ? '1' : '0']);
+  if (runEstimation !== undefined) s.push(runEstimationSysctl(runEstimation));
   return s;
 }
 

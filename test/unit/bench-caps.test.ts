@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseSkip, skipsFromRows } from '../../bench/lib/caps.js';
+import { cappedInRows, formatSkip, parseSkip } from '../../bench/lib/caps.js';
 import type { SizeRow } from '../../bench/lib/render.js';
 
 const row = (services: number, peers: SizeRow['peers']): SizeRow => ({ services, endpoints: services * 10, sizes: {}, peers });
@@ -19,16 +19,18 @@ test('peers capped in kept smaller rows are skipped at a larger size, with the c
       'nft -f': { ms: NaN, skipped: 'timeout > 150 s already at 5000 services' },
     }),
   ];
-  assert.deepEqual(skipsFromRows(rows, 20000, 600), ['iptables-nft-restore=5000:150', 'nft -f=5000:150']);
+  const skips = (rs: SizeRow[], S: number, capS: number) => [...cappedInRows(rs, S, capS)].map(([name, at]) => formatSkip(name, at));
+  assert.deepEqual(skips(rows, 20000, 600), ['iptables-nft-restore=5000:150', 'nft -f=5000:150']);
   // only rows smaller than the size run count; a timeout without its cap gets the run's
-  assert.deepEqual(skipsFromRows(rows, 5000, 600), []);
-  assert.deepEqual(skipsFromRows([row(1000, { 'nft -f': { ms: NaN, timeout: true } })], 5000, 600), ['nft -f=1000:600']);
+  assert.deepEqual(skips(rows, 5000, 600), []);
+  assert.deepEqual(skips([row(1000, { 'nft -f': { ms: NaN, timeout: true } })], 5000, 600), ['nft -f=1000:600']);
   // the smallest capped row is the one named
   const two = [row(10000, { 'nft -f': { ms: NaN, timeout: true, timeoutS: 300 } }), row(5000, { 'nft -f': { ms: NaN, timeout: true, timeoutS: 150 } })];
-  assert.deepEqual(skipsFromRows(two, 20000, 600), ['nft -f=5000:150']);
+  assert.deepEqual(skips(two, 20000, 600), ['nft -f=5000:150']);
 });
 
 test('a --skip value reads back as name, S and cap; without a cap the run\'s', () => {
+  assert.deepEqual(parseSkip(formatSkip('iptables-nft-restore', { S: 5000, capS: 150 }), 600), ['iptables-nft-restore', { S: 5000, capS: 150 }]);
   assert.deepEqual(parseSkip('nft -f=5000:150', 600), ['nft -f', { S: 5000, capS: 150 }]);
   assert.deepEqual(parseSkip('iptables-nft-restore=1000', 600), ['iptables-nft-restore', { S: 1000, capS: 600 }]);
 });
