@@ -225,6 +225,8 @@ function environment(env: string): Record<string, unknown> {
   };
   return {
     env,
+    // the guest's accelerator (test/vm sets it): TCG slows everything ~10x, KVM hardly
+    ...(env === 'qemu' ? { accel: process.env.IPVSYNC_VM_ACCEL ?? 'tcg' } : {}),
     kernel: os.release(),
     cpu: os.cpus()[0]?.model ?? '?',
     nproc: os.cpus().length,

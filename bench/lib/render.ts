@@ -334,18 +334,30 @@ function memoryTable(p: PhaseResult): string[] {
 
 function envLine(p: PhaseResult): string {
   const e = p.environment;
-  const line = `kernel ${e.kernel} (${e.env}), ${e.cpu} × ${e.nproc}, ${e.memMB} MB, node ${e.node}; load average at start ${e.loadavg}, at end ${p.loadavgEnd}; ${Object.entries(e.tools as Record<string, string>).map(([k2, v]) => `${k2}: ${v}`).join('; ')}; ${e.date}`;
+  const line = `kernel ${e.kernel} (${e.env}${e.accel ? `, ${String(e.accel).toUpperCase()}` : ''}), ${e.cpu} × ${e.nproc}, ${e.memMB} MB, node ${e.node}; load average at start ${e.loadavg}, at end ${p.loadavgEnd}; ${Object.entries(e.tools as Record<string, string>).map(([k2, v]) => `${k2}: ${v}`).join('; ')}; ${e.date}`;
   const dates = new Set(p.rows.map((r) => r.measuredAt ?? e.date));
   if (dates.size < 2) return line;
   // rows of several runs: say which run each size is from (each run's own ratios hold)
   return `${line}. Rows from different runs (compare within a row): ${p.rows.map((r) => `${k(r.services)} ${r.measuredAt ?? e.date}`).join(', ')}`;
 }
 
+/** How the qemu phase's guest ran (its environment's accel; rows from before it was recorded: TCG). */
+function accelName(p: PhaseResult): 'TCG' | 'KVM' {
+  return p.environment.accel === 'kvm' ? 'KVM' : 'TCG';
+}
+
 export function renderMarkdown(res: SuiteResult): string {
   const out: string[] = [`# ipvsync benchmark suite — ${res.date}`, '', `Host: \`${res.hostUptime}\`${res.hostUptimeEnd ? ` → \`${res.hostUptimeEnd}\`` : ''}`, ''];
   if (res.phases.qemu) {
     const p = res.phases.qemu;
-    out.push('## Same kernel, everything (Debian 6.1 under qemu TCG — absolute times ~10× slow and noisy: read the ratios)', '', envLine(p), '');
+    out.push(
+      accelName(p) === 'TCG'
+        ? '## Same kernel, everything (Debian 6.1 under qemu TCG — absolute times ~10× slow and noisy: read the ratios)'
+        : '## Same kernel, everything (Debian 6.1 under qemu with KVM)',
+      '',
+      envLine(p),
+      '',
+    );
     out.push('### Targets', '', ...targets(res), '');
     out.push('### Full programming (S services × 10 endpoints, empty kernel → programmed)', '', ...fullTable(p, 'qemu'), '');
     const rt = routeTable(p);
@@ -357,7 +369,7 @@ export function renderMarkdown(res: SuiteResult): string {
   }
   const q = res.phases.qemu;
   const h = res.phases.host;
-  if (q && h) {
+  if (q && h && accelName(q) === 'TCG') {
     // How much slower each side runs under TCG than on the host; a row kept from an earlier run
     // says which runs it compares (the host's own speed varies from hour to hour).
     const lines: string[] = [];
@@ -463,7 +475,7 @@ export function renderSvg(res: SuiteResult): string {
   const parts: string[] = [];
   let x = 0;
   if (res.phases.qemu) {
-    parts.push(...panel('Full programming, same kernel (qemu 6.1, TCG)', series(res.phases.qemu, 'qemu'), x, W, H));
+    parts.push(...panel(`Full programming, same kernel (qemu 6.1, ${accelName(res.phases.qemu)})`, series(res.phases.qemu, 'qemu'), x, W, H));
     x += W;
   }
   if (res.phases.host) {

@@ -173,3 +173,26 @@ test('the event-loop target on the sync thread (the daemon’s default): a row o
   assert.match(renderMarkdown(res([12.4, 61])), /\| same, the proxier on its sync thread \(the daemon's default\) \| max 1k: 12 ms, 10k: 61 ms [^|]*\| \*\*no\*\* \|/);
   assert.doesNotMatch(renderMarkdown(res()), /on its sync thread \(the daemon's default\) \| max/);
 });
+
+test('the qemu heading, the plot and the slowdown section follow the guest’s accelerator (TCG when the run did not record one)', async () => {
+  const { renderSvg } = await import('../../bench/lib/render.js');
+  // a row with the legacy restore's time: a point in the plot, a line in the slowdown section
+  const legacy = (services: number, ms: number) => ({ ...row(services, environment.date), peers: { 'iptables-legacy-restore full': { ms } } });
+  const res = (accel?: string): SuiteResult => ({
+    date: 'd', hostUptime: 'u',
+    phases: {
+      qemu: { environment: { ...environment, cpu: 'AMD EPYC', ...(accel ? { accel } : {}) }, loadavgEnd: '1', rows: [legacy(1000, 3070)] },
+      host: { environment: { ...environment, env: 'host', cpu: 'AMD EPYC' }, loadavgEnd: '1', rows: [legacy(1000, 204)] },
+    },
+  });
+  for (const r of [res(), res('tcg')]) {
+    assert.match(renderMarkdown(r), /## Same kernel, everything \(Debian 6\.1 under qemu TCG/);
+    assert.match(renderSvg(r), /qemu 6\.1, TCG/);
+    assert.match(renderMarkdown(r), /### qemu TCG \/ host slowdown[^]*- 1k: iptables-legacy-restore 15×/);
+  }
+  const kvm = res('kvm');
+  assert.match(renderMarkdown(kvm), /## Same kernel, everything \(Debian 6\.1 under qemu with KVM\)\n\nkernel 6\.1 \(qemu, KVM\), AMD EPYC × 2/);
+  // no TCG heading, no slowdown section (KVM's guest runs at about the host's speed)
+  assert.doesNotMatch(renderMarkdown(kvm), /TCG|slowdown/);
+  assert.match(renderSvg(kvm), /qemu 6\.1, KVM/);
+});

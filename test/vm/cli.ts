@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
-import { repoRoot, runInVm, VmError, type VmKernelKind } from './vm.js';
+import { qemuAccel, repoRoot, runInVm, VmError, type QemuAccel, type VmKernelKind } from './vm.js';
 
 const VM_FAILED = 125;
 
@@ -17,7 +17,9 @@ const USAGE = `usage: node dist/test/vm/cli.js [options] [--suite NAME | -- COMM
 
   --kernel uml|qemu  kernel to boot (default: $IPVSYNC_VM_KERNEL or uml)
                      uml:  user-mode-linux, boots in seconds, no nftables ip/ip6/inet
-                     qemu: Debian kernel under qemu TCG, complete but ~10x slower
+                     qemu: Debian kernel under qemu, complete; ~10x slower under TCG
+  --accel tcg|kvm    qemu's accelerator (default: $IPVSYNC_VM_ACCEL or tcg); kvm needs
+                     hardware virtualization (kvm_intel/kvm_amd): checked before booting
   --suite NAME       run a named suite:
                        kernel  node --test on dist/test/kernel/**/*.test.js
                        e2e     node --test on dist/test/e2e/**/*.test.js (the proxy
@@ -63,6 +65,7 @@ async function main(): Promise<number> {
       strict: true,
       options: {
         kernel: { type: 'string' },
+        accel: { type: 'string' },
         suite: { type: 'string' },
         timeout: { type: 'string' },
         mem: { type: 'string' },
@@ -83,6 +86,15 @@ async function main(): Promise<number> {
   const kernelArg = values.kernel ?? process.env.IPVSYNC_VM_KERNEL ?? 'uml';
   if (kernelArg !== 'uml' && kernelArg !== 'qemu') die(`--kernel must be uml or qemu, not ${JSON.stringify(kernelArg)}`);
   const kernel: VmKernelKind = kernelArg;
+  let accel: QemuAccel | undefined;
+  if (values.accel !== undefined) {
+    if (kernel !== 'qemu') die('--accel applies to --kernel qemu only');
+    try {
+      accel = qemuAccel(values.accel);
+    } catch (e) {
+      die((e as Error).message.replace(/^test\/vm: /, ''));
+    }
+  }
   const timeoutSec = values.timeout === undefined ? 1200 : Number(values.timeout);
   if (!Number.isFinite(timeoutSec) || timeoutSec <= 0) die(`bad --timeout ${JSON.stringify(values.timeout)}`);
   const memMB = values.mem === undefined ? undefined : Number(values.mem);
@@ -136,6 +148,7 @@ async function main(): Promise<number> {
   try {
     const r = await runInVm({
       kernel,
+      ...(accel ? { accel } : {}),
       command,
       cwd: root,
       env,

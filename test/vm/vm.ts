@@ -29,6 +29,10 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 
 export type VmKernelKind = 'uml' | 'qemu';
 
+/** How qemu runs the guest: 'tcg' emulates every instruction (works anywhere, ~10x slow);
+ *  'kvm' runs it on the host's hardware virtualization (near-native speed where there is one). */
+export type QemuAccel = 'tcg' | 'kvm';
+
 export interface RunInVmOptions {
   /** Which kernel to boot. Default: $IPVSYNC_VM_KERNEL, else 'uml'. */
   kernel?: VmKernelKind;
@@ -45,6 +49,9 @@ export interface RunInVmOptions {
   timeoutMs?: number;
   /** Guest memory. Default 2048 MiB. */
   memMB?: number;
+  /** qemu's accelerator. Default: $IPVSYNC_VM_ACCEL, else 'tcg'. 'kvm' is checked first
+   *  (kvmStatus) and fails with the reason where the host's KVM can't boot the guest. */
+  accel?: QemuAccel;
   /** Receives the guest console output (kernel messages, init messages, the command's stdout and stderr) as it arrives. */
   onOutput?: (chunk: string) => void;
   /** Aborting kills the VM; runInVm then rejects with a VmError. */
@@ -79,6 +86,44 @@ export class VmError extends Error {
 
 const DEFAULT_TIMEOUT_MS = 20 * 60 * 1000;
 const DEFAULT_MEM_MB = 2048;
+
+/** The accelerator to use: the option, else $IPVSYNC_VM_ACCEL, else 'tcg'. */
+export function qemuAccel(option?: string): QemuAccel {
+  const v = option ?? process.env.IPVSYNC_VM_ACCEL ?? 'tcg';
+  if (v !== 'tcg' && v !== 'kvm') throw new Error(`test/vm: the qemu accelerator must be tcg or kvm, not ${JSON.stringify(v)}`);
+  return v;
+}
+
+/** qemu's accelerator and CPU model arguments. */
+export function qemuAccelArgs(accel: QemuAccel): string[] {
+  // TCG: 'max', every feature qemu can emulate. KVM: the host's own CPU.
+  return accel === 'kvm' ? ['-accel', 'kvm', '-cpu', 'host'] : ['-accel', 'tcg', '-cpu', 'max'];
+}
+
+/**
+ * Whether Debian's kernel can boot under this host's KVM, and why not. Needs a usable
+ * `/dev/kvm` and a hardware-virtualization KVM (kvm_intel or kvm_amd in `/sys/module`). A host
+ * whose KVM is PVM (kvm_pvm: KVM without hardware virtualization, in nested cloud VMs) runs
+ * only PVM guest kernels: Debian's hangs there before its first line (tried with -cpu host,
+ * max and qemu64; -cpu host also fails on MSR 0x10a).
+ */
+export function kvmStatus(paths: { dev?: string; sysModule?: string } = {}): { ok: true } | { ok: false; why: string } {
+  const dev = paths.dev ?? '/dev/kvm';
+  const sysModule = paths.sysModule ?? '/sys/module';
+  try {
+    fs.accessSync(dev, fs.constants.R_OK | fs.constants.W_OK);
+  } catch (e) {
+    return { ok: false, why: `${dev} is not usable (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}): no KVM here` };
+  }
+  const has = (m: string) => fs.existsSync(path.join(sysModule, m));
+  if (has('kvm_pvm')) {
+    return { ok: false, why: "this host's KVM is PVM (kvm_pvm, KVM without hardware virtualization): it boots only PVM guest kernels, and Debian's kernel hangs under it before its first line; use tcg" };
+  }
+  if (!has('kvm_intel') && !has('kvm_amd')) {
+    return { ok: false, why: `${dev} is there but neither kvm_intel nor kvm_amd is loaded (${sysModule}): no hardware virtualization to boot the guest on` };
+  }
+  return { ok: true };
+}
 /** A guest not ready this long after start is taken as hung at boot (qemu TCG usually needs 5-60 s). */
 const BOOT_TIMEOUT_MS = 5 * 60 * 1000;
 const GUEST_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -639,7 +684,13 @@ async function prepareAndBoot(kind: VmKernelKind, opts: RunInVmOptions): Promise
   if (!fs.existsSync(cwd)) throw new Error(`test/vm: cwd ${cwd} does not exist`);
 
   const k = kind === 'uml' ? findUml() : findQemu();
-  const kernelName = `${kind} ${k.release}`;
+  const accel = kind === 'qemu' ? qemuAccel(opts.accel) : undefined;
+  if (kind === 'uml' && opts.accel !== undefined) throw new Error('test/vm: an accelerator applies to the qemu kernel only');
+  if (accel === 'kvm') {
+    const kvm = kvmStatus();
+    if (!kvm.ok) throw new Error(`test/vm: --accel kvm: ${kvm.why}`);
+  }
+  const kernelName = accel === 'kvm' ? `${kind} ${k.release} (kvm)` : `${kind} ${k.release}`;
 
   // PID 1 script, visible in the guest at the same path.
   const initPath = path.join(cacheDir(root), 'vm-init.sh');
@@ -661,6 +712,8 @@ async function prepareAndBoot(kind: VmKernelKind, opts: RunInVmOptions): Promise
       IPVSYNC_VM: kind,
       IPVSYNC_VM_RELEASE: k.release,
       IPVSYNC_VM_OUT: '/run/ipvsync/share/out',
+      // what the guest runs on: benchmarks record it
+      ...(accel ? { IPVSYNC_VM_ACCEL: accel } : {}),
       ...opts.env,
     };
     const lines = ['#!/bin/sh', '# written by test/vm/vm.ts for one run'];
@@ -697,7 +750,7 @@ async function prepareAndBoot(kind: VmKernelKind, opts: RunInVmOptions): Promise
       const image = qemuBootImage(root, k);
       cmd = k.binary;
       args = [
-        '-accel', 'tcg', '-cpu', 'max', '-smp', '2', '-m', String(memMB),
+        ...qemuAccelArgs(accel ?? 'tcg'), '-smp', '2', '-m', String(memMB),
         '-nodefaults', '-no-user-config', '-display', 'none', '-serial', 'stdio', '-no-reboot',
         '-kernel', image, '-initrd', initrd,
         // IPVSYNC_VM_APPEND: more kernel parameters (an experiment's, e.g. preempt=full)
