@@ -124,6 +124,7 @@ export function kvmStatus(paths: { dev?: string; sysModule?: string } = {}): { o
   }
   return { ok: true };
 }
+
 /** A guest not ready this long after start is taken as hung at boot (qemu TCG usually needs 5-60 s). */
 const BOOT_TIMEOUT_MS = 5 * 60 * 1000;
 const GUEST_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
