@@ -7,7 +7,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { ROOT, run, sh } from './helpers/kernel.js';
+import { ipvsadmList, linkAddresses, nftTables, ROOT, run, sh } from './helpers/kernel.js';
 
 const skip = process.env.IPVSYNC_VM !== 'qemu' ? 'the demo needs IPVS and nftables: run in qemu (node dist/test/vm/cli.js --kernel qemu --suite e2e)' : false;
 const NS = 'ipvsync-demo';
@@ -68,15 +68,12 @@ test('a second sync of the same manifests plans no write', { skip }, () => {
 });
 
 test('ipvsadm, ip and nft read back what the demo programmed', { skip }, async () => {
-  const saved = (await sh('ip', 'netns', 'exec', NS, 'ipvsadm', '-Sn')).trim().split('\n');
-  const services = saved.filter((l) => l.startsWith('-A '));
-  const dests = saved.filter((l) => l.startsWith('-a '));
-  assert.equal(services.length, 4, saved.join('\n'));
-  assert.equal(dests.length, 12, saved.join('\n'));
-  assert.ok(services.some((l) => /-t 10\.96\.0\.30:80 .*-p 600/.test(l)), `the affinity service persistent 600 s:\n${saved.join('\n')}`);
-  assert.ok(services.some((l) => l.includes('-t 192.168.50.10:30080')), `the NodePort on the node address:\n${saved.join('\n')}`);
-  const addrs = JSON.parse(await sh('ip', '-n', NS, '-j', 'addr', 'show', 'dev', 'kube-ipvs0')) as Array<{ addr_info: Array<{ local: string }> }>;
-  assert.deepEqual(addrs[0]!.addr_info.map((a) => a.local).sort(), ['10.96.0.10', '10.96.0.20', '10.96.0.30']);
-  const tables = await sh('ip', 'netns', 'exec', NS, 'nft', 'list', 'tables');
-  assert.match(tables, /^table ip ipvsync$/m);
+  const ipvs = await ipvsadmList(NS);
+  const table = () => JSON.stringify([...ipvs.values()], null, 1);
+  assert.equal(ipvs.size, 4, table());
+  assert.equal([...ipvs.values()].reduce((n, s) => n + s.dests.length, 0), 12, table());
+  assert.equal(ipvs.get('TCP 10.96.0.30:80')?.persistent, 600, `the affinity service persistent 600 s:\n${table()}`);
+  assert.ok(ipvs.has('TCP 192.168.50.10:30080'), `the NodePort on the node address:\n${table()}`);
+  assert.deepEqual(await linkAddresses('kube-ipvs0', NS), ['10.96.0.10/32', '10.96.0.20/32', '10.96.0.30/32']);
+  assert.ok((await nftTables(NS)).includes('ip ipvsync'));
 });

@@ -53,6 +53,18 @@ async function objectSource(from: 'manifests' | 'api', tag: string): Promise<Obj
   };
 }
 
+/** `ipvsync proxy` over `sourceArgs` on the e2e node, in the background: its JSON log lines
+ *  (stderr), the rest of its stderr (for failure messages), and its exit. */
+function startProxy(sourceArgs: string[], ...flags: string[]): { child: ChildProcess; log: string[]; stderr: () => string; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> } {
+  const child = ipvsyncBackground('proxy', ...sourceArgs, '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--node-ip', NODE_IP, ...flags);
+  const log: string[] = [];
+  let stderr = '';
+  createInterface({ input: child.stderr! }).on('line', (l) => (l.startsWith('{') ? log.push(l) : (stderr += `${l}\n`)));
+  child.stdout!.resume();
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  return { child, log, stderr: () => stderr, exited };
+}
+
 async function links(): Promise<string[]> {
   const info = JSON.parse(await sh('ip', '-j', 'link', 'show')) as Array<{ ifname: string }>;
   return info.map((l) => l.ifname).sort();
@@ -133,17 +145,12 @@ describe('ownership and the proxy daemon end to end', { skip }, () => {
         const source = await objectSource(from, `proxy-${from}${thread ? '-thread' : ''}`);
         t.after(() => source.close());
         await source.add('web.yaml', await fixture('lifecycle.yaml'));
-        const child: ChildProcess = ipvsyncBackground('proxy', ...source.args, '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--node-ip', NODE_IP, ...(thread ? [] : ['--no-sync-thread']));
         // The proxy logs JSON lines on stderr; anything else there is kept for failure messages.
-        const log: string[] = [];
-        let stderr = '';
-        createInterface({ input: child.stderr! }).on('line', (l) => (l.startsWith('{') ? log.push(l) : (stderr += `${l}\n`)));
-        child.stdout!.resume();
-        const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+        const { child, log, stderr, exited } = startProxy(source.args, ...(thread ? [] : ['--no-sync-thread']));
         t.after(() => {
           if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
         });
-        const last = async () => `ipvsadm -Ln:\n${await sh('ipvsadm', '-Ln')}\nproxy log:\n${log.join('\n')}\n${stderr}`;
+        const last = async () => `ipvsadm -Ln:\n${await sh('ipvsadm', '-Ln')}\nproxy log:\n${log.join('\n')}\n${stderr()}`;
 
         // The folder's service, programmed by the first sync.
         await waitFor('TCP 10.96.0.10:80 programmed', async () => ((await destsOf('TCP 10.96.0.10:80'))?.length === 3 ? true : undefined), { timeoutMs: 60_000, last });
@@ -193,23 +200,20 @@ describe('ownership and the proxy daemon end to end', { skip }, () => {
     t.after(() => sh('sysctl', '-q', '-w', `net.ipv4.vs.run_estimation=${before}`));
     /** The value once the daemon's first sync is done. */
     const runProxy = async (...flags: string[]): Promise<string> => {
-      const child: ChildProcess = ipvsyncBackground('proxy', ...source.args, '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--node-ip', NODE_IP, ...flags);
-      const log: string[] = [];
-      createInterface({ input: child.stderr! }).on('line', (l) => log.push(l));
-      child.stdout!.resume();
-      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      const { child, log, stderr, exited } = startProxy(source.args, ...flags);
+      const output = () => `${log.join('\n')}\n${stderr()}`;
       try {
         // the service may be there from the run before: wait for this daemon's first sync
         await waitFor(`the first sync (${flags.join(' ') || 'no flag'})`, async () => (log.some((l) => l.includes('"msg":"sync"')) ? true : undefined), {
           timeoutMs: 60_000,
-          last: async () => log.join('\n'),
+          last: async () => output(),
         });
         assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
-        assert.ok(!log.some((l) => l.includes('"msg":"sysctl"')), log.join('\n'));
+        assert.ok(!log.some((l) => l.includes('"msg":"sysctl"')), output());
         return await sysctl('net.ipv4.vs.run_estimation');
       } finally {
         child.kill('SIGTERM');
-        assert.equal(await exited, 0, log.join('\n'));
+        assert.deepEqual(await exited, { code: 0, signal: null }, output());
       }
     };
     await sh('sysctl', '-q', '-w', 'net.ipv4.vs.run_estimation=1');

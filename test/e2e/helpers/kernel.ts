@@ -76,9 +76,15 @@ export interface IpvsadmService {
   dests: IpvsadmDest[];
 }
 
-/** Parses `ipvsadm -Ln` (the independent reader of the IPVS table). */
-export async function ipvsadmList(): Promise<Map<string, IpvsadmService>> {
-  const out = await sh('ipvsadm', '-Ln');
+/** `cmd args…` in the named network namespace `netns` (`ip netns exec`), or in this one. */
+function inNetns(netns: string | undefined, cmd: string, ...args: string[]): [string, ...string[]] {
+  return netns ? ['ip', 'netns', 'exec', netns, cmd, ...args] : [cmd, ...args];
+}
+
+/** Parses `ipvsadm -Ln` (the independent reader of the IPVS table), of network namespace
+ *  `netns` when given. */
+export async function ipvsadmList(netns?: string): Promise<Map<string, IpvsadmService>> {
+  const out = await sh(...inNetns(netns, 'ipvsadm', '-Ln'));
   const services = new Map<string, IpvsadmService>();
   let cur: IpvsadmService | undefined;
   for (const line of out.split('\n')) {
@@ -111,9 +117,10 @@ export async function destsOf(key: string): Promise<string[] | undefined> {
 
 // ---- ip, nft, conntrack ----
 
-/** The IPv4/IPv6 addresses on a link per `ip -j addr` ([] if the link is absent). */
-export async function linkAddresses(link: string): Promise<string[]> {
-  const r = await run('ip', ['-j', 'addr', 'show', 'dev', link]);
+/** The IPv4/IPv6 addresses on a link per `ip -j addr` ([] if the link is absent), in network
+ *  namespace `netns` when given. */
+export async function linkAddresses(link: string, netns?: string): Promise<string[]> {
+  const r = await run('ip', [...(netns ? ['-n', netns] : []), '-j', 'addr', 'show', 'dev', link]);
   if (r.code !== 0) return [];
   const info = JSON.parse(r.stdout) as Array<{ addr_info: Array<{ local: string; prefixlen: number }> }>;
   return info.flatMap((l) => l.addr_info.map((a) => `${a.local}/${a.prefixlen}`)).sort();
@@ -123,9 +130,9 @@ export async function linkExists(link: string): Promise<boolean> {
   return (await run('ip', ['link', 'show', 'dev', link])).code === 0;
 }
 
-/** `nft list tables` as ["ip ipvsync", …]. */
-export async function nftTables(): Promise<string[]> {
-  const out = await sh('nft', 'list', 'tables');
+/** `nft list tables` as ["ip ipvsync", …], of network namespace `netns` when given. */
+export async function nftTables(netns?: string): Promise<string[]> {
+  const out = await sh(...inNetns(netns, 'nft', 'list', 'tables'));
   return out.split('\n').map((l) => l.replace(/^table\s+/, '').trim()).filter(Boolean).sort();
 }
 
