@@ -20,6 +20,7 @@ import { HealthzServer, ProxierHealth, ServiceHealthServers } from '../daemon/he
 import { Lifecycle, preflight, systemChecks } from '../daemon/lifecycle.js';
 import { createLogger } from '../daemon/log.js';
 import { MetricsServer, ProxyMetrics } from '../daemon/metrics.js';
+import { invalidOf, logSyncFailure, NoticeLog, SyncOpsError } from '../daemon/sync-log.js';
 import { canonicalAddress } from '../engine/ipvs-model.js';
 import { anyContains, parseCidr } from '../engine/cidr.js';
 
@@ -116,7 +117,16 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
         return;
       }
       const sysctls = o.sysctl && !h.netns ? applySysctls(proxySysctls(false)) : [];
-      const { report, model } = await proxier.sync(true);
+      let synced: Awaited<ReturnType<typeof proxier.sync>>;
+      try {
+        synced = await proxier.sync(true);
+      } catch (e) {
+        // The sync stopped before it had a model to report: the translation's warnings may say
+        // which object it was (a value it let through that the kernel layer refused).
+        for (const w of proxier.model().warnings) console.error(`warning: ${JSON.stringify(w)}`);
+        throw e;
+      }
+      const { report, model } = synced;
       if (o.json) {
         console.log(JSON.stringify({ report: { ...report, errors: report.errors.map(errJson) }, sysctls, warnings: model.warnings }, null, 2));
       } else {
@@ -128,6 +138,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
         );
         for (const s of sysctls.filter((x) => !x.ok)) console.error(`warning: sysctl ${s.name}=${s.value}: ${s.error}`);
         for (const w of model.warnings) console.error(`warning: ${JSON.stringify(w)}`);
+        for (const i of invalidOf(report)) console.error(`refused: ${JSON.stringify(i)}`);
         for (const e of report.errors) console.error(`error: ${e.message}`);
       }
       if (report.errors.length) process.exitCode = 1;
@@ -219,7 +230,7 @@ interface DaemonProxier extends ObjectHandlers {
     report: SyncReport;
     serviceChanges: number;
     endpointChanges: number;
-    model: Pick<ProxyModel, 'healthChecks' | 'noLocalEndpointsTotal'>;
+    model: Pick<ProxyModel, 'healthChecks' | 'noLocalEndpointsTotal' | 'warnings'>;
   }>;
 }
 
@@ -267,16 +278,18 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   const health = new ProxierHealth(2 * cfg.ipvs.syncPeriodMs);
   const metrics = new ProxyMetrics();
   const serviceHealth = new ServiceHealthServers();
+  const notices = new NoticeLog(log);
   const runner = new SyncRunner(
     async (trigger) => {
       const r = await proxier.sync(trigger !== 'request');
       metrics.recordChanges({ services: r.serviceChanges, endpoints: r.endpointChanges });
       metrics.setNoLocalEndpoints(r.model.noLocalEndpointsTotal);
+      notices.update(r.model.warnings, invalidOf(r.report));
       await serviceHealth.sync(r.model.healthChecks);
       const writes = r.report.ipvs.writes + r.report.addresses.writes + r.report.routes.writes + r.report.nft.writes + r.report.ipsets.writes;
       log.info('sync', { trigger, mode: r.report.mode, writes, errors: r.report.errors.length, ms: Math.round(r.report.durations.totalMs) });
-      for (const e of r.report.errors) log.error('sync op failed', { error: e });
-      if (r.report.errors.length) throw r.report.errors[0];
+      // logged by the runner's listener (logSyncFailure), with the retry
+      if (r.report.errors.length) throw new SyncOpsError(r.report);
       health.updated();
       // A full sync read every kernel table and dropped it: give that memory back now, not at
       // the heap's next limit (an incremental collection; the event loop keeps running). The
@@ -286,6 +299,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
     { minIntervalMs: Math.max(cfg.ipvs.minSyncPeriodMs, 1), maxIntervalMs: cfg.ipvs.syncPeriodMs },
   );
   metrics.attachRunner(runner);
+  runner.onSync(logSyncFailure(log));
   const request = () => {
     health.queuedUpdate();
     runner.request();

@@ -41,6 +41,8 @@ export interface SyncRecord {
   /** Requests that were coalesced into this sync. */
   coalesced: number;
   error?: unknown;
+  /** A failed sync: when the runner retries it (undefined: stopped, no retry). */
+  retryInMs?: number;
 }
 
 export interface RunnerStats {
@@ -147,6 +149,7 @@ export class SyncRunner {
       rec.error = error;
       this.stats.failures++;
       this.stats.consecutiveFailures++;
+      if (!this.stopped) rec.retryInMs = Math.min(this.retryInitial * 2 ** (this.stats.consecutiveFailures - 1), this.retryMax);
     } else {
       this.stats.consecutiveFailures = 0;
       this.stats.lastSuccessAt = startedAt;
@@ -154,10 +157,7 @@ export class SyncRunner {
     this.stats.last = rec;
     for (const l of this.listeners) l(rec);
     if (this.stopped) return;
-    if (failed) {
-      const backoff = Math.min(this.retryInitial * 2 ** (this.stats.consecutiveFailures - 1), this.retryMax);
-      this.arm(backoff, 'retry');
-    }
+    if (rec.retryInMs !== undefined) this.arm(rec.retryInMs, 'retry');
     if (this.pendingRequests > 0)
       this.arm(Math.max(0, this.lastStart + this.opts.minIntervalMs - this.clock.now()), 'request');
     this.arm(Math.max(0, this.lastStart + this.opts.maxIntervalMs - this.clock.now()), 'periodic');

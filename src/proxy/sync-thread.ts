@@ -59,12 +59,16 @@ export interface ThreadSyncResult {
   endpointChanges: number;
 }
 
-/** An error as it crosses the thread boundary (a structured clone keeps no class). */
+/** An error as it crosses the thread boundary (a structured clone keeps no class, and of an
+ *  Error only its name, message, stack and cause). */
 export interface WireError {
   name: string;
   message: string;
   stack?: string;
   netlink?: NetlinkErrorFields;
+  /** Any other error's own plain fields (a system error's code, errno, syscall, path …). */
+  fields?: Record<string, string | number | boolean>;
+  cause?: WireError;
 }
 
 export type ToThread =
@@ -135,23 +139,36 @@ export type WireReport = Omit<SyncReport, 'errors' | KindName> & { errors: WireE
   [K in KindName]: Omit<SyncReport[K], 'errors'> & { errors: Array<number | WireError> };
 };
 
-export function toWireError(e: unknown): WireError {
+export function toWireError(e: unknown, depth = 0): WireError {
   if (e instanceof NetlinkError) {
     const f: NetlinkErrorFields = { message: e.message, code: e.code, errno: e.errno, kind: e.kind, op: e.op };
     if (e.extack !== undefined) f.extack = e.extack;
     if (e.extackOffset !== undefined) f.extackOffset = e.extackOffset;
     if (e.index !== undefined) f.index = e.index;
     if (e.member !== undefined) f.member = e.member;
-    return { name: e.name, message: e.message, ...(e.stack ? { stack: e.stack } : {}), netlink: f };
+    return { name: e.name, message: e.message, ...(e.stack ? { stack: e.stack } : {}), netlink: f, ...wireCause(e, depth) };
   }
-  if (e instanceof Error) return { name: e.name, message: e.message, ...(e.stack ? { stack: e.stack } : {}) };
+  if (e instanceof Error) {
+    const fields: Record<string, string | number | boolean> = {};
+    for (const [k, v] of Object.entries(e)) if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') fields[k] = v;
+    return { name: e.name, message: e.message, ...(e.stack ? { stack: e.stack } : {}), ...(Object.keys(fields).length ? { fields } : {}), ...wireCause(e, depth) };
+  }
   return { name: 'Error', message: String(e) };
+}
+
+/** A cause chain crosses too (a few links: an error's own cause may be a cycle). */
+function wireCause(e: Error, depth: number): { cause?: WireError } {
+  return e.cause !== undefined && depth < 4 ? { cause: toWireError(e.cause, depth + 1) } : {};
 }
 
 export function fromWireError(w: WireError): Error {
   const e = w.netlink ? new NetlinkError(w.netlink) : new Error(w.message);
-  if (!w.netlink) e.name = w.name;
+  if (!w.netlink) {
+    e.name = w.name;
+    if (w.fields) Object.assign(e, w.fields);
+  }
   if (w.stack) e.stack = w.stack;
+  if (w.cause) e.cause = fromWireError(w.cause);
   return e;
 }
 

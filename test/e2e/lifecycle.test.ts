@@ -190,6 +190,50 @@ describe('ownership and the proxy daemon end to end', { skip }, () => {
       }
   }
 
+  // A sync the kernel refuses: IPv6 is disabled on the VIP link (as an operator's sysctl would
+  // have it), so the IPv6 Service's VIP cannot be bound, every sync. Each failed sync is one
+  // `sync failed` line naming the kernel's error, the address and link, what was left
+  // unprogrammed and the retry; the IPv4 Service beside it is programmed all the same.
+  test('proxy: a sync the kernel refuses is logged as `sync failed` with the error, its object, what is unprogrammed and the retry; the rest is programmed', async (t) => {
+    await resetDataPlane();
+    await sh('ip', 'link', 'add', 'kube-ipvs0', 'type', 'dummy');
+    await sh('sysctl', '-q', '-w', 'net.ipv6.conf.kube-ipvs0.disable_ipv6=1');
+    t.after(() => resetDataPlane());
+    const source = await objectSource('manifests', 'proxy-refused');
+    await source.add('web.yaml', await fixture('lifecycle.yaml'));
+    const web6 = (await fixture('cluster-ip.yaml')).filter((d) => d.metadata.name === 'web6' || d.metadata.labels?.['kubernetes.io/service-name'] === 'web6');
+    assert.equal(web6.length, 2);
+    await source.add('web6.yaml', web6);
+    const { child, log, stderr, exited } = startProxy(source.args);
+    t.after(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    });
+    const output = async () => `proxy log:\n${log.join('\n')}\n${stderr()}`;
+    const failed = () => log.map((l) => JSON.parse(l) as Record<string, any>).filter((l) => l.msg === 'sync failed');
+    // the first sync and its retry
+    await waitFor('two `sync failed` lines', async () => (failed().length >= 2 ? true : undefined), { timeoutMs: 60_000, last: output });
+    const [first, retry] = failed();
+    assert.equal(first!.level, 'error');
+    assert.equal(first!.trigger, 'initial');
+    assert.equal(first!.error.code, 'EACCES', await output());
+    assert.equal(first!.error.kind, 'kernel');
+    assert.match(first!.error.op, /^RTM_NEWADDR fd00:96::10\/128 dev kube-ipvs0$/);
+    assert.equal(first!.object, 'fd00:96::10/128 dev kube-ipvs0');
+    assert.equal(first!.errors, 1);
+    assert.deepEqual(first!.failedWrites, { addresses: 1 });
+    assert.ok(first!.appliedWrites.ipvs > 0 && first!.appliedWrites.nft > 0, JSON.stringify(first));
+    assert.equal(typeof first!.retryInMs, 'number');
+    assert.equal(retry!.trigger, 'retry');
+    assert.deepEqual(retry!.failedWrites, { addresses: 1 });
+    assert.ok(retry!.retryInMs > first!.retryInMs, JSON.stringify([first, retry]));
+    // the IPv4 service and the IPv6 virtual server are there: only the VIP address is not
+    assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
+    assert.ok((await ipvsadmList()).has('TCP [fd00:96::10]:80'), await sh('ipvsadm', '-Ln'));
+    assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32']);
+    child.kill('SIGTERM');
+    assert.deepEqual(await exited, { code: 0, signal: null }, await output());
+  });
+
   // ipvs.runEstimation: the flag writes net.ipv4.vs.run_estimation before the first sync, read
   // back with sysctl(8); without it the value someone else set stays.
   test('proxy --no-ipvs-run-estimation / --ipvs-run-estimation set net.ipv4.vs.run_estimation; without either the value is left alone', async (t) => {

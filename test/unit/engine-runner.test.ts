@@ -85,9 +85,21 @@ test('periodic resync every maxInterval without requests', async () => {
 
 test('failures retry with exponential backoff capped at retryMax, then reset on success', async () => {
   const { clock, calls, runner, failNext } = setup({ retry: 500, retryMax: 4000 });
+  const records: Array<[number, number | undefined]> = [];
+  runner.onSync((r) => records.push([r.startedAt, r.retryInMs]));
   failNext(5);
   runner.start();
   await clock.advanceTo(42000);
+  // each failed sync's record says when it is retried (what a log line reports); none after a success
+  assert.deepEqual(records, [
+    [0, 500],
+    [500, 1000],
+    [1500, 2000],
+    [3500, 4000],
+    [7500, 4000],
+    [11500, undefined],
+    [41500, undefined],
+  ]);
   assert.deepEqual(
     calls.map((c) => [c.at, c.trigger]),
     [
