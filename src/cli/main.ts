@@ -34,6 +34,7 @@
 //   asks for its collections itself (memoryPressure after every full sync, and on the daemon's
 //   thread once the sync thread has its objects).
 import { Command } from 'commander';
+import { ConfigError } from '../daemon/config.js';
 import { NetlinkError } from '../errors.js';
 import type { HandleOptions } from '../native.js';
 import { registerIpvs } from './ipvs.js';
@@ -56,6 +57,11 @@ registerProxy(program, handleOptions);
 registerIpset(program, handleOptions);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
+  // 2: bad input (a configuration or flag value), refused before anything was applied.
+  if (e instanceof ConfigError) {
+    console.error(`ipvsync: ${e.message}`);
+    process.exit(2);
+  }
   if (e instanceof NetlinkError) {
     console.error(`ipvsync: ${e.message}`);
     // 3: the kernel lacks the feature (module not loaded), distinct from a failed operation.

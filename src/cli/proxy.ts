@@ -15,7 +15,7 @@ import type { InformerError, ResourceName } from '../kube/informers.js';
 import type { ObjectHandlers, ProxyModel } from '../kube/types.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
 import { SyncRunner } from '../engine/runner.js';
-import { CONFIG_FLAGS, loadConfig, nodeName, toProxyConfig, writeConfigTo } from '../daemon/config.js';
+import { CONFIG_FLAGS, loadConfig, nodeName, parseCidrFlag, toProxyConfig, writeConfigTo } from '../daemon/config.js';
 import { HealthzServer, ProxierHealth, ServiceHealthServers } from '../daemon/healthz.js';
 import { Lifecycle, preflight, systemChecks } from '../daemon/lifecycle.js';
 import { createLogger } from '../daemon/log.js';
@@ -75,6 +75,15 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       const h = handleOptions();
       if (o.bindMode !== 'address' && o.bindMode !== 'route') throw new Error(`--bind-mode must be address or route, not ${o.bindMode}`);
       if (o.bindMode === 'route' && !o.serviceCidrs?.length) throw new Error('--bind-mode route needs --service-cidrs (the ranges the local routes cover)');
+      // The configuration's parser: host bits cleared with a warning, anything else refused
+      // before anything is read or opened.
+      const cidrFlags = { clusterCidr: '--cluster-cidr', nodeportAddresses: '--nodeport-addresses', serviceCidrs: '--service-cidrs' } as const;
+      for (const [key, flag] of Object.entries(cidrFlags) as Array<[keyof typeof cidrFlags, string]>) {
+        if (!o[key]) continue;
+        const { cidrs, warnings } = parseCidrFlag(o[key], flag);
+        o[key] = cidrs;
+        for (const w of warnings) console.error(`warning: ${w}`);
+      }
       const [{ loadManifests }, { openKernel }, { Proxier, describePlan }, { planWrites }] = await Promise.all([
         import('../kube/manifests.js'),
         import('../proxy/kernel.js'),

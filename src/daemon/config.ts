@@ -7,7 +7,7 @@ import { writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { yaml } from '../yaml.js';
-import { parseCidr } from '../engine/cidr.js';
+import { networkText, parseCidr } from '../engine/cidr.js';
 import { isKnownScheduler } from '../kube/scheduler.js';
 import type { ProxyConfig } from '../kube/types.js';
 
@@ -255,9 +255,10 @@ class Checker {
     items.forEach((it, i) => {
       const p = Array.isArray(v) ? `${path}[${i}]` : path;
       if (typeof it !== 'string') return this.bad(p, `must be a CIDR string, not ${describe(it)}`);
-      const err = cidrProblem(it.trim());
-      if (err) return this.bad(p, err);
-      out.push(it.trim());
+      const r = parseConfigCidr(it);
+      if ('problem' in r) return this.bad(p, r.problem);
+      if (r.note) this.warnings.push(`${p}: ${r.note}`);
+      out.push(r.cidr);
     });
     return out;
   }
@@ -289,15 +290,45 @@ function describe(v: unknown): string {
   return `${typeof v} ${JSON.stringify(v)}`;
 }
 
-function cidrProblem(text: string): string | undefined {
-  const m = /^([^/]+)\/(\d{1,3})$/.exec(text);
-  if (!m || !isIP(m[1]!)) return `"${text}" is not a CIDR (address/prefix-length, e.g. 10.244.0.0/16 or fd00::/64)`;
-  try {
-    parseCidr(text);
-  } catch {
-    return `"${text}": prefix length ${m[2]} is too long for IPv${isIP(m[1]!)}`;
+/**
+ * One CIDR of the configuration or of a flag, "address/prefix-length": as kube-proxy parses
+ * them (net.ParseCIDR, then the network), host bits are cleared — "10.244.1.5/16" is
+ * 10.244.0.0/16 — with a note saying so; the glue's sets take only networks, and the kernel
+ * would refuse the value at every sync. The network comes back in canonical text. Anything that
+ * is not a CIDR (a bare address, a prefix too long for its family, a zone index) is a problem.
+ */
+export function parseConfigCidr(text: string): { cidr: string; note?: string } | { problem: string } {
+  const t = text.trim();
+  const m = /^([^/]+)\/(\d{1,3})$/.exec(t);
+  if (m?.[1]!.includes('%')) return { problem: `"${t}" is not a CIDR: a zone index ("%…") has no place in one` };
+  const family = m ? isIP(m[1]!) : 0;
+  if (!m || !family) return { problem: `"${t}" is not a CIDR (address/prefix-length, e.g. 10.244.0.0/16 or fd00::/64)` };
+  if (Number(m[2]) > (family === 4 ? 32 : 128)) return { problem: `"${t}": prefix length ${m[2]} is too long for IPv${family}` };
+  const c = parseCidr(t);
+  const cidr = `${networkText(c)}/${c.bits}`;
+  const host = parseCidr(m[1]!);
+  return host.base === c.base ? { cidr } : { cidr, note: `"${t}" has host bits set: using ${cidr}, its network (as kube-proxy does)` };
+}
+
+/**
+ * A list of CIDRs given on the command line (`sync`'s --cluster-cidr, …), through the
+ * configuration's parser: the networks, notes for host bits cleared, and a ConfigError naming
+ * `flag` for every value that is not a CIDR.
+ */
+export function parseCidrFlag(values: readonly string[], flag: string): { cidrs: string[]; warnings: string[] } {
+  const cidrs: string[] = [];
+  const warnings: string[] = [];
+  const issues: ConfigIssue[] = [];
+  for (const v of values) {
+    const r = parseConfigCidr(v);
+    if ('problem' in r) issues.push({ path: flag, message: r.problem });
+    else {
+      cidrs.push(r.cidr);
+      if (r.note) warnings.push(`${flag}: ${r.note}`);
+    }
   }
-  return undefined;
+  if (issues.length) throw new ConfigError(issues);
+  return { cidrs, warnings };
 }
 
 /** "1.2.3.4:80", "[::1]:80", "0.0.0.0" (default port, as kube-proxy's AppendPortIfNeeded). */
@@ -571,7 +602,14 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
   if (!isObject(doc)) throw new ConfigError([{ path: '(document)', message: `must be a mapping, not ${describe(doc)}` }], source);
   const { doc: merged, flagPaths } = mergeFlags(doc, opts.flags ?? {});
   try {
-    return validateConfig(merged, source);
+    const loaded = validateConfig(merged, source);
+    // A note on a value that came from a flag names the flag too.
+    loaded.warnings = loaded.warnings.map((w) => {
+      const m = /^([^:\s]+): /.exec(w);
+      const flag = m && flagPaths.get(m[1]!.replace(/\[\d+\]$/, ''));
+      return flag ? `${flag}${w.slice(m[1]!.length)}` : w;
+    });
+    return loaded;
   } catch (e) {
     if (!(e instanceof ConfigError) || flagPaths.size === 0) throw e;
     // Name the flag, not the document path, for values that came from flags.

@@ -2,7 +2,7 @@
 // message, flags over the file, --write-config-to round trip.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { applySysctls, proxySysctls } from '../../src/proxy/sysctl.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +16,8 @@ import {
   loadConfig,
   mergeFlags,
   nodeName,
+  parseCidrFlag,
+  parseConfigCidr,
   parseDuration,
   parseHostPort,
   renderConfig,
@@ -289,6 +291,84 @@ test('flags override the file; their problems are reported under the flag name',
   assert.deepEqual(issuesOf(() => loadConfig({ text, flags: { 'ipvs-min-sync-period': '5m' } })), [
     ['--ipvs-min-sync-period', 'must not exceed ipvs.syncPeriod (5m0s > 1m0s)'],
   ]);
+});
+
+test('every CIDR field: host bits cleared to the network with a warning naming the field (as kube-proxy parses them); what is not a CIDR refused with the reason', () => {
+  const { config, warnings } = loadConfig({
+    text: `
+clusterCIDR: 10.244.1.5/16,fd00:10:244::1/56
+nodePortAddresses: [192.168.0.7/24, "FD00::/64"]
+ipvs: {excludeCIDRs: [10.10.3.4/16]}
+serviceCIDRs: [10.96.0.1/12]
+`,
+  });
+  assert.deepEqual(config.clusterCIDRs, ['10.244.0.0/16', 'fd00:10:244::/56']);
+  assert.deepEqual(config.nodePortAddresses, ['192.168.0.0/24', 'fd00::/64'], 'a network already: canonical text, no warning');
+  assert.deepEqual(config.ipvs.excludeCIDRs, ['10.10.0.0/16']);
+  assert.deepEqual(config.serviceCIDRs, ['10.96.0.0/12']);
+  assert.deepEqual(warnings, [
+    'clusterCIDR: "10.244.1.5/16" has host bits set: using 10.244.0.0/16, its network (as kube-proxy does)',
+    'clusterCIDR: "fd00:10:244::1/56" has host bits set: using fd00:10:244::/56, its network (as kube-proxy does)',
+    'nodePortAddresses[0]: "192.168.0.7/24" has host bits set: using 192.168.0.0/24, its network (as kube-proxy does)',
+    'ipvs.excludeCIDRs[0]: "10.10.3.4/16" has host bits set: using 10.10.0.0/16, its network (as kube-proxy does)',
+    'serviceCIDRs[0]: "10.96.0.1/12" has host bits set: using 10.96.0.0/12, its network (as kube-proxy does)',
+  ]);
+  // The same from a flag: the warning names the flag.
+  const flagged = loadConfig({ flags: { clusterCidr: '10.244.1.5/16' } });
+  assert.deepEqual(flagged.config.clusterCIDRs, ['10.244.0.0/16']);
+  assert.deepEqual(flagged.warnings, ['--cluster-cidr: "10.244.1.5/16" has host bits set: using 10.244.0.0/16, its network (as kube-proxy does)']);
+
+  assert.deepEqual(
+    issuesOf(() => loadConfig({ text: 'clusterCIDR: fe80::1%eth0/64\nserviceCIDRs: [10.96.0.0/33, 10.96.0.0, 10.96.0.0/12/1]\nipvs: {excludeCIDRs: [010.1.0.0/16]}\n' })),
+    [
+      ['clusterCIDR', '"fe80::1%eth0/64" is not a CIDR: a zone index ("%…") has no place in one'],
+      ['ipvs.excludeCIDRs[0]', '"010.1.0.0/16" is not a CIDR (address/prefix-length, e.g. 10.244.0.0/16 or fd00::/64)'],
+      ['serviceCIDRs[0]', '"10.96.0.0/33": prefix length 33 is too long for IPv4'],
+      ['serviceCIDRs[1]', '"10.96.0.0" is not a CIDR (address/prefix-length, e.g. 10.244.0.0/16 or fd00::/64)'],
+      ['serviceCIDRs[2]', '"10.96.0.0/12/1" is not a CIDR (address/prefix-length, e.g. 10.244.0.0/16 or fd00::/64)'],
+    ],
+  );
+  assert.deepEqual(issuesOf(() => loadConfig({ flags: { 'ipvs-exclude-cidrs': 'fd00::/129' } })), [['--ipvs-exclude-cidrs', '"fd00::/129": prefix length 129 is too long for IPv6']]);
+
+  // the one parser, as `ipvsync sync`'s flags use it
+  assert.deepEqual(parseConfigCidr(' 10.0.0.0/8 '), { cidr: '10.0.0.0/8' });
+  assert.deepEqual(parseConfigCidr('0.0.0.1/0'), { cidr: '0.0.0.0/0', note: '"0.0.0.1/0" has host bits set: using 0.0.0.0/0, its network (as kube-proxy does)' });
+  assert.deepEqual(parseCidrFlag(['10.244.1.5/16', 'fd00::/64'], '--cluster-cidr'), {
+    cidrs: ['10.244.0.0/16', 'fd00::/64'],
+    warnings: ['--cluster-cidr: "10.244.1.5/16" has host bits set: using 10.244.0.0/16, its network (as kube-proxy does)'],
+  });
+  assert.deepEqual(issuesOf(() => parseCidrFlag(['10.0.0.0/8', 'garbage', '1.2.3.4/40'], '--nodeport-addresses')), [
+    ['--nodeport-addresses', '"garbage" is not a CIDR (address/prefix-length, e.g. 10.244.0.0/16 or fd00::/64)'],
+    ['--nodeport-addresses', '"1.2.3.4/40": prefix length 40 is too long for IPv4'],
+  ]);
+});
+
+test('the proxy and sync commands: a CIDR with host bits is its network (a warning says so); one that is not a CIDR stops the command with the flag, the reason and exit code 2, before anything is opened', () => {
+  const cmd = proxyCommand();
+  const cli = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
+  const normalised = cmd.effective('--cluster-cidr', '10.244.1.5/16', '--ipvs-exclude-cidrs', '10.10.3.4/16');
+  assert.deepEqual(normalised.config.clusterCIDRs, ['10.244.0.0/16']);
+  assert.deepEqual(normalised.config.ipvs.excludeCIDRs, ['10.10.0.0/16']);
+  assert.match(normalised.text, /clusterCIDR: 10\.244\.0\.0\/16\n/);
+  const file = cmd.file('host-bits.yaml', 'clusterCIDR: 10.244.1.5/16\n');
+  assert.deepEqual(cmd.effective('--config', file).config.clusterCIDRs, ['10.244.0.0/16']);
+
+  const dir = mkdtempSync(join(tmpdir(), 'ipvsync-cidr-'));
+  const refused: Array<[string[], RegExp]> = [
+    [['proxy', '--write-config-to', join(dir, 'out.yaml'), '--cluster-cidr', '10.244.0.0/33'], /--cluster-cidr: "10\.244\.0\.0\/33": prefix length 33 is too long for IPv4/],
+    [['proxy', '--write-config-to', join(dir, 'out.yaml'), '--service-cidrs', 'fe80::1%eth0/64'], /--service-cidrs: "fe80::1%eth0\/64" is not a CIDR: a zone index/],
+    // sync: refused before the manifests are read (the file does not exist) or a handle opened
+    [['sync', '-f', join(dir, 'missing.yaml'), '--cluster-cidr', 'garbage'], /--cluster-cidr: "garbage" is not a CIDR/],
+    [['sync', '-f', join(dir, 'missing.yaml'), '--nodeport-addresses', '10.0.0.0/8,10.1.2.3/40'], /--nodeport-addresses: "10\.1\.2\.3\/40": prefix length 40 is too long for IPv4/],
+    [['sync', '-f', join(dir, 'missing.yaml'), '--bind-mode', 'route', '--service-cidrs', '10.96.0.0/12/3'], /--service-cidrs: "10\.96\.0\.0\/12\/3" is not a CIDR/],
+  ];
+  for (const [args, why] of refused) {
+    const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
+    assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, why, args.join(' '));
+    assert.doesNotMatch(r.stderr, /ENOENT|missing\.yaml/, 'nothing read');
+  }
+  assert.equal(readdirSync(dir).length, 0, 'no configuration written');
 });
 
 test('mergeFlags is pure and knows every flag', () => {
