@@ -598,6 +598,12 @@ void RunApply(Channel& ch, IpsetState& st, ApplyWork& w) {
   w.res = ch.Sock().Transact(b, w.opts);
 }
 
+// "member 3" or "members 3-5" (a range that may hold one member).
+std::string Members(int64_t first, int64_t last) {
+  return first == last ? "member " + std::to_string(first)
+                       : "members " + std::to_string(first) + "-" + std::to_string(last);
+}
+
 Napi::Value ApplyToJs(Napi::Env env, ApplyWork& w) {
   const size_t nops = w.ops.size();
   // Per op: the worst outcome of its requests. An op split over several messages that was only
@@ -629,10 +635,13 @@ Napi::Value ApplyToJs(Napi::Env env, ApplyWork& w) {
           if (p.members[j].lineno == line) failed = static_cast<int64_t>(j);
         if (failed >= 0) {
           e.member = failed;
+          const int64_t first = static_cast<int64_t>(range.first), last = static_cast<int64_t>(range.second) - 1;
           e.message += " [member " + std::to_string(failed) + (p.numbered ? "" : " (line " + std::to_string(line) + ")") +
-                       " failed; members " + std::to_string(range.first) + "-" + std::to_string(failed - 1) +
-                       " of its message were applied, " + std::to_string(failed + 1) + "-" +
-                       std::to_string(range.second - 1) + " were not]";
+                       " failed";
+          std::string parts;
+          if (failed > first) parts += Members(first, failed - 1) + " before it " + (failed - 1 == first ? "was" : "were") + " applied";
+          if (failed < last) parts += (parts.empty() ? "" : ", ") + Members(failed + 1, last) + " after it " + (failed + 1 == last ? "was" : "were") + " not";
+          e.message += (parts.empty() ? "" : "; of its message, " + parts) + "]";
         } else {
           e.message += " [members " + std::to_string(range.first) + "-" + std::to_string(range.second - 1) +
                        " of " + std::to_string(p.members.size()) +

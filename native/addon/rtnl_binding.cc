@@ -420,7 +420,7 @@ struct ApplyWork {
 
 // Runs the ops in order. Address ops need link indexes: names are resolved with one link dump,
 // redone only after an op that creates or deletes a link. Requests between those points share
-// one Transact (many per sendmsg).
+// one Transact (many per sendmsg, or one at a time with stop_on_error).
 void RunApply(nl::Socket& sock, ApplyWork& w) {
   const size_t n = w.ops.size();
   nl::TransactResult& all = w.outcome.res;

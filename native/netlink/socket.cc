@@ -215,7 +215,12 @@ TransactResult Socket::Transact(Batch& batch, const TransactOptions& opt) {
   size_t chunk_msgs = opt.max_chunk_messages;
   const size_t by_buffer = static_cast<size_t>(rcvbuf_ / kAckCost);
   if (by_buffer > 0 && by_buffer < chunk_msgs) chunk_msgs = by_buffer;
-  if (chunk_msgs == 0) chunk_msgs = 1;
+  // Stop-on-error must keep every request after a failure from the kernel, which runs all the
+  // messages of one sendmsg in order whatever the earlier ones answered: one request per
+  // sendmsg, its answer read before the next is sent. (atomic batches are all-or-nothing in the
+  // kernel already.)
+  const bool one_by_one = opt.stop_on_error && !opt.atomic;
+  if (chunk_msgs == 0 || one_by_one) chunk_msgs = 1;
   if (opt.atomic) {
     // One sendmsg for the whole batch: make sure it and its acks fit.
     const int need_snd = static_cast<int>(batch.bytes() + 4096);
@@ -299,6 +304,10 @@ TransactResult Socket::Transact(Batch& batch, const TransactOptions& opt) {
       });
       if (!ok) ThrowDecode("recvmsg", "truncated netlink message");
       if (awaiting == 0) {
+        // A lone request that asked for an ack has had the kernel's last word on it: the ack
+        // follows all its replies, and an overflow would have surfaced as ENOBUFS before the
+        // queued ack. Saves a recvmsg per request in stop-on-error mode.
+        if (to - from == 1 && !opt.atomic && (batch.header(from)->nlmsg_flags & NLM_F_ACK)) break;
         // Drain anything else already queued (extra error reports, e.g. a failed nfnetlink
         // commit reported against the batch header) without waiting.
         waited = true;

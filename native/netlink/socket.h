@@ -19,7 +19,7 @@
 namespace nl {
 
 enum class Outcome : uint8_t {
-  kNotSent,  // never sent: an earlier chunk failed in stop-on-error mode
+  kNotSent,  // never sent: an earlier request failed in stop-on-error mode (the kernel never saw it)
   kOk,
   kError,    // the kernel answered with an error
   kNoReply,  // sent but no reply arrived (ENOBUFS dropped it, or the kernel sent none)
@@ -31,6 +31,10 @@ struct RequestResult {
 };
 
 struct TransactOptions {
+  // Stop at the first failed request: nothing after it reaches the kernel. The kernel runs every
+  // message of a sendmsg whatever the earlier ones answered, so this sends one request per
+  // sendmsg and reads its answer before the next (max_chunk_messages is then 1). False
+  // pipelines many requests per sendmsg and runs them all.
   bool stop_on_error = true;
   // All messages in one sendmsg, as nfnetlink batches require (the kernel commits or aborts
   // the whole batch).
@@ -108,8 +112,9 @@ class Socket {
   uint32_t port_id() const { return port_id_; }
   const SocketStats& stats() const { return stats_; }
 
-  // Sends every request of the batch (in order) and collects one result per request. Requests
-  // that carry NLM_F_ACK are expected to be answered; others only if they fail.
+  // Sends the requests of the batch in order and collects one result per request (kNotSent for
+  // those stop_on_error kept from the kernel). Requests that carry NLM_F_ACK are expected to be
+  // answered; others only if they fail.
   TransactResult Transact(Batch& batch, const TransactOptions& opt);
 
   // Sends one dump request (NLM_F_DUMP is added) and calls on_message for every data message

@@ -25,7 +25,7 @@ export function registerIpset(program: Command, handleOptions: () => HandleOptio
 
   ipset
     .command('restore')
-    .description('apply `ipset restore` input from stdin in batches; a syntax error applies nothing')
+    .description('apply `ipset restore` input from stdin in batches; a syntax error applies nothing, a kernel error stops there')
     .option('--exist, -!', 'ignore errors for sets/elements that already exist (ipset -exist)')
     .option('-f, --file <path>', 'read this file instead of stdin')
     .action(async (o: { exist?: boolean; file?: string }) => {
@@ -70,6 +70,17 @@ export function registerIpset(program: Command, handleOptions: () => HandleOptio
             exact !== undefined ? `line ${exact}` : lines.length > 1 ? `lines ${lines[0]}-${lines[lines.length - 1]}` : `line ${lines[0] ?? '?'}`;
           console.error(`ipvsync: ipset restore: error in ${where}: ${e.message}`);
         }
+        // As `ipset restore`, stop at the first error: nothing after it reached the kernel. Of
+        // a failed multi-line add/del, the lines before its failing member were applied.
+        let applied = 0;
+        let total = 0;
+        for (let i = 0; i < plan.ops.length; i++) {
+          const lines = plan.lines[i]!.length;
+          total += lines;
+          if (result.status(i) === 'ok') applied += lines;
+          else if (result.status(i) === 'error') applied += result.errorOf(i)?.member ?? 0;
+        }
+        console.error(`ipvsync: ipset restore: stopped; ${applied} of ${total} line(s) applied`);
         process.exit(1);
       }
     });

@@ -34,8 +34,8 @@ export function registerIpvs(program: Command, handleOptions: () => HandleOption
   ipvs
     .command('restore')
     .description('apply `ipvsadm -R` rules from stdin in batches; a parse error applies nothing')
-    .option('--continue', 'keep going after a kernel error (default: stop at the first)')
-    .option('--batch <n>', 'at most this many requests per sendmsg (default 1024); lines after a failing one in its batch were already sent', (v) => Number.parseInt(v, 10))
+    .option('--continue', 'keep going after a kernel error (default: stop at the first; lines after it never reach the kernel)')
+    .option('--batch <n>', 'with --continue, at most this many requests per sendmsg (default 1024); without it lines go one at a time', (v) => Number.parseInt(v, 10))
     .action(async (o: { continue?: boolean; batch?: number }) => {
       const text = await readStdin();
       let rules;

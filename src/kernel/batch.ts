@@ -5,10 +5,15 @@ export type OpStatus = 'ok' | 'error' | 'not-sent' | 'unknown';
 const STATUS: readonly OpStatus[] = ['not-sent', 'ok', 'error', 'unknown'];
 
 export interface BatchOptions {
-  /** Stop sending after the first failed request (default true). Requests already handed to
-   *  the kernel in the same sendmsg are still processed, and reported as they came out. */
+  /** Stop at the first failed op (default true): nothing after it reaches the kernel, and every
+   *  later op is 'not-sent'. The kernel runs every message of a sendmsg whatever the earlier ones
+   *  answered, so this sends one request at a time and reads its answer before the next; false
+   *  pipelines many requests per sendmsg and applies every op it can. One ipset add/del of many
+   *  members is one op over few messages: the kernel stops inside a message at its failing
+   *  member (the error's `member`), those before it applied. */
   stopOnError?: boolean;
-  /** Upper bound on requests per sendmsg (the socket's buffer may lower it further). */
+  /** Upper bound on requests per sendmsg when `stopOnError` is false (the socket's buffer may
+   *  lower it further); with `stopOnError` every request goes alone. */
   maxBatchMessages?: number;
 }
 

@@ -71,7 +71,8 @@ export type IpSetOp =
 
 /** What the sync engine needs from ipset; the real class and test doubles implement it. */
 export interface IpSetsApi {
-  /** Applies ops in order in one batch (add/del of many members become a few ADT messages). */
+  /** Applies ops in order in one batch (add/del of many members become a few ADT messages;
+   *  `stopOnError` stops at the failing message, and the kernel inside it at the failing member). */
   apply(ops: IpSetOp[], opts?: BatchOptions): Promise<ApplyResult>;
   /** Every set with its members (one dump), or one set. */
   list(name?: string): Promise<IpSet[]>;

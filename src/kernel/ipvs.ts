@@ -247,9 +247,9 @@ export class Ipvs implements IpvsApi {
 
   /**
    * Validates every op (a bad one throws a NetlinkError of kind 'invalid' whose `index` names it;
-   * nothing is sent), then sends them in order, many per sendmsg. With `stopOnError` (default)
-   * nothing after the chunk holding the first failure is sent. Calls in flight together reach the
-   * kernel in the order they were made.
+   * nothing is sent), then sends them in order. With `stopOnError` (default) one at a time, and
+   * nothing after the first failure reaches the kernel; without it many per sendmsg. Calls in
+   * flight together reach the kernel in the order they were made.
    */
   async apply(ops: IpvsOp[], opts: ApplyOptions = {}): Promise<ApplyResult> {
     // packed when they can be (one N-API call for the batch), else the objects: the same checks

@@ -29,8 +29,9 @@ export const RT_TABLE_MAIN = 254;
 export interface RoutesApi {
   /** The routes that match (one dump; filtered by family, table, protocol, type). */
   list(filter?: RouteFilter): Promise<Route[]>;
-  /** Ops in order, many per sendmsg; an existing route fails its add with EEXIST unless
-   *  `exist` is set, a missing one its delete with ESRCH. */
+  /** Ops in order (many per sendmsg unless `stopOnError`, which stops at the first failure);
+   *  an existing route fails its add with EEXIST unless `exist` is set, a missing one its
+   *  delete with ESRCH. */
   apply(ops: RouteOp[], opts?: BatchOptions): Promise<ApplyResult>;
 }
 

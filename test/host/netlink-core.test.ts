@@ -49,15 +49,19 @@ test('1000 requests go out in a few sendmsg calls and every ack maps back to its
   assert.equal(result.errors.length, names.filter((n) => n.startsWith('nope')).length);
 });
 
-test('stop-on-error: no chunk after a failure; same-chunk requests are reported as the kernel handled them', async () => {
+test('stop-on-error: one request per sendmsg, none after a failure; without it, chunks of many', async () => {
   const g = await Genl.open();
   const names = Array.from({ length: 50 }, (_, i) => (i === 5 ? 'nope' : 'nlctrl'));
-  const { result } = await g.families(names, { stopOnError: true, maxBatchMessages: 10 });
-  assert.equal(result.sendmsgCalls, 1, 'the failure is in the first chunk of ten');
+  const before = g.socketStats();
+  const { result, families } = await g.families(names, { stopOnError: true, maxBatchMessages: 10 });
+  const after = g.socketStats();
+  assert.equal(result.sendmsgCalls, 6, 'requests 0-5, each alone');
+  assert.equal(after.messagesSent - before.messagesSent, 6);
   assert.equal(result.status(5), 'error');
-  for (const i of [0, 4, 6, 9]) assert.equal(result.status(i), 'ok', `request ${i} shared the sendmsg`);
-  for (const i of [10, 30, 49]) assert.equal(result.status(i), 'not-sent', `request ${i}`);
-  assert.equal(result.count('not-sent'), 40);
+  for (const i of [0, 4]) assert.equal(result.status(i), 'ok', `request ${i}`);
+  for (const i of [0, 4]) assert.equal(families[i]?.id, 0x10, `request ${i}'s reply`);
+  for (const i of [6, 9, 10, 30, 49]) assert.equal(result.status(i), 'not-sent', `request ${i}`);
+  assert.equal(result.count('not-sent'), 44);
   const all = await g.families(names, { stopOnError: false, maxBatchMessages: 10 });
   assert.equal(all.result.sendmsgCalls, 5, 'ten requests per sendmsg');
   assert.equal(all.result.count('ok'), 49);

@@ -151,8 +151,7 @@ test('kernel errors keep errno, op text and op index; stop-on-error and continue
   assert.equal(res.errorOf(3)!.errno, 101);
   assert.deepEqual([0, 5].map((i) => res.status(i)), ['ok', 'ok']);
   // Stop on the first error: nothing after it is sent (a link that does not resolve fails
-  // before the batch goes out; a kernel failure stops later chunks, while requests of the same
-  // sendmsg are processed and reported as the kernel handled them).
+  // before the batch goes out; a kernel failure: test/host/stop-on-error.test.ts).
   const stop = await r.apply([
     { op: 'addRoute', type: 'local', dst: '10.97.0.0/16', dev: 'nosuchdev0', protocol: 249 },
     { op: 'addRoute', type: 'local', dst: '10.98.0.0/16', dev: 'lo', protocol: 249 },

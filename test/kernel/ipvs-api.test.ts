@@ -1,11 +1,12 @@
 // The typed IPVS API against a real kernel (inside the test VM): every attribute round-trips
 // (write -> list -> equal) for IPv4, IPv6 and fwmark services, every scheduler and forwarding
 // method, tunnel attributes; kernel errors keep errno, op and index; validation sends nothing;
-// stop-on-error leaves later chunks unsent; applies in flight together run in call order; a
-// 50k-destination dump spans many recv calls.
+// stop-on-error sends nothing after the failing op; applies in flight together run in call
+// order; a 50k-destination dump spans many recv calls.
 import { test, beforeEach, after } from 'node:test';
 import assert from 'node:assert/strict';
 import * as os from 'node:os';
+import { execFileSync } from 'node:child_process';
 import { Ipvs, SCHEDULERS, type Destination, type DestinationConfig, type IpvsOp, type Service, type ServiceConfig, type ServiceId } from '../../src/kernel/ipvs.js';
 import { NetlinkError } from '../../src/errors.js';
 
@@ -269,17 +270,35 @@ test('kernel errors: EEXIST, ESRCH, with op, errno and index', async () => {
   assert.equal(await ipvs.service(missing), null);
 });
 
+const saved = () => execFileSync('ipvsadm', ['-Sn'], { encoding: 'utf8' }).split('\n').filter(Boolean).sort();
+
+test('[addService, the same again (EEXIST), addService]: stopOnError (default) leaves the third out of the kernel', async () => {
+  const mk = (i: number): IpvsOp => ({ op: 'addService', service: { protocol: 'tcp', address: `10.3.0.${i}`, port: 80, scheduler: 'rr' } });
+  const ops = [mk(1), mk(1), mk(3)];
+  const stopped = await ipvs.apply(ops);
+  assert.deepEqual([0, 1, 2].map((i) => stopped.status(i)), ['ok', 'error', 'not-sent']);
+  assert.deepEqual(stopped.errors.map((e) => [e.index, e.code]), [[1, 'EEXIST']]);
+  assert.deepEqual(saved(), ['-A -t 10.3.0.1:80 -s rr']);
+
+  await ipvs.flush();
+  const all = await ipvs.apply(ops, { stopOnError: false });
+  assert.deepEqual([0, 1, 2].map((i) => all.status(i)), ['ok', 'error', 'ok']);
+  assert.equal(all.sendmsgCalls, 1, 'pipelined: one sendmsg');
+  assert.deepEqual(saved(), ['-A -t 10.3.0.1:80 -s rr', '-A -t 10.3.0.3:80 -s rr']);
+});
+
 for (const ack of ['errors', 'each'] as const) {
-  test(`a batch failing in the middle reports the op index; stopOnError leaves later chunks unsent (ack: ${ack})`, async () => {
+  test(`a batch failing in the middle reports the op index; stopOnError sends nothing after it, whatever maxBatchMessages (ack: ${ack})`, async () => {
     const mk = (i: number): IpvsOp => ({ op: 'addService', service: { protocol: 'tcp', address: `10.2.0.${i}`, port: 80, scheduler: 'rr' } });
     const ops = [mk(1), mk(2), mk(1), mk(3), mk(4), mk(5)];
     const stopped = await ipvs.apply(ops, { maxBatchMessages: 2, ack });
-    assert.deepEqual([0, 1, 2, 3, 4, 5].map((i) => stopped.status(i)), ['ok', 'ok', 'error', 'ok', 'not-sent', 'not-sent']);
+    assert.deepEqual([0, 1, 2, 3, 4, 5].map((i) => stopped.status(i)), ['ok', 'ok', 'error', 'not-sent', 'not-sent', 'not-sent']);
     assert.equal(stopped.errors.length, 1);
     assert.equal(stopped.errors[0]!.index, 2);
     assert.equal(stopped.errors[0]!.code, 'EEXIST');
-    assert.equal(stopped.sendmsgCalls, 2);
-    assert.deepEqual((await ipvs.services()).map((s) => s.address).sort(), ['10.2.0.1', '10.2.0.2', '10.2.0.3']);
+    assert.equal(stopped.sendmsgCalls, 3, 'one request per sendmsg, up to the failing one');
+    assert.deepEqual((await ipvs.services()).map((s) => s.address).sort(), ['10.2.0.1', '10.2.0.2']);
+    assert.deepEqual(saved(), ['-A -t 10.2.0.1:80 -s rr', '-A -t 10.2.0.2:80 -s rr']);
 
     await ipvs.flush();
     const all = await ipvs.apply(ops, { maxBatchMessages: 2, stopOnError: false, ack });
@@ -345,7 +364,7 @@ test('50,000 destinations (500 services x 100) are written in one apply and dump
     ops.push({ op: 'addService', service: { ...service, scheduler: 'rr' } });
     for (let d = 0; d < 100; d++) ops.push({ op: 'addDestination', service, dest: { address: `127.1.${s & 255}.${d + 1}`, port: 8000 + (s >> 8), forward: 'masq', weight: d } });
   }
-  const w = await ipvs.apply(ops);
+  const w = await ipvs.apply(ops, { stopOnError: false }); // pipelined, as the engine sends it
   assert.ok(w.ok, w.errors[0]?.message);
   assert.ok(w.sendmsgCalls < ops.length / 100, `batched: ${w.sendmsgCalls} sendmsg calls for ${ops.length} ops`);
   const recvBefore = ipvs.socketStats().recvmsgCalls;

@@ -89,12 +89,16 @@ test('a parse error anywhere applies nothing and names the line', () => {
 
 test('a kernel error names the line and errno and stops; --continue goes on', () => {
   const text = '-A -t 10.0.0.1:80 -s rr\n-A -t 10.0.0.1:80 -s rr\n-A -t 10.0.0.2:80 -s rr\n-A -t 10.0.0.3:80 -s nosuchsched\n-A -t 10.0.0.4:80 -s rr\n';
-  // One request per sendmsg: the stop is exact (lines after the failing one are never sent).
-  const stop = cli(['ipvs', 'restore', '--batch', '1'], text);
-  assert.equal(stop.code, 1);
-  assert.match(stop.stderr, /line 2: EEXIST: IPVS_CMD_NEW_SERVICE tcp 10\.0\.0\.1:80/);
-  assert.match(stop.stderr, /stopped; 3 later line\(s\) not applied/);
-  assert.equal(ipvsadm(['-Sn']), '-A -t 10.0.0.1:80 -s rr\n');
+  // The stop is exact: lines after the failing one never reach the kernel, whatever --batch.
+  for (const batch of [[], ['--batch', '1'], ['--batch', '64']]) {
+    ipvsadm(['-C']);
+    const stop = cli(['ipvs', 'restore', ...batch], text);
+    assert.equal(stop.code, 1);
+    assert.match(stop.stderr, /line 2: EEXIST: IPVS_CMD_NEW_SERVICE tcp 10\.0\.0\.1:80/);
+    assert.match(stop.stderr, /stopped; 3 later line\(s\) not applied/);
+    assert.match(stop.stderr, /ipvsync: 1 of 5 line\(s\) applied/);
+    assert.equal(ipvsadm(['-Sn']), '-A -t 10.0.0.1:80 -s rr\n');
+  }
 
   ipvsadm(['-C']);
   const cont = cli(['ipvs', 'restore', '--continue'], text);
@@ -104,11 +108,20 @@ test('a kernel error names the line and errno and stops; --continue goes on', ()
   assert.match(cont.stderr, /3 of 5 line\(s\) applied/);
   assert.equal(ipvsadm(['-Sn']), '-A -t 10.0.0.1:80 -s rr\n-A -t 10.0.0.2:80 -s rr\n-A -t 10.0.0.4:80 -s rr\n');
 
-  // Default batching: everything goes in one sendmsg; the failure is still reported by line.
+  // A lone failing line is reported by line.
   ipvsadm(['-C']);
   const whole = cli(['ipvs', 'restore'], '-a -t 10.0.0.1:80 -r 127.0.0.2:80 -m\n');
   assert.equal(whole.code, 1);
   assert.match(whole.stderr, /line 1: ESRCH: IPVS_CMD_NEW_DEST tcp 10\.0\.0\.1:80 -> 127\.0\.0\.2:80/);
+});
+
+test('restore of three lines, the middle one a duplicate: exit 1, exactly the first applied', () => {
+  const r = cli(['ipvs', 'restore'], '-A -t 10.0.0.1:80 -s rr\n-A -t 10.0.0.1:80 -s rr\n-A -t 10.0.0.3:80 -s rr\n');
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /line 2: EEXIST/);
+  assert.match(r.stderr, /stopped; 1 later line\(s\) not applied/);
+  assert.match(r.stderr, /ipvsync: 1 of 3 line\(s\) applied/);
+  assert.equal(ipvsadm(['-Sn']), '-A -t 10.0.0.1:80 -s rr\n', 'the third line never reached the kernel');
 });
 
 test('list: ipvsadm -Ln text, --json model, --stats counters; flush empties the table', () => {
