@@ -1,7 +1,9 @@
 // Address helpers for the semantics layer: family, canonical text, a total order for stable
 // output, and CIDR lists that never throw (bad entries come back as rejects to warn about).
+// What they let through is what the kernel layer accepts: canonical addresses, CIDRs as
+// network/length.
 import { isIP } from 'node:net';
-import { anyContains, ipv4Number, parseCidr, type Cidr } from '../engine/cidr.js';
+import { anyContains, ipv4Number, networkText, parseCidr, type Cidr } from '../engine/cidr.js';
 import { canonicalAddress } from '../engine/ipvs-model.js';
 import { boundedMemo } from '../engine/memo.js';
 import type { AddressFamily } from '../kernel/ipvs.js';
@@ -11,12 +13,16 @@ export function ipFamily(address: string): AddressFamily | undefined {
   return f === 4 ? 'inet' : f === 6 ? 'inet6' : undefined;
 }
 
-/** Canonical text of a valid IP, or undefined. */
+/** Canonical text of a valid IP, or undefined. Not an IP here: an IPv4-mapped IPv6 address
+ *  (::ffff:1.2.3.4: kube-proxy reads it as IPv4, the kernel as IPv6; the API server refuses it
+ *  in new objects), leading zeros (isIP refuses them; kube-proxy would read 010 as 10). */
 export function validIp(address: string | undefined): string | undefined {
-  if (!address) return undefined;
+  if (typeof address !== 'string' || !address) return undefined;
   const a = address.trim();
   if (ipv4Number(a) >= 0) return a; // the common case, without the regex
-  return ipFamily(a) ? canonicalAddress(a) : undefined;
+  if (!ipFamily(a)) return undefined;
+  const c = canonicalAddress(a);
+  return /^::ffff:[0-9a-f]{1,4}:[0-9a-f]{1,4}$/.test(c) ? undefined : c;
 }
 
 /** Fixed-width hex, so string order is numeric order and IPv4 sorts before IPv6. */
@@ -87,20 +93,45 @@ export interface CidrList {
 /** The list of no CIDRs (shared, frozen: translate asks for every service port's source ranges). */
 const NO_CIDRS: CidrList = Object.freeze({ texts: Object.freeze([]) as never, cidrs: Object.freeze([]) as never, rejected: Object.freeze([]) as never });
 
-/** Parses CIDRs (whitespace trimmed, bare addresses allowed), keeping those of `family` if given. */
-export function cidrList(texts: readonly string[] | undefined, family?: AddressFamily): CidrList {
-  if (!texts?.length) return NO_CIDRS;
+/**
+ * A CIDR as kube-proxy reads one (netutils.ParseCIDRSloppy, then the network): whitespace
+ * trimmed, the address a valid IP (validIp), the length decimal digits in range, host bits
+ * dropped ("203.0.113.7/24" is 203.0.113.0/24: the API server accepts it, kube-proxy programs
+ * the network, and nftables refuses host bits). A bare address is its /32 or /128. undefined:
+ * not a CIDR.
+ */
+export function parseCidrText(raw: unknown): Cidr | undefined {
+  if (typeof raw !== 'string') return undefined;
+  const text = raw.trim();
+  const slash = text.indexOf('/');
+  const address = validIp(slash < 0 ? text : text.slice(0, slash));
+  if (!address || (slash >= 0 && !/^\d{1,3}$/.test(text.slice(slash + 1)))) return undefined;
+  try {
+    return parseCidr(slash < 0 ? address : `${address}/${Number(text.slice(slash + 1))}`);
+  } catch {
+    return undefined; // a length beyond the family's
+  }
+}
+
+/** A CIDR's canonical text, network/length ("203.0.113.0/24"): what nftables and ipset take. */
+export function cidrText(c: Cidr): string {
+  return `${networkText(c)}/${c.bits}`;
+}
+
+/** Parses CIDRs (parseCidrText), keeping those of `family` if given; `texts` are their
+ *  canonical texts (cidrText), each once. */
+export function cidrList(texts: readonly unknown[] | undefined, family?: AddressFamily): CidrList {
+  if (!Array.isArray(texts) || !texts.length) return NO_CIDRS;
   const out: CidrList = { texts: [], cidrs: [], rejected: [] };
-  for (const raw of texts ?? []) {
-    const text = raw.trim();
-    let c: Cidr;
-    try {
-      c = parseCidr(text);
-    } catch {
-      out.rejected.push(raw);
+  for (const raw of texts) {
+    const c = parseCidrText(raw);
+    if (!c) {
+      out.rejected.push(String(raw));
       continue;
     }
     if (family && (c.family === 4 ? 'inet' : 'inet6') !== family) continue;
+    const text = cidrText(c);
+    if (out.texts.includes(text)) continue;
     out.texts.push(text);
     out.cidrs.push(c);
   }

@@ -14,13 +14,32 @@ import {
 import { runSync, type Steps } from '../engine/slice.js';
 import { compareText, sortSteps } from '../engine/sorted.js';
 import { endpointAddress, slimService, slimSlice } from './slim.js';
+import { arr, field, member, str } from './fields.js';
 
 interface Meta {
   metadata?: { namespace?: string; name?: string; labels?: Record<string, string> };
 }
 
 export function objectKey(o: Meta): string {
-  return `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name ?? ''}`;
+  return `${str(o, 'metadata', 'namespace') ?? 'default'}/${str(o, 'metadata', 'name') ?? ''}`;
+}
+
+/** The service ("namespace/name") an EndpointSlice belongs to (its kubernetes.io/service-name
+ *  label), or undefined. */
+export function sliceServiceKey(s: unknown): string | undefined {
+  const svc = str(s, 'metadata', 'labels', LABEL_SERVICE_NAME);
+  return svc ? `${str(s, 'metadata', 'namespace') ?? 'default'}/${svc}` : undefined;
+}
+
+/** JSON of what translate reads, or, when it cannot be had (a cycle through YAML aliases), a
+ *  text equal to no other: the group then counts as changed, which costs a translation only. */
+let unserializable = 0;
+function stableJson(v: unknown): string {
+  try {
+    return JSON.stringify(v);
+  } catch {
+    return `\u0000unserializable ${++unserializable}`;
+  }
 }
 
 /**
@@ -151,9 +170,12 @@ class GroupTracker<T extends Meta> {
   }
 }
 
-function pick(m: Record<string, string> | undefined, keys: readonly string[]): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const k of keys) if (m?.[k] !== undefined) out[k] = m[k];
+function pick(m: unknown, keys: readonly string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k of keys) {
+    const v = member(m, k);
+    if (v !== undefined) out[k] = v;
+  }
   return out;
 }
 
@@ -161,22 +183,25 @@ function pick(m: Record<string, string> | undefined, keys: readonly string[]): R
  *  object in it is built here with its keys in a fixed order, so plain JSON is stable. */
 export function serviceFingerprint(s: V1Service | undefined): string {
   if (!s) return '';
-  const spec = s.spec ?? {};
-  return JSON.stringify({
-    labels: pick(s.metadata?.labels, [LABEL_SERVICE_PROXY_NAME]),
-    annotations: pick(s.metadata?.annotations, [ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS, ANNOTATION_LB_SOURCE_RANGES]),
-    type: spec.type ?? 'ClusterIP',
-    clusterIP: spec.clusterIP,
-    clusterIPs: spec.clusterIPs,
-    ports: (spec.ports ?? []).map((p) => [p.name ?? '', p.protocol ?? 'TCP', p.port, p.nodePort ?? 0]),
-    externalIPs: spec.externalIPs,
-    sessionAffinity: spec.sessionAffinity,
-    timeout: spec.sessionAffinityConfig?.clientIP?.timeoutSeconds,
-    externalTrafficPolicy: spec.externalTrafficPolicy,
-    internalTrafficPolicy: spec.internalTrafficPolicy,
-    healthCheckNodePort: spec.healthCheckNodePort,
-    loadBalancerSourceRanges: spec.loadBalancerSourceRanges,
-    ingress: (s.status?.loadBalancer?.ingress ?? []).map((i) => [i.ip, i.ipMode]),
+  const spec = member(s, 'spec');
+  const ports = field(spec, 'ports');
+  const ingress = field(s, 'status', 'loadBalancer', 'ingress');
+  // Values as they came (a wrong type too: its warning names it), lists mapped only if lists.
+  return stableJson({
+    labels: pick(field(s, 'metadata', 'labels'), [LABEL_SERVICE_PROXY_NAME]),
+    annotations: pick(field(s, 'metadata', 'annotations'), [ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS, ANNOTATION_LB_SOURCE_RANGES]),
+    type: field(spec, 'type') ?? 'ClusterIP',
+    clusterIP: field(spec, 'clusterIP'),
+    clusterIPs: field(spec, 'clusterIPs'),
+    ports: Array.isArray(ports) ? ports.map((p: unknown) => [field(p, 'name') ?? '', field(p, 'protocol') ?? 'TCP', field(p, 'port'), field(p, 'nodePort') ?? 0]) : ports,
+    externalIPs: field(spec, 'externalIPs'),
+    sessionAffinity: field(spec, 'sessionAffinity'),
+    timeout: field(spec, 'sessionAffinityConfig', 'clientIP', 'timeoutSeconds'),
+    externalTrafficPolicy: field(spec, 'externalTrafficPolicy'),
+    internalTrafficPolicy: field(spec, 'internalTrafficPolicy'),
+    healthCheckNodePort: field(spec, 'healthCheckNodePort'),
+    loadBalancerSourceRanges: field(spec, 'loadBalancerSourceRanges'),
+    ingress: Array.isArray(ingress) ? ingress.map((i: unknown) => [field(i, 'ip'), field(i, 'ipMode')]) : ingress,
   });
 }
 
@@ -184,13 +209,15 @@ export function serviceFingerprint(s: V1Service | undefined): string {
 export function endpointSlicesFingerprint(slices: readonly V1EndpointSlice[]): string {
   const rows: string[] = [];
   for (const sl of slices) {
-    const ports = (sl.ports ?? []).map((p) => `${p.name ?? ''}/${p.protocol ?? 'TCP'}/${p.port ?? ''}`).sort().join(',');
-    for (const e of sl.endpoints ?? []) {
+    const ports = stableJson((arr(sl, 'ports') ?? []).map((p) => [field(p, 'name') ?? '', field(p, 'protocol') ?? 'TCP', field(p, 'port') ?? '']).map((x) => stableJson(x)).sort());
+    const addressType = field(sl, 'addressType');
+    for (const e of arr(sl, 'endpoints') ?? []) {
       // Absent conditions mean what kube-proxy reads them as.
-      const ready = e.conditions?.ready ?? true;
-      const c = { ready, serving: e.conditions?.serving ?? ready, terminating: e.conditions?.terminating ?? false };
-      const hints = [...(e.hints?.forZones ?? []).map((z) => `z:${z.name}`), ...(e.hints?.forNodes ?? []).map((n) => `n:${n.name}`)].sort();
-      rows.push(JSON.stringify([sl.addressType, ports, endpointAddress(e), c.ready, c.serving, c.terminating, e.nodeName, hints]));
+      const ready = field(e, 'conditions', 'ready') ?? true;
+      const c = { ready, serving: field(e, 'conditions', 'serving') ?? ready, terminating: field(e, 'conditions', 'terminating') ?? false };
+      const names = (list: readonly unknown[] | undefined, tag: string) => (list ?? []).map((h) => `${tag}:${stableJson(field(h, 'name'))}`);
+      const hints = [...names(arr(e, 'hints', 'forZones'), 'z'), ...names(arr(e, 'hints', 'forNodes'), 'n')].sort();
+      rows.push(stableJson([addressType, ports, endpointAddress(e as never), c.ready, c.serving, c.terminating, field(e, 'nodeName'), hints]));
     }
   }
   // Sorted rows without slice names: an endpoint moving between two slices with the same ports
@@ -210,12 +237,9 @@ export class ServiceTracker extends GroupTracker<V1Service> {
 export class EndpointSliceTracker extends GroupTracker<V1EndpointSlice> {
   constructor() {
     super(
-      (s) => {
-        const svc = s.metadata?.labels?.[LABEL_SERVICE_NAME];
-        return svc ? `${s.metadata?.namespace ?? 'default'}/${svc}` : undefined;
-      },
+      sliceServiceKey,
       endpointSlicesFingerprint,
-      (slices) => slices.every((sl) => !sl.endpoints?.length),
+      (slices) => slices.every((sl) => !arr(sl, 'endpoints')?.length),
       slimSlice,
     );
   }

@@ -7,6 +7,7 @@ import { compareAddress, validIp } from './address.js';
 import { compareText, insertionSort } from '../engine/sorted.js';
 import { ipv4Number } from '../engine/cidr.js';
 import { endpointAddress } from './slim.js';
+import { str } from './fields.js';
 
 export interface EndpointInfo {
   address: string;
@@ -39,7 +40,7 @@ const NO_HINTS: ReadonlySet<string> = new Set();
 /** Slices sorted by name, so that a duplicated address resolves the same way every time
  *  (the later slice wins, as in kube-proxy's endpointSliceCache). */
 export function sortSlices(slices: readonly V1EndpointSlice[]): V1EndpointSlice[] {
-  return [...slices].sort((a, b) => compareText(a.metadata?.name ?? '', b.metadata?.name ?? ''));
+  return [...slices].sort((a, b) => compareText(str(a, 'metadata', 'name') ?? '', str(b, 'metadata', 'name') ?? ''));
 }
 
 function protocolOf(p: string | undefined): IpvsProtocol | undefined {
@@ -67,7 +68,8 @@ export function endpointsForPort(
   for (const slice of slices) {
     if (sliceFamily(slice) !== family) continue;
     const sp = (slice.ports ?? []).find((p) => (p.name ?? '') === portName && protocolOf(p.protocol) === protocol);
-    if (!sp || typeof sp.port !== 'number' || sp.port < 1 || sp.port > 65535) continue;
+    const port = sp?.port;
+    if (!Number.isInteger(port) || port! < 1 || port! > 65535) continue;
     for (const ep of slice.endpoints ?? []) {
       const address = validIp(endpointAddress(ep));
       // a valid address: IPv6 exactly when it has a colon
@@ -75,14 +77,14 @@ export function endpointsForPort(
       const ready = ep.conditions?.ready ?? true;
       const info: EndpointInfo = {
         address,
-        port: sp.port,
+        port: port!,
         ready,
         serving: ep.conditions?.serving ?? ready,
         terminating: ep.conditions?.terminating ?? false,
         local: ep.nodeName !== undefined && ep.nodeName === nodeName,
         zoneHints: ep.hints?.forZones?.length ? new Set(ep.hints.forZones.map((z) => z.name)) : NO_HINTS,
         nodeHints: ep.hints?.forNodes?.length ? new Set(ep.hints.forNodes.map((n) => n.name)) : NO_HINTS,
-        orderKey: endpointOrderKey(address, sp.port),
+        orderKey: endpointOrderKey(address, port!),
       };
       out.push(info);
     }

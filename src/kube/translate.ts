@@ -1,7 +1,9 @@
 // Services + EndpointSlices + this node → the IPVS table, VIPs and glue kube-proxy's IPVS mode
 // would program. Pure: same input, same (sorted) output; bad input becomes a warning, never a
-// throw. Every service port yields a list of frontends (cluster IP, external IPs, load-balancer
-// IPs, node ports), each built by its own small function; one loop turns frontends into virtual
+// throw, and the model holds only values the kernel layer accepts (canonical addresses, CIDRs
+// as their network, ports in range), so no one object's value can fail a sync's transaction.
+// Every service port yields a list of frontends (cluster IP, external IPs, load-balancer IPs,
+// node ports), each built by its own small function; one loop turns frontends into virtual
 // servers and glue, so the four kinds never repeat the same block.
 import type { V1EndpointSlice, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
@@ -10,11 +12,10 @@ import { chunkedListOf, compareText, sortByKeySteps, sortedListOf, withList, typ
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
 import { addressKey, addressProtoPortKey, cidrList, compareAddress, compareAddressProtoPort, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
 import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
-import { objectKey } from './change-tracker.js';
+import { objectKey, sliceServiceKey } from './change-tracker.js';
 import { chooseScheduler, isKnownScheduler } from './scheduler.js';
 import {
   ANNOTATION_LB_SOURCE_RANGES,
-  LABEL_SERVICE_NAME,
   LABEL_SERVICE_PROXY_NAME,
   type FrontendKind,
   type GlueHairpin,
@@ -60,6 +61,8 @@ interface Frontend {
 
 interface Context {
   nodeName: string;
+  /** config.clusterCIDRs, canonical (cidrText), the bad ones left out. */
+  clusterCIDRs: string[];
   zone: string | undefined;
   config: ProxyConfig;
   defaultScheduler: string;
@@ -246,9 +249,7 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
     if (hit && hit.svc === s && sameItems(hit.slices, slices)) {
       out = hit.out;
     } else {
-      translateService(s, scratch);
-      out = compact(scratch.out);
-      clearAccumulator(scratch.out);
+      out = translateOne(s, name, scratch);
       if (cache) {
         changed.push({ name, before: (hit ?? cache.invalidated.get(name))?.out, out });
         cache.entries.set(name, { svc: s, slices, out });
@@ -285,6 +286,25 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
   }
   cache.last = { model, count: services.length, index, hairpinShared: ctx.out.hairpinShared };
   return model;
+}
+
+/**
+ * One service's translation, kept compact; `scratch` is empty again after. Whatever one
+ * service's objects hold, it never fails the others: an exception translating it (a shape no
+ * check foresaw) becomes a warning naming it, and the service contributes nothing else.
+ */
+function translateOne(svc: V1Service, name: string, scratch: Context): ServiceOut {
+  let out: ServiceOut;
+  try {
+    translateService(svc, scratch);
+    out = compact(scratch.out);
+  } catch (e) {
+    clearAccumulator(scratch.out);
+    scratch.out.warnings.push({ service: name, message: `not programmed: ${e instanceof Error ? e.message : String(e)}` });
+    out = compact(scratch.out);
+  }
+  clearAccumulator(scratch.out);
+  return out;
 }
 
 function contextFingerprint(node: TranslateInput['node'], config: ProxyConfig | undefined): string {
@@ -329,9 +349,7 @@ export function translatePatch(
   for (const { name, svc, slices } of now) {
     const hit = cache.entries.get(name);
     if (hit && hit.svc === svc && sameItems(hit.slices, slices)) continue;
-    translateService(svc, scratch);
-    const out = compact(scratch.out);
-    clearAccumulator(scratch.out);
+    const out = translateOne(svc, name, scratch);
     translated.push({ name, before: (hit ?? cache.invalidated.get(name))?.out, out });
     cache.entries.set(name, { svc, slices, out });
     cache.invalidated.delete(name);
@@ -543,8 +561,11 @@ function baseContext(node: TranslateInput['node'], config: ProxyConfig, slicesBy
     defaultScheduler = DEFAULT_SCHEDULER;
   }
   const nodeAddresses = new Set(node.addresses.map(validIp).filter((a): a is string => a !== undefined));
+  const clusterCIDRs = cidrList(config.clusterCIDRs);
+  for (const bad of clusterCIDRs.rejected) out.warnings.push({ service: '', message: `clusterCIDRs: "${bad}" is not a CIDR, ignored` });
   return {
     nodeName: node.name,
+    clusterCIDRs: clusterCIDRs.texts,
     zone: node.zone || undefined,
     config,
     defaultScheduler,
@@ -576,9 +597,8 @@ function* groupSlices(slices: Iterable<V1EndpointSlice>): Steps<Map<string, V1En
   let n = 0;
   for (const s of slices) {
     if (++n % 256 === 0) yield;
-    const svc = s.metadata?.labels?.[LABEL_SERVICE_NAME];
-    if (!svc) continue;
-    const key = `${s.metadata?.namespace ?? 'default'}/${svc}`;
+    const key = sliceServiceKey(s);
+    if (!key) continue;
     const list = by.get(key);
     if (list) list.push(s);
     else by.set(key, [s]);
@@ -626,7 +646,7 @@ function translateService(svc: V1Service, ctx: Context): void {
   const externalLocal = externallyAccessible && spec.externalTrafficPolicy === 'Local';
   if (externalLocal) ctx.out.localTraffic.add(service);
 
-  const hc = spec.healthCheckNodePort ?? 0;
+  const hc = nodePortOf(spec.healthCheckNodePort, 'healthCheckNodePort', warn);
   const healthCheck = spec.type === 'LoadBalancer' && externalLocal && hc > 0;
   // The health check counts the ready node-local endpoint addresses over all ports
   const localReady = healthCheck ? new Set<string>() : undefined;
@@ -658,6 +678,14 @@ function affinityTimeout(svc: V1Service, warn: (m: string) => void): number {
   if (Number.isInteger(t) && t > 0 && t <= 86400) return t;
   warn(`sessionAffinityConfig.clientIP.timeoutSeconds ${String(t)} out of range 1..86400, using ${DEFAULT_AFFINITY_TIMEOUT}`);
   return DEFAULT_AFFINITY_TIMEOUT;
+}
+
+/** A node port (nodePort, healthCheckNodePort): 1..65535, else 0 (none) with a warning. */
+function nodePortOf(v: unknown, what: string, warn: (m: string) => void): number {
+  if (v === undefined || v === null || v === 0) return 0;
+  if (Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 65535) return v as number;
+  warn(`${what} ${String(v)} out of range 1..65535, ignored`);
+  return 0;
 }
 
 function protocolOf(p: string | undefined): IpvsProtocol | undefined {
@@ -702,7 +730,7 @@ function servicePortInfo(
     protocol,
     family: base.family,
     port: port.port,
-    nodePort: port.nodePort ?? 0,
+    nodePort: nodePortOf(port.nodePort, `port ${port.port}: nodePort`, warn),
     clusterIP: base.clusterIP,
     externalIPs: ipsOfFamily(spec.externalIPs ?? [], base.family, 'externalIP', warn),
     loadBalancerIPs: ipsOfFamily(lbIPs, base.family, 'load balancer ingress IP', warn),
@@ -826,7 +854,7 @@ function* finish(ctx: Context): Steps<{ model: ProxyModel; keys: string[] }> {
     services,
     vips,
     glue: {
-      clusterCIDRs: [...(ctx.config.clusterCIDRs ?? [])],
+      clusterCIDRs: [...ctx.clusterCIDRs],
       masqueradeAll: ctx.config.masqueradeAll ?? false,
       vips: glueVips,
       nodePorts: [...o.nodePorts.values()].sort((a, b) => compareText(a.family, b.family) || compareText(a.protocol, b.protocol) || a.port - b.port),
