@@ -22,6 +22,7 @@ import { createLogger } from '../daemon/log.js';
 import { MetricsServer, ProxyMetrics } from '../daemon/metrics.js';
 import { invalidOf, logSyncFailure, NoticeLog, SyncOpsError } from '../daemon/sync-log.js';
 import { canonicalAddress } from '../engine/ipvs-model.js';
+import { parseNodeIp } from '../kube/address.js';
 import { anyContains, parseCidr } from '../engine/cidr.js';
 
 // The proxier, the engine, the manifests reader and the nftables and route handles are loaded
@@ -94,7 +95,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       // proxier keeps only what it reads of each object.
       let manifests: ManifestSet | undefined = await loadManifests(o.file);
       const kernel = await openKernel(h, { glue: o.glue, ipsets: !!o.kubeProxyIpsets });
-      const addrs = o.nodeIp?.length ? o.nodeIp.map(canonicalAddress) : nodeAddresses(await kernel.links!.addresses(), o.vipLink);
+      const addrs = o.nodeIp?.length ? o.nodeIp.map(parseNodeIp) : nodeAddresses(await kernel.links!.addresses(), o.vipLink);
       const proxier = new Proxier(kernel, {
         node: { name: o.nodeName ?? hostname(), addresses: addrs },
         config: {
@@ -260,7 +261,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   const kernel = cfg.syncThread ? undefined : await (await import('../proxy/kernel.js')).openKernel(h, { glue, ipsets: kubeIpsets });
   const ipvs = kernel?.ipvs ?? (await Ipvs.open(h));
   const links = kernel?.links ?? (await Links.open(h));
-  const addrs = Array.isArray(o.nodeIp) && o.nodeIp.length ? (o.nodeIp as string[]).map(canonicalAddress) : nodeAddresses(await links.addresses(), cfg.vipLink);
+  const addrs = Array.isArray(o.nodeIp) && o.nodeIp.length ? (o.nodeIp as string[]).map(parseNodeIp) : nodeAddresses(await links.addresses(), cfg.vipLink);
   const proxierOptions: ProxierOptions = {
     node: { name: nodeName(cfg), addresses: addrs },
     config: toProxyConfig(cfg),

@@ -19,10 +19,19 @@ import type {
 /** A virtual service the caller wants, with the real servers it wants behind it. */
 export type DesiredService = ServiceConfig & { destinations: DestinationConfig[] };
 
-/** Canonical IPv6 text, memoized: the URL parser is slow. */
-const canonical6 = boundedMemo((a) => (isIP(a) === 6 ? new URL(`http://[${a}]/`).hostname.slice(1, -1) : a), 1 << 16);
+/** Canonical IPv6 text, memoized: the URL parser is slow. isIP() takes what no URL host is
+ *  (a zone index, "fe80::1%eth0"): such a text is returned unchanged, never thrown on. */
+const canonical6 = boundedMemo((a) => {
+  if (isIP(a) !== 6) return a;
+  try {
+    return new URL(`http://[${a}]/`).hostname.slice(1, -1);
+  } catch {
+    return a;
+  }
+}, 1 << 16);
 
-/** Canonical text of an address ("fd00:0::1" → "fd00::1"); unchanged when not an IP. */
+/** Canonical text of an address ("fd00:0::1" → "fd00::1"); unchanged when not an IP (or not
+ *  one the kernel takes: a zone index). Never throws. */
 export function canonicalAddress(a: string): string {
   // Only a text with a colon can be IPv6: IPv4 (and anything else) is returned as it is.
   return a.includes(':') ? canonical6(a) : a;

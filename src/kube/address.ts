@@ -13,16 +13,26 @@ export function ipFamily(address: string): AddressFamily | undefined {
   return f === 4 ? 'inet' : f === 6 ? 'inet6' : undefined;
 }
 
-/** Canonical text of a valid IP, or undefined. Not an IP here: an IPv4-mapped IPv6 address
- *  (::ffff:1.2.3.4: kube-proxy reads it as IPv4, the kernel as IPv6; the API server refuses it
- *  in new objects), leading zeros (isIP refuses them; kube-proxy would read 010 as 10). */
-export function validIp(address: string | undefined): string | undefined {
+/** Canonical text of a valid IP, or undefined (for anything that is not a string too). Not an
+ *  IP here: a zone index ("fe80::1%eth0": isIP takes it, no kernel address has one), an
+ *  IPv4-mapped IPv6 address (::ffff:1.2.3.4: kube-proxy reads it as IPv4, the kernel as IPv6;
+ *  the API server refuses it in new objects), leading zeros (isIP refuses them; kube-proxy
+ *  would read 010 as 10). */
+export function validIp(address: unknown): string | undefined {
   if (typeof address !== 'string' || !address) return undefined;
   const a = address.trim();
   if (ipv4Number(a) >= 0) return a; // the common case, without the regex
-  if (!ipFamily(a)) return undefined;
+  if (!ipFamily(a) || a.includes('%')) return undefined;
   const c = canonicalAddress(a);
   return /^::ffff:[0-9a-f]{1,4}:[0-9a-f]{1,4}$/.test(c) ? undefined : c;
+}
+
+/** A node address given on the command line (--node-ip), canonical; throws naming it when it
+ *  is not an IP address (validIp). */
+export function parseNodeIp(text: string): string {
+  const ip = validIp(text);
+  if (ip === undefined) throw new Error(`--node-ip: "${text}" is not an IP address`);
+  return ip;
 }
 
 /** Fixed-width hex, so string order is numeric order and IPv4 sorts before IPv6. */

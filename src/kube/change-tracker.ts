@@ -31,6 +31,13 @@ export function sliceServiceKey(s: unknown): string | undefined {
   return svc ? `${str(s, 'metadata', 'namespace') ?? 'default'}/${svc}` : undefined;
 }
 
+/** A member's text in a fingerprint: of the type it should have, as it is (the common case, no
+ *  JSON); undefined or null, `absent`; anything else, JSON after a byte no text has, so a port
+ *  80 and a port "80" differ. */
+function text(v: unknown, absent: string, type: 'string' | 'number'): string {
+  return typeof v === type ? String(v) : v === undefined || v === null ? absent : `\u0001${stableJson(v)}`;
+}
+
 /** JSON of what translate reads, or, when it cannot be had (a cycle through YAML aliases), a
  *  text equal to no other: the group then counts as changed, which costs a translation only. */
 let unserializable = 0;
@@ -209,7 +216,7 @@ export function serviceFingerprint(s: V1Service | undefined): string {
 export function endpointSlicesFingerprint(slices: readonly V1EndpointSlice[]): string {
   const rows: string[] = [];
   for (const sl of slices) {
-    const ports = stableJson((arr(sl, 'ports') ?? []).map((p) => [field(p, 'name') ?? '', field(p, 'protocol') ?? 'TCP', field(p, 'port') ?? '']).map((x) => stableJson(x)).sort());
+    const ports = (arr(sl, 'ports') ?? []).map((p) => `${text(field(p, 'name'), '', 'string')}/${text(field(p, 'protocol'), 'TCP', 'string')}/${text(field(p, 'port'), '', 'number')}`).sort().join(',');
     const addressType = field(sl, 'addressType');
     for (const e of arr(sl, 'endpoints') ?? []) {
       // Absent conditions mean what kube-proxy reads them as.

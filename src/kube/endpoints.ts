@@ -7,7 +7,8 @@ import { compareAddress, validIp } from './address.js';
 import { compareText, insertionSort } from '../engine/sorted.js';
 import { ipv4Number } from '../engine/cidr.js';
 import { endpointAddress } from './slim.js';
-import { str } from './fields.js';
+import { arr, field, int, isMapping, member, present, str } from './fields.js';
+import { objectKey } from './change-tracker.js';
 
 export interface EndpointInfo {
   address: string;
@@ -43,19 +44,56 @@ export function sortSlices(slices: readonly V1EndpointSlice[]): V1EndpointSlice[
   return [...slices].sort((a, b) => compareText(str(a, 'metadata', 'name') ?? '', str(b, 'metadata', 'name') ?? ''));
 }
 
-function protocolOf(p: string | undefined): IpvsProtocol | undefined {
-  const v = (p ?? 'TCP').toUpperCase();
+/** A slice port's protocol (absent: TCP; any case, as kube-proxy); undefined for another
+ *  protocol or a value that is not a string. */
+function protocolOf(p: unknown): IpvsProtocol | undefined {
+  if (p === undefined || p === null) return 'tcp';
+  if (typeof p !== 'string') return undefined;
+  const v = p.toUpperCase();
   return v === 'TCP' ? 'tcp' : v === 'UDP' ? 'udp' : v === 'SCTP' ? 'sctp' : undefined;
 }
 
 function sliceFamily(slice: V1EndpointSlice): AddressFamily | undefined {
-  return slice.addressType === 'IPv4' ? 'inet' : slice.addressType === 'IPv6' ? 'inet6' : undefined;
+  const t = member(slice, 'addressType');
+  return t === 'IPv4' ? 'inet' : t === 'IPv6' ? 'inet6' : undefined;
+}
+
+/** The target port of service port (name, protocol) in one slice: its port by that name (absent
+ *  or null: ""; another type names no port) and protocol, 1..65535; else undefined. */
+function slicePort(slice: V1EndpointSlice, portName: string, protocol: IpvsProtocol): number | undefined {
+  const ports = arr(slice, 'ports');
+  if (!ports) return undefined;
+  for (const p of ports) {
+    const name = field(p, 'name');
+    if ((present(name) ? name : '') !== portName || protocolOf(field(p, 'protocol')) !== protocol) continue;
+    const port = int(p, 'port');
+    return port !== undefined && port >= 1 && port <= 65535 ? port : undefined;
+  }
+  return undefined;
+}
+
+/** A condition: absent or null reads as `absent`, a boolean as itself; undefined: not a boolean. */
+function condition(c: unknown, k: string, absent: boolean): boolean | undefined {
+  const v = member(c, k);
+  return v === undefined || v === null ? absent : typeof v === 'boolean' ? v : undefined;
+}
+
+/** Topology hints by name (a hint whose name is not a string names nothing). */
+function hintNames(list: readonly unknown[] | undefined): ReadonlySet<string> {
+  let out: Set<string> | undefined;
+  for (const h of list ?? []) {
+    const n = str(h, 'name');
+    if (n !== undefined) (out ??= new Set()).add(n);
+  }
+  return out ?? NO_HINTS;
 }
 
 /**
  * The endpoints behind service port (name, protocol) of one family: each slice resolves the
  * port by name (so the target port can differ per slice), only the first address of an
  * endpoint counts (as kube-proxy), and addresses of the other family or FQDN slices are skipped.
+ * An endpoint whose conditions or nodeName have the wrong type is skipped, told to `warn`
+ * (whether it is ready, or local, cannot be known).
  */
 export function endpointsForPort(
   slices: readonly V1EndpointSlice[],
@@ -63,30 +101,40 @@ export function endpointsForPort(
   protocol: IpvsProtocol,
   family: AddressFamily,
   nodeName: string,
+  warn?: (m: string) => void,
 ): EndpointInfo[] {
   const out: EndpointInfo[] = [];
   for (const slice of slices) {
     if (sliceFamily(slice) !== family) continue;
-    const sp = (slice.ports ?? []).find((p) => (p.name ?? '') === portName && protocolOf(p.protocol) === protocol);
-    const port = sp?.port;
-    if (!Number.isInteger(port) || port! < 1 || port! > 65535) continue;
-    for (const ep of slice.endpoints ?? []) {
-      const address = validIp(endpointAddress(ep));
+    const port = slicePort(slice, portName, protocol);
+    if (port === undefined) continue;
+    const endpoints = arr(slice, 'endpoints');
+    if (!endpoints) continue;
+    for (const ep of endpoints) {
+      const address = validIp(endpointAddress(ep as never));
       // a valid address: IPv6 exactly when it has a colon
       if (!address || (address.includes(':') ? 'inet6' : 'inet') !== family) continue;
-      const ready = ep.conditions?.ready ?? true;
-      const info: EndpointInfo = {
+      const c = member(ep, 'conditions');
+      const ready = condition(c, 'ready', true);
+      const serving = condition(c, 'serving', ready ?? true);
+      const terminating = condition(c, 'terminating', false);
+      const node = member(ep, 'nodeName');
+      if (ready === undefined || serving === undefined || terminating === undefined || (present(node) && typeof node !== 'string') || (present(c) && !isMapping(c))) {
+        warn?.(`EndpointSlice ${objectKey(slice)}: endpoint ${address} has conditions or nodeName of the wrong type, ignored`);
+        continue;
+      }
+      const hints = member(ep, 'hints');
+      out.push({
         address,
-        port: port!,
+        port,
         ready,
-        serving: ep.conditions?.serving ?? ready,
-        terminating: ep.conditions?.terminating ?? false,
-        local: ep.nodeName !== undefined && ep.nodeName === nodeName,
-        zoneHints: ep.hints?.forZones?.length ? new Set(ep.hints.forZones.map((z) => z.name)) : NO_HINTS,
-        nodeHints: ep.hints?.forNodes?.length ? new Set(ep.hints.forNodes.map((n) => n.name)) : NO_HINTS,
-        orderKey: endpointOrderKey(address, port!),
-      };
-      out.push(info);
+        serving,
+        terminating,
+        local: node === nodeName,
+        zoneHints: hints === undefined ? NO_HINTS : hintNames(arr(hints, 'forZones')),
+        nodeHints: hints === undefined ? NO_HINTS : hintNames(arr(hints, 'forNodes')),
+        orderKey: endpointOrderKey(address, port),
+      });
     }
   }
   return sortUniqueEndpoints(out);

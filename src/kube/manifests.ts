@@ -1,12 +1,16 @@
 // Static manifests: Services, EndpointSlices and legacy Endpoints from YAML/JSON files or folders
-// (multi-document, `List` kinds too), checked just enough that translate() can trust their
-// shape. Errors name the file and the document (1-based) and, inside a List, the item.
+// (multi-document, `List` kinds too), checked as the API server would check the fields the proxy
+// reads. A file that cannot be read or parsed as YAML, or two objects with one name, is an error;
+// an object of the wrong shape (any well-formed YAML) is a warning naming it, and is skipped:
+// one broken object never keeps the others out. Errors and warnings name the file and the
+// document (1-based) and, inside a List, the item.
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { isIP } from 'node:net';
 import { yaml } from '../yaml.js';
 import type { V1EndpointSlice, V1Endpoints, V1Service } from '@kubernetes/client-node';
 import { objectKey } from './change-tracker.js';
+import { validIp } from './address.js';
+import { arr, field, int, isMapping, member, present, show, str } from './fields.js';
 import { LABEL_SERVICE_NAME, type ObjectHandlers } from './types.js';
 
 export class ManifestError extends Error {
@@ -30,6 +34,14 @@ export interface ManifestSet {
   endpoints: V1Endpoints[];
   /** Documents of other kinds (a Deployment next to its Service): listed, not an error. */
   skipped: Array<{ source: string; kind: string; name: string }>;
+  /** Objects of the wrong shape, skipped: where ("file: document 2, item 1") and why (naming
+   *  the object, "Service default/web: spec.ports[0].port must be 1..65535"). */
+  warnings: ManifestWarning[];
+}
+
+export interface ManifestWarning {
+  source: string;
+  message: string;
 }
 
 const MANIFEST_EXT = /\.(ya?ml|json)$/i;
@@ -46,7 +58,7 @@ interface Entry {
  *  skipped), and converts legacy Endpoints of services that have no EndpointSlice. */
 export async function loadManifests(paths: readonly string[]): Promise<ManifestSet> {
   const entries: Entry[] = [];
-  const skipped: ManifestSet['skipped'] = [];
+  const notes: Notes = { skipped: [], warnings: [] };
   for (const file of await expand(paths)) {
     let text: string;
     try {
@@ -54,15 +66,17 @@ export async function loadManifests(paths: readonly string[]): Promise<ManifestS
     } catch (e) {
       throw new ManifestError(file, 0, (e as Error).message);
     }
-    entries.push(...parseDocuments(text, file, skipped));
+    entries.push(...parseDocuments(text, file, notes));
   }
-  return resolveLegacyEndpoints(collect(entries, skipped));
+  return resolveLegacyEndpoints(collect(entries, notes));
 }
 
 /** How many objects a folder's load gave its handlers. */
 export interface FolderLoad {
   services: number;
   endpointSlices: number;
+  /** The objects skipped for their shape (ManifestSet.warnings). */
+  warnings: ManifestWarning[];
 }
 
 /**
@@ -86,15 +100,18 @@ export class ManifestFolder {
     for (const s of m.services) h.onServiceUpdate(s);
     for (const s of m.endpointSlices) h.onSliceUpdate(s);
     this.known = { services, slices };
-    return { services: m.services.length, endpointSlices: m.endpointSlices.length };
+    return { services: m.services.length, endpointSlices: m.endpointSlices.length, warnings: m.warnings };
   }
 }
 
 /** Parses one file's text (`source` names it in errors); legacy Endpoints are kept as read. */
 export function parseManifests(text: string, source: string): ManifestSet {
-  const skipped: ManifestSet['skipped'] = [];
-  return collect(parseDocuments(text, source, skipped), skipped);
+  const notes: Notes = { skipped: [], warnings: [] };
+  return collect(parseDocuments(text, source, notes), notes);
 }
+
+/** What a read notes beside the objects it keeps. */
+type Notes = Pick<ManifestSet, 'skipped' | 'warnings'>;
 
 async function expand(paths: readonly string[]): Promise<string[]> {
   const files: string[] = [];
@@ -116,11 +133,11 @@ async function expand(paths: readonly string[]): Promise<string[]> {
 }
 
 /** Sorts entries into a set; the same kind/namespace/name twice is an error naming both places. */
-function collect(entries: readonly Entry[], skipped: ManifestSet['skipped']): ManifestSet {
-  const set: ManifestSet = { services: [], endpointSlices: [], endpoints: [], skipped };
+function collect(entries: readonly Entry[], notes: Notes): ManifestSet {
+  const set: ManifestSet = { services: [], endpointSlices: [], endpoints: [], ...notes };
   const seen = new Map<string, Entry>();
   for (const e of entries) {
-    const id = `${e.kind} ${e.object.metadata!.namespace}/${e.object.metadata!.name}`;
+    const id = `${e.kind} ${objectKey(e.object)}`;
     const first = seen.get(id);
     if (first) throw new ManifestError(e.file, e.document, `duplicate ${id} (first in ${first.file}: document ${first.document})`, e.item);
     seen.set(id, e);
@@ -143,26 +160,32 @@ function documents(text: string): Array<{ value: unknown; error?: string }> {
       // not JSON after all: YAML flow style, or an error the YAML parser will name
     }
   }
-  return yaml().parseAllDocuments(text).map((doc) =>
-    doc.errors.length ? { value: undefined, error: doc.errors[0]!.message } : { value: doc.toJS() as unknown },
-  );
+  return yaml().parseAllDocuments(text).map((doc) => {
+    if (doc.errors.length) return { value: undefined, error: doc.errors[0]!.message };
+    try {
+      return { value: doc.toJS() as unknown };
+    } catch (e) {
+      // an alias before its anchor, or too many aliases (a resource exhaustion guard)
+      return { value: undefined, error: e instanceof Error ? e.message : String(e) };
+    }
+  });
 }
 
-function parseDocuments(text: string, source: string, skipped: ManifestSet['skipped']): Entry[] {
+function parseDocuments(text: string, source: string, notes: Notes): Entry[] {
   const entries: Entry[] = [];
   documents(text).forEach(({ value, error }, i) => {
     const n = i + 1;
     if (error !== undefined) throw new ManifestError(source, n, `YAML: ${error}`);
     if (value === null || value === undefined) return; // an empty document ("---" at the end)
-    if (!isObject(value)) throw new ManifestError(source, n, 'not a Kubernetes object (expected a mapping)');
-    const kind = value.kind;
     const add = (obj: unknown, item?: number): void => {
-      const e = toEntry(obj, source, n, item, skipped);
+      const e = toEntry(obj, source, n, item, notes);
       if (e) entries.push(e);
     };
+    const kind = member(value, 'kind');
     if (typeof kind === 'string' && kind.endsWith('List')) {
-      if (!Array.isArray(value.items)) throw new ManifestError(source, n, `${kind} without an items list`);
-      value.items.forEach((item: unknown, j: number) => add(item, j));
+      const items = member(value, 'items');
+      if (!Array.isArray(items)) return void warnAt(notes, source, n, undefined, `${kind} without an items list, skipped`);
+      items.forEach((item: unknown, j: number) => add(item, j));
     } else {
       add(value);
     }
@@ -170,84 +193,102 @@ function parseDocuments(text: string, source: string, skipped: ManifestSet['skip
   return entries;
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
+function warnAt(notes: Notes, file: string, document: number, item: number | undefined, message: string): void {
+  notes.warnings.push({ source: `${file}: document ${document}${item !== undefined ? `, item ${item}` : ''}`, message });
 }
 
-const CHECKS: Record<Entry['kind'], { api: string; check: (o: Record<string, unknown>, label: string, fail: Fail) => void }> = {
+/** An object's first problem, or undefined: it can be kept. */
+type Check = (o: Record<string, unknown>) => string | undefined;
+
+const CHECKS: Record<Entry['kind'], { api: string; check: Check }> = {
   Service: { api: 'v1', check: checkService },
   EndpointSlice: { api: 'discovery.k8s.io/v1', check: checkSlice },
   Endpoints: { api: 'v1', check: checkEndpoints },
 };
 
-function toEntry(obj: unknown, file: string, document: number, item: number | undefined, skipped: ManifestSet['skipped']): Entry | undefined {
-  const fail = (detail: string): never => {
-    throw new ManifestError(file, document, detail, item);
-  };
-  if (!isObject(obj)) return fail('not a Kubernetes object (expected a mapping)');
+/** The object as an entry, or undefined: another kind (noted as skipped) or the wrong shape
+ *  (a warning naming it). */
+function toEntry(obj: unknown, file: string, document: number, item: number | undefined, notes: Notes): Entry | undefined {
+  const skip = (detail: string): undefined => void warnAt(notes, file, document, item, `${detail}, skipped`);
+  if (!isMapping(obj)) return skip('not a Kubernetes object (expected a mapping)');
   const kind = obj.kind;
-  if (typeof kind !== 'string' || !kind) return fail('missing kind');
+  if (typeof kind !== 'string' || !kind) return skip('missing kind');
   const meta = obj.metadata;
-  if (!isObject(meta) || typeof meta.name !== 'string' || !meta.name) return fail(`${kind} without metadata.name`);
+  if (!isMapping(meta) || typeof meta.name !== 'string' || !meta.name) return skip(`${kind} without metadata.name`);
   if (meta.namespace === undefined || meta.namespace === null) meta.namespace = 'default';
-  const label = `${kind} ${String(meta.namespace)}/${meta.name}`;
-  const rule = CHECKS[kind as Entry['kind']];
-  if (!Object.hasOwn(CHECKS, kind) || !rule) {
-    skipped.push({ source: `${file}: document ${document}`, kind, name: `${String(meta.namespace)}/${meta.name}` });
+  if (typeof meta.namespace !== 'string' || !meta.namespace) return skip(`${kind} ${meta.name}: metadata.namespace ${show(meta.namespace)} is not a name`);
+  const label = `${kind} ${meta.namespace}/${meta.name}`;
+  if (!Object.hasOwn(CHECKS, kind)) {
+    notes.skipped.push({ source: `${file}: document ${document}`, kind, name: `${meta.namespace}/${meta.name}` });
     return undefined;
   }
-  if (obj.apiVersion !== rule.api) fail(`${label}: apiVersion ${String(obj.apiVersion)} (expected ${rule.api})`);
-  rule.check(obj, label, fail);
+  const rule = CHECKS[kind as Entry['kind']];
+  if (obj.apiVersion !== rule.api) return skip(`${label}: apiVersion ${show(obj.apiVersion)} (expected ${rule.api})`);
+  const problem = rule.check(obj);
+  if (problem !== undefined) return skip(`${label}: ${problem}`);
   return { kind: kind as Entry['kind'], object: obj as never, file, document, ...(item !== undefined ? { item } : {}) };
 }
-
-type Fail = (detail: string) => never;
 
 function isPort(v: unknown): boolean {
   return Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 65535;
 }
 
-function checkService(obj: Record<string, unknown>, label: string, fail: Fail): void {
+/** A list member: its items (none when absent or null); undefined when it is not a list. */
+function listAt(o: unknown, name: string): readonly unknown[] | undefined {
+  const v = member(o, name);
+  return Array.isArray(v) ? v : present(v) ? undefined : [];
+}
+
+function checkService(obj: Record<string, unknown>): string | undefined {
   const spec = obj.spec;
-  if (!isObject(spec)) return void fail(`${label} without spec`);
-  if (spec.ports !== undefined && !Array.isArray(spec.ports)) fail(`${label}: spec.ports is not a list`);
-  ((spec.ports as unknown[]) ?? []).forEach((p, i) => {
-    if (!isObject(p) || !isPort(p.port)) fail(`${label}: spec.ports[${i}].port must be 1..65535`);
-    const pp = p as Record<string, unknown>;
-    if (pp.nodePort !== undefined && !isPort(pp.nodePort)) fail(`${label}: spec.ports[${i}].nodePort must be 1..65535`);
-  });
-  for (const f of ['clusterIPs', 'externalIPs', 'loadBalancerSourceRanges', 'ipFamilies'] as const) {
-    if (spec[f] !== undefined && !(Array.isArray(spec[f]) && (spec[f] as unknown[]).every((x) => typeof x === 'string')))
-      fail(`${label}: spec.${f} must be a list of strings`);
+  if (!isMapping(spec)) return 'without spec';
+  const ports = listAt(spec, 'ports');
+  if (!ports) return 'spec.ports is not a list';
+  for (let i = 0; i < ports.length; i++) {
+    const p = ports[i];
+    if (!isMapping(p) || !isPort(p.port)) return `spec.ports[${i}].port must be 1..65535`;
+    if (present(p.nodePort) && !isPort(p.nodePort)) return `spec.ports[${i}].nodePort must be 1..65535`;
   }
+  for (const f of ['clusterIPs', 'externalIPs', 'loadBalancerSourceRanges', 'ipFamilies'] as const) {
+    const v = spec[f];
+    if (present(v) && !(Array.isArray(v) && v.every((x) => typeof x === 'string'))) return `spec.${f} must be a list of strings`;
+  }
+  return undefined;
 }
 
-function checkSlice(obj: Record<string, unknown>, label: string, fail: Fail): void {
-  if (!['IPv4', 'IPv6', 'FQDN'].includes(obj.addressType as string)) fail(`${label}: addressType must be IPv4, IPv6 or FQDN`);
-  if (!Array.isArray(obj.endpoints)) fail(`${label}: endpoints must be a list`);
-  (obj.endpoints as unknown[]).forEach((e, i) => {
-    if (!isObject(e) || !Array.isArray(e.addresses) || e.addresses.length === 0 || !e.addresses.every((a) => typeof a === 'string'))
-      fail(`${label}: endpoints[${i}].addresses must be a non-empty list of strings`);
-  });
-  if (obj.ports !== undefined && !Array.isArray(obj.ports)) fail(`${label}: ports must be a list`);
-  ((obj.ports as unknown[]) ?? []).forEach((p, i) => {
-    if (!isObject(p) || (p.port !== undefined && p.port !== null && !isPort(p.port))) fail(`${label}: ports[${i}].port must be 1..65535`);
-  });
+function checkSlice(obj: Record<string, unknown>): string | undefined {
+  if (obj.addressType !== 'IPv4' && obj.addressType !== 'IPv6' && obj.addressType !== 'FQDN') return 'addressType must be IPv4, IPv6 or FQDN';
+  const endpoints = obj.endpoints;
+  if (!Array.isArray(endpoints)) return 'endpoints must be a list';
+  for (let i = 0; i < endpoints.length; i++) {
+    const a = arr(endpoints[i], 'addresses');
+    if (!a || a.length === 0 || !a.every((x) => typeof x === 'string')) return `endpoints[${i}].addresses must be a non-empty list of strings`;
+  }
+  const ports = listAt(obj, 'ports');
+  if (!ports) return 'ports must be a list';
+  for (let i = 0; i < ports.length; i++) {
+    const p = ports[i];
+    if (!isMapping(p) || (present(p.port) && !isPort(p.port))) return `ports[${i}].port must be 1..65535`;
+  }
+  return undefined;
 }
 
-function checkEndpoints(obj: Record<string, unknown>, label: string, fail: Fail): void {
-  if (obj.subsets !== undefined && obj.subsets !== null && !Array.isArray(obj.subsets)) fail(`${label}: subsets must be a list`);
-  ((obj.subsets as unknown[]) ?? []).forEach((s, i) => {
-    if (!isObject(s)) return void fail(`${label}: subsets[${i}] is not a mapping`);
+function checkEndpoints(obj: Record<string, unknown>): string | undefined {
+  const subsets = listAt(obj, 'subsets');
+  if (!subsets) return 'subsets must be a list';
+  for (let i = 0; i < subsets.length; i++) {
+    const s = subsets[i];
+    if (!isMapping(s)) return `subsets[${i}] is not a mapping`;
     for (const f of ['addresses', 'notReadyAddresses'] as const) {
-      ((s[f] as unknown[]) ?? []).forEach((a, j) => {
-        if (!isObject(a) || typeof a.ip !== 'string' || !isIP(a.ip)) fail(`${label}: subsets[${i}].${f}[${j}].ip is not an IP address`);
-      });
+      const list = listAt(s, f);
+      if (!list) return `subsets[${i}].${f} must be a list`;
+      for (let j = 0; j < list.length; j++) if (!validIp(member(list[j], 'ip'))) return `subsets[${i}].${f}[${j}].ip is not an IP address`;
     }
-    ((s.ports as unknown[]) ?? []).forEach((p, j) => {
-      if (!isObject(p) || !isPort(p.port)) fail(`${label}: subsets[${i}].ports[${j}].port must be 1..65535`);
-    });
-  });
+    const ports = listAt(s, 'ports');
+    if (!ports) return `subsets[${i}].ports must be a list`;
+    for (let j = 0; j < ports.length; j++) if (!isPort(member(ports[j], 'port'))) return `subsets[${i}].ports[${j}].port must be 1..65535`;
+  }
+  return undefined;
 }
 
 /**
@@ -255,22 +296,24 @@ function checkEndpoints(obj: Record<string, unknown>, label: string, fail: Fail)
  * slice per subset and address family; `addresses` are ready, `notReadyAddresses` not ready.
  */
 export function endpointsToSlices(ep: V1Endpoints): V1EndpointSlice[] {
-  const name = ep.metadata?.name ?? '';
-  const namespace = ep.metadata?.namespace ?? 'default';
+  const name = str(ep, 'metadata', 'name') ?? '';
+  const namespace = str(ep, 'metadata', 'namespace') ?? 'default';
+  const labels = field(ep, 'metadata', 'labels');
   const slices: V1EndpointSlice[] = [];
-  (ep.subsets ?? []).forEach((subset, i) => {
-    for (const [family, addressType] of [[4, 'IPv4'], [6, 'IPv6']] as const) {
-      const endpoints = [
-        ...(subset.addresses ?? []).map((a) => ({ a, ready: true })),
-        ...(subset.notReadyAddresses ?? []).map((a) => ({ a, ready: false })),
-      ]
-        .filter(({ a }) => isIP(a.ip) === family)
-        .map(({ a, ready }) => ({
-          addresses: [a.ip],
-          conditions: { ready },
-          ...(a.nodeName ? { nodeName: a.nodeName } : {}),
-          ...(a.hostname ? { hostname: a.hostname } : {}),
-        }));
+  (arr(ep, 'subsets') ?? []).forEach((subset, i) => {
+    const all = [
+      ...(arr(subset, 'addresses') ?? []).map((a) => ({ a, ready: true })),
+      ...(arr(subset, 'notReadyAddresses') ?? []).map((a) => ({ a, ready: false })),
+    ];
+    for (const [family, addressType] of [['inet', 'IPv4'], ['inet6', 'IPv6']] as const) {
+      const endpoints: V1EndpointSlice['endpoints'] = [];
+      for (const { a, ready } of all) {
+        const ip = validIp(member(a, 'ip'));
+        if (!ip || (ip.includes(':') ? 'inet6' : 'inet') !== family) continue;
+        const nodeName = str(a, 'nodeName');
+        const hostname = str(a, 'hostname');
+        endpoints.push({ addresses: [ip], conditions: { ready }, ...(nodeName ? { nodeName } : {}), ...(hostname ? { hostname } : {}) });
+      }
       if (endpoints.length === 0) continue;
       slices.push({
         apiVersion: 'discovery.k8s.io/v1',
@@ -278,23 +321,28 @@ export function endpointsToSlices(ep: V1Endpoints): V1EndpointSlice[] {
         metadata: {
           name: `${name}-mirror-${i}-${addressType.toLowerCase()}`,
           namespace,
-          labels: { ...(ep.metadata?.labels ?? {}), [LABEL_SERVICE_NAME]: name },
+          labels: { ...stringMembers(labels), [LABEL_SERVICE_NAME]: name },
         },
         addressType,
         endpoints,
-        ports: (subset.ports ?? []).map((p) => ({ name: p.name ?? '', port: p.port, protocol: p.protocol ?? 'TCP' })),
+        ports: (arr(subset, 'ports') ?? []).map((p) => ({ name: str(p, 'name') ?? '', port: int(p, 'port'), protocol: str(p, 'protocol') ?? 'TCP' })),
       });
     }
   });
   return slices;
 }
 
+/** The members of a mapping whose values are strings (labels as the API server has them). */
+function stringMembers(m: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (isMapping(m)) for (const [k, v] of Object.entries(m)) if (typeof v === 'string') out[k] = v;
+  return out;
+}
+
 /** Adds slices for legacy Endpoints whose service has no EndpointSlice of its own (as in a
  *  cluster, where the mirroring controller leaves alone Endpoints that slices already cover). */
 export function resolveLegacyEndpoints(set: ManifestSet): ManifestSet {
-  const covered = new Set(
-    set.endpointSlices.map((s) => `${s.metadata?.namespace ?? 'default'}/${s.metadata?.labels?.[LABEL_SERVICE_NAME] ?? ''}`),
-  );
-  const mirrored = set.endpoints.filter((e) => !covered.has(`${e.metadata?.namespace ?? 'default'}/${e.metadata?.name}`)).flatMap(endpointsToSlices);
+  const covered = new Set(set.endpointSlices.map((s) => `${str(s, 'metadata', 'namespace') ?? 'default'}/${str(s, 'metadata', 'labels', LABEL_SERVICE_NAME) ?? ''}`));
+  const mirrored = set.endpoints.filter((e) => !covered.has(objectKey(e))).flatMap(endpointsToSlices);
   return { ...set, endpointSlices: [...set.endpointSlices, ...mirrored] };
 }

@@ -2,6 +2,7 @@
 // warning (a typo in one Service must never break the proxy for the others).
 import { SCHEDULERS, type ServiceFlag } from '../kernel/ipvs.js';
 import { ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS } from './types.js';
+import { member, present, show } from './fields.js';
 
 export interface SchedulerChoice {
   scheduler: string;
@@ -24,16 +25,23 @@ export function isKnownScheduler(name: string): boolean {
   return KNOWN.has(name);
 }
 
-export function chooseScheduler(annotations: Record<string, string> | undefined, defaultScheduler: string): SchedulerChoice {
+/** The scheduler and flags a Service's annotations (a mapping, as read off the wire) choose. */
+export function chooseScheduler(annotations: unknown, defaultScheduler: string): SchedulerChoice {
   const warnings: string[] = [];
   let scheduler = defaultScheduler;
-  const wanted = annotations?.[ANNOTATION_SCHEDULER]?.trim();
+  const text = (name: string): string => {
+    const v = member(annotations, name);
+    if (typeof v === 'string') return v;
+    if (present(v)) warnings.push(`${name}: ${show(v)} is not a string, ignored`);
+    return '';
+  };
+  const wanted = text(ANNOTATION_SCHEDULER).trim();
   if (wanted) {
     if (KNOWN.has(wanted)) scheduler = wanted;
     else warnings.push(`${ANNOTATION_SCHEDULER}: unknown scheduler "${wanted}", using "${defaultScheduler}"`);
   }
   const flags: ServiceFlag[] = [];
-  for (const raw of (annotations?.[ANNOTATION_SCHEDULER_FLAGS] ?? '').split(',')) {
+  for (const raw of text(ANNOTATION_SCHEDULER_FLAGS).split(',')) {
     const flag = raw.trim();
     if (!flag) continue;
     if (flag === 'persistent') {

@@ -149,8 +149,8 @@ export function slimSlice(s: V1EndpointSlice): V1EndpointSlice {
     // an endpoint that is not a mapping has no address: it is no endpoint
     endpoints: (arr(s, 'endpoints') ?? []).filter(isMapping).map((e) => {
       const hints = slimHints(e.hints);
-      const nodeName = str(e, 'nodeName');
-      const args = [endpointAddress(e as unknown as Endpoint), sharedConditions(e.conditions), nodeName === undefined ? undefined : intern(nodeName)] as const;
+      // conditions and nodeName of the wrong type are kept: translate skips such an endpoint
+      const args = [endpointAddress(e as unknown as Endpoint), sharedConditions(e.conditions), internOpt(e.nodeName as string | undefined)] as const;
       return hints ? new SlimEndpointWithHints(...args, hints) : new SlimEndpoint(...args);
     }),
   };

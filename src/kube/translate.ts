@@ -5,7 +5,7 @@
 // Every service port yields a list of frontends (cluster IP, external IPs, load-balancer IPs,
 // node ports), each built by its own small function; one loop turns frontends into virtual
 // servers and glue, so the four kinds never repeat the same block.
-import type { V1EndpointSlice, V1Service, V1ServicePort } from '@kubernetes/client-node';
+import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
 import { mapSteps, runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
 import { chunkedListOf, compareText, sortByKeySteps, sortedListOf, withList, type ChunkedSorted } from '../engine/sorted.js';
@@ -14,6 +14,7 @@ import { addressKey, addressProtoPortKey, cidrList, compareAddress, compareAddre
 import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
 import { objectKey, sliceServiceKey } from './change-tracker.js';
 import { chooseScheduler, isKnownScheduler } from './scheduler.js';
+import { field, isMapping, member, present, show } from './fields.js';
 import {
   ANNOTATION_LB_SOURCE_RANGES,
   LABEL_SERVICE_PROXY_NAME,
@@ -48,6 +49,8 @@ interface ServicePortInfo {
   internalLocal: boolean;
   externalLocal: boolean;
   options: ServiceOptions;
+  /** The service's warnings (endpoints of the wrong shape). */
+  warn: (m: string) => void;
 }
 
 interface Frontend {
@@ -611,72 +614,100 @@ function* groupSlices(slices: Iterable<V1EndpointSlice>): Steps<Map<string, V1En
 }
 
 // ---- per service ----
+// Every field of the Service is read through fields.ts (typed, undefined for the wrong type); a
+// value present with the wrong type is warned about and ignored like any other bad value.
 
 /** kube-proxy skips every Service labelled service-proxy-name; ipvsync also serves its own name. */
 export function servedBy(svc: V1Service, config: ProxyConfig): boolean {
-  const label = svc.metadata?.labels?.[LABEL_SERVICE_PROXY_NAME];
+  const label = field(svc, 'metadata', 'labels', LABEL_SERVICE_PROXY_NAME);
   if (config.proxyName && config.proxyNameOnly) return label === config.proxyName;
   return label === undefined || (config.proxyName !== undefined && label === config.proxyName);
 }
 
+/** A list member of `spec`: its items, none when absent; a value that is no list is warned about. */
+function listOf(spec: unknown, name: string, warn: (m: string) => void): readonly unknown[] {
+  const v = member(spec, name);
+  if (Array.isArray(v)) return v;
+  if (present(v)) warn(`${name} ${show(v)} is not a list, ignored`);
+  return NONE;
+}
+
 /** Allocated cluster IPs; none for headless ("None"), ExternalName or not-yet-allocated services. */
-function clusterIPsOf(svc: V1Service, warn: (m: string) => void): string[] {
-  const spec = svc.spec;
-  if (!spec || spec.type === 'ExternalName') return [];
-  const raw = spec.clusterIPs?.length ? spec.clusterIPs : spec.clusterIP ? [spec.clusterIP] : [];
+function clusterIPsOf(spec: Record<string, unknown>, warn: (m: string) => void): string[] {
+  if (spec.type === 'ExternalName') return [];
+  const list = listOf(spec, 'clusterIPs', warn);
+  const one = spec.clusterIP;
+  if (!list.length && present(one) && typeof one !== 'string') warn(`clusterIP ${show(one)} is not an IP address, ignored`);
+  const raw = list.length ? list : typeof one === 'string' && one ? [one] : NONE;
   if (raw.length === 0 || raw[0] === 'None') return [];
   const ips: string[] = [];
   for (const r of raw) {
     const ip = validIp(r);
     if (ip) ips.push(ip);
-    else warn(`clusterIP "${r}" is not an IP address, ignored`);
+    else warn(`clusterIP ${quote(r)} is not an IP address, ignored`);
   }
   return ips;
+}
+
+/** A value in a warning: a string in quotes, anything else as show() has it. */
+function quote(v: unknown): string {
+  return typeof v === 'string' ? `"${show(v)}"` : show(v);
 }
 
 function translateService(svc: V1Service, ctx: Context): void {
   const service = objectKey(svc);
   const warn = (message: string): void => void ctx.out.warnings.push({ service, message });
   if (!servedBy(svc, ctx.config)) return;
-  const clusterIPs = clusterIPsOf(svc, warn);
+  const spec = member(svc, 'spec');
+  if (!isMapping(spec)) {
+    if (present(spec)) warn(`spec ${show(spec)} is not a mapping, ignored`);
+    return;
+  }
+  const clusterIPs = clusterIPsOf(spec, warn);
   if (clusterIPs.length === 0) return;
-  const spec = svc.spec!;
-  const options = serviceOptions(svc, ctx.defaultScheduler, warn);
-  const externallyAccessible = spec.type === 'NodePort' || spec.type === 'LoadBalancer' || (spec.externalIPs?.length ?? 0) > 0;
+  const type = spec.type;
+  const options = serviceOptions(svc, spec, ctx.defaultScheduler, warn);
+  const externalIPs = listOf(spec, 'externalIPs', warn);
+  const externallyAccessible = type === 'NodePort' || type === 'LoadBalancer' || externalIPs.length > 0;
   const externalLocal = externallyAccessible && spec.externalTrafficPolicy === 'Local';
   if (externalLocal) ctx.out.localTraffic.add(service);
 
   const hc = nodePortOf(spec.healthCheckNodePort, 'healthCheckNodePort', warn);
-  const healthCheck = spec.type === 'LoadBalancer' && externalLocal && hc > 0;
+  const healthCheck = type === 'LoadBalancer' && externalLocal && hc > 0;
   // The health check counts the ready node-local endpoint addresses over all ports
   const localReady = healthCheck ? new Set<string>() : undefined;
+  const shared = sharedInfo(svc, spec, externalIPs, warn);
+  const ports = listOf(spec, 'ports', warn);
   clusterIPs.forEach((clusterIP, i) => {
     const family = ipFamily(clusterIP)!;
-    for (const port of spec.ports ?? []) {
-      const sp = servicePortInfo(svc, port, { service, clusterIP, family, options, externalLocal }, i === 0 ? warn : () => {}); // warn once, not per family
+    for (let j = 0; j < ports.length; j++) {
+      const w = i === 0 ? warn : ignore; // warn once, not per family
+      const sp = servicePortInfo(ports[j], j, shared, { service, clusterIP, family, options, externalLocal, warn }, w);
       if (sp) translatePort(sp, ctx, localReady);
     }
   });
   if (localReady) ctx.out.healthChecks.set(service, { nodePort: hc, service, localEndpoints: localReady.size });
 }
 
+const ignore = (): void => {};
+
 /** Scheduler (annotation or default), scheduler flags, and ClientIP affinity as persistence. */
-function serviceOptions(svc: V1Service, defaultScheduler: string, warn: (m: string) => void): ServiceOptions {
-  const sched = chooseScheduler(svc.metadata?.annotations, defaultScheduler);
+function serviceOptions(svc: V1Service, spec: Record<string, unknown>, defaultScheduler: string, warn: (m: string) => void): ServiceOptions {
+  const sched = chooseScheduler(field(svc, 'metadata', 'annotations'), defaultScheduler);
   sched.warnings.forEach(warn);
   const options: ServiceOptions = { scheduler: sched.scheduler };
-  const sticky = svc.spec?.sessionAffinity === 'ClientIP';
+  const sticky = spec.sessionAffinity === 'ClientIP';
   const flags = [...(sticky ? (['persistent'] as const) : []), ...sched.flags];
   if (flags.length) options.flags = flags;
-  if (sticky) options.timeout = affinityTimeout(svc, warn);
+  if (sticky) options.timeout = affinityTimeout(spec, warn);
   return options;
 }
 
-function affinityTimeout(svc: V1Service, warn: (m: string) => void): number {
-  const t = svc.spec?.sessionAffinityConfig?.clientIP?.timeoutSeconds;
+function affinityTimeout(spec: Record<string, unknown>, warn: (m: string) => void): number {
+  const t = field(spec, 'sessionAffinityConfig', 'clientIP', 'timeoutSeconds');
   if (t === undefined || t === null) return DEFAULT_AFFINITY_TIMEOUT;
-  if (Number.isInteger(t) && t > 0 && t <= 86400) return t;
-  warn(`sessionAffinityConfig.clientIP.timeoutSeconds ${String(t)} out of range 1..86400, using ${DEFAULT_AFFINITY_TIMEOUT}`);
+  if (Number.isInteger(t) && (t as number) > 0 && (t as number) <= 86400) return t as number;
+  warn(`sessionAffinityConfig.clientIP.timeoutSeconds ${show(t)} out of range 1..86400, using ${DEFAULT_AFFINITY_TIMEOUT}`);
   return DEFAULT_AFFINITY_TIMEOUT;
 }
 
@@ -684,60 +715,93 @@ function affinityTimeout(svc: V1Service, warn: (m: string) => void): number {
 function nodePortOf(v: unknown, what: string, warn: (m: string) => void): number {
   if (v === undefined || v === null || v === 0) return 0;
   if (Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 65535) return v as number;
-  warn(`${what} ${String(v)} out of range 1..65535, ignored`);
+  warn(`${what} ${show(v)} out of range 1..65535, ignored`);
   return 0;
 }
 
-function protocolOf(p: string | undefined): IpvsProtocol | undefined {
-  const v = p ?? 'TCP';
-  return v === 'TCP' ? 'tcp' : v === 'UDP' ? 'udp' : v === 'SCTP' ? 'sctp' : undefined;
+/** A Service port's protocol (absent: TCP); undefined for another or a value not a string. */
+function protocolOf(p: unknown): IpvsProtocol | undefined {
+  if (p === undefined || p === null) return 'tcp';
+  return p === 'TCP' ? 'tcp' : p === 'UDP' ? 'udp' : p === 'SCTP' ? 'sctp' : undefined;
 }
 
 /** Valid IPs of `family` from a list; others of the family that fail to parse are warned about. */
-function ipsOfFamily(list: readonly (string | undefined)[], family: AddressFamily, what: string, warn: (m: string) => void): readonly string[] {
+function ipsOfFamily(list: readonly unknown[], family: AddressFamily, what: string, warn: (m: string) => void): readonly string[] {
   if (!list.length) return NONE;
   const out: string[] = [];
   for (const raw of list) {
     const ip = validIp(raw);
-    if (!ip) warn(`${what} "${String(raw)}" is not an IP address, ignored`);
+    if (!ip) warn(`${what} ${quote(raw)} is not an IP address, ignored`);
     else if (ipFamily(ip) === family) out.push(ip);
   }
   return out;
 }
 
+/** What every port of a service shares, read once: its external IPs, load-balancer ingress IPs
+ *  and source-range texts. */
+interface SharedInfo {
+  externalIPs: readonly unknown[];
+  lbIPs: readonly unknown[];
+  rangeTexts: readonly unknown[];
+  internalLocal: boolean;
+}
+
+function sharedInfo(svc: V1Service, spec: Record<string, unknown>, externalIPs: readonly unknown[], warn: (m: string) => void): SharedInfo {
+  let lbIPs: unknown[] | readonly never[] = NONE;
+  let rangeTexts: readonly unknown[] = NONE;
+  if (spec.type === 'LoadBalancer') {
+    const ingress = field(svc, 'status', 'loadBalancer', 'ingress');
+    if (present(ingress) && !Array.isArray(ingress)) warn(`status.loadBalancer.ingress ${show(ingress)} is not a list, ignored`);
+    // ipMode Proxy (KEP-1860): the load balancer proxies itself; the IP must not be captured here.
+    // An entry without an IP (a hostname; null) has nothing to program.
+    for (const i of Array.isArray(ingress) ? ingress : NONE) {
+      const ip = member(i, 'ip');
+      if (present(ip) && ip !== '' && member(i, 'ipMode') !== 'Proxy') (lbIPs === NONE ? (lbIPs = []) : (lbIPs as unknown[])).push(ip);
+    }
+  }
+  const ranges = listOf(spec, 'loadBalancerSourceRanges', warn);
+  if (ranges.length) rangeTexts = ranges;
+  else {
+    const annotation = field(svc, 'metadata', 'annotations', ANNOTATION_LB_SOURCE_RANGES);
+    if (typeof annotation === 'string') rangeTexts = annotation.split(',').filter((s) => s.trim());
+    else if (present(annotation)) warn(`${ANNOTATION_LB_SOURCE_RANGES} ${show(annotation)} is not a string, ignored`);
+  }
+  return { externalIPs, lbIPs, rangeTexts, internalLocal: spec.internalTrafficPolicy === 'Local' };
+}
+
 function servicePortInfo(
-  svc: V1Service,
-  port: V1ServicePort,
-  base: { service: string; clusterIP: string; family: AddressFamily; options: ServiceOptions; externalLocal: boolean },
+  port: unknown,
+  index: number,
+  shared: SharedInfo,
+  base: { service: string; clusterIP: string; family: AddressFamily; options: ServiceOptions; externalLocal: boolean; warn: (m: string) => void },
   warn: (m: string) => void,
 ): ServicePortInfo | undefined {
-  const spec = svc.spec!;
+  if (!isMapping(port)) return void warn(`ports[${index}] ${show(port)} is not a mapping, ignored`);
+  const number = port.port;
   const protocol = protocolOf(port.protocol);
-  if (!protocol) return void warn(`port ${port.port}: protocol ${String(port.protocol)} not supported, ignored`);
-  if (!Number.isInteger(port.port) || port.port < 1 || port.port > 65535) return void warn(`port ${String(port.port)} out of range, ignored`);
-  const portName = port.name ?? '';
-  const lbIngress = spec.type === 'LoadBalancer' ? (svc.status?.loadBalancer?.ingress ?? []) : [];
-  // ipMode Proxy (KEP-1860): the load balancer proxies itself; the IP must not be captured here.
-  const lbIPs = lbIngress.filter((i) => i.ip && i.ipMode !== 'Proxy').map((i) => i.ip);
-  const annotation = svc.metadata?.annotations?.[ANNOTATION_LB_SOURCE_RANGES];
-  const rangeTexts = spec.loadBalancerSourceRanges?.length ? spec.loadBalancerSourceRanges : annotation ? annotation.split(',').filter((s) => s.trim()) : NONE;
-  const sourceRanges = cidrList(rangeTexts, base.family);
-  for (const bad of sourceRanges.rejected) warn(`loadBalancerSourceRanges: "${bad}" is not a CIDR, ignored`);
+  if (!protocol) return void warn(`port ${show(number)}: protocol ${show(port.protocol)} not supported, ignored`);
+  if (!Number.isInteger(number) || (number as number) < 1 || (number as number) > 65535) return void warn(`port ${show(number)} out of range, ignored`);
+  const name = port.name;
+  if (present(name) && typeof name !== 'string') return void warn(`port ${show(number)}: name ${show(name)} is not a string, ignored`);
+  const portName = (name as string | null | undefined) ?? '';
+  const sourceRanges = cidrList(shared.rangeTexts, base.family);
+  for (const bad of sourceRanges.rejected) warn(`loadBalancerSourceRanges: "${show(bad)}" is not a CIDR, ignored`);
   return {
     service: base.service,
     servicePort: portName ? `${base.service}:${portName}` : base.service,
     portName,
     protocol,
     family: base.family,
-    port: port.port,
-    nodePort: nodePortOf(port.nodePort, `port ${port.port}: nodePort`, warn),
+    port: number as number,
+    nodePort: nodePortOf(port.nodePort, `port ${show(number)}: nodePort`, warn),
     clusterIP: base.clusterIP,
-    externalIPs: ipsOfFamily(spec.externalIPs ?? [], base.family, 'externalIP', warn),
-    loadBalancerIPs: ipsOfFamily(lbIPs, base.family, 'load balancer ingress IP', warn),
+    externalIPs: ipsOfFamily(shared.externalIPs, base.family, 'externalIP', warn),
+    loadBalancerIPs: ipsOfFamily(shared.lbIPs, base.family, 'load balancer ingress IP', warn),
     sourceRanges,
-    internalLocal: spec.internalTrafficPolicy === 'Local',
+    internalLocal: shared.internalLocal,
     externalLocal: base.externalLocal,
     options: base.options,
+    warn: base.warn,
   };
 }
 
@@ -745,7 +809,7 @@ function servicePortInfo(
 
 /** Adds the ready node-local endpoint addresses to `localReady` (the health check's count). */
 function translatePort(sp: ServicePortInfo, ctx: Context, localReady: Set<string> | undefined): void {
-  const all = endpointsForPort(ctx.slicesByService.get(sp.service) ?? [], sp.portName, sp.protocol, sp.family, ctx.nodeName);
+  const all = endpointsForPort(ctx.slicesByService.get(sp.service) ?? [], sp.portName, sp.protocol, sp.family, ctx.nodeName, sp.warn);
   const cluster = clusterEndpoints(all, ctx.nodeName, ctx.zone);
   const local = localEndpoints(all);
   const internal = sp.internalLocal ? local : cluster;

@@ -12,7 +12,8 @@ import { Proxier } from '../../src/proxy/proxier.js';
 import { translate } from '../../src/kube/translate.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { FakeLinks, FakeNftables } from '../../src/testing/fake-kernel.js';
-import { cidrText, parseCidrText, validIp } from '../../src/kube/address.js';
+import { cidrText, parseCidrText, parseNodeIp, validIp } from '../../src/kube/address.js';
+import { canonicalAddress } from '../../src/engine/ipvs-model.js';
 import type { ProxyModel } from '../../src/kube/types.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
 
@@ -135,6 +136,8 @@ function assertKernelValues(m: ProxyModel, what: string): void {
   for (const a of g.nodePortAddresses) assert.ok(ip(a), `${what}: node port address ${a}`);
   for (const p of g.healthCheckNodePorts) assert.ok(port(p), `${what}: health check node port ${p}`);
   for (const w of m.warnings) assert.ok(typeof w.service === 'string' && typeof w.message === 'string' && w.service !== 'default/good', `${what}: warning ${JSON.stringify(w)}`);
+  // Every bad value is a typed warning, none a JavaScript error caught around a service.
+  for (const w of m.warnings) assert.ok(!w.message.startsWith('not programmed:'), `${what}: raw error ${JSON.stringify(w)}`);
 }
 
 /** A sync of the good service and `objects` on a fresh fake kernel: the good one programmed. */
@@ -225,4 +228,46 @@ test('every bad value at once, in one sync: the good service is programmed', asy
     }
   }
   await assertGoodProgrammed(services, slices, 'all at once');
+});
+
+test('issue 44: the reported inputs are typed warnings, the rest programmed', async () => {
+  const zoned = svc('zoned', { clusterIP: 'fe80::1%eth0', ports: [{ port: 80 }] });
+  const ext = svc('ext', { clusterIP: '10.96.0.30', externalIPs: ['fe80::1%eth9', '203.0.113.30'], ports: [{ port: 80 }] });
+  const lb = svc('lb', { type: 'LoadBalancer', clusterIP: '10.96.0.40', ports: [{ port: 80 }] }, { ingress: [null as never, { ip: '192.0.2.40' }] });
+  const proto = svc('proto', { clusterIP: '10.96.0.50', ports: [{ port: 80 }] });
+  const protoSlice = slice('proto', 'proto-1', [{ port: 8080 }], [{ ip: '10.244.5.1' }]);
+  protoSlice.ports![0]!.protocol = 6 as never;
+  const hinted = svc('hinted', { clusterIP: '10.96.0.60', ports: [{ port: 80 }] });
+  const hintedSlice = slice('hinted', 'hinted-1', [{ port: 8080 }], [{ ip: '10.244.6.1', zones: ['zone-a'] }, { ip: '10.244.6.2', zones: ['zone-a'] }]);
+  hintedSlice.endpoints[0]!.hints = { forZones: 'zone-a' as never };
+  hintedSlice.endpoints[1]!.addresses = [7 as never];
+  const m = await assertGoodProgrammed([zoned, ext, lb, proto, hinted], [protoSlice, hintedSlice], 'issue 44');
+  const table = m.services.map((s) => {
+    const a = s as { address: string; port: number };
+    return `${a.address}:${a.port} ${s.destinations.map((d) => `${d.address}:${d.port}`).join(',')}`;
+  });
+  assert.deepEqual(table.sort(), [
+    '10.96.0.10:80 10.244.1.5:8080',
+    '10.96.0.30:80 ',
+    '10.96.0.40:80 ',
+    '10.96.0.50:80 ', // a slice port of protocol 6 is no TCP port: no endpoints
+    '10.96.0.60:80 10.244.6.1:8080', // hints of the wrong type are none; a number is no address
+    '192.0.2.40:80 ',
+    '203.0.113.30:80 ',
+  ]);
+  assert.deepEqual(m.warnings, [
+    { service: 'default/ext', message: 'externalIP "fe80::1%eth9" is not an IP address, ignored' },
+    { service: 'default/zoned', message: 'clusterIP "fe80::1%eth0" is not an IP address, ignored' },
+  ]);
+});
+
+test('zone-indexed addresses: not IPs; canonicalAddress never throws; --node-ip names a bad value', () => {
+  assert.equal(validIp('fe80::1%eth0'), undefined);
+  assert.equal(validIp('fe80::1'), 'fe80::1');
+  assert.equal(canonicalAddress('fe80::1%eth0'), 'fe80::1%eth0');
+  assert.equal(canonicalAddress('fd00:0::1'), 'fd00::1');
+  assert.equal(parseNodeIp(' 10.0.0.11'), '10.0.0.11');
+  assert.equal(parseNodeIp('2001:DB8::1'), '2001:db8::1');
+  assert.throws(() => parseNodeIp('fe80::1%eth9'), { message: '--node-ip: "fe80::1%eth9" is not an IP address' });
+  assert.throws(() => parseNodeIp('10.0.0.01'), /--node-ip: "10.0.0.01" is not an IP address/);
 });

@@ -122,22 +122,11 @@ endpoints: [{addresses: [10.244.0.1]}]
   }
 });
 
+// A file that does not parse, and two objects with one name, are errors: nothing is read.
 const bad: Array<{ name: string; text: string; error: RegExp; document: number; item?: number }> = [
   { name: 'YAML syntax', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {}\n---\nfoo: [unclosed\n', error: /^x\.yaml: document 2: YAML: /, document: 2 },
-  { name: 'a scalar document', text: 'just text\n', error: /^x\.yaml: document 1: not a Kubernetes object/, document: 1 },
-  { name: 'no kind', text: 'apiVersion: v1\nmetadata: {name: a}\n', error: /document 1: missing kind/, document: 1 },
-  { name: 'no name (after an empty document)', text: '---\n---\napiVersion: v1\nkind: Service\nmetadata: {}\nspec: {}\n', error: /document 2: Service without metadata.name/, document: 2 },
-  { name: 'wrong apiVersion', text: 'apiVersion: discovery.k8s.io/v1beta1\nkind: EndpointSlice\nmetadata: {name: a}\naddressType: IPv4\nendpoints: []\n', error: /EndpointSlice default\/a: apiVersion discovery.k8s.io\/v1beta1 \(expected discovery.k8s.io\/v1\)/, document: 1 },
-  { name: 'Service without spec', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\n', error: /Service default\/a without spec/, document: 1 },
-  { name: 'bad service port', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {ports: [{port: 0}]}\n', error: /spec.ports\[0\].port must be 1..65535/, document: 1 },
-  { name: 'bad node port', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {ports: [{port: 80, nodePort: "x"}]}\n', error: /spec.ports\[0\].nodePort/, document: 1 },
-  { name: 'externalIPs not a list', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {externalIPs: 1.2.3.4}\n', error: /spec.externalIPs must be a list of strings/, document: 1 },
-  { name: 'slice addressType', text: 'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a}\naddressType: IPv5\nendpoints: []\n', error: /addressType must be IPv4, IPv6 or FQDN/, document: 1 },
-  { name: 'slice without endpoints', text: 'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a}\naddressType: IPv4\n', error: /endpoints must be a list/, document: 1 },
-  { name: 'slice endpoint without addresses', text: 'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a}\naddressType: IPv4\nendpoints: [{addresses: []}]\n', error: /endpoints\[0\].addresses must be a non-empty list/, document: 1 },
-  { name: 'Endpoints with a bad ip', text: 'apiVersion: v1\nkind: Endpoints\nmetadata: {name: a}\nsubsets: [{addresses: [{ip: 10.0.0.300}]}]\n', error: /subsets\[0\].addresses\[0\].ip is not an IP address/, document: 1 },
-  { name: 'List item', text: 'apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Service, metadata: {name: ok}, spec: {}}\n- {apiVersion: v1, kind: Service, spec: {}}\n', error: /^x\.yaml: document 1, item 1: Service without metadata.name/, document: 1, item: 1 },
-  { name: 'List without items', text: 'apiVersion: v1\nkind: List\n', error: /List without an items list/, document: 1 },
+  { name: 'an alias before its anchor', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: *x\n', error: /^x\.yaml: document 1: YAML: Unresolved alias/, document: 1 },
+  { name: 'too many aliases', text: `a: &a [1,1,1,1,1,1,1,1,1]\nb: &b [${'*a,'.repeat(9)}]\nc: &c [${'*b,'.repeat(9)}]\nd: &d [${'*c,'.repeat(9)}]\ne: [${'*d,'.repeat(9)}]\n`, error: /^x\.yaml: document 1: YAML: Excessive alias count/, document: 1 },
   { name: 'duplicate', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: default}\nspec: {}\n', error: /document 2: duplicate Service default\/a \(first in x\.yaml: document 1\)/, document: 2 },
 ];
 
@@ -154,6 +143,44 @@ for (const b of bad) {
         return true;
       },
     );
+  });
+}
+
+// An object of the wrong shape is a warning naming it (file, document, item, the object and the
+// field) and is skipped; the good Service after it in the same file is kept.
+const GOOD = '---\napiVersion: v1\nkind: Service\nmetadata: {name: good}\nspec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}\n';
+const badObject: Array<{ name: string; text: string; warning: RegExp; source: string }> = [
+  { name: 'a scalar document', text: 'just text\n', warning: /^not a Kubernetes object \(expected a mapping\), skipped$/, source: 'x.yaml: document 1' },
+  { name: 'no kind', text: 'apiVersion: v1\nmetadata: {name: a}\n', warning: /^missing kind/, source: 'x.yaml: document 1' },
+  { name: 'no name (after an empty document)', text: '---\n---\napiVersion: v1\nkind: Service\nmetadata: {}\nspec: {}\n', warning: /^Service without metadata.name/, source: 'x.yaml: document 2' },
+  { name: 'a namespace that is no name', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: [x]}\nspec: {}\n', warning: /^Service a: metadata.namespace \["x"\] is not a name, skipped$/, source: 'x.yaml: document 1' },
+  { name: 'wrong apiVersion', text: 'apiVersion: discovery.k8s.io/v1beta1\nkind: EndpointSlice\nmetadata: {name: a}\naddressType: IPv4\nendpoints: []\n', warning: /^EndpointSlice default\/a: apiVersion discovery.k8s.io\/v1beta1 \(expected discovery.k8s.io\/v1\), skipped$/, source: 'x.yaml: document 1' },
+  { name: 'Service without spec', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\n', warning: /^Service default\/a: without spec/, source: 'x.yaml: document 1' },
+  { name: 'bad service port', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {ports: [{port: 0}]}\n', warning: /^Service default\/a: spec.ports\[0\].port must be 1..65535/, source: 'x.yaml: document 1' },
+  { name: 'ports not a list', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {ports: {port: 80}}\n', warning: /^Service default\/a: spec.ports is not a list/, source: 'x.yaml: document 1' },
+  { name: 'bad node port', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {ports: [{port: 80, nodePort: "x"}]}\n', warning: /spec.ports\[0\].nodePort/, source: 'x.yaml: document 1' },
+  { name: 'externalIPs not a list', text: 'apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {externalIPs: 1.2.3.4}\n', warning: /spec.externalIPs must be a list of strings/, source: 'x.yaml: document 1' },
+  { name: 'slice addressType', text: 'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a}\naddressType: IPv5\nendpoints: []\n', warning: /addressType must be IPv4, IPv6 or FQDN/, source: 'x.yaml: document 1' },
+  { name: 'slice without endpoints', text: 'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a}\naddressType: IPv4\n', warning: /endpoints must be a list/, source: 'x.yaml: document 1' },
+  { name: 'slice endpoint without addresses', text: 'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a}\naddressType: IPv4\nendpoints: [{addresses: []}]\n', warning: /endpoints\[0\].addresses must be a non-empty list/, source: 'x.yaml: document 1' },
+  { name: 'slice endpoint not a mapping', text: 'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a}\naddressType: IPv4\nendpoints: [null]\n', warning: /endpoints\[0\].addresses must be a non-empty list/, source: 'x.yaml: document 1' },
+  { name: 'Endpoints with a bad ip', text: 'apiVersion: v1\nkind: Endpoints\nmetadata: {name: a}\nsubsets: [{addresses: [{ip: 10.0.0.300}]}]\n', warning: /^Endpoints default\/a: subsets\[0\].addresses\[0\].ip is not an IP address, skipped$/, source: 'x.yaml: document 1' },
+  { name: 'Endpoints with a zone-indexed ip', text: 'apiVersion: v1\nkind: Endpoints\nmetadata: {name: a}\nsubsets: [{addresses: [{ip: "fe80::1%eth0"}]}]\n', warning: /subsets\[0\].addresses\[0\].ip is not an IP address/, source: 'x.yaml: document 1' },
+  { name: 'Endpoints addresses not a list (issue 44)', text: 'apiVersion: v1\nkind: Endpoints\nmetadata: {name: a}\nsubsets: [{addresses: "10.244.9.9"}]\n', warning: /^Endpoints default\/a: subsets\[0\].addresses must be a list, skipped$/, source: 'x.yaml: document 1' },
+  { name: 'Endpoints subset not a mapping', text: 'apiVersion: v1\nkind: Endpoints\nmetadata: {name: a}\nsubsets: [7]\n', warning: /subsets\[0\] is not a mapping/, source: 'x.yaml: document 1' },
+  { name: 'List item', text: 'apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Service, metadata: {name: ok}, spec: {}}\n- {apiVersion: v1, kind: Service, spec: {}}\n', warning: /^Service without metadata.name, skipped$/, source: 'x.yaml: document 1, item 1' },
+  { name: 'List without items', text: 'apiVersion: v1\nkind: List\n', warning: /^List without an items list, skipped$/, source: 'x.yaml: document 1' },
+];
+
+for (const b of badObject) {
+  test(`manifests: bad object, skipped with a warning — ${b.name}`, () => {
+    const set = parseManifests(b.text + GOOD, 'x.yaml');
+    assert.equal(set.warnings.length, 1, JSON.stringify(set.warnings));
+    assert.equal(set.warnings[0]!.source, b.source);
+    assert.match(set.warnings[0]!.message, b.warning);
+    assert.ok(set.services.some((s) => s.metadata?.name === 'good'), 'the good Service after it is kept');
+    const bad = [...set.services, ...set.endpointSlices, ...set.endpoints].filter((o) => o.metadata?.name !== 'good' && o.metadata?.name !== 'ok');
+    assert.deepEqual(bad, [], 'the bad object is not kept');
   });
 }
 
@@ -191,10 +218,10 @@ test('ManifestFolder: each load gives every object and deletes the ones gone sin
     onSliceDelete: (k: string) => void calls.push(`sliceDelete ${k}`),
   };
   const folder = new ManifestFolder(dir);
-  assert.deepEqual(await folder.load(h), { services: 2, endpointSlices: 2 });
+  assert.deepEqual(await folder.load(h), { services: 2, endpointSlices: 2, warnings: [] });
   assert.deepEqual(calls.splice(0), ['service ns/a', 'service ns/b', 'slice ns/a-1', 'slice ns/b-1']);
   rmSync(join(dir, 'a.yaml'));
-  assert.deepEqual(await folder.load(h), { services: 1, endpointSlices: 1 });
+  assert.deepEqual(await folder.load(h), { services: 1, endpointSlices: 1, warnings: [] });
   assert.deepEqual(calls.splice(0), ['serviceDelete ns/a', 'sliceDelete ns/a-1', 'service ns/b', 'slice ns/b-1']);
   writeFileSync(join(dir, 'c.yaml'), 'kind: Service\nmetadata: [\n');
   await assert.rejects(folder.load(h), ManifestError);
@@ -202,6 +229,6 @@ test('ManifestFolder: each load gives every object and deletes the ones gone sin
   // what it knows is the last good load's: b goes when the folder is good again without it
   rmSync(join(dir, 'c.yaml'));
   rmSync(join(dir, 'b.yaml'));
-  assert.deepEqual(await folder.load(h), { services: 0, endpointSlices: 0 });
+  assert.deepEqual(await folder.load(h), { services: 0, endpointSlices: 0, warnings: [] });
   assert.deepEqual(calls.splice(0), ['serviceDelete ns/b', 'sliceDelete ns/b-1']);
 });
