@@ -60,12 +60,16 @@ function sliceFamily(slice: V1EndpointSlice): AddressFamily | undefined {
 
 /** The target port of service port (name, protocol) in one slice: its port by that name (absent
  *  or null: ""; another type names no port) and protocol, 1..65535; else undefined. */
-function slicePort(slice: V1EndpointSlice, portName: string, protocol: IpvsProtocol): number | undefined {
+function slicePort(slice: V1EndpointSlice, portName: string, protocol: IpvsProtocol, warn?: (m: string) => void): number | undefined {
   const ports = arr(slice, 'ports');
   if (!ports) return undefined;
-  for (const p of ports) {
+  for (let i = 0; i < ports.length; i++) {
+    const p = ports[i];
     const name = field(p, 'name');
-    if ((present(name) ? name : '') !== portName || protocolOf(field(p, 'protocol')) !== protocol) continue;
+    const proto = field(p, 'protocol');
+    // a protocol of the wrong type (a number): the port serves nothing, and the operator is told
+    if (present(proto) && typeof proto !== 'string') warn?.(`EndpointSlice ${objectKey(slice)}: ports[${i}].protocol ${JSON.stringify(proto)} is not a protocol name, port ignored`);
+    if ((present(name) ? name : '') !== portName || protocolOf(proto) !== protocol) continue;
     const port = int(p, 'port');
     return port !== undefined && port >= 1 && port <= 65535 ? port : undefined;
   }
@@ -106,7 +110,7 @@ export function endpointsForPort(
   const out: EndpointInfo[] = [];
   for (const slice of slices) {
     if (sliceFamily(slice) !== family) continue;
-    const port = slicePort(slice, portName, protocol);
+    const port = slicePort(slice, portName, protocol, warn);
     if (port === undefined) continue;
     const endpoints = arr(slice, 'endpoints');
     if (!endpoints) continue;

@@ -257,6 +257,7 @@ test('issue 44: the reported inputs are typed warnings, the rest programmed', as
   ]);
   assert.deepEqual(m.warnings, [
     { service: 'default/ext', message: 'externalIP "fe80::1%eth9" is not an IP address, ignored' },
+    { service: 'default/proto', message: 'EndpointSlice default/proto-1: ports[0].protocol 6 is not a protocol name, port ignored' },
     { service: 'default/zoned', message: 'clusterIP "fe80::1%eth0" is not an IP address, ignored' },
   ]);
 });
