@@ -1,3 +1,7 @@
+/** Input refused before anything was applied — a configuration, flag or manifest value (the
+ *  CLI exits 2 for it). */
+export class BadInputError extends Error {}
+
 /** The kind of failure, so callers can react without parsing messages. */
 export type NetlinkErrorKind =
   | 'kernel' // the kernel rejected a request

@@ -34,8 +34,7 @@
 //   asks for its collections itself (memoryPressure after every full sync, and on the daemon's
 //   thread once the sync thread has its objects).
 import { Command } from 'commander';
-import { ConfigError } from '../daemon/config.js';
-import { NetlinkError } from '../errors.js';
+import { BadInputError, NetlinkError } from '../errors.js';
 import type { HandleOptions } from '../native.js';
 import { registerIpvs } from './ipvs.js';
 import { registerProxy } from './proxy.js';
@@ -58,7 +57,7 @@ registerIpset(program, handleOptions);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
   // 2: bad input (a configuration or flag value), refused before anything was applied.
-  if (e instanceof ConfigError) {
+  if (e instanceof BadInputError) {
     console.error(`ipvsync: ${e.message}`);
     process.exit(2);
   }

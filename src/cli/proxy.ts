@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 import { NetlinkError } from '../errors.js';
 import { Ipvs } from '../kernel/ipvs.js';
 import { Links } from '../kernel/links.js';
-import type { ManifestSet } from '../kube/manifests.js';
+import type { FolderLoad, ManifestSet, ManifestWarning } from '../kube/manifests.js';
 import { memoryPressure, type HandleOptions } from '../native.js';
 import { nodeAddresses } from '../proxy/node-addresses.js';
 import type { ProxierOptions } from '../proxy/proxier.js';
@@ -15,7 +15,7 @@ import type { InformerError, ResourceName } from '../kube/informers.js';
 import type { ObjectHandlers, ProxyModel } from '../kube/types.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
 import { SyncRunner } from '../engine/runner.js';
-import { CONFIG_FLAGS, loadConfig, nodeName, parseCidrFlag, toProxyConfig, writeConfigTo } from '../daemon/config.js';
+import { CONFIG_FLAGS, ConfigError, loadConfig, nodeName, parseCidrFlag, toProxyConfig, writeConfigTo } from '../daemon/config.js';
 import { HealthzServer, ProxierHealth, ServiceHealthServers } from '../daemon/healthz.js';
 import { Lifecycle, preflight, systemChecks } from '../daemon/lifecycle.js';
 import { createLogger } from '../daemon/log.js';
@@ -93,9 +93,11 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       ]);
       // Read first (a bad manifest fails before anything is opened); dropped once fed: the
       // proxier keeps only what it reads of each object.
+      const nodeIps = o.nodeIp?.length ? nodeIpFlag(o.nodeIp) : undefined;
       let manifests: ManifestSet | undefined = await loadManifests(o.file);
+      const manifestWarnings = manifests.warnings;
       const kernel = await openKernel(h, { glue: o.glue, ipsets: !!o.kubeProxyIpsets });
-      const addrs = o.nodeIp?.length ? o.nodeIp.map(parseNodeIp) : nodeAddresses(await kernel.links!.addresses(), o.vipLink);
+      const addrs = nodeIps ?? nodeAddresses(await kernel.links!.addresses(), o.vipLink);
       const proxier = new Proxier(kernel, {
         node: { name: o.nodeName ?? hostname(), addresses: addrs },
         config: {
@@ -117,11 +119,12 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       if (o.dryRun) {
         const { plan, model } = await proxier.plan(true);
         if (o.json) {
-          console.log(JSON.stringify({ ops: planWrites(plan), warnings: model.warnings }, null, 2));
+          console.log(JSON.stringify({ ops: planWrites(plan), warnings: model.warnings, manifestWarnings }, null, 2));
         } else {
           const lines = describePlan(plan);
           for (const l of lines) console.log(l);
           console.log(`# ${lines.length} write(s) planned; nothing changed`);
+          printManifestWarnings(manifestWarnings);
           for (const w of model.warnings) console.error(`warning: ${JSON.stringify(w)}`);
         }
         return;
@@ -133,12 +136,13 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       } catch (e) {
         // The sync stopped before it had a model to report: the translation's warnings may say
         // which object it was (a value it let through that the kernel layer refused).
+        printManifestWarnings(manifestWarnings);
         for (const w of proxier.model().warnings) console.error(`warning: ${JSON.stringify(w)}`);
         throw e;
       }
       const { report, model } = synced;
       if (o.json) {
-        console.log(JSON.stringify({ report: { ...report, errors: report.errors.map(errJson) }, sysctls, warnings: model.warnings }, null, 2));
+        console.log(JSON.stringify({ report: { ...report, errors: report.errors.map(errJson) }, sysctls, warnings: model.warnings, manifestWarnings }, null, 2));
       } else {
         const kinds = (['addresses', 'routes', 'ipsets', 'nft', 'ipvs'] as const).filter((k) => report[k].writes > 0);
         console.log(
@@ -147,6 +151,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
             ` (${report.durations.totalMs.toFixed(1)} ms)`,
         );
         for (const s of sysctls.filter((x) => !x.ok)) console.error(`warning: sysctl ${s.name}=${s.value}: ${s.error}`);
+        printManifestWarnings(manifestWarnings);
         for (const w of model.warnings) console.error(`warning: ${JSON.stringify(w)}`);
         for (const i of invalidOf(report)) console.error(`refused: ${JSON.stringify(i)}`);
         for (const e of report.errors) console.error(`error: ${e.message}`);
@@ -182,6 +187,21 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       const r = await cleanup(h, o.vipLink, o.nodeIp);
       console.log(`removed ${r.services} virtual services, ${r.tables} nftables tables, ${r.link ? `link ${o.vipLink}` : 'no link'}, ${r.routes} routes`);
     });
+}
+
+/** The --node-ip values, canonical; one that is not an IP address is bad input (exit 2),
+ *  refused before anything is opened. */
+function nodeIpFlag(values: readonly string[]): string[] {
+  try {
+    return values.map(parseNodeIp);
+  } catch (e) {
+    throw new ConfigError([{ path: '--node-ip', message: (e as Error).message.replace(/^--node-ip: /, '') }]);
+  }
+}
+
+/** Manifest objects skipped for their shape (the rest was read and is programmed). */
+function printManifestWarnings(ws: readonly ManifestWarning[]): void {
+  for (const w of ws) console.error(`warning: skipped ${w.source}: ${w.message}`);
 }
 
 function errJson(e: NetlinkError) {
@@ -261,7 +281,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   const kernel = cfg.syncThread ? undefined : await (await import('../proxy/kernel.js')).openKernel(h, { glue, ipsets: kubeIpsets });
   const ipvs = kernel?.ipvs ?? (await Ipvs.open(h));
   const links = kernel?.links ?? (await Links.open(h));
-  const addrs = Array.isArray(o.nodeIp) && o.nodeIp.length ? (o.nodeIp as string[]).map(parseNodeIp) : nodeAddresses(await links.addresses(), cfg.vipLink);
+  const addrs = Array.isArray(o.nodeIp) && o.nodeIp.length ? nodeIpFlag(o.nodeIp as string[]) : nodeAddresses(await links.addresses(), cfg.vipLink);
   const proxierOptions: ProxierOptions = {
     node: { name: nodeName(cfg), addresses: addrs },
     config: toProxyConfig(cfg),
@@ -346,13 +366,14 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
     // loading, 130–134 MB now. Then this thread's own startup garbage is collected, before the
     // first sync (the command runs without V8's memory reducer, which collected this idle heap
     // in the middle of syncs: main.ts).
-    let load: () => Promise<unknown>;
+    let read: () => Promise<FolderLoad>;
     if (proxier instanceof ThreadedProxier) {
-      load = () => proxier.loadManifests(dir).then(() => memoryPressure('critical'));
+      read = () => proxier.loadManifests(dir).then((l) => (memoryPressure('critical'), l));
     } else {
       const folder = new (await import('../kube/manifests.js')).ManifestFolder(dir);
-      load = () => folder.load(proxier);
+      read = () => folder.load(proxier);
     }
+    const load = () => read().then((l) => notices.manifests(l.warnings));
     await load();
     if (!statSync(dir).isDirectory() || readdirSync(dir).length === 0) log.warn('manifests folder is empty', { dir });
     const w = watch(dir, () => {

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
+import { BadInputError } from '../errors.js';
 import { yaml } from '../yaml.js';
 import { networkText, parseCidr } from '../engine/cidr.js';
 import { isKnownScheduler } from '../kube/scheduler.js';
@@ -79,7 +80,7 @@ export interface ConfigIssue {
   message: string;
 }
 
-export class ConfigError extends Error {
+export class ConfigError extends BadInputError {
   override readonly name = 'ConfigError';
   constructor(
     readonly issues: ConfigIssue[],

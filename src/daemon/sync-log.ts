@@ -9,6 +9,7 @@
 import type { KindReport, SyncReport } from '../engine/engine.js';
 import type { SyncRecord } from '../engine/runner.js';
 import { NetlinkError } from '../errors.js';
+import type { ManifestWarning } from '../kube/manifests.js';
 import type { ModelWarning } from '../kube/types.js';
 import { toLogValue, type Fields, type Logger } from './log.js';
 
@@ -131,24 +132,39 @@ export function logSyncFailure(log: Logger): (rec: SyncRecord) => void {
  */
 export class NoticeLog {
   private seen = new Set<string>();
+  private seenManifests = new Set<string>();
 
   constructor(private readonly log: Logger) {}
 
   /** After a sync that translated (completed, with or without failed writes). */
   update(warnings: readonly ModelWarning[], invalid: readonly InvalidObject[]): void {
+    this.seen = this.logNew(this.seen, [
+      ...warnings.map((w) => ({ key: `w\0${w.service}\0${w.message}`, msg: 'translation warning', fields: { service: w.service, message: w.message } })),
+      ...invalid.map((i) => ({ key: `i\0${i.kind}\0${i.object}\0${i.field}\0${i.message}`, msg: 'object refused', fields: { kind: i.kind, object: i.object, field: i.field, message: i.message } })),
+    ]);
+  }
+
+  /** After a manifests folder was read: the objects skipped for their shape. */
+  manifests(warnings: readonly ManifestWarning[]): void {
+    this.seenManifests = this.logNew(
+      this.seenManifests,
+      warnings.map((w) => ({ key: `${w.source}\0${w.message}`, msg: 'manifest object skipped', fields: { source: w.source, message: w.message } })),
+    );
+  }
+
+  /** Logs the notices not in `seen` (bounded); returns the set of these notices. */
+  private logNew(seen: ReadonlySet<string>, notices: ReadonlyArray<{ key: string; msg: string; fields: Fields }>): Set<string> {
     const now = new Set<string>();
     let logged = 0;
     let unlogged = 0;
-    const note = (key: string, msg: string, fields: Fields) => {
-      if (now.has(key)) return;
-      now.add(key);
-      if (this.seen.has(key)) return;
-      if (logged < MAX_WARNING_LINES) logged++, this.log.warn(msg, fields);
+    for (const n of notices) {
+      if (now.has(n.key)) continue;
+      now.add(n.key);
+      if (seen.has(n.key)) continue;
+      if (logged < MAX_WARNING_LINES) logged++, this.log.warn(n.msg, n.fields);
       else unlogged++;
-    };
-    for (const w of warnings) note(`w\0${w.service}\0${w.message}`, 'translation warning', { service: w.service, message: w.message });
-    for (const i of invalid) note(`i\0${i.kind}\0${i.object}\0${i.field}\0${i.message}`, 'object refused', { kind: i.kind, object: i.object, field: i.field, message: i.message });
+    }
     if (unlogged) this.log.warn('more new warnings not logged', { count: unlogged, logged });
-    this.seen = now;
+    return now;
   }
 }

@@ -6,6 +6,7 @@
 // document (1-based) and, inside a List, the item.
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { BadInputError } from '../errors.js';
 import { yaml } from '../yaml.js';
 import type { V1EndpointSlice, V1Endpoints, V1Service } from '@kubernetes/client-node';
 import { objectKey } from './change-tracker.js';
@@ -13,7 +14,7 @@ import { validIp } from './address.js';
 import { arr, field, int, isMapping, member, present, show, str } from './fields.js';
 import { LABEL_SERVICE_NAME, type ObjectHandlers } from './types.js';
 
-export class ManifestError extends Error {
+export class ManifestError extends BadInputError {
   constructor(
     readonly file: string,
     /** 1-based document number in the file (0: the file itself). */

@@ -361,6 +361,7 @@ test('the proxy and sync commands: a CIDR with host bits is its network (a warni
     [['sync', '-f', join(dir, 'missing.yaml'), '--cluster-cidr', 'garbage'], /--cluster-cidr: "garbage" is not a CIDR/],
     [['sync', '-f', join(dir, 'missing.yaml'), '--nodeport-addresses', '10.0.0.0/8,10.1.2.3/40'], /--nodeport-addresses: "10\.1\.2\.3\/40": prefix length 40 is too long for IPv4/],
     [['sync', '-f', join(dir, 'missing.yaml'), '--bind-mode', 'route', '--service-cidrs', '10.96.0.0/12/3'], /--service-cidrs: "10\.96\.0\.0\/12\/3" is not a CIDR/],
+    [['sync', '-f', join(dir, 'missing.yaml'), '--node-ip', '10.0.0.1,fe80::1%eth9'], /--node-ip: "fe80::1%eth9" is not an IP address/],
   ];
   for (const [args, why] of refused) {
     const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });

@@ -220,6 +220,20 @@ test('translation warnings and refused objects are logged once when they appear,
   assert.equal(named('translation warning').length, 3 + MAX_WARNING_LINES, 'a resync logs none of them');
 });
 
+test('manifest objects skipped for their shape are logged once per appearance across folder reloads, apart from the translation warnings', () => {
+  const { log, named } = logger();
+  const notices = new NoticeLog(log);
+  const w = { source: 'svc.yaml: document 2', message: 'Service default/web: spec.ports must be a list' };
+  notices.manifests([w]);
+  notices.update([{ service: 'default/x', message: 'm' }], []);
+  notices.manifests([w]);
+  assert.deepEqual(named('manifest object skipped').map((l) => [l.source, l.message, l.level]), [[w.source, w.message, 'warn']], 'once while it stays');
+  notices.manifests([]);
+  notices.manifests([w]);
+  assert.equal(named('manifest object skipped').length, 2, 'again after it was fixed and broke again');
+  assert.equal(named('translation warning').length, 1, 'the two lists are apart');
+});
+
 test('invalidOf reads the objects the engine refused (none when the report has no such list)', () => {
   const r = report({});
   assert.deepEqual(invalidOf(r), []);
