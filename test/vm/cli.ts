@@ -9,14 +9,17 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
-import { qemuAccel, repoRoot, runInVm, VmError, type QemuAccel, type VmKernelKind } from './vm.js';
+import { qemuAccel, repoRoot, resolveKernel, runInVm, VmError, type QemuAccel, type VmKernelKind } from './vm.js';
 
 const VM_FAILED = 125;
 
 const USAGE = `usage: node dist/test/vm/cli.js [options] [--suite NAME | -- COMMAND...]
 
   --kernel uml|qemu  kernel to boot (default: $IPVSYNC_VM_KERNEL or uml)
-                     uml:  user-mode-linux, boots in seconds, no nftables ip/ip6/inet
+                     uml:  user-mode-linux, boots in seconds, no nftables ip/ip6/inet;
+                           where it cannot boot (probed once, cached in .vm/) the run
+                           goes to qemu instead, on KVM where usable, and says so
+                           (IPVSYNC_UML_PROBE=fail forces that, =ok skips the probe)
                      qemu: Debian kernel under qemu, complete; ~10x slower under TCG
   --accel tcg|kvm    qemu's accelerator (default: $IPVSYNC_VM_ACCEL or tcg); kvm needs
                      hardware virtualization (kvm_intel/kvm_amd): checked before booting
@@ -86,9 +89,10 @@ async function main(): Promise<number> {
   const kernelArg = values.kernel ?? process.env.IPVSYNC_VM_KERNEL ?? 'uml';
   if (kernelArg !== 'uml' && kernelArg !== 'qemu') die(`--kernel must be uml or qemu, not ${JSON.stringify(kernelArg)}`);
   const kernel: VmKernelKind = kernelArg;
+  if (values.accel !== undefined && kernel !== 'qemu') die('--accel applies to --kernel qemu only');
+  // Asked for: the option, or $IPVSYNC_VM_ACCEL (which also applies to a fallback from uml to qemu).
   let accel: QemuAccel | undefined;
-  if (values.accel !== undefined) {
-    if (kernel !== 'qemu') die('--accel applies to --kernel qemu only');
+  if (values.accel !== undefined || process.env.IPVSYNC_VM_ACCEL !== undefined) {
     try {
       accel = qemuAccel(values.accel);
     } catch (e) {
@@ -132,7 +136,8 @@ async function main(): Promise<number> {
   }
 
   const env: Record<string, string> = {};
-  for (const name of ['CI', 'NO_COLOR', 'FORCE_COLOR', 'NODE_OPTIONS']) {
+  // IPVSYNC_ADDON: a prebuilt addon (a path the guest sees too, read-only).
+  for (const name of ['CI', 'NO_COLOR', 'FORCE_COLOR', 'NODE_OPTIONS', 'IPVSYNC_ADDON']) {
     const v = process.env[name];
     if (v !== undefined) env[name] = v;
   }
@@ -145,10 +150,19 @@ async function main(): Promise<number> {
 
   const started = Date.now();
   let atLineStart = true;
+  let choice;
+  try {
+    choice = await resolveKernel(kernel, accel);
+  } catch (e) {
+    die((e as Error).message.replace(/^test\/vm: /, ''), VM_FAILED);
+  }
+  const what = values.suite !== undefined ? `${values.suite} suite` : 'the command';
+  if (choice.fallback) process.stderr.write(`vm: ${what}: ${choice.fallback}\n`);
+  const note = choice.fallback ? ' (user-mode-linux cannot boot here)' : '';
   try {
     const r = await runInVm({
-      kernel,
-      ...(accel ? { accel } : {}),
+      kernel: choice.kernel,
+      ...(choice.kernel === 'qemu' && choice.accel ? { accel: choice.accel } : {}),
       command,
       cwd: root,
       env,
@@ -162,14 +176,14 @@ async function main(): Promise<number> {
       },
     });
     const total = ((Date.now() - started) / 1000).toFixed(1);
-    process.stderr.write(`${atLineStart ? '' : '\n'}vm: kernel=${r.kernel} boot=${(r.bootMs / 1000).toFixed(1)}s total=${total}s exit=${r.code}\n`);
+    process.stderr.write(`${atLineStart ? '' : '\n'}vm: kernel=${r.kernel}${note} boot=${(r.bootMs / 1000).toFixed(1)}s total=${total}s exit=${r.code}\n`);
     return r.code;
   } catch (e) {
     const total = ((Date.now() - started) / 1000).toFixed(1);
     if (e instanceof VmError) {
       // The console output was already streamed: the reason alone.
       process.stderr.write(`${atLineStart ? '' : '\n'}vm: VM FAILED: ${e.reason}\n`);
-      process.stderr.write(`vm: kernel=${e.kernel} total=${total}s exit=${VM_FAILED} (VM failure)\n`);
+      process.stderr.write(`vm: kernel=${e.kernel}${note} total=${total}s exit=${VM_FAILED} (VM failure)\n`);
     } else {
       process.stderr.write(`${atLineStart ? '' : '\n'}vm: VM FAILED: ${(e as Error).stack ?? String(e)}\n`);
     }

@@ -8,6 +8,10 @@
 //  - 'qemu': Debian's linux-image-amd64 kernel under qemu TCG. Complete
 //            (IPVS + nftables) but roughly ten times slower.
 //
+// user-mode-linux does not boot everywhere (Debian's panics starting init on
+// CPUs with AMX): a run that asks for it probes it once (probeUml, cached in
+// .vm/) and runs under qemu where it cannot (chooseKernel).
+//
 // Both see the host's filesystem read-only at the same paths (UML: hostfs
 // root; qemu: virtio-9p export of / plus switch_root from a tiny busybox
 // initramfs), so the checkout, node and the netlink CLIs are all where they
@@ -34,7 +38,8 @@ export type VmKernelKind = 'uml' | 'qemu';
 export type QemuAccel = 'tcg' | 'kvm';
 
 export interface RunInVmOptions {
-  /** Which kernel to boot. Default: $IPVSYNC_VM_KERNEL, else 'uml'. */
+  /** Which kernel to boot. Default: $IPVSYNC_VM_KERNEL, else 'uml'. 'uml' is user-mode-linux where
+   *  it boots (probeUml), else qemu: the fallback is said in one line through onOutput. */
   kernel?: VmKernelKind;
   /** Shell command, run with `bash -c` inside the guest. */
   command: string;
@@ -107,7 +112,7 @@ export function qemuAccelArgs(accel: QemuAccel): string[] {
  * only PVM guest kernels: Debian's hangs there before its first line (tried with -cpu host,
  * max and qemu64; -cpu host also fails on MSR 0x10a).
  */
-export function kvmStatus(paths: { dev?: string; sysModule?: string } = {}): { ok: true } | { ok: false; why: string } {
+export function kvmStatus(paths: { dev?: string; sysModule?: string } = {}): KvmStatus {
   const dev = paths.dev ?? '/dev/kvm';
   const sysModule = paths.sysModule ?? '/sys/module';
   try {
@@ -123,6 +128,133 @@ export function kvmStatus(paths: { dev?: string; sysModule?: string } = {}): { o
     return { ok: false, why: `${dev} is there but neither kvm_intel nor kvm_amd is loaded (${sysModule}): no hardware virtualization to boot the guest on` };
   }
   return { ok: true };
+}
+
+// ---------------------------------------------------------------------------
+// Which kernel: user-mode-linux where it boots, else qemu
+
+/** Whether user-mode-linux boots on this machine, and why not. */
+export type UmlProbe = { boots: true } | { boots: false; why: string };
+
+/** What kvmStatus() says. */
+export type KvmStatus = { ok: true } | { ok: false; why: string };
+
+export interface KernelChoice {
+  kernel: VmKernelKind;
+  /** qemu's accelerator (qemu only). */
+  accel?: QemuAccel;
+  /** Set when user-mode-linux was asked for but qemu runs instead: one line saying why. */
+  fallback?: string;
+}
+
+/**
+ * The kernel to boot, from what was asked and what the probes found (they run elsewhere:
+ * probeUml, kvmStatus). qemu asked: qemu, under the accelerator asked, else TCG. user-mode-linux
+ * asked (the default): it, where it boots; where it cannot (Debian's panics starting init on CPUs
+ * with AMX), qemu instead, which runs every kernel test too, on KVM where the host's KVM can boot
+ * Debian's kernel (unless an accelerator was asked), else TCG.
+ */
+export function chooseKernel(o: { requested: VmKernelKind; accel?: QemuAccel | undefined; uml?: UmlProbe | undefined; kvm: KvmStatus }): KernelChoice {
+  if (o.requested === 'qemu') return { kernel: 'qemu', accel: o.accel ?? 'tcg' };
+  if (!o.uml) throw new Error('test/vm: user-mode-linux was asked for but not probed');
+  if (o.uml.boots) return { kernel: 'uml' };
+  const accel = o.accel ?? (o.kvm.ok ? 'kvm' : 'tcg');
+  return {
+    kernel: 'qemu',
+    accel,
+    fallback: `user-mode-linux cannot boot on this CPU (${o.uml.why}); running it under qemu (${accel === 'kvm' ? 'KVM' : 'TCG'})`,
+  };
+}
+
+/** The CPU's feature flags (the first `flags` line of /proc/cpuinfo). */
+export function cpuFlags(cpuinfo: string): string[] {
+  return /^flags\s*:\s*(.*)$/m.exec(cpuinfo)?.[1]?.trim().split(/\s+/) ?? [];
+}
+
+/** Why a probe boot of user-mode-linux failed, in one line: its panic, the ptrace failure under
+ *  it, and the CPU's AMX flags when it has them; else the harness's own reason. */
+export function umlFailure(reason: string, output: string, cpuinfo: string): string {
+  const parts = [/Kernel panic - not syncing: [^\n]*/, /ptrace set fp regs failed, errno = \d+/]
+    .map((re) => re.exec(output)?.[0]?.trim())
+    .filter((s): s is string => !!s);
+  if (!parts.length) parts.push(reason);
+  const amx = cpuFlags(cpuinfo).filter((f) => f.startsWith('amx'));
+  if (amx.length) parts.push(`the CPU has AMX: ${amx.join(' ')}`);
+  return parts.join('; ');
+}
+
+/** A UML probe boot that has not run `true` by then has failed (it needs seconds). */
+const UML_PROBE_TIMEOUT_MS = 2 * 60 * 1000;
+let umlProbed: Promise<UmlProbe> | undefined;
+
+/**
+ * Whether user-mode-linux boots here: a tiny boot that runs `true`, once per process. A boot or
+ * a kernel panic is a fact of the UML build, this CPU and the host kernel (UML runs on ptrace), so
+ * it is kept in .vm/ keyed by those; any other failure (a timeout on a loaded machine) is not
+ * kept, and this run uses qemu. IPVSYNC_UML_PROBE=ok skips the probe (UML boots), =fail forces
+ * the fallback (so it can be exercised where UML boots).
+ */
+export function probeUml(): Promise<UmlProbe> {
+  umlProbed ??= probeUmlOnce();
+  return umlProbed;
+}
+
+async function probeUmlOnce(): Promise<UmlProbe> {
+  const forced = process.env.IPVSYNC_UML_PROBE;
+  if (forced === 'ok') return { boots: true };
+  if (forced === 'fail') return { boots: false, why: 'IPVSYNC_UML_PROBE=fail' };
+  if (forced) throw new Error(`test/vm: IPVSYNC_UML_PROBE must be ok or fail, not ${JSON.stringify(forced)}`);
+  let k: UmlKernel;
+  try {
+    k = findUml();
+  } catch (e) {
+    return { boots: false, why: (e as Error).message.replace(/^test\/vm: /, '') };
+  }
+  let cpuinfo = '';
+  try {
+    cpuinfo = fs.readFileSync('/proc/cpuinfo', 'utf8');
+  } catch {
+    // no flags to key on: the key still has the UML build and the host kernel
+  }
+  const st = fs.statSync(k.binary);
+  const key = createHash('sha256')
+    .update(['uml-probe-v1', k.binary, st.size, st.mtimeMs, k.release, os.release(), cpuFlags(cpuinfo).sort().join(' ')].join('\0'))
+    .digest('hex')
+    .slice(0, 16);
+  const dir = cacheDir(repoRoot());
+  const file = path.join(dir, `uml-probe-${key}.json`);
+  try {
+    const cached = JSON.parse(fs.readFileSync(file, 'utf8')) as UmlProbe;
+    if (cached.boots === true || (cached.boots === false && typeof cached.why === 'string')) return cached;
+  } catch {
+    // not probed yet
+  }
+  let result: UmlProbe;
+  let keep: boolean;
+  try {
+    const r = await prepareAndBoot('uml', { command: 'true', env: {}, timeoutMs: UML_PROBE_TIMEOUT_MS });
+    result = r.code === 0 ? { boots: true } : { boots: false, why: `\`true\` exited ${r.code} in it` };
+    keep = r.code === 0;
+  } catch (e) {
+    const err = e instanceof VmError ? e : new VmError((e as Error).message.replace(/^test\/vm: /, ''), 'uml', '');
+    result = { boots: false, why: umlFailure(err.reason, err.output, cpuinfo) };
+    keep = /Kernel panic - not syncing/.test(err.output);
+  }
+  if (keep) {
+    for (const old of fs.readdirSync(dir)) if (old.startsWith('uml-probe-')) fs.rmSync(path.join(dir, old), { force: true });
+    writeIfChanged(file, JSON.stringify(result) + '\n', 0o644);
+  }
+  return result;
+}
+
+/** The kernel and accelerator a run asked for, after probing what it needs to (see chooseKernel). */
+export async function resolveKernel(requested: VmKernelKind, accel?: QemuAccel): Promise<KernelChoice> {
+  return chooseKernel({
+    requested,
+    accel,
+    uml: requested === 'uml' ? await probeUml() : undefined,
+    kvm: requested === 'uml' ? kvmStatus() : { ok: false, why: 'not asked' },
+  });
 }
 
 /** A guest not ready this long after start is taken as hung at boot (qemu TCG usually needs 5-60 s). */
@@ -666,9 +798,18 @@ function guestModules(kind: VmKernelKind): string[] {
  * up, did not boot, timed out, was aborted or reported no exit code.
  */
 export async function runInVm(opts: RunInVmOptions): Promise<RunInVmResult> {
-  const kind = opts.kernel ?? (process.env.IPVSYNC_VM_KERNEL === 'qemu' ? 'qemu' : 'uml');
+  let kind = opts.kernel ?? (process.env.IPVSYNC_VM_KERNEL === 'qemu' ? 'qemu' : 'uml');
   try {
     if (kind !== 'uml' && kind !== 'qemu') throw new Error(`unknown kernel ${JSON.stringify(kind)} (uml or qemu)`);
+    if (kind === 'uml') {
+      if (opts.accel !== undefined) throw new Error('test/vm: an accelerator applies to the qemu kernel only');
+      const choice = await resolveKernel('uml', process.env.IPVSYNC_VM_ACCEL === undefined ? undefined : qemuAccel());
+      if (choice.fallback) {
+        opts.onOutput?.(`ipvsync-vm: ${choice.fallback}\n`);
+        kind = 'qemu';
+        return await prepareAndBoot(kind, { ...opts, accel: choice.accel });
+      }
+    }
     return await prepareAndBoot(kind, opts);
   } catch (e) {
     if (e instanceof VmError) throw e;
@@ -686,7 +827,6 @@ async function prepareAndBoot(kind: VmKernelKind, opts: RunInVmOptions): Promise
 
   const k = kind === 'uml' ? findUml() : findQemu();
   const accel = kind === 'qemu' ? qemuAccel(opts.accel) : undefined;
-  if (kind === 'uml' && opts.accel !== undefined) throw new Error('test/vm: an accelerator applies to the qemu kernel only');
   if (accel === 'kvm') {
     const kvm = kvmStatus();
     if (!kvm.ok) throw new Error(`test/vm: --accel kvm: ${kvm.why}`);
