@@ -74,7 +74,9 @@ export {
   type PlannedWrite,
   type SyncReport,
   type KindReport,
+  type InvalidObject,
 } from './engine/engine.js';
+export { validateDesired } from './engine/validate.js';
 export { canonicalAddress, serviceKey, destKey, type DesiredService } from './engine/ipvs-model.js';
 export { diffIpvs, type IpvsDelta, type FlowFlush } from './engine/ipvs-diff.js';
 export type { DesiredVips } from './engine/addresses-diff.js';

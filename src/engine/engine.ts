@@ -6,17 +6,18 @@
 import { NetlinkError } from '../errors.js';
 import type { ConntrackApi } from '../kernel/conntrack.js';
 import type { IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
-import type { IpvsApi, IpvsOp, Service, Destination } from '../kernel/ipvs.js';
+import type { IpvsApi, IpvsOp, Service, ServiceId, Destination } from '../kernel/ipvs.js';
 import type { LinkOp, LinksApi } from '../kernel/links.js';
 import { NftTransaction, type NftablesApi, type NftOp, type NftRuleset } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
 import { IPVSYNC_ROUTE_PROTOCOL, type Route, type RouteOp, type RoutesApi } from '../kernel/routes.js';
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
 import { anyContains, parseCidr, type Cidr } from './cidr.js';
-import { diffIpSets, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
+import { diffIpSets, memberKey, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
 import {
   assembleSteps,
   byKeySteps,
+  drainKey,
   diffIpvsSteps,
   diffParts,
   diffWantedSteps,
@@ -27,13 +28,41 @@ import {
   type IpvsDiffInput,
   type ObservedIndex,
 } from './ipvs-diff.js';
-import { canonicalAddress, keyToId, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
-import { diffNftFromLastSteps, diffNftSteps, sameNftTables, type DesiredNftTable, type NftDelta } from './nft-diff.js';
+import { canonicalAddress, destKey, keyToId, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
+import { diffNftFromLastSteps, diffNftSteps, elementKey, sameNftTables, type DesiredNftTable, type NftDelta } from './nft-diff.js';
 import { ChunkedList, registeredList, replacedOf } from './sorted.js';
 import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
 import { runSliced, TimeSlice, type Steps } from './slice.js';
+import {
+  checkIpSet,
+  checkNftElements,
+  checkNftTable,
+  checkRoutes,
+  checkService,
+  keyable,
+  vipAddressProblem,
+  vipInvalid,
+  vipLinkInvalid,
+  type NftTableVerdict,
+  type ServiceVerdict,
+} from './validate.js';
+import { addressFamily, type FieldProblem } from '../kernel/op-checks.js';
 
 export { keyToId } from './ipvs-model.js';
+
+/**
+ * A desired object the kernel layer would refuse (validateDesired): left out of the sync, with
+ * what the kernel has under its key left as it is. `object` names it readably ("TCP
+ * 10.0.0.1:80", "TCP 10.0.0.1:80 -> 10.244.1.5:8080", "vip 10.0.0.1 on kube-ipvs0", "ipset
+ * KUBE-X member 1.2.3.4,tcp:80", "nft ip ipvsync set foo element 1.2.3.4/24"), `field` is the
+ * field that is wrong ('address', 'port', 'scheduler', 'weight', 'key', …).
+ */
+export interface InvalidObject {
+  kind: 'ipvs' | 'vip' | 'route' | 'ipset' | 'nft';
+  object: string;
+  field: string;
+  message: string;
+}
 
 export interface DesiredState {
   /** IPVS virtual services with their destinations. */
@@ -193,6 +222,8 @@ export interface Plan {
   diffMs: number;
   /** Incremental: kinds left out because their desired state is the one last applied cleanly. */
   unchanged?: Array<'addresses' | 'nft'>;
+  /** Desired objects left out because the kernel layer would refuse them (none: absent). */
+  invalid?: InvalidObject[];
   /** @internal what apply() records as cleanly applied when the kind's writes all succeed */
   desired?: { vips?: DesiredVips; nft?: DesiredNftTable[] };
   /** @internal the nftables ruleset generation at which this plan's view of the owned tables
@@ -226,6 +257,12 @@ export interface SyncReport {
   draining: number;
   /** Every failure of this sync (typed, with the op and its index in its kind's batch). */
   errors: NetlinkError[];
+  /** Desired objects this sync left out because the kernel layer would refuse them: every
+   *  invalid service, destination, VIP, route, ipset and member, and nftables table, chain, set
+   *  and rule; an nftables element when this sync would have written it (an element the
+   *  kernel already has as it is wanted, or left out before, is not written again). Without
+   *  desiredImmutable an incremental sync checks, and reports, the services of its keys. */
+  invalid: InvalidObject[];
   durations: { observeMs: number; diffMs: number; applyMs: number; totalMs: number };
 }
 
@@ -304,6 +341,18 @@ export class Engine {
   private nftGen: number | undefined;
   /** Networks of the local routes the engine owns (seen at the last plan). */
   private ownedRanges: Cidr[] = [];
+  /** The invalid services of the list the last plan noted, by index (noteDesired keeps it with
+   *  the same pass that finds new services: an entry whose object is no longer there is stale). */
+  private readonly invalidAt = new Map<number, { s: DesiredService; v: ServiceVerdict }>();
+  /** With desiredImmutable: the verdict of each desired service (null: valid), by the object. */
+  private readonly verdicts = new WeakMap<DesiredService, ServiceVerdict | null>();
+  /** The VIP addresses the last plan noted and the indexes of the invalid ones among them. */
+  private badVips: { of: readonly string[] | undefined; at: number[] } = { of: undefined, at: [] };
+  /** With desiredImmutable: verdicts by the object (an ipset, a table, or one chain, set
+   *  declaration or rule of a table). */
+  private readonly ipsetVerdicts = new WeakMap<object, ReturnType<typeof checkIpSet> | null>();
+  private readonly nftVerdicts = new WeakMap<object, NftTableVerdict>();
+  private readonly nftParts = new WeakMap<object, FieldProblem | null>();
 
   constructor(
     private readonly kernel: EngineKernel,
@@ -370,14 +419,178 @@ export class Engine {
     for (let i = from; i < to; i++) {
       const s = list.get(i)!;
       if (s === seen.get(i)) continue;
-      if ('address' in s && s.address) this.desiredVips.add(canonicalAddress(s.address));
+      // With the index (desiredImmutable), checked here, as it is new: an invalid service is
+      // left out of the plans (invalidAt). Else each plan checks the services it diffs.
+      const v = indexed ? this.verdictOf(s) : undefined;
+      if (v) this.invalidAt.set(i, { s, v });
+      else if (this.invalidAt.size) this.invalidAt.delete(i);
+      if (v && !v.valid) {
+        if (keyable(s)) this.seenIndex.set(this.keyOf(s), i);
+        continue;
+      }
+      // (an address that is none is checked, and reported, where the service is diffed)
+      if ('address' in s && s.address && addressFamily(s.address)) this.desiredVips.add(canonicalAddress(s.address));
       if (indexed) this.seenIndex.set(this.keyOf(s), i);
     }
   }
 
-  /** The desired VIPs of vips[from, to), canonical (a function of its own, as noteDesired). */
-  private noteDesiredVips(vips: readonly string[], from: number, to: number): void {
-    for (let i = from; i < to; i++) this.desiredVips.add(canonicalAddress(vips[i]!));
+  /** checkService, remembered per object (desiredImmutable). */
+  private verdictOf(s: DesiredService): ServiceVerdict | undefined {
+    let v = this.verdicts.get(s);
+    if (v === undefined) this.verdicts.set(s, (v = checkService(s) ?? null));
+    return v ?? undefined;
+  }
+
+  /**
+   * The services a plan diffs (`want`, of `list`) without what the kernel layer would refuse,
+   * and what of the kernel's to leave as it is for them. With desiredImmutable every invalid
+   * service of the list is known (noteDesired checked each new one) and reported; else the
+   * services of `want` are checked now (a full plan's: all of them).
+   */
+  private checkServices(want: readonly DesiredService[], list: Positional<DesiredService>): CheckedServices {
+    let bad: Array<{ s: DesiredService; v: ServiceVerdict }> = [];
+    if (this.opts.desiredImmutable) {
+      for (const [i, e] of this.invalidAt) if (list.get(i) !== e.s) this.invalidAt.delete(i);
+      bad = [...this.invalidAt].sort(([a], [b]) => a - b).map(([, e]) => e);
+    } else {
+      for (const s of want) {
+        const v = checkService(s);
+        if (v) bad.push({ s, v });
+      }
+    }
+    const out: CheckedServices = { want, invalid: [], keptServices: new Set(), keptDests: new Map() };
+    if (!bad.length) return out;
+    const sub = new Map<DesiredService, DesiredService | undefined>();
+    for (const { s, v } of bad) {
+      out.invalid.push(...v.invalid);
+      sub.set(s, v.valid);
+      if (v.key !== undefined) out.keptServices.add(v.key);
+      if (v.destKeys) out.keptDests.set(this.keyOf(s), new Set(v.destKeys));
+    }
+    out.want = want.flatMap((s) => (!sub.has(s) ? [s] : sub.get(s) ? [sub.get(s)!] : []));
+    return out;
+  }
+
+  /** The desired VIPs of vips[from, to), canonical (a function of its own, as noteDesired);
+   *  the indexes of invalid ones go to `bad`. */
+  private noteDesiredVips(vips: readonly string[], from: number, to: number, bad: number[]): void {
+    for (let i = from; i < to; i++) {
+      if (vipAddressProblem(vips[i])) bad.push(i);
+      else this.desiredVips.add(canonicalAddress(vips[i]!));
+    }
+  }
+
+  /**
+   * The desired state without what the kernel layer would refuse, and what of the kernel's to
+   * leave as it is for it. Services and VIPs were checked as noteDesired found them new;
+   * ipsets, tables and their chains, sets and rules are checked here, once per object with
+   * desiredImmutable; routes (a handful) every time; nftables elements when a delta would
+   * write them (keepNftElements).
+   */
+  private checkDesired(desired: DesiredState): Checked {
+    const invalid: InvalidObject[] = [];
+    let vips = desired.vips;
+    if (vips) {
+      const link = vipLinkInvalid(vips);
+      // the plan noted (and checked) these VIPs, or the very same list before (desiredImmutable)
+      const at = this.badVips.of === vips.addresses ? this.badVips.at : [];
+      if (link) {
+        invalid.push(link);
+        vips = undefined;
+      } else if (at.length) {
+        const { link: name, addresses } = vips;
+        for (const i of at) invalid.push(vipInvalid(name, addresses[i], vipAddressProblem(addresses[i])!));
+        const drop = new Set(at);
+        vips = { ...vips, addresses: addresses.filter((_, i) => !drop.has(i)) };
+      }
+    }
+    let routes = desired.routes;
+    const keptRoutes = new Set<string>();
+    if (routes) {
+      const r = checkRoutes(routes);
+      invalid.push(...r.invalid);
+      routes = r.valid;
+      for (const x of r.kept) keptRoutes.add(x);
+    }
+    let ipsets = desired.ipsets;
+    const droppedIpsets = new Set<string>();
+    const keptMembers = new Map<string, Set<string>>();
+    if (ipsets) {
+      let out: DesiredIpSet[] | undefined;
+      for (let i = 0; i < ipsets.length; i++) {
+        const set = ipsets[i]!;
+        const v = this.ipsetVerdictOf(set);
+        if (!v) {
+          out?.push(set);
+          continue;
+        }
+        out ??= ipsets.slice(0, i);
+        invalid.push(...v.invalid);
+        if (v.valid) {
+          out.push(v.valid);
+          if (v.keptMembers) keptMembers.set(set.name, new Set(v.keptMembers));
+        } else if (typeof set.name === 'string') droppedIpsets.add(set.name);
+      }
+      if (out) ipsets = out;
+    }
+    const tables: DesiredNftTable[] = [];
+    const droppedChains = new Map<string, ReadonlySet<string>>();
+    for (const t of desired.nft === undefined ? [] : [desired.nft].flat()) {
+      const v = this.nftVerdictOf(t);
+      invalid.push(...v.invalid);
+      if (!v.valid) continue;
+      tables.push(v.valid);
+      if (v.droppedChains.size) droppedChains.set(`${t.family} ${t.name}`, v.droppedChains);
+    }
+    return {
+      invalid,
+      desired: routes === desired.routes && ipsets === desired.ipsets ? desired : withRoutesAndSets(desired, routes, ipsets),
+      vips,
+      tables,
+      droppedChains,
+      keptRoutes,
+      droppedIpsets,
+      keptMembers,
+    };
+  }
+
+  private ipsetVerdictOf(set: DesiredIpSet): ReturnType<typeof checkIpSet> {
+    if (!this.opts.desiredImmutable) return checkIpSet(set, this.opts.ipsetPrefix);
+    let v = this.ipsetVerdicts.get(set);
+    if (v === undefined) this.ipsetVerdicts.set(set, (v = checkIpSet(set, this.opts.ipsetPrefix) ?? null));
+    return v ?? undefined;
+  }
+
+  private nftVerdictOf(t: DesiredNftTable): NftTableVerdict {
+    if (!this.opts.desiredImmutable) return checkNftTable(t);
+    let v = this.nftVerdicts.get(t);
+    if (v === undefined) this.nftVerdicts.set(t, (v = checkNftTable(t, this.nftParts)));
+    return v;
+  }
+
+  /** Leaves the kernel's destinations of these keys (service key -> destKeys: desired ones left
+   *  out as invalid) as they are: no op, no drain, no flush for them. */
+  private keepDestinations(delta: IpvsDelta, kept: ReadonlyMap<string, ReadonlySet<string>>): void {
+    // a service's destination ops share its id object
+    const keys = new Map<object, string>();
+    const held = (service: ServiceId, dest: { address: string; port: number }) => {
+      let k = keys.get(service);
+      if (k === undefined) keys.set(service, (k = serviceKey(service)));
+      return kept.get(k)?.has(destKey(dest)) === true;
+    };
+    delta.ops = delta.ops.filter(
+      (o) => !((o.op === 'addDestination' || o.op === 'updateDestination' || o.op === 'deleteDestination') && held(o.service, o.dest)),
+    );
+    delta.flushFlows = delta.flushFlows.filter(
+      (f) => !kept.get(serviceKey({ protocol: f.protocol, address: f.service.address, port: f.service.port, family: f.family }))?.has(destKey(f.dest)),
+    );
+    for (const [svc, dests] of kept)
+      for (const d of dests) {
+        const dk = drainKey(svc, d);
+        const since = this.draining.get(dk);
+        if (since === undefined) delta.draining.delete(dk);
+        else delta.draining.set(dk, since);
+      }
   }
 
   /** The desired services whose keys are in `changed`, in their order in the list. */
@@ -396,7 +609,7 @@ export class Engine {
     const out: DesiredService[] = [];
     for (let i = 0; i < list.length; i++) {
       const s = list.get(i)!;
-      if (changed.has(this.keyOf(s))) out.push(s);
+      if (keyable(s) && changed.has(this.keyOf(s))) out.push(s);
     }
     return out;
   }
@@ -489,10 +702,13 @@ export class Engine {
       }
     if (desired.vips && desired.vips.addresses !== this.seenVipAddresses) {
       const vips = desired.vips.addresses;
+      // checked here, as they are new (without desiredImmutable: every plan)
+      const bad: number[] = [];
       for (let at = 0; at < vips.length; at += PLAN_BLOCK) {
         if (at > 0) await this.slice.tick();
-        this.noteDesiredVips(vips, at, Math.min(vips.length, at + PLAN_BLOCK));
+        this.noteDesiredVips(vips, at, Math.min(vips.length, at + PLAN_BLOCK), bad);
       }
+      this.badVips = { of: vips, at: bad };
     }
     if (this.opts.desiredImmutable) {
       this.seenServices = services;
@@ -500,10 +716,13 @@ export class Engine {
     }
 
     const k = this.kernel;
-    const wantIpsets = desired.ipsets && k.ipsets;
-    const allTables = desired.nft && k.nft ? [desired.nft].flat() : [];
+    // What the kernel layer would refuse is left out of what is diffed (and reported), each
+    // kind's objects checked when they are new to the engine (services and VIPs above).
     // Incremental: a kind whose desired state is what was last applied cleanly is left alone.
     const vipsSame = !!changed && !!desired.vips && this.clean.vips !== undefined && samePlain(this.clean.vips, desired.vips);
+    const checked = this.checkDesired(desired);
+    const wantIpsets = desired.ipsets && k.ipsets;
+    const allTables = k.nft ? checked.tables : [];
     // A full plan lists the owned tables, unless no transaction (ours or anyone's) has been
     // committed since the generation at which they were exactly clean.nft: one GETGEN instead
     // of a dump of every element (a periodic resync at 10k services: ~70k of them).
@@ -511,7 +730,7 @@ export class Engine {
       !changed && allTables.length > 0 && this.clean.nft !== undefined && this.nftGen !== undefined && (await k.nft!.genId()) === this.nftGen;
     const fromClean = !!changed || nftUntouched;
     const nftSame = fromClean && allTables.length > 0 && this.clean.nft !== undefined && sameNftTables(this.clean.nft, allTables);
-    const wantVips = desired.vips && k.links && !vipsSame ? desired.vips : undefined;
+    const wantVips = checked.vips && k.links && !vipsSame ? checked.vips : undefined;
     // Only elements changed since the last clean apply (incremental, or a full plan with the
     // generation unmoved): the element delta from that, without listing the tables (a static
     // change lists them).
@@ -526,7 +745,8 @@ export class Engine {
     if (desired.ipsets && !this.opts.ipsetPrefix) throw new RangeError('managing ipsets needs Ownership.ipsetPrefix');
     // A full plan reads the destinations a slice of services at a time, as it diffs (below).
     const sliced = !changed && typeof k.ipvs.destinationsOf === 'function';
-    const obs = await this.observe(desired, changed, { sliced, wantVips, wantIpsets: !!wantIpsets, tables });
+    const obs = await this.observe(checked.desired, changed, { sliced, wantVips, wantIpsets: !!wantIpsets, tables });
+    keepRoutesAndSets(obs, checked);
     // The tables' diff, then their listing goes (at a first sync ~70k elements at 10k services).
     const ruleset = obs.ruleset;
     obs.ruleset = [];
@@ -540,12 +760,22 @@ export class Engine {
       ruleset.length = 0;
     }
 
-    const want = changed ? this.changedServices(services, changed) : desired.services;
+    const svcs = this.checkServices(changed ? this.changedServices(services, changed) : desired.services, list);
+    const want = svcs.want;
     const draining = changed ? new Map([...this.draining].filter(([key]) => changed.has(key.split('/')[0]!))) : this.draining;
+    // The kernel's services of invalid desired services are left as they are: not the engine's
+    // to change or delete in this plan.
+    const kept = svcs.keptServices;
+    if (kept.size && !Array.isArray(obs.ipvs)) {
+      for (const key of kept) {
+        const h = obs.ipvs.byKey.get(key);
+        if (h !== undefined) obs.ipvs.byKey.set(key, h & ~1);
+      }
+    }
     const diffInput = {
       desired: want,
       observed: Array.isArray(obs.ipvs) ? obs.ipvs : [],
-      owns: (s: Service) => this.owns(s),
+      owns: kept.size ? (s: Service) => this.owns(s) && !kept.has(serviceKey(s)) : (s: Service) => this.owns(s),
       draining,
       now: this.now(),
       drainTimeoutMs: this.opts.drainTimeoutMs ?? 15 * 60 * 1000,
@@ -560,6 +790,7 @@ export class Engine {
     } else {
       ipvs = await runSliced(diffIpvsSteps(diffInput), this.slice);
     }
+    if (svcs.keptDests.size) this.keepDestinations(ipvs, svcs.keptDests);
     const plan: Plan = { mode: changed ? 'incremental' : 'full', ipvs, observeMs: obs.t1 - t0 + readMs, diffMs: 0, desired: {} };
     if (changed) plan.scope = [...changed];
     const unchanged: Plan['unchanged'] = [];
@@ -573,7 +804,8 @@ export class Engine {
     if (unchanged.length) plan.unchanged = unchanged;
     if (obs.addresses) {
       plan.addresses = obs.addresses;
-      plan.desired!.vips = wantVips;
+      // as given: the VIPs left out stay out as long as the desired VIPs are these
+      plan.desired!.vips = desired.vips;
     }
     if (obs.routes) plan.routes = obs.routes;
     if (obs.ipsets) plan.ipsets = obs.ipsets;
@@ -591,6 +823,9 @@ export class Engine {
       // full, with the tables untouched since they were last applied as they are wanted
       plan.nft = { ops: [], fromLast: true };
     }
+    const invalid = [...svcs.invalid, ...checked.invalid];
+    if (plan.nft?.ops.length) invalid.push(...keepNftElements(plan.nft, checked.droppedChains));
+    if (invalid.length) plan.invalid = invalid;
     plan.diffMs = performance.now() - obs.t1 - readMs;
     return plan;
   }
@@ -658,6 +893,7 @@ export class Engine {
       flowsFlushed: 0,
       draining: 0,
       errors: [],
+      invalid: plan.invalid ?? [],
       durations: { observeMs: plan.observeMs, diffMs: plan.diffMs, applyMs: 0, totalMs: 0 },
     };
     // Every batch continues past failures: one bad object must not hold back the rest, and the
@@ -800,6 +1036,96 @@ export class Engine {
   async sync(desired: DesiredState, changed?: ReadonlySet<string>): Promise<SyncReport> {
     return this.apply(await this.plan(desired, changed));
   }
+}
+
+/** A plan's services to diff without what the kernel layer would refuse (Engine.checkServices). */
+interface CheckedServices {
+  /** Invalid ones left out, those with invalid destinations without them. */
+  want: readonly DesiredService[];
+  invalid: InvalidObject[];
+  /** Keys of the kernel's services to leave as they are. */
+  keptServices: Set<string>;
+  /** Service key -> destKeys of the kernel's destinations to leave as they are. */
+  keptDests: Map<string, Set<string>>;
+}
+
+/** A plan's desired state but its services without what the kernel layer would refuse
+ *  (Engine.checkDesired). */
+interface Checked {
+  invalid: InvalidObject[];
+  /** What observe() reads: the routes and ipsets without invalid ones. */
+  desired: DesiredState;
+  vips: DesiredVips | undefined;
+  tables: DesiredNftTable[];
+  /** Chains left out, by "family table". */
+  droppedChains: ReadonlyMap<string, ReadonlySet<string>>;
+  /** "table|dst" of the kernel's owned routes to leave as they are. */
+  keptRoutes: ReadonlySet<string>;
+  /** ipsets left out whole: the kernel's of these names are not destroyed. */
+  droppedIpsets: ReadonlySet<string>;
+  /** Set name -> memberKeys of the kernel's members to leave as they are. */
+  keptMembers: ReadonlyMap<string, ReadonlySet<string>>;
+}
+
+/** `desired` with other routes and ipsets; its other members read from it as they are (a list
+ *  in chunks stays unmade). */
+function withRoutesAndSets(desired: DesiredState, routes: DesiredRoutes | undefined, ipsets: DesiredIpSet[] | undefined): DesiredState {
+  return Object.create(desired, { routes: { value: routes, enumerable: true }, ipsets: { value: ipsets, enumerable: true } }) as DesiredState;
+}
+
+/** Leaves the kernel's routes and ipset members that stand for invalid desired ones (and the
+ *  owned sets of invalid desired sets) as they are: their deletes go from the deltas. */
+function keepRoutesAndSets(obs: { routes?: RoutesDelta; ipsets?: IpSetsDelta }, c: Checked): void {
+  if (obs.routes && c.keptRoutes.size)
+    obs.routes.late = obs.routes.late.filter((o) => !(o.op === 'delRoute' && c.keptRoutes.has(`${String(o.table)}|${o.dst}`)));
+  if (obs.ipsets && (c.droppedIpsets.size || c.keptMembers.size)) {
+    obs.ipsets.late = obs.ipsets.late.filter((o) => !(o.op === 'destroy' && c.droppedIpsets.has(o.name)));
+    obs.ipsets.early = obs.ipsets.early.flatMap((o) => {
+      const keep = o.op === 'del' ? c.keptMembers.get(o.name) : undefined;
+      if (!keep || o.op !== 'del') return [o];
+      const members = o.members.filter((m) => !keep.has(memberKey(o.type!, m)));
+      return members.length ? [{ ...o, members }] : [];
+    });
+  }
+}
+
+/**
+ * The element ops of an nftables delta without the elements the façade would refuse: added
+ * ones are reported and left out (with any delete of the kernel's element of the same key: it
+ * stays as it is); a delete of a key the façade refuses names nothing the kernel can have.
+ * Only the delta's elements are checked: the new ones.
+ */
+function keepNftElements(delta: NftDelta, droppedChains: ReadonlyMap<string, ReadonlySet<string>>): InvalidObject[] {
+  const invalid: InvalidObject[] = [];
+  const kept = new Map<string, Set<string>>();
+  const out: Array<NftOp | undefined> = delta.ops.slice();
+  let changed = false;
+  const setKey = (s: { family: string; table: string; name: string }) => `${s.family} ${s.table} ${s.name}`;
+  // the adds first: the deletes they hold back come before them in the delta
+  for (const verb of ['add', 'delete'] as const) {
+    for (let i = 0; i < out.length; i++) {
+      const o = out[i];
+      if (o?.kind !== 'elements' || o.verb !== verb) continue;
+      const t = { family: o.set.family, name: o.set.table };
+      const r = checkNftElements(t, o.set, o.elements, verb, droppedChains.get(`${t.family} ${t.name}`));
+      const keep = verb === 'delete' ? kept.get(setKey(o.set)) : undefined;
+      if (!r.bad.size && !keep) continue;
+      if (verb === 'add') {
+        invalid.push(...r.invalid);
+        if (r.keptKeys.length) {
+          let ks = kept.get(setKey(o.set));
+          if (!ks) kept.set(setKey(o.set), (ks = new Set()));
+          for (const x of r.keptKeys) ks.add(x);
+        }
+      }
+      const elements = o.elements.filter((e, j) => !r.bad.has(j) && !keep?.has(elementKey(o.set, e)));
+      if (elements.length === o.elements.length) continue;
+      out[i] = elements.length ? { ...o, elements } : undefined;
+      changed = true;
+    }
+  }
+  if (changed) delta.ops = out.filter((o): o is NftOp => o !== undefined);
+  return invalid;
 }
 
 /** A missing link has no addresses (the plan creates it). */
