@@ -367,11 +367,15 @@ export function checkNftTable(t: DesiredNftTable, memo?: WeakMap<object, FieldPr
   return { invalid: out, valid: { ...t, chains, sets, rules }, droppedChains };
 }
 
+/** Elements checked together when some of a set's fail (one op stream written per block). */
+const ELEMENT_BLOCK = 256;
+
 /**
  * The elements of one (valid) set the façade refuses, for an add (`verb` 'add': key, value,
  * timeout, comment) or a delete ('delete': the key alone). `bad`: their indexes; `keptKeys`:
  * elementKey of refused elements whose key alone is valid (the kernel's element of that key is
- * left as it is). One pass over all of them first; element by element only when it fails.
+ * left as it is). One pass over all of them first; when it fails, block by block, then element by
+ * element in a block that fails.
  */
 export function checkNftElements(
   table: { family: NftFamily; name: string },
@@ -389,6 +393,11 @@ export function checkNftElements(
   const bad = new Set<number>();
   const keptKeys: string[] = [];
   for (let i = 0; i < elements.length; i++) {
+    // a block at a time, element by element only in a block that fails
+    if (i % ELEMENT_BLOCK === 0 && !jumps && elementsProblem(spec, elements.slice(i, i + ELEMENT_BLOCK), verb) === undefined) {
+      i += ELEMENT_BLOCK - 1;
+      continue;
+    }
     const e = elements[i]!;
     let p = elementsProblem(spec, [e], verb);
     const chain = jumps && e?.verdict?.chain;

@@ -27,6 +27,14 @@ function kernel(): Kernel {
 
 const OPTS = { managedCidrs: ['10.96.0.0/12'], ipsetPrefix: 'IPVSYNC-' };
 
+/** Every link and ipset op the engine sent the fakes is one the addon takes (its checks run on
+ *  them, as on the real handles'): nothing invalid reached those façades either. */
+function addonTookAll(k: Kernel, since = { ipsets: 0, links: 0 }): void {
+  for (const ops of k.ipsets.log.slice(since.ipsets)) native().codec.ipset.encodeOps(ops as never);
+  for (const ops of k.links.log.slice(since.links))
+    native().codec.rtnl.encodeOps(ops.map((o) => (o.op === 'addAddr' || o.op === 'delAddr' ? { op: o.op, address: o.address, index: 2 } : o)) as never);
+}
+
 function svc(address: string, dests: Array<Partial<DestinationConfig> & { address: string }>, more: Partial<ServiceConfig> = {}): DesiredService {
   return { protocol: 'tcp', address, port: 80, scheduler: 'rr', ...more, destinations: dests.map((d) => ({ port: 8080, forward: 'masq', weight: 1, ...d })) } as DesiredService;
 }
@@ -206,6 +214,7 @@ test('vips: a bad entry is left out and reported, the others are bound', async (
     assert.deepEqual(named(r.invalid), expect);
     assert.deepEqual(sortInvalid(validateDesired(desired)), sortInvalid(r.invalid));
     assert.deepEqual(await k.links.addresses({ link: 'kube-ipvs0' }), await base.links.addresses({ link: 'kube-ipvs0' }));
+    addonTookAll(k);
     const again = await e.sync(desired, new Set());
     assert.deepEqual([again.addresses.writes, named(again.invalid)], [0, expect]);
   }
@@ -268,6 +277,7 @@ test('ipsets: members that do not fit the set type are left out, the kernel keep
       { name: 'NOT-OURS', type: 'hash:ip', family: 'inet', members: [] },
     ],
   };
+  const seeded = { ipsets: k.ipsets.log.length, links: 0 };
   const r = await new Engine(k, OPTS).sync(desired);
   assert.deepEqual(r.errors, []);
   assert.deepEqual(named(r.invalid), [
@@ -282,6 +292,7 @@ test('ipsets: members that do not fit the set type are left out, the kernel keep
   const sets = async (x: Kernel) =>
     (await x.ipsets.list()).map((s) => ({ name: s.name, type: s.type, members: (s.members ?? []).map((m) => `${m.ip},${m.proto ?? ''}:${m.port ?? ''}`).sort() })).sort((a, b) => (a.name < b.name ? -1 : 1));
   assert.deepEqual(await sets(k), await sets(base));
+  addonTookAll(k, seeded);
   assert.ok((await sets(k)).find((s) => s.name === 'IPVSYNC-SVC')!.members.includes('10.96.0.4,tcp:80'));
 });
 
@@ -293,7 +304,7 @@ function table(elements: { services: Array<[string, number]>; cluster: string[];
     sets: [
       { name: 'services', key: ['ipv4_addr', 'inet_proto', 'inet_service'], elements: elements.services.map(([a, p]) => ({ key: [a, 'tcp', p] })) },
       { name: 'cluster', key: ['ipv4_addr'], interval: true, elements: elements.cluster.map((c) => ({ key: [c] })) },
-      { name: 'dispatch', key: ['ipv4_addr'], map: 'verdict', elements: elements.dispatch.map(([a, v]) => ({ key: [a], verdict: (v === 'mark' ? { code: 'jump', chain: 'mark' } : { code: v }) as never })) },
+      { name: 'dispatch', key: ['ipv4_addr'], map: 'verdict', elements: elements.dispatch.map(([a, v]) => ({ key: [a], verdict: (v.startsWith('jump ') ? { code: 'jump', chain: v.slice(5) } : v === 'mark' ? { code: 'jump', chain: 'mark' } : { code: v }) as never })) },
       ...(extra.sets ?? []),
     ],
     rules: [
@@ -316,9 +327,11 @@ async function nftState(k: Kernel) {
 }
 
 test('nft: an element with host bits or a key of the wrong length is left out and reported; the rest of the table is committed', async () => {
-  const good = { services: Array.from({ length: 30 }, (_, i): [string, number] => [`10.96.0.${i + 1}`, 80]), cluster: ['10.244.0.0/16', '10.245.0.0/16'], dispatch: [['10.96.0.1', 'accept'], ['10.96.0.2', 'mark']] as Array<[string, string]> };
+  // more elements than one block the check takes at a time, bad ones in the first and the last
+  const good = { services: Array.from({ length: 600 }, (_, i): [string, number] => [`10.96.${i >> 8}.${i & 255}`, 80]), cluster: ['10.244.0.0/16', '10.245.0.0/16'], dispatch: [['10.96.0.1', 'accept'], ['10.96.0.2', 'mark']] as Array<[string, string]> };
   const withBad = table(good);
   withBad.sets[0]!.elements.splice(7, 0, { key: ['10.96.1.1', 'tcp'] });
+  withBad.sets[0]!.elements.splice(555, 0, { key: ['10.96.9.300', 'tcp', 80] });
   withBad.sets[1]!.elements.push({ key: ['10.246.1.5/24'] });
   withBad.sets[0]!.elements.push({ key: ['10.96.1.2', 'tcp', 70000] });
   const base = kernel();
@@ -333,6 +346,7 @@ test('nft: an element with host bits or a key of the wrong length is left out an
       { kind: 'nft', object: 'nft ip ipvsync set cluster element 10.246.1.5/24', field: 'key' },
       { kind: 'nft', object: 'nft ip ipvsync set services element 10.96.1.1 . tcp', field: 'key' },
       { kind: 'nft', object: 'nft ip ipvsync set services element 10.96.1.2 . tcp . 70000', field: 'key' },
+      { kind: 'nft', object: 'nft ip ipvsync set services element 10.96.9.300 . tcp . 80', field: 'key' },
     ]);
     assert.match(r.invalid.find((x) => x.object.endsWith('10.246.1.5/24'))!.message, /host bits/);
     assert.deepEqual(sortInvalid(validateDesired(desired)), sortInvalid(r.invalid));
@@ -357,8 +371,9 @@ test('nft: a map element whose verdict is refused keeps the kernel element of it
   assert.deepEqual(await nftState(k), before);
 
   // a chain with an unknown hook, a set of an unknown type: left out, and the rules in that
-  // chain, jumping to it or looking the set up with them; the rest as without them
-  const broken = table(elems, {
+  // chain, jumping to it or looking the set up, and a map element jumping to it, with them; the
+  // rest as without them
+  const broken = table({ ...elems, dispatch: [...elems.dispatch, ['10.96.0.4', 'jump broken']] }, {
     chains: [{ name: 'broken', hook: { type: 'filter', hook: 'nowhere' as 'input', priority: 0 } }],
     sets: [{ name: 'weird', key: ['no_such_type' as 'ipv4_addr'], elements: [] }],
     rules: [
@@ -375,6 +390,7 @@ test('nft: a map element whose verdict is refused keeps the kernel element of it
     { kind: 'nft', object: 'nft ip ipvsync chain broken rule 0', field: 'chain' },
     { kind: 'nft', object: 'nft ip ipvsync chain mark rule 1', field: 'exprs' },
     { kind: 'nft', object: 'nft ip ipvsync chain mark rule 2', field: 'exprs' },
+    { kind: 'nft', object: 'nft ip ipvsync set dispatch element 10.96.0.4', field: 'verdict' },
     { kind: 'nft', object: 'nft ip ipvsync set weird', field: 'key' },
   ]);
   assert.deepEqual(sortInvalid(validateDesired({ services: [], nft: broken })), sortInvalid(r3.invalid));
