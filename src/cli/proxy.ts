@@ -20,7 +20,7 @@ import { HealthzServer, ProxierHealth, ServiceHealthServers } from '../daemon/he
 import { Lifecycle, preflight, systemChecks } from '../daemon/lifecycle.js';
 import { createLogger } from '../daemon/log.js';
 import { MetricsServer, ProxyMetrics } from '../daemon/metrics.js';
-import { invalidOf, logSyncFailure, NoticeLog, SyncOpsError } from '../daemon/sync-log.js';
+import { logSyncFailure, NoticeLog, SyncOpsError } from '../daemon/sync-log.js';
 import { canonicalAddress } from '../engine/ipvs-model.js';
 import { parseNodeIp } from '../kube/address.js';
 import { anyContains, parseCidr } from '../engine/cidr.js';
@@ -153,7 +153,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
         for (const s of sysctls.filter((x) => !x.ok)) console.error(`warning: sysctl ${s.name}=${s.value}: ${s.error}`);
         printManifestWarnings(manifestWarnings);
         for (const w of model.warnings) console.error(`warning: ${JSON.stringify(w)}`);
-        for (const i of invalidOf(report)) console.error(`refused: ${JSON.stringify(i)}`);
+        for (const i of report.invalid) console.error(`refused: ${JSON.stringify(i)}`);
         for (const e of report.errors) console.error(`error: ${e.message}`);
       }
       if (report.errors.length) process.exitCode = 1;
@@ -314,7 +314,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
       const r = await proxier.sync(trigger !== 'request');
       metrics.recordChanges({ services: r.serviceChanges, endpoints: r.endpointChanges });
       metrics.setNoLocalEndpoints(r.model.noLocalEndpointsTotal);
-      notices.update(r.model.warnings, invalidOf(r.report));
+      notices.update(r.model.warnings, r.report.invalid);
       await serviceHealth.sync(r.model.healthChecks);
       const writes = r.report.ipvs.writes + r.report.addresses.writes + r.report.routes.writes + r.report.nft.writes + r.report.ipsets.writes;
       log.info('sync', { trigger, mode: r.report.mode, writes, errors: r.report.errors.length, ms: Math.round(r.report.durations.totalMs) });

@@ -6,28 +6,12 @@
 // /healthz a minute later and nothing to read. The translation's warnings (a Service skipped, a
 // bad value ignored) and the objects the engine refused are logged once when they appear, not
 // at every resync.
-import type { KindReport, SyncReport } from '../engine/engine.js';
+import type { InvalidObject, KindReport, SyncReport } from '../engine/engine.js';
 import type { SyncRecord } from '../engine/runner.js';
 import { NetlinkError } from '../errors.js';
 import type { ManifestWarning } from '../kube/manifests.js';
 import type { ModelWarning } from '../kube/types.js';
 import { toLogValue, type Fields, type Logger } from './log.js';
-
-/**
- * A desired object the engine refused instead of sending it (engine.ts's SyncReport.invalid).
- * Declared here until SyncReport carries it; `invalidOf` is the one place that reads it.
- */
-export interface InvalidObject {
-  kind: string;
-  object: string;
-  field: string;
-  message: string;
-}
-
-/** The objects a sync's engine refused. */
-export function invalidOf(report: SyncReport): readonly InvalidObject[] {
-  return (report as SyncReport & { invalid?: readonly InvalidObject[] }).invalid ?? [];
-}
 
 /** The per-op errors logged after a `sync failed` line, at most (the rest are counted). */
 export const MAX_OP_ERROR_LINES = 10;

@@ -6,11 +6,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import type { SyncReport } from '../../src/engine/engine.js';
+import type { InvalidObject, SyncReport } from '../../src/engine/engine.js';
 import { SyncRunner, type SyncTrigger } from '../../src/engine/runner.js';
 import { NetlinkError } from '../../src/errors.js';
 import { createLogger } from '../../src/daemon/log.js';
-import { MAX_OP_ERROR_LINES, MAX_WARNING_LINES, NoticeLog, SyncOpsError, errorObject, invalidOf, logSyncFailure, type InvalidObject } from '../../src/daemon/sync-log.js';
+import { MAX_OP_ERROR_LINES, MAX_WARNING_LINES, NoticeLog, SyncOpsError, errorObject, logSyncFailure } from '../../src/daemon/sync-log.js';
 import { fromWireError, toWireError } from '../../src/proxy/sync-thread.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 
@@ -55,6 +55,7 @@ function report(errors: { ipvs?: NetlinkError[]; nft?: NetlinkError[]; addresses
     flowsFlushed: 0,
     draining: 0,
     errors: [],
+    invalid: [],
     durations: { observeMs: 0, diffMs: 0, applyMs: 0, totalMs: 0 },
   };
   r.errors = [...r.addresses.errors, ...r.nft.errors, ...r.ipvs.errors];
@@ -232,11 +233,4 @@ test('manifest objects skipped for their shape are logged once per appearance ac
   notices.manifests([w]);
   assert.equal(named('manifest object skipped').length, 2, 'again after it was fixed and broke again');
   assert.equal(named('translation warning').length, 1, 'the two lists are apart');
-});
-
-test('invalidOf reads the objects the engine refused (none when the report has no such list)', () => {
-  const r = report({});
-  assert.deepEqual(invalidOf(r), []);
-  const inv: InvalidObject = { kind: 'nft', object: 'ip ipvsync sources', field: 'elements', message: '10.0.0.1/8 has host bits set' };
-  assert.deepEqual(invalidOf(Object.assign(r, { invalid: [inv] })), [inv]);
 });

@@ -205,7 +205,7 @@ test('sync thread: the thread runs at a lower priority than the daemon thread (i
 test('sync thread: a report crosses as plain data and comes back with NetlinkErrors', () => {
   const err = new NetlinkError({ message: 'add dest: ENOENT', code: 'ENOENT', errno: 2, kind: 'kernel', op: 'addDest', index: 4, extack: 'no such service' });
   const k = (errors: NetlinkError[]) => ({ ops: {}, writes: 0, errors });
-  const report = { mode: 'full' as const, ipvs: k([err]), addresses: k([]), routes: k([]), ipsets: k([]), nft: k([]), flowsFlushed: 0, draining: 0, errors: [err], invalid: [], durations: { observeMs: 1, diffMs: 2, applyMs: 3, totalMs: 6 } };
+  const report = { mode: 'full' as const, ipvs: k([err]), addresses: k([]), routes: k([]), ipsets: k([]), nft: k([]), flowsFlushed: 0, draining: 0, errors: [err], invalid: [{ kind: 'nft' as const, object: 'ip ipvsync sources', field: 'elements', message: '10.0.0.1/8 has host bits set' }], durations: { observeMs: 1, diffMs: 2, applyMs: 3, totalMs: 6 } };
   const wire = structuredClone(toWireReport(report));
   const back = fromWireReport(wire);
   const e = back.errors[0]!;
@@ -213,6 +213,7 @@ test('sync thread: a report crosses as plain data and comes back with NetlinkErr
   assert.deepEqual({ ...e, message: e.message }, { ...err, message: err.message });
   assert.equal(back.ipvs.errors[0], e);
   assert.deepEqual(back.durations, report.durations);
+  assert.deepEqual(back.invalid, report.invalid, 'the refused objects cross too (the daemon logs them)');
 });
 
 /** A fake API server holding the example folder's Services and EndpointSlices and this node. */
