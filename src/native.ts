@@ -139,15 +139,21 @@ export interface NativeAddress {
   label?: string;
   validLifetime?: number;
   preferredLifetime?: number;
+  /** IFA_PROTO, the address's owner mark (Linux 6.1+): absent when the kernel sent none or 0
+   *  (IFAPROT_UNSPEC: added without one); 1-3 are the kernel's own (IFAPROT_KERNEL_LO,
+   *  _RA, _LL: loopback, router advertisement, IPv6 link-local). */
+  protocol?: number;
 }
 
 /** A link is named by `name`/`link`, or by `index`. Addresses: 'a.b.c.d[/len]', 'x::y[/len]'
- *  (no length: /32 or /128). `exist`: no EEXIST for what is already there. */
+ *  (no length: /32 or /128). `exist`: no EEXIST for what is already there. `protocol` (addAddr
+ *  only, 0-255): the IFA_PROTO the address carries (Linux 6.1+; older kernels drop it). */
 export type NativeRtnlOp =
   | { op: 'addLink'; name: string; kind: 'dummy' | 'bridge'; mtu?: number; exist?: boolean }
   | { op: 'delLink'; name?: string; index?: number }
   | { op: 'setLink'; name?: string; index?: number; up: boolean }
-  | { op: 'addAddr' | 'delAddr'; link?: string; index?: number; address: string; exist?: boolean }
+  | { op: 'addAddr'; link?: string; index?: number; address: string; exist?: boolean; protocol?: number }
+  | { op: 'delAddr'; link?: string; index?: number; address: string; exist?: boolean }
   | NativeRouteOp;
 
 // ---- rtnl routes ----

@@ -66,6 +66,7 @@ Napi::Value AddressToJs(Napi::Env env, const rtnl::Address& a, const std::string
   if (!a.label.empty()) o.Set("label", a.label);
   if (a.valid_lft != UINT32_MAX) o.Set("validLifetime", a.valid_lft);
   if (a.preferred_lft != UINT32_MAX) o.Set("preferredLifetime", a.preferred_lft);
+  if (a.proto != 0) o.Set("protocol", a.proto);
   return o;
 }
 
@@ -83,6 +84,7 @@ struct RtOp {
   bool exist = false;
   inet::Addr addr;
   uint8_t prefixlen = 0;
+  uint8_t addr_proto = 0;  // addAddr: IFA_PROTO (0: none)
   std::string label;  // for messages
   rtnl::Route route;  // route ops (route.oif is filled in from index/name when sent)
 };
@@ -358,6 +360,15 @@ RtOp OpArg(Napi::Env env, const Napi::Value& v, size_t i) {
     op.kind = kind == "addAddr" ? Kind::kAddAddr : Kind::kDelAddr;
     TargetArg(env, o, &op, where, "link");
     AddressArg(env, o.Get("address"), &op, where);
+    const Napi::Value proto = o.Get("protocol");
+    if (IsSet(proto)) {
+      // RTM_DELADDR matches the address alone: a protocol there would read as a filter it is not.
+      if (op.kind == Kind::kDelAddr) Bad(env, where, "protocol is for addAddr only (a delete matches the address alone)");
+      if (!proto.IsNumber()) Bad(env, where, "protocol must be a number 0-255");
+      const double d = proto.As<Napi::Number>().DoubleValue();
+      if (!(d >= 0) || d > 255 || d != std::floor(d)) Bad(env, where, "protocol must be an integer in 0-255");
+      op.addr_proto = static_cast<uint8_t>(d);
+    }
   } else if (kind == "addRoute" || kind == "delRoute") {
     op.kind = kind == "addRoute" ? Kind::kAddRoute : Kind::kDelRoute;
     RouteArg(env, o, &op, op.kind == Kind::kAddRoute, where);
@@ -373,7 +384,9 @@ std::string OpName(const RtOp& op) {
     case Kind::kAddLink: return "RTM_NEWLINK " + op.name + " (" + op.link_kind + ")";
     case Kind::kDelLink: return "RTM_DELLINK " + link;
     case Kind::kSetLink: return "RTM_NEWLINK " + link + (op.up ? " up" : " down");
-    case Kind::kAddAddr: return "RTM_NEWADDR " + inet::Format(op.addr) + "/" + std::to_string(op.prefixlen) + " dev " + link;
+    case Kind::kAddAddr:
+      return "RTM_NEWADDR " + inet::Format(op.addr) + "/" + std::to_string(op.prefixlen) + " dev " + link +
+             (op.addr_proto ? " proto " + std::to_string(op.addr_proto) : "");
     case Kind::kDelAddr: return "RTM_DELADDR " + inet::Format(op.addr) + "/" + std::to_string(op.prefixlen) + " dev " + link;
     case Kind::kAddRoute: return "RTM_NEWROUTE " + RouteText(op);
     case Kind::kDelRoute: return "RTM_DELROUTE " + RouteText(op);
@@ -386,7 +399,7 @@ void Encode(nl::Batch& b, const RtOp& op, int32_t index) {
     case Kind::kAddLink: rtnl::EncodeNewLink(b, op.name, op.link_kind, op.mtu, op.exist); break;
     case Kind::kDelLink: rtnl::EncodeDelLink(b, op.index, op.name); break;
     case Kind::kSetLink: rtnl::EncodeSetLinkUp(b, op.index, op.name, op.up); break;
-    case Kind::kAddAddr: rtnl::EncodeNewAddr(b, index, op.addr, op.prefixlen, op.exist); break;
+    case Kind::kAddAddr: rtnl::EncodeNewAddr(b, index, op.addr, op.prefixlen, op.exist, op.addr_proto); break;
     case Kind::kDelAddr: rtnl::EncodeDelAddr(b, index, op.addr, op.prefixlen); break;
     case Kind::kAddRoute:
     case Kind::kDelRoute: {

@@ -10,7 +10,8 @@ namespace rtnl {
 
 namespace {
 
-void AddrMessage(nl::Batch& b, uint16_t type, uint16_t flags, int32_t index, const inet::Addr& a, uint8_t prefixlen) {
+void AddrMessage(nl::Batch& b, uint16_t type, uint16_t flags, int32_t index, const inet::Addr& a, uint8_t prefixlen,
+                 uint8_t proto) {
   b.Begin(type, flags);
   ifaddrmsg ifa{};
   ifa.ifa_family = static_cast<uint8_t>(a.family);
@@ -21,6 +22,7 @@ void AddrMessage(nl::Batch& b, uint16_t type, uint16_t flags, int32_t index, con
   nl::AttrWriter w = b.Attrs();
   w.Put(IFA_LOCAL, a.bytes, a.size());
   w.Put(IFA_ADDRESS, a.bytes, a.size());
+  if (proto != 0) w.U8(IFA_PROTO, proto);
 }
 
 bool ReadAddr(nl::AttrReader& r, uint8_t family, inet::Addr* out) {
@@ -31,13 +33,13 @@ bool ReadAddr(nl::AttrReader& r, uint8_t family, inet::Addr* out) {
 
 }  // namespace
 
-void EncodeNewAddr(nl::Batch& b, int32_t index, const inet::Addr& a, uint8_t prefixlen, bool exist) {
+void EncodeNewAddr(nl::Batch& b, int32_t index, const inet::Addr& a, uint8_t prefixlen, bool exist, uint8_t proto) {
   AddrMessage(b, RTM_NEWADDR, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (exist ? NLM_F_REPLACE : NLM_F_EXCL), index, a,
-              prefixlen);
+              prefixlen, proto);
 }
 
 void EncodeDelAddr(nl::Batch& b, int32_t index, const inet::Addr& a, uint8_t prefixlen) {
-  AddrMessage(b, RTM_DELADDR, NLM_F_REQUEST | NLM_F_ACK, index, a, prefixlen);
+  AddrMessage(b, RTM_DELADDR, NLM_F_REQUEST | NLM_F_ACK, index, a, prefixlen, 0);
 }
 
 void EncodeDumpAddrs(nl::Batch& b, uint8_t family) {
@@ -70,6 +72,7 @@ bool DecodeAddr(const nlmsghdr* h, Address* out, std::string* why) {
       case IFA_ADDRESS: has_address = ReadAddr(r, ifa->ifa_family, &address); break;
       case IFA_LABEL: out->label = r.Str(); break;
       case IFA_FLAGS: out->flags = r.U32(); break;
+      case IFA_PROTO: out->proto = r.U8(); break;
       case IFA_CACHEINFO: {
         ifa_cacheinfo ci{};
         if (r.Fixed(&ci, sizeof ci)) {

@@ -18,11 +18,14 @@ struct Address {
   inet::Addr peer;       // IFA_ADDRESS when it differs from IFA_LOCAL (point-to-point)
   std::string label;     // IFA_LABEL (IPv4)
   uint32_t valid_lft = UINT32_MAX, preferred_lft = UINT32_MAX;  // IFA_CACHEINFO, s
+  uint8_t proto = 0;     // IFA_PROTO (Linux 6.1+; IFAPROT_UNSPEC when absent)
 };
 
 // RTM_NEWADDR as `ip addr add ADDR/PREFIX dev IDX` sends it (IFA_LOCAL and IFA_ADDRESS).
 // exist=false: NLM_F_EXCL (EEXIST when present); exist=true: NLM_F_REPLACE (no error).
-void EncodeNewAddr(nl::Batch& b, int32_t index, const inet::Addr& a, uint8_t prefixlen, bool exist);
+// proto != 0 adds IFA_PROTO: the address carries its owner's mark (Linux 6.1+; older kernels
+// ignore the attribute, as iproute2's `ip addr add … proto N` does on them).
+void EncodeNewAddr(nl::Batch& b, int32_t index, const inet::Addr& a, uint8_t prefixlen, bool exist, uint8_t proto = 0);
 void EncodeDelAddr(nl::Batch& b, int32_t index, const inet::Addr& a, uint8_t prefixlen);
 // One dump of every address of `family` (AF_UNSPEC: both).
 void EncodeDumpAddrs(nl::Batch& b, uint8_t family);

@@ -1,6 +1,10 @@
 // VIP addresses on the engine's own link (kube-ipvs0): create the dummy link when missing, add
-// the addresses that are wanted, remove the ones that are not. Pure.
-import type { LinkOp } from '../kernel/links.js';
+// the addresses that are wanted, remove its own that are not. Ownership is the address's
+// protocol (IPVSYNC_ADDRESS_PROTOCOL, IFA_PROTO): the engine adds every VIP with it, and only
+// addresses carrying it are ever deleted. Anything else on the link (the kernel's IPv6
+// link-local, an address someone bound by hand) is never touched; a wanted VIP already there
+// as such an address is bound, and stays when no longer wanted. Pure.
+import { IPVSYNC_ADDRESS_PROTOCOL, type LinkOp } from '../kernel/links.js';
 import { canonicalAddress, familyOf } from './ipvs-model.js';
 
 export interface DesiredVips {
@@ -12,8 +16,8 @@ export interface DesiredVips {
 
 export interface ObservedVips {
   linkExists: boolean;
-  /** Addresses on the link as "addr/prefixlen". */
-  addresses: Array<{ address: string; prefixlen: number }>;
+  /** Addresses on the link, with their IFA_PROTO (absent: 0). */
+  addresses: Array<{ address: string; prefixlen: number; protocol?: number }>;
 }
 
 export interface AddressesDelta {
@@ -35,12 +39,18 @@ export function diffAddresses(desired: DesiredVips, observed: ObservedVips): Add
   const have = new Set<string>();
   for (const a of observed.addresses) {
     const addr = canonicalAddress(a.address);
-    // Only host addresses count as bound VIPs; anything else on the link is not ours to keep.
+    if (a.protocol !== IPVSYNC_ADDRESS_PROTOCOL) {
+      // Someone else's: the address is local all the same, so a wanted VIP is bound by it (an
+      // add would be EEXIST for IPv6 whatever the prefix).
+      if (want.has(addr)) have.add(addr);
+      continue;
+    }
+    // Only the engine's host addresses count as its bound VIPs; its others go.
     if (a.prefixlen === hostPrefix(addr) && want.has(addr)) have.add(addr);
     else late.push({ op: 'delAddr', link: desired.link, address: `${addr}/${a.prefixlen}` });
   }
   for (const addr of [...want].sort()) {
-    if (!have.has(addr)) early.push({ op: 'addAddr', link: desired.link, address: `${addr}/${hostPrefix(addr)}` });
+    if (!have.has(addr)) early.push({ op: 'addAddr', link: desired.link, address: `${addr}/${hostPrefix(addr)}`, protocol: IPVSYNC_ADDRESS_PROTOCOL });
   }
   return { early, late };
 }

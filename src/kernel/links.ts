@@ -14,6 +14,12 @@ import { ApplyResult, type BatchOptions } from './batch.js';
 
 export type Link = NativeLink;
 export type Address = NativeAddress;
+/** The address protocol (IFA_PROTO, Linux 6.1+) that marks the addresses ipvsync adds: an
+ *  address on the VIP link is the engine's iff it carries it (the kernel's own, 1-3, and those
+ *  added without one, 0, are someone else's). The number is the routes' (IPVSYNC_ROUTE_PROTOCOL);
+ *  the kernel keeps the two spaces apart. */
+export const IPVSYNC_ADDRESS_PROTOCOL = 249;
+
 /** Link and address ops (routes: RouteOp in routes.ts, over the same kind of handle). */
 export type LinkOp = Exclude<NativeRtnlOp, NativeRouteOp>;
 
@@ -69,8 +75,12 @@ export class Links implements LinksApi {
   }
 
   /** Adds many addresses to one link in one batch; per address 'ok' or an EEXIST error. */
-  addAddresses(link: string, addresses: string[], opts: BatchOptions & { exist?: boolean } = {}): Promise<ApplyResult> {
-    return this.apply(addresses.map((address) => ({ op: 'addAddr', link, address, exist: opts.exist })), { stopOnError: false, ...opts });
+  addAddresses(link: string, addresses: string[], opts: BatchOptions & { exist?: boolean; protocol?: number } = {}): Promise<ApplyResult> {
+    const { exist, protocol, ...batch } = opts;
+    return this.apply(
+      addresses.map((address) => ({ op: 'addAddr', link, address, ...(exist !== undefined ? { exist } : {}), ...(protocol !== undefined ? { protocol } : {}) })),
+      { stopOnError: false, ...batch },
+    );
   }
 
   delAddresses(link: string, addresses: string[], opts: BatchOptions = {}): Promise<ApplyResult> {

@@ -43,7 +43,8 @@ export class FakeLinks implements LinksApi {
   private nextIndex = 2;
   /** @internal by name; FakeRoutes resolves devs through it. */
   readonly links = new Map<string, Link>([['lo', { index: 1, name: 'lo', flags: 0x49, up: true, type: 772, mtu: 65536, operstate: 0 }]]);
-  private readonly addrs = new Map<string, Array<{ address: string; prefixlen: number }>>();
+  /** By link; `protocol` as IFA_PROTO (0 when added without one, as the kernel keeps it). */
+  private readonly addrs = new Map<string, Array<{ address: string; prefixlen: number; protocol: number }>>();
   readonly log: LinkOp[][] = [];
   dumps = 0;
 
@@ -70,7 +71,17 @@ export class FakeLinks implements LinksApi {
       for (const a of list) {
         const family = familyOf(a.address);
         if (opts.family && opts.family !== family) continue;
-        out.push({ link, index: this.links.get(link)!.index, family, address: a.address, prefixlen: a.prefixlen, scope: 'global', flags: 0 });
+        out.push({
+          link,
+          index: this.links.get(link)!.index,
+          family,
+          address: a.address,
+          prefixlen: a.prefixlen,
+          scope: a.address.startsWith('fe80:') ? 'link' : 'global',
+          flags: 0,
+          // as the kernel's dump: IFA_PROTO only when not 0
+          ...(a.protocol ? { protocol: a.protocol } : {}),
+        });
       }
     }
     return out;
@@ -107,10 +118,13 @@ export class FakeLinks implements LinksApi {
         const address = canonicalAddress(a!);
         const prefixlen = p ? Number(p) : familyOf(address) === 'inet6' ? 128 : 32;
         const list = this.addrs.get(name) ?? [];
-        const i = list.findIndex((x) => x.address === address && x.prefixlen === prefixlen);
+        // The kernel's identity: an IPv6 address is one whatever its prefix; an IPv4 one is
+        // (address, prefix). A delete matches the address, never the protocol.
+        const v6 = familyOf(address) === 'inet6';
+        const i = list.findIndex((x) => x.address === address && (v6 || x.prefixlen === prefixlen));
         if (op.op === 'addAddr') {
           if (i >= 0) return op.exist ? undefined : 'EEXIST';
-          list.push({ address, prefixlen });
+          list.push({ address, prefixlen, protocol: op.protocol ?? 0 });
           this.addrs.set(name, list);
         } else {
           if (i < 0) return 'EADDRNOTAVAIL';

@@ -1,11 +1,13 @@
 // Links and addresses against the machine's own kernel in a private network namespace
 // (scripts/host-tests.sh). It has no dummy type, so bridge and veth links stand in here;
 // kube-ipvs0 itself is tested in the VM (test/kernel/links-dummy.test.ts). Cross-checked both
-// ways with `ip -j addr` / `ip -j link`.
+// ways with `ip -j addr` / `ip -j link`; addresses' protocol (which this iproute2 does not show)
+// with a reader of its own (test/helpers/ifa-proto.ts).
 import { test, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { Links } from '../../src/kernel/links.js';
+import { IPVSYNC_ADDRESS_PROTOCOL, Links } from '../../src/kernel/links.js';
+import { addProtoAddress, protoAddresses } from '../helpers/ifa-proto.js';
 import { NetlinkError } from '../../src/errors.js';
 
 const ip = (...args: string[]) => execFileSync('ip', args, { encoding: 'utf8' });
@@ -135,4 +137,37 @@ test('links created and addressed in one batch; bad input rejected before sendin
   const d = await l.apply([{ op: 'addLink', name: 'kube-ipvs0', kind: 'dummy' }]);
   if (d.status(0) === 'error') assert.equal(d.errorOf(0)!.code, 'EOPNOTSUPP');
   else spawnSync('ip', ['link', 'del', 'kube-ipvs0']);
+});
+
+test('address protocol (IFA_PROTO): written on add, read on dump, both ways against an independent rtnetlink reader', async () => {
+  ip('link', 'add', 'va0', 'type', 'veth', 'peer', 'name', 'vb1');
+  ip('link', 'set', 'va0', 'up');
+  ip('link', 'set', 'vb1', 'up');
+  const l = await Links.open();
+  const index = (await l.get('va0'))!.index;
+  const r = await l.apply([
+    { op: 'addAddr', link: 'va0', address: '10.96.0.1', protocol: IPVSYNC_ADDRESS_PROTOCOL },
+    { op: 'addAddr', link: 'va0', address: 'fd00::1', protocol: IPVSYNC_ADDRESS_PROTOCOL },
+    { op: 'addAddr', link: 'va0', address: '10.96.0.2/32' },
+  ]);
+  assert.deepEqual(r.errors, []);
+  ip('addr', 'add', '10.96.0.3/32', 'dev', 'va0');
+  // theirs -> ours: another program's address with its own protocol
+  addProtoAddress(index, '10.96.0.4/32', 7);
+  const text = (a: { address: string; prefixlen: number; protocol?: number }) => `${a.address}/${a.prefixlen} ${a.protocol ?? 0}`;
+  const ours = (await l.addresses({ link: 'va0' })).map(text).sort();
+  const theirs = protoAddresses().filter((a) => a.index === index).map(text).sort();
+  assert.deepEqual(ours, theirs);
+  assert.ok(ours.includes('10.96.0.1/32 249') && ours.includes('fd00::1/128 249'), ours.join(', '));
+  assert.ok(ours.includes('10.96.0.2/32 0') && ours.includes('10.96.0.3/32 0'), 'added without one: none');
+  assert.ok(ours.includes('10.96.0.4/32 7'));
+  // the kernel's own IPv6 link-local on the veth: IFAPROT_KERNEL_LL
+  const ll = (await l.addresses({ link: 'va0', family: 'inet6' })).filter((a) => a.address.startsWith('fe80:'));
+  assert.equal(ll.length, 1);
+  assert.equal(ll[0]!.protocol, 3);
+  // a delete names no protocol: refused before sending, not silently ignored
+  await assert.rejects(l.apply([{ op: 'delAddr', link: 'va0', address: '10.96.0.1', protocol: 249 } as never]), /protocol is for addAddr only/);
+  await assert.rejects(l.apply([{ op: 'addAddr', link: 'va0', address: '10.96.0.9', protocol: 256 }]), /0-255/);
+  assert.ok((await l.delAddresses('va0', ['10.96.0.1', 'fd00::1'])).ok);
+  assert.deepEqual(protoAddresses().filter((a) => a.index === index && a.protocol === IPVSYNC_ADDRESS_PROTOCOL), []);
 });

@@ -3,7 +3,8 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { Links } from '../../src/kernel/links.js';
+import { IPVSYNC_ADDRESS_PROTOCOL, Links } from '../../src/kernel/links.js';
+import { protoAddresses } from '../helpers/ifa-proto.js';
 
 const ip = (...args: string[]) => execFileSync('ip', args, { encoding: 'utf8' });
 const LINK = 'kube-ipvs0';
@@ -67,4 +68,26 @@ test('VIPs on kube-ipvs0: /32 and /128 in one batch, EEXIST per op, listed like 
   );
   assert.ok((await l.apply([{ op: 'delLink', name: LINK }])).ok);
   assert.equal(await l.get(LINK), null);
+});
+
+test('kube-ipvs0 address protocol (IFA_PROTO, Linux 6.1): ours carry it, the kernel marks its link-local, an independent reader agrees', async () => {
+  spawnSync('ip', ['link', 'del', LINK]);
+  const l = await Links.open();
+  // up: the kernel gives the dummy its IPv6 link-local (addrgenmode eui64)
+  const link = await l.ensureDummy(LINK);
+  const r = await l.apply([
+    { op: 'addAddr', link: LINK, address: '10.96.0.1', protocol: IPVSYNC_ADDRESS_PROTOCOL },
+    { op: 'addAddr', link: LINK, address: 'fd00:96::1', protocol: IPVSYNC_ADDRESS_PROTOCOL },
+  ]);
+  assert.deepEqual(r.errors, []);
+  ip('addr', 'add', '10.96.0.2/32', 'dev', LINK);
+  const text = (a: { address: string; prefixlen: number; protocol?: number }) => `${a.address}/${a.prefixlen} ${a.protocol ?? 0}`;
+  // the link-local may still be coming (DAD): wait for it to be listed
+  for (let i = 0; i < 100 && !(await l.addresses({ link: LINK })).some((a) => a.address.startsWith('fe80:')); i++) await new Promise((res) => setTimeout(res, 50));
+  const ours = (await l.addresses({ link: LINK })).map(text).sort();
+  assert.deepEqual(ours, protoAddresses().filter((a) => a.index === link.index).map(text).sort());
+  assert.ok(ours.includes('10.96.0.1/32 249') && ours.includes('fd00:96::1/128 249'), ours.join(', '));
+  assert.ok(ours.includes('10.96.0.2/32 0'));
+  assert.ok(ours.some((a) => /^fe80:\S+\/64 3$/.test(a)), `the kernel's link-local is IFAPROT_KERNEL_LL: ${ours.join(', ')}`);
+  assert.ok((await l.apply([{ op: 'delLink', name: LINK }])).ok);
 });

@@ -8,6 +8,7 @@ import { NftCommitResult } from '../../src/kernel/nftables.js';
 import type { DesiredService } from '../../src/engine/ipvs-model.js';
 import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
+import { IPVSYNC_ADDRESS_PROTOCOL } from '../../src/kernel/links.js';
 import * as R from '../../src/kernel/nft-rules.js';
 
 function svc(address: string, port: number, dests: string[]): DesiredService {
@@ -98,19 +99,29 @@ test('plan() is a dry run: it writes nothing', async () => {
   assert.deepEqual([k.ipvs.writes, k.links.writes, k.ipsets.writes, k.nft.writes], [0, 0, 0, 0]);
 });
 
-test('foreign sets, tables, addresses elsewhere and stray addresses on our link', async () => {
+test('foreign sets, tables, addresses elsewhere and on our link survive; its own stray address goes', async () => {
   const k = fakeKernel();
   await k.ipsets.apply([{ op: 'create', name: 'KUBE-CLUSTER-IP', type: 'hash:ip,port', family: 'inet' }, { op: 'create', name: 'IPVSYNC-OLD', type: 'hash:ip', family: 'inet' }]);
   await k.nft.commit([{ verb: 'add', kind: 'table', table: { family: 'inet', name: 'firewalld' } }]);
   await k.links.apply([{ op: 'addLink', name: 'eth0', kind: 'dummy' }, { op: 'addAddr', link: 'eth0', address: '192.168.1.5/24' }]);
-  await k.links.apply([{ op: 'addLink', name: 'kube-ipvs0', kind: 'dummy' }, { op: 'addAddr', link: 'kube-ipvs0', address: '10.96.9.9/24' }]);
+  await k.links.apply([
+    { op: 'addLink', name: 'kube-ipvs0', kind: 'dummy' },
+    { op: 'addAddr', link: 'kube-ipvs0', address: '10.96.9.9/24' },
+    // the kernel's own IPv6 link-local (IFAPROT_KERNEL_LL)
+    { op: 'addAddr', link: 'kube-ipvs0', address: 'fe80::1/64', protocol: 3 },
+    // the engine's, no longer wanted
+    { op: 'addAddr', link: 'kube-ipvs0', address: '10.96.8.8/24', protocol: IPVSYNC_ADDRESS_PROTOCOL },
+  ]);
   const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-' });
   const r = await e.sync(state(2));
   assert.deepEqual(r.errors, []);
   assert.deepEqual((await k.ipsets.headers()).map((s) => s.name).sort(), ['IPVSYNC-CLUSTER-IP', 'KUBE-CLUSTER-IP'], 'stale owned set destroyed, foreign kept');
   assert.deepEqual((await k.nft.list()).tables.map((t) => t.name).sort(), ['firewalld', 'ipvsync']);
   assert.deepEqual((await k.links.addresses({ link: 'eth0' })).map((a) => a.address), ['192.168.1.5']);
-  assert.deepEqual((await k.links.addresses({ link: 'kube-ipvs0' })).map((a) => `${a.address}/${a.prefixlen}`).sort(), ['10.96.0.1/32', '10.96.0.2/32']);
+  assert.deepEqual(
+    (await k.links.addresses({ link: 'kube-ipvs0' })).map((a) => `${a.address}/${a.prefixlen} proto ${a.protocol ?? 0}`).sort(),
+    ['10.96.0.1/32 proto 249', '10.96.0.2/32 proto 249', '10.96.9.9/24 proto 0', 'fe80::1/64 proto 3'],
+  );
 });
 
 test('a changed nftables rule rebuilds only that chain; a changed set declaration rebuilds the table atomically', async () => {
@@ -539,4 +550,23 @@ test('VIP address adds go in chunks, the next handed over while the kernel takes
   const bad = plan.addresses!.early[r.addresses.errors[0]!.index!]!;
   assert.ok('address' in bad && bad.address === `${taken}/32`, `error index ${r.addresses.errors[0]!.index} names the failed op in the plan`);
   assert.equal((await k.links.addresses()).filter((a) => a.link === 'kube-ipvs0').length, n);
+});
+
+test("a wanted VIP already bound by someone else counts as bound (no EEXIST add) and stays when no longer wanted; the kernel's link-local survives", async () => {
+  const k = fakeKernel();
+  await k.links.apply([
+    { op: 'addLink', name: 'kube-ipvs0', kind: 'dummy' },
+    { op: 'addAddr', link: 'kube-ipvs0', address: '10.96.0.1/32' },
+    { op: 'addAddr', link: 'kube-ipvs0', address: 'fe80::8c1f:64ff:fe2a:1/64', protocol: 3 },
+  ]);
+  const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-' });
+  const p = await e.plan(state(2));
+  assert.deepEqual(p.addresses!.early, [{ op: 'addAddr', link: 'kube-ipvs0', address: '10.96.0.2/32', protocol: IPVSYNC_ADDRESS_PROTOCOL }]);
+  assert.deepEqual((await e.apply(p)).errors, []);
+  const r = await e.sync(state(0));
+  assert.deepEqual(r.addresses.ops, { delAddr: 1 }, 'only its own');
+  assert.deepEqual(
+    (await k.links.addresses({ link: 'kube-ipvs0' })).map((a) => `${a.address}/${a.prefixlen} proto ${a.protocol ?? 0}`).sort(),
+    ['10.96.0.1/32 proto 0', 'fe80::8c1f:64ff:fe2a:1/64 proto 3'],
+  );
 });

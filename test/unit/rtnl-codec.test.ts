@@ -52,6 +52,18 @@ test('by-name forms and exist: IFLA_IFNAME instead of an index, NLM_F_REPLACE in
   assert.equal(add!.flags, 0x1 | 0x4 | 0x400 | 0x100, 'REQUEST|ACK|CREATE|REPLACE');
 });
 
+test("an address protocol is IFA_PROTO (u8, type 11) after iproute2's IFA_LOCAL and IFA_ADDRESS; none without one", () => {
+  // iproute2 6.1 cannot send one (`ip addr add … proto` came later): its request plus the attribute
+  for (const [name, address] of [['newaddr-v4', '10.96.0.10/32'], ['newaddr-v6', 'fd00::a']] as const) {
+    const ours = codec.rtnl.encodeOps([{ op: 'addAddr', index: 2, address, protocol: 249 }]);
+    const theirs = fixture(name);
+    const expected = Buffer.concat([theirs, attr(11, Buffer.from([249]))]);
+    expected.writeUInt32LE(expected.length, 0);
+    assert.equal(hex(ours), hex(expected), name);
+    assert.equal(hex(codec.rtnl.encodeOps([{ op: 'addAddr', index: 2, address, protocol: 0 }])), hex(theirs), 'protocol 0: no attribute');
+  }
+});
+
 test('address replies decode (v4 with label and peer, v6 with IFA_ADDRESS only and IFA_FLAGS)', () => {
   const ifa = (family: number, prefix: number, flags: number, scope: number, index: number) => {
     const b = Buffer.alloc(8);
@@ -73,6 +85,9 @@ test('address replies decode (v4 with label and peer, v6 with IFA_ADDRESS only a
   assert.equal(d.scope, 'host');
   assert.equal(d.flags, 0x280);
   assert.equal(d.validLifetime, undefined, 'forever is not reported');
+  assert.equal(d.protocol, undefined, 'no IFA_PROTO: none');
+  const ll = codec.rtnl.decodeAddr(nlmsg(20, 2, 1, 0, Buffer.concat([ifa(10, 64, 0x80, 253, 4), attr(1, Buffer.from('fe800000000000000000000000000001', 'hex')), attr(11, Buffer.from([3]))])));
+  assert.deepEqual([ll.address, ll.scope, ll.protocol], ['fe80::1', 'link', 3], 'IFAPROT_KERNEL_LL');
   // malformed: a v6 address of 4 bytes, an unknown family, no address at all
   const bad = (b: Buffer, re: RegExp) => assert.throws(() => codec.rtnl.decodeAddr(b), (e: unknown) => e instanceof NetlinkError && re.test(e.message));
   bad(nlmsg(20, 2, 1, 0, Buffer.concat([ifa(10, 128, 0, 0, 1), attr(1, Buffer.from([1, 2, 3, 4]))])), /fixed-size value/);
@@ -99,6 +114,9 @@ test('bad input is rejected before anything is encoded', () => {
   invalid({ op: 'addAddr', index: 2, address: 'fd00::1/129' }, /prefix length 129 is out of range 0-128/);
   invalid({ op: 'addAddr', index: 2, address: '10.0.0.1/x' }, /bad prefix length/);
   invalid({ op: 'renameLink', name: 'x' }, /unknown op 'renameLink'/);
+  invalid({ op: 'addAddr', index: 2, address: '10.0.0.1', protocol: 256 }, /protocol must be an integer in 0-255/);
+  invalid({ op: 'addAddr', index: 2, address: '10.0.0.1', protocol: 'ipvsync' }, /protocol must be a number/);
+  invalid({ op: 'delAddr', index: 2, address: '10.0.0.1', protocol: 249 }, /protocol is for addAddr only/);
 });
 
 test('the address decoder survives seeded random and mutated input', () => {
