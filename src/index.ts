@@ -11,7 +11,7 @@ export * as nftExpr from './kernel/nft-expr.js';
 export * as nftRules from './kernel/nft-rules.js';
 export { type NftFamily, type DataType, type KeyValue } from './kernel/nft-types.js';
 
-export { Links, type Address, type Link, type LinkOp, type LinksApi } from './kernel/links.js';
+export { Links, IPVSYNC_ADDRESS_PROTOCOL, type Address, type Link, type LinkOp, type LinksApi } from './kernel/links.js';
 export { Routes, IPVSYNC_ROUTE_PROTOCOL, type Route, type RouteOp, type RouteFilter, type RoutesApi } from './kernel/routes.js';
 export {
   Ipvs,
@@ -79,6 +79,7 @@ export {
 export { validateDesired } from './engine/validate.js';
 export { canonicalAddress, serviceKey, destKey, type DesiredService } from './engine/ipvs-model.js';
 export { diffIpvs, type IpvsDelta, type FlowFlush } from './engine/ipvs-diff.js';
+export { IPVS_RECORD, IPVS_RECORD_SETS } from './engine/ownership.js';
 export type { DesiredVips } from './engine/addresses-diff.js';
 export type { DesiredIpSet } from './engine/ipsets-diff.js';
 export type { DesiredNftTable } from './engine/nft-diff.js';

@@ -3,6 +3,7 @@
 // host kernel has no IPVS), as proxy-worker.ts --fake-ipvs builds it on its own thread.
 import type { EngineKernel } from '../../src/engine/engine.js';
 import { Conntrack } from '../../src/kernel/conntrack.js';
+import { IpSets } from '../../src/kernel/ipsets.js';
 import { Ipvs } from '../../src/kernel/ipvs.js';
 import { Links } from '../../src/kernel/links.js';
 import { Nftables } from '../../src/kernel/nftables.js';
@@ -18,6 +19,8 @@ export async function benchKernel(fakeIpvs: boolean, h: HandleOptions, o: Kernel
     links: await Links.open(h),
     ...(o.glue ? { nft: await Nftables.open(h) } : {}),
     conntrack: await Conntrack.open(h),
+    // as the proxy's kernel: the engine's ownership record is ipsets
+    ipsets: await IpSets.open(h),
   };
 }
 

@@ -21,9 +21,8 @@ import { Lifecycle, preflight, systemChecks } from '../daemon/lifecycle.js';
 import { createLogger } from '../daemon/log.js';
 import { MetricsServer, ProxyMetrics } from '../daemon/metrics.js';
 import { logSyncFailure, NoticeLog, SyncOpsError } from '../daemon/sync-log.js';
-import { canonicalAddress } from '../engine/ipvs-model.js';
 import { parseNodeIp } from '../kube/address.js';
-import { anyContains, parseCidr } from '../engine/cidr.js';
+import type { CleanupResult } from '../proxy/cleanup.js';
 
 // The proxier, the engine, the manifests reader and the nftables and route handles are loaded
 // when a command needs them: with the proxier on its sync thread (which loads its own), the
@@ -96,7 +95,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       const nodeIps = o.nodeIp?.length ? nodeIpFlag(o.nodeIp) : undefined;
       let manifests: ManifestSet | undefined = await loadManifests(o.file);
       const manifestWarnings = manifests.warnings;
-      const kernel = await openKernel(h, { glue: o.glue, ipsets: !!o.kubeProxyIpsets });
+      const kernel = await openKernel(h, { glue: o.glue });
       const addrs = nodeIps ?? nodeAddresses(await kernel.links!.addresses(), o.vipLink);
       const proxier = new Proxier(kernel, {
         node: { name: o.nodeName ?? hostname(), addresses: addrs },
@@ -179,13 +178,12 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
 
   program
     .command('cleanup')
-    .description('remove everything ipvsync programmed (its VIP link, its routes, the virtual servers on them, its nftables tables) and nothing else')
+    .description('remove everything ipvsync programmed (the virtual servers it recorded, its VIP addresses and routes, its nftables tables, its record) and nothing else')
     .option('--vip-link <name>', 'the dummy link holding the VIPs', 'kube-ipvs0')
-    .option('--node-ip <ip>', 'the node addresses whose NodePort virtual servers (ports 30000-32767) go (default every local address, as sync)', list)
-    .action(async (o: { vipLink: string; nodeIp?: string[] }) => {
+    .action(async (o: { vipLink: string }) => {
       const h = handleOptions();
-      const r = await cleanup(h, o.vipLink, o.nodeIp);
-      console.log(`removed ${r.services} virtual services, ${r.tables} nftables tables, ${r.link ? `link ${o.vipLink}` : 'no link'}, ${r.routes} routes`);
+      const r = await cleanup(h, o.vipLink);
+      console.log(`removed ${r.services} virtual services, ${r.tables} nftables tables, ${r.link ? `link ${o.vipLink}` : 'no link'}, ${r.addresses} addresses, ${r.routes} routes`);
     });
 }
 
@@ -208,50 +206,24 @@ function errJson(e: NetlinkError) {
   return { message: e.message, code: e.code, errno: e.errno, kind: e.kind, op: e.op, index: e.index, extack: e.extack };
 }
 
-/** Removes what the proxy owns: virtual servers on the VIP link's addresses, inside its local
- *  routes and NodePort-range ones on the node addresses, the glue tables, its routes (protocol
- *  IPVSYNC_ROUTE_PROTOCOL), the VIP link. Foreign objects stay.
- *  `nodeIps` defaults, like sync's NodePort addresses, to every local address off the VIP link:
- *  a sync without --node-ip puts NodePorts on all of them, so a cleanup without it must find
- *  them all. */
-export async function cleanup(h: HandleOptions, vipLink: string, nodeIps?: string[]): Promise<{ services: number; routes: number; tables: number; link: boolean }> {
-  const [{ IPVSYNC_ROUTE_PROTOCOL, Routes }, { Nftables }, { GLUE_TABLE }] = await Promise.all([import('../kernel/routes.js'), import('../kernel/nftables.js'), import('../proxy/glue.js')]);
-  const ipvs = await Ipvs.open(h);
-  const links = await Links.open(h);
-  const routes = await Routes.open(h);
-  const link = await links.get(vipLink);
-  const vips = new Set(link ? (await links.addresses({ link: vipLink })).map((a) => canonicalAddress(a.address)) : []);
-  const owned = await routes.list({ protocol: IPVSYNC_ROUTE_PROTOCOL });
-  const ranges = owned.filter((r) => r.type === 'local').map((r) => parseCidr(r.dst));
-  const nodes = new Set((nodeIps?.length ? nodeIps : nodeAddresses(await links.addresses(), vipLink)).map(canonicalAddress));
-  const doomed = (await ipvs.services()).filter(
-    (s) => s.address !== undefined && (vips.has(canonicalAddress(s.address)) || anyContains(ranges, s.address) || (nodes.has(canonicalAddress(s.address)) && s.port! >= 30000 && s.port! <= 32767)),
-  );
-  const r = await ipvs.apply(doomed.map((s) => ({ op: 'deleteService' as const, service: { protocol: s.protocol!, address: s.address!, port: s.port! } })), { stopOnError: false });
-  let tables = 0;
-  try {
-    const nft = await Nftables.open(h);
-    const have = (await nft.list({ elements: false })).tables.filter((t) => t.name === GLUE_TABLE && (t.family === 'ip' || t.family === 'ip6'));
-    if (have.length) {
-      (await nft.commit(have.map((t) => ({ verb: 'delete' as const, kind: 'table' as const, table: { family: t.family, name: t.name } })))).orThrow();
-      tables = have.length;
-    }
-  } catch (e) {
+/** Removes what ipvsync owns, by the rule `sync` and `proxy` follow (README "Ownership"), and
+ *  nothing else: proxy/cleanup.ts over this namespace's handles. */
+export async function cleanup(h: HandleOptions, vipLink: string): Promise<CleanupResult> {
+  const [{ Routes }, { Nftables }, { IpSets }, { removeOwned }] = await Promise.all([
+    import('../kernel/routes.js'),
+    import('../kernel/nftables.js'),
+    import('../kernel/ipsets.js'),
+    import('../proxy/cleanup.js'),
+  ]);
+  const nft = await Nftables.open(h).catch((e: unknown) => {
     // A kernel without nftables has no glue to remove.
-    if (!(e instanceof NetlinkError) || (e.code !== 'EAFNOSUPPORT' && e.code !== 'EOPNOTSUPP' && e.kind !== 'unsupported')) throw e;
-  }
-  // After the services on them; each delete names the protocol, so only ours can match.
-  const rr = await routes.apply(
-    owned.map((o) => ({ op: 'delRoute' as const, dst: o.dst, table: o.table, protocol: IPVSYNC_ROUTE_PROTOCOL, ...(o.metric !== undefined ? { metric: o.metric } : {}) })),
-    { stopOnError: false },
+    if (e instanceof NetlinkError && (e.code === 'EAFNOSUPPORT' || e.code === 'EOPNOTSUPP' || e.kind === 'unsupported')) return undefined;
+    throw e;
+  });
+  return removeOwned(
+    { ipvs: await Ipvs.open(h), links: await Links.open(h), routes: await Routes.open(h), ipsets: await IpSets.open(h), ...(nft ? { nft } : {}) },
+    vipLink,
   );
-  if (!rr.ok) throw rr.errors[0];
-  if (link) {
-    const lr = await links.apply([{ op: 'delLink', name: vipLink }]);
-    if (!lr.ok) throw lr.errors[0];
-  }
-  if (!r.ok && r.errors[0]) throw r.errors[0];
-  return { services: r.count('ok'), routes: rr.count('ok'), tables, link: !!link };
 }
 
 /** What the daemon needs of a proxier: in process (Proxier) or on its own thread (ThreadedProxier). */
@@ -278,7 +250,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   const kubeIpsets = o.kubeProxyIpsets === true;
   // In process, the proxier's handles; with the proxier on its thread (which opens its own),
   // this thread needs only IPVS (its timeouts) and the links (the node's addresses).
-  const kernel = cfg.syncThread ? undefined : await (await import('../proxy/kernel.js')).openKernel(h, { glue, ipsets: kubeIpsets });
+  const kernel = cfg.syncThread ? undefined : await (await import('../proxy/kernel.js')).openKernel(h, { glue });
   const ipvs = kernel?.ipvs ?? (await Ipvs.open(h));
   const links = kernel?.links ?? (await Links.open(h));
   const addrs = Array.isArray(o.nodeIp) && o.nodeIp.length ? nodeIpFlag(o.nodeIp as string[]) : nodeAddresses(await links.addresses(), cfg.vipLink);
@@ -295,7 +267,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   };
   const proxier: DaemonProxier = kernel
     ? new (await proxierModule()).Proxier(kernel, proxierOptions)
-    : await ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue, ipsets: kubeIpsets, handle: h } });
+    : await ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue, handle: h } });
   if (!h.netns) {
     for (const r of applySysctls(proxySysctls(cfg.ipvs.strictARP, cfg.ipvs.runEstimation))) if (!r.ok) log.warn('sysctl', { ...r });
   }

@@ -10,10 +10,11 @@ import type { IpvsApi, IpvsOp, Service, ServiceId, Destination } from '../kernel
 import type { LinkOp, LinksApi } from '../kernel/links.js';
 import { NftTransaction, type NftablesApi, type NftOp, type NftRuleset } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
-import { IPVSYNC_ROUTE_PROTOCOL, type Route, type RouteOp, type RoutesApi } from '../kernel/routes.js';
+import { IPVSYNC_ROUTE_PROTOCOL, type RouteOp, type RoutesApi } from '../kernel/routes.js';
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
 import { anyContains, parseCidr, type Cidr } from './cidr.js';
 import { diffIpSets, memberKey, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
+import { IPVS_RECORD_SETS, readRecord, recordedKeys, recordMember, recordOps } from './ownership.js';
 import {
   assembleSteps,
   byKeySteps,
@@ -46,7 +47,7 @@ import {
   type NftTableVerdict,
   type ServiceVerdict,
 } from './validate.js';
-import { addressFamily, type FieldProblem } from '../kernel/op-checks.js';
+import type { FieldProblem } from '../kernel/op-checks.js';
 
 export { keyToId } from './ipvs-model.js';
 
@@ -78,12 +79,21 @@ export interface DesiredState {
   nft?: DesiredNftTable | DesiredNftTable[];
 }
 
+/**
+ * What the engine may change or delete besides what it records itself. An IPVS virtual server
+ * is the engine's when it is in its record (ownership.ts: two ipsets of its own, or, without
+ * an ipset handle, memory for the process's lifetime), or when an option below says so; never
+ * when its address is in excludeCidrs.
+ */
 export interface Ownership {
-  /** IPVS services whose address falls in these CIDRs are the engine's… */
+  /** IPVS services whose address falls in these CIDRs are the engine's even unrecorded (an
+   *  embedder's explicit claim; the proxy passes none)… */
   managedCidrs?: string[];
-  /** …unless it falls in one of these (kube-proxy's excludeCIDRs). */
+  /** …and no service whose address falls in one of these is, recorded or not (kube-proxy's
+   *  excludeCIDRs). */
   excludeCidrs?: string[];
-  /** Firewall-mark services in this range are the engine's. */
+  /** Firewall-mark services in this range are the engine's even unrecorded (a firewall-mark
+   *  service has no address and port to record in the kernel: memory only). */
   managedFwmarks?: { min: number; max: number };
   /** ipsets whose names start with this are the engine's (required to manage ipsets). */
   ipsetPrefix?: string;
@@ -226,6 +236,10 @@ export interface Plan {
   invalid?: InvalidObject[];
   /** @internal what apply() records as cleanly applied when the kind's writes all succeed */
   desired?: { vips?: DesiredVips; nft?: DesiredNftTable[] };
+  /** @internal the ownership record's writes: keys recorded by the first `early` ops of
+   *  ipsets.early (before IPVS), keys forgotten by the ops of ipsets.late from `lateFrom`
+   *  (after IPVS: those of `deleted` only once their deleteService went, `dropped` at once). */
+  record?: { add: string[]; deleted: string[]; dropped: string[]; early: number; lateFrom: number };
   /** @internal the nftables ruleset generation at which this plan's view of the owned tables
    *  is exact (a listing's, or the one the engine last knew them at), when there is one */
   nftBase?: number;
@@ -316,13 +330,16 @@ export class Engine {
   private readonly managed: Cidr[];
   private readonly excluded: Cidr[];
   private readonly now: () => number;
-  /** VIPs the engine was asked for (services and the VIP link): services on them are owned. */
-  private readonly desiredVips = new Set<string>();
-  /** The services (and VIP addresses) the last plan took its VIPs from: entries found again (the
-   *  very same objects, as in a proxy model patched from the last one) are not read again
-   *  (desiredVips only grows). */
+  /** The keys of the virtual servers the engine owns by its record (ownership.ts), as of the
+   *  last read of it and the record writes since; undefined until it is read (the first plan,
+   *  and every full one, dumps it). Without an ipset handle, memory alone. */
+  private recorded: Set<string> | undefined;
+  /** The record's sets the kernel has (created once, when first needed). */
+  private recordSets = new Set<string>();
+  /** With desiredImmutable: the services the last plan indexed (seenIndex); entries found
+   *  again (the very same objects, as in a proxy model patched from the last one) are not read
+   *  again. */
   private seenServices: Services = NO_SERVICES;
-  private seenVipAddresses: readonly string[] | undefined;
   /** With desiredImmutable: where each key's service sits in seenServices (kept up to date with
    *  the same pass over the list that finds new services), so an incremental plan finds the
    *  changed services by key instead of keying every service. */
@@ -339,8 +356,6 @@ export class Engine {
    *  generation: while it has not moved, a full plan takes the tables from clean.nft instead of
    *  listing them. */
   private nftGen: number | undefined;
-  /** Networks of the local routes the engine owns (seen at the last plan). */
-  private ownedRanges: Cidr[] = [];
   /** The invalid services of the list the last plan noted, by index (noteDesired keeps it with
    *  the same pass that finds new services: an entry whose object is no longer there is stale). */
   private readonly invalidAt = new Map<number, { s: DesiredService; v: ServiceVerdict }>();
@@ -362,20 +377,22 @@ export class Engine {
     this.excluded = (opts.excludeCidrs ?? []).map(parseCidr);
     this.now = opts.now ?? Date.now;
     this.slice = new TimeSlice(opts.sliceMs ?? 10);
+    if (!kernel.ipsets) this.recorded = new Set();
   }
 
   /** The diffs' time slicing (its `yields` count the pauses). */
   readonly slice: TimeSlice;
 
-  /** Whether the engine may change or delete an observed IPVS service. */
-  owns(s: Service): boolean {
+  /** Whether the engine may change or delete an observed IPVS service (`key`: its
+   *  serviceKey, when the caller has it): recorded or claimed by an option, and not excluded. */
+  owns(s: Service, key: string = serviceKey(s)): boolean {
     if (s.fwmark !== undefined) {
       const r = this.opts.managedFwmarks;
-      return r !== undefined && s.fwmark >= r.min && s.fwmark <= r.max;
+      return this.recorded?.has(key) === true || (r !== undefined && s.fwmark >= r.min && s.fwmark <= r.max);
     }
     const a = canonicalAddress(s.address);
     if (anyContains(this.excluded, a)) return false;
-    return this.desiredVips.has(a) || anyContains(this.managed, a) || anyContains(this.ownedRanges, a);
+    return this.recorded?.has(key) === true || anyContains(this.managed, a);
   }
 
   /**
@@ -409,28 +426,26 @@ export class Engine {
       for (let i = 0; i < have.length; i++) destinations.set(have[i]!, dests[i]!);
       await runSliced(diffWantedSteps(input, parts, slice, observed, destinations), this.slice);
     }
-    await runSliced(staleServicesSteps(parts, wanted, observed), this.slice);
+    await runSliced(staleServicesSteps(parts, wanted, observed, input.recorded, input.recordScope), this.slice);
     return { delta: await runSliced(assembleSteps(parts), this.slice), readMs };
   }
 
-  /** The desired VIPs and (indexed) the key index, for the services of list[from, to) that
-   *  are not the very objects seen there last time. */
-  private noteDesired(list: Positional<DesiredService>, seen: Positional<DesiredService>, from: number, to: number, indexed: boolean): void {
+  /** The key index, for the services of list[from, to) that are not the very objects seen
+   *  there last time. */
+  private noteDesired(list: Positional<DesiredService>, seen: Positional<DesiredService>, from: number, to: number): void {
     for (let i = from; i < to; i++) {
       const s = list.get(i)!;
       if (s === seen.get(i)) continue;
-      // With the index (desiredImmutable), checked here, as it is new: an invalid service is
-      // left out of the plans (invalidAt). Else each plan checks the services it diffs.
-      const v = indexed ? this.verdictOf(s) : undefined;
+      // Checked here, as it is new (noteDesired runs with desiredImmutable; without it each
+      // plan checks the services it diffs): an invalid service is left out of the plans (invalidAt).
+      const v = this.verdictOf(s);
       if (v) this.invalidAt.set(i, { s, v });
       else if (this.invalidAt.size) this.invalidAt.delete(i);
       if (v && !v.valid) {
         if (keyable(s)) this.seenIndex.set(this.keyOf(s), i);
         continue;
       }
-      // (an address that is none is checked, and reported, where the service is diffed)
-      if ('address' in s && s.address && addressFamily(s.address)) this.desiredVips.add(canonicalAddress(s.address));
-      if (indexed) this.seenIndex.set(this.keyOf(s), i);
+      this.seenIndex.set(this.keyOf(s), i);
     }
   }
 
@@ -469,15 +484,6 @@ export class Engine {
     }
     out.want = want.flatMap((s) => (!sub.has(s) ? [s] : sub.get(s) ? [sub.get(s)!] : []));
     return out;
-  }
-
-  /** The desired VIPs of vips[from, to), canonical (a function of its own, as noteDesired);
-   *  the indexes of invalid ones go to `bad`. */
-  private noteDesiredVips(vips: readonly string[], from: number, to: number, bad: number[]): void {
-    for (let i = from; i < to; i++) {
-      if (vipAddressProblem(vips[i])) bad.push(i);
-      else this.desiredVips.add(canonicalAddress(vips[i]!));
-    }
   }
 
   /**
@@ -624,7 +630,7 @@ export class Engine {
 
   /**
    * The kernel's side of a plan: every kind listed concurrently (independent sockets), the
-   * engine's VIPs and routes found among them (what it owns), the small kinds diffed, and for a
+   * ownership record read (a full plan, or the first), the small kinds diffed, and for a
    * sliced plan the IPVS services indexed by key (ObservedIndex). Returns the deltas, the index
    * (or the listed services) and the tables' listing, not the other listings: a full plan's IPVS
    * diff runs for a while after this (at 10k services ~1 s, ~10 s under emulation) and they were
@@ -645,7 +651,10 @@ export class Engine {
   }> {
     const k = this.kernel;
     const { wantVips } = o;
-    const [observed, link, addrs, routes, sets, ruleset] = await Promise.all([
+    // The record: taken from the listing of every set when the engine manages ipsets, else
+    // its two sets alone.
+    const readOwn = k.ipsets !== undefined && (!changed || this.recorded === undefined);
+    const [observed, link, addrs, routes, sets, ruleset, own] = await Promise.all([
       changed
         ? Promise.all([...changed].map((key) => k.ipvs.service(keyToId(key), { withDestinations: true }))).then((l) =>
             l.filter((s): s is Service => s !== null),
@@ -656,20 +665,25 @@ export class Engine {
       desired.routes && k.routes ? k.routes.list({ protocol: IPVSYNC_ROUTE_PROTOCOL }) : undefined,
       o.wantIpsets ? k.ipsets!.list() : undefined,
       Promise.all(o.tables.map((t) => listOwnedTable(k.nft!, t))),
+      readOwn && !o.wantIpsets ? readRecord(k.ipsets!) : undefined,
     ]);
     const t1 = performance.now();
-    // Addresses bound on the engine's own link are its VIPs, also those of an earlier run:
-    // services on them are owned (a restart still cleans up what it left behind).
-    for (const a of addrs ?? []) this.desiredVips.add(canonicalAddress(a.address));
-    // Likewise every address inside a local route the engine owns (bindMode 'route').
-    this.ownedRanges = (routes ?? []).filter((r) => r.type === 'local').map((r: Route) => parseCidr(r.dst));
+    if (readOwn) {
+      const record = (own ?? sets!).filter((x) => IPVS_RECORD_SETS.includes(x.name));
+      // firewall-mark services are recorded in memory only: they stay
+      const memoryOnly = [...(this.recorded ?? [])].filter((key) => recordMember(key) === undefined);
+      this.recorded = recordedKeys(record);
+      for (const key of memoryOnly) this.recorded.add(key);
+      this.recordSets = new Set(record.map((x) => x.name));
+    }
     return {
-      ipvs: o.sliced ? await runSliced(indexObservedSteps(observed, (s) => this.owns(s)), this.slice) : observed,
+      ipvs: o.sliced ? await runSliced(indexObservedSteps(observed, (s, key) => this.owns(s, key)), this.slice) : observed,
       ruleset,
       t1,
       ...(wantVips ? { addresses: diffAddresses(wantVips, { linkExists: link !== null, addresses: addrs ?? [] }) } : {}),
       ...(desired.routes && k.routes ? { routes: diffRoutes(desired.routes, routes ?? []) } : {}),
-      ...(o.wantIpsets ? { ipsets: diffIpSets(desired.ipsets!, sets!, this.opts.ipsetPrefix!) } : {}),
+      // the record's sets are never the ipset diff's, whatever its prefix
+      ...(o.wantIpsets ? { ipsets: diffIpSets(desired.ipsets!, sets!.filter((x) => !IPVS_RECORD_SETS.includes(x.name)), this.opts.ipsetPrefix!) } : {}),
     };
   }
 
@@ -683,36 +697,34 @@ export class Engine {
     // into an array here), else the array.
     const services = servicesOf(desired);
     const list = services.list;
-    const sameLength = this.seenServices.list.length === list.length;
-    const seen = sameLength ? this.seenServices : NO_SERVICES;
-    if (!sameLength) this.seenIndex.clear();
-    const indexed = this.opts.desiredImmutable === true;
-    // The very list seen last time: nothing to look at. The last list with a few services
-    // replaced (translate's patch): those alone.
-    const replaced =
-      services.of === seen.of ? [] : services.of instanceof ChunkedList && seen.of instanceof ChunkedList ? replacedOf(services.of, seen.of) : undefined;
-    if (replaced) for (const i of replaced) this.noteDesired(list, seen.list, i, i + 1, indexed);
-    else
-      // Blocks of PLAN_BLOCK with the loop let in between, each in a function of its own (inside
-      // this long async function the loop ran ~40 ns per service, the same objects as last
-      // time: 2 ms per incremental plan at 50k services).
-      for (let at = 0; at < list.length; at += PLAN_BLOCK) {
-        if (at > 0) await this.slice.tick();
-        this.noteDesired(list, seen.list, at, Math.min(list.length, at + PLAN_BLOCK), indexed);
-      }
-    if (desired.vips && desired.vips.addresses !== this.seenVipAddresses) {
+    if (desired.vips && (desired.vips.addresses !== this.badVips.of || !this.opts.desiredImmutable)) {
       const vips = desired.vips.addresses;
       // checked here, as they are new (without desiredImmutable: every plan)
       const bad: number[] = [];
       for (let at = 0; at < vips.length; at += PLAN_BLOCK) {
         if (at > 0) await this.slice.tick();
-        this.noteDesiredVips(vips, at, Math.min(vips.length, at + PLAN_BLOCK), bad);
+        badVipsOf(vips, at, Math.min(vips.length, at + PLAN_BLOCK), bad);
       }
       this.badVips = { of: vips, at: bad };
     }
     if (this.opts.desiredImmutable) {
+      const sameLength = this.seenServices.list.length === list.length;
+      const seen = sameLength ? this.seenServices : NO_SERVICES;
+      if (!sameLength) this.seenIndex.clear();
+      // The very list seen last time: nothing to look at. The last list with a few services
+      // replaced (translate's patch): those alone.
+      const replaced =
+        services.of === seen.of ? [] : services.of instanceof ChunkedList && seen.of instanceof ChunkedList ? replacedOf(services.of, seen.of) : undefined;
+      if (replaced) for (const i of replaced) this.noteDesired(list, seen.list, i, i + 1);
+      else
+        // Blocks of PLAN_BLOCK with the loop let in between, each in a function of its own (inside
+        // this long async function the loop ran ~40 ns per service, the same objects as last
+        // time: 2 ms per incremental plan at 50k services).
+        for (let at = 0; at < list.length; at += PLAN_BLOCK) {
+          if (at > 0) await this.slice.tick();
+          this.noteDesired(list, seen.list, at, Math.min(list.length, at + PLAN_BLOCK));
+        }
       this.seenServices = services;
-      this.seenVipAddresses = desired.vips?.addresses;
     }
 
     const k = this.kernel;
@@ -775,7 +787,9 @@ export class Engine {
     const diffInput = {
       desired: want,
       observed: Array.isArray(obs.ipvs) ? obs.ipvs : [],
-      owns: kept.size ? (s: Service) => this.owns(s) && !kept.has(serviceKey(s)) : (s: Service) => this.owns(s),
+      owns: kept.size ? (s: Service, key: string) => this.owns(s, key) && !kept.has(key) : (s: Service, key: string) => this.owns(s, key),
+      recorded: this.recorded,
+      recordScope: changed ?? this.recorded,
       draining,
       now: this.now(),
       drainTimeoutMs: this.opts.drainTimeoutMs ?? 15 * 60 * 1000,
@@ -809,6 +823,7 @@ export class Engine {
     }
     if (obs.routes) plan.routes = obs.routes;
     if (obs.ipsets) plan.ipsets = obs.ipsets;
+    this.planRecord(plan);
     if (nftDeltas) {
       // Every table's delta goes into the same transaction (tables created from nothing: their
       // rules in the last one, see createNftInTransactionsOf): the glue changes all at once.
@@ -828,6 +843,22 @@ export class Engine {
     if (invalid.length) plan.invalid = invalid;
     plan.diffMs = performance.now() - obs.t1 - readMs;
     return plan;
+  }
+
+  /** Puts the ownership record's writes into the plan's ipset writes: the records first (so
+   *  before IPVS creates anything), the forgetting last (after IPVS deleted). Without an ipset
+   *  handle the record is memory: nothing to write, apply() keeps it. */
+  private planRecord(plan: Plan): void {
+    const { add, deleted, dropped } = plan.ipvs.record;
+    if (!add.length && !deleted.length && !dropped.length) return;
+    if (!this.kernel.ipsets) {
+      plan.record = { add, deleted, dropped, early: 0, lateFrom: 0 };
+      return;
+    }
+    const ipsets = plan.ipsets ?? { early: [], late: [] };
+    const ops = recordOps(add, [...deleted, ...dropped], this.recordSets);
+    plan.record = { add, deleted, dropped, early: ops.early.length, lateFrom: ipsets.late.length };
+    plan.ipsets = { early: [...ops.early, ...ipsets.early], late: [...ipsets.late, ...ops.late] };
   }
 
   /**
@@ -958,7 +989,15 @@ export class Engine {
     }
     // After the link: a route may name it.
     if (plan.routes && k.routes) await batch(report.routes, plan.routes.early, (o) => k.routes!.apply(o, { stopOnError: false }));
-    if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.early, (o) => k.ipsets!.apply(o, { stopOnError: false }));
+    const rec = plan.record;
+    let setsOk: ((i: number) => boolean) | undefined;
+    if (plan.ipsets && k.ipsets) setsOk = await batch(report.ipsets, plan.ipsets.early, (o) => k.ipsets!.apply(o, { stopOnError: false }));
+    const recorded = !rec || rec.early === 0 || (setsOk !== undefined && Array.from({ length: rec.early }, (_, i) => setsOk!(i)).every(Boolean));
+    // A virtual server is created only once it is recorded: one that is not would be someone
+    // else's to the next run. (A service the kernel has, desired and not recorded, is still
+    // converged: the next sync records it.)
+    let ipvsOps = plan.ipvs.ops;
+    if (!recorded) ipvsOps = withoutUnrecorded(ipvsOps, new Set(rec!.add));
     // The nftables transaction and the IPVS writes go together: neither names the other's
     // objects, and while the kernel commits the glue (one transaction, ~100k elements at 10k
     // services) the main thread converts the IPVS batches instead of waiting.
@@ -985,7 +1024,7 @@ export class Engine {
       })());
     }
     // settled before anything throws: neither may go unhandled while the other runs
-    const ipvsDone = settle(batch(report.ipvs, plan.ipvs.ops, (o) => k.ipvs.apply(o, { stopOnError: false }), { chunk: IPVS_APPLY_CHUNK, ahead: true }));
+    const ipvsDone = settle(batch(report.ipvs, ipvsOps, (o) => k.ipvs.apply(o, { stopOnError: false }), { chunk: IPVS_APPLY_CHUNK, ahead: true }));
     const nftOut = await nftDone;
     const ipvsOut = await ipvsDone;
     if (nftOut && 'thrown' in nftOut) throw nftOut.thrown;
@@ -993,7 +1032,20 @@ export class Engine {
     const ipvsOk = ipvsOut.value;
     const added = await vipAdds;
     if (added && 'thrown' in added) throw added.thrown;
-    if (plan.ipsets && k.ipsets) await batch(report.ipsets, plan.ipsets.late, (o) => k.ipsets!.apply(o, { stopOnError: false }));
+    // A deleted virtual server is forgotten only once its delete went (or found it gone).
+    const gone = rec ? goneServices(ipvsOps, ipvsOk, report.ipvs.errors, new Set(rec.deleted)) : [];
+    let forgotten = rec ? [...gone, ...rec.dropped] : [];
+    if (plan.ipsets && k.ipsets) {
+      let late = plan.ipsets.late;
+      if (rec) late = [...late.slice(0, rec.lateFrom), ...recordOps([], forgotten, this.recordSets).late];
+      const lateOk = await batch(report.ipsets, late, (o) => k.ipsets!.apply(o, { stopOnError: false }));
+      if (rec && !Array.from({ length: late.length - rec.lateFrom }, (_, i) => lateOk?.(rec.lateFrom + i)).every(Boolean)) forgotten = [];
+    }
+    if (rec && this.recorded) {
+      if (recorded) for (const key of rec.add) this.recorded.add(key);
+      for (const key of forgotten) this.recorded.delete(key);
+      if (recorded && rec.early) for (const o of plan.ipsets!.early.slice(0, rec.early)) if (o.op === 'create') this.recordSets.add(o.name);
+    }
     if (plan.routes && k.routes) await batch(report.routes, plan.routes.late, (o) => k.routes!.apply(o, { stopOnError: false }));
     if (plan.addresses && k.links) await batch(report.addresses, plan.addresses.late, (o) => k.links!.apply(o, { stopOnError: false }));
 
@@ -1007,7 +1059,7 @@ export class Engine {
 
     // Stale UDP/SCTP flows of destinations whose delete succeeded.
     const deleted = new Set<string>();
-    plan.ipvs.ops.forEach((o, i) => {
+    ipvsOps.forEach((o, i) => {
       if (o.op === 'deleteDestination' && ipvsOk?.(i)) deleted.add(`${serviceKey(o.service)}/${o.dest.address}/${o.dest.port}`);
     });
     const flows = plan.ipvs.flushFlows.filter((f) =>
@@ -1126,6 +1178,33 @@ function keepNftElements(delta: NftDelta, droppedChains: ReadonlyMap<string, Rea
   }
   if (changed) delta.ops = out.filter((o): o is NftOp => o !== undefined);
   return invalid;
+}
+
+/** The ops without those that create the services of `keys` (addService) or give them
+ *  destinations (addDestination) where the service is created. */
+function withoutUnrecorded(ops: IpvsOp[], keys: ReadonlySet<string>): IpvsOp[] {
+  const created = new Set<string>();
+  for (const o of ops) if (o.op === 'addService' && keys.has(serviceKey(o.service))) created.add(serviceKey(o.service));
+  return ops.filter((o) => !((o.op === 'addService' || o.op === 'addDestination') && created.has(serviceKey(o.service))));
+}
+
+/** The keys of `keys` whose deleteService among `ops` succeeded or found the service gone. */
+function goneServices(ops: readonly IpvsOp[], ok: ((i: number) => boolean) | undefined, errors: readonly NetlinkError[], keys: ReadonlySet<string>): string[] {
+  if (!keys.size) return [];
+  const missing = new Set(errors.filter((e) => e.code === 'ESRCH').map((e) => e.index));
+  const out: string[] = [];
+  ops.forEach((o, i) => {
+    if (o.op !== 'deleteService' || !(ok?.(i) || missing.has(i))) return;
+    const key = serviceKey(o.service);
+    if (keys.has(key)) out.push(key);
+  });
+  return out;
+}
+
+/** The indexes of the invalid VIPs of vips[from, to), into `bad` (a function of its own, as
+ *  noteDesired). */
+function badVipsOf(vips: readonly string[], from: number, to: number, bad: number[]): void {
+  for (let i = from; i < to; i++) if (vipAddressProblem(vips[i])) bad.push(i);
 }
 
 /** A missing link has no addresses (the plan creates it). */

@@ -21,8 +21,19 @@ export interface IpvsDiffInput {
   desired: readonly DesiredService[];
   observed: readonly Service[];
   /** Observed services the engine may change or delete (ones it does not own are never
-   *  touched, even when they look stale). Desired services are always managed. */
-  owns: (s: Service) => boolean;
+   *  touched, even when they look stale), given with their key. Desired services are always
+   *  managed. */
+  owns: (s: Service, key: string) => boolean;
+  /** The keys of the virtual servers the engine has recorded as its own (ownership.ts): a
+   *  desired one not among them is recorded (delta.record.add) — before it is created, or, when
+   *  the kernel already has it, as it is adopted; a deleted one among them is forgotten after
+   *  (delta.record.deleted). */
+  recorded?: ReadonlySet<string>;
+  /** The recorded keys this diff sees all of (a full plan: the whole record; incremental: its
+   *  scope): one neither desired nor in the kernel is a record without a service (a crash
+   *  between deleting and forgetting it, or someone else's delete), forgotten
+   *  (delta.record.dropped). */
+  recordScope?: Iterable<string>;
   /** Destinations draining since (ms), keyed by drainKey(); the engine keeps it between syncs. */
   draining: ReadonlyMap<string, number>;
   now: number;
@@ -46,6 +57,9 @@ export interface FlowFlush {
 
 export interface IpvsDelta {
   ops: IpvsOp[];
+  /** Keys to record before the ops (desired, not recorded), to forget after their
+   *  deleteService (recorded, deleted), and to forget as they have no service (dropped). */
+  record: { add: string[]; deleted: string[]; dropped: string[] };
   /** Draining destinations after this delta is applied (replaces the input map). */
   draining: Map<string, number>;
   /** UDP/SCTP destinations removed: their conntrack flows must go (clients stick otherwise). */
@@ -89,7 +103,7 @@ export function* diffIpvsSteps(input: IpvsDiffInput): Steps<IpvsDelta> {
   const wanted = yield* byKeySteps(input.desired);
   const parts = diffParts();
   yield* diffWantedSteps(input, parts, wanted, observed, destinations);
-  yield* staleServicesSteps(parts, wanted, observed);
+  yield* staleServicesSteps(parts, wanted, observed, input.recorded, input.recordScope);
   return yield* assembleSteps(parts);
 }
 
@@ -109,7 +123,7 @@ export interface ObservedIndex {
  *  `destinations`, also puts each service's listed destinations there by its key. */
 export function* indexObservedSteps(
   services: readonly Service[],
-  owns: (s: Service) => boolean,
+  owns: (s: Service, key: string) => boolean,
   destinations?: Map<string, Destination[]>,
 ): Steps<ObservedIndex> {
   const byKey = new Map<string, number>();
@@ -126,7 +140,7 @@ export function* indexObservedSteps(
       shapeAt.set(text, at);
     }
     const key = serviceKey(s);
-    byKey.set(key, at * 2 + (owns(s) ? 1 : 0));
+    byKey.set(key, at * 2 + (owns(s, key) ? 1 : 0));
     destinations?.set(key, s.destinations ?? []);
     if (i % 256 === 255) yield;
   }
@@ -141,10 +155,11 @@ export interface IpvsDiffParts {
   delServices: IpvsOp[];
   draining: Map<string, number>;
   flushFlows: FlowFlush[];
+  record: { add: string[]; deleted: string[]; dropped: string[] };
 }
 
 export function diffParts(): IpvsDiffParts {
-  return { addServices: [], setServices: [], destOps: [], delServices: [], draining: new Map(), flushFlows: [] };
+  return { addServices: [], setServices: [], destOps: [], delServices: [], draining: new Map(), flushFlows: [], record: { add: [], deleted: [], dropped: [] } };
 }
 
 /** Services by key (the last of two with one key wins), in units of work: the kernel's
@@ -179,6 +194,7 @@ export function* diffWantedSteps(
   let n = 0;
   for (const [key, want] of wanted) {
     if (++n % 32 === 0) yield;
+    if (input.recorded && !input.recorded.has(key)) parts.record.add.push(key);
     const have = observed.byKey.get(key);
     if (have === undefined) {
       addServices.push({ op: 'addService', service: serviceConfig(want, share) });
@@ -251,13 +267,25 @@ function destOp(d: DestinationConfig, hd: Destination | undefined, service: Serv
 }
 
 /** The kernel's services no desired service has, that the engine owns: deleted (their
- *  destinations with them; no destination list needed). */
-export function* staleServicesSteps(parts: IpvsDiffParts, wanted: ReadonlyMap<string, unknown>, observed: ObservedIndex): Steps<void> {
+ *  destinations with them; no destination list needed), and forgotten after when recorded. */
+export function* staleServicesSteps(
+  parts: IpvsDiffParts,
+  wanted: ReadonlyMap<string, unknown>,
+  observed: ObservedIndex,
+  recorded?: ReadonlySet<string>,
+  recordScope?: Iterable<string>,
+): Steps<void> {
   let n = 0;
   for (const [key, have] of observed.byKey) {
     if (++n % 1024 === 0) yield;
     if (wanted.has(key) || (have & 1) === 0) continue;
     parts.delServices.push({ op: 'deleteService', service: keyToId(key) });
+    if (recorded?.has(key)) parts.record.deleted.push(key);
+  }
+  if (!recorded || !recordScope) return;
+  for (const key of recordScope) {
+    if (++n % 1024 === 0) yield;
+    if (recorded.has(key) && !wanted.has(key) && !observed.byKey.has(key)) parts.record.dropped.push(key);
   }
 }
 
@@ -270,7 +298,7 @@ export function* assembleSteps(parts: IpvsDiffParts): Steps<IpvsDelta> {
       ops.push(part[i]!);
       if (i % 2048 === 2047) yield;
     }
-  return { ops, draining: parts.draining, flushFlows: parts.flushFlows };
+  return { ops, draining: parts.draining, flushFlows: parts.flushFlows, record: parts.record };
 }
 
 function removeDestination(

@@ -12,13 +12,18 @@ import type { HandleOptions } from '../native.js';
 export interface KernelOptions {
   /** Open nftables (the glue). */
   glue: boolean;
-  /** Open ipset (kube-proxy's ipsets). */
-  ipsets?: boolean;
 }
 
 export async function openKernel(h: HandleOptions, o: KernelOptions): Promise<EngineKernel> {
-  const k: EngineKernel = { ipvs: await Ipvs.open(h), links: await Links.open(h), routes: await Routes.open(h), conntrack: await Conntrack.open(h) };
+  const k: EngineKernel = {
+    ipvs: await Ipvs.open(h),
+    links: await Links.open(h),
+    routes: await Routes.open(h),
+    conntrack: await Conntrack.open(h),
+    // always: kube-proxy's ipsets when asked for, and the engine's record of the virtual
+    // servers it owns (engine/ownership.ts) in any case
+    ipsets: await IpSets.open(h),
+  };
   if (o.glue) k.nft = await Nftables.open(h);
-  if (o.ipsets) k.ipsets = await IpSets.open(h);
   return k;
 }

@@ -73,10 +73,11 @@ export class Proxier {
     this.vipLink = opts.vipLink ?? 'kube-ipvs0';
     this.glue = opts.glue ?? true;
     this.node = opts.node;
-    // kube-proxy manages every IPVS virtual server on its VIPs and on the node's addresses
-    // (NodePorts), except those in excludeCIDRs.
+    // The virtual servers the proxy owns are those the engine recorded when it made them (its
+    // ClusterIPs, NodePorts on the node's addresses, …): no address range is claimed, so a
+    // service someone else runs on a node address or a VIP, on any port, is never touched.
+    // excludeCIDRs (kube-proxy's): never touched even when recorded.
     this.engine = new Engine(kernel, {
-      managedCidrs: opts.node.addresses.map((a) => `${a}/${a.includes(':') ? 128 : 32}`),
       excludeCidrs: opts.excludeCidrs ?? [],
       // plan() builds a fresh desired state every sync and never changes it afterwards
       desiredImmutable: true,

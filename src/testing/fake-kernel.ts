@@ -255,6 +255,8 @@ export class FakeIpSets implements IpSetsApi {
   dumps = 0;
   /** Sets that are referenced (e.g. by iptables rules): destroy fails with IPSET_ERR_REFERENCED. */
   readonly referenced = new Set<string>();
+  /** Fail the next apply's op at this index with this code (one shot), for failure tests. */
+  failNext: { index: number; code: string } | undefined;
 
   get writes(): number {
     return this.log.reduce((n, ops) => n + ops.length, 0);
@@ -262,7 +264,10 @@ export class FakeIpSets implements IpSetsApi {
 
   async apply(ops: IpSetOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
     this.log.push(structuredClone(ops));
-    return runBatch(ops, opts, (op) => this.one(op), (op) => `ipset ${op.op} ${op.name}`);
+    const inject = this.failNext;
+    this.failNext = undefined;
+    let i = 0;
+    return runBatch(ops, opts, (op) => (inject && inject.index === i++ ? inject.code : this.one(op)), (op) => `ipset ${op.op} ${op.name}`);
   }
 
   private one(op: IpSetOp): string | undefined {
@@ -323,6 +328,8 @@ export class FakeIpSets implements IpSetsApi {
 
   async list(name?: string): Promise<IpSet[]> {
     this.dumps++;
+    // as the kernel: listing a named set that does not exist is ENOENT
+    if (name !== undefined && !this.sets.has(name)) throw err('ENOENT', `IPSET_CMD_LIST ${name}`, 0);
     return [...this.sets.values()]
       .filter((s) => !name || s.spec.name === name)
       .map((s) => ({ ...s.spec, revision: 0, references: this.referenced.has(s.spec.name) ? 1 : 0, memsize: 0, elements: s.members.size, members: [...s.members.values()].map((m) => ({ ...m })) }));

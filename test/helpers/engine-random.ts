@@ -6,6 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import type { DesiredState, Plan } from '../../src/engine/engine.js';
 import { planWrites } from '../../src/engine/engine.js';
+import { IPVS_RECORD_SETS } from '../../src/engine/ownership.js';
 import type { DesiredService } from '../../src/engine/ipvs-model.js';
 import type { DesiredIpSet } from '../../src/engine/ipsets-diff.js';
 import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
@@ -465,13 +466,16 @@ export function nftDifference(a: DesiredNftTable | undefined, b: DesiredNftTable
 // ---- writes in objects -----------------------------------------------------------------------
 
 /** The writes of a plan counted in objects (a member or element batch counts its members). */
-export function planObjects(p: Plan): { ipvs: number; addresses: number; routes: number; ipsets: number; nft: number; total: number } {
-  const c = { ipvs: 0, addresses: 0, routes: 0, ipsets: 0, nft: 0, total: 0 };
+/** A plan's writes per kind, counted in objects (a member, an element); the ownership
+ *  record's ipset writes (engine/ownership.ts) apart from the owned sets'. */
+export function planObjects(p: Plan): { ipvs: number; addresses: number; routes: number; ipsets: number; record: number; nft: number; total: number } {
+  const c = { ipvs: 0, addresses: 0, routes: 0, ipsets: 0, record: 0, nft: 0, total: 0 };
   for (const w of planWrites(p)) {
     let n = 1;
     if (w.kind === 'ipset' && (w.op.op === 'add' || w.op.op === 'del')) n = w.op.members.length;
     if (w.kind === 'nft' && w.op.kind === 'elements') n = w.op.elements.length;
-    c[w.kind === 'link' ? 'addresses' : w.kind === 'ipset' ? 'ipsets' : w.kind === 'route' ? 'routes' : w.kind] += n;
+    const record = w.kind === 'ipset' && IPVS_RECORD_SETS.includes(w.op.name);
+    c[w.kind === 'link' ? 'addresses' : record ? 'record' : w.kind === 'ipset' ? 'ipsets' : w.kind === 'route' ? 'routes' : w.kind] += n;
     c.total += n;
   }
   return c;

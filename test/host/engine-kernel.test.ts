@@ -8,6 +8,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
+import { IPVS_RECORD_SETS } from '../../src/engine/ownership.js';
 import { Engine, planWrites, type DesiredState, type SyncReport } from '../../src/engine/engine.js';
 import type { DesiredService } from '../../src/engine/ipvs-model.js';
 import { Links } from '../../src/kernel/links.js';
@@ -77,6 +78,7 @@ function kernelLines() {
 
 function cleanup(): void {
   quiet('nft', 'delete', 'table', 'ip', NFT_TABLE);
+  for (const name of IPVS_RECORD_SETS) quiet('ipset', 'destroy', name);
   for (const line of quiet('ipset', 'list', '-n').stdout.split('\n')) if (line.startsWith(SET_PREFIX)) quiet('ipset', 'destroy', line);
 }
 
@@ -131,7 +133,7 @@ test(`property (${SEEDS} seeds): after syncing A then B the kernel equals B (ip 
     assert.equal(reportWrites(rB), planWrites(plan).length, `seed ${seed}: every planned write succeeded`);
     assert.equal(ipvs.writes - w0, diff.ipvs, `seed ${seed}: IPVS ops`);
     const sent = messages() - m0;
-    assert.ok(sent > 0 && sent <= obj.addresses + obj.ipsets + obj.nft + 2, `seed ${seed}: ${sent} write messages for ${obj.total - obj.ipvs} objects`);
+    assert.ok(sent > 0 && sent <= obj.addresses + obj.ipsets + obj.record + obj.nft + 2, `seed ${seed}: ${sent} write messages for ${obj.total - obj.ipvs} objects`);
 
     // The kernel equals B, read by the independent tools.
     const k = kernelLines();

@@ -11,6 +11,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { IPVS_RECORD_SETS } from '../../src/engine/ownership.js';
 import { Engine, planWrites, type DesiredState, type SyncReport } from '../../src/engine/engine.js';
 import type { DesiredService } from '../../src/engine/ipvs-model.js';
 import { Ipvs } from '../../src/kernel/ipvs.js';
@@ -51,6 +52,7 @@ const reportWrites = (r: SyncReport) => r.ipvs.writes + r.addresses.writes + r.i
 
 function cleanup(): void {
   quiet('ipvsadm', '-C');
+  for (const name of IPVS_RECORD_SETS) quiet('ipset', 'destroy', name);
   quiet('ip', 'link', 'del', VIP_LINK);
   for (const line of quiet('ipset', 'list', '-n').stdout.split('\n')) if (line.startsWith(SET_PREFIX)) quiet('ipset', 'destroy', line);
 }

@@ -48,7 +48,8 @@ test('a first sync creates the link, the addresses, the sets, the table and IPVS
   const r1 = await e.sync(state(20));
   assert.deepEqual(r1.errors, []);
   assert.deepEqual(r1.addresses.ops, { addLink: 1, addAddr: 20 });
-  assert.deepEqual(r1.ipsets.ops, { create: 1, add: 1 });
+  // the owned set, and the ownership record (ipvsync-ipvs) of the 20 virtual servers
+  assert.deepEqual(r1.ipsets.ops, { create: 2, add: 2 });
   assert.equal(r1.nft.writes, 1 + 2 + 2 + 2 + 2, 'table, 2 chains, 2 sets, 2 element batches, 2 rules');
   assert.equal(r1.ipvs.writes, 60);
   const w = [k.ipvs.writes, k.links.writes, k.ipsets.writes, k.nft.writes];
@@ -69,8 +70,10 @@ test('one service more: one address, one ipset member, one nft element, its IPVS
   const writes = planWrites(plan);
   assert.deepEqual(
     writes.map((w) => `${w.kind}:${'op' in w.op ? w.op.op : `${w.op.verb}-${w.op.kind}`}`),
-    ['link:addAddr', 'ipset:add', 'nft:add-elements', 'ipvs:addService', 'ipvs:addDestination', 'ipvs:addDestination'],
+    // the record of the new virtual server first, then the owned set's member
+    ['link:addAddr', 'ipset:add', 'ipset:add', 'nft:add-elements', 'ipvs:addService', 'ipvs:addDestination', 'ipvs:addDestination'],
   );
+  assert.deepEqual(plan.ipsets!.early[0], { op: 'add', name: 'ipvsync-ipvs', type: 'hash:ip,port', family: 'inet', members: [{ ip: '10.96.0.21', proto: 'tcp', port: 80 }], exist: true });
   const r = await e.apply(plan);
   assert.deepEqual(r.errors, []);
   assert.equal((await e.plan(state(21))).ipvs.ops.length, 0);
@@ -84,7 +87,8 @@ test('removing services: IPVS goes first, then the addresses and members it used
   const writes = planWrites(await e.plan(state(3)));
   assert.deepEqual(
     writes.map((w) => `${w.kind}:${'op' in w.op ? w.op.op : `${w.op.verb}-${w.op.kind}`}`),
-    ['ipset:del', 'nft:delete-elements', 'ipvs:deleteService', 'ipvs:deleteService', 'link:delAddr', 'link:delAddr'],
+    // the deleted virtual servers are forgotten by the record after IPVS
+    ['ipset:del', 'nft:delete-elements', 'ipvs:deleteService', 'ipvs:deleteService', 'ipset:del', 'link:delAddr', 'link:delAddr'],
   );
   await e.sync(state(3));
   assert.deepEqual((await k.links.addresses({ link: 'kube-ipvs0' })).map((a) => a.address).sort(), ['10.96.0.1', '10.96.0.2', '10.96.0.3']);
@@ -115,7 +119,7 @@ test('foreign sets, tables, addresses elsewhere and on our link survive; its own
   const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-' });
   const r = await e.sync(state(2));
   assert.deepEqual(r.errors, []);
-  assert.deepEqual((await k.ipsets.headers()).map((s) => s.name).sort(), ['IPVSYNC-CLUSTER-IP', 'KUBE-CLUSTER-IP'], 'stale owned set destroyed, foreign kept');
+  assert.deepEqual((await k.ipsets.headers()).map((s) => s.name).sort(), ['IPVSYNC-CLUSTER-IP', 'KUBE-CLUSTER-IP', 'ipvsync-ipvs'], 'stale owned set destroyed, foreign kept, the record made');
   assert.deepEqual((await k.nft.list()).tables.map((t) => t.name).sort(), ['firewalld', 'ipvsync']);
   assert.deepEqual((await k.links.addresses({ link: 'eth0' })).map((a) => a.address), ['192.168.1.5']);
   assert.deepEqual(
@@ -176,7 +180,7 @@ test('an ipset declaration change refills through a temporary set and a swap', a
   const [set] = await k.ipsets.list('IPVSYNC-CLUSTER-IP');
   assert.equal(set!.maxelem, 131072);
   assert.equal(set!.members!.length, 2);
-  assert.deepEqual((await k.ipsets.headers()).map((x) => x.name), ['IPVSYNC-CLUSTER-IP']);
+  assert.deepEqual((await k.ipsets.headers()).map((x) => x.name), ['ipvsync-ipvs', 'IPVSYNC-CLUSTER-IP']);
 });
 
 test('several owned nftables tables (ip and ip6) change in one transaction', async () => {
@@ -202,10 +206,11 @@ test('several owned nftables tables (ip and ip6) change in one transaction', asy
   assert.equal(planWrites(await e.plan({ services: [], nft: [v4, v6] })).length, 0);
 });
 
-test('after a restart, services on addresses bound to its link are owned (and cleaned up)', async () => {
+test('after a restart, the services it recorded are owned (and cleaned up)', async () => {
   const k = fakeKernel();
   await new Engine(k, { ipsetPrefix: 'IPVSYNC-' }).sync(state(3));
-  // a new process, no managed CIDRs, and service 3 is gone from the desired state
+  // a new process, no managed CIDRs, and service 3 is gone from the desired state: the record
+  // in the kernel (ipvsync-ipvs) still names it
   const fresh = new Engine(k, { ipsetPrefix: 'IPVSYNC-' });
   const r = await fresh.sync(state(2));
   assert.deepEqual(r.ipvs.ops, { deleteService: 1 });

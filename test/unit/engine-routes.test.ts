@@ -33,7 +33,8 @@ test('route mode: one local route per CIDR before IPVS, no addresses; a resync d
   const plan = await e.plan(routeMode(['10.96.0.10', 'fd00:96::a']));
   assert.deepEqual(
     planWrites(plan).map((w) => `${w.kind}:${'op' in w.op ? w.op.op : ''}`),
-    ['link:addLink', 'route:addRoute', 'route:addRoute', 'ipvs:addService', 'ipvs:addService', 'ipvs:addDestination', 'ipvs:addDestination'],
+    // the record (one set per family) before IPVS creates the virtual servers
+    ['link:addLink', 'route:addRoute', 'route:addRoute', 'ipset:create', 'ipset:add', 'ipset:create', 'ipset:add', 'ipvs:addService', 'ipvs:addService', 'ipvs:addDestination', 'ipvs:addDestination'],
   );
   const r1 = await e.apply(plan);
   assert.deepEqual(r1.errors, []);

@@ -166,6 +166,8 @@ export async function resetDataPlane(): Promise<void> {
   for (const fam of ['ip', 'ip6']) await run('nft', ['delete', 'table', fam, 'ipvsync']);
   await run('ip', ['link', 'del', 'kube-ipvs0']);
   for (const fam of ['-4', '-6']) await run('ip', [fam, 'route', 'flush', 'table', 'local', 'proto', '249']);
+  // the engine's ownership record: a later test's foreign objects must not be found in it
+  for (const set of ['ipvsync-ipvs', 'ipvsync-ipvs6']) await run('ipset', ['destroy', set]);
   await run('conntrack', ['-F']);
 }
 

@@ -1,0 +1,82 @@
+// `ipvsync cleanup`'s work over kernel handles (the real ones, or the in-memory kernel in
+// tests): remove what ipvsync owns, by the rule `sync` and `proxy` follow (README "Ownership"),
+// and nothing else.
+import { NetlinkError } from '../errors.js';
+import type { EngineKernel } from '../engine/engine.js';
+import { keyToId, serviceKey } from '../engine/ipvs-model.js';
+import { readRecord, recordedKeys } from '../engine/ownership.js';
+import type { IpSetsApi } from '../kernel/ipsets.js';
+import { IPVSYNC_ADDRESS_PROTOCOL, type LinksApi } from '../kernel/links.js';
+import { IPVSYNC_ROUTE_PROTOCOL, type RoutesApi } from '../kernel/routes.js';
+import { GLUE_TABLE } from './glue.js';
+
+export interface CleanupKernel extends Pick<EngineKernel, 'ipvs' | 'nft'> {
+  links: LinksApi;
+  routes: RoutesApi;
+  ipsets: IpSetsApi;
+}
+
+export interface CleanupResult {
+  services: number;
+  addresses: number;
+  routes: number;
+  tables: number;
+  link: boolean;
+}
+
+/** The kernel's own addresses (IFAPROT_KERNEL_LO, _RA, _LL): they come and go with the link. */
+function kernels(protocol: number | undefined): boolean {
+  return protocol !== undefined && protocol >= 1 && protocol <= 3;
+}
+
+/**
+ * Removes the virtual servers in the engine's record (engine/ownership.ts), the glue tables,
+ * the routes carrying IPVSYNC_ROUTE_PROTOCOL, the addresses on the VIP link carrying
+ * IPVSYNC_ADDRESS_PROTOCOL, then the record itself (kept while a recorded virtual server could
+ * not be deleted, so a retry still knows it); and the VIP link when nothing but the kernel's
+ * own addresses is left on it. Firewall-mark services are recorded in memory only: a cleanup,
+ * another process, leaves them.
+ */
+export async function removeOwned(k: CleanupKernel, vipLink: string): Promise<CleanupResult> {
+  const record = await readRecord(k.ipsets);
+  const recorded = recordedKeys(record);
+  const doomed = (await k.ipvs.services()).map((s) => serviceKey(s)).filter((key) => recorded.has(key));
+  const r = await k.ipvs.apply(doomed.map((key) => ({ op: 'deleteService' as const, service: keyToId(key) })), { stopOnError: false });
+  // one gone meanwhile is gone all the same
+  const servicesLeft = r.errors.filter((e) => e.code !== 'ESRCH');
+  let tables = 0;
+  if (k.nft) {
+    try {
+      const have = (await k.nft.list({ elements: false })).tables.filter((t) => t.name === GLUE_TABLE && (t.family === 'ip' || t.family === 'ip6'));
+      if (have.length) {
+        (await k.nft.commit(have.map((t) => ({ verb: 'delete' as const, kind: 'table' as const, table: { family: t.family, name: t.name } })))).orThrow();
+        tables = have.length;
+      }
+    } catch (e) {
+      // A kernel without nftables (or its ip families) has no glue to remove.
+      if (!(e instanceof NetlinkError) || (e.code !== 'EAFNOSUPPORT' && e.code !== 'EOPNOTSUPP' && e.kind !== 'unsupported')) throw e;
+    }
+  }
+  // After the services on them; each delete names the protocol, so only ours can match.
+  const owned = await k.routes.list({ protocol: IPVSYNC_ROUTE_PROTOCOL });
+  const rr = await k.routes.apply(
+    owned.map((o) => ({ op: 'delRoute' as const, dst: o.dst, table: o.table, protocol: IPVSYNC_ROUTE_PROTOCOL, ...(o.metric !== undefined ? { metric: o.metric } : {}) })),
+    { stopOnError: false },
+  );
+  if (!rr.ok) throw rr.errors[0];
+  const link = await k.links.get(vipLink);
+  const addrs = link ? await k.links.addresses({ link: vipLink }) : [];
+  const mine = addrs.filter((a) => a.protocol === IPVSYNC_ADDRESS_PROTOCOL);
+  const ar = await k.links.apply(mine.map((a) => ({ op: 'delAddr' as const, link: vipLink, address: `${a.address}/${a.prefixlen}` })), { stopOnError: false });
+  if (!ar.ok) throw ar.errors[0];
+  if (servicesLeft.length) throw servicesLeft[0];
+  const dr = await k.ipsets.apply(record.map((s) => ({ op: 'destroy' as const, name: s.name })), { stopOnError: false });
+  if (!dr.ok) throw dr.errors[0];
+  let linkGone = false;
+  if (link && addrs.every((a) => a.protocol === IPVSYNC_ADDRESS_PROTOCOL || kernels(a.protocol))) {
+    const lr = await k.links.apply([{ op: 'delLink', name: vipLink }]);
+    if (!lr.ok) throw lr.errors[0];
+    linkGone = true;
+  }
+  return { services: r.count('ok'), addresses: ar.count('ok'), routes: rr.count('ok'), tables, link: linkGone };
+}
