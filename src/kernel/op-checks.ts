@@ -7,6 +7,7 @@
 import { isIP } from 'node:net';
 import type { DestinationConfig, ServiceConfig } from './ipvs.js';
 import type { IpSetMember, IpSetSpec } from './ipsets.js';
+import { typeDims } from './ipset-format.js';
 
 /** What is wrong with a value: the field that holds it and why. */
 export interface FieldProblem {
@@ -263,18 +264,6 @@ export function routeFieldsProblem(r: { type?: unknown; table?: unknown; dev?: u
 
 // ---- ipset -----------------------------------------------------------------------------------
 
-type Dim = 'ip' | 'net' | 'port';
-const DIMS: Record<string, Dim[]> = {
-  'hash:ip': ['ip'],
-  'hash:ip,port': ['ip', 'port'],
-  'hash:ip,port,ip': ['ip', 'port', 'ip'],
-  'hash:ip,port,net': ['ip', 'port', 'net'],
-  'hash:net': ['net'],
-  'hash:net,port': ['net', 'port'],
-  'hash:net,net': ['net', 'net'],
-  'hash:net,port,net': ['net', 'port', 'net'],
-  'bitmap:port': ['port'],
-};
 const PROTOS: Record<string, number> = { tcp: 6, udp: 17, sctp: 132, udplite: 136, icmp: 1, icmpv6: 58, 'ipv6-icmp': 58 };
 const PORTED = new Set([6, 17, 132, 136, 1, 58]);
 /** IPSET_MAX_TIMEOUT: (UINT_MAX >> 1) / MSEC_PER_SEC. */
@@ -293,7 +282,7 @@ export function ipsetSpecProblem(s: IpSetSpec): FieldProblem | undefined {
   const name = setNameProblem('name', o.name);
   if (name) return name;
   if (typeof o.type !== 'string') return problem('type', 'type must be a string');
-  const dims = DIMS[o.type];
+  const dims = typeDims(o.type);
   if (!dims) return problem('type', `set type '${o.type}' is not supported by ipvsync`);
   const bitmap = o.type.startsWith('bitmap:');
   if (bitmap ? isSet(o.family) : isSet(o.family) && o.family !== 'inet' && o.family !== 'inet6')
@@ -351,7 +340,7 @@ function memberAddressProblem(field: 'ip' | 'ip2', v: unknown, cidrV: unknown, n
 
 /** The first problem of a member of a set of this type and family (add), as the addon finds it. */
 export function ipsetMemberProblem(set: { type: string; family?: string }, m: IpSetMember): FieldProblem | undefined {
-  const dims = DIMS[set.type];
+  const dims = typeDims(set.type);
   if (!dims) return problem('type', `set type '${set.type}' is not supported by ipvsync`);
   if (typeof m !== 'object' || m === null) return problem('member', 'member must be an object');
   const o = m as unknown as Record<string, unknown>;
