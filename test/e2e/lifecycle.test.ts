@@ -217,8 +217,9 @@ describe('ownership and the proxy daemon end to end', { skip }, () => {
     assert.equal(first!.trigger, 'initial');
     assert.equal(first!.error.code, 'EACCES', await output());
     assert.equal(first!.error.kind, 'kernel');
-    assert.match(first!.error.op, /^RTM_NEWADDR fd00:96::10\/128 dev kube-ipvs0$/);
-    assert.equal(first!.object, 'fd00:96::10/128 dev kube-ipvs0');
+    // the VIP carries the engine's address protocol (IPVSYNC_ADDRESS_PROTOCOL)
+    assert.match(first!.error.op, /^RTM_NEWADDR fd00:96::10\/128 dev kube-ipvs0 proto 249$/);
+    assert.equal(first!.object, 'fd00:96::10/128 dev kube-ipvs0 proto 249');
     assert.equal(first!.errors, 1);
     assert.deepEqual(first!.failedWrites, { addresses: 1 });
     assert.ok(first!.appliedWrites.ipvs > 0 && first!.appliedWrites.nft > 0, JSON.stringify(first));
