@@ -77,7 +77,8 @@ export {
   type InvalidObject,
 } from './engine/engine.js';
 export { validateDesired } from './engine/validate.js';
-export { canonicalAddress, serviceKey, destKey, type DesiredService } from './engine/ipvs-model.js';
+export { serviceKey, destKey, type DesiredService } from './engine/ipvs-model.js';
+export { canonicalAddress } from './net/address.js';
 export { diffIpvs, type IpvsDelta, type FlowFlush } from './engine/ipvs-diff.js';
 export { IPVS_RECORD, IPVS_RECORD_SETS } from './engine/ownership.js';
 export type { DesiredVips } from './engine/addresses-diff.js';

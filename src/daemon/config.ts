@@ -8,7 +8,7 @@ import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { BadInputError } from '../errors.js';
 import { yaml } from '../yaml.js';
-import { networkText, parseCidr } from '../engine/cidr.js';
+import { cidrText, parseCidr } from '../net/address.js';
 import { isKnownScheduler } from '../kube/scheduler.js';
 import type { ProxyConfig } from '../kube/types.js';
 
@@ -306,7 +306,7 @@ export function parseConfigCidr(text: string): { cidr: string; note?: string } |
   if (!m || !family) return { problem: `"${t}" is not a CIDR (address/prefix-length, e.g. 10.244.0.0/16 or fd00::/64)` };
   if (Number(m[2]) > (family === 4 ? 32 : 128)) return { problem: `"${t}": prefix length ${m[2]} is too long for IPv${family}` };
   const c = parseCidr(t);
-  const cidr = `${networkText(c)}/${c.bits}`;
+  const cidr = cidrText(c);
   const host = parseCidr(m[1]!);
   return host.base === c.base ? { cidr } : { cidr, note: `"${t}" has host bits set: using ${cidr}, its network (as kube-proxy does)` };
 }

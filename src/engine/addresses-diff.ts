@@ -5,7 +5,7 @@
 // link-local, an address someone bound by hand) is never touched; a wanted VIP already there
 // as such an address is bound, and stays when no longer wanted. Pure.
 import { IPVSYNC_ADDRESS_PROTOCOL, type LinkOp } from '../kernel/links.js';
-import { canonicalAddress, familyOf } from './ipvs-model.js';
+import { canonicalAddress, hostPrefix } from '../net/address.js';
 
 export interface DesiredVips {
   /** The link the engine owns (created as a dummy if missing). */
@@ -25,10 +25,6 @@ export interface AddressesDelta {
   early: LinkOp[];
   /** Address removals: after IPVS stopped using them. */
   late: LinkOp[];
-}
-
-export function hostPrefix(address: string): number {
-  return familyOf(address) === 'inet6' ? 128 : 32;
 }
 
 export function diffAddresses(desired: DesiredVips, observed: ObservedVips): AddressesDelta {

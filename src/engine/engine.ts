@@ -12,7 +12,7 @@ import { NftTransaction, type NftablesApi, type NftOp, type NftRuleset } from '.
 import type { NftFamily } from '../kernel/nft-types.js';
 import { IPVSYNC_ROUTE_PROTOCOL, type RouteOp, type RoutesApi } from '../kernel/routes.js';
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
-import { anyContains, parseCidr, type Cidr } from './cidr.js';
+import { anyContains, canonicalAddress, parseCidr, type Cidr } from '../net/address.js';
 import { diffIpSets, memberKey, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
 import { IPVS_RECORD_SETS, readRecord, recordedKeys, recordMember, recordOps } from './ownership.js';
 import {
@@ -29,7 +29,7 @@ import {
   type IpvsDiffInput,
   type ObservedIndex,
 } from './ipvs-diff.js';
-import { canonicalAddress, destKey, keyToId, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
+import { destKey, keyToId, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
 import { diffNftFromLastSteps, diffNftSteps, elementKey, sameNftTables, type DesiredNftTable, type NftDelta } from './nft-diff.js';
 import { ChunkedList, registeredList, replacedOf } from './sorted.js';
 import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';

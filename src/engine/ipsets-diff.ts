@@ -2,8 +2,7 @@
 // declaration changed refilled through a temporary set and an atomic swap, stale owned sets
 // destroyed. Foreign sets are never touched. Pure.
 import type { IpSet, IpSetMember, IpSetOp, IpSetSpec } from '../kernel/ipsets.js';
-import { canonicalAddress } from './ipvs-model.js';
-import { networkText, parseCidr } from './cidr.js';
+import { canonicalAddress, networkText, parseCidr } from '../net/address.js';
 
 export type DesiredIpSet = IpSetSpec & { members: IpSetMember[] };
 

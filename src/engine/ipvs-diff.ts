@@ -4,8 +4,8 @@
 import type { DestinationConfig, Destination, IpvsOp, Service, ServiceId } from '../kernel/ipvs.js';
 import { serviceId } from '../kernel/ipvs.js';
 import { runSync, type Steps } from './slice.js';
+import { canonicalAddress } from '../net/address.js';
 import {
-  canonicalAddress,
   destKey,
   keyToId,
   sameDestShape,

@@ -1,7 +1,6 @@
 // Canonical forms of IPVS objects, so desired state (as a caller writes it, with defaults left
 // out) and observed state (as the kernel reports it, everything filled in) compare exactly.
-import { isIP } from 'node:net';
-import { boundedMemo } from './memo.js';
+import { canonicalAddress, familyOf } from '../net/address.js';
 import type {
   AddressFamily,
   Destination,
@@ -18,28 +17,6 @@ import type {
 
 /** A virtual service the caller wants, with the real servers it wants behind it. */
 export type DesiredService = ServiceConfig & { destinations: DestinationConfig[] };
-
-/** Canonical IPv6 text, memoized: the URL parser is slow. isIP() takes what no URL host is
- *  (a zone index, "fe80::1%eth0"): such a text is returned unchanged, never thrown on. */
-const canonical6 = boundedMemo((a) => {
-  if (isIP(a) !== 6) return a;
-  try {
-    return new URL(`http://[${a}]/`).hostname.slice(1, -1);
-  } catch {
-    return a;
-  }
-}, 1 << 16);
-
-/** Canonical text of an address ("fd00:0::1" → "fd00::1"); unchanged when not an IP (or not
- *  one the kernel takes: a zone index). Never throws. */
-export function canonicalAddress(a: string): string {
-  // Only a text with a colon can be IPv6: IPv4 (and anything else) is returned as it is.
-  return a.includes(':') ? canonical6(a) : a;
-}
-
-export function familyOf(address: string): AddressFamily {
-  return address.includes(':') && isIP(address) === 6 ? 'inet6' : 'inet';
-}
 
 /** Identity key: "inet|tcp|10.0.0.1|80" or "inet|fwmark|7". */
 export function serviceKey(s: ServiceId | Service): string {
@@ -64,8 +41,7 @@ export function keyToId(key: string): KernelServiceId {
 /** Destination key within a service: "10.1.0.5|8080" or "[fd00::5]|8080". */
 export function destKey(d: { address: string; port: number }): string {
   const a = canonicalAddress(d.address);
-  // only a text with a colon can be IPv6 (isIP's regular expressions are the cost otherwise)
-  return `${a.includes(':') && isIP(a) === 6 ? `[${a}]` : a}|${d.port}`;
+  return `${familyOf(a) === 'inet6' ? `[${a}]` : a}|${d.port}`;
 }
 
 // Flag names map onto kernel bits; sh-/mh-/flag-N share bits, so compare bits, not names.

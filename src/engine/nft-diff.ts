@@ -5,7 +5,8 @@
 import type { ChainSpec, NftOp, NftRuleset, RuleSpec, SetElement, SetSpec, TableSpec } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
-import { canonicalAddress, samePlain } from './ipvs-model.js';
+import { canonicalAddress } from '../net/address.js';
+import { samePlain } from './ipvs-model.js';
 import { runSync, type Steps } from './slice.js';
 import { ChunkedSorted, registeredList, sortSteps, sortedPatchOf, type SortedPatch } from './sorted.js';
 

@@ -10,7 +10,7 @@
 import { NetlinkError } from '../errors.js';
 import type { IpSet, IpSetMember, IpSetOp, IpSetSpec, IpSetsApi } from '../kernel/ipsets.js';
 import type { AddressFamily } from '../kernel/ipvs.js';
-import { canonicalAddress } from './ipvs-model.js';
+import { canonicalAddress } from '../net/address.js';
 
 /** The record's sets, by family. Never touched by the ipset diff, whatever its prefix. */
 export const IPVS_RECORD = { inet: 'ipvsync-ipvs', inet6: 'ipvsync-ipvs6' } as const;

@@ -4,7 +4,7 @@
 // a foreign route in the way makes the add fail (EEXIST), it is never touched. Pure.
 import { IPVSYNC_ROUTE_PROTOCOL, RT_TABLE_LOCAL, RT_TABLE_MAIN, type Route, type RouteOp } from '../kernel/routes.js';
 import type { NativeRouteType } from '../native.js';
-import { networkText, parseCidr } from './cidr.js';
+import { canonicalNetwork } from '../net/address.js';
 import { compareText } from './sorted.js';
 
 export interface DesiredRoute {
@@ -34,12 +34,6 @@ function tableNumber(r: DesiredRoute): number {
   if (r.table === 'main') return RT_TABLE_MAIN;
   if (r.table === 'local') return RT_TABLE_LOCAL;
   return r.type === 'local' ? RT_TABLE_LOCAL : RT_TABLE_MAIN;
-}
-
-/** The network of a CIDR, canonical ("fd00:0096::/108" -> "fd00:96::/108"). */
-export function canonicalNetwork(cidr: string): string {
-  const c = parseCidr(cidr);
-  return `${networkText(c)}/${c.bits}`;
 }
 
 /** The kernel's identity of a route in one table (one route per destination: no metrics here). */

@@ -8,7 +8,6 @@ import type { DestinationConfig } from '../kernel/ipvs.js';
 import { encodeOps, NftTransaction, type NftOp, type SetElement, type SetSpec } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
 import {
-  addressFamily,
   addressProblem,
   ipsetMemberProblem,
   ipsetSpecProblem,
@@ -19,6 +18,7 @@ import {
   routeFieldsProblem,
   type FieldProblem,
 } from '../kernel/op-checks.js';
+import { addressFamily, canonicalNetwork } from '../net/address.js';
 import type { IpSetMember } from '../kernel/ipsets.js';
 import { RT_TABLE_LOCAL, RT_TABLE_MAIN } from '../kernel/routes.js';
 import type { DesiredVips } from './addresses-diff.js';
@@ -26,7 +26,7 @@ import type { DesiredState, InvalidObject, Ownership } from './engine.js';
 import { memberKey, type DesiredIpSet } from './ipsets-diff.js';
 import { destKey, serviceKey, type DesiredService } from './ipvs-model.js';
 import { elementKey, type DesiredNftTable } from './nft-diff.js';
-import { canonicalNetwork, type DesiredRoute, type DesiredRoutes } from './routes-diff.js';
+import type { DesiredRoute, DesiredRoutes } from './routes-diff.js';
 
 /**
  * Every desired object the kernel layer would refuse, with the field that makes it so. The

@@ -2,6 +2,7 @@
 // the conversion between a typed value ('10.0.0.1', 'tcp', 443) and the bytes in a set key or
 // a cmp/immediate register.
 import { NetlinkError } from '../errors.js';
+import { formatIPv6Words, ipv4Number, ipv6Words } from '../net/address.js';
 
 export type NftFamily = 'ip' | 'ip6' | 'inet';
 export const FAMILY_NUMBER: Record<NftFamily, number> = { inet: 1, ip: 2, ip6: 10 };
@@ -75,29 +76,10 @@ function invalid(why: string): NetlinkError {
   return NetlinkError.invalid('nftables', why);
 }
 
-/** 'a.b.c.d' -> the address as an unsigned 32-bit number (a = most significant byte). Each
- *  part is 1..3 decimal digits up to 255. */
+/** 'a.b.c.d' -> the address as an unsigned 32-bit number (a = most significant byte). */
 export function ipv4ToU32(s: string): number {
-  const n = s.length;
-  let v = 0;
-  let part = 0;
-  let digits = 0;
-  let parts = 0;
-  for (let i = 0; i <= n; i++) {
-    const c = i < n ? s.charCodeAt(i) : 46; // a final '.' closes the last part
-    if (c === 46) {
-      if (digits === 0 || part > 255 || ++parts > 4) throw invalid(`not an IPv4 address: ${s}`);
-      v = v * 256 + part;
-      part = 0;
-      digits = 0;
-    } else if (c >= 48 && c <= 57 && digits < 3) {
-      part = part * 10 + (c - 48);
-      digits++;
-    } else {
-      throw invalid(`not an IPv4 address: ${s}`);
-    }
-  }
-  if (parts !== 4) throw invalid(`not an IPv4 address: ${s}`);
+  const v = ipv4Number(s);
+  if (v < 0) throw invalid(`not an IPv4 address: ${s}`);
   return v;
 }
 
@@ -125,32 +107,10 @@ export function hexLe32(v: number): string {
 }
 
 export function parseIPv6(s: string): Buffer {
-  const bad = () => invalid(`not an IPv6 address: ${s}`);
-  let str = s;
-  if (str.includes('.')) {
-    // embedded IPv4 (::ffff:1.2.3.4): rewrite its last 32 bits as two hex groups
-    const i = str.lastIndexOf(':');
-    if (i < 0) throw bad();
-    const v4 = parseIPv4(str.slice(i + 1));
-    str = `${str.slice(0, i + 1)}${v4.readUInt16BE(0).toString(16)}:${v4.readUInt16BE(2).toString(16)}`;
-  }
-  const halves = str.split('::');
-  if (halves.length > 2) throw bad();
-  const group = (x: string) => (x === '' ? [] : x.split(':'));
-  const head = group(halves[0]!);
-  const rest = halves.length === 2 ? group(halves[1]!) : [];
-  const words = (g: string[]) =>
-    g.map((w) => {
-      if (!/^[0-9a-fA-F]{1,4}$/.test(w)) throw bad();
-      return parseInt(w, 16);
-    });
-  const h = words(head);
-  const r = words(rest);
-  const fill = 8 - h.length - r.length;
-  if (halves.length === 1 ? fill !== 0 : fill < 1) throw bad();
-  const all = [...h, ...Array(halves.length === 2 ? fill : 0).fill(0), ...r];
+  const w = ipv6Words(s);
+  if (!w) throw invalid(`not an IPv6 address: ${s}`);
   const b = Buffer.alloc(16);
-  all.forEach((w, i) => b.writeUInt16BE(w, i * 2));
+  w.forEach((x, i) => b.writeUInt16BE(x, i * 2));
   return b;
 }
 
@@ -158,28 +118,11 @@ export function formatIPv4(b: Buffer | Uint8Array, off = 0): string {
   return `${b[off]}.${b[off + 1]}.${b[off + 2]}.${b[off + 3]}`;
 }
 
-/** RFC 5952 text: lower case, the longest run (≥ 2) of zero groups as '::'. */
+/** RFC 5952 text (formatIPv6Words). */
 export function formatIPv6(b: Buffer | Uint8Array, off = 0): string {
   const w: number[] = [];
   for (let i = 0; i < 8; i++) w.push((b[off + 2 * i]! << 8) | b[off + 2 * i + 1]!);
-  let best = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8; ) {
-    if (w[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && w[j] === 0) j++;
-    if (j - i > bestLen) {
-      best = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hex = (a: number[]) => a.map((x) => x.toString(16)).join(':');
-  if (best < 0) return hex(w);
-  return `${hex(w.slice(0, best))}::${hex(w.slice(best + bestLen))}`;
+  return formatIPv6Words(w);
 }
 
 /** Writes one typed value into `out` at `off` (exactly DATATYPES[t].len bytes). */

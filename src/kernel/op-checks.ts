@@ -4,7 +4,7 @@
 // batch: a caller (the sync engine) can leave one bad object out and send the rest. The addon
 // still checks every op it converts; test/unit/engine-validate.test.ts holds these to its
 // verdicts. nftables needs none here: its façade checks ops in TypeScript (NftTransaction).
-import { isIP } from 'node:net';
+import { addressFamily } from '../net/address.js';
 import type { DestinationConfig, ServiceConfig } from './ipvs.js';
 import type { IpSetMember, IpSetSpec } from './ipsets.js';
 import { typeDims } from './ipset-format.js';
@@ -17,33 +17,6 @@ export interface FieldProblem {
 
 function problem(field: string, message: string): FieldProblem {
   return { field, message };
-}
-
-/** What inet_pton (the addon's parser) makes of an address: 4, 6, or 0 for no address. */
-export function addressFamily(text: unknown): 4 | 6 | 0 {
-  if (typeof text !== 'string') return 0;
-  if (!text.includes(':')) return isDottedQuad(text) ? 4 : 0;
-  // isIP takes an IPv6 zone ("fe80::1%eth0"); inet_pton does not
-  return isIP(text) === 6 && !text.includes('%') ? 6 : 0;
-}
-
-/** inet_pton's IPv4: four decimal parts of at most 255 without leading zeros. Without a
- *  regular expression: it runs for every destination a plan checks. */
-function isDottedQuad(s: string): boolean {
-  let octet = -1;
-  let dots = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c === 46) {
-      if (octet < 0 || ++dots > 3) return false;
-      octet = -1;
-    } else if (c >= 48 && c <= 57) {
-      if (octet === 0) return false;
-      octet = octet < 0 ? c - 48 : octet * 10 + (c - 48);
-      if (octet > 255) return false;
-    } else return false;
-  }
-  return dots === 3 && octet >= 0;
 }
 
 const isSet = (v: unknown): boolean => v !== undefined && v !== null;

@@ -3,9 +3,8 @@
 // CategorizeEndpoints, topologyModeFromHints, serving-terminating fallback of KEP-1669).
 import type { V1EndpointSlice } from '@kubernetes/client-node';
 import type { AddressFamily, IpvsProtocol } from '../kernel/ipvs.js';
-import { compareAddress, validIp } from './address.js';
+import { compareAddress, ipv4Number, validIp } from '../net/address.js';
 import { compareText, insertionSort } from '../engine/sorted.js';
-import { ipv4Number } from '../engine/cidr.js';
 import { endpointAddress } from './slim.js';
 import { arr, field, int, isMapping, member, present, str } from './fields.js';
 import { objectKey } from './change-tracker.js';

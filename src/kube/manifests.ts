@@ -10,7 +10,7 @@ import { BadInputError } from '../errors.js';
 import { yaml } from '../yaml.js';
 import type { V1EndpointSlice, V1Endpoints, V1Service } from '@kubernetes/client-node';
 import { objectKey } from './change-tracker.js';
-import { validIp } from './address.js';
+import { validIp } from '../net/address.js';
 import { arr, field, int, isMapping, member, present, show, str } from './fields.js';
 import { LABEL_SERVICE_NAME, type ObjectHandlers } from './types.js';
 

@@ -10,7 +10,8 @@ import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model
 import { mapSteps, runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
 import { chunkedListOf, compareText, sortByKeySteps, sortedListOf, withList, type ChunkedSorted } from '../engine/sorted.js';
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
-import { addressKey, addressProtoPortKey, cidrList, compareAddress, compareAddressProtoPort, inAny, ipFamily, isIpv6LinkLocal, validIp, type CidrList } from './address.js';
+import { addressProtoPortKey, cidrList, compareAddressProtoPort, inAny, type CidrList } from './address.js';
+import { addressKey, compareAddress, ipFamily, isIpv6LinkLocal, validIp } from '../net/address.js';
 import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
 import { objectKey, sliceServiceKey } from './change-tracker.js';
 import { chooseScheduler, isKnownScheduler } from './scheduler.js';

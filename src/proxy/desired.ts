@@ -3,8 +3,7 @@
 import type { DesiredState } from '../engine/engine.js';
 import type { DesiredIpSet } from '../engine/ipsets-diff.js';
 import type { DesiredNftTable } from '../engine/nft-diff.js';
-import { anyContains, parseCidr } from '../engine/cidr.js';
-import { canonicalNetwork } from '../engine/routes-diff.js';
+import { anyContains, canonicalNetwork, parseCidr } from '../net/address.js';
 import type { GlueSpec, ProxyModel } from '../kube/types.js';
 import { glueTablesSteps, patchGlueHairpin } from './glue.js';
 import { runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';

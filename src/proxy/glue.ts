@@ -22,8 +22,8 @@ import type { Expr } from '../kernel/nft-expr.js';
 import * as R from '../kernel/nft-rules.js';
 import type { SetElement } from '../kernel/nftables.js';
 import type { GlueHairpin, GlueSpec } from '../kube/types.js';
-import { familyOf } from '../engine/ipvs-model.js';
-import { compareAddress, compareAddressProtoPort } from '../kube/address.js';
+import { compareAddress, familyOf } from '../net/address.js';
+import { compareAddressProtoPort } from '../kube/address.js';
 import { mapSteps, runSync, type Steps } from '../engine/slice.js';
 import { ChunkedSorted, SORT_CHUNK, registeredList, sortSteps, sortedListOf, sortedPatchOf, withList } from '../engine/sorted.js';
 

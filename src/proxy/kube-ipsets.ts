@@ -3,7 +3,7 @@
 import type { DesiredIpSet } from '../engine/ipsets-diff.js';
 import type { IpSetMember, IpSetType } from '../kernel/ipsets.js';
 import type { GlueSpec } from '../kube/types.js';
-import { familyOf } from '../engine/ipvs-model.js';
+import { familyOf } from '../net/address.js';
 import { compareText } from '../engine/sorted.js';
 
 /** Sets named with this prefix are owned in kube-proxy ipset mode. */

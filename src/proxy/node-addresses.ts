@@ -1,7 +1,7 @@
 // The node's addresses for NodePorts, from the links' addresses: apart from the proxier so the
 // daemon's thread can work them out without loading the proxier (with the proxier on its sync
 // thread, the daemon's thread loads neither it nor the engine).
-import { canonicalAddress } from '../engine/ipvs-model.js';
+import { canonicalAddress } from '../net/address.js';
 import type { Address } from '../kernel/links.js';
 
 /** Every local address usable for NodePorts: all links but the VIP link, no IPv6 link-local,

@@ -23,7 +23,8 @@ import {
 } from '../kernel/ipvs.js';
 import { packIpvsOps } from '../kernel/ipvs-pack.js';
 import { native } from '../native.js';
-import { canonicalAddress, destKey, destShape, familyOf, serviceKey, serviceShape } from '../engine/ipvs-model.js';
+import { destKey, destShape, serviceKey, serviceShape } from '../engine/ipvs-model.js';
+import { canonicalAddress, familyOf } from '../net/address.js';
 
 const ERRNO = { EEXIST: 17, ESRCH: 3, ENOENT: 2, EINVAL: 22 } as const;
 

@@ -8,12 +8,11 @@ import type { ConntrackApi, DeleteFlowsResult, Flow, FlowFilter } from '../kerne
 import type { IpSet, IpSetMember, IpSetOp, IpSetsApi, IpSetSpec } from '../kernel/ipsets.js';
 import type { Address, Link, LinkOp, LinksApi } from '../kernel/links.js';
 import type { Route, RouteFilter, RouteOp, RoutesApi } from '../kernel/routes.js';
-import { parseCidr, networkText } from '../engine/cidr.js';
+import { canonicalAddress, familyOf, parseCidr, networkText } from '../net/address.js';
 import { NftCommitResult, NftTransaction, type CommitOptions, type NftablesApi, type NftOp, type NftRuleset, type ListOptions, type SetElement } from '../kernel/nftables.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { memberKey } from '../engine/ipsets-diff.js';
 import { elementKey, stableStringify } from '../engine/nft-diff.js';
-import { canonicalAddress, familyOf } from '../engine/ipvs-model.js';
 import { FakeIpvs } from './fake-ipvs.js';
 
 const ERRNO: Record<string, number> = { EEXIST: 17, ENOENT: 2, ENODEV: 19, EBUSY: 16, EINVAL: 22, ESRCH: 3, ENETUNREACH: 101 };

@@ -8,7 +8,7 @@ import { Engine, planWrites } from '../../src/engine/engine.js';
 import { diffIpSets } from '../../src/engine/ipsets-diff.js';
 import { diffIpvs } from '../../src/engine/ipvs-diff.js';
 import { diffNft, type DesiredNftTable } from '../../src/engine/nft-diff.js';
-import { networkText, parseCidr } from '../../src/engine/cidr.js';
+import { networkText, parseCidr } from '../../src/net/address.js';
 import { NetlinkError } from '../../src/errors.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
 import * as R from '../../src/kernel/nft-rules.js';

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine, keyToId } from '../../src/engine/engine.js';
 import { serviceKey, type DesiredService } from '../../src/engine/ipvs-model.js';
-import { parseCidr, cidrContains } from '../../src/engine/cidr.js';
+import { parseCidr, cidrContains } from '../../src/net/address.js';
 import type { FlowFilter } from '../../src/kernel/conntrack.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { prng } from '../helpers/bytes.js';

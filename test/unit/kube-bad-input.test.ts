@@ -12,8 +12,8 @@ import { Proxier } from '../../src/proxy/proxier.js';
 import { translate } from '../../src/kube/translate.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { FakeLinks, FakeNftables } from '../../src/testing/fake-kernel.js';
-import { cidrText, parseCidrText, parseNodeIp, validIp } from '../../src/kube/address.js';
-import { canonicalAddress } from '../../src/engine/ipvs-model.js';
+import { parseNodeIp } from '../../src/kube/address.js';
+import { canonicalAddress, cidrText, parseCidrText, validIp } from '../../src/net/address.js';
 import type { ProxyModel } from '../../src/kube/types.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
 

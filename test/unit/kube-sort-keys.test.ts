@@ -4,7 +4,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice } from '@kubernetes/client-node';
-import { addressKey, addressProtoPortKey, compareAddress, compareAddressProtoPort } from '../../src/kube/address.js';
+import { addressProtoPortKey, compareAddressProtoPort } from '../../src/kube/address.js';
+import { addressKey, compareAddress } from '../../src/net/address.js';
 import { endpointsForPort, type EndpointInfo } from '../../src/kube/endpoints.js';
 import { sortByKeySteps } from '../../src/engine/sorted.js';
 import { prng } from '../helpers/bytes.js';
