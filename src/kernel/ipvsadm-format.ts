@@ -3,6 +3,7 @@
 // the benchmark share one implementation. Output follows ipvsadm 1.31 byte for byte (option
 // order, spacing, its sort order including its int-overflowing comparisons).
 import { readFileSync } from 'node:fs';
+import { ipv6Words } from '../net/address.js';
 import type {
   AddressFamily,
   Destination,
@@ -336,28 +337,8 @@ function words(family: AddressFamily, address: string): number[] {
     const p = address.split('.').map(Number);
     return [((p[0]! << 24) | (p[1]! << 16) | (p[2]! << 8) | p[3]!) >>> 0];
   }
-  const b = v6Bytes(address);
-  return [0, 1, 2, 3].map((i) => ((b[i * 4]! << 24) | (b[i * 4 + 1]! << 16) | (b[i * 4 + 2]! << 8) | b[i * 4 + 3]!) >>> 0);
-}
-
-function v6Bytes(a: string): number[] {
-  let s = a;
-  const out: number[] = [];
-  // An embedded IPv4 tail (::ffff:1.2.3.4) becomes two groups.
-  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(s);
-  if (v4) {
-    const p = v4[1]!.split('.').map(Number);
-    s = s.slice(0, -v4[1]!.length) + `${((p[0]! << 8) | p[1]!).toString(16)}:${((p[2]! << 8) | p[3]!).toString(16)}`;
-  }
-  const [head, tail] = s.includes('::') ? (s.split('::') as [string, string]) : [s, undefined];
-  const h = head ? head.split(':') : [];
-  const t = tail !== undefined && tail !== '' ? tail.split(':') : [];
-  const groups = tail === undefined ? h : [...h, ...Array(8 - h.length - t.length).fill('0'), ...t];
-  for (const g of groups) {
-    const n = parseInt(g, 16);
-    out.push((n >> 8) & 0xff, n & 0xff);
-  }
-  return out;
+  const w = ipv6Words(address) ?? [0, 0, 0, 0, 0, 0, 0, 0];
+  return [0, 1, 2, 3].map((i) => ((w[i * 2]! << 16) | w[i * 2 + 1]!) >>> 0);
 }
 
 /**

@@ -23,6 +23,7 @@ import {
   parseCidrText,
   validIp,
 } from '../../src/net/address.js';
+import { encodeValue } from '../../src/kernel/nft-types.js';
 import { prng } from '../helpers/bytes.js';
 
 test('IPv4: a dotted quad without leading zeros, as a number', () => {
@@ -33,6 +34,9 @@ test('IPv4: a dotted quad without leading zeros, as a number', () => {
     assert.equal(ipv4Number(bad), -1, bad);
   assert.equal(addressFamily('010.1.2.3'), 0);
   assert.equal(validIp('010.1.2.3'), undefined);
+  // the nftables codec reads addresses with the same parser
+  assert.throws(() => encodeValue('ipv4_addr', '010.1.2.3', Buffer.alloc(4), 0), /not an IPv4 address/);
+  assert.throws(() => encodeValue('ipv6_addr', '::ffff:010.1.2.3', Buffer.alloc(16), 0), /not an IPv6 address/);
 });
 
 test('a zone index is no address for the kernel, though isIP takes it', () => {
