@@ -395,6 +395,8 @@ export function parseRestore(
     let w = words(raw, line);
     let exist = opts.exist ?? false;
     w = w.filter((x) => (x === '-exist' || x === '-!' ? ((exist = true), false) : true));
+    // options alone (a line that is only -exist): ipset says the same
+    if (!w.length) throw new RestoreSyntaxError(line, 'no command specified');
     const cmd = w[0]!.replace(/^-/, '');
     const name = w[1];
     const need = (k: number, what: string) => {

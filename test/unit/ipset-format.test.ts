@@ -90,6 +90,8 @@ test('restore: syntax errors name the line', () => {
   err('create ' + 'x'.repeat(32) + ' hash:ip', 1, /longer than 31 bytes/);
   err('flush', 1, /name the set/);
   err('frobnicate s', 1, /unknown command/);
+  err('create s2 hash:ip\n-exist', 2, /no command specified/);
+  err('-!', 1, /no command specified/);
 });
 
 test(`ipset reply decoder survives seeded random and mutated input`, () => {
