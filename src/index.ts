@@ -132,7 +132,7 @@ export {
   type LoadedConfig,
   type BindMode,
 } from './daemon/config.js';
-export { ProxyMetrics, MetricsServer, Registry, Counter, Gauge, Histogram, PROMETHEUS_CONTENT_TYPE, type ServiceLabelSource } from './daemon/metrics.js';
+export { ProxyMetrics, MetricsServer, PROMETHEUS_CONTENT_TYPE, type ProxyMetricsOptions } from './daemon/metrics.js';
 export { ThreadedProxier, SyncThreadError, type SyncThreadOptions, type ThreadSyncResult, type ModelSummary } from './proxy/sync-thread.js';
 export { ProxierHealth, HealthzServer, ServiceHealthServers, TO_BE_DELETED_TAINT, type HealthState, type ServiceHealthSyncResult } from './daemon/healthz.js';
 export { createLogger, type Logger, type LogLevel, type Fields } from './daemon/log.js';

@@ -8,7 +8,7 @@ import { Links } from '../kernel/links.js';
 import type { FolderLoad, ManifestSet, ManifestWarning } from '../kube/manifests.js';
 import { memoryPressure, type HandleOptions } from '../native.js';
 import { nodeAddresses } from '../proxy/node-addresses.js';
-import type { ProxierOptions } from '../proxy/proxier.js';
+import type { PendingChanges, ProxierOptions } from '../proxy/proxier.js';
 import { ThreadedProxier } from '../proxy/sync-thread.js';
 import type { SyncReport } from '../engine/engine.js';
 import type { InformerError, ResourceName } from '../kube/informers.js';
@@ -232,8 +232,11 @@ interface DaemonProxier extends ObjectHandlers {
     report: SyncReport;
     serviceChanges: number;
     endpointChanges: number;
+    triggerTimes: number[];
     model: Pick<ProxyModel, 'healthChecks' | 'noLocalEndpointsTotal' | 'warnings'>;
   }>;
+  /** The changes received that no sync has taken yet (/metrics reads them at each scrape). */
+  readonly pendingChanges: PendingChanges;
 }
 
 async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<void> {
@@ -278,14 +281,15 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   }
 
   const health = new ProxierHealth(2 * cfg.ipvs.syncPeriodMs);
-  const metrics = new ProxyMetrics();
+  // The traffic counters: one dump of every virtual server with its real servers and their
+  // counters per scrape, on this thread's IPVS handle.
+  const metrics = new ProxyMetrics({ pending: () => proxier.pendingChanges, ipvsStats: () => ipvs.services({ withDestinations: true, stats: true }) });
   const serviceHealth = new ServiceHealthServers();
   const notices = new NoticeLog(log);
   const runner = new SyncRunner(
     async (trigger) => {
       const r = await proxier.sync(trigger !== 'request');
-      metrics.recordChanges({ services: r.serviceChanges, endpoints: r.endpointChanges });
-      metrics.setNoLocalEndpoints(r.model.noLocalEndpointsTotal);
+      metrics.recordSyncResult(r);
       notices.update(r.model.warnings, r.report.invalid);
       await serviceHealth.sync(r.model.healthChecks);
       const writes = r.report.ipvs.writes + r.report.addresses.writes + r.report.routes.writes + r.report.nft.writes + r.report.ipsets.writes;
@@ -304,6 +308,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   runner.onSync(logSyncFailure(log));
   const request = () => {
     health.queuedUpdate();
+    metrics.recordQueued();
     runner.request();
   };
 

@@ -1,235 +1,59 @@
-// Prometheus metrics: a small registry (counter, gauge, histogram with labels) and the text
-// exposition format 0.0.4 — a few hundred lines instead of a dependency — plus kube-proxy's
-// metric set (same names, types and buckets) and ipvsync's per-virtual-server and per-real-server
-// traffic counters taken from IPVS stats.
+// Prometheus metrics through prom-client (one registry, its text exposition): kube-proxy's
+// metric set (same names, types and buckets) and ipvsync's own — the IPVS writes of each sync,
+// the per-virtual-server and per-real-server traffic counters read from the kernel at scrape
+// time, the addon's CPU.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Counter, Gauge, Histogram, Registry, exponentialBuckets, linearBuckets } from 'prom-client';
+import type { SyncReport } from '../engine/engine.js';
 import type { SyncRecord, SyncRunner } from '../engine/runner.js';
 import type { Service } from '../kernel/ipvs.js';
+import type { ProxyModel } from '../kube/types.js';
+import type { PendingChanges } from '../proxy/proxier.js';
 import { addonCpuUsage as nativeAddonCpuUsage, type AddonCpuUsage } from '../native.js';
 
-export type Labels = Record<string, string>;
-type MetricType = 'counter' | 'gauge' | 'histogram';
+export const PROMETHEUS_CONTENT_TYPE: string = Registry.PROMETHEUS_CONTENT_TYPE;
 
-const NAME_RE = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
-const LABEL_RE = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
-
-function escapeLabel(v: string): string {
-  return v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
-}
-
-function escapeHelp(v: string): string {
-  return v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
-}
-
-export function formatValue(v: number): string {
-  if (Number.isNaN(v)) return 'NaN';
-  if (v === Infinity) return '+Inf';
-  if (v === -Infinity) return '-Inf';
-  return String(v);
-}
-
-function labelText(names: readonly string[], values: readonly string[], extra?: [string, string]): string {
-  const parts = names.map((n, i) => `${n}="${escapeLabel(values[i]!)}"`);
-  if (extra) parts.push(`${extra[0]}="${escapeLabel(extra[1])}"`);
-  return parts.length ? `{${parts.join(',')}}` : '';
-}
-
-abstract class Metric {
-  protected readonly series = new Map<string, { values: string[] }>();
-
-  constructor(
-    readonly name: string,
-    readonly help: string,
-    readonly labelNames: readonly string[],
-    readonly type: MetricType,
-  ) {
-    if (!NAME_RE.test(name)) throw new Error(`bad metric name ${name}`);
-    for (const l of labelNames) if (!LABEL_RE.test(l) || l === 'le' || l.startsWith('__')) throw new Error(`bad label name ${l} on ${name}`);
-  }
-
-  protected key(labels: Labels | undefined): { key: string; values: string[] } {
-    const given = Object.keys(labels ?? {});
-    if (given.length !== this.labelNames.length || given.some((g) => !this.labelNames.includes(g)))
-      throw new Error(`${this.name}: labels must be exactly {${this.labelNames.join(', ')}}, got {${given.join(', ')}}`);
-    const values = this.labelNames.map((n) => String(labels![n]));
-    return { key: JSON.stringify(values), values };
-  }
-
-  /** Drops every series (for metrics rebuilt from a snapshot, like IPVS stats). */
-  reset(): void {
-    this.series.clear();
-  }
-
-  abstract render(): string[];
-}
-
-export class Counter extends Metric {
-  private readonly v = new Map<string, number>();
-
-  constructor(name: string, help: string, labelNames: readonly string[] = []) {
-    super(name, help, labelNames, 'counter');
-  }
-
-  inc(labels?: Labels, by = 1): void {
-    if (!(by >= 0)) throw new Error(`${this.name}: a counter only goes up (inc by ${by})`);
-    const { key, values } = this.key(labels);
-    this.series.set(key, { values });
-    this.v.set(key, (this.v.get(key) ?? 0) + by);
-  }
-
-  /** Sets a counter mirrored from an external monotonic source (kernel counters). */
-  setFromSource(labels: Labels | undefined, value: number): void {
-    const { key, values } = this.key(labels);
-    this.series.set(key, { values });
-    this.v.set(key, value);
-  }
-
-  get(labels?: Labels): number {
-    return this.v.get(this.key(labels).key) ?? 0;
-  }
-
-  override reset(): void {
-    super.reset();
-    this.v.clear();
-  }
-
-  render(): string[] {
-    return [...this.series].map(([k, s]) => `${this.name}${labelText(this.labelNames, s.values)} ${formatValue(this.v.get(k)!)}`);
-  }
-}
-
-export class Gauge extends Metric {
-  private readonly v = new Map<string, number>();
-
-  constructor(name: string, help: string, labelNames: readonly string[] = []) {
-    super(name, help, labelNames, 'gauge');
-  }
-
-  set(labels: Labels | undefined, value: number): void {
-    const { key, values } = this.key(labels);
-    this.series.set(key, { values });
-    this.v.set(key, value);
-  }
-
-  get(labels?: Labels): number | undefined {
-    return this.v.get(this.key(labels).key);
-  }
-
-  override reset(): void {
-    super.reset();
-    this.v.clear();
-  }
-
-  render(): string[] {
-    return [...this.series].map(([k, s]) => `${this.name}${labelText(this.labelNames, s.values)} ${formatValue(this.v.get(k)!)}`);
-  }
-}
-
-export class Histogram extends Metric {
-  private readonly data = new Map<string, { counts: number[]; sum: number; count: number }>();
-  readonly buckets: readonly number[];
-
-  constructor(name: string, help: string, buckets: readonly number[], labelNames: readonly string[] = []) {
-    super(name, help, labelNames, 'histogram');
-    const b = [...buckets].filter((x) => x !== Infinity);
-    for (let i = 1; i < b.length; i++) if (!(b[i]! > b[i - 1]!)) throw new Error(`${name}: buckets must increase`);
-    this.buckets = b;
-  }
-
-  observe(labels: Labels | undefined, value: number): void {
-    const { key, values } = this.key(labels);
-    this.series.set(key, { values });
-    let d = this.data.get(key);
-    if (!d) this.data.set(key, (d = { counts: this.buckets.map(() => 0), sum: 0, count: 0 }));
-    for (let i = 0; i < this.buckets.length; i++) if (value <= this.buckets[i]!) d.counts[i]!++;
-    d.sum += value;
-    d.count++;
-  }
-
-  snapshot(labels?: Labels): { counts: number[]; sum: number; count: number } | undefined {
-    const d = this.data.get(this.key(labels).key);
-    return d && structuredClone(d);
-  }
-
-  override reset(): void {
-    super.reset();
-    this.data.clear();
-  }
-
-  render(): string[] {
-    const out: string[] = [];
-    for (const [k, s] of this.series) {
-      const d = this.data.get(k)!;
-      this.buckets.forEach((b, i) => out.push(`${this.name}_bucket${labelText(this.labelNames, s.values, ['le', formatValue(b)])} ${d.counts[i]}`));
-      out.push(`${this.name}_bucket${labelText(this.labelNames, s.values, ['le', '+Inf'])} ${d.count}`);
-      out.push(`${this.name}_sum${labelText(this.labelNames, s.values)} ${formatValue(d.sum)}`);
-      out.push(`${this.name}_count${labelText(this.labelNames, s.values)} ${d.count}`);
-    }
-    return out;
-  }
-}
-
-export class Registry {
-  private readonly metrics = new Map<string, Metric>();
-
-  register<M extends Metric>(m: M): M {
-    if (this.metrics.has(m.name)) throw new Error(`metric ${m.name} registered twice`);
-    this.metrics.set(m.name, m);
-    return m;
-  }
-
-  counter(name: string, help: string, labelNames: readonly string[] = []): Counter {
-    return this.register(new Counter(name, help, labelNames));
-  }
-
-  gauge(name: string, help: string, labelNames: readonly string[] = []): Gauge {
-    return this.register(new Gauge(name, help, labelNames));
-  }
-
-  histogram(name: string, help: string, buckets: readonly number[], labelNames: readonly string[] = []): Histogram {
-    return this.register(new Histogram(name, help, buckets, labelNames));
-  }
-
-  /** Text exposition format 0.0.4; metrics in registration order, HELP/TYPE even when empty. */
-  render(): string {
-    const lines: string[] = [];
-    for (const m of this.metrics.values()) {
-      lines.push(`# HELP ${m.name} ${escapeHelp(m.help)}`, `# TYPE ${m.name} ${m.type}`, ...m.render());
-    }
-    return lines.join('\n') + '\n';
-  }
-}
-
-export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
-
-/** prometheus.ExponentialBuckets. */
-export function exponentialBuckets(start: number, factor: number, count: number): number[] {
-  return Array.from({ length: count }, (_, i) => start * factor ** i);
-}
-
-/** prometheus.LinearBuckets. */
-export function linearBuckets(start: number, width: number, count: number): number[] {
-  return Array.from({ length: count }, (_, i) => start + width * i);
-}
+/** kube-proxy's sync-duration buckets (pkg/proxy/metrics). */
+export const SYNC_DURATION_BUCKETS: readonly number[] = exponentialBuckets(0.001, 2, 15);
 
 /** kube-proxy's network-programming buckets (pkg/proxy/metrics). */
-const NETWORK_PROGRAMMING_BUCKETS = [
+export const NETWORK_PROGRAMMING_BUCKETS: readonly number[] = [
   ...linearBuckets(0.25, 0.25, 2),
   ...linearBuckets(1, 1, 59),
   ...linearBuckets(60, 5, 12),
   ...linearBuckets(120, 30, 7),
 ];
 
-/** What a virtual server's traffic metrics are labelled with. */
-export interface ServiceLabelSource {
-  /** "namespace/name:port" of the Kubernetes service port behind an IPVS service, if any. */
-  servicePortOf(s: Service): string | undefined;
+/** What a finished sync reports that the metrics take. */
+export interface SyncResultForMetrics {
+  report: Pick<SyncReport, 'ipvs' | 'errors'>;
+  /** Services whose Service or endpoints changed, taken into this sync. */
+  serviceChanges: number;
+  endpointChanges: number;
+  /** When each endpoint change this sync programmed was triggered (ms since the epoch). */
+  triggerTimes: readonly number[];
+  model: Pick<ProxyModel, 'noLocalEndpointsTotal'>;
+}
+
+export interface ProxyMetricsOptions {
+  /** Wall clock, ms since the epoch (timestamps, network programming latency). */
+  now?: () => number;
+  /** The addon's CPU counters, read at every scrape (a test passes its own). */
+  addonCpuUsage?: () => AddonCpuUsage;
+  /** The pending changes, read at every scrape (from the proxier's trackers, or as its sync
+   *  thread last reported them). */
+  pending?: () => PendingChanges;
+  /** Every IPVS service with its destinations and counters: one dump per scrape. Without it
+   *  there are no traffic series. */
+  ipvsStats?: () => Promise<readonly Service[]>;
 }
 
 /**
- * kube-proxy's metrics (names, types, buckets as pkg/proxy/metrics) and ipvsync's IPVS traffic
- * counters. The proxier calls the record*() methods; attachRunner() wires a SyncRunner.
+ * kube-proxy's metrics (names, types, buckets as pkg/proxy/metrics) and ipvsync's own, in one
+ * prom-client registry. The daemon records each sync's result (recordSyncResult), every run of
+ * its runner (attachRunner) and every queued sync (recordQueued); what the kernel and the
+ * trackers hold (traffic counters, pending changes, the addon's CPU) is read at scrape time.
  */
 export class ProxyMetrics {
   readonly registry = new Registry();
@@ -246,6 +70,7 @@ export class ProxyMetrics {
   readonly livezTotal: Counter;
   readonly syncFailures: Counter;
   readonly ipvsWrites: Counter;
+  readonly virtualServers: Gauge;
   readonly vsConnections: Counter;
   readonly vsPackets: Counter;
   readonly vsBytes: Counter;
@@ -256,103 +81,118 @@ export class ProxyMetrics {
   readonly rsInactive: Gauge;
   readonly rsWeight: Gauge;
   readonly addonCpu: Counter;
-  readonly virtualServers: Gauge;
+  private readonly now: () => number;
+  /** The series rebuilt from each scrape's IPVS dump. */
+  private readonly traffic: Array<Counter | Gauge>;
+  /** The dump of the scrape under way, shared by the traffic metrics' collect(). */
+  private statsRound: Promise<void> | undefined;
+  /** Scrapes run one after the other: each one's traffic series are its own dump's. */
+  private scrapes: Promise<unknown> = Promise.resolve();
 
-  constructor(
-    private readonly now: () => number = Date.now,
-    /** The addon's CPU counters, read at every render (addonCpuUsage; a test passes its own). */
-    private readonly addonCpuUsage: () => AddonCpuUsage = nativeAddonCpuUsage,
-  ) {
-    const r = this.registry;
-    this.syncDuration = r.histogram('kubeproxy_sync_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds', exponentialBuckets(0.001, 2, 15));
-    this.lastSyncTimestamp = r.gauge('kubeproxy_sync_proxy_rules_last_timestamp_seconds', 'The last time proxy rules were successfully synced');
-    this.lastQueuedTimestamp = r.gauge('kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds', 'The last time a sync of proxy rules was queued');
-    this.networkProgramming = r.histogram('kubeproxy_network_programming_duration_seconds', 'In Cluster Network Programming Latency in seconds', NETWORK_PROGRAMMING_BUCKETS);
-    this.serviceChangesTotal = r.counter('kubeproxy_sync_proxy_rules_service_changes_total', 'Cumulative proxy rules Service changes');
-    this.serviceChangesPending = r.gauge('kubeproxy_sync_proxy_rules_service_changes_pending', 'Pending proxy rules Service changes');
-    this.endpointChangesTotal = r.counter('kubeproxy_sync_proxy_rules_endpoint_changes_total', 'Cumulative proxy rules Endpoint changes');
-    this.endpointChangesPending = r.gauge('kubeproxy_sync_proxy_rules_endpoint_changes_pending', 'Pending proxy rules Endpoint changes');
+  constructor(opts: ProxyMetricsOptions = {}) {
+    this.now = opts.now ?? Date.now;
+    const registers = [this.registry];
+    const counter = (name: string, help: string, labelNames: readonly string[] = [], collect?: () => void | Promise<void>) =>
+      new Counter({ name, help, labelNames, registers, ...(collect ? { collect } : {}) });
+    const gauge = (name: string, help: string, labelNames: readonly string[] = [], collect?: () => void | Promise<void>) =>
+      new Gauge({ name, help, labelNames, registers, ...(collect ? { collect } : {}) });
+    const histogram = (name: string, help: string, buckets: readonly number[]) => new Histogram({ name, help, buckets: [...buckets], registers });
+    const pending = opts.pending;
+    const ipvsStats = opts.ipvsStats;
+    const addonCpuUsage = opts.addonCpuUsage ?? nativeAddonCpuUsage;
+    // One dump per scrape, whichever traffic metric collects first.
+    const traffic = ipvsStats ? () => (this.statsRound ??= ipvsStats().then((s) => this.setIpvsStats(s))) : undefined;
+
+    this.syncDuration = histogram('kubeproxy_sync_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds', SYNC_DURATION_BUCKETS);
+    this.lastSyncTimestamp = gauge('kubeproxy_sync_proxy_rules_last_timestamp_seconds', 'The last time proxy rules were successfully synced');
+    this.lastQueuedTimestamp = gauge('kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds', 'The last time a sync of proxy rules was queued');
+    this.networkProgramming = histogram('kubeproxy_network_programming_duration_seconds', 'In Cluster Network Programming Latency in seconds', NETWORK_PROGRAMMING_BUCKETS);
+    this.serviceChangesTotal = counter('kubeproxy_sync_proxy_rules_service_changes_total', 'Cumulative proxy rules Service changes');
+    this.serviceChangesPending = gauge('kubeproxy_sync_proxy_rules_service_changes_pending', 'Pending proxy rules Service changes', [], pending && (() => this.serviceChangesPending.set(pending().services)));
+    this.endpointChangesTotal = counter('kubeproxy_sync_proxy_rules_endpoint_changes_total', 'Cumulative proxy rules Endpoint changes');
+    this.endpointChangesPending = gauge('kubeproxy_sync_proxy_rules_endpoint_changes_pending', 'Pending proxy rules Endpoint changes', [], pending && (() => this.endpointChangesPending.set(pending().endpoints)));
     // A gauge despite its name, as in kube-proxy: set on every sync.
-    this.noLocalEndpoints = r.gauge('kubeproxy_sync_proxy_rules_no_local_endpoints_total', 'Number of services with a Local traffic policy and no endpoints', ['traffic_policy']);
-    this.healthzTotal = r.counter('kubeproxy_proxy_healthz_total', 'Cumulative proxy healthz HTTP status', ['code']);
-    this.livezTotal = r.counter('kubeproxy_proxy_livez_total', 'Cumulative proxy livez HTTP status', ['code']);
-    this.syncFailures = r.counter('ipvsync_sync_failures_total', 'Syncs that failed (retried with backoff)');
-    this.ipvsWrites = r.counter('ipvsync_ipvs_writes_total', 'IPVS writes issued by syncs, by operation', ['op']);
-    this.virtualServers = r.gauge('ipvsync_virtual_servers', 'IPVS virtual servers in the last stats snapshot');
-    const vs = ['protocol', 'address', 'port', 'service'];
-    this.vsConnections = r.counter('ipvsync_virtual_server_connections_total', 'Connections scheduled by an IPVS virtual server (kernel counter)', vs);
-    this.vsPackets = r.counter('ipvsync_virtual_server_packets_total', 'Packets through an IPVS virtual server (kernel counter); direction in = client to server', [...vs, 'direction']);
-    this.vsBytes = r.counter('ipvsync_virtual_server_bytes_total', 'Bytes through an IPVS virtual server (kernel counter); direction in = client to server', [...vs, 'direction']);
+    this.noLocalEndpoints = gauge('kubeproxy_sync_proxy_rules_no_local_endpoints_total', 'Number of services with a Local traffic policy and no endpoints', ['traffic_policy']);
+    this.healthzTotal = counter('kubeproxy_proxy_healthz_total', 'Cumulative proxy healthz HTTP status', ['code']);
+    this.livezTotal = counter('kubeproxy_proxy_livez_total', 'Cumulative proxy livez HTTP status', ['code']);
+    this.syncFailures = counter('ipvsync_sync_failures_total', 'Syncs that failed (retried with backoff)');
+    this.ipvsWrites = counter('ipvsync_ipvs_writes_total', 'IPVS writes issued by syncs, by operation', ['op']);
+    this.virtualServers = gauge('ipvsync_virtual_servers', 'IPVS virtual servers in the last stats snapshot', [], traffic);
+    const vs = ['protocol', 'address', 'port'];
+    this.vsConnections = counter('ipvsync_virtual_server_connections_total', 'Connections scheduled by an IPVS virtual server (kernel counter)', vs, traffic);
+    this.vsPackets = counter('ipvsync_virtual_server_packets_total', 'Packets through an IPVS virtual server (kernel counter); direction in = client to server', [...vs, 'direction'], traffic);
+    this.vsBytes = counter('ipvsync_virtual_server_bytes_total', 'Bytes through an IPVS virtual server (kernel counter); direction in = client to server', [...vs, 'direction'], traffic);
     const rs = [...vs, 'real_address', 'real_port'];
-    this.rsConnections = r.counter('ipvsync_real_server_connections_total', 'Connections scheduled to an IPVS real server (kernel counter)', rs);
-    this.rsPackets = r.counter('ipvsync_real_server_packets_total', 'Packets to/from an IPVS real server (kernel counter)', [...rs, 'direction']);
-    this.rsBytes = r.counter('ipvsync_real_server_bytes_total', 'Bytes to/from an IPVS real server (kernel counter)', [...rs, 'direction']);
-    this.rsActive = r.gauge('ipvsync_real_server_active_connections', 'Active connections of an IPVS real server', rs);
-    this.rsInactive = r.gauge('ipvsync_real_server_inactive_connections', 'Inactive connections of an IPVS real server', rs);
-    this.rsWeight = r.gauge('ipvsync_real_server_weight', 'Weight of an IPVS real server (0 while draining)', rs);
-    this.addonCpu = r.counter(
+    this.rsConnections = counter('ipvsync_real_server_connections_total', 'Connections scheduled to an IPVS real server (kernel counter)', rs, traffic);
+    this.rsPackets = counter('ipvsync_real_server_packets_total', 'Packets to/from an IPVS real server (kernel counter)', [...rs, 'direction'], traffic);
+    this.rsBytes = counter('ipvsync_real_server_bytes_total', 'Bytes to/from an IPVS real server (kernel counter)', [...rs, 'direction'], traffic);
+    this.rsActive = gauge('ipvsync_real_server_active_connections', 'Active connections of an IPVS real server', rs, traffic);
+    this.rsInactive = gauge('ipvsync_real_server_inactive_connections', 'Inactive connections of an IPVS real server', rs, traffic);
+    this.rsWeight = gauge('ipvsync_real_server_weight', 'Weight of an IPVS real server (0 while draining)', rs, traffic);
+    this.traffic = [this.virtualServers, this.vsConnections, this.vsPackets, this.vsBytes, this.rsConnections, this.rsPackets, this.rsBytes, this.rsActive, this.rsInactive, this.rsWeight];
+    this.addonCpu = counter(
       'ipvsync_addon_cpu_seconds_total',
       'CPU time of the native addon: part js_thread (its calls on the JavaScript thread), pool_user (netlink encoding and decoding on the libuv pool), pool_system (the kernel doing the work asked of it)',
       ['part'],
+      () => {
+        const c = addonCpuUsage();
+        this.addonCpu.reset();
+        this.addonCpu.inc({ part: 'js_thread' }, c.jsThreadNs / 1e9);
+        this.addonCpu.inc({ part: 'pool_user' }, c.poolUserNs / 1e9);
+        this.addonCpu.inc({ part: 'pool_system' }, c.poolSysNs / 1e9);
+      },
     );
   }
 
-  /** A sync finished: duration always, last-success timestamp when it succeeded. */
-  recordSync(r: { durationMs: number; ok: boolean; at?: number; writes?: Record<string, number> }): void {
-    this.syncDuration.observe(undefined, r.durationMs / 1000);
-    if (r.ok) {
-      this.lastSyncTimestamp.set(undefined, (r.at ?? this.now()) / 1000);
-      this.serviceChangesPending.set(undefined, 0);
-      this.endpointChangesPending.set(undefined, 0);
-    } else this.syncFailures.inc();
-    for (const [op, n] of Object.entries(r.writes ?? {})) if (n > 0) this.ipvsWrites.inc({ op }, n);
+  /** A run of the runner finished: its duration always, the last-success timestamp when it
+   *  succeeded, a failure otherwise. */
+  recordSync(r: { durationMs: number; ok: boolean; at?: number }): void {
+    this.syncDuration.observe(r.durationMs / 1000);
+    if (r.ok) this.lastSyncTimestamp.set((r.at ?? this.now()) / 1000);
+    else this.syncFailures.inc();
   }
 
-  /** Changes received from the sources (kube-proxy counts them when they are queued). */
-  recordChanges(c: { services?: number; endpoints?: number }): void {
-    if (c.services) {
-      this.serviceChangesTotal.inc(undefined, c.services);
-      this.serviceChangesPending.set(undefined, (this.serviceChangesPending.get() ?? 0) + c.services);
-    }
-    if (c.endpoints) {
-      this.endpointChangesTotal.inc(undefined, c.endpoints);
-      this.endpointChangesPending.set(undefined, (this.endpointChangesPending.get() ?? 0) + c.endpoints);
-    }
-    if (c.services || c.endpoints) this.lastQueuedTimestamp.set(undefined, this.now() / 1000);
-  }
-
-  /** Time from an endpoint change (EndpointSlice's endpoints.kubernetes.io/last-change-trigger-time
-   *  annotation) to the end of the sync that programmed it. */
-  recordNetworkProgramming(triggerTimeMs: number, programmedAtMs = this.now()): void {
-    if (triggerTimeMs > 0 && programmedAtMs >= triggerTimeMs) this.networkProgramming.observe(undefined, (programmedAtMs - triggerTimeMs) / 1000);
-  }
-
-  setNoLocalEndpoints(n: { internal: number; external: number }): void {
-    this.noLocalEndpoints.set({ traffic_policy: 'internal' }, n.internal);
-    this.noLocalEndpoints.set({ traffic_policy: 'external' }, n.external);
+  /** A sync was queued (a change arrived). */
+  recordQueued(): void {
+    this.lastQueuedTimestamp.set(this.now() / 1000);
   }
 
   /**
-   * Replaces the IPVS traffic series with a snapshot (services dumped with stats and
-   * destinations): servers that are gone disappear from the output. `names` labels each virtual
-   * server with its Kubernetes service port ("" for foreign ones).
+   * A sync's result, when it returns: the changes it took in, its IPVS writes (those that
+   * succeeded, even in a sync that failed), the services with no local endpoints, and — when
+   * it programmed everything — the network programming latency of each endpoint change it took.
+   * kube-proxy observes those only after a sync that succeeded: a failed one is retried as a
+   * full sync, and the changes it took are not measured.
    */
-  setIpvsStats(services: readonly Service[], names?: ServiceLabelSource): void {
-    for (const m of [this.vsConnections, this.vsPackets, this.vsBytes, this.rsConnections, this.rsPackets, this.rsBytes, this.rsActive, this.rsInactive, this.rsWeight]) m.reset();
-    this.virtualServers.set(undefined, services.length);
+  recordSyncResult(r: SyncResultForMetrics, programmedAtMs = this.now()): void {
+    if (r.serviceChanges) this.serviceChangesTotal.inc(r.serviceChanges);
+    if (r.endpointChanges) this.endpointChangesTotal.inc(r.endpointChanges);
+    for (const [op, n] of Object.entries(r.report.ipvs.ops)) if (n > 0) this.ipvsWrites.inc({ op }, n);
+    this.noLocalEndpoints.set({ traffic_policy: 'internal' }, r.model.noLocalEndpointsTotal.internal);
+    this.noLocalEndpoints.set({ traffic_policy: 'external' }, r.model.noLocalEndpointsTotal.external);
+    if (r.report.errors.length) return;
+    for (const t of r.triggerTimes) if (t > 0 && programmedAtMs >= t) this.networkProgramming.observe((programmedAtMs - t) / 1000);
+  }
+
+  /**
+   * Replaces the traffic series with one dump's (services with stats and destinations): servers
+   * that are gone disappear from the output.
+   */
+  private setIpvsStats(services: readonly Service[]): void {
+    for (const m of this.traffic) m.reset();
+    this.virtualServers.set(services.length);
     for (const s of services) {
       const vs = {
-        protocol: s.fwmark !== undefined ? 'fwmark' : s.protocol,
-        address: s.fwmark !== undefined ? String(s.fwmark) : s.address,
+        protocol: s.fwmark !== undefined ? 'fwmark' : s.protocol!,
+        address: s.fwmark !== undefined ? String(s.fwmark) : s.address!,
         port: s.fwmark !== undefined ? '0' : String(s.port),
-        service: names?.servicePortOf(s) ?? '',
       };
       if (s.stats) {
-        this.vsConnections.setFromSource(vs, s.stats.conns);
-        this.vsPackets.setFromSource({ ...vs, direction: 'in' }, s.stats.inPackets);
-        this.vsPackets.setFromSource({ ...vs, direction: 'out' }, s.stats.outPackets);
-        this.vsBytes.setFromSource({ ...vs, direction: 'in' }, s.stats.inBytes);
-        this.vsBytes.setFromSource({ ...vs, direction: 'out' }, s.stats.outBytes);
+        this.vsConnections.inc(vs, s.stats.conns);
+        this.vsPackets.inc({ ...vs, direction: 'in' }, s.stats.inPackets);
+        this.vsPackets.inc({ ...vs, direction: 'out' }, s.stats.outPackets);
+        this.vsBytes.inc({ ...vs, direction: 'in' }, s.stats.inBytes);
+        this.vsBytes.inc({ ...vs, direction: 'out' }, s.stats.outBytes);
       }
       for (const d of s.destinations ?? []) {
         const rs = { ...vs, real_address: d.address, real_port: String(d.port) };
@@ -360,11 +200,11 @@ export class ProxyMetrics {
         this.rsInactive.set(rs, d.inactiveConns);
         this.rsWeight.set(rs, d.weight);
         if (!d.stats) continue;
-        this.rsConnections.setFromSource(rs, d.stats.conns);
-        this.rsPackets.setFromSource({ ...rs, direction: 'in' }, d.stats.inPackets);
-        this.rsPackets.setFromSource({ ...rs, direction: 'out' }, d.stats.outPackets);
-        this.rsBytes.setFromSource({ ...rs, direction: 'in' }, d.stats.inBytes);
-        this.rsBytes.setFromSource({ ...rs, direction: 'out' }, d.stats.outBytes);
+        this.rsConnections.inc(rs, d.stats.conns);
+        this.rsPackets.inc({ ...rs, direction: 'in' }, d.stats.inPackets);
+        this.rsPackets.inc({ ...rs, direction: 'out' }, d.stats.outPackets);
+        this.rsBytes.inc({ ...rs, direction: 'in' }, d.stats.inBytes);
+        this.rsBytes.inc({ ...rs, direction: 'out' }, d.stats.outBytes);
       }
     }
   }
@@ -374,12 +214,19 @@ export class ProxyMetrics {
     runner.onSync((rec: SyncRecord) => this.recordSync({ durationMs: rec.durationMs, ok: rec.error === undefined, at: wallClock() }));
   }
 
-  render(): string {
-    const c = this.addonCpuUsage();
-    this.addonCpu.setFromSource({ part: 'js_thread' }, c.jsThreadNs / 1e9);
-    this.addonCpu.setFromSource({ part: 'pool_user' }, c.poolUserNs / 1e9);
-    this.addonCpu.setFromSource({ part: 'pool_system' }, c.poolSysNs / 1e9);
-    return this.registry.render();
+  /** The text exposition. The traffic series live only while one is built: at 10k services
+   *  they are ~100k real servers' worth, not kept between scrapes. */
+  render(): Promise<string> {
+    const scrape = this.scrapes.then(async () => {
+      try {
+        return await this.registry.metrics();
+      } finally {
+        this.statsRound = undefined;
+        for (const m of this.traffic) m.reset();
+      }
+    });
+    this.scrapes = scrape.catch(() => undefined);
+    return scrape;
   }
 }
 
@@ -395,7 +242,7 @@ export class MetricsServer {
   private server: http.Server | undefined;
 
   constructor(
-    private readonly source: { render(): string },
+    private readonly source: { render(): Promise<string> },
     private readonly opts: MetricsServerOptions,
   ) {}
 
@@ -405,7 +252,13 @@ export class MetricsServer {
       if (req.method !== 'GET' && req.method !== 'HEAD') {
         res.writeHead(405, { allow: 'GET, HEAD' }).end();
       } else if (path === '/metrics') {
-        res.writeHead(200, { 'content-type': PROMETHEUS_CONTENT_TYPE }).end(req.method === 'HEAD' ? undefined : this.source.render());
+        if (req.method === 'HEAD') return void res.writeHead(200, { 'content-type': PROMETHEUS_CONTENT_TYPE }).end();
+        this.source.render().then(
+          (text) => res.writeHead(200, { 'content-type': PROMETHEUS_CONTENT_TYPE }).end(text),
+          // The scrape fails as a whole (Prometheus marks the target down) rather than
+          // serve the metrics without the series it could not read.
+          (e: unknown) => res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end(`${e instanceof Error ? e.message : String(e)}\n`),
+        );
       } else if (path === '/proxyMode') {
         res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(this.opts.proxyMode ?? 'ipvs');
       } else {

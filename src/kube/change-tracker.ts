@@ -60,6 +60,10 @@ class GroupTracker<T extends Meta> {
   private readonly groups = new Map<string, string | Set<string>>();
   /** Group → fingerprint at the last drain, for groups touched since. */
   private pending = new Map<string, string>();
+  /** Groups touched in this round whose state differed from the last drain's when last
+   *  counted (pendingCount), and those touched since that count. */
+  private differing = new Set<string>();
+  private uncounted = new Set<string>();
   /** Every object its own group (Services): `groups` is then `objects`' keys, not kept twice. */
   private readonly byKey: boolean;
 
@@ -131,6 +135,8 @@ class GroupTracker<T extends Meta> {
   *drainSteps(): Steps<Set<string>> {
     const round = this.pending;
     this.pending = new Map();
+    this.differing = new Set();
+    this.uncounted = new Set();
     const changed = new Set<string>();
     let n = 0;
     for (const [group, before] of round) {
@@ -139,6 +145,21 @@ class GroupTracker<T extends Meta> {
       if (++n % 32 === 0) yield;
     }
     return changed.size ? new Set(yield* sortSteps([...changed], compareText)) : changed;
+  }
+
+  /** Services whose state differs from the last drain's (kube-proxy's pending changes: an
+   *  update that changes nothing programmed, or is reverted, is none). Each group touched
+   *  since the last count is compared once, so counting after every batch costs what the
+   *  batch touched. */
+  get pendingCount(): number {
+    for (const group of this.uncounted) {
+      const before = this.pending.get(group)!;
+      const now = this.members(group);
+      if (before === '' ? !this.empty(now) : this.fingerprint(now) !== before) this.differing.add(group);
+      else this.differing.delete(group);
+    }
+    this.uncounted.clear();
+    return this.differing.size;
   }
 
   /** Whether anything was touched since the last drain (it may still drain to no change). */
@@ -171,6 +192,7 @@ class GroupTracker<T extends Meta> {
   }
 
   private touch(group: string): void {
+    this.uncounted.add(group);
     if (this.pending.has(group)) return;
     const now = this.members(group);
     this.pending.set(group, this.empty(now) ? '' : this.fingerprint(now));
@@ -239,15 +261,59 @@ export class ServiceTracker extends GroupTracker<V1Service> {
   }
 }
 
+/** When the change behind this version of an EndpointSlice happened (set by the endpoints
+ *  controller); kube-proxy measures network programming latency from it. */
+export const ANNOTATION_LAST_CHANGE_TRIGGER_TIME = 'endpoints.kubernetes.io/last-change-trigger-time';
+
 /** EndpointSlices merged per service ("namespace/<kubernetes.io/service-name>"); keeps of each
- *  what the proxy reads (slimSlice). */
+ *  what the proxy reads (slimSlice). Remembers when each change was triggered, for the
+ *  network programming latency of the sync that takes it (lastTriggerTimes). */
 export class EndpointSliceTracker extends GroupTracker<V1EndpointSlice> {
-  constructor() {
-    super(
-      sliceServiceKey,
-      endpointSlicesFingerprint,
-      (slices) => slices.every((sl) => !arr(sl, 'endpoints')?.length),
-      slimSlice,
-    );
+  /** Per service touched since the last drain, when its changes were triggered (ms since the
+   *  epoch): the slice's last-change-trigger-time, else when it was received. */
+  private triggers = new Map<string, number[]>();
+  /** The objects before the first drain are the initial state, not changes to measure (as
+   *  kube-proxy ignores trigger times from before it started). */
+  private drainedOnce = false;
+  /** The trigger times of the changes the last drain reported. */
+  lastTriggerTimes: number[] = [];
+
+  constructor(private readonly now: () => number = Date.now) {
+    super(sliceServiceKey, endpointSlicesFingerprint, (slices) => slices.every((sl) => !arr(sl, 'endpoints')?.length), slimSlice);
+  }
+
+  override update(given: V1EndpointSlice): void {
+    const key = objectKey(given);
+    const old = this.drainedOnce ? this.get(key) : undefined;
+    super.update(given);
+    const group = this.drainedOnce ? sliceServiceKey(given) : undefined;
+    if (!group) return;
+    // A slice the same as the one held (a source that sends every object again) is no change
+    // to time, as kube-proxy times only the updates its cache says change something.
+    if (old && sliceServiceKey(old) === group && endpointSlicesFingerprint([old]) === endpointSlicesFingerprint([this.get(key)!])) return;
+    const t = Date.parse(str(given, 'metadata', 'annotations', ANNOTATION_LAST_CHANGE_TRIGGER_TIME) ?? '');
+    const times = this.triggers.get(group);
+    const at = Number.isNaN(t) ? this.now() : t;
+    if (times) times.push(at);
+    else this.triggers.set(group, [at]);
+  }
+
+  /** A deletion's annotation is the last update's time, not the deletion's (kube-proxy drops
+   *  the service's trigger times then): the deletion counts from when it was received. */
+  override delete(keyOrObj: string | V1EndpointSlice): void {
+    const old = this.get(typeof keyOrObj === 'string' ? keyOrObj : objectKey(keyOrObj));
+    super.delete(keyOrObj);
+    const group = this.drainedOnce && old ? sliceServiceKey(old) : undefined;
+    if (group) this.triggers.set(group, [this.now()]);
+  }
+
+  override *drainSteps(): Steps<Set<string>> {
+    const triggers = this.triggers;
+    this.triggers = new Map();
+    const changed = yield* super.drainSteps();
+    this.drainedOnce = true;
+    this.lastTriggerTimes = [];
+    for (const group of changed) for (const t of triggers.get(group) ?? []) this.lastTriggerTimes.push(t);
+    return changed;
   }
 }

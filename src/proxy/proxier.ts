@@ -49,6 +49,16 @@ export interface ProxySyncResult {
   /** Service and endpoint changes taken into this sync. */
   serviceChanges: number;
   endpointChanges: number;
+  /** When each endpoint change taken into this sync was triggered (ms since the epoch; the
+   *  network programming latency is measured from these). */
+  triggerTimes: number[];
+}
+
+/** Changes received and not yet taken by a sync: services whose Service, or endpoints, differ
+ *  from what the last sync took (ServiceTracker / EndpointSliceTracker pendingCount). */
+export interface PendingChanges {
+  services: number;
+  endpoints: number;
 }
 
 export { nodeAddresses } from './node-addresses.js';
@@ -104,6 +114,11 @@ export class Proxier {
     this.slices.delete(key);
   }
 
+  /** Changes received since the last sync took them. */
+  get pendingChanges(): PendingChanges {
+    return { services: this.services.pendingCount, endpoints: this.slices.pendingCount };
+  }
+
   /** The model for the current objects (pure). */
   model(): ProxyModel {
     return translate(this.translateInput(), this.translations);
@@ -123,9 +138,10 @@ export class Proxier {
    * Plans a sync. `full`: compare every IPVS service (one dump); otherwise only the services
    * whose virtual servers changed since the last sync (one GET each).
    */
-  async plan(full: boolean): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number }> {
+  async plan(full: boolean): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number; triggerTimes: number[] }> {
     const serviceChanged = await runSliced(this.services.drainSteps(), this.engine.slice);
     const endpointsChanged = await runSliced(this.slices.drainSteps(), this.engine.slice);
+    const triggerTimes = this.slices.lastTriggerTimes;
     // The cache already misses on replaced objects; this also covers an object changed in place.
     const changedNames = new Set([...serviceChanged, ...endpointsChanged]);
     this.translations.invalidate(changedNames);
@@ -148,17 +164,17 @@ export class Proxier {
     const changed = full || !this.last ? undefined : patched && patched.from === this.last ? patched.changed : changedServiceKeys(this.last.services, model.services);
     if (changed === undefined) this.opts.collectGarbage?.();
     const plan = await this.engine.plan(desired, changed);
-    return { plan, model, serviceChanges, endpointChanges };
+    return { plan, model, serviceChanges, endpointChanges, triggerTimes };
   }
 
   /** Plans and applies; remembers the model as the base of the next incremental sync. */
   async sync(full: boolean): Promise<ProxySyncResult> {
-    const { plan, model, serviceChanges, endpointChanges } = await this.plan(full);
+    const { plan, model, serviceChanges, endpointChanges, triggerTimes } = await this.plan(full);
     if (plan.mode === 'full') this.opts.collectGarbage?.();
     const report = await this.engine.apply(plan);
     // Only a clean sync is a base for incremental ones; otherwise the next sync is full.
     this.last = report.errors.length ? undefined : model;
-    return { model, report, serviceChanges, endpointChanges };
+    return { model, report, serviceChanges, endpointChanges, triggerTimes };
   }
 }
 

@@ -62,7 +62,7 @@ const changed = () => {
   changePosted = true;
   setImmediate(() => {
     changePosted = false;
-    send({ t: 'kubeChanged' });
+    send({ t: 'kubeChanged', pending: proxier.pendingChanges });
   });
 };
 
@@ -100,7 +100,7 @@ port.on('message', (m: ToThread) => {
     case 'sliceDelete':
       return proxier.onSliceDelete(m.key);
     case 'flush':
-      return send({ t: 'flushed', id: m.id });
+      return send({ t: 'flushed', id: m.id, pending: proxier.pendingChanges });
     case 'watchKube':
       if (sources) return send({ t: 'kubeFailed', id: m.id, error: toWireError(new Error('the thread already watches the API')) });
       watchKube(m).then(
@@ -120,7 +120,8 @@ port.on('message', (m: ToThread) => {
           // each object). Not collected here: the sync's first collections take it, and the
           // heap it grew is room the sync allocates in (collected at once, the full sync at
           // 10k under qemu took up to 1.5 s longer in 3 runs of 4 and peaked no lower).
-          send({ t: 'loaded', id: m.id, load: await folder.load(proxier) });
+          const load = await folder.load(proxier);
+          send({ t: 'loaded', id: m.id, load, pending: proxier.pendingChanges });
         } catch (e) {
           send({ t: 'loadFailed', id: m.id, error: toWireError(e) });
         }
@@ -130,7 +131,11 @@ port.on('message', (m: ToThread) => {
       queue = queue.then(async () => {
         try {
           const r = await proxier.sync(m.full);
-          send({ t: 'synced', id: m.id, result: { report: toWireReport(r.report), model: summary(r), serviceChanges: r.serviceChanges, endpointChanges: r.endpointChanges } });
+          send({
+            t: 'synced',
+            id: m.id,
+            result: { report: toWireReport(r.report), model: summary(r), serviceChanges: r.serviceChanges, endpointChanges: r.endpointChanges, triggerTimes: r.triggerTimes, pending: proxier.pendingChanges },
+          });
           // A full sync read every kernel table and dropped it: give that memory back now, not
           // at the heap's next limit (an incremental collection; this thread's heap only).
           if (r.report.mode === 'full') memoryPressure('moderate');

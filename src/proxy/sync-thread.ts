@@ -19,7 +19,7 @@ import type { FolderLoad } from '../kube/manifests.js';
 import type { HealthCheck, ModelWarning, ProxyModel } from '../kube/types.js';
 import type { HandleOptions } from '../native.js';
 import type { KernelOptions } from './kernel.js';
-import type { ProxierOptions } from './proxier.js';
+import type { PendingChanges, ProxierOptions } from './proxier.js';
 
 export interface SyncThreadOptions {
   /** Posted to the thread (so no functions): the thread's proxier always collects its heap in
@@ -57,6 +57,10 @@ export interface ThreadSyncResult {
   model: ModelSummary;
   serviceChanges: number;
   endpointChanges: number;
+  /** ProxySyncResult.triggerTimes. */
+  triggerTimes: number[];
+  /** The changes that arrived while it ran. */
+  pending: PendingChanges;
 }
 
 /** An error as it crosses the thread boundary (a structured clone keeps no class, and of an
@@ -87,14 +91,14 @@ export type FromThread =
   | { t: 'openFailed'; error: WireError }
   | { t: 'synced'; id: number; result: Omit<ThreadSyncResult, 'report'> & { report: WireReport } }
   | { t: 'syncFailed'; id: number; error: WireError }
-  | { t: 'flushed'; id: number }
-  | { t: 'loaded'; id: number; load: FolderLoad }
+  | { t: 'flushed'; id: number; pending: PendingChanges }
+  | { t: 'loaded'; id: number; load: FolderLoad; pending: PendingChanges }
   | { t: 'loadFailed'; id: number; error: WireError }
   | { t: 'kubeStarted'; id: number }
   | { t: 'kubeFailed'; id: number; error: WireError }
   | { t: 'kubeStopped'; id: number }
   | { t: 'kubeSynced' }
-  | { t: 'kubeChanged' }
+  | { t: 'kubeChanged'; pending: PendingChanges }
   | { t: 'kubeNode'; node: V1Node | undefined }
   | { t: 'kubeError'; resource: ResourceName; error: WireError; retryInMs: number; consecutiveFailures: number }
   | { t: 'kubeHandlerError'; resource: ResourceName; error: WireError };
@@ -208,6 +212,10 @@ export class ThreadedProxier {
   /** Resolves if the thread ends on its own (crashed, exited): every sync fails from then on, so
    *  a daemon should exit and be restarted. Never resolves after close(). */
   readonly exited: Promise<SyncThreadError> = new Promise((resolve) => (this.onExited = resolve));
+
+  /** The changes the thread has received and no sync has taken yet, as it last reported them
+   *  (after each batch of objects it takes in, each folder load, flush and sync). */
+  pendingChanges: PendingChanges = { services: 0, endpoints: 0 };
 
   /** The thread's Linux thread id (its /proc/self/task entry). */
   threadId = 0;
@@ -333,12 +341,15 @@ export class ThreadedProxier {
 
   private onMessage(m: FromThread): void {
     if (m.t === 'ready' || m.t === 'openFailed') return;
+    if ('pending' in m) this.pendingChanges = m.pending;
     if (m.t === 'kubeSynced' || m.t === 'kubeChanged' || m.t === 'kubeNode' || m.t === 'kubeError' || m.t === 'kubeHandlerError') return this.onKube(m);
     const p = this.pending.get(m.id);
     if (!p) return;
     this.pending.delete(m.id);
-    if (m.t === 'synced') p.resolve({ ...m.result, report: fromWireReport(m.result.report) });
-    else if (m.t === 'flushed') p.resolve(undefined);
+    if (m.t === 'synced') {
+      this.pendingChanges = m.result.pending;
+      p.resolve({ ...m.result, report: fromWireReport(m.result.report) });
+    } else if (m.t === 'flushed') p.resolve(undefined);
     else if (m.t === 'loaded') p.resolve(m.load);
     else if (m.t === 'kubeStarted' || m.t === 'kubeStopped') p.resolve(undefined);
     else p.reject(fromWireError(m.error));

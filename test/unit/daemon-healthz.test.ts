@@ -72,10 +72,11 @@ test('/healthz and /livez over HTTP: status codes, JSON bodies, headers, counter
     assert.equal(r.status, 200, '…but not /livez');
     assert.deepEqual(JSON.parse(r.body), { lastUpdated: nowIso(), currentTime: nowIso() });
     assert.equal((await get('/other')).status, 404);
-    assert.equal(metrics.healthzTotal.get({ code: '200' }), 1);
-    assert.equal(metrics.healthzTotal.get({ code: '503' }), 2);
-    assert.equal(metrics.livezTotal.get({ code: '503' }), 1);
-    assert.equal(metrics.livezTotal.get({ code: '200' }), 1);
+    const text = await metrics.render();
+    assert.match(text, /^kubeproxy_proxy_healthz_total\{code="200"\} 1$/m);
+    assert.match(text, /^kubeproxy_proxy_healthz_total\{code="503"\} 2$/m);
+    assert.match(text, /^kubeproxy_proxy_livez_total\{code="503"\} 1$/m);
+    assert.match(text, /^kubeproxy_proxy_livez_total\{code="200"\} 1$/m);
     // Never synced and unhealthy: Go's zero time.
     const h2 = new ProxierHealth(10, () => now);
     h2.queuedUpdate();
