@@ -4,12 +4,11 @@
 // follows the folder and leaves the data plane in place when stopped.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { destsOf, ipvsadmKeys, ipvsadmList, ipvsyncBackground, ipvsyncOk, linkAddresses, linkExists, nftTables, resetDataPlane, run, sh, sysctl, waitFor } from './helpers/kernel.js';
+import { destsOf, ipvsadmKeys, ipvsadmList, ipvsyncOk, linkAddresses, linkExists, nftTables, resetDataPlane, run, sh, sysctl, waitFor } from './helpers/kernel.js';
 import { FakeApiServer } from '../helpers/fake-apiserver.js';
 import { fixture, manifestDir, removeManifests, syncArgs, writeManifests, type Doc } from './helpers/manifests.js';
-import { BRIDGE_IP, CLUSTER_CIDR, EXT_GW, NODE_IP, NODE_NAME, PodNetwork, PODS } from './helpers/podnet.js';
+import { BRIDGE_IP, EXT_GW, NODE_IP, NODE_NAME, PodNetwork, PODS } from './helpers/podnet.js';
+import { startProxy } from './helpers/proxy.js';
 import { connectOutcome, httpMany, tally } from './helpers/traffic.js';
 
 const skip = process.env.IPVSYNC_VM !== 'qemu' ? 'needs IPVS and nftables: run in qemu (node dist/test/vm/cli.js --kernel qemu --suite e2e)' : false;
@@ -51,18 +50,6 @@ async function objectSource(from: 'manifests' | 'api', tag: string): Promise<Obj
     },
     close: () => api.stop(),
   };
-}
-
-/** `ipvsync proxy` over `sourceArgs` on the e2e node, in the background: its JSON log lines
- *  (stderr), the rest of its stderr (for failure messages), and its exit. */
-function startProxy(sourceArgs: string[], ...flags: string[]): { child: ChildProcess; log: string[]; stderr: () => string; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> } {
-  const child = ipvsyncBackground('proxy', ...sourceArgs, '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--node-ip', NODE_IP, ...flags);
-  const log: string[] = [];
-  let stderr = '';
-  createInterface({ input: child.stderr! }).on('line', (l) => (l.startsWith('{') ? log.push(l) : (stderr += `${l}\n`)));
-  child.stdout!.resume();
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  return { child, log, stderr: () => stderr, exited };
 }
 
 async function links(): Promise<string[]> {
