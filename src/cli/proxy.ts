@@ -1,21 +1,20 @@
 // `ipvsync sync`, `ipvsync proxy`, `ipvsync cleanup`: the service proxy from the command line.
 import { readdirSync, statSync, watch } from 'node:fs';
-import { hostname } from 'node:os';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { NetlinkError } from '../errors.js';
 import { Ipvs } from '../kernel/ipvs.js';
 import { Links } from '../kernel/links.js';
 import type { FolderLoad, ManifestSet, ManifestWarning } from '../kube/manifests.js';
 import { memoryPressure, type HandleOptions } from '../native.js';
 import { nodeAddresses } from '../proxy/node-addresses.js';
-import type { PendingChanges, ProxierOptions } from '../proxy/proxier.js';
+import type { PendingChanges } from '../proxy/proxier.js';
 import { ThreadedProxier } from '../proxy/sync-thread.js';
 import type { SyncReport } from '../engine/engine.js';
 import type { InformerError, ResourceName } from '../kube/informers.js';
 import type { ObjectHandlers, ProxyModel } from '../kube/types.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
 import { SyncRunner } from '../engine/runner.js';
-import { CONFIG_FLAGS, ConfigError, loadConfig, nodeName, parseCidrFlag, toProxyConfig, writeConfigTo } from '../daemon/config.js';
+import { CONFIG_FLAGS, ConfigError, loadConfig, nodeName, toProxierOptions, writeConfigTo, type FlagSpec } from '../daemon/config.js';
 import { HealthzServer, ProxierHealth, ServiceHealthServers } from '../daemon/healthz.js';
 import { Lifecycle, preflight, systemChecks } from '../daemon/lifecycle.js';
 import { createLogger } from '../daemon/log.js';
@@ -35,55 +34,50 @@ function list(v: string, prev: string[] = []): string[] {
 
 interface SyncOpts {
   file: string[];
-  nodeName?: string;
   nodeIp?: string[];
-  clusterCidr?: string[];
-  nodeportAddresses?: string[];
-  scheduler?: string;
-  masqueradeAll?: boolean;
-  vipLink: string;
   glue: boolean;
   kubeProxyIpsets?: boolean;
   sysctl: boolean;
   dryRun?: boolean;
   json?: boolean;
-  bindMode: string;
-  serviceCidrs?: string[];
+}
+
+/** The configuration's flags (`fields`: every one for `proxy`, those marked for `sync`), then
+ *  the options both commands have that are not configuration. */
+function configOptions(cmd: Command, fields: readonly FlagSpec[]): Command {
+  for (const f of fields) {
+    const flags = `--${f.flag}${f.kind.arg ? ` ${f.kind.arg}` : ''}`;
+    const help = f.alias ? `${f.help} (also --${f.alias})` : f.help;
+    if (f.kind.list) cmd.option(flags, help, list);
+    else cmd.option(flags, help);
+    if (f.alias) cmd.addOption(new Option(flags.replace(f.flag, f.alias)).hideHelp());
+    if (f.negatedHelp) cmd.option(`--no-${f.flag}`, f.negatedHelp);
+  }
+  return cmd
+    .option('--node-ip <ip>', 'node addresses for NodePorts (repeatable or comma-separated; default every local address)', list)
+    .option('--no-glue', 'do not program the nftables glue (masquerade, hairpin, source ranges)')
+    .option('--kube-proxy-ipsets', "also maintain kube-proxy's ipsets (KUBE-CLUSTER-IP …) for iptables rules that reference them");
 }
 
 /** `ipvsync sync`, `proxy`, `cleanup` */
 export function registerProxy(program: Command, handleOptions: () => HandleOptions): void {
-  program
-    .command('sync')
-    .description('program the kernel once from Service/EndpointSlice/Endpoints manifests (kube-proxy IPVS semantics)')
-    .requiredOption('-f, --file <path...>', 'YAML/JSON manifest files or folders')
-    .option('--node-name <name>', 'this node (EndpointSlice nodeName), default the hostname')
-    .option('--node-ip <ip>', 'node addresses for NodePorts (repeatable or comma-separated; default every local address)', list)
-    .option('--cluster-cidr <cidr>', 'pod CIDR(s): traffic to VIPs from outside them is masqueraded', list)
-    .option('--nodeport-addresses <cidr>', 'NodePorts only on node addresses in these CIDRs', list)
-    .option('--scheduler <name>', 'default IPVS scheduler', 'rr')
-    .option('--masquerade-all', 'masquerade all traffic to service VIPs')
-    .option('--vip-link <name>', 'the dummy link holding the VIPs', 'kube-ipvs0')
-    .option('--bind-mode <mode>', 'address (every VIP an address on the VIP link) or route (one local route per service CIDR)', 'address')
-    .option('--service-cidrs <cidr>', 'service CIDRs (required by --bind-mode route)', list)
-    .option('--no-glue', 'do not program the nftables glue (masquerade, hairpin, source ranges)')
-    .option('--kube-proxy-ipsets', "also maintain kube-proxy's ipsets (KUBE-CLUSTER-IP …) for iptables rules that reference them")
+  configOptions(
+    program
+      .command('sync')
+      .description('program the kernel once from Service/EndpointSlice/Endpoints manifests (kube-proxy IPVS semantics)')
+      .requiredOption('-f, --file <path...>', 'YAML/JSON manifest files or folders'),
+    CONFIG_FLAGS.filter((f) => f.sync),
+  )
     .option('--no-sysctl', 'do not set the IPVS sysctls kube-proxy sets')
     .option('--dry-run', 'print the writes it would make and change nothing')
     .option('--json', 'machine-readable output')
     .action(async (o: SyncOpts) => {
       const h = handleOptions();
-      if (o.bindMode !== 'address' && o.bindMode !== 'route') throw new Error(`--bind-mode must be address or route, not ${o.bindMode}`);
-      if (o.bindMode === 'route' && !o.serviceCidrs?.length) throw new Error('--bind-mode route needs --service-cidrs (the ranges the local routes cover)');
-      // The configuration's parser: host bits cleared with a warning, anything else refused
-      // before anything is read or opened.
-      const cidrFlags = { clusterCidr: '--cluster-cidr', nodeportAddresses: '--nodeport-addresses', serviceCidrs: '--service-cidrs' } as const;
-      for (const [key, flag] of Object.entries(cidrFlags) as Array<[keyof typeof cidrFlags, string]>) {
-        if (!o[key]) continue;
-        const { cidrs, warnings } = parseCidrFlag(o[key], flag);
-        o[key] = cidrs;
-        for (const w of warnings) console.error(`warning: ${w}`);
-      }
+      // The proxy's configuration from the flags: every value checked (CIDRs with host bits
+      // cleared, with a warning) and refused before anything is read or opened.
+      const { config: cfg, warnings } = loadConfig({ flags: { ...o } });
+      for (const w of warnings) console.error(`warning: ${w}`);
+      const nodeIps = o.nodeIp?.length ? nodeIpFlag(o.nodeIp) : undefined;
       const [{ loadManifests }, { openKernel }, { Proxier, describePlan }, { planWrites }] = await Promise.all([
         import('../kube/manifests.js'),
         import('../proxy/kernel.js'),
@@ -92,25 +86,11 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       ]);
       // Read first (a bad manifest fails before anything is opened); dropped once fed: the
       // proxier keeps only what it reads of each object.
-      const nodeIps = o.nodeIp?.length ? nodeIpFlag(o.nodeIp) : undefined;
       let manifests: ManifestSet | undefined = await loadManifests(o.file);
       const manifestWarnings = manifests.warnings;
       const kernel = await openKernel(h, { glue: o.glue });
-      const addrs = nodeIps ?? nodeAddresses(await kernel.links!.addresses(), o.vipLink);
-      const proxier = new Proxier(kernel, {
-        node: { name: o.nodeName ?? hostname(), addresses: addrs },
-        config: {
-          scheduler: o.scheduler ?? 'rr',
-          ...(o.clusterCidr ? { clusterCIDRs: o.clusterCidr } : {}),
-          ...(o.nodeportAddresses ? { nodePortAddresses: o.nodeportAddresses } : {}),
-          ...(o.masqueradeAll ? { masqueradeAll: true } : {}),
-        },
-        vipLink: o.vipLink,
-        glue: o.glue,
-        kubeIpsets: !!o.kubeProxyIpsets,
-        bindMode: o.bindMode,
-        ...(o.serviceCidrs ? { serviceCidrs: o.serviceCidrs } : {}),
-      });
+      const addrs = nodeIps ?? nodeAddresses(await kernel.links!.addresses(), cfg.vipLink);
+      const proxier = new Proxier(kernel, toProxierOptions(cfg, { addresses: addrs, glue: o.glue, kubeIpsets: !!o.kubeProxyIpsets }));
       for (const s of manifests.services) proxier.onServiceUpdate(s);
       for (const s of manifests.endpointSlices) proxier.onSliceUpdate(s);
       manifests = undefined;
@@ -158,21 +138,15 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       if (report.errors.length) process.exitCode = 1;
     });
 
-  const proxy = program
-    .command('proxy')
-    .description('run the service proxy (kube-proxy IPVS mode): watch the Kubernetes API, or a manifests folder')
-    .option('--manifests <dir>', 'watch this folder of Service/EndpointSlice manifests instead of a cluster')
-    .option('--config <file>', 'KubeProxyConfiguration-style YAML (flags override it)')
-    .option('--write-config-to <file>', 'write the effective configuration and exit')
-    .option('--node-ip <ip>', 'node addresses for NodePorts (default: every local address)', list)
-    .option('--no-glue', 'do not program the nftables glue')
-    .option('--kube-proxy-ipsets', "also maintain kube-proxy's ipsets (KUBE-CLUSTER-IP …)");
-  for (const f of CONFIG_FLAGS) {
-    const arg = f.kind === 'bool' ? `--${f.flag}` : `--${f.flag} <${f.kind === 'cidrs' ? 'cidrs' : 'value'}>`;
-    proxy.option(arg, f.help);
-    if (f.negatedHelp) proxy.option(`--no-${f.flag}`, f.negatedHelp);
-  }
-  proxy.action(async (o: Record<string, unknown>) => {
+  configOptions(
+    program
+      .command('proxy')
+      .description('run the service proxy (kube-proxy IPVS mode): watch the Kubernetes API, or a manifests folder')
+      .option('--manifests <dir>', 'watch this folder of Service/EndpointSlice manifests instead of a cluster')
+      .option('--config <file>', 'KubeProxyConfiguration-style YAML (flags override it)')
+      .option('--write-config-to <file>', 'write the effective configuration and exit'),
+    CONFIG_FLAGS,
+  ).action(async (o: Record<string, unknown>) => {
     await runProxy(o, handleOptions());
   });
 
@@ -257,17 +231,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   const ipvs = kernel?.ipvs ?? (await Ipvs.open(h));
   const links = kernel?.links ?? (await Links.open(h));
   const addrs = Array.isArray(o.nodeIp) && o.nodeIp.length ? nodeIpFlag(o.nodeIp as string[]) : nodeAddresses(await links.addresses(), cfg.vipLink);
-  const proxierOptions: ProxierOptions = {
-    node: { name: nodeName(cfg), addresses: addrs },
-    config: toProxyConfig(cfg),
-    vipLink: cfg.vipLink,
-    glue,
-    kubeIpsets,
-    excludeCidrs: cfg.ipvs.excludeCIDRs,
-    drainTimeoutMs: cfg.drainTimeoutMs,
-    bindMode: cfg.bindMode,
-    serviceCidrs: cfg.serviceCIDRs,
-  };
+  const proxierOptions = toProxierOptions(cfg, { addresses: addrs, glue, kubeIpsets });
   const proxier: DaemonProxier = kernel
     ? new (await proxierModule()).Proxier(kernel, proxierOptions)
     : await ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue, handle: h } });

@@ -11,6 +11,7 @@ import { yaml } from '../yaml.js';
 import { cidrText, parseCidr } from '../net/address.js';
 import { isKnownScheduler } from '../kube/scheduler.js';
 import type { ProxyConfig } from '../kube/types.js';
+import type { ProxierOptions } from '../proxy/proxier.js';
 
 export type BindMode = 'address' | 'route';
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
@@ -93,38 +94,6 @@ export class ConfigError extends BadInputError {
 export const DEFAULT_HEALTHZ_PORT = 10256;
 export const DEFAULT_METRICS_PORT = 10249;
 
-/** kube-proxy's defaults for IPVS mode (pkg/proxy/apis/config/v1alpha1/defaults.go). */
-export function defaultConfig(): IpvsyncConfig {
-  return {
-    clusterCIDRs: [],
-    nodePortAddresses: [],
-    hostnameOverride: '',
-    metricsBindAddress: { host: '127.0.0.1', port: DEFAULT_METRICS_PORT },
-    healthzBindAddress: { host: '0.0.0.0', port: DEFAULT_HEALTHZ_PORT },
-    masqueradeAll: false,
-    kubeconfig: '',
-    master: '',
-    ipvs: {
-      scheduler: '',
-      syncPeriodMs: 30_000,
-      minSyncPeriodMs: 0,
-      tcpTimeoutMs: 0,
-      tcpFinTimeoutMs: 0,
-      udpTimeoutMs: 0,
-      strictARP: false,
-      excludeCIDRs: [],
-    },
-    bindMode: 'address',
-    serviceCIDRs: [],
-    vipLink: 'kube-ipvs0',
-    drainTimeoutMs: 15 * 60_000,
-    proxyName: '',
-    // a full sync never holds the daemon's event loop (health, metrics, watches); ~5 MB more
-    syncThread: true,
-    logLevel: 'info',
-  };
-}
-
 // ---- durations (Go's time.ParseDuration syntax, as metav1.Duration) ----
 
 const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
@@ -152,60 +121,7 @@ export function formatDuration(ms: number): string {
   return sec;
 }
 
-// ---- field specification ----
-
-/** kube-proxy fields that are accepted and ignored (they configure other modes or things
- *  ipvsync does not do); reported as warnings so a kube-proxy config file loads unchanged. */
-const IGNORED_KUBE_PROXY_FIELDS = new Set([
-  'bindAddress',
-  'bindAddressHardFail',
-  'configSyncPeriod',
-  'conntrack',
-  'detectLocal',
-  'detectLocalMode',
-  'enableProfiling',
-  'featureGates',
-  'logging',
-  'nftables',
-  'oomScoreAdj',
-  'portRange',
-  'showHiddenMetricsForVersion',
-  'udpIdleTimeout',
-  'winkernel',
-]);
-
-const TOP_FIELDS = new Set([
-  'apiVersion',
-  'kind',
-  'mode',
-  'clusterCIDR',
-  'nodePortAddresses',
-  'hostnameOverride',
-  'metricsBindAddress',
-  'healthzBindAddress',
-  'masqueradeAll',
-  'clientConnection',
-  'master',
-  'iptables',
-  'ipvs',
-  'syncPeriod',
-  'minSyncPeriod',
-  'bindMode',
-  'serviceCIDRs',
-  'vipLink',
-  'drainTimeout',
-  'proxyName',
-  'syncThread',
-  'logLevel',
-]);
-const IPVS_FIELDS = new Set(['scheduler', 'syncPeriod', 'minSyncPeriod', 'tcpTimeout', 'tcpFinTimeout', 'udpTimeout', 'strictARP', 'runEstimation', 'excludeCIDRs']);
-const API_VERSIONS = new Set(['kubeproxy.config.k8s.io/v1alpha1', 'ipvsync.io/v1alpha1']);
-
-export interface LoadedConfig {
-  config: IpvsyncConfig;
-  /** Accepted-but-ignored kube-proxy fields and similar notes. */
-  warnings: string[];
-}
+// ---- the fields: one table ----
 
 type Raw = Record<string, unknown>;
 
@@ -213,82 +129,315 @@ function isObject(v: unknown): v is Raw {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-class Checker {
-  readonly issues: ConfigIssue[] = [];
-  readonly warnings: string[] = [];
-
-  bad(path: string, message: string): void {
-    this.issues.push({ path, message });
-  }
-
-  string(v: unknown, path: string): string | undefined {
-    if (v === undefined || v === null) return undefined;
-    if (typeof v !== 'string') return this.bad(path, `must be a string, not ${describe(v)}`), undefined;
-    return v;
-  }
-
-  bool(v: unknown, path: string): boolean | undefined {
-    if (v === undefined || v === null) return undefined;
-    if (typeof v === 'boolean') return v;
-    if (v === 'true' || v === 'false') return v === 'true';
-    return this.bad(path, `must be true or false, not ${describe(v)}`), undefined;
-  }
-
-  duration(v: unknown, path: string, opts: { wholeSeconds?: boolean; positive?: boolean } = {}): number | undefined {
-    if (v === undefined || v === null) return undefined;
-    if (typeof v !== 'string' && v !== 0) return this.bad(path, `must be a duration such as "30s" or "1m", not ${describe(v)}`), undefined;
-    if (String(v).trim().startsWith('-')) return this.bad(path, `"${v}" is negative`), undefined;
-    const ms = parseDuration(String(v));
-    if (ms === undefined) return this.bad(path, `"${v}" is not a duration (examples: "30s", "1m", "1h30m", "250ms")`), undefined;
-    if (opts.positive && ms <= 0) return this.bad(path, 'must be greater than 0'), undefined;
-    if (opts.wholeSeconds && ms % 1000 !== 0) return this.bad(path, `"${v}" is not a whole number of seconds (IPVS timeouts are in seconds)`), undefined;
-    return ms;
-  }
-
-  /** A list of CIDRs given as a YAML list or one comma-separated string. */
-  cidrs(v: unknown, path: string): string[] | undefined {
-    if (v === undefined || v === null) return undefined;
-    let items: unknown[];
-    if (typeof v === 'string') items = v.split(',').map((s) => s.trim()).filter((s) => s !== '');
-    else if (Array.isArray(v)) items = v;
-    else return this.bad(path, `must be a list of CIDRs or a comma-separated string, not ${describe(v)}`), undefined;
-    const out: string[] = [];
-    items.forEach((it, i) => {
-      const p = Array.isArray(v) ? `${path}[${i}]` : path;
-      if (typeof it !== 'string') return this.bad(p, `must be a CIDR string, not ${describe(it)}`);
-      const r = parseConfigCidr(it);
-      if ('problem' in r) return this.bad(p, r.problem);
-      if (r.note) this.warnings.push(`${p}: ${r.note}`);
-      out.push(r.cidr);
-    });
-    return out;
-  }
-
-  hostPort(v: unknown, path: string, defaultPort: number): HostPort | null | undefined {
-    if (v === undefined || v === null || v === '') return undefined;
-    if (typeof v !== 'string') return this.bad(path, `must be "host:port", not ${describe(v)}`), undefined;
-    const r = parseHostPort(v, defaultPort);
-    if (typeof r === 'string') return this.bad(path, r), undefined;
-    return r.port === 0 ? null : r;
-  }
-
-  unknownFields(obj: Raw, known: Set<string>, prefix: string, ignored?: Set<string>): void {
-    for (const k of Object.keys(obj)) {
-      if (known.has(k)) continue;
-      if (ignored?.has(k)) {
-        this.warnings.push(`${prefix}${k}: kube-proxy field ignored by ipvsync`);
-        continue;
-      }
-      this.bad(`${prefix}${k}`, 'unknown field');
-    }
-  }
-}
-
 function describe(v: unknown): string {
   if (Array.isArray(v)) return 'a list';
   if (v === null) return 'null';
   if (typeof v === 'object') return 'a mapping';
   return `${typeof v} ${JSON.stringify(v)}`;
+}
+
+/** The value at a dotted path ("ipvs.syncPeriod"); undefined where a step is not a mapping. */
+function getAt(obj: unknown, path: string): unknown {
+  return path.split('.').reduce<unknown>((o, k) => (isObject(o) ? o[k] : undefined), obj);
+}
+
+/** Sets a dotted path, making (or replacing by) mappings on the way. */
+function setAt(obj: object, path: string, value: unknown): void {
+  const parts = path.split('.');
+  let node = obj as Raw;
+  for (const p of parts.slice(0, -1)) node = (isObject(node[p]) ? node[p] : (node[p] = {})) as Raw;
+  node[parts.at(-1)!] = value;
+}
+
+class Checker {
+  readonly issues: ConfigIssue[] = [];
+  readonly warnings: string[] = [];
+
+  bad(path: string, message: string): undefined {
+    this.issues.push({ path, message });
+    return undefined;
+  }
+}
+
+/** How a field is read from the document or a flag (never given null or undefined), and written back. */
+export interface Kind<T> {
+  read(c: Checker, v: unknown, path: string): T | undefined;
+  render(v: T): unknown;
+  /** The flag's argument; none: a switch. */
+  arg?: string;
+  /** The flag repeats and takes comma-separated lists. */
+  list?: true;
+}
+
+/** A string; `check` (given the value as normalised and as written) says what is wrong with it. */
+function text<T extends string = string>(check?: (v: string, written: string) => string | undefined, normalise = (s: string) => s): Kind<T> {
+  return {
+    arg: '<value>',
+    render: (v) => v,
+    read(c, v, path) {
+      if (typeof v !== 'string') return c.bad(path, `must be a string, not ${describe(v)}`);
+      const n = normalise(v);
+      const problem = check?.(n, v);
+      return problem ? c.bad(path, problem) : (n as T);
+    },
+  };
+}
+
+const bool: Kind<boolean> = {
+  render: (v) => v,
+  read(c, v, path) {
+    if (typeof v === 'boolean') return v;
+    if (v === 'true' || v === 'false') return v === 'true';
+    return c.bad(path, `must be true or false, not ${describe(v)}`);
+  },
+};
+
+/** A Go duration, in milliseconds. */
+function duration(opts: { wholeSeconds?: boolean; positive?: boolean } = {}): Kind<number> {
+  return {
+    arg: '<value>',
+    render: formatDuration,
+    read(c, v, path) {
+      if (typeof v !== 'string' && v !== 0) return c.bad(path, `must be a duration such as "30s" or "1m", not ${describe(v)}`);
+      if (String(v).trim().startsWith('-')) return c.bad(path, `"${v}" is negative`);
+      const ms = parseDuration(String(v));
+      if (ms === undefined) return c.bad(path, `"${v}" is not a duration (examples: "30s", "1m", "1h30m", "250ms")`);
+      if (opts.positive && ms <= 0) return c.bad(path, 'must be greater than 0');
+      if (opts.wholeSeconds && ms % 1000 !== 0) return c.bad(path, `"${v}" is not a whole number of seconds (IPVS timeouts are in seconds)`);
+      return ms;
+    },
+  };
+}
+
+/** A list of CIDRs given as a YAML list or one comma-separated string, each through parseConfigCidr. */
+function cidrs(check?: (list: string[]) => string | undefined): Kind<string[]> {
+  return {
+    arg: '<cidrs>',
+    list: true,
+    render: (v) => v,
+    read(c, v, path) {
+      let items: unknown[];
+      if (typeof v === 'string') items = v.split(',').map((s) => s.trim()).filter((s) => s !== '');
+      else if (Array.isArray(v)) items = v;
+      else return c.bad(path, `must be a list of CIDRs or a comma-separated string, not ${describe(v)}`);
+      const out: string[] = [];
+      items.forEach((it, i) => {
+        const p = Array.isArray(v) ? `${path}[${i}]` : path;
+        if (typeof it !== 'string') return c.bad(p, `must be a CIDR string, not ${describe(it)}`);
+        const r = parseConfigCidr(it);
+        if ('problem' in r) return c.bad(p, r.problem);
+        if (r.note) c.warnings.push(`${p}: ${r.note}`);
+        out.push(r.cidr);
+      });
+      const problem = out.length === items.length ? check?.(out) : undefined;
+      return problem ? c.bad(path, problem) : out;
+    },
+  };
+}
+
+/** "host:port" with kube-proxy's default port; port 0 is null (the server off), written back on `offHost`. */
+function hostPort(defaultPort: number, offHost: string): Kind<HostPort | null> {
+  return {
+    arg: '<value>',
+    render: (hp) => (!hp ? `${offHost}:0` : isIP(hp.host) === 6 ? `[${hp.host}]:${hp.port}` : `${hp.host}:${hp.port}`),
+    read(c, v, path) {
+      if (v === '') return undefined;
+      if (typeof v !== 'string') return c.bad(path, `must be "host:port", not ${describe(v)}`);
+      const r = parseHostPort(v, defaultPort);
+      if (typeof r === 'string') return c.bad(path, r);
+      return r.port === 0 ? null : r;
+    },
+  };
+}
+
+/** One field: where the file has it, its kube-proxy default, its flag, how it is read and written. */
+export interface FlagSpec<T = any> {
+  /** Where the file has it ("ipvs.syncPeriod"), and where its flag puts it. */
+  path: string;
+  /** Other places a kube-proxy file may have it, read when `path` is absent. */
+  also?: string[];
+  kind: Kind<T>;
+  default: T;
+  /** kube-proxy's flag name, without dashes (ipvsync's own where kube-proxy has none). */
+  flag: string;
+  help: string;
+  /** A bool flag that defaults to true or to the kernel's value: `--no-<flag>` sets it false, with this help. */
+  negatedHelp?: string;
+  /** Another spelling of the flag, accepted and not listed (what `sync` called it). */
+  alias?: string;
+  /** `ipvsync sync` has the flag too (the one-shot sync uses the field). */
+  sync?: true;
+  /** Not written by --write-config-to while it has its default (fields kube-proxy does not write). */
+  omitDefault?: true;
+}
+
+type IpvsKey = keyof IpvsyncConfig['ipvs'];
+type ConfigKey = Exclude<keyof IpvsyncConfig, 'ipvs'> | `ipvs.${IpvsKey}`;
+type ValueAt<K> = K extends `ipvs.${infer S extends IpvsKey}` ? IpvsyncConfig['ipvs'][S] : K extends keyof IpvsyncConfig ? IpvsyncConfig[K] : never;
+
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const nodePortCidrs = cidrs();
+
+/**
+ * Every field of IpvsyncConfig (the type checks that each is here, with a kind and a default of
+ * its type), in the order --write-config-to writes them and validation reports them. kube-proxy's
+ * defaults for IPVS mode (pkg/proxy/apis/config/v1alpha1/defaults.go).
+ */
+const FIELDS: { [K in ConfigKey]: FlagSpec<ValueAt<K>> } = {
+  clusterCIDRs: {
+    path: 'clusterCIDR',
+    kind: {
+      ...cidrs((l) => (l.length > 2 || (l.length === 2 && isIP(l[0]!.split('/')[0]!) === isIP(l[1]!.split('/')[0]!)) ? 'at most one CIDR per IP family (one, or one IPv4 and one IPv6 for dual-stack)' : undefined)),
+      render: (v) => v.join(','),
+    },
+    default: [],
+    flag: 'cluster-cidr',
+    help: 'pod CIDR(s), comma separated; traffic to VIPs from outside is masqueraded',
+    sync: true,
+  },
+  nodePortAddresses: {
+    path: 'nodePortAddresses',
+    kind: { ...nodePortCidrs, read: (c, v, p) => (Array.isArray(v) && v.includes('primary') ? c.bad(p, '"primary" is not supported: list CIDRs') : nodePortCidrs.read(c, v, p)) },
+    default: [],
+    flag: 'nodeport-addresses',
+    help: 'NodePorts only on node addresses in these CIDRs (comma separated)',
+    sync: true,
+  },
+  hostnameOverride: {
+    path: 'hostnameOverride',
+    // kube-proxy trims and lowercases it
+    kind: text((h, written) => (h !== '' && (h.length > 253 || !DNS_SUBDOMAIN.test(h)) ? `"${written}" is not a valid node name (a DNS subdomain)` : undefined), (s) => s.trim().toLowerCase()),
+    default: '',
+    flag: 'hostname-override',
+    alias: 'node-name',
+    help: "this node's name, if not the hostname",
+    sync: true,
+  },
+  metricsBindAddress: {
+    path: 'metricsBindAddress',
+    kind: hostPort(DEFAULT_METRICS_PORT, '127.0.0.1'),
+    default: { host: '127.0.0.1', port: DEFAULT_METRICS_PORT },
+    flag: 'metrics-bind-address',
+    help: 'metrics server ip:port (port 0: off; default 127.0.0.1:10249)',
+  },
+  healthzBindAddress: {
+    path: 'healthzBindAddress',
+    kind: hostPort(DEFAULT_HEALTHZ_PORT, '0.0.0.0'),
+    default: { host: '0.0.0.0', port: DEFAULT_HEALTHZ_PORT },
+    flag: 'healthz-bind-address',
+    help: 'health server ip:port (port 0: off; default 0.0.0.0:10256)',
+  },
+  masqueradeAll: { path: 'masqueradeAll', also: ['iptables.masqueradeAll'], kind: bool, default: false, flag: 'masquerade-all', help: 'masquerade all traffic to service VIPs', sync: true },
+  kubeconfig: { path: 'clientConnection.kubeconfig', kind: text(), default: '', flag: 'kubeconfig', help: 'kubeconfig file (default: in-cluster config)' },
+  // ipvsync's, for kube-proxy's --master flag
+  master: { path: 'master', kind: text(), default: '', flag: 'master', help: 'API server URL (overrides the kubeconfig)', omitDefault: true },
+  'ipvs.scheduler': {
+    path: 'ipvs.scheduler',
+    kind: text((s) => (s !== '' && !isKnownScheduler(s) ? `unknown IPVS scheduler "${s}"` : undefined)),
+    default: '',
+    flag: 'ipvs-scheduler',
+    alias: 'scheduler',
+    help: 'default IPVS scheduler (default rr)',
+    sync: true,
+  },
+  // newer kube-proxy has syncPeriod and minSyncPeriod at the top level; ipvs.* wins when both are set
+  'ipvs.syncPeriodMs': { path: 'ipvs.syncPeriod', also: ['syncPeriod'], kind: duration({ positive: true }), default: 30_000, flag: 'ipvs-sync-period', help: 'full resync at least this often (default 30s)' },
+  'ipvs.minSyncPeriodMs': { path: 'ipvs.minSyncPeriod', also: ['minSyncPeriod'], kind: duration(), default: 0, flag: 'ipvs-min-sync-period', help: 'no two syncs closer than this (default 0s)' },
+  'ipvs.tcpTimeoutMs': { path: 'ipvs.tcpTimeout', kind: duration({ wholeSeconds: true }), default: 0, flag: 'ipvs-tcp-timeout', help: 'IPVS TCP idle timeout (0: kernel value)' },
+  'ipvs.tcpFinTimeoutMs': { path: 'ipvs.tcpFinTimeout', kind: duration({ wholeSeconds: true }), default: 0, flag: 'ipvs-tcpfin-timeout', help: 'IPVS TCP FIN_WAIT timeout (0: kernel value)' },
+  'ipvs.udpTimeoutMs': { path: 'ipvs.udpTimeout', kind: duration({ wholeSeconds: true }), default: 0, flag: 'ipvs-udp-timeout', help: 'IPVS UDP timeout (0: kernel value)' },
+  'ipvs.strictARP': { path: 'ipvs.strictARP', kind: bool, default: false, flag: 'ipvs-strict-arp', help: 'arp_ignore=1, arp_announce=2' },
+  'ipvs.runEstimation': {
+    path: 'ipvs.runEstimation',
+    kind: bool,
+    default: undefined,
+    flag: 'ipvs-run-estimation',
+    help: "net.ipv4.vs.run_estimation=1 (default: the kernel's value is left as it is)",
+    negatedHelp: 'net.ipv4.vs.run_estimation=0: no IPVS rate estimation (before Linux 6.2 its timer walks every service and destination every 2 s in softirq)',
+    omitDefault: true,
+  },
+  'ipvs.excludeCIDRs': { path: 'ipvs.excludeCIDRs', kind: cidrs(), default: [], flag: 'ipvs-exclude-cidrs', help: 'never touch IPVS services in these CIDRs' },
+  bindMode: {
+    path: 'bindMode',
+    kind: text<BindMode>((m) => (m !== 'address' && m !== 'route' ? `must be "address" or "route", not "${m}"` : undefined)),
+    default: 'address',
+    flag: 'bind-mode',
+    help: 'address (VIPs on the link) or route (local routes over serviceCIDRs)',
+    sync: true,
+  },
+  serviceCIDRs: { path: 'serviceCIDRs', kind: cidrs(), default: [], flag: 'service-cidrs', help: 'service CIDRs (required by --bind-mode route)', sync: true },
+  vipLink: {
+    path: 'vipLink',
+    kind: text((l) => (!/^[^\s/:]{1,15}$/.test(l) || l === '.' || l === '..' ? `"${l}" is not a link name (1-15 characters, no spaces, "/" or ":")` : undefined)),
+    default: 'kube-ipvs0',
+    flag: 'vip-link',
+    help: 'dummy link holding the VIPs (default kube-ipvs0)',
+    sync: true,
+  },
+  drainTimeoutMs: { path: 'drainTimeout', kind: duration(), default: 15 * 60_000, flag: 'drain-timeout', help: 'delete a draining TCP real server after this (default 15m)' },
+  proxyName: {
+    path: 'proxyName',
+    kind: text((n) => (n !== '' && (n.length > 63 || !/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(n)) ? `"${n}" is not a valid label value` : undefined)),
+    default: '',
+    flag: 'proxy-name',
+    help: 'also serve Services labelled service.kubernetes.io/service-proxy-name=NAME',
+  },
+  syncThread: {
+    path: 'syncThread',
+    kind: bool,
+    // a full sync never holds the daemon's event loop (health, metrics, watches); ~5 MB more
+    default: true,
+    flag: 'sync-thread',
+    help: 'sync on a thread of its own (the default): a full sync never blocks the watches, /healthz or /metrics',
+    negatedHelp: "sync on the daemon's thread: ~5 MB less memory at 10k services, but a full sync holds its event loop",
+  },
+  logLevel: {
+    path: 'logLevel',
+    kind: text<LogLevel>((l) => (!['debug', 'info', 'warn', 'error'].includes(l) ? `must be one of debug, info, warn, error, not "${l}"` : undefined)),
+    default: 'info',
+    flag: 'log-level',
+    help: 'debug, info, warn or error (default info)',
+  },
+};
+
+/** The fields, each with `key`, where IpvsyncConfig has it. */
+export const CONFIG_FLAGS = Object.entries(FIELDS).map(([key, f]) => ({ key, ...f })) as ReadonlyArray<FlagSpec & { key: ConfigKey }>;
+
+export function defaultConfig(): IpvsyncConfig {
+  const cfg = { ipvs: {} } as IpvsyncConfig;
+  for (const f of CONFIG_FLAGS) if (f.default !== undefined) setAt(cfg, f.key, structuredClone(f.default));
+  return cfg;
+}
+
+/** The document's own fields, checked before the table's. */
+const API_VERSIONS = ['kubeproxy.config.k8s.io/v1alpha1', 'ipvsync.io/v1alpha1'];
+const META: Record<string, Kind<string>> = {
+  apiVersion: text((v) => (API_VERSIONS.includes(v) ? undefined : `must be one of ${API_VERSIONS.join(', ')}, not "${v}"`)),
+  kind: text((v) => (v === 'KubeProxyConfiguration' ? undefined : `must be KubeProxyConfiguration, not "${v}"`)),
+  mode: text((v) => (v === '' || v === 'ipvs' ? undefined : `ipvsync is an IPVS proxy: mode must be "ipvs" or empty, not "${v}"`)),
+};
+
+/** kube-proxy fields that are accepted and ignored (they configure other modes or things
+ *  ipvsync does not do), by mapping; reported as warnings so a kube-proxy config file loads unchanged. */
+const IGNORED: Record<string, string[]> = {
+  '': ['bindAddress', 'bindAddressHardFail', 'configSyncPeriod', 'conntrack', 'detectLocal', 'detectLocalMode', 'enableProfiling', 'featureGates', 'logging', 'nftables', 'oomScoreAdj', 'portRange', 'showHiddenMetricsForVersion', 'udpIdleTimeout', 'winkernel'],
+  clientConnection: ['acceptContentTypes', 'contentType', 'qps', 'burst'],
+  iptables: ['masqueradeBit', 'localhostNodePorts', 'syncPeriod', 'minSyncPeriod'],
+};
+
+/** The known fields of each mapping ('' the document), from the table. */
+const KNOWN = new Map<string, Set<string>>([['', new Set(Object.keys(META))]]);
+for (const p of CONFIG_FLAGS.flatMap((f) => [f.path, ...(f.also ?? [])])) {
+  const [section, key] = p.includes('.') ? p.split('.') : ['', p];
+  if (section) KNOWN.get('')!.add(section);
+  if (!KNOWN.has(section!)) KNOWN.set(section!, new Set());
+  KNOWN.get(section!)!.add(key!);
+}
+
+export interface LoadedConfig {
+  config: IpvsyncConfig;
+  /** Accepted-but-ignored kube-proxy fields and similar notes. */
+  warnings: string[];
 }
 
 /**
@@ -309,27 +458,6 @@ export function parseConfigCidr(text: string): { cidr: string; note?: string } |
   const cidr = cidrText(c);
   const host = parseCidr(m[1]!);
   return host.base === c.base ? { cidr } : { cidr, note: `"${t}" has host bits set: using ${cidr}, its network (as kube-proxy does)` };
-}
-
-/**
- * A list of CIDRs given on the command line (`sync`'s --cluster-cidr, …), through the
- * configuration's parser: the networks, notes for host bits cleared, and a ConfigError naming
- * `flag` for every value that is not a CIDR.
- */
-export function parseCidrFlag(values: readonly string[], flag: string): { cidrs: string[]; warnings: string[] } {
-  const cidrs: string[] = [];
-  const warnings: string[] = [];
-  const issues: ConfigIssue[] = [];
-  for (const v of values) {
-    const r = parseConfigCidr(v);
-    if ('problem' in r) issues.push({ path: flag, message: r.problem });
-    else {
-      cidrs.push(r.cidr);
-      if (r.note) warnings.push(`${flag}: ${r.note}`);
-    }
-  }
-  if (issues.length) throw new ConfigError(issues);
-  return { cidrs, warnings };
 }
 
 /** "1.2.3.4:80", "[::1]:80", "0.0.0.0" (default port, as kube-proxy's AppendPortIfNeeded). */
@@ -354,128 +482,41 @@ export function parseHostPort(text: string, defaultPort: number): HostPort | str
   return { host, port: Number(portText) };
 }
 
-function formatHostPort(hp: HostPort | null, family4Default: string): string {
-  if (!hp) return `${family4Default}:0`;
-  return isIP(hp.host) === 6 ? `[${hp.host}]:${hp.port}` : `${hp.host}:${hp.port}`;
-}
-
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-const LOG_LEVELS = new Set<LogLevel>(['debug', 'info', 'warn', 'error']);
-
 /** Validates a parsed config document (already merged with flags) onto the defaults. */
 export function validateConfig(raw: unknown, source?: string): LoadedConfig {
   const c = new Checker();
   const cfg = defaultConfig();
   if (raw === undefined || raw === null) raw = {};
   if (!isObject(raw)) throw new ConfigError([{ path: '(document)', message: `must be a mapping, not ${describe(raw)}` }], source);
-  c.unknownFields(raw, TOP_FIELDS, '', IGNORED_KUBE_PROXY_FIELDS);
-
-  const apiVersion = c.string(raw.apiVersion, 'apiVersion');
-  if (apiVersion !== undefined && !API_VERSIONS.has(apiVersion)) c.bad('apiVersion', `must be one of ${[...API_VERSIONS].join(', ')}, not "${apiVersion}"`);
-  const kind = c.string(raw.kind, 'kind');
-  if (kind !== undefined && kind !== 'KubeProxyConfiguration') c.bad('kind', `must be KubeProxyConfiguration, not "${kind}"`);
-  const mode = c.string(raw.mode, 'mode');
-  if (mode !== undefined && mode !== '' && mode !== 'ipvs') c.bad('mode', `ipvsync is an IPVS proxy: mode must be "ipvs" or empty, not "${mode}"`);
-
-  const cluster = c.cidrs(raw.clusterCIDR, 'clusterCIDR');
-  if (cluster) {
-    if (cluster.length > 2 || (cluster.length === 2 && isIP(cluster[0]!.split('/')[0]!) === isIP(cluster[1]!.split('/')[0]!)))
-      c.bad('clusterCIDR', 'at most one CIDR per IP family (one, or one IPv4 and one IPv6 for dual-stack)');
-    cfg.clusterCIDRs = cluster;
-  }
-  const npa = raw.nodePortAddresses;
-  if (Array.isArray(npa) && npa.includes('primary')) c.bad('nodePortAddresses', '"primary" is not supported: list CIDRs');
-  else cfg.nodePortAddresses = c.cidrs(npa, 'nodePortAddresses') ?? cfg.nodePortAddresses;
-
-  const host = c.string(raw.hostnameOverride, 'hostnameOverride');
-  if (host !== undefined) {
-    // kube-proxy trims and lowercases it.
-    const h = host.trim().toLowerCase();
-    if (h !== '' && (h.length > 253 || !DNS_SUBDOMAIN.test(h))) c.bad('hostnameOverride', `"${host}" is not a valid node name (a DNS subdomain)`);
-    cfg.hostnameOverride = h;
-  }
-  const metrics = c.hostPort(raw.metricsBindAddress, 'metricsBindAddress', DEFAULT_METRICS_PORT);
-  if (metrics !== undefined) cfg.metricsBindAddress = metrics;
-  const healthz = c.hostPort(raw.healthzBindAddress, 'healthzBindAddress', DEFAULT_HEALTHZ_PORT);
-  if (healthz !== undefined) cfg.healthzBindAddress = healthz;
-
-  if (raw.clientConnection !== undefined && raw.clientConnection !== null) {
-    if (!isObject(raw.clientConnection)) c.bad('clientConnection', `must be a mapping, not ${describe(raw.clientConnection)}`);
-    else {
-      const cc = raw.clientConnection;
-      c.unknownFields(cc, new Set(['kubeconfig']), 'clientConnection.', new Set(['acceptContentTypes', 'contentType', 'qps', 'burst']));
-      cfg.kubeconfig = c.string(cc.kubeconfig, 'clientConnection.kubeconfig') ?? '';
+  for (const [section, known] of KNOWN) {
+    const obj = section ? raw[section] : raw;
+    if (obj === undefined || obj === null) continue;
+    if (!isObject(obj)) {
+      c.bad(section, `must be a mapping, not ${describe(obj)}`);
+      continue;
+    }
+    const prefix = section ? `${section}.` : '';
+    for (const k of Object.keys(obj)) {
+      if (known.has(k)) continue;
+      if (IGNORED[section]?.includes(k)) c.warnings.push(`${prefix}${k}: kube-proxy field ignored by ipvsync`);
+      else c.bad(`${prefix}${k}`, 'unknown field');
     }
   }
-  // ipvsync-only field for kube-proxy's --master flag.
-  if (raw.master !== undefined) cfg.master = c.string(raw.master, 'master') ?? '';
+  for (const [path, kind] of Object.entries(META)) if (raw[path] !== undefined && raw[path] !== null) kind.read(c, raw[path], path);
 
-  // masqueradeAll: top level, or kube-proxy's iptables.masqueradeAll.
-  let masq = c.bool(raw.masqueradeAll, 'masqueradeAll');
-  if (raw.iptables !== undefined && raw.iptables !== null) {
-    if (!isObject(raw.iptables)) c.bad('iptables', `must be a mapping, not ${describe(raw.iptables)}`);
-    else {
-      c.unknownFields(raw.iptables, new Set(['masqueradeAll']), 'iptables.', new Set(['masqueradeBit', 'localhostNodePorts', 'syncPeriod', 'minSyncPeriod']));
-      masq ??= c.bool(raw.iptables.masqueradeAll, 'iptables.masqueradeAll');
+  for (const f of CONFIG_FLAGS) {
+    let value: unknown;
+    for (const path of [f.path, ...(f.also ?? [])]) {
+      const v = getAt(raw, path);
+      if (v !== undefined && v !== null) value ??= f.kind.read(c, v, path);
     }
+    if (value !== undefined) setAt(cfg, f.key, value);
   }
-  if (masq !== undefined) cfg.masqueradeAll = masq;
 
-  // Newer kube-proxy has syncPeriod/minSyncPeriod at the top level; ipvs.* wins when both are set.
-  const topSync = c.duration(raw.syncPeriod, 'syncPeriod', { positive: true });
-  const topMin = c.duration(raw.minSyncPeriod, 'minSyncPeriod');
-  if (topSync !== undefined) cfg.ipvs.syncPeriodMs = topSync;
-  if (topMin !== undefined) cfg.ipvs.minSyncPeriodMs = topMin;
-  if (raw.ipvs !== undefined && raw.ipvs !== null) {
-    if (!isObject(raw.ipvs)) c.bad('ipvs', `must be a mapping, not ${describe(raw.ipvs)}`);
-    else {
-      const v = raw.ipvs;
-      c.unknownFields(v, IPVS_FIELDS, 'ipvs.');
-      const sched = c.string(v.scheduler, 'ipvs.scheduler');
-      if (sched !== undefined) {
-        if (sched !== '' && !isKnownScheduler(sched)) c.bad('ipvs.scheduler', `unknown IPVS scheduler "${sched}"`);
-        cfg.ipvs.scheduler = sched;
-      }
-      cfg.ipvs.syncPeriodMs = c.duration(v.syncPeriod, 'ipvs.syncPeriod', { positive: true }) ?? cfg.ipvs.syncPeriodMs;
-      cfg.ipvs.minSyncPeriodMs = c.duration(v.minSyncPeriod, 'ipvs.minSyncPeriod') ?? cfg.ipvs.minSyncPeriodMs;
-      cfg.ipvs.tcpTimeoutMs = c.duration(v.tcpTimeout, 'ipvs.tcpTimeout', { wholeSeconds: true }) ?? 0;
-      cfg.ipvs.tcpFinTimeoutMs = c.duration(v.tcpFinTimeout, 'ipvs.tcpFinTimeout', { wholeSeconds: true }) ?? 0;
-      cfg.ipvs.udpTimeoutMs = c.duration(v.udpTimeout, 'ipvs.udpTimeout', { wholeSeconds: true }) ?? 0;
-      cfg.ipvs.strictARP = c.bool(v.strictARP, 'ipvs.strictARP') ?? false;
-      const runEstimation = c.bool(v.runEstimation, 'ipvs.runEstimation');
-      if (runEstimation !== undefined) cfg.ipvs.runEstimation = runEstimation;
-      cfg.ipvs.excludeCIDRs = c.cidrs(v.excludeCIDRs, 'ipvs.excludeCIDRs') ?? [];
-    }
-  }
   if (cfg.ipvs.minSyncPeriodMs > cfg.ipvs.syncPeriodMs)
     c.bad('ipvs.minSyncPeriod', `must not exceed ipvs.syncPeriod (${formatDuration(cfg.ipvs.minSyncPeriodMs)} > ${formatDuration(cfg.ipvs.syncPeriodMs)})`);
-
-  const bindMode = c.string(raw.bindMode, 'bindMode');
-  if (bindMode !== undefined) {
-    if (bindMode !== 'address' && bindMode !== 'route') c.bad('bindMode', `must be "address" or "route", not "${bindMode}"`);
-    else cfg.bindMode = bindMode;
-  }
-  cfg.serviceCIDRs = c.cidrs(raw.serviceCIDRs, 'serviceCIDRs') ?? [];
   if (cfg.bindMode === 'route' && cfg.serviceCIDRs.length === 0 && !c.issues.some((i) => i.path.startsWith('serviceCIDRs')))
     c.bad('serviceCIDRs', 'required with bindMode "route" (the ranges the local routes cover)');
-  const link = c.string(raw.vipLink, 'vipLink');
-  if (link !== undefined) {
-    if (!/^[^\s/:]{1,15}$/.test(link) || link === '.' || link === '..') c.bad('vipLink', `"${link}" is not a link name (1-15 characters, no spaces, "/" or ":")`);
-    else cfg.vipLink = link;
-  }
-  cfg.drainTimeoutMs = c.duration(raw.drainTimeout, 'drainTimeout') ?? cfg.drainTimeoutMs;
-  const proxyName = c.string(raw.proxyName, 'proxyName');
-  if (proxyName !== undefined) {
-    if (proxyName !== '' && (proxyName.length > 63 || !/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(proxyName)))
-      c.bad('proxyName', `"${proxyName}" is not a valid label value`);
-    cfg.proxyName = proxyName;
-  }
-  cfg.syncThread = c.bool(raw.syncThread, 'syncThread') ?? cfg.syncThread;
-  const level = c.string(raw.logLevel, 'logLevel');
-  if (level !== undefined) {
-    if (!LOG_LEVELS.has(level as LogLevel)) c.bad('logLevel', `must be one of debug, info, warn, error, not "${level}"`);
-    else cfg.logLevel = level as LogLevel;
-  }
 
   if (c.issues.length) throw new ConfigError(c.issues, source);
   return { config: cfg, warnings: c.warnings };
@@ -496,60 +537,8 @@ export function parseConfigText(text: string, source = 'config'): unknown {
 
 // ---- flags ----
 
-export type FlagKind = 'string' | 'bool' | 'duration' | 'cidrs';
-
-export interface FlagSpec {
-  /** kube-proxy's flag name, without dashes. */
-  flag: string;
-  /** Where it goes in the config document. */
-  path: string;
-  kind: FlagKind;
-  help: string;
-  /** A bool flag that defaults to true: `--no-<flag>` sets it false, with this help. */
-  negatedHelp?: string;
-}
-
-/** The flags that override the file, named as kube-proxy's (ipvsync's own where it has none). */
-export const CONFIG_FLAGS: readonly FlagSpec[] = [
-  { flag: 'cluster-cidr', path: 'clusterCIDR', kind: 'cidrs', help: 'pod CIDR(s), comma separated; traffic to VIPs from outside is masqueraded' },
-  { flag: 'nodeport-addresses', path: 'nodePortAddresses', kind: 'cidrs', help: 'NodePorts only on node addresses in these CIDRs (comma separated)' },
-  { flag: 'hostname-override', path: 'hostnameOverride', kind: 'string', help: "this node's name, if not the hostname" },
-  { flag: 'metrics-bind-address', path: 'metricsBindAddress', kind: 'string', help: 'metrics server ip:port (port 0: off; default 127.0.0.1:10249)' },
-  { flag: 'healthz-bind-address', path: 'healthzBindAddress', kind: 'string', help: 'health server ip:port (port 0: off; default 0.0.0.0:10256)' },
-  { flag: 'masquerade-all', path: 'masqueradeAll', kind: 'bool', help: 'masquerade all traffic to service VIPs' },
-  { flag: 'kubeconfig', path: 'clientConnection.kubeconfig', kind: 'string', help: 'kubeconfig file (default: in-cluster config)' },
-  { flag: 'master', path: 'master', kind: 'string', help: 'API server URL (overrides the kubeconfig)' },
-  { flag: 'ipvs-scheduler', path: 'ipvs.scheduler', kind: 'string', help: 'default IPVS scheduler (default rr)' },
-  { flag: 'ipvs-sync-period', path: 'ipvs.syncPeriod', kind: 'duration', help: 'full resync at least this often (default 30s)' },
-  { flag: 'ipvs-min-sync-period', path: 'ipvs.minSyncPeriod', kind: 'duration', help: 'no two syncs closer than this (default 0s)' },
-  { flag: 'ipvs-tcp-timeout', path: 'ipvs.tcpTimeout', kind: 'duration', help: 'IPVS TCP idle timeout (0: kernel value)' },
-  { flag: 'ipvs-tcpfin-timeout', path: 'ipvs.tcpFinTimeout', kind: 'duration', help: 'IPVS TCP FIN_WAIT timeout (0: kernel value)' },
-  { flag: 'ipvs-udp-timeout', path: 'ipvs.udpTimeout', kind: 'duration', help: 'IPVS UDP timeout (0: kernel value)' },
-  { flag: 'ipvs-strict-arp', path: 'ipvs.strictARP', kind: 'bool', help: 'arp_ignore=1, arp_announce=2' },
-  {
-    flag: 'ipvs-run-estimation',
-    path: 'ipvs.runEstimation',
-    kind: 'bool',
-    help: 'net.ipv4.vs.run_estimation=1 (default: the kernel\'s value is left as it is)',
-    negatedHelp: 'net.ipv4.vs.run_estimation=0: no IPVS rate estimation (before Linux 6.2 its timer walks every service and destination every 2 s in softirq)',
-  },
-  { flag: 'ipvs-exclude-cidrs', path: 'ipvs.excludeCIDRs', kind: 'cidrs', help: 'never touch IPVS services in these CIDRs' },
-  { flag: 'bind-mode', path: 'bindMode', kind: 'string', help: 'address (VIPs on the link) or route (local routes over serviceCIDRs)' },
-  { flag: 'service-cidrs', path: 'serviceCIDRs', kind: 'cidrs', help: 'service CIDRs (required by --bind-mode route)' },
-  { flag: 'vip-link', path: 'vipLink', kind: 'string', help: 'dummy link holding the VIPs (default kube-ipvs0)' },
-  { flag: 'drain-timeout', path: 'drainTimeout', kind: 'duration', help: 'delete a draining TCP real server after this (default 15m)' },
-  { flag: 'proxy-name', path: 'proxyName', kind: 'string', help: 'also serve Services labelled service.kubernetes.io/service-proxy-name=NAME' },
-  {
-    flag: 'sync-thread',
-    path: 'syncThread',
-    kind: 'bool',
-    help: 'sync on a thread of its own (the default): a full sync never blocks the watches, /healthz or /metrics',
-    negatedHelp: "sync on the daemon's thread: ~5 MB less memory at 10k services, but a full sync holds its event loop",
-  },
-  { flag: 'log-level', path: 'logLevel', kind: 'string', help: 'debug, info, warn or error (default info)' },
-];
-
 const kebab = (k: string) => k.replace(/[A-Z]/g, (ch) => `-${ch.toLowerCase()}`);
+const BY_FLAG = new Map(CONFIG_FLAGS.flatMap((f) => [[f.flag, f] as const, ...(f.alias ? [[f.alias, f] as const] : [])]));
 
 /**
  * Flags onto the file's document (pure: returns a new document). `flags` is keyed by flag name
@@ -560,19 +549,12 @@ const kebab = (k: string) => k.replace(/[A-Z]/g, (ch) => `-${ch.toLowerCase()}`)
 export function mergeFlags(doc: unknown, flags: Record<string, unknown>): { doc: Raw; flagPaths: Map<string, string> } {
   const out: Raw = isObject(doc) ? structuredClone(doc) : {};
   const flagPaths = new Map<string, string>();
-  const byName = new Map(CONFIG_FLAGS.map((f) => [f.flag, f]));
   for (const [key, value] of Object.entries(flags)) {
-    if (value === undefined) continue;
-    const spec = byName.get(key) ?? byName.get(kebab(key));
-    if (!spec) continue;
-    const parts = spec.path.split('.');
-    let node = out;
-    for (const p of parts.slice(0, -1)) {
-      if (!isObject(node[p])) node[p] = {};
-      node = node[p] as Raw;
-    }
-    node[parts.at(-1)!] = value;
-    flagPaths.set(spec.path, `--${spec.flag}`);
+    const flag = BY_FLAG.has(key) ? key : kebab(key);
+    const spec = BY_FLAG.get(flag);
+    if (value === undefined || !spec) continue;
+    setAt(out, spec.path, value);
+    flagPaths.set(spec.path, `--${flag}`);
   }
   return { doc: out, flagPaths };
 }
@@ -588,7 +570,7 @@ export interface LoadOptions {
 
 /** File (if any) + flags → validated config. Errors name the file field or the flag. */
 export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
-  const source = opts.file ?? 'config';
+  const source = opts.file ?? (opts.text !== undefined ? 'config' : undefined);
   let doc: unknown = {};
   if (opts.text !== undefined) doc = parseConfigText(opts.text, source);
   else if (opts.file) {
@@ -602,60 +584,31 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
   }
   if (!isObject(doc)) throw new ConfigError([{ path: '(document)', message: `must be a mapping, not ${describe(doc)}` }], source);
   const { doc: merged, flagPaths } = mergeFlags(doc, opts.flags ?? {});
+  // A problem or a note on a value that came from a flag names the flag; with no file (`sync`
+  // has none) every field is its flag's.
+  const named = source ? flagPaths : new Map([...CONFIG_FLAGS.map((f) => [f.path, `--${f.flag}`] as const), ...flagPaths]);
+  const flagOf = (path: string) => named.get(path.replace(/\[\d+\]$/, ''));
   try {
     const loaded = validateConfig(merged, source);
-    // A note on a value that came from a flag names the flag too.
     loaded.warnings = loaded.warnings.map((w) => {
       const m = /^([^:\s]+): /.exec(w);
-      const flag = m && flagPaths.get(m[1]!.replace(/\[\d+\]$/, ''));
+      const flag = m && flagOf(m[1]!);
       return flag ? `${flag}${w.slice(m[1]!.length)}` : w;
     });
     return loaded;
   } catch (e) {
-    if (!(e instanceof ConfigError) || flagPaths.size === 0) throw e;
-    // Name the flag, not the document path, for values that came from flags.
-    const issues = e.issues.map((i) => {
-      const base = i.path.replace(/\[\d+\]$/, '');
-      const flag = flagPaths.get(base);
-      return flag ? { path: flag, message: i.message } : i;
-    });
-    throw new ConfigError(issues, source);
+    if (!(e instanceof ConfigError)) throw e;
+    throw new ConfigError(e.issues.map((i) => ({ path: flagOf(i.path) ?? i.path, message: i.message })), source);
   }
 }
 
 /** The effective config as a KubeProxyConfiguration-style YAML document (--write-config-to). */
 export function renderConfig(cfg: IpvsyncConfig): string {
-  const doc = {
-    apiVersion: 'kubeproxy.config.k8s.io/v1alpha1',
-    kind: 'KubeProxyConfiguration',
-    mode: 'ipvs',
-    clusterCIDR: cfg.clusterCIDRs.join(','),
-    nodePortAddresses: cfg.nodePortAddresses,
-    hostnameOverride: cfg.hostnameOverride,
-    metricsBindAddress: formatHostPort(cfg.metricsBindAddress, '127.0.0.1'),
-    healthzBindAddress: formatHostPort(cfg.healthzBindAddress, '0.0.0.0'),
-    masqueradeAll: cfg.masqueradeAll,
-    clientConnection: { kubeconfig: cfg.kubeconfig },
-    ...(cfg.master ? { master: cfg.master } : {}),
-    ipvs: {
-      scheduler: cfg.ipvs.scheduler,
-      syncPeriod: formatDuration(cfg.ipvs.syncPeriodMs),
-      minSyncPeriod: formatDuration(cfg.ipvs.minSyncPeriodMs),
-      tcpTimeout: formatDuration(cfg.ipvs.tcpTimeoutMs),
-      tcpFinTimeout: formatDuration(cfg.ipvs.tcpFinTimeoutMs),
-      udpTimeout: formatDuration(cfg.ipvs.udpTimeoutMs),
-      strictARP: cfg.ipvs.strictARP,
-      ...(cfg.ipvs.runEstimation !== undefined ? { runEstimation: cfg.ipvs.runEstimation } : {}),
-      excludeCIDRs: cfg.ipvs.excludeCIDRs,
-    },
-    bindMode: cfg.bindMode,
-    serviceCIDRs: cfg.serviceCIDRs,
-    vipLink: cfg.vipLink,
-    drainTimeout: formatDuration(cfg.drainTimeoutMs),
-    proxyName: cfg.proxyName,
-    syncThread: cfg.syncThread,
-    logLevel: cfg.logLevel,
-  };
+  const doc: Raw = { apiVersion: 'kubeproxy.config.k8s.io/v1alpha1', kind: 'KubeProxyConfiguration', mode: 'ipvs' };
+  for (const f of CONFIG_FLAGS) {
+    const v = getAt(cfg, f.key);
+    if (!(f.omitDefault && v === f.default)) setAt(doc, f.path, f.kind.render(v));
+  }
   return yaml().stringify(doc);
 }
 
@@ -677,5 +630,21 @@ export function toProxyConfig(cfg: IpvsyncConfig): ProxyConfig {
     clusterCIDRs: cfg.clusterCIDRs,
     masqueradeAll: cfg.masqueradeAll,
     ...(cfg.proxyName ? { proxyName: cfg.proxyName } : {}),
+  };
+}
+
+/** The proxier's options: `proxy` and `sync` both build them here, from the config and the
+ *  options that are not configuration (the node's addresses, the glue, kube-proxy's ipsets). */
+export function toProxierOptions(cfg: IpvsyncConfig, o: { addresses: string[]; glue: boolean; kubeIpsets: boolean }): ProxierOptions {
+  return {
+    node: { name: nodeName(cfg), addresses: o.addresses },
+    config: toProxyConfig(cfg),
+    vipLink: cfg.vipLink,
+    glue: o.glue,
+    kubeIpsets: o.kubeIpsets,
+    excludeCidrs: cfg.ipvs.excludeCIDRs,
+    drainTimeoutMs: cfg.drainTimeoutMs,
+    bindMode: cfg.bindMode,
+    serviceCidrs: cfg.serviceCIDRs,
   };
 }

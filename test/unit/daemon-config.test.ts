@@ -8,6 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { Command } from 'commander';
+import { registerProxy } from '../../src/cli/proxy.js';
 import {
   ConfigError,
   CONFIG_FLAGS,
@@ -16,11 +18,11 @@ import {
   loadConfig,
   mergeFlags,
   nodeName,
-  parseCidrFlag,
   parseConfigCidr,
   parseDuration,
   parseHostPort,
   renderConfig,
+  toProxierOptions,
   toProxyConfig,
   validateConfig,
   writeConfigTo,
@@ -330,14 +332,13 @@ serviceCIDRs: [10.96.0.1/12]
   );
   assert.deepEqual(issuesOf(() => loadConfig({ flags: { 'ipvs-exclude-cidrs': 'fd00::/129' } })), [['--ipvs-exclude-cidrs', '"fd00::/129": prefix length 129 is too long for IPv6']]);
 
-  // the one parser, as `ipvsync sync`'s flags use it
+  // the one parser, as the commands' flags give it: a list (repeated or comma-separated)
   assert.deepEqual(parseConfigCidr(' 10.0.0.0/8 '), { cidr: '10.0.0.0/8' });
   assert.deepEqual(parseConfigCidr('0.0.0.1/0'), { cidr: '0.0.0.0/0', note: '"0.0.0.1/0" has host bits set: using 0.0.0.0/0, its network (as kube-proxy does)' });
-  assert.deepEqual(parseCidrFlag(['10.244.1.5/16', 'fd00::/64'], '--cluster-cidr'), {
-    cidrs: ['10.244.0.0/16', 'fd00::/64'],
-    warnings: ['--cluster-cidr: "10.244.1.5/16" has host bits set: using 10.244.0.0/16, its network (as kube-proxy does)'],
-  });
-  assert.deepEqual(issuesOf(() => parseCidrFlag(['10.0.0.0/8', 'garbage', '1.2.3.4/40'], '--nodeport-addresses')), [
+  const listed = loadConfig({ flags: { clusterCidr: ['10.244.1.5/16', 'fd00::/64'] } });
+  assert.deepEqual(listed.config.clusterCIDRs, ['10.244.0.0/16', 'fd00::/64']);
+  assert.deepEqual(listed.warnings, ['--cluster-cidr: "10.244.1.5/16" has host bits set: using 10.244.0.0/16, its network (as kube-proxy does)']);
+  assert.deepEqual(issuesOf(() => loadConfig({ flags: { nodeportAddresses: ['10.0.0.0/8', 'garbage', '1.2.3.4/40'] } })), [
     ['--nodeport-addresses', '"garbage" is not a CIDR (address/prefix-length, e.g. 10.244.0.0/16 or fd00::/64)'],
     ['--nodeport-addresses', '"1.2.3.4/40": prefix length 40 is too long for IPv4'],
   ]);
@@ -362,6 +363,13 @@ test('the proxy and sync commands: a CIDR with host bits is its network (a warni
     [['sync', '-f', join(dir, 'missing.yaml'), '--nodeport-addresses', '10.0.0.0/8,10.1.2.3/40'], /--nodeport-addresses: "10\.1\.2\.3\/40": prefix length 40 is too long for IPv4/],
     [['sync', '-f', join(dir, 'missing.yaml'), '--bind-mode', 'route', '--service-cidrs', '10.96.0.0/12/3'], /--service-cidrs: "10\.96\.0\.0\/12\/3" is not a CIDR/],
     [['sync', '-f', join(dir, 'missing.yaml'), '--node-ip', '10.0.0.1,fe80::1%eth9'], /--node-ip: "fe80::1%eth9" is not an IP address/],
+    // the configuration's other checks, as `proxy` makes them; with no file, a field is named by its flag
+    [['sync', '-f', join(dir, 'missing.yaml'), '--bind-mode', 'tunnel'], /--bind-mode: must be "address" or "route", not "tunnel"/],
+    [['sync', '-f', join(dir, 'missing.yaml'), '--bind-mode', 'route'], /--service-cidrs: required with bindMode "route"/],
+    [['sync', '-f', join(dir, 'missing.yaml'), '--scheduler', 'fastest'], /--scheduler: unknown IPVS scheduler "fastest"/],
+    [['sync', '-f', join(dir, 'missing.yaml'), '--node-name', 'bad_name!'], /--node-name: "bad_name!" is not a valid node name/],
+    [['sync', '-f', join(dir, 'missing.yaml'), '--vip-link', 'a/b'], /--vip-link: "a\/b" is not a link name/],
+    [['sync', '-f', join(dir, 'missing.yaml'), '--cluster-cidr', '10.0.0.0/8', '--cluster-cidr', '10.1.0.0/16'], /--cluster-cidr: at most one CIDR per IP family/],
   ];
   for (const [args, why] of refused) {
     const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
@@ -377,18 +385,94 @@ test('mergeFlags is pure and knows every flag', () => {
   const { doc: merged } = mergeFlags(doc, { 'ipvs-strict-arp': true, 'vip-link': 'ipvs1' });
   assert.deepEqual(doc, { ipvs: { scheduler: 'rr' } }, 'input untouched');
   assert.deepEqual(merged, { ipvs: { scheduler: 'rr', strictARP: true }, vipLink: 'ipvs1' });
-  // Every flag lands on a field the validator knows (no "unknown field").
-  const sample: Record<string, unknown> = {};
+  assert.deepEqual(mergeFlags({}, { nodeName: 'n1', scheduler: 'wrr' }).doc, { hostnameOverride: 'n1', ipvs: { scheduler: 'wrr' } }, "`sync`'s spellings");
+});
+
+/** For every field's flag: a value other than the default, and one its check refuses (with the message). */
+const FLAG_SAMPLES: Record<string, [unknown, unknown, RegExp]> = {
+  'cluster-cidr': [['10.1.0.0/16', 'fd00::/48'], '10.0.0.0/8,10.1.0.0/16', /at most one CIDR per IP family/],
+  'nodeport-addresses': [['192.168.0.0/24'], ['primary'], /"primary" is not supported/],
+  'hostname-override': ['node-7', 'Bad_Name', /not a valid node name/],
+  'metrics-bind-address': ['[::1]:9100', 'localhost:1', /"localhost" is not an IP address/],
+  'healthz-bind-address': ['10.0.0.1:0', '0.0.0.0:abc', /port "abc" must be a number/],
+  'masquerade-all': [true, 'yes', /must be true or false/],
+  kubeconfig: ['/k.conf', 7, /must be a string, not number 7/],
+  master: ['https://10.0.0.1:6443', 7, /must be a string/],
+  'ipvs-scheduler': ['wrr', 'fastest', /unknown IPVS scheduler "fastest"/],
+  'ipvs-sync-period': ['1m', '0s', /must be greater than 0/],
+  'ipvs-min-sync-period': ['1s', '-1s', /is negative/],
+  'ipvs-tcp-timeout': ['15m', '1500ms', /not a whole number of seconds/],
+  'ipvs-tcpfin-timeout': ['2m', '1.5s', /not a whole number of seconds/],
+  'ipvs-udp-timeout': ['5m', 'soon', /is not a duration/],
+  'ipvs-strict-arp': [true, 'on', /must be true or false/],
+  'ipvs-run-estimation': [false, 'off', /must be true or false/],
+  'ipvs-exclude-cidrs': [['10.10.0.0/16'], ['10.10.0.0'], /is not a CIDR/],
+  'bind-mode': ['route', 'tunnel', /must be "address" or "route"/],
+  'service-cidrs': [['10.96.0.0/12'], 'fd00::/129', /too long for IPv6/],
+  'vip-link': ['ipvs1', 'a b', /not a link name/],
+  'drain-timeout': ['90s', 'forever', /is not a duration/],
+  'proxy-name': ['ipvsync', '-bad', /not a valid label value/],
+  'sync-thread': [false, 'maybe', /must be true or false/],
+  'log-level': ['debug', 'trace', /must be one of debug, info, warn, error/],
+};
+
+test('every field of the table: a flag that sets it, a default, a check that refuses under the flag name, and a rendering that loads back the same', () => {
+  assert.deepEqual(CONFIG_FLAGS.map((f) => f.flag).sort(), Object.keys(FLAG_SAMPLES).sort(), 'a sample for every field');
+  const at = (cfg: IpvsyncConfig, key: string) => key.split('.').reduce<unknown>((o, k) => (o as Record<string, unknown>)[k], cfg);
+  const defaults = defaultConfig();
+  assert.deepEqual(loadConfig({ text: renderConfig(defaults) }).config, defaults, 'the defaults round-trip');
+  const paths = new Set<string>();
   for (const f of CONFIG_FLAGS) {
-    sample[f.flag] = { bool: true, duration: '10s', cidrs: '10.0.0.0/8', string: '' }[f.kind];
+    const [good, bad, why] = FLAG_SAMPLES[f.flag]!;
+    assert.ok(!paths.has(f.path), `${f.flag}: one field per path`);
+    paths.add(f.path);
+    assert.deepEqual(at(defaults, f.key), f.default, `${f.flag}: the default`);
+    assert.match(f.help, /\w/, `${f.flag}: help`);
+    const flags = { [f.flag]: good, ...(f.flag === 'bind-mode' ? { 'service-cidrs': '10.96.0.0/12' } : {}) };
+    const { config } = loadConfig({ flags });
+    assert.notDeepEqual(at(config, f.key), f.default, `${f.flag}: sets ${f.key}`);
+    const text = renderConfig(config);
+    assert.ok(text.includes(`${f.path.split('.').at(-1)}:`), `${f.flag}: written as ${f.path}`);
+    assert.deepEqual(loadConfig({ text }).config, config, `${f.flag}: render → load is the same config`);
+    const refused = issuesOf(() => loadConfig({ flags: { [f.flag]: bad } }));
+    assert.equal(refused.length, 1, `${f.flag}: ${JSON.stringify(refused)}`);
+    assert.equal(refused[0]![0], `--${f.flag}`);
+    assert.match(refused[0]![1], why, f.flag);
+    // the file's path, refused the same way under its own name
+    const doc: Record<string, unknown> = {};
+    f.path.split('.').reduce((o, k, i, all) => (o[k] = i === all.length - 1 ? bad : {}) as Record<string, unknown>, doc);
+    assert.match(issuesOf(() => validateConfig(doc))[0]![0], new RegExp(`^${f.path.replace('.', '\\.')}(\\[\\d+\\])?$`), f.path);
   }
-  sample['bind-mode'] = 'address';
-  sample['log-level'] = 'info';
-  sample['ipvs-scheduler'] = 'rr';
-  sample['metrics-bind-address'] = '127.0.0.1:10249';
-  sample['healthz-bind-address'] = '0.0.0.0:10256';
-  sample['vip-link'] = 'kube-ipvs0';
-  assert.doesNotThrow(() => loadConfig({ flags: sample }));
+});
+
+test('`sync` and `proxy` spell every shared field\'s flag the same, and build the proxier\'s options through the same conversion', () => {
+  const program = new Command();
+  registerProxy(program, () => ({}));
+  const longs = (name: string) => new Set(program.commands.find((c) => c.name() === name)!.options.map((o) => o.long!));
+  const sync = longs('sync');
+  const proxy = longs('proxy');
+  for (const f of CONFIG_FLAGS) {
+    const spellings = [`--${f.flag}`, ...(f.alias ? [`--${f.alias}`] : []), ...(f.negatedHelp ? [`--no-${f.flag}`] : [])];
+    for (const s of spellings) {
+      assert.ok(proxy.has(s), `proxy ${s}`);
+      assert.equal(sync.has(s), !!f.sync, `sync ${s}`);
+    }
+  }
+  for (const s of ['--node-name', '--scheduler', '--cluster-cidr', '--nodeport-addresses', '--masquerade-all', '--vip-link', '--bind-mode', '--service-cidrs', '--node-ip', '--no-glue', '--kube-proxy-ipsets'])
+    assert.ok(sync.has(s) && proxy.has(s), s);
+  // what `sync` was given, as `proxy` would have it
+  const { config } = loadConfig({ flags: { nodeName: 'Node-1', scheduler: 'sh', clusterCidr: ['10.244.0.0/16'], bindMode: 'route', serviceCidrs: ['10.96.0.0/12'], vipLink: 'ipvs1' } });
+  assert.deepEqual(toProxierOptions(config, { addresses: ['10.0.0.1'], glue: false, kubeIpsets: true }), {
+    node: { name: 'node-1', addresses: ['10.0.0.1'] },
+    config: { scheduler: 'sh', nodePortAddresses: [], clusterCIDRs: ['10.244.0.0/16'], masqueradeAll: false },
+    vipLink: 'ipvs1',
+    glue: false,
+    kubeIpsets: true,
+    excludeCidrs: [],
+    drainTimeoutMs: 15 * 60_000,
+    bindMode: 'route',
+    serviceCidrs: ['10.96.0.0/12'],
+  });
 });
 
 test('--write-config-to writes the effective config, which loads back to the same config', async () => {
