@@ -47,7 +47,7 @@ interface SyncOpts {
 function configOptions(cmd: Command, fields: readonly FlagSpec[]): Command {
   for (const f of fields) {
     const flags = `--${f.flag}${f.kind.arg ? ` ${f.kind.arg}` : ''}`;
-    const help = f.alias ? `${f.help} (also --${f.alias})` : f.help;
+    const help = f.alias ? `${f.help}; also --${f.alias}` : f.help;
     if (f.kind.list) cmd.option(flags, help, list);
     else cmd.option(flags, help);
     if (f.alias) cmd.addOption(new Option(flags.replace(f.flag, f.alias)).hideHelp());

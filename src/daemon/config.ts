@@ -252,8 +252,8 @@ function hostPort(defaultPort: number, offHost: string): Kind<HostPort | null> {
 
 /** One field: where the file has it, its kube-proxy default, its flag, how it is read and written. */
 export interface FlagSpec<T = any> {
-  /** Where the file has it ("ipvs.syncPeriod"), and where its flag puts it. */
-  path: string;
+  /** Where the file has it ("ipvs.syncPeriod"), and where its flag puts it; default the key. */
+  path?: string;
   /** Other places a kube-proxy file may have it, read when `path` is absent. */
   also?: string[];
   kind: Kind<T>;
@@ -277,6 +277,7 @@ type ValueAt<K> = K extends `ipvs.${infer S extends IpvsKey}` ? IpvsyncConfig['i
 
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const nodePortCidrs = cidrs();
+const ipFamily = (cidr: string) => isIP(cidr.split('/')[0]!);
 
 /**
  * Every field of IpvsyncConfig (the type checks that each is here, with a kind and a default of
@@ -286,59 +287,27 @@ const nodePortCidrs = cidrs();
 const FIELDS: { [K in ConfigKey]: FlagSpec<ValueAt<K>> } = {
   clusterCIDRs: {
     path: 'clusterCIDR',
-    kind: {
-      ...cidrs((l) => (l.length > 2 || (l.length === 2 && isIP(l[0]!.split('/')[0]!) === isIP(l[1]!.split('/')[0]!)) ? 'at most one CIDR per IP family (one, or one IPv4 and one IPv6 for dual-stack)' : undefined)),
-      render: (v) => v.join(','),
-    },
-    default: [],
-    flag: 'cluster-cidr',
-    help: 'pod CIDR(s), comma separated; traffic to VIPs from outside is masqueraded',
-    sync: true,
+    kind: { ...cidrs((l) => (l.length > 2 || (l.length === 2 && ipFamily(l[0]!) === ipFamily(l[1]!)) ? 'at most one CIDR per IP family (one, or one IPv4 and one IPv6 for dual-stack)' : undefined)), render: (v) => v.join(',') },
+    default: [], flag: 'cluster-cidr', help: 'pod CIDR(s), comma separated; traffic to VIPs from outside is masqueraded', sync: true,
   },
   nodePortAddresses: {
-    path: 'nodePortAddresses',
     kind: { ...nodePortCidrs, read: (c, v, p) => (Array.isArray(v) && v.includes('primary') ? c.bad(p, '"primary" is not supported: list CIDRs') : nodePortCidrs.read(c, v, p)) },
-    default: [],
-    flag: 'nodeport-addresses',
-    help: 'NodePorts only on node addresses in these CIDRs (comma separated)',
-    sync: true,
+    default: [], flag: 'nodeport-addresses', help: 'NodePorts only on node addresses in these CIDRs (comma separated)', sync: true,
   },
   hostnameOverride: {
-    path: 'hostnameOverride',
     // kube-proxy trims and lowercases it
     kind: text((h, written) => (h !== '' && (h.length > 253 || !DNS_SUBDOMAIN.test(h)) ? `"${written}" is not a valid node name (a DNS subdomain)` : undefined), (s) => s.trim().toLowerCase()),
-    default: '',
-    flag: 'hostname-override',
-    alias: 'node-name',
-    help: "this node's name, if not the hostname",
-    sync: true,
+    default: '', flag: 'hostname-override', alias: 'node-name', help: "this node's name, if not the hostname", sync: true,
   },
-  metricsBindAddress: {
-    path: 'metricsBindAddress',
-    kind: hostPort(DEFAULT_METRICS_PORT, '127.0.0.1'),
-    default: { host: '127.0.0.1', port: DEFAULT_METRICS_PORT },
-    flag: 'metrics-bind-address',
-    help: 'metrics server ip:port (port 0: off; default 127.0.0.1:10249)',
-  },
-  healthzBindAddress: {
-    path: 'healthzBindAddress',
-    kind: hostPort(DEFAULT_HEALTHZ_PORT, '0.0.0.0'),
-    default: { host: '0.0.0.0', port: DEFAULT_HEALTHZ_PORT },
-    flag: 'healthz-bind-address',
-    help: 'health server ip:port (port 0: off; default 0.0.0.0:10256)',
-  },
-  masqueradeAll: { path: 'masqueradeAll', also: ['iptables.masqueradeAll'], kind: bool, default: false, flag: 'masquerade-all', help: 'masquerade all traffic to service VIPs', sync: true },
+  metricsBindAddress: { kind: hostPort(DEFAULT_METRICS_PORT, '127.0.0.1'), default: { host: '127.0.0.1', port: DEFAULT_METRICS_PORT }, flag: 'metrics-bind-address', help: 'metrics server ip:port (port 0: off; default 127.0.0.1:10249)' },
+  healthzBindAddress: { kind: hostPort(DEFAULT_HEALTHZ_PORT, '0.0.0.0'), default: { host: '0.0.0.0', port: DEFAULT_HEALTHZ_PORT }, flag: 'healthz-bind-address', help: 'health server ip:port (port 0: off; default 0.0.0.0:10256)' },
+  masqueradeAll: { also: ['iptables.masqueradeAll'], kind: bool, default: false, flag: 'masquerade-all', help: 'masquerade all traffic to service VIPs', sync: true },
   kubeconfig: { path: 'clientConnection.kubeconfig', kind: text(), default: '', flag: 'kubeconfig', help: 'kubeconfig file (default: in-cluster config)' },
   // ipvsync's, for kube-proxy's --master flag
-  master: { path: 'master', kind: text(), default: '', flag: 'master', help: 'API server URL (overrides the kubeconfig)', omitDefault: true },
+  master: { kind: text(), default: '', flag: 'master', help: 'API server URL (overrides the kubeconfig)', omitDefault: true },
   'ipvs.scheduler': {
-    path: 'ipvs.scheduler',
     kind: text((s) => (s !== '' && !isKnownScheduler(s) ? `unknown IPVS scheduler "${s}"` : undefined)),
-    default: '',
-    flag: 'ipvs-scheduler',
-    alias: 'scheduler',
-    help: 'default IPVS scheduler (default rr)',
-    sync: true,
+    default: '', flag: 'ipvs-scheduler', alias: 'scheduler', help: 'default IPVS scheduler (default rr)', sync: true,
   },
   // newer kube-proxy has syncPeriod and minSyncPeriod at the top level; ipvs.* wins when both are set
   'ipvs.syncPeriodMs': { path: 'ipvs.syncPeriod', also: ['syncPeriod'], kind: duration({ positive: true }), default: 30_000, flag: 'ipvs-sync-period', help: 'full resync at least this often (default 30s)' },
@@ -346,63 +315,41 @@ const FIELDS: { [K in ConfigKey]: FlagSpec<ValueAt<K>> } = {
   'ipvs.tcpTimeoutMs': { path: 'ipvs.tcpTimeout', kind: duration({ wholeSeconds: true }), default: 0, flag: 'ipvs-tcp-timeout', help: 'IPVS TCP idle timeout (0: kernel value)' },
   'ipvs.tcpFinTimeoutMs': { path: 'ipvs.tcpFinTimeout', kind: duration({ wholeSeconds: true }), default: 0, flag: 'ipvs-tcpfin-timeout', help: 'IPVS TCP FIN_WAIT timeout (0: kernel value)' },
   'ipvs.udpTimeoutMs': { path: 'ipvs.udpTimeout', kind: duration({ wholeSeconds: true }), default: 0, flag: 'ipvs-udp-timeout', help: 'IPVS UDP timeout (0: kernel value)' },
-  'ipvs.strictARP': { path: 'ipvs.strictARP', kind: bool, default: false, flag: 'ipvs-strict-arp', help: 'arp_ignore=1, arp_announce=2' },
+  'ipvs.strictARP': { kind: bool, default: false, flag: 'ipvs-strict-arp', help: 'arp_ignore=1, arp_announce=2' },
   'ipvs.runEstimation': {
-    path: 'ipvs.runEstimation',
-    kind: bool,
-    default: undefined,
-    flag: 'ipvs-run-estimation',
-    help: "net.ipv4.vs.run_estimation=1 (default: the kernel's value is left as it is)",
+    kind: bool, default: undefined, flag: 'ipvs-run-estimation', help: "net.ipv4.vs.run_estimation=1 (default: the kernel's value is left as it is)", omitDefault: true,
     negatedHelp: 'net.ipv4.vs.run_estimation=0: no IPVS rate estimation (before Linux 6.2 its timer walks every service and destination every 2 s in softirq)',
-    omitDefault: true,
   },
-  'ipvs.excludeCIDRs': { path: 'ipvs.excludeCIDRs', kind: cidrs(), default: [], flag: 'ipvs-exclude-cidrs', help: 'never touch IPVS services in these CIDRs' },
+  'ipvs.excludeCIDRs': { kind: cidrs(), default: [], flag: 'ipvs-exclude-cidrs', help: 'never touch IPVS services in these CIDRs' },
   bindMode: {
-    path: 'bindMode',
     kind: text<BindMode>((m) => (m !== 'address' && m !== 'route' ? `must be "address" or "route", not "${m}"` : undefined)),
-    default: 'address',
-    flag: 'bind-mode',
-    help: 'address (VIPs on the link) or route (local routes over serviceCIDRs)',
-    sync: true,
+    default: 'address', flag: 'bind-mode', help: 'address (VIPs on the link) or route (local routes over serviceCIDRs)', sync: true,
   },
-  serviceCIDRs: { path: 'serviceCIDRs', kind: cidrs(), default: [], flag: 'service-cidrs', help: 'service CIDRs (required by --bind-mode route)', sync: true },
+  serviceCIDRs: { kind: cidrs(), default: [], flag: 'service-cidrs', help: 'service CIDRs (required by --bind-mode route)', sync: true },
   vipLink: {
-    path: 'vipLink',
     kind: text((l) => (!/^[^\s/:]{1,15}$/.test(l) || l === '.' || l === '..' ? `"${l}" is not a link name (1-15 characters, no spaces, "/" or ":")` : undefined)),
-    default: 'kube-ipvs0',
-    flag: 'vip-link',
-    help: 'dummy link holding the VIPs (default kube-ipvs0)',
-    sync: true,
+    default: 'kube-ipvs0', flag: 'vip-link', help: 'dummy link holding the VIPs (default kube-ipvs0)', sync: true,
   },
   drainTimeoutMs: { path: 'drainTimeout', kind: duration(), default: 15 * 60_000, flag: 'drain-timeout', help: 'delete a draining TCP real server after this (default 15m)' },
   proxyName: {
-    path: 'proxyName',
     kind: text((n) => (n !== '' && (n.length > 63 || !/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(n)) ? `"${n}" is not a valid label value` : undefined)),
-    default: '',
-    flag: 'proxy-name',
-    help: 'also serve Services labelled service.kubernetes.io/service-proxy-name=NAME',
+    default: '', flag: 'proxy-name', help: 'also serve Services labelled service.kubernetes.io/service-proxy-name=NAME',
   },
+  // on its thread, a full sync never holds the daemon's event loop (health, metrics, watches); ~5 MB more
   syncThread: {
-    path: 'syncThread',
-    kind: bool,
-    // a full sync never holds the daemon's event loop (health, metrics, watches); ~5 MB more
-    default: true,
-    flag: 'sync-thread',
-    help: 'sync on a thread of its own (the default): a full sync never blocks the watches, /healthz or /metrics',
+    kind: bool, default: true, flag: 'sync-thread', help: 'sync on a thread of its own (the default): a full sync never blocks the watches, /healthz or /metrics',
     negatedHelp: "sync on the daemon's thread: ~5 MB less memory at 10k services, but a full sync holds its event loop",
   },
   logLevel: {
-    path: 'logLevel',
     kind: text<LogLevel>((l) => (!['debug', 'info', 'warn', 'error'].includes(l) ? `must be one of debug, info, warn, error, not "${l}"` : undefined)),
-    default: 'info',
-    flag: 'log-level',
-    help: 'debug, info, warn or error (default info)',
+    default: 'info', flag: 'log-level', help: 'debug, info, warn or error (default info)',
   },
 };
 
-/** The fields, each with `key`, where IpvsyncConfig has it. */
-export const CONFIG_FLAGS = Object.entries(FIELDS).map(([key, f]) => ({ key, ...f })) as ReadonlyArray<FlagSpec & { key: ConfigKey }>;
+/** The fields, each with `key`, where IpvsyncConfig has it, and `path`, where the file has it. */
+export const CONFIG_FLAGS = Object.entries(FIELDS).map(([key, f]) => ({ key, ...f, path: f.path ?? key })) as ReadonlyArray<FlagSpec & { key: ConfigKey; path: string }>;
 
+/** The table's defaults: kube-proxy's for IPVS mode. */
 export function defaultConfig(): IpvsyncConfig {
   const cfg = { ipvs: {} } as IpvsyncConfig;
   for (const f of CONFIG_FLAGS) if (f.default !== undefined) setAt(cfg, f.key, structuredClone(f.default));
@@ -428,10 +375,9 @@ const IGNORED: Record<string, string[]> = {
 /** The known fields of each mapping ('' the document), from the table. */
 const KNOWN = new Map<string, Set<string>>([['', new Set(Object.keys(META))]]);
 for (const p of CONFIG_FLAGS.flatMap((f) => [f.path, ...(f.also ?? [])])) {
-  const [section, key] = p.includes('.') ? p.split('.') : ['', p];
+  const [section, key] = (p.includes('.') ? p.split('.') : ['', p]) as [string, string];
   if (section) KNOWN.get('')!.add(section);
-  if (!KNOWN.has(section!)) KNOWN.set(section!, new Set());
-  KNOWN.get(section!)!.add(key!);
+  KNOWN.set(section, (KNOWN.get(section) ?? new Set()).add(key));
 }
 
 export interface LoadedConfig {
