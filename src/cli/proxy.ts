@@ -245,9 +245,13 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   }
 
   const health = new ProxierHealth(2 * cfg.ipvs.syncPeriodMs);
-  // The traffic counters: one dump of every virtual server with its real servers and their
-  // counters per scrape, on this thread's IPVS handle.
-  const metrics = new ProxyMetrics({ pending: () => proxier.pendingChanges, ipvsStats: () => ipvs.services({ withDestinations: true, stats: true }) });
+  // The traffic counters, when asked for (ipvs.statsMetrics): one dump of every virtual server
+  // (with its real servers for 'all') per scrape, on this thread's IPVS handle.
+  const stats = cfg.ipvs.statsMetrics;
+  const metrics = new ProxyMetrics({
+    pending: () => proxier.pendingChanges,
+    ...(stats !== 'none' ? { ipvsStats: () => ipvs.services({ withDestinations: stats === 'all', stats: true }) } : {}),
+  });
   const serviceHealth = new ServiceHealthServers();
   const notices = new NoticeLog(log);
   const runner = new SyncRunner(

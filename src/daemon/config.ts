@@ -15,6 +15,7 @@ import type { ProxierOptions } from '../proxy/proxier.js';
 
 export type BindMode = 'address' | 'route';
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+export type IpvsStatsMetrics = 'none' | 'services' | 'all';
 
 export interface HostPort {
   host: string;
@@ -57,6 +58,10 @@ export interface IpvsyncConfig {
     runEstimation?: boolean;
     /** IPVS services in these ranges are never touched (kube-proxy's excludeCIDRs). */
     excludeCIDRs: string[];
+    /** ipvsync's traffic counters on /metrics, from one IPVS dump per scrape: none, per
+     *  virtual server, or per virtual and real server. A scrape's cost grows with the table
+     *  (per real server at 10k services x 10: ~850k lines), so they are asked for. */
+    statsMetrics: IpvsStatsMetrics;
   };
   // ---- ipvsync's own ----
   /** 'address': every VIP as an address on vipLink (kube-proxy). 'route': local routes covering
@@ -321,6 +326,10 @@ const FIELDS: { [K in ConfigKey]: FlagSpec<ValueAt<K>> } = {
     negatedHelp: 'net.ipv4.vs.run_estimation=0: no IPVS rate estimation (before Linux 6.2 its timer walks every service and destination every 2 s in softirq)',
   },
   'ipvs.excludeCIDRs': { kind: cidrs(), default: [], flag: 'ipvs-exclude-cidrs', help: 'never touch IPVS services in these CIDRs' },
+  'ipvs.statsMetrics': {
+    kind: text<IpvsStatsMetrics>((m) => (m !== 'none' && m !== 'services' && m !== 'all' ? `must be "none", "services" or "all", not "${m}"` : undefined)),
+    default: 'none', flag: 'ipvs-stats-metrics', help: "IPVS traffic counters on /metrics: none (default), services (per virtual server) or all (and per real server); each scrape dumps the table",
+  },
   bindMode: {
     kind: text<BindMode>((m) => (m !== 'address' && m !== 'route' ? `must be "address" or "route", not "${m}"` : undefined)),
     default: 'address', flag: 'bind-mode', help: 'address (VIPs on the link) or route (local routes over serviceCIDRs)', sync: true,

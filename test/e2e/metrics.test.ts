@@ -64,7 +64,7 @@ describe('the proxy daemon’s metrics end to end', { skip }, () => {
     await writeManifests(dir, 'web.yaml', docs);
     // No two syncs closer than 45 s: the change below waits for its sync long enough to be
     // seen pending; no periodic sync in between.
-    const { child, log, stderr, exited } = startProxy(['--manifests', dir], '--metrics-bind-address', '127.0.0.1:10249', '--ipvs-min-sync-period', '45s', '--ipvs-sync-period', '120s');
+    const { child, log, stderr, exited } = startProxy(['--manifests', dir], '--metrics-bind-address', '127.0.0.1:10249', '--ipvs-min-sync-period', '45s', '--ipvs-sync-period', '120s', '--ipvs-stats-metrics', 'all');
     t.after(() => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     });
