@@ -252,7 +252,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
     pending: () => proxier.pendingChanges,
     ...(stats !== 'none' ? { ipvsStats: () => ipvs.services({ withDestinations: stats === 'all', stats: true }) } : {}),
   });
-  const serviceHealth = new ServiceHealthServers();
+  const serviceHealth = new ServiceHealthServers({ proxyHealth: health });
   const notices = new NoticeLog(log);
   const runner = new SyncRunner(
     async (trigger) => {

@@ -7,7 +7,7 @@
 // - per-service health servers on healthCheckNodePorts (externalTrafficPolicy Local): 200 while
 //   the service has local endpoints and the proxy is healthy, else 503, with the count.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { V1Node } from '@kubernetes/client-node';
 import type { HealthCheck } from '../kube/types.js';
 import { close, listen, type ProxyMetrics } from './metrics.js';
@@ -76,10 +76,60 @@ function jsonHeaders(): http.OutgoingHttpHeaders {
   return { 'content-type': 'application/json', 'x-content-type-options': 'nosniff' };
 }
 
+/**
+ * Bounds on what one client can make these servers do. They listen on node addresses that
+ * anyone on the network reaches, and they share the daemon's event loop with the sync: the
+ * HTTP parser runs every request of one socket read (tens of thousands of pipelined requests)
+ * in a single turn, so without a bound a single write could hold the loop for seconds.
+ */
+export interface HttpLimits {
+  /** Open connections at once; more are closed on accept. */
+  maxConnections: number;
+  /** Requests answered on one connection: the last is sent with `Connection: close`, and a
+   *  client that pipelines past it has its connection destroyed unanswered, so the rest of its
+   *  flood is never read. */
+  maxRequestsPerSocket: number;
+  /** Time to receive a request's headers / whole request; idle keep-alive time. */
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+}
+
+export const DEFAULT_HTTP_LIMITS: HttpLimits = {
+  maxConnections: 64,
+  maxRequestsPerSocket: 100,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 10_000,
+  keepAliveTimeoutMs: 5_000,
+};
+
+/** An HTTP server for health answers under `limits` (see HttpLimits). */
+export function limitedServer(limits: HttpLimits, handler: (req: http.IncomingMessage, res: http.ServerResponse) => void): http.Server {
+  const served = new WeakMap<Socket, number>();
+  const server = http.createServer(
+    { headersTimeout: limits.headersTimeoutMs, requestTimeout: limits.requestTimeoutMs, keepAliveTimeout: limits.keepAliveTimeoutMs },
+    (req, res) => {
+      const socket = req.socket;
+      const n = (served.get(socket) ?? 0) + 1;
+      served.set(socket, n);
+      if (n > limits.maxRequestsPerSocket) {
+        // Pipelined past the last answer: what is already parsed is dropped with the socket.
+        socket.destroy();
+        return;
+      }
+      if (n === limits.maxRequestsPerSocket) res.shouldKeepAlive = false;
+      handler(req, res);
+    },
+  );
+  server.maxConnections = limits.maxConnections;
+  return server;
+}
+
 export interface HealthzServerOptions {
   host: string;
   port: number;
   metrics?: Pick<ProxyMetrics, 'healthzTotal' | 'livezTotal'>;
+  limits?: HttpLimits;
 }
 
 /** /healthz and /livez (kube-proxy's proxier health server). */
@@ -109,7 +159,7 @@ export class HealthzServer {
   }
 
   async start(): Promise<void> {
-    const server = http.createServer((req, res) => {
+    const server = limitedServer(this.opts.limits ?? DEFAULT_HTTP_LIMITS, (req, res) => {
       const a = this.answer((req.url ?? '/').split('?')[0]!);
       if (!a) {
         res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('404 page not found\n');
@@ -148,8 +198,12 @@ export interface ServiceHealthSyncResult {
 export interface ServiceHealthOptions {
   /** Addresses to listen on (kube-proxy: the nodePortAddresses IPs, or all). Default ['0.0.0.0']. */
   addresses?: string[];
-  /** kube-proxy answers 503 on every service while the proxy itself is unhealthy. */
-  proxyHealth?: Pick<ProxierHealth, 'isHealthy'>;
+  /** Every service answers 503 while the proxy itself is unhealthy (kube-proxy
+   *  since kubernetes#115825: serviceProxyHealthy in the body), so a load balancer drains a node
+   *  whose rules are stale. */
+  proxyHealth: Pick<ProxierHealth, 'isHealthy'>;
+  /** Per server (one per port and address). */
+  limits?: HttpLimits;
 }
 
 /**
@@ -160,7 +214,7 @@ export interface ServiceHealthOptions {
 export class ServiceHealthServers {
   private readonly byPort = new Map<number, ServiceServer>();
 
-  constructor(private readonly opts: ServiceHealthOptions = {}) {}
+  constructor(private readonly opts: ServiceHealthOptions) {}
 
   async sync(checks: readonly HealthCheck[]): Promise<ServiceHealthSyncResult> {
     const result: ServiceHealthSyncResult = { started: [], stopped: [], failed: [] };
@@ -182,7 +236,7 @@ export class ServiceHealthServers {
       const entry: ServiceServer = { nodePort: port, service: c.service, localEndpoints: c.localEndpoints, servers: [] };
       try {
         for (const host of this.opts.addresses ?? ['0.0.0.0']) {
-          const server = http.createServer((_req, res) => this.serve(entry, res));
+          const server = limitedServer(this.opts.limits ?? DEFAULT_HTTP_LIMITS, (_req, res) => this.serve(entry, res));
           await listen(server, host, port);
           entry.servers.push(server);
         }
@@ -214,7 +268,7 @@ export class ServiceHealthServers {
   private serve(entry: ServiceServer, res: http.ServerResponse): void {
     const [namespace, name] = splitKey(entry.service);
     const count = entry.localEndpoints;
-    const proxyHealthy = this.opts.proxyHealth?.isHealthy() ?? true;
+    const proxyHealthy = this.opts.proxyHealth.isHealthy();
     res.writeHead(count > 0 && proxyHealthy ? 200 : 503, {
       ...jsonHeaders(),
       'x-load-balancing-endpoint-weight': String(count),

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { HealthzServer, ProxierHealth, ServiceHealthServers, TO_BE_DELETED_TAINT } from '../../src/daemon/healthz.js';
+import { DEFAULT_HTTP_LIMITS, HealthzServer, ProxierHealth, ServiceHealthServers, TO_BE_DELETED_TAINT } from '../../src/daemon/healthz.js';
 import { ProxyMetrics } from '../../src/daemon/metrics.js';
 
 const T0 = Date.parse('2024-05-01T10:00:00Z');
@@ -147,7 +147,7 @@ test('service health servers: a port that cannot be bound is reported and retrie
   const [port] = await freePorts(1);
   const blocker = net.createServer();
   await new Promise<void>((r) => blocker.listen(port, '127.0.0.1', () => r()));
-  const mgr = new ServiceHealthServers({ addresses: ['127.0.0.1'] });
+  const mgr = new ServiceHealthServers({ addresses: ['127.0.0.1'], proxyHealth: { isHealthy: () => true } });
   try {
     const checks = [{ nodePort: port!, service: 'default/web', localEndpoints: 1 }];
     let r = await mgr.sync(checks);
@@ -163,5 +163,93 @@ test('service health servers: a port that cannot be bound is reported and retrie
   } finally {
     await mgr.stop();
     if (blocker.listening) blocker.close();
+  }
+});
+
+/** Opens a connection to 127.0.0.1:port and writes `payload`; resolves with all it received
+ *  once the server closed it (or after `idleMs` without data, when it stays open). */
+function rawExchange(port: number, payload: string, idleMs = 2_000): Promise<{ text: string; closedByServer: boolean }> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    const c = net.connect(port, '127.0.0.1', () => c.write(payload));
+    let idle: NodeJS.Timeout | undefined;
+    const arm = () => {
+      clearTimeout(idle);
+      idle = setTimeout(() => {
+        c.destroy();
+        resolve({ text: Buffer.concat(chunks).toString('latin1'), closedByServer: false });
+      }, idleMs);
+    };
+    arm();
+    c.on('data', (d: Buffer) => (chunks.push(d), arm()));
+    c.on('error', () => {});
+    c.on('close', () => {
+      clearTimeout(idle);
+      resolve({ text: Buffer.concat(chunks).toString('latin1'), closedByServer: true });
+    });
+  });
+}
+
+const statusLines = (text: string) => text.match(/^HTTP\/1\.1 \d+/gm) ?? [];
+
+test('a pipelined flood gets at most the per-connection cap of answers, then the connection is closed', async () => {
+  const health = new ProxierHealth(60_000);
+  const cap = 5;
+  const srv = new HealthzServer(health, { host: '127.0.0.1', port: 0, limits: { ...DEFAULT_HTTP_LIMITS, maxRequestsPerSocket: cap } });
+  await srv.start();
+  try {
+    const flood = 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(10_000);
+    // Four connections, each writing 10,000 requests at once: the parser runs a whole socket
+    // read of them in one turn, so what bounds the loop's work is that a connection past its
+    // cap is destroyed and the rest of its write is never read.
+    const results = await Promise.all([1, 2, 3, 4].map(() => rawExchange(srv.port, flood)));
+    for (const r of results) {
+      assert.equal(r.closedByServer, true, 'the server closes a flooding connection');
+      const answers = statusLines(r.text);
+      assert.ok(answers.length <= cap, `${answers.length} answers on one connection, cap ${cap}`);
+      assert.ok(answers.every((l) => l === 'HTTP/1.1 200'));
+    }
+    // A well-behaved client pipelining exactly the cap gets every answer, the last one with
+    // Connection: close, and the server ends the connection.
+    const polite = await rawExchange(srv.port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(cap));
+    assert.equal(statusLines(polite.text).length, cap);
+    assert.equal(polite.closedByServer, true);
+    assert.equal((polite.text.match(/^connection: close\r$/gim) ?? []).length, 1, 'only the last answer says close');
+    assert.equal((await fetch(`http://127.0.0.1:${srv.port}/healthz`)).status, 200, 'still serving after the flood');
+  } finally {
+    await srv.stop();
+  }
+});
+
+test('connections over the cap are closed on accept; those under it are served', async () => {
+  const health = new ProxierHealth(60_000);
+  const srv = new HealthzServer(health, { host: '127.0.0.1', port: 0, limits: { ...DEFAULT_HTTP_LIMITS, maxConnections: 2 } });
+  await srv.start();
+  const open: net.Socket[] = [];
+  try {
+    // Two kept-alive connections, each answered once and left open.
+    for (let i = 0; i < 2; i++) {
+      const c = net.connect(srv.port, '127.0.0.1');
+      open.push(c);
+      const first = await new Promise<string>((resolve) => {
+        c.once('data', (d: Buffer) => resolve(d.toString('latin1')));
+        c.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      });
+      assert.match(first, /^HTTP\/1\.1 200/);
+    }
+    const third = await rawExchange(srv.port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    assert.deepEqual({ closed: third.closedByServer, text: third.text }, { closed: true, text: '' }, 'the third connection is dropped unanswered');
+    open.pop()!.destroy();
+    // The server hears of the close asynchronously: poll until a new connection is served.
+    let served = false;
+    for (let i = 0; i < 50 && !served; i++) {
+      const r = await rawExchange(srv.port, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+      served = /^HTTP\/1\.1 200/.test(r.text);
+      if (!served) await new Promise((res) => setTimeout(res, 20));
+    }
+    assert.equal(served, true, 'a freed slot is served again');
+  } finally {
+    for (const c of open) c.destroy();
+    await srv.stop();
   }
 });
