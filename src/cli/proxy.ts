@@ -221,6 +221,20 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   }
   const log = createLogger({ level: cfg.logLevel });
   for (const w of warnings) log.warn('config', { warning: w });
+  // Signals first: one during startup stops what has started so far, and the process exits,
+  // since the wait it interrupted (lc.until) never ends.
+  const lc = new Lifecycle({ log });
+  let started = false;
+  const stopped = new Promise<void>((resolve) => {
+    lc.handleSignals({
+      onStopped: (r) => {
+        log.info('stopped; the data plane stays in place', { ok: r.steps.every((x) => x.ok), duringStartup: !started });
+        if (started) resolve();
+        else process.exit(0);
+      },
+      onForce: () => process.exit(1),
+    });
+  });
   await preflight(systemChecks(() => Ipvs.open(h)));
 
   const glue = o.glue !== false;
@@ -234,7 +248,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   const proxierOptions = toProxierOptions(cfg, { addresses: addrs, glue, kubeIpsets });
   const proxier: DaemonProxier = kernel
     ? new (await proxierModule()).Proxier(kernel, proxierOptions)
-    : await ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue, handle: h } });
+    : await lc.until(ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue, handle: h } }));
   if (!h.netns) {
     for (const r of applySysctls(proxySysctls(cfg.ipvs.strictARP, cfg.ipvs.runEstimation))) if (!r.ok) log.warn('sysctl', { ...r });
   }
@@ -280,7 +294,6 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
     runner.request();
   };
 
-  const lc = new Lifecycle({ log });
   if (proxier instanceof ThreadedProxier) {
     if (proxier.niceError) log.warn('sync thread runs at the daemon thread\'s priority', { error: proxier.niceError });
     // registered first, so it stops last (after the runner)
@@ -319,7 +332,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
       read = () => folder.load(proxier);
     }
     const load = () => read().then((l) => notices.manifests(l.warnings));
-    await load();
+    await lc.until(load());
     if (!statSync(dir).isDirectory() || readdirSync(dir).length === 0) log.warn('manifests folder is empty', { dir });
     const w = watch(dir, () => {
       load().then(request, (e: unknown) => log.warn('manifests not reloaded', { error: e }));
@@ -337,7 +350,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
       lc.onStop('informers', () => kube.stop());
       // Never program from an empty cache: wait for every first list. Then this thread's own
       // startup garbage is collected, before the first sync (as after a folder's load).
-      await kube.synced;
+      await lc.until(kube.synced);
       memoryPressure('critical');
     } else {
       const { KubeSources } = await import('../kube/informers.js');
@@ -359,19 +372,12 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
       sources.start();
       lc.onStop('informers', () => sources.stop());
       // Never program from an empty cache: wait for every first list.
-      await sources.synced();
+      await lc.until(sources.synced());
     }
   }
   lc.onStop('runner', () => runner.stop());
   runner.start();
+  started = true;
   log.info('proxy started', { node: proxierOptions.node.name, nodeAddresses: addrs, syncThread: cfg.syncThread, source: typeof o.manifests === 'string' ? `manifests ${o.manifests}` : 'kubernetes' });
-  await new Promise<void>((resolve) => {
-    lc.handleSignals({
-      onStopped: (r) => {
-        log.info('stopped; the data plane stays in place', { ok: r.steps.every((x) => x.ok) });
-        resolve();
-      },
-      onForce: () => process.exit(1),
-    });
-  });
+  await stopped;
 }

@@ -1,7 +1,8 @@
 // Start and stop: a preflight that refuses to start without what the proxy needs (CAP_NET_ADMIN,
-// IPVS) and says what is missing; ordered shutdown on SIGTERM/SIGINT that stops the sources, the
-// runner and the servers but leaves the data plane programmed (traffic keeps flowing while the
-// proxy restarts; `ipvsync cleanup` is the way to remove it).
+// IPVS) and says what is missing; ordered shutdown on SIGTERM/SIGINT/SIGHUP, from the first line
+// of startup on, that stops the sources, the runner and the servers but leaves the data plane
+// programmed (traffic keeps flowing while the proxy restarts; `ipvsync cleanup` is the way to
+// remove it).
 import { readFile } from 'node:fs/promises';
 import { NetlinkError } from '../errors.js';
 import type { Logger } from './log.js';
@@ -93,19 +94,30 @@ export interface SignalSource {
   off(signal: NodeJS.Signals, fn: () => void): unknown;
 }
 
+/** The signals that end the daemon. SIGHUP too: kube-proxy installs no handler for it, so Go's
+ *  default kills it; here it stops in order and says so, like the others. */
+export const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
+
 /**
  * Ordered shutdown: steps run in reverse registration order (what started last stops first),
  * one at a time, each bounded by `stepTimeoutMs`; a failing step is reported and the rest still
  * run. stop() is idempotent: every caller gets the same report.
+ *
+ * A stop can come in the middle of startup: a step registered while stopping is run by the
+ * same stop, one registered after it is run at once, so what started late is stopped too; and
+ * until() lets startup drop a wait that the stop has made pointless.
  */
 export class Lifecycle {
   private readonly steps: Array<{ name: string; fn: () => Promise<void> | void }> = [];
   private stopping: Promise<StopReport> | undefined;
+  private report: StopReport | undefined;
 
   constructor(private readonly opts: { log?: Logger; stepTimeoutMs?: number } = {}) {}
 
   onStop(name: string, fn: () => Promise<void> | void): void {
     this.steps.push({ name, fn });
+    // Registered after the stop ran its last step: nothing else would run it.
+    if (this.report) void this.runSteps(this.report);
   }
 
   get isStopping(): boolean {
@@ -117,12 +129,34 @@ export class Lifecycle {
     return this.stopping;
   }
 
+  /**
+   * `p`'s outcome, unless a stop begins first: then a promise that never settles (and `p`'s
+   * later outcome, rejection included, is dropped), so the code awaiting it goes no further.
+   */
+  until<T>(p: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      p.then(
+        (v) => this.isStopping || resolve(v),
+        (e: unknown) => this.isStopping || reject(e),
+      );
+    });
+  }
+
   private async run(reason: string): Promise<StopReport> {
     const log = this.opts.log;
     log?.info('stopping; the data plane stays programmed', { reason });
     const report: StopReport = { reason, steps: [] };
+    await this.runSteps(report);
+    this.report = report;
+    log?.info('stopped', { reason, failed: report.steps.filter((s) => !s.ok).map((s) => s.name) });
+    return report;
+  }
+
+  /** Pops and runs steps until none is left (the last registered first). */
+  private async runSteps(report: StopReport): Promise<void> {
+    const log = this.opts.log;
     const timeout = this.opts.stepTimeoutMs ?? 10_000;
-    for (const s of [...this.steps].reverse()) {
+    for (let s = this.steps.pop(); s; s = this.steps.pop()) {
       let timer: NodeJS.Timeout | undefined;
       try {
         const timedOut = await Promise.race([
@@ -138,22 +172,21 @@ export class Lifecycle {
         clearTimeout(timer);
       }
     }
-    log?.info('stopped', { reason, failed: report.steps.filter((s) => !s.ok).map((s) => s.name) });
-    return report;
   }
 
   /**
-   * SIGTERM/SIGINT → stop(); `onStopped` gets the report (the caller exits). A second signal
+   * STOP_SIGNALS → stop(); `onStopped` gets the report (the caller exits). A second signal
    * while stopping calls `onForce` (exit at once). Returns a function that removes the handlers.
+   * Install it before anything starts: until then a signal kills the process without a word.
    */
   handleSignals(opts: {
     source?: SignalSource;
-    signals?: NodeJS.Signals[];
+    signals?: readonly NodeJS.Signals[];
     onStopped: (r: StopReport) => void;
     onForce?: (signal: NodeJS.Signals) => void;
   }): () => void {
     const source = opts.source ?? process;
-    const signals = opts.signals ?? ['SIGTERM', 'SIGINT'];
+    const signals = opts.signals ?? STOP_SIGNALS;
     const handlers = signals.map((sig) => {
       const fn = () => {
         if (this.isStopping) {

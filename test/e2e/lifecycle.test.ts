@@ -4,6 +4,7 @@
 // follows the folder and leaves the data plane in place when stopped.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
 import { destsOf, ipvsadmKeys, ipvsadmList, ipvsyncOk, linkAddresses, linkExists, nftTables, resetDataPlane, run, sh, sysctl, waitFor } from './helpers/kernel.js';
 import { FakeApiServer } from '../helpers/fake-apiserver.js';
 import { fixture, manifestDir, removeManifests, syncArgs, writeManifests, type Doc } from './helpers/manifests.js';
@@ -254,5 +255,46 @@ describe('ownership and the proxy daemon end to end', { skip }, () => {
     assert.equal(await runProxy('--ipvs-run-estimation'), '1');
     await sh('sysctl', '-q', '-w', 'net.ipv4.vs.run_estimation=0');
     assert.equal(await runProxy(), '0');
+  });
+  // Signals from the first line of startup on: a SIGTERM while the daemon waits for its first
+  // list, and a SIGHUP once it runs, each give the stop's log lines and a clean exit.
+  test('proxy: SIGTERM while waiting for the first list, and SIGHUP once started, stop it in order with log lines', async (t) => {
+    await resetDataPlane();
+    // An API server address where nobody answers: the first list never completes.
+    const nobody = createServer();
+    await new Promise<void>((r) => nobody.listen(0, '127.0.0.1', () => r()));
+    const port = (nobody.address() as { port: number }).port;
+    await new Promise((r) => nobody.close(r));
+    const parsed = (log: string[]) => log.map((l) => JSON.parse(l) as Record<string, any>);
+
+    const waiting = startProxy(['--master', `http://127.0.0.1:${port}`]);
+    t.after(() => {
+      if (waiting.child.exitCode === null && waiting.child.signalCode === null) waiting.child.kill('SIGKILL');
+    });
+    const output1 = async () => `proxy log:\n${waiting.log.join('\n')}\n${waiting.stderr()}`;
+    await waitFor('a failed list', async () => (parsed(waiting.log).some((l) => l.msg === 'informer') ? true : undefined), { timeoutMs: 60_000, last: output1 });
+    waiting.child.kill('SIGTERM');
+    assert.deepEqual(await waiting.exited, { code: 0, signal: null }, await output1());
+    const lines1 = parsed(waiting.log);
+    assert.ok(!lines1.some((l) => l.msg === 'proxy started'), await output1());
+    assert.equal(lines1.find((l) => l.msg === 'stopping; the data plane stays programmed')?.reason, 'SIGTERM', await output1());
+    const last1 = lines1.find((l) => l.msg === 'stopped; the data plane stays in place');
+    assert.deepEqual([last1?.ok, last1?.duringStartup], [true, true], await output1());
+
+    const source = await objectSource('manifests', 'proxy-sighup');
+    await source.add('web.yaml', await fixture('lifecycle.yaml'));
+    const running = startProxy(source.args);
+    t.after(() => {
+      if (running.child.exitCode === null && running.child.signalCode === null) running.child.kill('SIGKILL');
+    });
+    const output2 = async () => `proxy log:\n${running.log.join('\n')}\n${running.stderr()}`;
+    await waitFor('the first sync', async () => (parsed(running.log).some((l) => l.msg === 'sync') ? true : undefined), { timeoutMs: 60_000, last: output2 });
+    running.child.kill('SIGHUP');
+    assert.deepEqual(await running.exited, { code: 0, signal: null }, await output2());
+    const lines2 = parsed(running.log);
+    assert.equal(lines2.find((l) => l.msg === 'stopping; the data plane stays programmed')?.reason, 'SIGHUP', await output2());
+    const last2 = lines2.find((l) => l.msg === 'stopped; the data plane stays in place');
+    assert.deepEqual([last2?.ok, last2?.duringStartup], [true, false], await output2());
+    assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS, 'the data plane stays programmed');
   });
 });

@@ -151,10 +151,70 @@ test('lifecycle: handlers are removed by the returned function', () => {
   const lc = new Lifecycle();
   const proc = new FakeProcess();
   const off = lc.handleSignals({ source: proc, onStopped: () => {} });
-  assert.equal(proc.listenerCount('SIGTERM'), 1);
-  assert.equal(proc.listenerCount('SIGINT'), 1);
+  for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) assert.equal(proc.listenerCount(sig), 1, sig);
   off();
-  assert.equal(proc.listenerCount('SIGTERM'), 0);
-  assert.equal(proc.listenerCount('SIGINT'), 0);
+  for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) assert.equal(proc.listenerCount(sig), 0, sig);
   assert.equal(lc.isStopping, false);
+});
+
+test('lifecycle: SIGHUP stops in order and says so, like SIGTERM', async () => {
+  const lines: string[] = [];
+  const lc = new Lifecycle({ log: createLogger({ write: (l) => lines.push(l) }) });
+  const order: string[] = [];
+  lc.onStop('informers', () => void order.push('informers'));
+  lc.onStop('runner', () => void order.push('runner'));
+  const proc = new FakeProcess();
+  const stopped = new Promise<import('../../src/daemon/lifecycle.js').StopReport>((resolve) => lc.handleSignals({ source: proc, onStopped: resolve }));
+  proc.emit('SIGHUP');
+  const report = await stopped;
+  assert.equal(report.reason, 'SIGHUP');
+  assert.deepEqual(order, ['runner', 'informers']);
+  assert.deepEqual(lines.map((l) => [JSON.parse(l).msg, JSON.parse(l).reason]), [
+    ['stopping; the data plane stays programmed', 'SIGHUP'],
+    ['stopped', 'SIGHUP'],
+  ]);
+});
+
+test('lifecycle: a signal during startup stops what has started, cuts the pending wait short, and stops what starts late', async () => {
+  const lc = new Lifecycle();
+  const order: string[] = [];
+  let releaseStep!: () => void;
+  lc.onStop('sync thread', () => void order.push('sync thread'));
+  // A step still stopping when startup, resumed, registers another one.
+  lc.onStop('informers', () => new Promise<void>((r) => (releaseStep = () => (order.push('informers'), r()))));
+  const proc = new FakeProcess();
+  const stopped = new Promise<import('../../src/daemon/lifecycle.js').StopReport>((resolve) => lc.handleSignals({ source: proc, onStopped: resolve }));
+
+  // Startup waits for its first list under until(); the list never completes before the signal.
+  let listed!: (v: string) => void;
+  let failLoad!: (e: Error) => void;
+  const firstList = new Promise<string>((res) => (listed = res));
+  const manifests = new Promise<string>((_res, rej) => (failLoad = rej));
+  const afterList: string[] = [];
+  const waiting = lc.until(firstList).then((v) => void afterList.push(v), (e: Error) => void afterList.push(`error ${e.message}`));
+  void lc.until(manifests).then((v) => void afterList.push(v), (e: Error) => void afterList.push(`error ${e.message}`));
+  // A wait already settled before the signal is delivered as usual.
+  assert.equal(await lc.until(Promise.resolve('preflight')), 'preflight');
+
+  proc.emit('SIGTERM');
+  await new Promise((r) => setImmediate(r));
+  lc.onStop('healthz', () => void order.push('healthz')); // started while stopping
+  releaseStep();
+  const report = await stopped;
+  assert.deepEqual(order, ['informers', 'healthz', 'sync thread'], 'the late step runs in the same stop, before what started earlier');
+  assert.deepEqual(report.steps.map((s) => s.name), ['informers', 'healthz', 'sync thread']);
+
+  lc.onStop('metrics', () => void order.push('metrics')); // started after the stop ended
+  await new Promise((r) => setImmediate(r));
+  assert.equal(order.at(-1), 'metrics', 'run at once');
+
+  // The interrupted wait goes no further, whatever its promise does now (a rejection included:
+  // no unhandled rejection either).
+  listed('listed');
+  failLoad(new Error('informers stopped'));
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(afterList, []);
+  const never = Symbol('pending');
+  assert.equal(await Promise.race([waiting.then(() => 'settled'), new Promise((r) => setImmediate(() => r(never)))]), never);
+  await assert.rejects(new Lifecycle().until(Promise.reject(new Error('before any stop'))), /before any stop/);
 });
