@@ -157,6 +157,7 @@ test('created in pieces (createNftInTransactionsOf): `nft monitor` sees the sets
   const drop = () => {
     for (const f of ['ip', 'ip6']) spawnSync('nft', ['delete', 'table', f, 'ipvsync']);
   };
+  let mon: ReturnType<typeof spawn> | undefined;
   try {
     // the reference: one transaction
     assert.deepEqual((await new Engine({ ipvs: new FakeIpvs(), nft }).sync(want())).errors, []);
@@ -164,9 +165,9 @@ test('created in pieces (createNftInTransactionsOf): `nft monitor` sees the sets
     drop();
 
     // `nft monitor` from a marker table's add to its delete: exactly what the sync committed
-    const mon = spawn('nft', ['monitor'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    mon = spawn('nft', ['monitor'], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
-    mon.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    mon.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
     // waits up to 5 s for `re` in the monitor's output, calling `poke` every 250 ms meanwhile
     const seen = async (re: RegExp, poke?: () => void) => {
       for (let i = 0; i < 200 && !re.test(out); i++) {
@@ -202,6 +203,8 @@ test('created in pieces (createNftInTransactionsOf): `nft monitor` sees the sets
     assert.ok(gens.length - 1 >= Math.ceil(elements.length / 25));
     assert.deepEqual({ ip: bare('ip'), ip6: bare('ip6') }, one, 'the same tables as one transaction makes');
   } finally {
+    // a failed assertion must not leave the monitor running: it would keep the file from ending
+    mon?.kill();
     drop();
     spawnSync('nft', ['delete', 'table', 'ip', 'marker']);
   }
