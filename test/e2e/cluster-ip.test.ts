@@ -1,32 +1,26 @@
 // End to end on a real kernel (qemu, Debian's kernel: IPVS + nftables): ClusterIP services
 // programmed by `ipvsync sync -f`, reached over real TCP connections from outside the cluster
 // CIDR, from a pod, from a pod to itself; session affinity; the glue's VIP port filter.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:net';
-import { destsOf, ipvsadmList, ipvsyncOk, linkAddresses, nftSetElements, nftTables, resetDataPlane, sh, sysctl } from './helpers/kernel.js';
+import { destsOf, ipvsadmList, ipvsyncOk, linkAddresses, nftSetElements, nftTables, sh, sysctl } from './helpers/kernel.js';
 import { fixture, manifestDir, syncArgs, writeManifests } from './helpers/manifests.js';
-import { BRIDGE_IP, BRIDGE_IP6, EXT_IP, EXT_IP6, httpFrom, PodNetwork, PODS } from './helpers/podnet.js';
+import { BRIDGE_IP, BRIDGE_IP6, EXT_IP, EXT_IP6, httpFrom, PODS, withPodNetwork } from './helpers/podnet.js';
 import { clientsByPod, connectOutcome, httpMany, tally } from './helpers/traffic.js';
 
 const skip = process.env.IPVSYNC_VM !== 'qemu' ? 'needs IPVS and nftables: run in qemu (node dist/test/vm/cli.js --kernel qemu --suite e2e)' : false;
 const POD_DESTS = PODS.map((p) => `${p.ip}:8080`).sort();
 
 describe('ClusterIP services end to end', { skip }, () => {
-  let net: PodNetwork | undefined;
   let dir: string;
 
-  before(async () => {
-    await resetDataPlane();
-    net = await PodNetwork.create();
-    dir = await manifestDir('cluster-ip');
-    await writeManifests(dir, 'services.yaml', await fixture('cluster-ip.yaml'));
-    await ipvsyncOk(...syncArgs(dir));
-  });
-
-  after(async () => {
-    await net?.destroy();
-    await resetDataPlane();
+  withPodNetwork({
+    setup: async () => {
+      dir = await manifestDir('cluster-ip');
+      await writeManifests(dir, 'services.yaml', await fixture('cluster-ip.yaml'));
+      await ipvsyncOk(...syncArgs(dir));
+    },
   });
 
   test('sync programs the virtual servers, the VIPs on kube-ipvs0, the glue sets and the sysctls', async () => {

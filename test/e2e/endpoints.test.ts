@@ -2,34 +2,28 @@
 // its open connection keeps working, new connections avoid it) and is deleted once its
 // connections are gone; a removed UDP endpoint is deleted at once and its conntrack flows are
 // flushed, so a client that keeps its socket moves to a live endpoint.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { conntrackList, destsOf, ipvsadmList, ipvsyncOk, resetDataPlane, sh, sysctl, waitFor } from './helpers/kernel.js';
+import { conntrackList, destsOf, ipvsadmList, ipvsyncOk, sh, sysctl, waitFor } from './helpers/kernel.js';
 import { fixture, manifestDir, syncArgs, withoutEndpoint, writeManifests, type Doc } from './helpers/manifests.js';
-import { BRIDGE_IP, PodNetwork } from './helpers/podnet.js';
+import { BRIDGE_IP, withPodNetwork } from './helpers/podnet.js';
 import { LineConn, tally, UdpClient, udpMany, type Answer } from './helpers/traffic.js';
 
 const skip = process.env.IPVSYNC_VM !== 'qemu' ? 'needs IPVS and nftables: run in qemu (node dist/test/vm/cli.js --kernel qemu --suite e2e)' : false;
 const POD_A = '10.244.1.2';
 
 describe('endpoint removal end to end', { skip }, () => {
-  let net: PodNetwork | undefined;
   let dir: string;
   /** The manifests as last written: each test removes an endpoint from them. */
   let docs: Doc[];
 
-  before(async () => {
-    await resetDataPlane();
-    net = await PodNetwork.create();
-    dir = await manifestDir('endpoints');
-    docs = await fixture('endpoints.yaml');
-    await writeManifests(dir, 'services.yaml', docs);
-    await ipvsyncOk(...syncArgs(dir));
-  });
-
-  after(async () => {
-    await net?.destroy();
-    await resetDataPlane();
+  withPodNetwork({
+    setup: async () => {
+      dir = await manifestDir('endpoints');
+      docs = await fixture('endpoints.yaml');
+      await writeManifests(dir, 'services.yaml', docs);
+      await ipvsyncOk(...syncArgs(dir));
+    },
   });
 
   test('a removed TCP endpoint drains: weight 0, its open connection still works, new connections avoid it, deleted once closed', async (t) => {

@@ -2,13 +2,13 @@
 // services, nftables tables and links survive `ipvsync sync` and `ipvsync cleanup`; cleanup
 // removes every virtual server, VIP and glue table ipvsync made. `ipvsync proxy --manifests DIR`
 // follows the folder and leaves the data plane in place when stopped.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { destsOf, ipvsadmKeys, ipvsadmList, ipvsyncOk, linkAddresses, linkExists, nftTables, resetDataPlane, run, sh, sysctl, waitFor } from './helpers/kernel.js';
 import { FakeApiServer } from '../helpers/fake-apiserver.js';
 import { fixture, manifestDir, removeManifests, syncArgs, writeManifests, type Doc } from './helpers/manifests.js';
-import { BRIDGE_IP, EXT_GW, NODE_IP, NODE_NAME, PodNetwork, PODS } from './helpers/podnet.js';
+import { BRIDGE_IP, EXT_GW, NODE_IP, NODE_NAME, PODS, withPodNetwork } from './helpers/podnet.js';
 import { startProxy } from './helpers/proxy.js';
 import { connectOutcome, httpMany, tally } from './helpers/traffic.js';
 
@@ -59,18 +59,12 @@ async function links(): Promise<string[]> {
 }
 
 describe('ownership and the proxy daemon end to end', { skip }, () => {
-  let net: PodNetwork | undefined;
 
-  before(async () => {
-    await resetDataPlane();
-    net = await PodNetwork.create();
-  });
-
-  after(async () => {
-    await net?.destroy();
-    await resetDataPlane();
-    await run('nft', ['delete', 'table', 'ip', 'foreign']);
-    await run('ip', ['link', 'del', 'foreign0']);
+  withPodNetwork({
+    teardown: async () => {
+      await run('nft', ['delete', 'table', 'ip', 'foreign']);
+      await run('ip', ['link', 'del', 'foreign0']);
+    },
   });
 
   test('foreign IPVS services, tables and links survive sync and cleanup; cleanup removes everything ipvsync made', async () => {

@@ -3,12 +3,12 @@
 // and per-real-server counters read from the kernel; an endpoint change is pending until the
 // sync that takes it (held back by the minimum sync period), then observed as network
 // programming latency from the EndpointSlice's last-change-trigger-time.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../src/kube/change-tracker.js';
-import { ipvsadmList, resetDataPlane, sh, waitFor } from './helpers/kernel.js';
+import { ipvsadmList, sh, waitFor } from './helpers/kernel.js';
 import { fixture, manifestDir, withoutEndpoint, writeManifests } from './helpers/manifests.js';
-import { PodNetwork, PODS } from './helpers/podnet.js';
+import { PODS, withPodNetwork } from './helpers/podnet.js';
 import { startProxy } from './helpers/proxy.js';
 import { httpMany, tally } from './helpers/traffic.js';
 
@@ -46,17 +46,8 @@ function total(m: Map<string, number>, name: string): number {
 }
 
 describe('the proxy daemon’s metrics end to end', { skip }, () => {
-  let net: PodNetwork | undefined;
 
-  before(async () => {
-    await resetDataPlane();
-    net = await PodNetwork.create();
-  });
-
-  after(async () => {
-    await net?.destroy();
-    await resetDataPlane();
-  });
+  withPodNetwork();
 
   test('/metrics: writes counted, traffic counters moving with real connections, an endpoint change pending until its sync, then its network programming latency', async (t) => {
     const dir = await manifestDir('metrics');

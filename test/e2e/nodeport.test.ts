@@ -1,11 +1,11 @@
 // End to end on a real kernel: NodePort services on the node's addresses, narrowed by
 // --nodeport-addresses and --node-ip, and externalTrafficPolicy Local (only this node's
 // endpoints, the client's address kept), reached from a host outside the node.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { destsOf, ipvsadmKeys, ipvsadmList, ipvsyncOk, nftSetElements, resetDataPlane } from './helpers/kernel.js';
 import { fixture, manifestDir, syncArgs, writeManifests } from './helpers/manifests.js';
-import { BRIDGE_IP, connectFrom, EXT_GW, EXT_IP, httpFrom, NODE_IP, PodNetwork, PODS } from './helpers/podnet.js';
+import { BRIDGE_IP, connectFrom, EXT_GW, EXT_IP, httpFrom, NODE_IP, PODS, withPodNetwork } from './helpers/podnet.js';
 import { clientsByPod, tally } from './helpers/traffic.js';
 
 const skip = process.env.IPVSYNC_VM !== 'qemu' ? 'needs IPVS and nftables: run in qemu (node dist/test/vm/cli.js --kernel qemu --suite e2e)' : false;
@@ -13,19 +13,13 @@ const POD_DESTS = PODS.map((p) => `${p.ip}:8080`).sort();
 const nodePortKeys = (keys: string[]) => keys.filter((k) => /:3008\d$/.test(k));
 
 describe('NodePort services end to end', { skip }, () => {
-  let net: PodNetwork | undefined;
   let dir: string;
 
-  before(async () => {
-    await resetDataPlane();
-    net = await PodNetwork.create();
-    dir = await manifestDir('nodeport');
-    await writeManifests(dir, 'services.yaml', await fixture('nodeport.yaml'));
-  });
-
-  after(async () => {
-    await net?.destroy();
-    await resetDataPlane();
+  withPodNetwork({
+    setup: async () => {
+      dir = await manifestDir('nodeport');
+      await writeManifests(dir, 'services.yaml', await fixture('nodeport.yaml'));
+    },
   });
 
   test('a NodePort listens on every local address; an outside client reaches it on the node address, masqueraded', async () => {

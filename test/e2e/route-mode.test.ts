@@ -3,11 +3,11 @@
 // through the VIPs (IPv4 and IPv6, from the node and from an outside host) reaches the pods;
 // connections to addresses in the CIDR that are no service are refused by the glue; switching to
 // address mode and back converges; the dry run shows the route ops; cleanup removes the routes.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ipvsadmList, ipvsyncOk, linkAddresses, linkExists, nftSetElements, resetDataPlane, sh } from './helpers/kernel.js';
+import { ipvsadmList, ipvsyncOk, linkAddresses, linkExists, nftSetElements, sh } from './helpers/kernel.js';
 import { fixture, manifestDir, syncArgs, writeManifests } from './helpers/manifests.js';
-import { connectFrom, httpFrom, PodNetwork } from './helpers/podnet.js';
+import { connectFrom, httpFrom, withPodNetwork } from './helpers/podnet.js';
 import { connectOutcome, httpMany, tally } from './helpers/traffic.js';
 
 const skip = process.env.IPVSYNC_VM !== 'qemu' ? 'needs IPVS and nftables: run in qemu (node dist/test/vm/cli.js --kernel qemu --suite e2e)' : false;
@@ -24,20 +24,14 @@ async function ownedRoutes(): Promise<string[]> {
 }
 
 describe('bindMode route end to end', { skip }, () => {
-  let net: PodNetwork | undefined;
   let dir: string;
 
-  before(async () => {
-    await resetDataPlane();
-    net = await PodNetwork.create();
-    dir = await manifestDir('route-mode');
-    await writeManifests(dir, 'services.yaml', await fixture('cluster-ip.yaml'));
-    await ipvsyncOk(...syncArgs(dir, ...ROUTE));
-  });
-
-  after(async () => {
-    await net?.destroy();
-    await resetDataPlane();
+  withPodNetwork({
+    setup: async () => {
+      dir = await manifestDir('route-mode');
+      await writeManifests(dir, 'services.yaml', await fixture('cluster-ip.yaml'));
+      await ipvsyncOk(...syncArgs(dir, ...ROUTE));
+    },
   });
 
   test('one local route per CIDR, no /32 on kube-ipvs0; HTTP through the VIPs reaches the pods; a non-service address in the CIDR is refused', async () => {

@@ -15,10 +15,11 @@
 // kube-proxy, sets only net.ipv4.ip_forward): a masqueraded reply un-NATed towards an outside
 // client is forwarded, and without it the IPv6 answers to the ext namespace are dropped.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { after, before } from 'node:test';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Answer } from './traffic.js';
-import { HELPERS, run, sh } from './kernel.js';
+import { HELPERS, resetDataPlane, run, sh } from './kernel.js';
 
 export const NODE_NAME = 'e2e-node';
 export const NODE_IP = '192.168.50.10';
@@ -156,4 +157,23 @@ export async function httpFrom(ns: string, url: string, n: number): Promise<Answ
 /** Tries one TCP connection from inside a namespace: 'connected' or the error code. */
 export async function connectFrom(ns: string, host: string, port: number): Promise<string> {
   return JSON.parse(await sh('ip', 'netns', 'exec', ns, process.execPath, join(HELPERS, 'client.js'), 'connect', host, String(port))) as string;
+}
+
+/**
+ * The hooks every e2e suite shares, in the describe block that calls it: before its tests a
+ * clean data plane and a fresh pod network, then `setup`; after them the network torn down, the
+ * data plane clean again, then `teardown`.
+ */
+export function withPodNetwork(hooks: { setup?: () => Promise<void>; teardown?: () => Promise<void> } = {}): void {
+  let net: PodNetwork | undefined;
+  before(async () => {
+    await resetDataPlane();
+    net = await PodNetwork.create();
+    await hooks.setup?.();
+  });
+  after(async () => {
+    await net?.destroy();
+    await resetDataPlane();
+    await hooks.teardown?.();
+  });
 }
