@@ -14,13 +14,12 @@ import type { InformerError, ResourceName } from '../kube/informers.js';
 import type { ObjectHandlers, ProxyModel } from '../kube/types.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
 import { SyncRunner } from '../engine/runner.js';
-import { CONFIG_FLAGS, ConfigError, loadConfig, nodeName, toProxierOptions, writeConfigTo, type FlagSpec } from '../daemon/config.js';
+import { CONFIG_FLAGS, loadConfig, nodeName, toProxierOptions, writeConfigTo, type FlagSpec } from '../daemon/config.js';
 import { HealthzServer, ProxierHealth, ServiceHealthServers } from '../daemon/healthz.js';
 import { Lifecycle, preflight, systemChecks } from '../daemon/lifecycle.js';
 import { createLogger } from '../daemon/log.js';
 import { MetricsServer, ProxyMetrics } from '../daemon/metrics.js';
 import { logSyncFailure, NoticeLog, SyncOpsError } from '../daemon/sync-log.js';
-import { parseNodeIp } from '../kube/address.js';
 import type { CleanupResult } from '../proxy/cleanup.js';
 
 // The proxier, the engine, the manifests reader and the nftables and route handles are loaded
@@ -34,7 +33,6 @@ function list(v: string, prev: string[] = []): string[] {
 
 interface SyncOpts {
   file: string[];
-  nodeIp?: string[];
   glue: boolean;
   kubeProxyIpsets?: boolean;
   sysctl: boolean;
@@ -54,7 +52,6 @@ function configOptions(cmd: Command, fields: readonly FlagSpec[]): Command {
     if (f.negatedHelp) cmd.option(`--no-${f.flag}`, f.negatedHelp);
   }
   return cmd
-    .option('--node-ip <ip>', 'node addresses for NodePorts (repeatable or comma-separated; default every local address)', list)
     .option('--no-glue', 'do not program the nftables glue (masquerade, hairpin, source ranges)')
     .option('--kube-proxy-ipsets', "also maintain kube-proxy's ipsets (KUBE-CLUSTER-IP …) for iptables rules that reference them");
 }
@@ -77,7 +74,6 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       // cleared, with a warning) and refused before anything is read or opened.
       const { config: cfg, warnings } = loadConfig({ flags: { ...o } });
       for (const w of warnings) console.error(`warning: ${w}`);
-      const nodeIps = o.nodeIp?.length ? nodeIpFlag(o.nodeIp) : undefined;
       const [{ loadManifests }, { openKernel }, { Proxier, describePlan }, { planWrites }] = await Promise.all([
         import('../kube/manifests.js'),
         import('../proxy/kernel.js'),
@@ -89,7 +85,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       let manifests: ManifestSet | undefined = await loadManifests(o.file);
       const manifestWarnings = manifests.warnings;
       const kernel = await openKernel(h, { glue: o.glue });
-      const addrs = nodeIps ?? nodeAddresses(await kernel.links!.addresses(), cfg.vipLink);
+      const addrs = cfg.nodeIPs.length ? cfg.nodeIPs : nodeAddresses(await kernel.links!.addresses(), cfg.vipLink);
       const proxier = new Proxier(kernel, toProxierOptions(cfg, { addresses: addrs, glue: o.glue, kubeIpsets: !!o.kubeProxyIpsets }));
       for (const s of manifests.services) proxier.onServiceUpdate(s);
       for (const s of manifests.endpointSlices) proxier.onSliceUpdate(s);
@@ -159,16 +155,6 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       const r = await cleanup(h, o.vipLink);
       console.log(`removed ${r.services} virtual services, ${r.tables} nftables tables, ${r.link ? `link ${o.vipLink}` : 'no link'}, ${r.addresses} addresses, ${r.routes} routes`);
     });
-}
-
-/** The --node-ip values, canonical; one that is not an IP address is bad input (exit 2),
- *  refused before anything is opened. */
-function nodeIpFlag(values: readonly string[]): string[] {
-  try {
-    return values.map(parseNodeIp);
-  } catch (e) {
-    throw new ConfigError([{ path: '--node-ip', message: (e as Error).message.replace(/^--node-ip: /, '') }]);
-  }
 }
 
 /** Manifest objects skipped for their shape (the rest was read and is programmed). */
@@ -244,7 +230,7 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
   const kernel = cfg.syncThread ? undefined : await (await import('../proxy/kernel.js')).openKernel(h, { glue });
   const ipvs = kernel?.ipvs ?? (await Ipvs.open(h));
   const links = kernel?.links ?? (await Links.open(h));
-  const addrs = Array.isArray(o.nodeIp) && o.nodeIp.length ? nodeIpFlag(o.nodeIp as string[]) : nodeAddresses(await links.addresses(), cfg.vipLink);
+  const addrs = cfg.nodeIPs.length ? cfg.nodeIPs : nodeAddresses(await links.addresses(), cfg.vipLink);
   const proxierOptions = toProxierOptions(cfg, { addresses: addrs, glue, kubeIpsets });
   const proxier: DaemonProxier = kernel
     ? new (await proxierModule()).Proxier(kernel, proxierOptions)

@@ -8,7 +8,7 @@ import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { BadInputError } from '../errors.js';
 import { yaml } from '../yaml.js';
-import { cidrText, parseCidr } from '../net/address.js';
+import { cidrText, parseCidr, validIp } from '../net/address.js';
 import { isKnownScheduler } from '../kube/scheduler.js';
 import type { ProxyConfig } from '../kube/types.js';
 import type { ProxierOptions } from '../proxy/proxier.js';
@@ -28,6 +28,8 @@ export interface IpvsyncConfig {
   clusterCIDRs: string[];
   /** NodePorts only on node addresses inside these CIDRs; empty: every local address. */
   nodePortAddresses: string[];
+  /** The node's addresses for NodePorts, canonical; empty: every local address but the VIP link's. */
+  nodeIPs: string[];
   /** This node's name; '' means the hostname. */
   hostnameOverride: string;
   /** null: the server is off (port 0). */
@@ -221,12 +223,10 @@ function cidrs(check?: (list: string[]) => string | undefined): Kind<string[]> {
     list: true,
     render: (v) => v,
     read(c, v, path) {
-      let items: unknown[];
-      if (typeof v === 'string') items = v.split(',').map((s) => s.trim()).filter((s) => s !== '');
-      else if (Array.isArray(v)) items = v;
-      else return c.bad(path, `must be a list of CIDRs or a comma-separated string, not ${describe(v)}`);
+      const list = items(v);
+      if (!list) return c.bad(path, `must be a list of CIDRs or a comma-separated string, not ${describe(v)}`);
       const out: string[] = [];
-      items.forEach((it, i) => {
+      list.forEach((it, i) => {
         const p = Array.isArray(v) ? `${path}[${i}]` : path;
         if (typeof it !== 'string') return c.bad(p, `must be a CIDR string, not ${describe(it)}`);
         const r = parseConfigCidr(it);
@@ -234,11 +234,37 @@ function cidrs(check?: (list: string[]) => string | undefined): Kind<string[]> {
         if (r.note) c.warnings.push(`${p}: ${r.note}`);
         out.push(r.cidr);
       });
-      const problem = out.length === items.length ? check?.(out) : undefined;
+      const problem = out.length === list.length ? check?.(out) : undefined;
       return problem ? c.bad(path, problem) : out;
     },
   };
 }
+
+/** Items of a YAML list or of one comma-separated string. */
+function items(v: unknown): unknown[] | undefined {
+  if (typeof v === 'string') return v.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  return Array.isArray(v) ? v : undefined;
+}
+
+/** A list of IP addresses given as a YAML list or one comma-separated string, each canonical. */
+const ips: Kind<string[]> = {
+  arg: '<ips>',
+  list: true,
+  render: (v) => v,
+  read(c, v, path) {
+    const list = items(v);
+    if (!list) return c.bad(path, `must be a list of IP addresses or a comma-separated string, not ${describe(v)}`);
+    const out: string[] = [];
+    list.forEach((it, i) => {
+      const p = Array.isArray(v) ? `${path}[${i}]` : path;
+      if (typeof it !== 'string') return c.bad(p, `must be an IP address string, not ${describe(it)}`);
+      const ip = validIp(it);
+      if (ip === undefined) return c.bad(p, `"${it}" is not an IP address`);
+      out.push(ip);
+    });
+    return out.length === list.length ? out : undefined;
+  },
+};
 
 /** "host:port" with kube-proxy's default port; port 0 is null (the server off), written back on `offHost`. */
 function hostPort(defaultPort: number, offHost: string): Kind<HostPort | null> {
@@ -298,6 +324,10 @@ const FIELDS: { [K in ConfigKey]: FlagSpec<ValueAt<K>> } = {
   nodePortAddresses: {
     kind: { ...nodePortCidrs, read: (c, v, p) => (Array.isArray(v) && v.includes('primary') ? c.bad(p, '"primary" is not supported: list CIDRs') : nodePortCidrs.read(c, v, p)) },
     default: [], flag: 'nodeport-addresses', help: 'NodePorts only on node addresses in these CIDRs (comma separated)', sync: true,
+  },
+  // ipvsync's: kube-proxy takes its node IPs from the Node object
+  nodeIPs: {
+    kind: ips, default: [], flag: 'node-ip', help: 'node addresses for NodePorts (repeatable or comma-separated; default every local address)', sync: true, omitDefault: true,
   },
   hostnameOverride: {
     // kube-proxy trims and lowercases it

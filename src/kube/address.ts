@@ -1,16 +1,8 @@
 // Address helpers for the semantics layer: the order of translate's lists and CIDR lists that
 // never throw (bad entries come back as rejects to warn about). What they let through is what
 // the kernel layer accepts: canonical addresses, CIDRs as network/length.
-import { anyContains, compareAddress, cidrText, ipv4Number, parseCidrText, validIp, type Cidr } from '../net/address.js';
+import { anyContains, compareAddress, cidrText, ipv4Number, parseCidrText, type Cidr } from '../net/address.js';
 import type { AddressFamily } from '../kernel/ipvs.js';
-
-/** A node address given on the command line (--node-ip), canonical; throws naming it when it
- *  is not an IP address (validIp). */
-export function parseNodeIp(text: string): string {
-  const ip = validIp(text);
-  if (ip === undefined) throw new Error(`--node-ip: "${text}" is not an IP address`);
-  return ip;
-}
 
 /** Address, then protocol, then port: the order of translate's sorted lists (virtual servers,
  *  glue VIPs, hairpin entries, source ranges). */

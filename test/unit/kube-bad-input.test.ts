@@ -12,7 +12,7 @@ import { Proxier } from '../../src/proxy/proxier.js';
 import { translate } from '../../src/kube/translate.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { FakeLinks, FakeNftables } from '../../src/testing/fake-kernel.js';
-import { parseNodeIp } from '../../src/kube/address.js';
+import { loadConfig } from '../../src/daemon/config.js';
 import { canonicalAddress, cidrText, parseCidrText, validIp } from '../../src/net/address.js';
 import type { ProxyModel } from '../../src/kube/types.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
@@ -262,13 +262,13 @@ test('issue 44: the reported inputs are typed warnings, the rest programmed', as
   ]);
 });
 
-test('zone-indexed addresses: not IPs; canonicalAddress never throws; --node-ip names a bad value', () => {
+test('zone-indexed addresses: not IPs; canonicalAddress never throws; nodeIPs (--node-ip) names a bad value', () => {
   assert.equal(validIp('fe80::1%eth0'), undefined);
   assert.equal(validIp('fe80::1'), 'fe80::1');
   assert.equal(canonicalAddress('fe80::1%eth0'), 'fe80::1%eth0');
   assert.equal(canonicalAddress('fd00:0::1'), 'fd00::1');
-  assert.equal(parseNodeIp(' 10.0.0.11'), '10.0.0.11');
-  assert.equal(parseNodeIp('2001:DB8::1'), '2001:db8::1');
-  assert.throws(() => parseNodeIp('fe80::1%eth9'), { message: '--node-ip: "fe80::1%eth9" is not an IP address' });
-  assert.throws(() => parseNodeIp('10.0.0.01'), /--node-ip: "10.0.0.01" is not an IP address/);
+  assert.deepEqual(loadConfig({ flags: { nodeIp: [' 10.0.0.11', '2001:DB8::1'] } }).config.nodeIPs, ['10.0.0.11', '2001:db8::1']);
+  assert.deepEqual(loadConfig({}).config.nodeIPs, []);
+  for (const bad of ['fe80::1%eth9', '10.0.0.01'])
+    assert.throws(() => loadConfig({ flags: { nodeIp: ['10.0.0.1', bad] } }), (e: Error) => e.message.includes(`--node-ip: "${bad}" is not an IP address`));
 });
