@@ -8,7 +8,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IpSets, type IpSetMember, type IpSetType } from '../src/kernel/ipsets.js';
-import { formatElement } from '../src/kernel/ipset-format.js';
+import { formatElement } from '../src/formats/ipset.js';
 import { median } from './lib/median.js';
 
 if (process.env.IPVSYNC_BENCH_NETNS !== '1') {

@@ -15,7 +15,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as os from 'node:os';
 import { Ipvs } from '../src/kernel/ipvs.js';
-import { formatSave, parseRules } from '../src/kernel/ipvsadm-format.js';
+import { formatSave, parseRules } from '../src/formats/ipvsadm.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const CLI = join(here, '..', 'src', 'cli', 'main.js');

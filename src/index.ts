@@ -45,7 +45,7 @@ export {
   type TunnelOptions,
   type TunnelType,
 } from './kernel/ipvs.js';
-export { formatList, formatSave, parseRules, RulesParseError, fileResolver, numeric, type NameResolver, type ParsedRule } from './kernel/ipvsadm-format.js';
+export { formatList, formatSave, parseRules, RulesParseError, fileResolver, numeric, type NameResolver, type ParsedRule } from './formats/ipvsadm.js';
 export type { HandleOptions, SocketStats, IpvsSocketStats, MemoryPressureLevel } from './native.js';
 export { addonCpuUsage, memoryPressure, type AddonCpuUsage } from './native.js';
 export {
@@ -60,7 +60,7 @@ export {
   type IpSetType,
   type IpSetsApi,
 } from './kernel/ipsets.js';
-export { formatSave as formatIpsetSave, parseRestore as parseIpsetRestore, RestoreSyntaxError } from './kernel/ipset-format.js';
+export { formatSave as formatIpsetSave, parseRestore as parseIpsetRestore, RestoreSyntaxError } from './formats/ipset.js';
 export { Conntrack, type ConntrackApi, type DeleteFlowsResult, type Flow, type FlowFilter } from './kernel/conntrack.js';
 export {
   Engine,

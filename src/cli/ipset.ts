@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { NetlinkError } from '../errors.js';
-import { formatSave, parseRestore, RestoreSyntaxError } from '../kernel/ipset-format.js';
+import { formatSave, parseRestore, RestoreSyntaxError } from '../formats/ipset.js';
 import { IpSets, type IpSetFamily, type IpSetType } from '../kernel/ipsets.js';
 import type { HandleOptions } from '../native.js';
 

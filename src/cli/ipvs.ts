@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { Ipvs, formatInfo } from '../kernel/ipvs.js';
-import { fileResolver, formatList, formatSave, numeric, parseRules, RulesParseError } from '../kernel/ipvsadm-format.js';
+import { fileResolver, formatList, formatSave, numeric, parseRules, RulesParseError } from '../formats/ipvsadm.js';
 import type { HandleOptions } from '../native.js';
 
 async function readStdin(): Promise<string> {

@@ -7,7 +7,7 @@
 import { addressFamily } from '../net/address.js';
 import type { DestinationConfig, ServiceConfig } from './ipvs.js';
 import type { IpSetMember, IpSetSpec } from './ipsets.js';
-import { typeDims } from './ipset-format.js';
+import { typeDims } from '../formats/ipset.js';
 
 /** What is wrong with a value: the field that holds it and why. */
 export interface FieldProblem {

@@ -5,7 +5,7 @@ import { test, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { IpSets, type IpSetMember, type IpSetOp, type IpSetSpec } from '../../src/kernel/ipsets.js';
-import { formatSave } from '../../src/kernel/ipset-format.js';
+import { formatSave } from '../../src/formats/ipset.js';
 import { NetlinkError } from '../../src/errors.js';
 import { native } from '../../src/native.js';
 

@@ -7,7 +7,7 @@ import { test, before, after, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { Ipvs, type IpvsOp, type Service } from '../../src/kernel/ipvs.js';
-import { formatSave } from '../../src/kernel/ipvsadm-format.js';
+import { formatSave } from '../../src/formats/ipvsadm.js';
 
 const fast = await Ipvs.open({ ioUring: true });
 const slow = await Ipvs.open({ ioUring: false });

@@ -12,7 +12,7 @@ import { Ipvs, type IpvsOp } from '../../src/kernel/ipvs.js';
 import { packIpvsOps } from '../../src/kernel/ipvs-pack.js';
 import type { NativeIpvsHandle } from '../../src/native.js';
 import type { NetlinkError } from '../../src/errors.js';
-import { fileResolver, formatList, formatSave, parseRules } from '../../src/kernel/ipvsadm-format.js';
+import { fileResolver, formatList, formatSave, parseRules } from '../../src/formats/ipvsadm.js';
 
 const ipvs = await Ipvs.open();
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'cli', 'main.js');

@@ -11,7 +11,7 @@ import { nftRuleset } from '../../bench/lib/nft-mode.js';
 import { changedIndex, NODE_IP, NODE_NAME, REPLACEMENT_IP, withOneEndpointChanged, workload } from '../../bench/lib/workload.js';
 import { parseManifests } from '../../src/kube/manifests.js';
 import { translate } from '../../src/kube/translate.js';
-import { parseRules } from '../../src/kernel/ipvsadm-format.js';
+import { parseRules } from '../../src/formats/ipvsadm.js';
 import { NGINX } from '../fixtures/kube/nginx-basic.js';
 
 
@@ -137,7 +137,7 @@ test('manifests: sync -f input translates to S ClusterIP + S/10 NodePort virtual
   assert.equal(sliceObject(w.services[0]!).addressType, 'IPv4');
 });
 
-test('ipvs mode: ipvsadm -R and ipset restore inputs scale with S (and ipvsadm-format reads the rules back)', () => {
+test('ipvs mode: ipvsadm -R and ipset restore inputs scale with S (and the ipvsadm format reads the rules back)', () => {
   const w = workload(300);
   const v = ipvsadmRestore(w.services);
   assert.equal(v.virtualServers, 330);

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { native, type AttributeNode, type NativeIpSetOp } from '../../src/native.js';
 import { NetlinkError } from '../../src/errors.js';
-import { formatSave } from '../../src/kernel/ipset-format.js';
+import { formatSave } from '../../src/formats/ipset.js';
 import type { IpSet } from '../../src/kernel/ipsets.js';
 import { fromHex, hex } from '../helpers/bytes.js';
 

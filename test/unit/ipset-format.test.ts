@@ -3,7 +3,7 @@
 // fuzzing of the reply decoder.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { formatCreate, formatElement, formatMemberOptions, parseElement, parseRestore, RestoreSyntaxError } from '../../src/kernel/ipset-format.js';
+import { formatCreate, formatElement, formatMemberOptions, parseElement, parseRestore, RestoreSyntaxError } from '../../src/formats/ipset.js';
 import { native } from '../../src/native.js';
 import { NetlinkError } from '../../src/errors.js';
 import { prng } from '../helpers/bytes.js';

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Service } from '../../src/kernel/ipvs.js';
-import { compareServices, formatList, formatSave, glibcSort, parseRules, RulesParseError, type NameResolver } from '../../src/kernel/ipvsadm-format.js';
+import { compareServices, formatList, formatSave, glibcSort, parseRules, RulesParseError, type NameResolver } from '../../src/formats/ipvsadm.js';
 import { prng } from '../helpers/bytes.js';
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'test', 'fixtures', 'ipvs');

@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { native } from '../../src/native.js';
 import { NetlinkError } from '../../src/errors.js';
-import { parseRules, RulesParseError } from '../../src/kernel/ipvsadm-format.js';
+import { parseRules, RulesParseError } from '../../src/formats/ipvsadm.js';
 import { attr, nlmsg, prng, u16, u32 } from '../helpers/bytes.js';
 
 const codec = native().codec.ipvs;

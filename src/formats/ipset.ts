@@ -4,8 +4,8 @@
 // -exist / -!, comments and blank lines).
 import { readFileSync } from 'node:fs';
 import { NetlinkError } from '../errors.js';
-import type { IpSet, IpSetFamily, IpSetMember, IpSetOp, IpSetSpec, IpSetType } from './ipsets.js';
-import { IPSET_TYPES } from './ipsets.js';
+import type { IpSet, IpSetFamily, IpSetMember, IpSetOp, IpSetSpec, IpSetType } from '../kernel/ipsets.js';
+import { IPSET_TYPES } from '../kernel/ipsets.js';
 
 type Dim = 'ip' | 'net' | 'port';
 

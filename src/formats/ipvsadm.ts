@@ -16,7 +16,7 @@ import type {
   ServiceConfig,
   ServiceFlag,
   ServiceId,
-} from './ipvs.js';
+} from '../kernel/ipvs.js';
 
 // ---------------------------------------------------------------------------------------------
 // Parsing (ipvsadm -R input)
