@@ -2,6 +2,14 @@
  *  CLI exits 2 for it). */
 export class BadInputError extends Error {}
 
+/** A message quoting input, bounded: at most about `max` characters, its head and tail kept
+ *  and what is between counted (a 100 MB bad line is not echoed whole). */
+export function excerpt(text: string, max = 240): string {
+  if (text.length <= max) return text;
+  const tail = Math.floor(max / 4);
+  return `${text.slice(0, max - tail)} … (${text.length - max} characters left out) … ${text.slice(-tail)}`;
+}
+
 /** The kind of failure, so callers can react without parsing messages. */
 export type NetlinkErrorKind =
   | 'kernel' // the kernel rejected a request

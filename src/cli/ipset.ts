@@ -1,14 +1,10 @@
 import type { Command } from 'commander';
-import { NetlinkError } from '../errors.js';
+import { excerpt, NetlinkError } from '../errors.js';
+import { readInput } from './input.js';
 import { formatSave, parseRestore, RestoreSyntaxError } from '../formats/ipset.js';
 import { IpSets, type IpSetFamily, type IpSetType } from '../kernel/ipsets.js';
 import type { HandleOptions } from '../native.js';
 
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const c of process.stdin) chunks.push(c as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
-}
 
 /** `ipvsync ipset …` */
 export function registerIpset(program: Command, handleOptions: () => HandleOptions): void {
@@ -29,7 +25,7 @@ export function registerIpset(program: Command, handleOptions: () => HandleOptio
     .option('--exist, -!', 'ignore errors for sets/elements that already exist (ipset -exist)')
     .option('-f, --file <path>', 'read this file instead of stdin')
     .action(async (o: { exist?: boolean; file?: string }) => {
-      const text = o.file ? (await import('node:fs')).readFileSync(o.file, 'utf8') : await readStdin();
+      const text = await readInput(o.file);
       const sets = await IpSets.open(handleOptions());
       const known = new Map<string, { type: IpSetType; family?: IpSetFamily }>();
       for (const s of await sets.headers()) known.set(s.name, { type: s.type, family: s.family });
@@ -54,7 +50,7 @@ export function registerIpset(program: Command, handleOptions: () => HandleOptio
             const lines = plan.lines[Number(m[1])] ?? [];
             const line = lines[m[2] ? Number(m[2]) : 0];
             if (line !== undefined) {
-              console.error(`ipvsync: ipset restore: line ${line}: ${e.message}; nothing was applied`);
+              console.error(`ipvsync: ipset restore: line ${line}: ${excerpt(e.message)}; nothing was applied`);
               process.exit(2);
             }
           }
@@ -68,7 +64,7 @@ export function registerIpset(program: Command, handleOptions: () => HandleOptio
           const exact = e.member !== undefined ? lines[e.member] : undefined;
           const where =
             exact !== undefined ? `line ${exact}` : lines.length > 1 ? `lines ${lines[0]}-${lines[lines.length - 1]}` : `line ${lines[0] ?? '?'}`;
-          console.error(`ipvsync: ipset restore: error in ${where}: ${e.message}`);
+          console.error(`ipvsync: ipset restore: error in ${where}: ${excerpt(e.message)}`);
         }
         // As `ipset restore`, stop at the first error: nothing after it reached the kernel. Of
         // a failed multi-line add/del, the lines before its failing member were applied.

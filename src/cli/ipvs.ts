@@ -2,12 +2,9 @@ import type { Command } from 'commander';
 import { Ipvs, formatInfo } from '../kernel/ipvs.js';
 import { fileResolver, formatList, formatSave, numeric, parseRules, RulesParseError } from '../formats/ipvsadm.js';
 import type { HandleOptions } from '../native.js';
+import { excerpt, NetlinkError } from '../errors.js';
+import { readInput } from './input.js';
 
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const c of process.stdin) chunks.push(c as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
-}
 
 /** `ipvsync ipvs …` */
 export function registerIpvs(program: Command, handleOptions: () => HandleOptions): void {
@@ -33,14 +30,14 @@ export function registerIpvs(program: Command, handleOptions: () => HandleOption
 
   ipvs
     .command('restore')
-    .description('apply `ipvsadm -R` rules from stdin in batches; a parse error applies nothing')
+    .description('apply `ipvsadm -R` rules from stdin in batches (names from /etc/hosts and /etc/services); bad input applies nothing')
     .option('--continue', 'keep going after a kernel error (default: stop at the first; lines after it never reach the kernel)')
     .option('--batch <n>', 'with --continue, at most this many requests per sendmsg (default 1024); without it lines go one at a time', (v) => Number.parseInt(v, 10))
     .action(async (o: { continue?: boolean; batch?: number }) => {
-      const text = await readStdin();
+      const text = await readInput(undefined);
       let rules;
       try {
-        rules = parseRules(text);
+        rules = parseRules(text, fileResolver());
       } catch (e) {
         if (e instanceof RulesParseError) {
           console.error(`ipvsync: ${e.message} (nothing applied)`);
@@ -49,10 +46,20 @@ export function registerIpvs(program: Command, handleOptions: () => HandleOption
         throw e;
       }
       const h = await Ipvs.open(handleOptions());
-      const result = await h.apply(
-        rules.map((r) => r.op),
-        { stopOnError: !o.continue, ...(o.batch && o.batch > 0 ? { maxBatchMessages: o.batch } : {}) },
-      );
+      let result;
+      try {
+        result = await h.apply(
+          rules.map((r) => r.op),
+          { stopOnError: !o.continue, ...(o.batch && o.batch > 0 ? { maxBatchMessages: o.batch } : {}) },
+        );
+      } catch (e) {
+        // A value the rules syntax lets through and the addon refuses (an over-long scheduler
+        // name …): refused before anything is sent, named by its line.
+        const rule = e instanceof NetlinkError && e.kind === 'invalid' && e.index !== undefined ? rules[e.index] : undefined;
+        if (!rule) throw e;
+        console.error(`ipvsync: line ${rule.line}: ${excerpt((e as NetlinkError).message)} (nothing applied)`);
+        process.exit(2);
+      }
       for (const e of [...result.errors].sort((a, b) => (a.index ?? 0) - (b.index ?? 0))) {
         const rule = e.index !== undefined ? rules[e.index] : undefined;
         console.error(`ipvsync: line ${rule?.line ?? '?'}: ${e.code}: ${e.message}`);

@@ -3,7 +3,7 @@
 // `ipset restore` accepts for the modelled types (create/add/del/flush/destroy/rename/swap,
 // -exist / -!, comments and blank lines).
 import { readFileSync } from 'node:fs';
-import { NetlinkError } from '../errors.js';
+import { excerpt, NetlinkError } from '../errors.js';
 import type { IpSet, IpSetFamily, IpSetMember, IpSetOp, IpSetSpec, IpSetType } from '../kernel/ipsets.js';
 import { IPSET_TYPES } from '../kernel/ipsets.js';
 
@@ -182,7 +182,7 @@ export class RestoreSyntaxError extends Error {
     readonly line: number,
     why: string,
   ) {
-    super(`line ${line}: ${why}`);
+    super(`line ${line}: ${excerpt(why)}`);
     this.name = 'RestoreSyntaxError';
   }
 }

@@ -3,6 +3,8 @@
 // the benchmark share one implementation. Output follows ipvsadm 1.31 byte for byte (option
 // order, spacing, its sort order including its int-overflowing comparisons).
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { excerpt } from '../errors.js';
 import { ipv6Words } from '../net/address.js';
 import type {
   AddressFamily,
@@ -28,7 +30,7 @@ export class RulesParseError extends Error {
     readonly text: string,
     why: string,
   ) {
-    super(`line ${line}: ${why}: ${text.trim()}`);
+    super(`line ${line}: ${excerpt(`${why}: ${text.trim()}`)}`);
     this.name = 'RulesParseError';
   }
 }
@@ -82,8 +84,20 @@ function integer(s: string, lo: number, hi: number, what: string): number {
   return n;
 }
 
-/** "10.0.0.1:80", "[fd00::1]:80", "10.0.0.1" (port optional when `portOptional`). */
-export function parseAddrPort(s: string, portOptional: boolean): { address: string; port?: number; family: AddressFamily } {
+/** Where a name in the rules is looked up (restore): the service's family and protocol. */
+interface NameContext {
+  names: NameResolver;
+  family: AddressFamily;
+  protocol: IpvsProtocol;
+}
+
+/**
+ * "10.0.0.1:80", "[fd00::1]:80", "10.0.0.1" (port optional when `portOptional`), or with names
+ * ("localhost:http", what `ipvsadm -S` prints without -n) looked up as ipvsadm's C library
+ * would: the host in `ctx.family` (IPv4 unless the line has -6), the port for the service's
+ * protocol.
+ */
+export function parseAddrPort(s: string, portOptional: boolean, ctx?: NameContext): { address: string; port?: number; family: AddressFamily } {
   let addr: string;
   let port: string | undefined;
   const v6 = /^\[([^\]]+)\](?::(.*))?$/.exec(s);
@@ -95,22 +109,24 @@ export function parseAddrPort(s: string, portOptional: boolean): { address: stri
   } else {
     addr = s;
   }
-  const family: AddressFamily | undefined = isV4(addr) ? 'inet' : isV6(addr) ? 'inet6' : undefined;
+  let family: AddressFamily | undefined = isIP(addr) === 4 ? 'inet' : isIP(addr) === 6 ? 'inet6' : undefined;
+  if (!family && ctx) {
+    const a = ctx.names.address?.(addr, ctx.family);
+    if (a !== undefined) {
+      addr = a;
+      family = isIP(a) === 6 ? 'inet6' : 'inet';
+    }
+  }
   if (!family) throw new Error(`invalid address '${s}'`);
   if (port === undefined || port === '') {
     if (!portOptional) throw new Error(`missing port in '${s}'`);
     return { address: addr, family };
   }
+  if (!/^\d+$/.test(port) && ctx) {
+    const p = ctx.names.port?.(port, ctx.protocol);
+    if (p !== undefined) return { address: addr, port: p, family };
+  }
   return { address: addr, port: integer(port, 0, 65535, 'port'), family };
-}
-
-function isV4(s: string): boolean {
-  const p = s.split('.');
-  return p.length === 4 && p.every((x) => /^\d{1,3}$/.test(x) && Number(x) <= 255);
-}
-
-function isV6(s: string): boolean {
-  return s.includes(':') && /^[0-9a-fA-F:.]+$/.test(s);
 }
 
 interface LineState {
@@ -124,7 +140,8 @@ interface LineState {
   onePacket?: boolean;
   schedFlags?: string[];
   v6?: boolean;
-  real?: { address: string; port?: number; family: AddressFamily };
+  /** The -r text, read once the service is known (a name is looked up in its family). */
+  real?: string;
   forward?: ForwardMethod;
   weight?: number;
   upper?: number;
@@ -134,7 +151,7 @@ interface LineState {
   checksum?: 'none' | 'csum' | 'remcsum';
 }
 
-function parseLine(args: string[]): IpvsOp {
+function parseLine(args: string[], names: NameResolver): IpvsOp {
   const st: LineState = {};
   let svcKind: IpvsProtocol | 'fwmark' | undefined;
   let svcText: string | undefined;
@@ -184,7 +201,7 @@ function parseLine(args: string[]): IpvsOp {
       case '-M': {
         const v = value('-M');
         st.netmask = /^\d+$/.test(v) ? integer(v, 1, 128, 'netmask') : v;
-        if (typeof st.netmask === 'string' && !isV4(st.netmask)) throw new Error(`invalid netmask '${v}'`);
+        if (typeof st.netmask === 'string' && isIP(st.netmask) !== 4) throw new Error(`invalid netmask '${v}'`);
         break;
       }
       case '--pe':
@@ -197,7 +214,7 @@ function parseLine(args: string[]): IpvsOp {
         st.schedFlags = value('-b').split(',').filter((x) => x !== '');
         break;
       case '-r':
-        st.real = parseAddrPort(value('-r'), true);
+        st.real = value('-r');
         break;
       case '-g':
       case '-i':
@@ -249,7 +266,7 @@ function parseLine(args: string[]): IpvsOp {
     const mark = integer(svcText, 1, 0xffffffff, 'fwmark');
     service = { fwmark: mark, family: st.v6 ? 'inet6' : 'inet' };
   } else {
-    const ap = parseAddrPort(svcText, false);
+    const ap = parseAddrPort(svcText, false, { names, family: st.v6 ? 'inet6' : 'inet', protocol: svcKind });
     svcPort = ap.port!;
     service = { protocol: svcKind, address: ap.address, port: ap.port!, family: ap.family };
   }
@@ -258,6 +275,8 @@ function parseLine(args: string[]): IpvsOp {
   const serverOpts = st.real || st.forward || st.weight !== undefined || st.upper !== undefined || st.lower !== undefined || st.tunType || st.tunPort !== undefined || st.checksum;
   const serviceOpts = st.scheduler || st.persistent || st.netmask !== undefined || st.pe || st.onePacket || st.schedFlags;
   if (isService && serverOpts) throw new Error(`real-server options are illegal with ${st.cmd}`);
+  // as ipvsadm: the kernel would take it, and ignore it
+  if (st.onePacket && (svcKind === 'tcp' || svcKind === 'sctp')) throw new Error('One-Packet Scheduling is only for UDP virtual services');
   if (!isService && serviceOpts) throw new Error(`service options are illegal with ${st.cmd}`);
 
   if (st.cmd === '-D') return { op: 'deleteService', service };
@@ -282,16 +301,17 @@ function parseLine(args: string[]): IpvsOp {
     return { op: st.cmd === '-A' ? 'addService' : 'updateService', service: cfg };
   }
   // -a / -e / -d
-  if (!st.real) throw new Error(`${st.cmd} needs a real server (-r)`);
+  if (st.real === undefined) throw new Error(`${st.cmd} needs a real server (-r)`);
+  const real = parseAddrPort(st.real, true, { names, family: serviceFamily, protocol: svcKind === 'fwmark' ? 'tcp' : svcKind });
   const forward = st.forward ?? 'droute';
-  let port = st.real.port ?? svcPort;
-  if (st.cmd === '-d') return { op: 'deleteDestination', service, dest: { address: st.real.address, port, family: st.real.family } };
+  let port = real.port ?? svcPort;
+  if (st.cmd === '-d') return { op: 'deleteDestination', service, dest: { address: real.address, port, family: real.family } };
   // As ipvsadm (-a/-e): direct routing and tunnelling cannot change the port, so the real server
   // of an address service gets the service's port.
   if (!('fwmark' in service) && (forward === 'droute' || forward === 'tunnel')) port = svcPort;
-  if (st.real.family !== serviceFamily && forward !== 'tunnel')
+  if (real.family !== serviceFamily && forward !== 'tunnel')
     throw new Error('Different address family is allowed only for tunneling servers');
-  const dest: DestinationConfig = { address: st.real.address, port, family: st.real.family, forward, weight: st.weight ?? 1 };
+  const dest: DestinationConfig = { address: real.address, port, family: real.family, forward, weight: st.weight ?? 1 };
   if (st.upper !== undefined) dest.upperThreshold = st.upper;
   if (st.lower !== undefined) dest.lowerThreshold = st.lower;
   if (st.tunType || st.tunPort !== undefined || st.checksum) {
@@ -308,9 +328,11 @@ function parseLine(args: string[]): IpvsOp {
 
 /**
  * Parses `ipvsadm -R` input (what `ipvsadm -S` prints, plus -E/-e/-D/-d/-C lines). Blank lines
- * and lines starting with '#' are skipped. Throws RulesParseError naming the first bad line.
+ * and lines starting with '#' are skipped. Host and service names are looked up in `names`
+ * (the CLI: fileResolver(); default: numeric only). Throws RulesParseError naming the first
+ * bad line.
  */
-export function parseRules(text: string): ParsedRule[] {
+export function parseRules(text: string, names: NameResolver = numeric): ParsedRule[] {
   const out: ParsedRule[] = [];
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
@@ -320,7 +342,7 @@ export function parseRules(text: string): ParsedRule[] {
     let args = tokens(t);
     if (args[0] === 'ipvsadm') args = args.slice(1);
     try {
-      out.push({ line: i + 1, op: parseLine(args) });
+      out.push({ line: i + 1, op: parseLine(args, names) });
     } catch (e) {
       throw new RulesParseError(i + 1, raw, e instanceof Error ? e.message : String(e));
     }
@@ -424,6 +446,10 @@ export function compareDests(svcFamily: AddressFamily, a: Destination, b: Destin
 export interface NameResolver {
   host(family: AddressFamily, address: string): string | undefined;
   service(port: number, protocol: IpvsProtocol): string | undefined;
+  /** The other way (restore): a host name's address, in `family` when it has one there. */
+  address?(name: string, family: AddressFamily): string | undefined;
+  /** A service name's port for `protocol`. */
+  port?(name: string, protocol: IpvsProtocol): number | undefined;
 }
 
 /** Numeric output (-n). */
@@ -435,19 +461,25 @@ export const numeric: NameResolver = { host: () => undefined, service: () => und
  */
 export function fileResolver(hostsFile = '/etc/hosts', servicesFile = '/etc/services'): NameResolver {
   const hosts = new Map<string, string>();
+  const addresses = new Map<string, string[]>();
   const services = new Map<string, string>();
+  const ports = new Map<string, number>();
   try {
     for (const line of readFileSync(hostsFile, 'utf8').split('\n')) {
       const f = line.replace(/#.*/, '').trim().split(/\s+/);
-      if (f.length >= 2 && !hosts.has(f[0]!)) hosts.set(f[0]!, f[1]!);
+      if (f.length < 2 || !isIP(f[0]!)) continue;
+      if (!hosts.has(f[0]!)) hosts.set(f[0]!, f[1]!);
+      for (const name of f.slice(1)) addresses.set(name, [...(addresses.get(name) ?? []), f[0]!]);
     }
   } catch {
     // no hosts file: numeric
   }
   try {
     for (const line of readFileSync(servicesFile, 'utf8').split('\n')) {
-      const m = /^(\S+)\s+(\d+)\/(\w+)/.exec(line);
-      if (m && !services.has(`${m[2]}/${m[3]}`)) services.set(`${m[2]}/${m[3]}`, m[1]!);
+      const m = /^(\S+)\s+(\d+)\/(\w+)([^#]*)/.exec(line);
+      if (!m) continue;
+      if (!services.has(`${m[2]}/${m[3]}`)) services.set(`${m[2]}/${m[3]}`, m[1]!);
+      for (const name of [m[1]!, ...m[4]!.trim().split(/\s+/).filter(Boolean)]) if (!ports.has(`${name}/${m[3]}`)) ports.set(`${name}/${m[3]}`, Number(m[2]));
     }
   } catch {
     // no services file: numeric
@@ -455,6 +487,11 @@ export function fileResolver(hostsFile = '/etc/hosts', servicesFile = '/etc/serv
   return {
     host: (_family, address) => hosts.get(address),
     service: (port, protocol) => services.get(`${port}/${protocol}`),
+    address: (name, family) => {
+      const all = addresses.get(name) ?? [];
+      return all.find((a) => (isIP(a) === 6) === (family === 'inet6')) ?? all[0];
+    },
+    port: (name, protocol) => ports.get(`${name}/${protocol}`),
   };
 }
 

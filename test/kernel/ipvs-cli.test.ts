@@ -87,6 +87,38 @@ test('a parse error anywhere applies nothing and names the line', () => {
   }
 });
 
+test('values the addon refuses (over-long scheduler or pe name) exit 2 naming the line, nothing applied', () => {
+  for (const [text, line, why] of [
+    ['-A -t 10.0.0.1:80 -s rr\n-A -t 10.0.0.2:80 -s abcdefghijklmnop\n', 2, /scheduler name must be 1-15 characters/],
+    ['-A -t 10.0.0.1:80 -s rr\n-A -t 10.0.0.2:80 -s rr\n-A -t 10.0.0.3:80 -s rr -p --pe abcdefghijklmnopqrstuvwxyz0123456789abcd\n', 3, /persistence engine name must be 1-15 characters/],
+  ] as const) {
+    const r = cli(['ipvs', 'restore'], text);
+    assert.equal(r.code, 2, `${JSON.stringify(text)}: ${r.stderr}`);
+    assert.match(r.stderr, new RegExp(`line ${line}: `));
+    assert.match(r.stderr, why);
+    assert.match(r.stderr, /nothing applied/);
+    assert.equal(ipvsadm(['-Sn']), '', 'nothing applied');
+  }
+});
+
+test('save with names (as ipvsadm -S) restores to the same table, and so does ipvsadm -S output', () => {
+  // names from the guest's /etc/hosts and /etc/services (127.0.0.1 localhost, http 80/tcp)
+  ipvsadm(['-A', '-t', '127.0.0.1:80', '-s', 'rr']);
+  ipvsadm(['-a', '-t', '127.0.0.1:80', '-r', '127.0.0.2:8080', '-m', '-w', '2']);
+  ipvsadm(['-A', '-u', '10.0.0.1:53', '-s', 'wlc', '-o']);
+  const numericBefore = ipvsadm(['-Sn']);
+  const ours = cli(['ipvs', 'save']);
+  assert.equal(ours.code, 0, ours.stderr);
+  assert.match(ours.stdout, /^-A -t localhost:http -s rr$/m);
+  assert.equal(ours.stdout, ipvsadm(['-S']), 'what ipvsadm -S prints');
+  for (const text of [ours.stdout, ipvsadm(['-S'])]) {
+    ipvsadm(['-C']);
+    const r = cli(['ipvs', 'restore'], text);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(ipvsadm(['-Sn']), numericBefore);
+  }
+});
+
 test('a kernel error names the line and errno and stops; --continue goes on', () => {
   const text = '-A -t 10.0.0.1:80 -s rr\n-A -t 10.0.0.1:80 -s rr\n-A -t 10.0.0.2:80 -s rr\n-A -t 10.0.0.3:80 -s nosuchsched\n-A -t 10.0.0.4:80 -s rr\n';
   // The stop is exact: lines after the failing one never reach the kernel, whatever --batch.

@@ -7,16 +7,18 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Service } from '../../src/kernel/ipvs.js';
-import { compareServices, formatList, formatSave, glibcSort, parseRules, RulesParseError, type NameResolver } from '../../src/formats/ipvsadm.js';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { compareServices, fileResolver, formatList, formatSave, glibcSort, numeric, parseRules, RulesParseError, type NameResolver } from '../../src/formats/ipvsadm.js';
 import { prng } from '../helpers/bytes.js';
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'test', 'fixtures', 'ipvs');
 const fixture = (n: string): string => readFileSync(join(FIXTURES, n), 'utf8');
 
 /** The table the rules describe, as the kernel would report it. */
-function model(text: string): Service[] {
+function model(text: string, names?: NameResolver): Service[] {
   const services: Service[] = [];
-  for (const { op } of parseRules(text)) {
+  for (const { op } of parseRules(text, names)) {
     if (op.op === 'addService') {
       const c = op.service;
       const v6 = 'fwmark' in c ? c.family === 'inet6' : c.address.includes(':');
@@ -118,6 +120,15 @@ test('parseRules: errors name the line', () => {
     ['-A -t 10.0.0.1:80 -b bogus', 1, /invalid scheduler flag 'bogus'/],
     ['-C -t 10.0.0.1:80', 1, /-C takes no service/],
     ['-A -t 300.0.0.1:80', 1, /invalid address/],
+    // what the addon would refuse after the parse let it through: refused here, by line
+    ['-A -t 10.0.0.1:80\n-a -t 10.0.0.1:80 -r 10.244.1.000 -m', 2, /invalid address '10\.244\.1\.000'/],
+    ['-a -t 10.0.0.1:80 -r 1:2:3:4:5:6:7:8:9 -m', 1, /invalid address/],
+    ['-A -t 10.0.0.1:80 -M 255.255.0.00', 1, /invalid netmask/],
+    // as ipvsadm: one-packet scheduling is for UDP (and firewall-mark) services only
+    ['-A -t 10.0.0.1:80 -o', 1, /One-Packet Scheduling is only for UDP virtual services/],
+    ['-A --sctp-service 10.0.0.1:80 --ops', 1, /One-Packet Scheduling is only for UDP virtual services/],
+    // a name with no resolver, or one the files do not have
+    ['-A -t localhost:80', 1, /invalid address 'localhost:80'/],
   ];
   for (const [text, line, why] of cases) {
     assert.throws(
@@ -126,6 +137,51 @@ test('parseRules: errors name the line', () => {
       text,
     );
   }
+});
+
+test('parseRules: -o on UDP and firewall-mark services, as ipvsadm', () => {
+  const ops = parseRules('-A -u 10.0.0.1:53 -o\n-A -f 5 -o').map((r) => r.op);
+  assert.deepEqual(ops.map((o) => (o.op === 'addService' ? o.service.flags : [])), [['one-packet'], ['one-packet']]);
+});
+
+test('parseRules: a bad line of any length is quoted bounded in the error', () => {
+  const huge = `-A -t ${'x'.repeat(1_000_000)}:80`;
+  assert.throws(
+    () => parseRules(`-A -t 10.0.0.1:80\n${huge}`),
+    (e: unknown) => e instanceof RulesParseError && e.line === 2 && e.message.length < 400 && /characters left out/.test(e.message) && /xxx:80$/.test(e.message),
+  );
+});
+
+test('names: what formatSave prints with names (as `ipvsadm -S`), parseRules reads back with the same files', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ipvsync-names-'));
+  writeFileSync(join(dir, 'hosts'), '127.0.0.1 localhost\n::1 localhost ip6-localhost\n10.244.1.2 pod-a pod-a.local # a pod\nfd00::2 pod6\n');
+  writeFileSync(join(dir, 'services'), 'http 80/tcp www # WorldWideWeb\nhttp 80/udp\ndomain 53/udp\nhttp-alt 8080/tcp webcache\n');
+  const names = fileResolver(join(dir, 'hosts'), join(dir, 'services'));
+  const table = model(
+    [
+      '-A -t 127.0.0.1:80 -s rr',
+      '-a -t 127.0.0.1:80 -r 10.244.1.2:8080 -m -w 1',
+      '-a -t 127.0.0.1:80 -r 10.244.1.3:8080 -m -w 2',
+      '-A -u 10.96.0.10:53 -s rr',
+      '-a -u 10.96.0.10:53 -r 10.244.1.2:53 -m -w 1',
+      '-A -t [fd00::2]:80 -s wlc',
+      '-a -t [fd00::2]:80 -r [fd00::2]:8080 -m -w 1',
+      '-A -t [fd00::9]:443 -s sh',
+    ].join('\n') + '\n',
+  );
+  const printed = formatSave(table, names);
+  assert.match(printed, /^-A -t localhost:http -s rr$/m, 'names, as ipvsadm -S prints them');
+  assert.match(printed, /-r pod-a:http-alt -m/);
+  assert.match(printed, /^-A -t pod6:http -s wlc$/m);
+  assert.equal(formatSave(model(printed, names), numeric), formatSave(table, numeric), 'read back: the same table');
+  // aliases; a name with addresses in both families is looked up in the line's (-6: IPv6)
+  assert.deepEqual(parseRules('-A -t pod-a.local:www\n-A -t localhost:webcache -6\n-A -t localhost:http', names).map((r) => r.op), [
+    { op: 'addService', service: { protocol: 'tcp', address: '10.244.1.2', port: 80, family: 'inet', scheduler: 'wlc', flags: [] } },
+    { op: 'addService', service: { protocol: 'tcp', address: '::1', port: 8080, family: 'inet6', scheduler: 'wlc', flags: [] } },
+    { op: 'addService', service: { protocol: 'tcp', address: '127.0.0.1', port: 80, family: 'inet', scheduler: 'wlc', flags: [] } },
+  ]);
+  assert.throws(() => parseRules('-A -t nosuchhost:80', names), /invalid address 'nosuchhost:80'/);
+  assert.throws(() => parseRules('-A -t localhost:nosuch', names), /invalid port 'nosuch'/);
 });
 
 test('parseRules reads back everything formatSave prints', () => {
