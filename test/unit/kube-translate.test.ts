@@ -27,7 +27,7 @@ const three = [
 
 const cases: Case[] = [
   {
-    name: 'nginx-basic ClusterIP with three endpoints (KUBE-PROXY.md)',
+    name: 'nginx-basic ClusterIP with three endpoints (docs/kube-proxy.md)',
     services: [svc('nginx-basic', { type: 'ClusterIP', clusterIP: '10.105.250.129', ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 80 as never }] })],
     slices: [slice('nginx-basic', 'nginx-basic-abcde', [{ name: 'http', port: 80 }], three)],
     table: ['TCP 10.105.250.129:80 rr', '  -> 192.168.0.7:80 Masq 1', '  -> 192.168.1.3:80 Masq 1', '  -> 192.168.1.4:80 Masq 1'],
