@@ -143,7 +143,7 @@ const proxierOptions: ProxierOptions = {
   config: { scheduler: 'rr', clusterCIDRs: [CLUSTER_CIDR] },
   vipLink: 'kube-ipvs0',
   glue: true,
-  // route: one local route per service CIDR instead of a /32 per VIP (bindMode, README)
+  // route: one local route per service CIDR instead of a /32 per VIP (bindMode, docs/kube-proxy.md)
   bindMode,
   ...(bindMode === 'route' ? { serviceCidrs: [SERVICE_CIDR] } : {}),
 };

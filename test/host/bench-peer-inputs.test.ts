@@ -1,5 +1,5 @@
 // The benchmark suite's peer inputs load into the real kernel with the real tools, and the
-// kube-proxy iptables-mode ruleset reads back with iptables-legacy-save exactly as KUBE-PROXY.md
+// kube-proxy iptables-mode ruleset reads back with iptables-legacy-save exactly as docs/kube-proxy.md
 // shows a kube-proxy-written table (chain names, 0.33333333349 / 0.50000000000, rule order).
 // Runs inside the private namespace scripts/host-tests.sh gives it.
 import { test } from 'node:test';
@@ -14,7 +14,7 @@ import { NGINX } from '../fixtures/kube/nginx-basic.js';
 const run = (cmd: string, args: string[], input?: string) => execFileSync(cmd, args, { encoding: 'utf8', ...(input !== undefined ? { input } : {}), maxBuffer: 1 << 28 });
 
 
-// KUBE-PROXY.md's iptables-save lines of the example (the SEP chain of the first endpoint shown).
+// docs/kube-proxy.md's iptables-save lines of the example (the SEP chain of the first endpoint shown).
 const EXAMPLE = `-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
 -A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
 -A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
@@ -38,7 +38,7 @@ function legacyFlush(): void {
   }
 }
 
-test('iptables-legacy-restore of the example service reads back as KUBE-PROXY.md shows it', () => {
+test('iptables-legacy-restore of the example service reads back as docs/kube-proxy.md shows it', () => {
   legacyFlush();
   for (const j of JUMP_RULES) run('iptables-legacy', [...j]);
   run('iptables-legacy-restore', ['--noflush'], iptablesRestore([NGINX], { clusterCidr: '192.168.0.0/16' }).text);

@@ -1,5 +1,5 @@
 // The benchmark suite's workload generators (bench/lib): kube-proxy's iptables-mode ruleset for
-// the KUBE-PROXY.md example service, the real chain-name hash scheme and probabilities, and how
+// the example service of docs/kube-proxy.md, the real chain-name hash scheme and probabilities, and how
 // every rendering (manifests, iptables, ipvsadm/ipset, nft) scales with S.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -21,7 +21,7 @@ test('base32 is RFC 4648 (Go base32.StdEncoding without padding)', () => {
   assert.equal(base32(createHash('sha256').update('').digest()).length, 52);
 });
 
-test('iptables: the KUBE-PROXY.md example service: chain names, probabilities, rules as kube-proxy writes them', () => {
+test('iptables: the example service of docs/kube-proxy.md: chain names, probabilities, rules as kube-proxy writes them', () => {
   assert.equal(svcChain(NGINX), 'KUBE-SVC-WWRFY3PZ7W3FGMQW');
   assert.deepEqual(
     NGINX.endpoints.map((e) => sepChain(NGINX, `${e.ip}:${e.port}`)),
