@@ -2,6 +2,7 @@
 import { readdirSync, statSync, watch } from 'node:fs';
 import { Option, type Command } from 'commander';
 import { NetlinkError } from '../errors.js';
+import { anyContains, parseCidr } from '../net/address.js';
 import { Ipvs } from '../kernel/ipvs.js';
 import { Links } from '../kernel/links.js';
 import type { FolderLoad, ManifestSet, ManifestWarning } from '../kube/manifests.js';
@@ -252,7 +253,12 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
     pending: () => proxier.pendingChanges,
     ...(stats !== 'none' ? { ipvsStats: () => ipvs.services({ withDestinations: stats === 'all', stats: true }) } : {}),
   });
-  const serviceHealth = new ServiceHealthServers({ proxyHealth: health });
+  // As kube-proxy: on the node's addresses in nodePortAddresses when it is set, else on all.
+  const nodePortCidrs = cfg.nodePortAddresses.map(parseCidr);
+  const serviceHealth = new ServiceHealthServers({
+    proxyHealth: health,
+    ...(nodePortCidrs.length ? { addresses: addrs.filter((a) => anyContains(nodePortCidrs, a)) } : {}),
+  });
   const notices = new NoticeLog(log);
   const runner = new SyncRunner(
     async (trigger) => {

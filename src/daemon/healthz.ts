@@ -7,10 +7,11 @@
 // - per-service health servers on healthCheckNodePorts (externalTrafficPolicy Local): 200 while
 //   the service has local endpoints and the proxy is healthy, else 503, with the count.
 import http from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import type { V1Node } from '@kubernetes/client-node';
 import type { HealthCheck } from '../kube/types.js';
-import { close, listen, type ProxyMetrics } from './metrics.js';
+import { close, DEFAULT_HTTP_LIMITS, limitedServer, listen, type HttpLimits } from './http.js';
+import type { ProxyMetrics } from './metrics.js';
 
 export const TO_BE_DELETED_TAINT = 'ToBeDeletedByClusterAutoscaler';
 
@@ -74,55 +75,6 @@ function iso(ms: number): string {
 
 function jsonHeaders(): http.OutgoingHttpHeaders {
   return { 'content-type': 'application/json', 'x-content-type-options': 'nosniff' };
-}
-
-/**
- * Bounds on what one client can make these servers do. They listen on node addresses that
- * anyone on the network reaches, and they share the daemon's event loop with the sync: the
- * HTTP parser runs every request of one socket read (tens of thousands of pipelined requests)
- * in a single turn, so without a bound a single write could hold the loop for seconds.
- */
-export interface HttpLimits {
-  /** Open connections at once; more are closed on accept. */
-  maxConnections: number;
-  /** Requests answered on one connection: the last is sent with `Connection: close`, and a
-   *  client that pipelines past it has its connection destroyed unanswered, so the rest of its
-   *  flood is never read. */
-  maxRequestsPerSocket: number;
-  /** Time to receive a request's headers / whole request; idle keep-alive time. */
-  headersTimeoutMs: number;
-  requestTimeoutMs: number;
-  keepAliveTimeoutMs: number;
-}
-
-export const DEFAULT_HTTP_LIMITS: HttpLimits = {
-  maxConnections: 64,
-  maxRequestsPerSocket: 100,
-  headersTimeoutMs: 10_000,
-  requestTimeoutMs: 10_000,
-  keepAliveTimeoutMs: 5_000,
-};
-
-/** An HTTP server for health answers under `limits` (see HttpLimits). */
-export function limitedServer(limits: HttpLimits, handler: (req: http.IncomingMessage, res: http.ServerResponse) => void): http.Server {
-  const served = new WeakMap<Socket, number>();
-  const server = http.createServer(
-    { headersTimeout: limits.headersTimeoutMs, requestTimeout: limits.requestTimeoutMs, keepAliveTimeout: limits.keepAliveTimeoutMs },
-    (req, res) => {
-      const socket = req.socket;
-      const n = (served.get(socket) ?? 0) + 1;
-      served.set(socket, n);
-      if (n > limits.maxRequestsPerSocket) {
-        // Pipelined past the last answer: what is already parsed is dropped with the socket.
-        socket.destroy();
-        return;
-      }
-      if (n === limits.maxRequestsPerSocket) res.shouldKeepAlive = false;
-      handler(req, res);
-    },
-  );
-  server.maxConnections = limits.maxConnections;
-  return server;
 }
 
 export interface HealthzServerOptions {

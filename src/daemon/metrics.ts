@@ -2,7 +2,7 @@
 // metric set (same names, types and buckets) and ipvsync's own — the IPVS writes of each sync,
 // the per-virtual-server and per-real-server traffic counters read from the kernel at scrape
 // time, the addon's CPU.
-import http from 'node:http';
+import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, exponentialBuckets, linearBuckets } from 'prom-client';
 import type { SyncReport } from '../engine/engine.js';
@@ -11,6 +11,7 @@ import type { Service } from '../kernel/ipvs.js';
 import type { ProxyModel } from '../kube/types.js';
 import type { PendingChanges } from '../proxy/proxier.js';
 import { addonCpuUsage as nativeAddonCpuUsage, type AddonCpuUsage } from '../native.js';
+import { close, DEFAULT_HTTP_LIMITS, limitedServer, listen, type HttpLimits } from './http.js';
 
 export const PROMETHEUS_CONTENT_TYPE: string = Registry.PROMETHEUS_CONTENT_TYPE;
 
@@ -235,6 +236,7 @@ export interface MetricsServerOptions {
   port: number;
   /** Text of /proxyMode (kube-proxy answers its mode there). */
   proxyMode?: string;
+  limits?: HttpLimits;
 }
 
 /** Serves /metrics (and kube-proxy's /proxyMode) for a registry-like source. */
@@ -247,7 +249,7 @@ export class MetricsServer {
   ) {}
 
   async start(): Promise<void> {
-    const server = http.createServer((req, res) => {
+    const server = limitedServer(this.opts.limits ?? DEFAULT_HTTP_LIMITS, (req, res) => {
       const path = (req.url ?? '/').split('?')[0];
       if (req.method !== 'GET' && req.method !== 'HEAD') {
         res.writeHead(405, { allow: 'GET, HEAD' }).end();
@@ -277,23 +279,4 @@ export class MetricsServer {
     await close(this.server);
     this.server = undefined;
   }
-}
-
-export function listen(server: http.Server, host: string, port: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onError = (e: Error) => reject(e);
-    server.once('error', onError);
-    server.listen({ host, port }, () => {
-      server.off('error', onError);
-      resolve();
-    });
-  });
-}
-
-export function close(server: http.Server | undefined): Promise<void> {
-  if (!server) return Promise.resolve();
-  return new Promise((resolve) => {
-    server.close(() => resolve());
-    server.closeAllConnections();
-  });
 }

@@ -3,9 +3,10 @@
 // endpoints, the client's address kept), reached from a host outside the node.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { destsOf, ipvsadmKeys, ipvsadmList, ipvsyncOk, nftSetElements, resetDataPlane } from './helpers/kernel.js';
+import { destsOf, ipvsadmKeys, ipvsadmList, ipvsyncOk, nftSetElements, resetDataPlane, sh, waitFor } from './helpers/kernel.js';
 import { fixture, manifestDir, syncArgs, writeManifests } from './helpers/manifests.js';
-import { BRIDGE_IP, connectFrom, EXT_GW, EXT_IP, httpFrom, NODE_IP, PODS, withPodNetwork } from './helpers/podnet.js';
+import { BRIDGE_IP, connectFrom, EXT_GW, EXT_IP, httpFrom, NODE_IP, PODS, statusFrom, withPodNetwork } from './helpers/podnet.js';
+import { startProxy } from './helpers/proxy.js';
 import { clientsByPod, tally } from './helpers/traffic.js';
 
 const skip = process.env.IPVSYNC_VM !== 'qemu' ? 'needs IPVS and nftables: run in qemu (node dist/test/vm/cli.js --kernel qemu --suite e2e)' : false;
@@ -76,5 +77,27 @@ describe('NodePort services end to end', { skip }, () => {
     assert.deepEqual(await destsOf('TCP 10.96.0.22:80'), ['10.244.1.3:8080', '10.244.1.4:8080']);
     assert.notEqual(await connectFrom('ext', NODE_IP, 30082), 'connected');
     assert.deepEqual(Object.keys(tally(await httpFrom('ext', 'http://10.96.0.22/', 2))), ['pod-b', 'pod-c']);
+  });
+
+  test('healthCheckNodePort servers of the daemon: on the node addresses in --nodeport-addresses only; 200 with a local endpoint, 503 without', async (t) => {
+    await resetDataPlane();
+    const { child, log, stderr, exited } = startProxy(['--manifests', dir], '--nodeport-addresses', '192.168.50.0/24', '--metrics-bind-address', '127.0.0.1:0');
+    t.after(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    });
+    const output = () => `proxy log:\n${log.join('\n')}\n${stderr()}`;
+    await waitFor('the first sync', async () => (log.some((l) => JSON.parse(l).msg === 'sync') ? true : undefined), { timeoutMs: 60_000, last: async () => output() });
+    const listening = (await sh('ss', '-Hltn')).split('\n').map((l) => l.trim().split(/\s+/)[3]).filter((a) => a?.endsWith(':32001') || a?.endsWith(':32002'));
+    assert.deepEqual(listening.sort(), [`${NODE_IP}:32001`, `${NODE_IP}:32002`], output());
+    const local = await statusFrom('ext', `http://${NODE_IP}:32001/`);
+    assert.equal(local.status, 200);
+    assert.deepEqual(JSON.parse(local.body), { service: { namespace: 'default', name: 'web-local' }, localEndpoints: 1, serviceProxyHealthy: true });
+    const remote = await statusFrom('ext', `http://${NODE_IP}:32002/`);
+    assert.equal(remote.status, 503);
+    assert.equal(JSON.parse(remote.body).localEndpoints, 0);
+    // not on the node's other addresses
+    assert.equal(await connectFrom('ext', EXT_GW, 32001), 'ECONNREFUSED');
+    child.kill('SIGTERM');
+    assert.equal((await exited).code, 0, output());
   });
 });

@@ -3,8 +3,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { DEFAULT_HTTP_LIMITS, HealthzServer, ProxierHealth, ServiceHealthServers, TO_BE_DELETED_TAINT } from '../../src/daemon/healthz.js';
-import { ProxyMetrics } from '../../src/daemon/metrics.js';
+import { HealthzServer, ProxierHealth, ServiceHealthServers, TO_BE_DELETED_TAINT } from '../../src/daemon/healthz.js';
+import { DEFAULT_HTTP_LIMITS } from '../../src/daemon/http.js';
+import { MetricsServer, ProxyMetrics } from '../../src/daemon/metrics.js';
 
 const T0 = Date.parse('2024-05-01T10:00:00Z');
 
@@ -250,6 +251,30 @@ test('connections over the cap are closed on accept; those under it are served',
     assert.equal(served, true, 'a freed slot is served again');
   } finally {
     for (const c of open) c.destroy();
+    await srv.stop();
+  }
+});
+
+test('/metrics is served under the same bounds: a pipelined flood gets the cap of answers, connections over the cap are dropped', async () => {
+  const metrics = new ProxyMetrics();
+  const srv = new MetricsServer(metrics, { host: '127.0.0.1', port: 0, limits: { ...DEFAULT_HTTP_LIMITS, maxRequestsPerSocket: 3, maxConnections: 1 } });
+  await srv.start();
+  let held: net.Socket | undefined;
+  try {
+    const flood = await rawExchange(srv.port, 'GET /proxyMode HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(10_000));
+    assert.equal(flood.closedByServer, true);
+    assert.ok(statusLines(flood.text).length <= 3, flood.text.slice(0, 300));
+    const polite = await rawExchange(srv.port, 'GET /proxyMode HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(3));
+    assert.deepEqual(statusLines(polite.text), ['HTTP/1.1 200', 'HTTP/1.1 200', 'HTTP/1.1 200']);
+    assert.equal(polite.closedByServer, true, 'closed after the last answer of the cap');
+    // one connection held open: the next is closed unanswered
+    held = net.connect(srv.port, '127.0.0.1');
+    await new Promise<void>((resolve) => held!.once('connect', () => resolve()));
+    await new Promise((res) => setTimeout(res, 50));
+    const over = await rawExchange(srv.port, 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n');
+    assert.deepEqual({ closed: over.closedByServer, text: over.text }, { closed: true, text: '' });
+  } finally {
+    held?.destroy();
     await srv.stop();
   }
 });

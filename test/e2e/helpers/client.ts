@@ -2,7 +2,8 @@
 // and prints the result as JSON on stdout:
 //   http URL N          -> Answer[]  (N requests, a new connection each)
 //   connect HOST PORT   -> "connected" | error code
-import { connectOutcome, httpMany } from './traffic.js';
+//   status URL          -> { status, body } of one GET
+import { connectOutcome, httpMany, httpStatus } from './traffic.js';
 
 const [cmd, a, b] = process.argv.slice(2);
 switch (cmd) {
@@ -12,7 +13,10 @@ switch (cmd) {
   case 'connect':
     console.log(JSON.stringify(await connectOutcome(a!, Number(b))));
     break;
+  case 'status':
+    console.log(JSON.stringify(await httpStatus(a!)));
+    break;
   default:
-    console.error(`usage: client.js http URL N | connect HOST PORT`);
+    console.error(`usage: client.js http URL N | connect HOST PORT | status URL`);
     process.exit(2);
 }

@@ -154,6 +154,11 @@ export async function httpFrom(ns: string, url: string, n: number): Promise<Answ
   return JSON.parse(await sh('ip', 'netns', 'exec', ns, process.execPath, join(HELPERS, 'client.js'), 'http', url, String(n))) as Answer[];
 }
 
+/** One HTTP GET from inside a namespace: its status and body. */
+export async function statusFrom(ns: string, url: string): Promise<{ status: number; body: string }> {
+  return JSON.parse(await sh('ip', 'netns', 'exec', ns, process.execPath, join(HELPERS, 'client.js'), 'status', url)) as { status: number; body: string };
+}
+
 /** Tries one TCP connection from inside a namespace: 'connected' or the error code. */
 export async function connectFrom(ns: string, host: string, port: number): Promise<string> {
   return JSON.parse(await sh('ip', 'netns', 'exec', ns, process.execPath, join(HELPERS, 'client.js'), 'connect', host, String(port))) as string;

@@ -43,6 +43,20 @@ export async function httpMany(url: string, n: number, timeoutMs = 5000): Promis
   return out;
 }
 
+/** One HTTP GET on a new connection: its status and body, whatever the server. */
+export function httpStatus(url: string, timeoutMs = 5000): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = get(url, { agent: false, timeout: timeoutMs }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('timeout', () => req.destroy(new Error(`timeout: ${url}`)));
+    req.on('error', reject);
+  });
+}
+
 /** Answers per pod, keys sorted. */
 export function tally(answers: readonly Answer[]): Record<string, number> {
   const t: Record<string, number> = {};
