@@ -33,6 +33,7 @@
 //   (10k; the loop 33–68 ms in 3 runs of 4, 13–33 ms in 4 without the reducer). The daemon
 //   asks for its collections itself (memoryPressure after every full sync, and on the daemon's
 //   thread once the sync thread has its objects).
+import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { BadInputError, NetlinkError } from '../errors.js';
 import type { HandleOptions } from '../native.js';
@@ -44,6 +45,8 @@ const program = new Command();
 program
   .name('ipvsync')
   .description('Program IPVS, VIPs, ipsets and nftables over netlink')
+  // dist/src/cli/main.js -> the package's package.json
+  .version((JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version)
   .option('--netns <path>', 'operate inside this network namespace (/run/netns/NAME)');
 
 function handleOptions(): HandleOptions {

@@ -577,3 +577,13 @@ test('the proxy\'s sysctls: run_estimation only when set; written to /proc/sys o
   assert.deepEqual(res.map((r) => [r.name, r.ok]), [['net.ipv4.vs.run_estimation', true], ['net.ipv4.vs.conntrack', true], ['net.ipv4.vs.missing', false]]);
   assert.match(res[2]!.error!, /ENOENT/);
 });
+
+test('--version prints the package version', () => {
+  const cli = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
+  const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
+  for (const flag of ['--version', '-V']) {
+    const r = spawnSync(process.execPath, [cli, flag], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, `${pkg.version}\n`);
+  }
+});
