@@ -2,7 +2,7 @@ export { NetlinkError, type NetlinkErrorFields, type NetlinkErrorKind } from './
 export { ApplyResult, type BatchOptions, type OpStatus } from './kernel/batch.js';
 export { Genl, type GenlFamily, type GenlOptions } from './kernel/genl.js';
 export {
-  Nftables, NftTransaction, NftCommitResult, PRIORITY, renderOp, lowerTransaction,
+  Nftables, NftTransaction, NftCommitResult, PRIORITY, renderOp,
   type NftablesApi, type NftOp, type NftVerb, type NftOpStatus, type CommitOptions, type NftRuleset,
   type TableSpec, type ChainSpec, type SetSpec, type SetElement, type RuleSpec, type HookName,
   type TableInfo, type ChainInfo, type SetInfo, type RuleInfo, type NftTransactionReport, type ListOptions as NftListOptions,

@@ -383,49 +383,6 @@ export interface ParsedMessage {
 }
 
 // ---- nftables ----
-/** A wire-shaped op (src/kernel/nftables.ts lowers typed ops to these). */
-export interface NativeNftOp {
-  kind: 'table' | 'chain' | 'set' | 'elements' | 'rule';
-  verb: 'add' | 'create' | 'delete' | 'destroy' | 'flush' | 'insert' | 'replace';
-  family: number;
-  name?: string;
-  table?: string;
-  handle?: number;
-  flags?: number;
-  hook?: { type: string; hooknum: number; priority: number; policy?: number; device?: string };
-  keyType?: number;
-  keyLen?: number;
-  keyByteorder?: number;
-  dataType?: number;
-  dataLen?: number;
-  dataByteorder?: number;
-  id?: number;
-  timeout?: number;
-  gcInterval?: number;
-  size?: number;
-  concat?: number[];
-  comment?: string;
-  set?: string;
-  setId?: number;
-  elements?: Array<NativeNftElement | NativeNftElementTuple>;
-  chain?: string;
-  position?: number;
-  /** Objects, or the positional form [type, ...fields in exprSchema order, verdict]. */
-  exprs?: Array<object | unknown[]>;
-}
-
-/** Positional element: [key, flags, verdictCode, verdictChain, data, timeout, comment, keyEnd]. */
-export type NativeNftElementTuple = [
-  Buffer,
-  number | undefined,
-  string | undefined,
-  string | undefined,
-  Buffer | undefined,
-  number | undefined,
-  string | undefined,
-  Buffer | undefined,
-];
-
 export interface NativeNftElement {
   key: Buffer | string;
   keyEnd?: Buffer | string;
@@ -517,9 +474,8 @@ export interface NativeNftWireEncoder {
 }
 
 export interface NativeNftHandle {
-  commit(ops: NativeNftOp[], opts?: NativeNftCommitOptions): Promise<NativeNftCommitOutcome>;
-  /** The same, from an op stream (native/nftables/wire.h; written by src/kernel/nft-wire.ts). */
-  /** `encoder`: a pipelined encoder fed the stream's first bytes (whole ops), built with the same opts. */
+  /** Commits an op stream (native/nftables/wire.h; written by src/kernel/nft-wire.ts).
+   *  `encoder`: a pipelined encoder fed the stream's first bytes (whole ops), built with the same opts. */
   commitWire(stream: Uint8Array, opts?: NativeNftCommitOptions, encoder?: NativeNftWireEncoder): Promise<NativeNftCommitOutcome>;
   list(opts?: { family?: number; table?: string; elements?: boolean }): Promise<NativeNftListing>;
   genId(): Promise<number>;
@@ -527,14 +483,11 @@ export interface NativeNftHandle {
 }
 
 export interface NativeNftCodec {
-  /** Field order of the positional expression form, per expression type. */
-  exprSchema: Record<string, string[]>;
   /** Expression schemas (index = position) with field kinds and enum names, for the op stream. */
   exprWire: {
     types: Array<{ name: string; fields: Array<{ name: string; kind: 'num' | 'str' | 'data' | 'bool'; enums?: Record<string, number> }> }>;
     verdicts: Record<string, number>;
   };
-  encodeTransactions(ops: NativeNftOp[], opts?: NativeNftCommitOptions): Buffer[];
   /** The batches commitWire would send for an op stream (seq and port id 0), with a pipelined
    *  encoder as commitWire takes one. */
   encodeWire(stream: Uint8Array, opts?: NativeNftCommitOptions, encoder?: NativeNftWireEncoder): Buffer[];

@@ -1,7 +1,7 @@
 // JS surface of nf_tables: class NftHandle (commit transactions, list the ruleset, read the
 // generation id) and codec hooks under codec.nftables for golden-byte tests and fuzzing.
-// JS objects are validated and converted to plain nft:: structs on the main thread; encoding,
-// sending and decoding run on the worker.
+// Ops arrive as one op stream (nftables/wire.h, written by src/kernel/nft-wire.ts): decoding,
+// validating, encoding, sending and decoding the replies run on the worker.
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
@@ -76,36 +76,6 @@ uint64_t NumField(const Ctx& c, Napi::Object o, const char* key, uint64_t max, u
   return Num(c, v, key, max);
 }
 
-int HexNibble(char ch) {
-  if (ch >= '0' && ch <= '9') return ch - '0';
-  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-  return -1;
-}
-
-// Data values are Buffers or hex strings ("0a000001"), at most NFT_DATA_VALUE_MAXLEN bytes.
-std::vector<uint8_t> Bytes(const Ctx& c, Napi::Value v, const std::string& key, size_t max = 64) {
-  std::vector<uint8_t> out;
-  if (v.IsBuffer() || v.IsTypedArray()) {
-    auto a = v.As<Napi::Uint8Array>();
-    out.assign(a.Data(), a.Data() + a.ByteLength());
-  } else if (v.IsString()) {
-    std::string s = v.As<Napi::String>().Utf8Value();
-    if (s.size() % 2) c.Fail(key + ": odd-length hex string");
-    out.resize(s.size() / 2);
-    for (size_t i = 0; i < out.size(); i++) {
-      int hi = HexNibble(s[2 * i]), lo = HexNibble(s[2 * i + 1]);
-      if (hi < 0 || lo < 0) c.Fail(key + ": not a hex string");
-      out[i] = static_cast<uint8_t>(hi << 4 | lo);
-    }
-  } else {
-    c.Fail(key + " must be a Buffer or a hex string");
-  }
-  if (out.empty()) c.Fail(key + " must not be empty");
-  if (out.size() > max) c.Fail(key + " is longer than " + std::to_string(max) + " bytes");
-  return out;
-}
-
 std::string Hex(const std::vector<uint8_t>& b) {
   static const char* d = "0123456789abcdef";
   std::string s(b.size() * 2, '0');
@@ -116,19 +86,6 @@ std::string Hex(const std::vector<uint8_t>& b) {
   return s;
 }
 
-nft::Verdict VerdictFromJs(const Ctx& c, Napi::Value v) {
-  if (!v.IsObject()) c.Fail("verdict must be an object { code, chain? }");
-  Napi::Object o = v.As<Napi::Object>();
-  nft::Verdict out;
-  std::string code = Str(c, o, "code", true);
-  int64_t x;
-  if (!nft::EnumValue(nft::VerdictNames(), code, &x)) c.Fail("unknown verdict " + code);
-  out.code = static_cast<int32_t>(x);
-  if (out.code == NFT_JUMP || out.code == NFT_GOTO) out.chain = Str(c, o, "chain", true, NFT_CHAIN_MAXNAMELEN - 1);
-  else if (Has(o, "chain")) c.Fail("only jump and goto take a chain");
-  return out;
-}
-
 Napi::Value VerdictToJs(Napi::Env env, const nft::Verdict& v) {
   Napi::Object o = Napi::Object::New(env);
   const char* n = nft::EnumName(nft::VerdictNames(), v.code);
@@ -136,89 +93,6 @@ Napi::Value VerdictToJs(Napi::Env env, const nft::Verdict& v) {
   else o.Set("code", v.code);
   if (!v.chain.empty()) o.Set("chain", v.chain);
   return o;
-}
-
-// An expression is an object ({ type: 'payload', base: 'network', … }) or, on the hot path, the
-// positional form src/kernel/nftables.ts builds from exprSchema: [type, field0, field1, …,
-// verdict?] (array element reads are much cheaper than named property lookups).
-nft::Expr ExprFromJs(const Ctx& c, Napi::Value v) {
-  if (!v.IsObject()) c.Fail("expression must be an object");
-  const bool positional = v.IsArray();
-  Napi::Object o = v.As<Napi::Object>();
-  Napi::Array arr = positional ? v.As<Napi::Array>() : Napi::Array();
-  nft::Expr e;
-  if (positional) {
-    Napi::Value t = arr.Get(0u);
-    if (!t.IsString()) c.Fail("expression type must be a string");
-    e.name = t.As<Napi::String>().Utf8Value();
-  } else {
-    e.name = Str(c, o, "type", true, 15);
-  }
-  const nft::ExprSchema* s = nft::FindExprSchema(e.name);
-  if (!s && (positional || !Has(o, "unknown"))) c.Fail("unknown expression type " + e.name);
-  if (s) {
-    e.attrs.reserve(s->fields.size());
-    const uint32_t nf = static_cast<uint32_t>(s->fields.size());
-    Napi::Value verdict = positional ? arr.Get(nf + 1) : (e.name == "immediate" ? GetK(o, "verdict") : Napi::Value());
-    const bool has_verdict = !verdict.IsEmpty() && !verdict.IsUndefined() && !verdict.IsNull();
-    for (uint32_t i = 0; i < nf; i++) {
-      const nft::FieldSchema& f = s->fields[i];
-      Napi::Value fv = positional ? arr.Get(i + 1) : GetK(o, f.js);
-      nft::ExprAttr a;
-      a.type = f.attr;
-      a.kind = f.kind;
-      if (e.name == "immediate" && f.attr == NFTA_IMMEDIATE_DATA && has_verdict) {
-        if (!fv.IsUndefined()) c.Fail("immediate takes data or verdict, not both");
-        a.kind = ValueKind::kVerdict;
-        a.verdict = VerdictFromJs(c, verdict);
-        e.attrs.push_back(std::move(a));
-        continue;
-      }
-      if (fv.IsUndefined() || fv.IsNull()) continue;
-      const std::string key = e.name + "." + f.js;
-      if (f.is_bool) {
-        if (!fv.IsBoolean()) c.Fail(key + " must be a boolean");
-        if (!fv.As<Napi::Boolean>().Value()) continue;
-        a.num = 1;
-      } else if (f.enums && fv.IsString()) {
-        int64_t x;
-        if (!nft::EnumValue(f.enums, fv.As<Napi::String>().Utf8Value(), &x))
-          c.Fail(key + ": unknown value " + fv.As<Napi::String>().Utf8Value());
-        a.num = static_cast<uint64_t>(x);
-      } else {
-        switch (f.kind) {
-          case ValueKind::kU8: a.num = Num(c, fv, key, 0xff); break;
-          case ValueKind::kBe16: a.num = Num(c, fv, key, 0xffff); break;
-          case ValueKind::kBe32: a.num = Num(c, fv, key, f.is_register ? static_cast<uint64_t>(NFT_REG32_15) : 0xffffffffu); break;
-          case ValueKind::kBe64: a.num = Num(c, fv, key, UINT64_MAX); break;
-          case ValueKind::kStr: {
-            if (!fv.IsString()) c.Fail(key + " must be a string");
-            a.str = fv.As<Napi::String>().Utf8Value();
-            if (a.str.size() > 255 || a.str.find('\0') != std::string::npos) c.Fail(key + " is not a valid name");
-            break;
-          }
-          case ValueKind::kData: a.bytes = Bytes(c, fv, key); break;
-          default: c.Fail(key + ": unsupported field");
-        }
-      }
-      e.attrs.push_back(std::move(a));
-    }
-  }
-  Napi::Value unk = positional ? Napi::Value() : GetK(o, "unknown");
-  if (!unk.IsEmpty() && unk.IsArray()) {
-    Napi::Array ua = unk.As<Napi::Array>();
-    for (uint32_t i = 0; i < ua.Length(); i++) {
-      if (!ua.Get(i).IsObject()) c.Fail("unknown attributes must be { attr, hex }");
-      Napi::Object u = ua.Get(i).As<Napi::Object>();
-      nft::ExprAttr a;
-      a.kind = ValueKind::kRaw;
-      a.type = static_cast<uint16_t>(NumField(c, u, "attr", 0xffff, 0));
-      Napi::Value hv = GetK(u, "hex");
-      if (!(hv.IsString() && hv.As<Napi::String>().Utf8Value().empty())) a.bytes = Bytes(c, hv, "unknown.hex", 4096);
-      e.attrs.push_back(std::move(a));
-    }
-  }
-  return e;
 }
 
 Napi::Value ExprToJs(Napi::Env env, const nft::Expr& e) {
@@ -258,211 +132,6 @@ Napi::Value ExprToJs(Napi::Env env, const nft::Expr& e) {
   return o;
 }
 
-uint8_t Family(const Ctx& c, Napi::Object o) {
-  const uint64_t f = NumField(c, o, "family", 255, 256);
-  if (f == 256) c.Fail("family is required");
-  if (f != NFPROTO_INET && f != NFPROTO_IPV4 && f != NFPROTO_IPV6 && f != NFPROTO_ARP && f != NFPROTO_BRIDGE &&
-      f != NFPROTO_NETDEV)
-    c.Fail("unknown family " + std::to_string(f));
-  return static_cast<uint8_t>(f);
-}
-
-// An element is an object ({ key, keyEnd?, flags?, verdict? | data?, timeout?, comment? }) or
-// the positional form [key, flags, verdictCode, verdictChain, data, timeout, comment, keyEnd].
-nft::Element ElementFromJs(const Ctx& c, Napi::Value v, size_t i) {
-  auto where = [&](const char* f) { return "elements[" + std::to_string(i) + "]." + f; };
-  if (!v.IsObject()) c.Fail("elements[" + std::to_string(i) + "] must be an object");
-  nft::Element e;
-  Napi::Value key, key_end, flags, verdict_code, verdict_chain, verdict, data, timeout, comment;
-  if (v.IsArray()) {
-    Napi::Array a = v.As<Napi::Array>();
-    key = a.Get(0u);
-    flags = a.Get(1u);
-    verdict_code = a.Get(2u);
-    verdict_chain = a.Get(3u);
-    data = a.Get(4u);
-    timeout = a.Get(5u);
-    comment = a.Get(6u);
-    key_end = a.Get(7u);
-  } else {
-    Napi::Object o = v.As<Napi::Object>();
-    key = GetK(o, "key");
-    key_end = GetK(o, "keyEnd");
-    flags = GetK(o, "flags");
-    verdict = GetK(o, "verdict");
-    data = GetK(o, "data");
-    timeout = GetK(o, "timeout");
-    comment = GetK(o, "comment");
-  }
-  auto present = [](const Napi::Value& x) { return !x.IsEmpty() && !x.IsUndefined() && !x.IsNull(); };
-  e.key = Bytes(c, key, where("key"));
-  if (present(key_end)) e.key_end = Bytes(c, key_end, where("keyEnd"));
-  if (present(flags)) {
-    e.flags = static_cast<uint32_t>(Num(c, flags, where("flags"), 0xffffffffu));
-    e.has_flags = true;
-  }
-  if (present(verdict)) {
-    e.has_verdict = true;
-    e.verdict = VerdictFromJs(c, verdict);
-  } else if (present(verdict_code)) {
-    if (!verdict_code.IsString()) c.Fail(where("verdict") + " must be a verdict name");
-    int64_t x;
-    const std::string code = verdict_code.As<Napi::String>().Utf8Value();
-    if (!nft::EnumValue(nft::VerdictNames(), code, &x)) c.Fail("unknown verdict " + code);
-    e.has_verdict = true;
-    e.verdict.code = static_cast<int32_t>(x);
-    if (e.verdict.code == NFT_JUMP || e.verdict.code == NFT_GOTO) {
-      if (!verdict_chain.IsString() || verdict_chain.As<Napi::String>().Utf8Value().empty())
-        c.Fail(where("verdict") + ": " + code + " needs a chain");
-      e.verdict.chain = verdict_chain.As<Napi::String>().Utf8Value();
-      if (e.verdict.chain.size() >= NFT_CHAIN_MAXNAMELEN) c.Fail(where("verdict") + ": chain name too long");
-    }
-  } else if (present(data)) {
-    e.data = Bytes(c, data, where("data"));
-  }
-  if (present(timeout)) e.timeout_ms = Num(c, timeout, where("timeout"), UINT64_MAX / 2);
-  if (present(comment)) {
-    if (!comment.IsString()) c.Fail(where("comment") + " must be a string");
-    e.comment = comment.As<Napi::String>().Utf8Value();
-    if (e.comment.size() > 127) c.Fail(where("comment") + " is longer than 127 bytes");
-  }
-  return e;
-}
-
-nft::Op OpFromJs(Napi::Env env, Napi::Value v, size_t index) {
-  Ctx c{env, "nftables op " + std::to_string(index)};
-  if (!v.IsObject()) c.Fail("must be an object");
-  Napi::Object o = v.As<Napi::Object>();
-  nft::Op op;
-  const std::string verb = Str(c, o, "verb", true);
-  const std::string kind = Str(c, o, "kind", true);
-  static const std::pair<const char*, nft::Verb> verbs[] = {
-      {"add", nft::Verb::kAdd},         {"create", nft::Verb::kCreate}, {"delete", nft::Verb::kDelete},
-      {"destroy", nft::Verb::kDestroy}, {"flush", nft::Verb::kFlush},   {"insert", nft::Verb::kInsert},
-      {"replace", nft::Verb::kReplace}};
-  bool found = false;
-  for (const auto& p : verbs)
-    if (verb == p.first) {
-      op.verb = p.second;
-      found = true;
-    }
-  if (!found) c.Fail("unknown verb " + verb);
-  const bool is_new = op.verb == nft::Verb::kAdd || op.verb == nft::Verb::kCreate;
-  if ((op.verb == nft::Verb::kInsert || op.verb == nft::Verb::kReplace) && kind != "rule")
-    c.Fail(verb + " applies to rules only");
-  const uint8_t family = Family(c, o);
-  if (kind == "table") {
-    op.kind = nft::Kind::kTable;
-    op.table.family = family;
-    op.table.handle = NumField(c, o, "handle", UINT64_MAX, 0);
-    op.table.name = Str(c, o, "name", op.table.handle == 0, NFT_TABLE_MAXNAMELEN - 1);
-    op.table.flags = static_cast<uint32_t>(NumField(c, o, "flags", 0xffffffffu, 0));
-  } else if (kind == "chain") {
-    op.kind = nft::Kind::kChain;
-    nft::Chain& ch = op.chain;
-    ch.family = family;
-    ch.table = Str(c, o, "table", true, NFT_TABLE_MAXNAMELEN - 1);
-    ch.handle = NumField(c, o, "handle", UINT64_MAX, 0);
-    ch.name = Str(c, o, "name", ch.handle == 0 || is_new, NFT_CHAIN_MAXNAMELEN - 1);
-    Napi::Value hv = GetK(o, "hook");
-    if (is_new && hv.IsObject()) {
-      Napi::Object h = hv.As<Napi::Object>();
-      ch.base = true;
-      ch.type = Str(c, h, "type", true, 15);
-      ch.hooknum = static_cast<uint32_t>(NumField(c, h, "hooknum", 16, 1000));
-      if (ch.hooknum == 1000) c.Fail("hook.hooknum is required");
-      Napi::Value pr = GetK(h, "priority");
-      if (!pr.IsNumber()) c.Fail("hook.priority must be a number");
-      const double p = pr.As<Napi::Number>().DoubleValue();
-      if (p != std::floor(p) || p < INT32_MIN || p > INT32_MAX) c.Fail("hook.priority must be a 32-bit integer");
-      ch.priority = static_cast<int32_t>(p);
-      if (Has(h, "policy")) {
-        ch.has_policy = true;
-        ch.policy = static_cast<uint32_t>(NumField(c, h, "policy", 1, 1));
-      }
-      ch.device = Str(c, h, "device", false, 15);
-    }
-  } else if (kind == "set") {
-    op.kind = nft::Kind::kSet;
-    nft::Set& s = op.set;
-    s.family = family;
-    s.table = Str(c, o, "table", true, NFT_TABLE_MAXNAMELEN - 1);
-    s.handle = NumField(c, o, "handle", UINT64_MAX, 0);
-    s.name = Str(c, o, "name", s.handle == 0 || is_new, NFT_SET_MAXNAMELEN - 1);
-    if (is_new) {
-      s.flags = static_cast<uint32_t>(NumField(c, o, "flags", 0xffffffffu, 0));
-      s.key_type = static_cast<uint32_t>(NumField(c, o, "keyType", 0xffffffffu, 0));
-      s.key_len = static_cast<uint32_t>(NumField(c, o, "keyLen", 64, 0));
-      if (s.key_len == 0) c.Fail("keyLen must be 1..64");
-      if (Has(o, "dataType")) {
-        s.has_data = true;
-        s.data_type = static_cast<uint32_t>(NumField(c, o, "dataType", 0xffffffffu, 0));
-        s.data_len = static_cast<uint32_t>(NumField(c, o, "dataLen", 64, 0));
-      }
-      s.id = static_cast<uint32_t>(NumField(c, o, "id", 0xffffffffu, 0));
-      s.timeout_ms = NumField(c, o, "timeout", UINT64_MAX / 2, 0);
-      s.gc_interval_ms = static_cast<uint32_t>(NumField(c, o, "gcInterval", 0xffffffffu, 0));
-      s.size = static_cast<uint32_t>(NumField(c, o, "size", 0xffffffffu, 0));
-      Napi::Value cl = GetK(o, "concat");
-      if (cl.IsArray()) {
-        Napi::Array a = cl.As<Napi::Array>();
-        for (uint32_t i = 0; i < a.Length(); i++) s.concat_lens.push_back(static_cast<uint8_t>(Num(c, a.Get(i), "concat", 64)));
-      }
-      // nft's set udata: key byte order, and for maps data byte order + "data is not an interval".
-      const uint32_t kbo = static_cast<uint32_t>(NumField(c, o, "keyByteorder", 2, 0));
-      nft::UdataPut(s.userdata, nft::kUdataSetKeyByteorder, &kbo, 4);
-      if (s.has_data) {
-        const uint32_t dbo = static_cast<uint32_t>(NumField(c, o, "dataByteorder", 2, 0));
-        const uint32_t zero = 0;
-        nft::UdataPut(s.userdata, nft::kUdataSetDataByteorder, &dbo, 4);
-        nft::UdataPut(s.userdata, nft::kUdataSetDataInterval, &zero, 4);
-      }
-      const std::string comment = Str(c, o, "comment", false, 127);
-      if (!comment.empty()) nft::UdataPutStr(s.userdata, nft::kUdataSetComment, comment);
-    }
-  } else if (kind == "elements") {
-    op.kind = nft::Kind::kElements;
-    if (op.verb == nft::Verb::kFlush) c.Fail("flush a set with kind 'set'");
-    op.ref.family = family;
-    op.ref.table = Str(c, o, "table", true, NFT_TABLE_MAXNAMELEN - 1);
-    op.ref.set = Str(c, o, "set", true, NFT_SET_MAXNAMELEN - 1);
-    op.ref.set_id = static_cast<uint32_t>(NumField(c, o, "setId", 0xffffffffu, 0));
-    Napi::Value ev = GetK(o, "elements");
-    if (!ev.IsArray()) c.Fail("elements must be an array");
-    Napi::Array a = ev.As<Napi::Array>();
-    op.elements.reserve(a.Length());
-    for (uint32_t i = 0; i < a.Length(); i++) op.elements.push_back(ElementFromJs(c, a.Get(i), i));
-  } else if (kind == "rule") {
-    op.kind = nft::Kind::kRule;
-    nft::Rule& r = op.rule;
-    r.family = family;
-    r.table = Str(c, o, "table", true, NFT_TABLE_MAXNAMELEN - 1);
-    const bool needs_chain = op.verb != nft::Verb::kFlush;
-    r.chain = Str(c, o, "chain", needs_chain, NFT_CHAIN_MAXNAMELEN - 1);
-    r.handle = NumField(c, o, "handle", UINT64_MAX, 0);
-    r.position = NumField(c, o, "position", UINT64_MAX, 0);
-    if ((op.verb == nft::Verb::kReplace || op.verb == nft::Verb::kDelete || op.verb == nft::Verb::kDestroy) &&
-        r.handle == 0)
-      c.Fail(verb + " rule needs a handle");
-    if (op.verb == nft::Verb::kAdd || op.verb == nft::Verb::kCreate || op.verb == nft::Verb::kInsert) {
-      if (r.handle) c.Fail("a new rule has no handle (use position)");
-    }
-    if (op.verb == nft::Verb::kAdd || op.verb == nft::Verb::kCreate || op.verb == nft::Verb::kInsert ||
-        op.verb == nft::Verb::kReplace) {
-      Napi::Value ex = GetK(o, "exprs");
-      if (!ex.IsArray()) c.Fail("exprs must be an array");
-      Napi::Array a = ex.As<Napi::Array>();
-      if (a.Length() > 128) c.Fail("more than 128 expressions in a rule");
-      op.rule.exprs.reserve(a.Length());
-      for (uint32_t i = 0; i < a.Length(); i++) op.rule.exprs.push_back(ExprFromJs(c, a.Get(i)));
-      r.comment = Str(c, o, "comment", false, 127);
-    }
-  } else {
-    c.Fail("unknown kind " + kind);
-  }
-  return op;
-}
-
 nft::TxOptions TxOptionsFromJs(Napi::Env env, Napi::Value v) {
   nft::TxOptions t;
   if (!v.IsObject()) return t;
@@ -491,15 +160,6 @@ nft::TxOptions TxOptionsFromJs(Napi::Env env, Napi::Value v) {
     t.gen_id = static_cast<uint32_t>(NumField(c, o, "genId", 0xffffffffu, 0));
   }
   return t;
-}
-
-std::vector<nft::Op> OpsFromJs(Napi::Env env, Napi::Value v) {
-  if (!v.IsArray()) ThrowInvalid(env, "nftables commit", "expected an array of ops");
-  Napi::Array a = v.As<Napi::Array>();
-  std::vector<nft::Op> ops;
-  ops.reserve(a.Length());
-  for (uint32_t i = 0; i < a.Length(); i++) ops.push_back(OpFromJs(env, a.Get(i), i));
-  return ops;
 }
 
 // ---- results -------------------------------------------------------------------------------
@@ -980,7 +640,6 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
   static void Init(Napi::Env env, Napi::Object exports) {
     exports.Set("NftHandle", DefineClass(env, "NftHandle",
                                          {
-                                             InstanceMethod<&NftHandle::Commit>("commit"),
                                              InstanceMethod<&NftHandle::CommitWire>("commitWire"),
                                              InstanceMethod<&NftHandle::List>("list"),
                                              InstanceMethod<&NftHandle::GenId>("genId"),
@@ -993,25 +652,7 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
   }
 
  private:
-  // commit(ops, opts?) -> { statuses, errors, transactions, sendmsgCalls }
-  Napi::Value Commit(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
-    Napi::Env env = info.Env();
-    auto ops = std::make_shared<std::vector<nft::Op>>(OpsFromJs(env, info[0]));
-    const nft::TxOptions opt = TxOptionsFromJs(env, info[1]);
-    auto ch = ch_;
-    return PromiseWorker<CommitResult>::Run(
-        env,
-        [ch, ops, opt]() {
-          std::vector<nft::TxBatch> txs = nft::BuildTransactions(*ops, opt);
-          std::lock_guard<std::mutex> lock(ch->mu);
-          return RunCommit(ch->Sock(), txs, ops->size(),
-                           [&](size_t i, uint16_t msg) { return nft::OpName((*ops)[i], msg); });
-        },
-        [](Napi::Env env, CommitResult& r) { return CommitResultToJs(env, r); });
-  }
-
-  // commitWire(stream: Uint8Array, opts?, encoder?) -> same as commit. The op stream (nftables/wire.h) is
+  // commitWire(stream: Uint8Array, opts?, encoder?) -> { statuses, errors, transactions, sendmsgCalls }. The op stream (nftables/wire.h) is
   // decoded, validated and encoded on the worker, in place: the main thread only takes a
   // reference to the buffer (src/kernel/nft-wire.ts never touches a stream once written), which
   // is released on the main thread when the worker object goes. A bad op rejects with a
@@ -1089,17 +730,6 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
 
 // ---- codec hooks ---------------------------------------------------------------------------
 
-// encodeTransactions(ops, opts?) -> Buffer[] (one per transaction; seq and port id are 0)
-Napi::Value EncodeTransactions(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
-  Napi::Env env = info.Env();
-  std::vector<nft::Op> ops = OpsFromJs(env, info[0]);
-  std::vector<nft::TxBatch> txs = nft::BuildTransactions(ops, TxOptionsFromJs(env, info[1]));
-  Napi::Array a = Napi::Array::New(env, txs.size());
-  for (size_t i = 0; i < txs.size(); i++) a.Set(i, ToBuffer(env, txs[i].batch.buffer()));
-  return a;
-}
-
 // encodeWire(stream, opts?, encoder?) -> Buffer[]: the batches commitWire would send (seq and
 // port id 0).
 Napi::Value EncodeWire(const Napi::CallbackInfo& info) {
@@ -1172,19 +802,6 @@ Napi::Value DecodeElementsJs(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
-// { payload: ['dreg', 'base', …], immediate: ['dreg', 'data', 'verdict'], … }: the order of the
-// positional expression form.
-Napi::Value ExprSchemaJs(Napi::Env env) {
-  Napi::Object o = Napi::Object::New(env);
-  for (const nft::ExprSchema& s : nft::ExprSchemas()) {
-    Napi::Array a = Napi::Array::New(env, s.fields.size() + 1);
-    for (size_t i = 0; i < s.fields.size(); i++) a.Set(i, s.fields[i].js);
-    a.Set(s.fields.size(), "verdict");
-    o.Set(s.name, a);
-  }
-  return o;
-}
-
 // { types: [{ name, fields: [{ name, kind: 'num'|'str'|'data'|'bool', enums? }] }], verdicts }:
 // what src/kernel/nft-wire.ts needs to write expressions into the op stream (the schema index
 // is the position in types).
@@ -1225,10 +842,8 @@ void InitNftables(Napi::Env env, Napi::Object exports) {
   NftHandle::Init(env, exports);
   NftWireEncoder::Init(env, exports);
   Napi::Object codec = CodecNamespace(env, exports, "nftables");
-  codec.Set("exprSchema", ExprSchemaJs(env));
   codec.Set("exprWire", ExprWireJs(env));
   codec.Set("encodeWire", Napi::Function::New(env, EncodeWire));
-  codec.Set("encodeTransactions", Napi::Function::New(env, EncodeTransactions));
   codec.Set("decodeRule", Napi::Function::New(env, DecodeRuleJs));
   codec.Set("decodeChain", Napi::Function::New(env, DecodeChainJs));
   codec.Set("decodeTable", Napi::Function::New(env, DecodeTableJs));

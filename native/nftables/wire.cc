@@ -1,5 +1,5 @@
-// Op stream decoder (layout in wire.h). Every check mirrors the object path in
-// addon/nftables_binding.cc (OpFromJs / ElementFromJs / ExprFromJs), with the same messages.
+// Op stream decoder (layout in wire.h): the one place an op's fields are range-checked before
+// they are encoded (names, registers, enum values, data lengths, verdicts).
 #include "nftables/wire.h"
 
 #include <linux/netfilter.h>

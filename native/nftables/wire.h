@@ -1,7 +1,7 @@
 // The op stream: a compact binary form of a transaction that src/kernel/nft-wire.ts writes in
-// one pass and hands across N-API as one buffer (instead of an object graph per op). Decoding
-// validates exactly what the object path (addon OpsFromJs) validates; a bad op throws a
-// kInvalid nl::Exception naming it ("nftables op 3: …"). No syscalls, no napi.h.
+// one pass and hands across N-API as one buffer (instead of an object graph per op): the only
+// form ops reach the addon in. Decoding validates every field; a bad op throws a kInvalid
+// nl::Exception naming it ("nftables op 3: …"). No syscalls, no napi.h.
 //
 // Layout (little endian). str/bytes: u16 length + bytes. num: u8 tag (0: f64, 1: u64) + 8 bytes.
 //   stream   := u32 magic "NFW1" , op*

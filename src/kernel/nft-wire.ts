@@ -3,8 +3,7 @@
 // encoded to netlink by the addon on its worker. Replaces an object graph per op (every
 // property read across N-API costs ~100 ns; 30k rules have ~1M of them).
 // Shape errors (a hex string that is not hex, an unknown enum name) are thrown here as
-// NetlinkError kind 'invalid'; ranges and the rest are checked by the addon, with the same
-// messages as the object path (codec.nftables.encodeTransactions).
+// NetlinkError kind 'invalid'; ranges and the rest are checked by the addon.
 import { NetlinkError } from '../errors.js';
 import { native } from '../native.js';
 import type { Expr, Verdict } from './nft-expr.js';

@@ -8,10 +8,8 @@ import {
   native,
   type HandleOptions,
   type NativeNftElement,
-  type NativeNftElementTuple,
   type NativeNftCommitOptions,
   type NativeNftHandle,
-  type NativeNftOp,
   type NativeNftSet,
   type NativeNftWireEncoder,
   type SocketStats,
@@ -19,8 +17,8 @@ import {
 import { OpStreamWriter, writeOps, type ElementLike, type LoweredElement, type SetLike } from './nft-wire.js';
 import { canonicalExpr, renderExpr, type Expr, type Verdict } from './nft-expr.js';
 import {
-  DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, cidrRange, decodeKey, encodeKey, familyName, keyLength,
-  keyTypeId, keyTypesFromId, rangeToText, type DataType, type KeyValue, type NftFamily,
+  DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, cidrRange, decodeKey, encodeKey, familyName, keyTypesFromId,
+  rangeToText, type DataType, type KeyValue, type NftFamily,
 } from './nft-types.js';
 
 export type { NftFamily, DataType, KeyValue } from './nft-types.js';
@@ -233,8 +231,8 @@ export function renderOp(op: NftOp): string {
 
 export interface NftTransactionOptions {
   /**
-   * Keep the queued ops as objects in `ops` (default true): what toString, the object-path
-   * codec and test doubles (FakeNftables) read. Every op is encoded into the transaction's op
+   * Keep the queued ops as objects in `ops` (default true): what toString and test doubles
+   * (FakeNftables) read. Every op is encoded into the transaction's op
    * stream when it is queued either way; a bulk load that only commits can pass false, so the
    * rule and expression objects it queues are garbage as soon as they are queued (at 30k rules
    * that is most of the cost of building the transaction: the young generation no longer
@@ -426,49 +424,16 @@ export function encodeOps(tx: NftTransaction | readonly NftOp[]): Uint8Array {
   return tx instanceof NftTransaction ? tx.encoded() : writeOps(tx, lowerInterval);
 }
 
-// ---- lowering typed ops to the addon's wire-shaped ops -------------------------------------
-
-function lowerSet(s: SetSpec, id: number): NativeNftOp {
-  const interval = s.interval === true;
-  let flags = interval ? 0x4 : 0; // NFT_SET_INTERVAL
-  if (s.map) flags |= 0x8; // NFT_SET_MAP
-  if (s.timeout || s.timeoutFlag) flags |= 0x10; // NFT_SET_TIMEOUT
-  const op: NativeNftOp = {
-    kind: 'set',
-    verb: 'add',
-    family: FAMILY_NUMBER[s.family],
-    table: s.table,
-    name: s.name,
-    flags,
-    keyType: keyTypeId(s.key),
-    keyLen: keyLength(s.key),
-    keyByteorder: s.key.length === 1 ? DATATYPES[s.key[0]!].byteorder : 0,
-    id,
-  };
-  if (s.map === 'verdict') {
-    op.dataType = VERDICT_DATATYPE;
-    op.dataLen = 0;
-    op.dataByteorder = 0;
-  } else if (s.map) {
-    op.dataType = DATATYPES[s.map].id;
-    op.dataLen = DATATYPES[s.map].len;
-    op.dataByteorder = DATATYPES[s.map].byteorder;
-  }
-  if (s.timeout) op.timeout = s.timeout;
-  if (s.comment) op.comment = s.comment;
-  if (s.size) op.size = s.size;
-  return op;
-}
+// ---- interval set elements ----------------------------------------------------------------
 
 const END = 1; // NFT_SET_ELEM_INTERVAL_END
 
 /** Elements as the kernel wants them: keys as bytes; an interval set's CIDR becomes a start
  *  element and an end element (flag INTERVAL_END) at the first address past it, sorted, with a
- *  leading zero END element when the lowest range does not start at zero — as nft does.
- *  Positional tuples (NativeNftElementTuple): cheap to hand across N-API in bulk. */
-export function lowerElements(s: SetSpec, elements: SetElement[], verb: string): NativeNftElementTuple[] {
+ *  leading zero END element when the lowest range does not start at zero — as nft does. */
+export function lowerElements(s: SetSpec, elements: SetElement[], verb: string): LoweredElement[] {
   const adding = verb === 'add' || verb === 'create';
-  const tuple = (key: Buffer, e: SetElement | undefined, flags?: number): NativeNftElementTuple => {
+  const tuple = (key: Buffer, e: SetElement | undefined, flags?: number): LoweredElement => {
     let code: string | undefined;
     let chain: string | undefined;
     let data: Buffer | undefined;
@@ -503,7 +468,7 @@ export function lowerElements(s: SetSpec, elements: SetElement[], verb: string):
     return e;
   };
   if (!s.interval) {
-    const out = new Array<NativeNftElementTuple>(elements.length);
+    const out = new Array<LoweredElement>(elements.length);
     for (let i = 0; i < elements.length; i++) {
       const e = one(elements[i]!);
       out[i] = tuple(encodeKey(s.key, e.key), e);
@@ -517,7 +482,7 @@ export function lowerElements(s: SetSpec, elements: SetElement[], verb: string):
     return { e, ...cidrRange(t, e.key[0]!) };
   });
   ranges.sort((a, b) => Buffer.compare(a.start, b.start));
-  const out: NativeNftElementTuple[] = [];
+  const out: LoweredElement[] = [];
   if (adding && ranges.length && ranges[0]!.start.some((x) => x !== 0))
     out.push(tuple(Buffer.alloc(ranges[0]!.start.length), undefined, END));
   for (const r of ranges) {
@@ -525,83 +490,6 @@ export function lowerElements(s: SetSpec, elements: SetElement[], verb: string):
     if (r.end) out.push(tuple(r.end, undefined, END));
   }
   return out;
-}
-
-let exprSchema: Record<string, string[]> | undefined;
-
-/** The positional form of an expression (field order from the addon's schema). */
-function positional(e: Expr): object | unknown[] {
-  exprSchema ??= native().codec.nftables.exprSchema;
-  const fields = exprSchema[e.type];
-  if (!fields || 'unknown' in e) return e;
-  const rec = e as unknown as Record<string, unknown>;
-  const out = new Array<unknown>(fields.length + 1);
-  out[0] = e.type;
-  for (let i = 0; i < fields.length; i++) out[i + 1] = rec[fields[i]!];
-  return out;
-}
-
-function lowerOps(ops: readonly NftOp[]): NativeNftOp[] {
-  const out: NativeNftOp[] = [];
-  const setIds = new Map<string, number>();
-  let nextId = 1;
-  for (const op of ops) {
-    switch (op.kind) {
-      case 'table':
-        out.push({ kind: 'table', verb: op.verb, family: FAMILY_NUMBER[op.table.family], name: op.table.name });
-        break;
-      case 'chain': {
-        const c = op.chain;
-        const o: NativeNftOp = { kind: 'chain', verb: op.verb, family: FAMILY_NUMBER[c.family], table: c.table, name: c.name };
-        if (c.hook) {
-          o.hook = { type: c.hook.type, hooknum: HOOKS.indexOf(c.hook.hook), priority: c.hook.priority };
-          if (c.hook.policy) o.hook.policy = c.hook.policy === 'accept' ? 1 : 0;
-        }
-        out.push(o);
-        break;
-      }
-      case 'set': {
-        if (op.verb === 'add' || op.verb === 'create') {
-          const id = nextId++;
-          setIds.set(`${op.set.family}\0${op.set.table}\0${op.set.name}`, id);
-          out.push({ ...lowerSet(op.set, id), verb: op.verb });
-        } else {
-          out.push({ kind: 'set', verb: op.verb, family: FAMILY_NUMBER[op.set.family], table: op.set.table, name: op.set.name });
-        }
-        break;
-      }
-      case 'elements': {
-        const s = op.set;
-        const o: NativeNftOp = {
-          kind: 'elements',
-          verb: op.verb,
-          family: FAMILY_NUMBER[s.family],
-          table: s.table,
-          set: s.name,
-          elements: lowerElements(s, op.elements, op.verb),
-        };
-        const id = setIds.get(`${s.family}\0${s.table}\0${s.name}`);
-        if (id !== undefined) o.setId = id;
-        out.push(o);
-        break;
-      }
-      case 'rule': {
-        const r = op.rule;
-        const o: NativeNftOp = { kind: 'rule', verb: op.verb, family: FAMILY_NUMBER[r.family], table: r.table, chain: r.chain, exprs: r.exprs.map(positional) };
-        if (r.handle !== undefined && (op.verb === 'replace' || op.verb === 'delete' || op.verb === 'destroy')) o.handle = r.handle;
-        if (op.position !== undefined) o.position = op.position;
-        if (r.comment) o.comment = r.comment;
-        out.push(o);
-        break;
-      }
-    }
-  }
-  return out;
-}
-
-/** The wire-shaped ops the addon takes (exported for golden-byte tests). */
-export function lowerTransaction(tx: NftTransaction | readonly NftOp[]): NativeNftOp[] {
-  return lowerOps(tx instanceof NftTransaction ? tx.keptOps('the object-path codec') : tx);
 }
 
 // ---- listing -------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { native } from '../../src/native.js';
 import { NetlinkError } from '../../src/errors.js';
-import { NftTransaction, lowerTransaction, type SetSpec } from '../../src/kernel/nftables.js';
+import { NftTransaction, encodeOps, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
 import { canonicalExprs, renderData, type Expr } from '../../src/kernel/nft-expr.js';
 import * as R from '../../src/kernel/nft-rules.js';
 import {
@@ -25,6 +25,9 @@ function split(batch: Buffer): Buffer[] {
   }
   return out;
 }
+
+/** The batches commit sends for these ops, every op acked. */
+const encode = (tx: NftTransaction | NftOp[], opts: object = {}) => codec.encodeWire(encodeOps(tx), { ackMode: 'all', ...opts });
 
 const EVERY: Expr[] = [
   ...R.inSet([F.ipDaddr, F.l4proto, F.thDport], 's', { invert: true }),
@@ -50,7 +53,7 @@ const EVERY: Expr[] = [
 
 test('every expression kind survives encode -> decode unchanged', () => {
   const tx = new NftTransaction().addRule({ family: 'ip6', table: 't', chain: 'c', exprs: EVERY, comment: 'all of them' });
-  const [batch] = codec.encodeTransactions(lowerTransaction(tx));
+  const [batch] = encode(tx);
   const msgs = split(batch!);
   const rule = codec.decodeRule(msgs[1]!);
   assert.equal(rule.family, 10);
@@ -71,7 +74,7 @@ test('an unknown expression from a dump is kept verbatim and re-encodes to the s
   const msg = nlmsg((10 << 8) | 6, 0, 0, 0, payload);
   const rule = codec.decodeRule(msg);
   assert.deepEqual(rule.exprs, [{ type: 'quota', unknown: [{ attr: 1, hex: '00000000000003e8' }, { attr: 2, hex: '00000001' }] }]);
-  const [batch] = codec.encodeTransactions([{ kind: 'rule', verb: 'add', family: 2, table: 't', chain: 'c', exprs: rule.exprs }]);
+  const [batch] = encode([{ verb: 'add', kind: 'rule', rule: { family: 'ip', table: 't', chain: 'c', exprs: rule.exprs as Expr[] } }]);
   const ours = split(batch!)[1]!;
   assert.equal(ours.subarray(20).toString('hex'), payload.subarray(4).toString('hex'));
 });
@@ -79,7 +82,7 @@ test('an unknown expression from a dump is kept verbatim and re-encodes to the s
 test('bulk elements are split into NEWSETELEM messages whose element nest stays under 64 KiB', () => {
   const s: SetSpec = { family: 'ip', table: 't', name: 's', key: ['ipv4_addr', 'inet_proto', 'inet_service'] };
   const elements = Array.from({ length: 20_000 }, (_, i) => ({ key: [`10.0.${i >> 8}.${i & 255}`, 'tcp', 80] }));
-  const [batch] = codec.encodeTransactions(lowerTransaction(new NftTransaction().addElements(s, elements)));
+  const [batch] = encode(new NftTransaction().addElements(s, elements));
   const msgs = split(batch!).slice(1, -1);
   assert.ok(msgs.length > 1, `${msgs.length} messages`);
   let total = 0;
@@ -100,7 +103,7 @@ test('maxOpsPerTransaction: batches of bounded work, each framed BEGIN … END',
   const tx = new NftTransaction().addTable({ family: 'ip', name: 't' }).addSet(s);
   tx.addElements(s, Array.from({ length: 2500 }, (_, i) => ({ key: [`10.1.${i >> 8}.${i & 255}`] })));
   for (let i = 0; i < 10; i++) tx.addChain({ family: 'ip', table: 't', name: `c${i}` });
-  const batches = codec.encodeTransactions(lowerTransaction(tx), { maxOpsPerTransaction: 1000 });
+  const batches = encode(tx, { maxOpsPerTransaction: 1000 });
   assert.equal(batches.length, 3, '2 + 2500 + 10 units in transactions of at most 1000');
   let elements = 0;
   for (const b of batches) {
@@ -122,29 +125,30 @@ test('maxOpsPerTransaction: batches of bounded work, each framed BEGIN … END',
 
 test('every op asks for an ack; create adds NLM_F_EXCL; a genId goes into BATCH_BEGIN', () => {
   const tx = new NftTransaction().createTable({ family: 'inet', name: 'x' }).addChain({ family: 'inet', table: 'x', name: 'c' });
-  const msgs = split(codec.encodeTransactions(lowerTransaction(tx))[0]!);
+  const msgs = split(encode(tx)[0]!);
   assert.equal(msgs[1]!.readUInt16LE(6), 0x1 | 0x4 | 0x400 | 0x200, 'REQUEST|ACK|CREATE|EXCL');
   assert.equal(msgs[2]!.readUInt16LE(6), 0x1 | 0x4 | 0x400, 'REQUEST|ACK|CREATE');
-  const g = split(codec.encodeTransactions(lowerTransaction(tx), { genId: 77 })[0]!);
+  const g = split(encode(tx, { genId: 77 })[0]!);
   assert.equal(g[0]!.length, 28);
   assert.equal(g[0]!.readUInt32BE(24), 77, 'NFNL_BATCH_GENID');
 });
 
 test('bad ops are rejected before anything is encoded', () => {
+  const rule = (exprs: unknown[], verb = 'add'): unknown => ({ verb, kind: 'rule', rule: { family: 'ip', table: 't', chain: 'c', exprs } });
   const bad: Array<[string, unknown]> = [
-    ['unknown verb', { kind: 'table', verb: 'upsert', family: 2, name: 't' }],
-    ['unknown family', { kind: 'table', verb: 'add', family: 99, name: 't' }],
-    ['unknown expression', { kind: 'rule', verb: 'add', family: 2, table: 't', chain: 'c', exprs: [{ type: 'nope' }] }],
-    ['register out of range', { kind: 'rule', verb: 'add', family: 2, table: 't', chain: 'c', exprs: [{ type: 'meta', key: 'mark', dreg: 99 }] }],
-    ['data too long', { kind: 'rule', verb: 'add', family: 2, table: 't', chain: 'c', exprs: [{ type: 'cmp', sreg: 1, op: 'eq', data: 'ab'.repeat(65) }] }],
-    ['jump without chain', { kind: 'rule', verb: 'add', family: 2, table: 't', chain: 'c', exprs: [{ type: 'immediate', dreg: 0, verdict: { code: 'jump' } }] }],
-    ['replace without handle', { kind: 'rule', verb: 'replace', family: 2, table: 't', chain: 'c', exprs: [] }],
-    ['empty key', { kind: 'elements', verb: 'add', family: 2, table: 't', set: 's', elements: [{ key: '' }] }],
-    ['NUL in a name', { kind: 'table', verb: 'add', family: 2, name: 'a\0b' }],
+    ['unknown verb', { verb: 'upsert', kind: 'table', table: { family: 'ip', name: 't' } }],
+    ['unknown family', { verb: 'add', kind: 'table', table: { family: 'arp', name: 't' } }],
+    ['unknown expression', rule([{ type: 'nope' }])],
+    ['register out of range', rule([{ type: 'meta', key: 'mark', dreg: 99 }])],
+    ['data too long', rule([{ type: 'cmp', sreg: 1, op: 'eq', data: 'ab'.repeat(65) }])],
+    ['jump without chain', rule([{ type: 'immediate', dreg: 0, verdict: { code: 'jump' } }])],
+    ['replace without handle', rule([], 'replace')],
+    ['empty key', { verb: 'add', kind: 'elements', set: { family: 'ip', table: 't', name: 's', key: ['ifname'] }, elements: [{ key: [''] }] }],
+    ['NUL in a name', { verb: 'add', kind: 'table', table: { family: 'ip', name: 'a\0b' } }],
   ];
   for (const [why, op] of bad)
     assert.throws(
-      () => codec.encodeTransactions([op as never]),
+      () => encode([op as NftOp]),
       (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid',
       why,
     );
@@ -222,7 +226,7 @@ test('a transaction renders readably for test diffs', () => {
 test('every nftables decoder survives seeded random and mutated input', () => {
   const rand = prng(Number(process.env.FUZZ_SEED ?? 0x5eed));
   const tx = new NftTransaction().addRule({ family: 'ip', table: 't', chain: 'c', exprs: EVERY });
-  const seeds = split(codec.encodeTransactions(lowerTransaction(tx))[0]!).slice(1, -1);
+  const seeds = split(encode(tx)[0]!).slice(1, -1);
   seeds.push(nlmsg((10 << 8) | 15, 0, 0, 0, Buffer.concat([Buffer.from([0, 0, 0, 0]), attr(1, u32(5))])));
   const decoders = [codec.decodeRule, codec.decodeChain, codec.decodeSet, codec.decodeElements, codec.decodeTable, codec.decodeGen];
   let accepted = 0;
