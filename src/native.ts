@@ -46,8 +46,8 @@ export interface NativeIpvsListOptions {
 
 export interface NativeIpvsHandle {
   info(): Promise<NativeIpvsInfo>;
-  /** ops: the op objects, or their packed form (src/kernel/ipvs-pack.ts). */
-  apply(ops: unknown[] | Uint8Array, opts?: { stopOnError?: boolean; maxBatchMessages?: number; ack?: 'each' | 'errors' }): Promise<NativeBatchOutcome>;
+  /** ops: their packed form (src/kernel/ipvs-pack.ts). */
+  apply(ops: Uint8Array, opts?: { stopOnError?: boolean; maxBatchMessages?: number; ack?: 'each' | 'errors' }): Promise<NativeBatchOutcome>;
   services(opts?: NativeIpvsListOptions): Promise<NativeIpvsObject[]>;
   service(key: unknown, opts?: NativeIpvsListOptions): Promise<NativeIpvsObject | null>;
   destinations(key: unknown, opts?: { stats?: boolean }): Promise<NativeIpvsObject[]>;
@@ -73,11 +73,11 @@ export interface IpvsSocketStats extends SocketStats {
 
 export interface NativeIpvsCodec {
   encodeGetInfo(familyId: number): Buffer;
-  /** ops: objects or their packed form (src/kernel/ipvs-pack.ts). */
-  encodeOps(ops: unknown[] | Uint8Array, familyId: number, opts?: { ack?: 'each' | 'errors' }): Buffer;
+  /** ops: their packed form (src/kernel/ipvs-pack.ts). */
+  encodeOps(ops: Uint8Array, familyId: number, opts?: { ack?: 'each' | 'errors' }): Buffer;
   /** What apply() does on the calling thread before sending (read, check, encode), the batch
    *  then dropped: its size in bytes (FakeIpvs's `convert`). */
-  convertOps(ops: unknown[] | Uint8Array, familyId: number): number;
+  convertOps(ops: Uint8Array, familyId: number): number;
   /** The packed form's property names by key index (native/ipvs/op_parse.h: ipvs::K, kKeyNames). */
   packedKeys: string[];
   encodeGetServices(familyId: number): Buffer;

@@ -1,6 +1,6 @@
 // JS surface of the IPVS family: class IpvsHandle, plus codec hooks under codec.ipvs.
-// JS ops (the objects, or their packed form: ipvs/packed.h) are converted to ipvs::Op structs
-// and validated on the main thread (a bad op throws a kInvalid NetlinkError naming its index,
+// JS ops, in their packed form (ipvs/packed.h), are converted to ipvs::Op structs and
+// validated on the main thread (a bad op throws a kInvalid NetlinkError naming its index,
 // and nothing is sent); a whole batch or a whole listing then costs one worker job.
 #include <linux/ip_vs.h>
 #include <linux/netlink.h>
@@ -34,43 +34,7 @@ const nl::GenlFamily& IpvsFamily(Channel& ch) {
 
 // ---- JS -> structs ---------------------------------------------------------------------------
 
-// What converting one batch (BuildBatch) remembers from op to op, on the main thread: property
-// names as JS strings, made once per batch instead of once per lookup (a lookup by C string
-// creates and internalizes the name every time: most of what converting an op cost, ~6 µs per
-// op before). Outside a batch, plain lookups.
-class BatchScope {
- public:
-  explicit BatchScope(napi_env env) : env_(env), prev_(current_) { current_ = this; }
-  ~BatchScope() { current_ = prev_; }
-  BatchScope(const BatchScope&) = delete;
-  BatchScope& operator=(const BatchScope&) = delete;
-
-  static Napi::Value Get(const Napi::Object& o, const char* key) {
-    BatchScope* c = current_;
-    if (c == nullptr || c->env_ != static_cast<napi_env>(o.Env())) return o.Get(key);
-    return o.Get(c->Key(key));
-  }
-
- private:
-  napi_value Key(const char* k) {
-    for (const auto& e : keys_)
-      if (e.first == k) return e.second;
-    for (const auto& e : keys_)
-      if (std::strcmp(e.first, k) == 0) return e.second;
-    napi_value v;
-    if (napi_create_string_utf8(env_, k, NAPI_AUTO_LENGTH, &v) != napi_ok) throw Napi::Error::New(env_);
-    keys_.emplace_back(k, v);
-    return v;
-  }
-
-  napi_env env_;
-  BatchScope* prev_;
-  std::vector<std::pair<const char*, napi_value>> keys_;
-  static thread_local BatchScope* current_;
-};
-thread_local BatchScope* BatchScope::current_ = nullptr;
-
-// A JS value as ipvs::ParseOp reads it (op_parse.h).
+// A JS value as ipvs::ParseOp's helpers read it (op_parse.h): a service key argument.
 class JsValue {
  public:
   JsValue() = default;
@@ -86,7 +50,7 @@ class JsValue {
   std::string Shown() const { return v_.ToString().Utf8Value(); }
   uint32_t Length() const { return v_.As<Napi::Array>().Length(); }
   JsValue At(uint32_t i) const { return JsValue(v_.As<Napi::Array>().Get(i)); }
-  JsValue Get(ipvs::K key) const { return JsValue(BatchScope::Get(v_.As<Napi::Object>(), ipvs::Name(key))); }
+  JsValue Get(ipvs::K key) const { return JsValue(v_.As<Napi::Object>().Get(ipvs::Name(key))); }
   bool Same(const JsValue& o) const { return v_.StrictEquals(o.v_); }
 
  private:
@@ -129,49 +93,28 @@ std::string OpName(const ipvs::Op& op) {
 // A destination op's request is ~164 bytes (IPv4), a service's ~100.
 constexpr size_t kBytesPerOp = 176;
 
-// Converts and validates every op; builds the batch. Throws a kInvalid NetlinkError (with the
-// op's index) on the first bad op. `ops` (optional) keeps the parsed ops, so that the worker can
-// name the failed ones (OpName) without describing every op on the main thread. `v` is an array
-// of op objects, or their packed form (a Uint8Array from src/kernel/ipvs-pack.ts): the same ops,
-// the same checks and errors, one N-API call for the whole batch.
+// Converts and validates every op of a packed batch (a Uint8Array from src/kernel/ipvs-pack.ts);
+// builds the batch. Throws a kInvalid NetlinkError (with the op's index) on the first bad op.
+// `ops` (optional) keeps the parsed ops, so that the worker can name the failed ones (OpName)
+// without describing every op on the main thread.
 void BuildBatch(Napi::Env env, const Napi::Value& v, uint16_t family_id, nl::Batch* b,
                 std::vector<ipvs::Op>* ops) {
-  if (v.IsTypedArray()) {
-    Napi::TypedArray ta = v.As<Napi::TypedArray>();
-    if (ta.TypedArrayType() != napi_uint8_array) ThrowInvalid(env, "apply", "packed ops must be a Uint8Array");
-    Napi::Uint8Array u = v.As<Napi::Uint8Array>();
-    ipvs::PackedOps packed;
-    std::string why;
-    if (!packed.Decode(u.Data(), u.ByteLength(), &why)) ThrowInvalid(env, "apply", why);
-    const size_t n = packed.size();
-    b->Reserve(n * kBytesPerOp, n);
-    if (ops) ops->reserve(n);
-    ipvs::ServiceMemo<ipvs::PackedValue> memo;
-    for (size_t i = 0; i < n; i++) {
-      ipvs::Op op;
-      try {
-        op = ipvs::ParseOp(packed.op(i), &memo);
-      } catch (const Problem& p) {
-        ThrowInvalidAt(env, ipvs::OpNameOf(packed.op(i)), static_cast<int64_t>(i), p.why);
-      }
-      ipvs::EncodeOp(*b, family_id, op);
-      if (ops) ops->push_back(std::move(op));
-    }
-    return;
-  }
-  if (!v.IsArray()) ThrowInvalid(env, "apply", "expected an array of ops");
-  Napi::Array arr = v.As<Napi::Array>();
-  const uint32_t n = arr.Length();
-  BatchScope scope(env);
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+    ThrowInvalid(env, "apply", "expected packed ops (a Uint8Array from packIpvsOps)");
+  Napi::Uint8Array u = v.As<Napi::Uint8Array>();
+  ipvs::PackedOps packed;
+  std::string why;
+  if (!packed.Decode(u.Data(), u.ByteLength(), &why)) ThrowInvalid(env, "apply", why);
+  const size_t n = packed.size();
   b->Reserve(n * kBytesPerOp, n);
   if (ops) ops->reserve(n);
-  ipvs::ServiceMemo<JsValue> memo;
-  for (uint32_t i = 0; i < n; i++) {
+  ipvs::ServiceMemo<ipvs::PackedValue> memo;
+  for (size_t i = 0; i < n; i++) {
     ipvs::Op op;
     try {
-      op = ipvs::ParseOp(JsValue(arr.Get(i)), &memo);
+      op = ipvs::ParseOp(packed.op(i), &memo);
     } catch (const Problem& p) {
-      ThrowInvalidAt(env, ipvs::OpNameOf(JsValue(arr.Get(i))), i, p.why);
+      ThrowInvalidAt(env, ipvs::OpNameOf(packed.op(i)), static_cast<int64_t>(i), p.why);
     }
     ipvs::EncodeOp(*b, family_id, op);
     if (ops) ops->push_back(std::move(op));
@@ -789,8 +732,8 @@ Napi::Value EncodeGetInfo(const Napi::CallbackInfo& info) {
   return Sealed(info.Env(), b);
 }
 
-// encodeOps(ops, familyId): every request apply() would send, back to back.
-// encodeOps(ops, familyId, { ack }?): 'each' by default here, the form ipvsadm sends.
+// encodeOps(packed, familyId, { ack }?): every request apply() would send, back to back; 'each'
+// by default here, the form ipvsadm sends.
 Napi::Value EncodeOps(const Napi::CallbackInfo& info) {
   JsThreadCpuScope cpu;
   nl::Batch b;
@@ -801,7 +744,7 @@ Napi::Value EncodeOps(const Napi::CallbackInfo& info) {
   return ToBuffer(info.Env(), b.buffer());
 }
 
-// convertOps(ops, familyId) -> bytes: the conversion apply() does on the calling thread (the ops
+// convertOps(packed, familyId) -> bytes: the conversion apply() does on the calling thread (the ops
 // read, checked and encoded into a batch in native memory), the batch then dropped; no copy to
 // JavaScript. For an in-memory IPVS that should cost the caller what the real handle does.
 Napi::Value ConvertOps(const Napi::CallbackInfo& info) {

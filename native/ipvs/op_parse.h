@@ -1,7 +1,7 @@
 // IPVS ops from the JS shape ({ op: 'addDestination', service: {...}, dest: {...} }) to
-// ipvs::Op, with every check and error text of the API, written once for any source of values:
-// the JS objects themselves (addon/ipvs_binding.cc) or the packed form of the same objects
-// (ipvs/packed.h, what src/kernel/ipvs-pack.ts writes). Both give the same Op or the same error.
+// ipvs::Op, with every check and error text of the API, over any source of values: ops come in
+// their packed form (ipvs/packed.h, what src/kernel/ipvs-pack.ts writes); a service key argument
+// of a listing call is read from the JS object itself (addon/ipvs_binding.cc, JsValue).
 //
 // V is a value of the source, with:
 //   IsUndefined() IsNull() IsString() IsNumber() IsArray() IsObject()

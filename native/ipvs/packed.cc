@@ -2,15 +2,48 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace ipvs {
 
 namespace {
-constexpr uint8_t kTagString = 0x01, kTagNumber = 0x02, kTagObject = 0x03, kTagArray = 0x04, kTagSame = 0x05;
+constexpr uint8_t kTagString = 0x01, kTagNumber = 0x02, kTagObject = 0x03, kTagArray = 0x04, kTagSame = 0x05,
+                  kTagNull = 0x06, kTagOther = 0x07;
 // Containers nest two deep below an op (op -> dest -> tunnel, op -> service -> flags).
 constexpr int kMaxDepth = 2;
 constexpr uint8_t kServiceKey = static_cast<uint8_t>(K::service);
+
+uint32_t U32(const uint8_t* p) { return p[0] | p[1] << 8 | p[2] << 16 | static_cast<uint32_t>(p[3]) << 24; }
+
+// A number as JavaScript's String() writes it (ECMA-262 Number::toString): the shortest digits
+// that read back as the same double, in positional notation from 1e-6 up to 1e21.
+std::string JsNumber(double d) {
+  if (std::isnan(d)) return "NaN";
+  if (d == 0) return "0";
+  if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
+  std::string sign = d < 0 ? "-" : "";
+  d = std::fabs(d);
+  char buf[40];
+  for (int prec = 1; prec <= 17; prec++) {
+    std::snprintf(buf, sizeof buf, "%.*e", prec - 1, d);
+    if (std::strtod(buf, nullptr) == d) break;
+  }
+  // buf: "D[.DDD]e[+-]X"
+  std::string digits;
+  const char* p = buf;
+  for (; *p != 'e'; p++)
+    if (*p != '.') digits += *p;
+  const int exp = std::atoi(p + 1);
+  const int k = static_cast<int>(digits.size());
+  const int n = exp + 1;  // the decimal point's position after the first digit
+  if (k <= n && n <= 21) return sign + digits + std::string(n - k, '0');
+  if (0 < n && n <= 21) return sign + digits.substr(0, n) + "." + digits.substr(n);
+  if (-6 < n && n <= 0) return sign + "0." + std::string(-n, '0') + digits;
+  std::string m = digits.substr(0, 1);
+  if (k > 1) m += "." + digits.substr(1);
+  return sign + m + "e" + (n - 1 >= 0 ? "+" : "-") + std::to_string(std::abs(n - 1));
+}
 }  // namespace
 
 bool PackedOps::Decode(const uint8_t* data, size_t size, std::string* why) {
@@ -44,9 +77,10 @@ int32_t PackedOps::Value(size_t* pos, int depth, bool as_service) {
   Node n{};
   switch (tag) {
     case kTagString: {
-      if (*pos >= size_) return why_ = "truncated string", -1;
+      if (size_ - *pos < 4) return why_ = "truncated string", -1;
       n.kind = Kind::kString;
-      n.len = data_[(*pos)++];
+      n.len = U32(data_ + *pos);
+      *pos += 4;
       if (size_ - *pos < n.len) return why_ = "truncated string", -1;
       n.first = static_cast<uint32_t>(*pos);
       *pos += n.len;
@@ -64,9 +98,17 @@ int32_t PackedOps::Value(size_t* pos, int depth, bool as_service) {
     case kTagObject:
     case kTagArray: {
       if (depth > kMaxDepth) return why_ = "nested too deep", -1;
-      if (*pos >= size_) return why_ = "truncated", -1;
       n.kind = tag == kTagObject ? Kind::kObject : Kind::kArray;
-      n.count = data_[(*pos)++];
+      if (n.kind == Kind::kObject) {
+        if (*pos >= size_) return why_ = "truncated", -1;
+        n.count = data_[(*pos)++];
+      } else {
+        if (size_ - *pos < 4) return why_ = "truncated", -1;
+        n.count = U32(data_ + *pos);
+        *pos += 4;
+        // every element takes a byte at least
+        if (n.count > size_ - *pos) return why_ = "truncated array", -1;
+      }
       n.first = static_cast<uint32_t>(kids_.size());
       kids_.resize(kids_.size() + n.count);
       for (uint32_t i = 0; i < n.count; i++) {
@@ -84,6 +126,12 @@ int32_t PackedOps::Value(size_t* pos, int depth, bool as_service) {
       }
       break;
     }
+    case kTagNull:
+      n.kind = Kind::kNull;
+      break;
+    case kTagOther:
+      n.kind = Kind::kOther;
+      break;
     case kTagSame:
       if (!as_service) return why_ = "a back-reference outside an op's service", -1;
       if (prev_service_ < 0) return why_ = "a back-reference with no service before it", -1;
@@ -96,6 +144,7 @@ int32_t PackedOps::Value(size_t* pos, int depth, bool as_service) {
 }
 
 bool PackedValue::IsUndefined() const { return node_ < 0; }
+bool PackedValue::IsNull() const { return node_ >= 0 && p_->nodes_[node_].kind == PackedOps::Kind::kNull; }
 bool PackedValue::IsString() const { return node_ >= 0 && p_->nodes_[node_].kind == PackedOps::Kind::kString; }
 bool PackedValue::IsNumber() const { return node_ >= 0 && p_->nodes_[node_].kind == PackedOps::Kind::kNumber; }
 bool PackedValue::IsArray() const { return node_ >= 0 && p_->nodes_[node_].kind == PackedOps::Kind::kArray; }
@@ -112,22 +161,14 @@ std::string PackedValue::Text() const {
 
 double PackedValue::Num() const { return IsNumber() ? p_->nodes_[node_].num : NAN; }
 
-// What JS's String() shows of the value, for the values a writer packs (strings, safe integers);
-// other numbers show with 17 significant digits.
+// What JS's String() shows of a string or a number (ParseOp shows only those).
 std::string PackedValue::Shown() const {
   if (IsString()) return Text();
-  if (IsNumber()) {
-    const double d = Num();
-    if (std::isnan(d)) return "NaN";
-    if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
-    if (std::floor(d) == d && std::fabs(d) <= 9007199254740991.0) return std::to_string(static_cast<int64_t>(d));
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", d);
-    return buf;
-  }
+  if (IsNumber()) return JsNumber(Num());
+  if (IsNull()) return "null";
   if (IsArray()) return "[array]";
   if (IsObject()) return "[object Object]";
-  return "undefined";
+  return IsUndefined() ? "undefined" : "[value]";
 }
 
 uint32_t PackedValue::Length() const { return IsArray() ? p_->nodes_[node_].count : 0; }

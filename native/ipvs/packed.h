@@ -1,21 +1,21 @@
 // The packed form of a batch of IPVS ops: what src/kernel/ipvs-pack.ts writes from the JS op
-// objects in one pass, so that converting a batch costs one N-API call instead of ~15 per op
-// (~3-5 µs an op at real speed, ~114 µs under qemu TCG: a 1024-op batch held the event loop
-// for 117 ms there). It is the same objects, values and all, not a wire format: ParseOp (op_parse.h)
-// reads it with every check and error text of the object path.
+// objects in one pass, so that reading a batch costs one N-API call instead of ~15 per op. It
+// is the only form IpvsHandle.apply takes. It is the same objects, values and all, not a wire
+// format: ParseOp (op_parse.h) reads it with every check and error text of the API.
 //
 //   batch := value*                       one top-level value (an op object) per op
-//   value := 0x01 u8 len, len bytes       a string (ASCII)
-//          | 0x02 f64 (little-endian)     a number
+//   value := 0x01 u32 len, len bytes      a string (UTF-8)
+//          | 0x02 f64                     a number
 //          | 0x03 u8 n, n × (u8 key, value)   an object; key: the property's ipvs::K (op_parse.h;
 //                                         src/kernel/ipvs-pack.ts has the same list, compared by
 //                                         a unit test through codec.ipvs.packedKeys)
-//          | 0x04 u8 n, n × value         an array
+//          | 0x04 u32 n, n × value        an array
 //          | 0x05                         the previous op's `service` value itself (only as a
-//                                         `service`): the same JS object, as the object path
-//                                         tells by identity
-// Undefined properties are left out. The writer packs only what it can say exactly (strings
-// of ASCII, safe integers); anything else goes the object path.
+//                                         `service`): the same JS object
+//          | 0x06                         null
+//          | 0x07                         a value of another type (boolean, bigint, …)
+// Integers are little-endian. Undefined properties are left out; an array where an op takes an
+// object is written as an object with no properties (which is what reading one finds).
 #pragma once
 
 #include <cstddef>
@@ -35,7 +35,7 @@ class PackedValue {
   PackedValue() = default;
   PackedValue(const PackedOps* p, int32_t node) : p_(p), node_(node) {}
   bool IsUndefined() const;
-  bool IsNull() const { return false; }
+  bool IsNull() const;
   bool IsString() const;
   bool IsNumber() const;
   bool IsArray() const;
@@ -63,10 +63,10 @@ class PackedOps {
 
  private:
   friend class PackedValue;
-  enum class Kind : uint8_t { kString, kNumber, kObject, kArray };
+  enum class Kind : uint8_t { kString, kNumber, kObject, kArray, kNull, kOther };
   struct Node {
     Kind kind;
-    uint8_t count = 0;      // object entries / array elements
+    uint32_t count = 0;     // object entries / array elements
     uint32_t first = 0;     // string: byte offset; object / array: index into kids_
     uint32_t len = 0;       // string length
     double num = 0;

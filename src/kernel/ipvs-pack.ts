@@ -1,11 +1,9 @@
-// IPVS ops in their packed form (native/ipvs/packed.h): the same objects, values and all, written
-// into bytes in one pass in JavaScript, so that the addon converts a batch in one N-API call
-// instead of ~15 property reads per op (~3-5 µs an op at real speed; ~114 µs under qemu TCG,
-// where converting a 1024-op batch held the event loop for 117 ms). The addon reads the packed
-// batch with the very code that reads the objects (native/ipvs/op_parse.h): the same ops, checks
-// and error texts. What cannot be packed exactly (a non-ASCII or long string, a number that is
-// not a safe integer, null, a value of an unexpected type) is not: packIpvsOps returns undefined
-// and the caller sends the objects, whose conversion reports the problem.
+// IPVS ops in their packed form (native/ipvs/packed.h): the op objects, values and all, written
+// into bytes in one pass in JavaScript, so that the addon reads a batch in one N-API call
+// instead of ~15 property reads per op (~3-5 µs an op at real speed, far more under emulation).
+// It is the only form apply() hands the addon, so it carries every value an op can hold: a
+// value of an unexpected type is written as what it is (null, or "another type"), and the
+// addon's checks (native/ipvs/op_parse.h) report it with the op's index, as for any bad value.
 
 /** Property names by key index; native/ipvs/op_parse.h has the same list (ipvs::K, kKeyNames). */
 export const PACKED_KEYS = [
@@ -22,6 +20,8 @@ const TAG_NUMBER = 0x02;
 const TAG_OBJECT = 0x03;
 const TAG_ARRAY = 0x04;
 const TAG_SAME = 0x05;
+const TAG_NULL = 0x06;
+const TAG_OTHER = 0x07;
 
 const K = Object.fromEntries(PACKED_KEYS.map((k, i) => [k, i])) as Record<Key, number>;
 
@@ -43,19 +43,26 @@ function room(n: number): void {
 // runs cold at first, and under emulation the interpreter's cost of a generic walk held the event
 // loop ~4x longer for a daemon's first batches.
 
-/** A string's bytes, tag and length first; false when it is not ASCII or longer than 255. */
-function str(s: string): boolean {
+const utf8 = new TextEncoder();
+
+/** A string: tag, u32 byte length, its UTF-8 bytes. */
+function str(s: string): void {
   const n = s.length;
-  if (n > 255) return false;
-  room(2 + n);
-  buf[pos++] = TAG_STRING;
-  buf[pos++] = n;
-  for (let i = 0; i < n; i++) {
+  room(5 + n);
+  let i = 0;
+  for (; i < n; i++) {
     const c = s.charCodeAt(i);
-    if (c > 0x7f) return false;
-    buf[pos++] = c;
+    if (c > 0x7f) break;
+    buf[pos + 5 + i] = c;
   }
-  return true;
+  let len = i;
+  if (i < n) {
+    room(5 + n * 3);
+    len = utf8.encodeInto(s, buf.subarray(pos + 5)).written;
+  }
+  buf[pos] = TAG_STRING;
+  view.setUint32(pos + 1, len, true);
+  pos += 5 + len;
 }
 
 /** The values of the names an op takes from a small set (its op, protocol, forwarding method
@@ -63,31 +70,37 @@ function str(s: string): boolean {
 const words = new Map<string, Uint8Array>();
 const MAX_WORDS = 128;
 
-function word(s: string): boolean {
+function word(s: string): void {
   const w = words.get(s);
   if (w !== undefined) {
     room(w.length);
     buf.set(w, pos);
     pos += w.length;
-    return true;
+    return;
   }
   const at = pos;
-  if (!str(s)) return false;
+  str(s);
   if (words.size < MAX_WORDS) words.set(s, buf.slice(at, pos));
-  return true;
 }
 
-function num(v: number): boolean {
-  if (!Number.isSafeInteger(v)) return false;
+function num(v: number): void {
   room(9);
   buf[pos++] = TAG_NUMBER;
   view.setFloat64(pos, v, true);
   pos += 8;
-  return true;
 }
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
+/** A value where the op takes a string or a number: any other type as null or "another type"
+ *  (the addon reports it: "port must be a number"). */
+function any(v: unknown): void {
+  if (typeof v === 'string') return str(v);
+  if (typeof v === 'number') return num(v);
+  room(1);
+  buf[pos++] = v === null ? TAG_NULL : TAG_OTHER;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null;
 }
 
 /** Properties written into the object being written; the enclosing objects' counts. */
@@ -102,10 +115,9 @@ function begin(): number {
   count = 0;
   return pos++;
 }
-function end(countAt: number): true {
+function end(countAt: number): void {
   buf[countAt] = count;
   count = outer.pop()!;
-  return true;
 }
 function key(k: number): void {
   room(1);
@@ -113,123 +125,145 @@ function key(k: number): void {
   count++;
 }
 
-// Each property: skipped when undefined; otherwise its key, then a value of its kind, or false
-// (the batch is not packed) when the value is of another kind.
-function sProp(k: number, v: unknown): boolean {
-  if (v === undefined) return true;
+// Each property: skipped when undefined; otherwise its key, then its value (of the expected
+// kind, or as any() writes it).
+function sProp(k: number, v: unknown): void {
+  if (v === undefined) return;
   key(k);
-  return typeof v === 'string' && str(v);
+  any(v);
 }
-function wProp(k: number, v: unknown): boolean {
-  if (v === undefined) return true;
+function wProp(k: number, v: unknown): void {
+  if (v === undefined) return;
   key(k);
-  return typeof v === 'string' && word(v);
+  if (typeof v === 'string') word(v);
+  else any(v);
 }
-function nProp(k: number, v: unknown): boolean {
-  if (v === undefined) return true;
-  key(k);
-  return typeof v === 'number' && num(v);
-}
-function snProp(k: number, v: unknown): boolean {
-  return typeof v === 'number' ? nProp(k, v) : sProp(k, v);
-}
-function flagsProp(v: unknown): boolean {
-  if (v === undefined) return true;
-  if (!Array.isArray(v) || v.length > 255) return false;
+const nProp = sProp;
+function flagsProp(v: unknown): void {
+  if (v === undefined) return;
   key(K.flags);
-  room(2);
-  buf[pos++] = TAG_ARRAY;
-  buf[pos++] = v.length;
+  if (!Array.isArray(v)) return any(v);
+  room(5);
+  buf[pos] = TAG_ARRAY;
+  view.setUint32(pos + 1, v.length, true);
+  pos += 5;
   for (let i = 0; i < v.length; i++) {
     const f: unknown = v[i];
-    if (typeof f !== 'string' || !word(f)) return false;
+    if (typeof f === 'string') word(f);
+    else any(f);
   }
-  return true;
 }
-/** An object property: skipped when undefined, false when not a plain object. */
-function oProp(k: number, v: unknown, write: (o: Record<string, unknown>) => boolean): boolean {
-  if (v === undefined) return true;
-  if (!isPlainObject(v)) return false;
+/** An object's properties; an array where an object goes is an object with none of them (the
+ *  addon reads none of an array's properties). */
+function obj(v: Record<string, unknown>, write: (o: Record<string, unknown>) => void): void {
+  if (Array.isArray(v)) end(begin());
+  else write(v);
+}
+/** An object property: skipped when undefined. */
+function oProp(k: number, v: unknown, write: (o: Record<string, unknown>) => void): void {
+  if (v === undefined) return;
   key(k);
-  return write(v);
+  if (isObject(v)) obj(v, write);
+  else any(v);
 }
 
-function service(o: Record<string, unknown>): boolean {
+function service(o: Record<string, unknown>): void {
   const at = begin();
-  return (
-    nProp(K.fwmark, o.fwmark) && wProp(K.protocol, o.protocol) && sProp(K.address, o.address) && nProp(K.port, o.port) &&
-    wProp(K.family, o.family) && wProp(K.scheduler, o.scheduler) && flagsProp(o.flags) && nProp(K.timeout, o.timeout) &&
-    snProp(K.netmask, o.netmask) && sProp(K.pe, o.pe) && end(at)
-  );
+  nProp(K.fwmark, o.fwmark);
+  wProp(K.protocol, o.protocol);
+  sProp(K.address, o.address);
+  nProp(K.port, o.port);
+  wProp(K.family, o.family);
+  wProp(K.scheduler, o.scheduler);
+  flagsProp(o.flags);
+  nProp(K.timeout, o.timeout);
+  sProp(K.netmask, o.netmask);
+  sProp(K.pe, o.pe);
+  end(at);
 }
 
-function tunnel(o: Record<string, unknown>): boolean {
+function tunnel(o: Record<string, unknown>): void {
   const at = begin();
-  return wProp(K.type, o.type) && nProp(K.port, o.port) && wProp(K.checksum, o.checksum) && end(at);
+  wProp(K.type, o.type);
+  nProp(K.port, o.port);
+  wProp(K.checksum, o.checksum);
+  end(at);
 }
 
-function dest(o: Record<string, unknown>): boolean {
+function dest(o: Record<string, unknown>): void {
   const at = begin();
-  return (
-    sProp(K.address, o.address) && nProp(K.port, o.port) && wProp(K.family, o.family) && wProp(K.forward, o.forward) &&
-    nProp(K.weight, o.weight) && nProp(K.upperThreshold, o.upperThreshold) && nProp(K.lowerThreshold, o.lowerThreshold) &&
-    oProp(K.tunnel, o.tunnel, tunnel) && end(at)
-  );
+  sProp(K.address, o.address);
+  nProp(K.port, o.port);
+  wProp(K.family, o.family);
+  wProp(K.forward, o.forward);
+  nProp(K.weight, o.weight);
+  nProp(K.upperThreshold, o.upperThreshold);
+  nProp(K.lowerThreshold, o.lowerThreshold);
+  oProp(K.tunnel, o.tunnel, tunnel);
+  end(at);
 }
 
-function timeouts(o: Record<string, unknown>): boolean {
+function timeouts(o: Record<string, unknown>): void {
   const at = begin();
-  return nProp(K.tcp, o.tcp) && nProp(K.tcpFin, o.tcpFin) && nProp(K.udp, o.udp) && end(at);
+  nProp(K.tcp, o.tcp);
+  nProp(K.tcpFin, o.tcpFin);
+  nProp(K.udp, o.udp);
+  end(at);
 }
 
-function daemon(o: Record<string, unknown>): boolean {
+function daemon(o: Record<string, unknown>): void {
   const at = begin();
-  return (
-    wProp(K.state, o.state) && sProp(K.interface, o.interface) && nProp(K.syncId, o.syncId) && nProp(K.syncMaxLen, o.syncMaxLen) &&
-    sProp(K.mcastGroup, o.mcastGroup) && nProp(K.mcastPort, o.mcastPort) && nProp(K.mcastTtl, o.mcastTtl) && end(at)
-  );
+  wProp(K.state, o.state);
+  sProp(K.interface, o.interface);
+  nProp(K.syncId, o.syncId);
+  nProp(K.syncMaxLen, o.syncMaxLen);
+  sProp(K.mcastGroup, o.mcastGroup);
+  nProp(K.mcastPort, o.mcastPort);
+  nProp(K.mcastTtl, o.mcastTtl);
+  end(at);
 }
 
 /** The service object of the last op that had one: the next op's same object is a back-reference. */
 let lastService: unknown;
 
 /** An op's service: a back-reference when it is the last one's very object. */
-function serviceProp(v: unknown): boolean {
-  if (v === undefined) return true;
-  if (!isPlainObject(v)) return false;
+function serviceProp(v: unknown): void {
+  if (v === undefined) return;
   key(K.service);
+  if (!isObject(v)) return any(v);
   if (v === lastService) {
     room(1);
     buf[pos++] = TAG_SAME;
-    return true;
+    return;
   }
   lastService = v;
-  return service(v);
+  obj(v, service);
 }
 
-function op(o: Record<string, unknown>): boolean {
+function op(o: Record<string, unknown>): void {
   const at = begin();
-  return (
-    wProp(K.op, o.op) && serviceProp(o.service) && oProp(K.dest, o.dest, dest) && oProp(K.timeouts, o.timeouts, timeouts) &&
-    oProp(K.daemon, o.daemon, daemon) && end(at)
-  );
+  wProp(K.op, o.op);
+  serviceProp(o.service);
+  oProp(K.dest, o.dest, dest);
+  oProp(K.timeouts, o.timeouts, timeouts);
+  oProp(K.daemon, o.daemon, daemon);
+  end(at);
 }
 
 /**
- * The packed form of `ops`, or undefined when some op holds what the form cannot carry exactly
- * (the caller then passes the objects). The bytes are the writer's own, valid until the next
- * call: pass them to the addon at once.
+ * The packed form of `ops`. The bytes are the writer's own, valid until the next call: pass
+ * them to the addon at once.
  */
-export function packIpvsOps(ops: readonly unknown[]): Uint8Array | undefined {
+export function packIpvsOps(ops: readonly unknown[]): Uint8Array {
   pos = 0;
   count = 0;
   outer.length = 0;
   lastService = undefined;
-  let ok = true;
-  for (let i = 0; i < ops.length && ok; i++) {
+  for (let i = 0; i < ops.length; i++) {
     const o = ops[i];
-    ok = isPlainObject(o) && op(o);
+    if (isObject(o)) obj(o, op);
+    else any(o);
   }
   lastService = undefined;
-  return ok ? buf.subarray(0, pos) : undefined;
+  return buf.subarray(0, pos);
 }

@@ -252,8 +252,7 @@ export class Ipvs implements IpvsApi {
    * flight together reach the kernel in the order they were made.
    */
   async apply(ops: IpvsOp[], opts: ApplyOptions = {}): Promise<ApplyResult> {
-    // packed when they can be (one N-API call for the batch), else the objects: the same checks
-    return new ApplyResult(await this.h.apply(packIpvsOps(ops) ?? ops, opts));
+    return new ApplyResult(await this.h.apply(packIpvsOps(ops), opts));
   }
 
   /** Like apply, but throws the first failure. */

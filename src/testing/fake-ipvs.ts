@@ -94,7 +94,7 @@ export class FakeIpvs implements IpvsApi {
     const crash = this.crashAfter;
     this.crashAfter = undefined;
     // The real handle's conversion, at the call (it runs before apply() returns its promise).
-    if (this.convert) native().codec.ipvs.convertOps(packIpvsOps(ops) ?? ops, 0);
+    if (this.convert) native().codec.ipvs.convertOps(packIpvsOps(ops), 0);
     // As a socket's reply would: the batch completes in a later turn of the event loop, so a
     // caller applying chunk after chunk lets timers and I/O in between, as against the kernel.
     await new Promise<void>((resolve) => setImmediate(resolve));

@@ -116,7 +116,7 @@ test('convert: every batch goes through the addon conversion; an op it refuses r
   assert.equal(ipvs.writes, 2);
 });
 
-test('convertOps does the conversion encodeOps does, both forms, without handing the bytes over', async () => {
+test('convertOps does the conversion encodeOps does, without handing the bytes over', async () => {
   const { native } = await import('../../src/native.js');
   const { packIpvsOps } = await import('../../src/kernel/ipvs-pack.js');
   const c = native().codec.ipvs;
@@ -125,9 +125,8 @@ test('convertOps does the conversion encodeOps does, both forms, without handing
     ...Array.from({ length: 40 }, (_, i) => ({ op: 'addDestination' as const, service: svc, dest: { address: `10.244.1.${i + 1}`, port: 8080, weight: i } })),
   ];
   const packed = packIpvsOps(ops);
-  assert.ok(packed);
-  for (const form of [ops, packed]) assert.equal(c.convertOps(form, 0x1c), c.encodeOps(form, 0x1c).length);
-  assert.throws(() => c.convertOps([{ op: 'addDestination', service: svc, dest: { address: 'nope', port: 1 } }], 0x1c), /address/);
+  assert.equal(c.convertOps(packed, 0x1c), c.encodeOps(packed, 0x1c).length);
+  assert.throws(() => c.convertOps(packIpvsOps([{ op: 'addDestination', service: svc, dest: { address: 'nope', port: 1 } }]), 0x1c), /address/);
 });
 
 test('a service\'s destinations: found by address and port (IPv6 in any spelling), kept in the order added, short list and indexed alike', async () => {
