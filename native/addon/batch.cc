@@ -4,18 +4,6 @@
 
 namespace addon {
 
-nl::TransactOptions BatchOptions(const Napi::Value& v) {
-  nl::TransactOptions o;
-  if (!v.IsObject()) return o;
-  Napi::Object obj = v.As<Napi::Object>();
-  Napi::Value s = obj.Get("stopOnError");
-  if (s.IsBoolean()) o.stop_on_error = s.As<Napi::Boolean>().Value();
-  Napi::Value m = obj.Get("maxBatchMessages");
-  if (m.IsNumber() && m.As<Napi::Number>().Uint32Value() > 0)
-    o.max_chunk_messages = m.As<Napi::Number>().Uint32Value();
-  return o;
-}
-
 Napi::Value BatchOutcomeToJs(Napi::Env env, BatchOutcome& out) {
   const size_t n = out.res.results.size();
   Napi::Uint8Array statuses = Napi::Uint8Array::New(env, n);

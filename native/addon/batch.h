@@ -24,9 +24,6 @@ struct BatchOutcome {
   std::vector<int64_t> op_index;
 };
 
-// Options every batch-taking method accepts: { stopOnError?: boolean (default true) }.
-nl::TransactOptions BatchOptions(const Napi::Value& v);
-
 // { statuses: Uint8Array, errors: NetlinkError[], sendmsgCalls: number }. errors[i].index is
 // the caller's op index.
 Napi::Value BatchOutcomeToJs(Napi::Env env, BatchOutcome& out);

@@ -1,4 +1,5 @@
-// Every family's Init, called once by addon.cc, plus helpers shared by the family bindings.
+// Every family's Init, called once by addon.cc, plus helpers shared by the family bindings
+// (with args.h, how they read their arguments, and method.h, how they define their methods).
 #pragma once
 
 #include <linux/netlink.h>
@@ -7,7 +8,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "addon/args.h"
 #include "addon/channel.h"
+#include "addon/method.h"
 
 namespace addon {
 
@@ -24,11 +27,7 @@ void InitCpu(Napi::Env env, Napi::Object exports);
 // Codec hooks for tests: every family adds its pure encoders/decoders under
 // exports.codec.<family> from its own binding file (CodecNamespace creates that object).
 Napi::Object CodecNamespace(Napi::Env env, Napi::Object exports, const char* family);
-std::vector<uint8_t> BufferArg(const Napi::CallbackInfo& info, size_t i);
 Napi::Buffer<uint8_t> ToBuffer(Napi::Env env, const std::vector<uint8_t>& v);
-// A Buffer holding one netlink message, bounds-checked; `storage` keeps the bytes alive.
-const nlmsghdr* MessageArg(const Napi::CallbackInfo& info, size_t i, std::vector<uint8_t>* storage,
-                           const char* op);
 
 // { sendmsgCalls, recvmsgCalls, messagesSent } of a handle's socket (zeros before first use).
 // Read on the main thread while no work is queued; the counters are plain integers.

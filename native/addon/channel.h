@@ -106,7 +106,4 @@ struct Channel {
   bool strict_check = false;
 };
 
-// Reads the optional { netns } option of a handle constructor.
-std::string NetnsOption(const Napi::CallbackInfo& info, size_t arg);
-
 }  // namespace addon

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "addon/bindings.h"
-#include "addon/cpu.h"
 #include "addon/errors.h"
 #include "netlink/attr.h"
 #include "netlink/message.h"
@@ -17,24 +16,8 @@ namespace {
 
 }  // namespace
 
-std::vector<uint8_t> BufferArg(const Napi::CallbackInfo& info, size_t i) {
-  if (info.Length() <= i || !info[i].IsBuffer()) ThrowInvalid(info.Env(), "codec", "expected a Buffer");
-  auto b = info[i].As<Napi::Buffer<uint8_t>>();
-  return std::vector<uint8_t>(b.Data(), b.Data() + b.Length());
-}
-
 Napi::Buffer<uint8_t> ToBuffer(Napi::Env env, const std::vector<uint8_t>& v) {
   return Napi::Buffer<uint8_t>::Copy(env, v.data(), v.size());
-}
-
-const nlmsghdr* MessageArg(const Napi::CallbackInfo& info, size_t i, std::vector<uint8_t>* storage,
-                           const char* op) {
-  *storage = BufferArg(info, i);
-  if (storage->size() < NLMSG_HDRLEN) ThrowInvalid(info.Env(), op, "shorter than a netlink header");
-  const auto* h = reinterpret_cast<const nlmsghdr*>(storage->data());
-  if (h->nlmsg_len > storage->size() || h->nlmsg_len < NLMSG_HDRLEN)
-    ThrowInvalid(info.Env(), op, "bad nlmsg_len");
-  return h;
 }
 
 Napi::Object CodecNamespace(Napi::Env env, Napi::Object exports, const char* family) {
@@ -68,7 +51,6 @@ Napi::Array ParseTree(Napi::Env env, nl::AttrReader r, const std::vector<uint32_
 }
 
 Napi::Value ParseAttributes(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   std::vector<uint8_t> buf = BufferArg(info, 0);
   std::vector<uint32_t> nested;
   if (info.Length() > 1 && info[1].IsArray()) {
@@ -108,7 +90,6 @@ void WriteTree(Napi::Env env, nl::AttrWriter& w, Napi::Array spec) {
 }
 
 Napi::Value WriteAttributes(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   if (!info[0].IsArray()) ThrowInvalid(info.Env(), "writeAttributes", "expected an array");
   std::vector<uint8_t> buf;
   nl::AttrWriter w(buf);
@@ -118,7 +99,6 @@ Napi::Value WriteAttributes(const Napi::CallbackInfo& info) {
 
 // Parses a datagram of netlink messages: [{ type, flags, seq, pid, payload }].
 Napi::Value ParseMessages(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   std::vector<uint8_t> buf = BufferArg(info, 0);
   Napi::Env env = info.Env();
   Napi::Array out = Napi::Array::New(env);
@@ -150,9 +130,9 @@ Napi::Value ParseMessages(const Napi::CallbackInfo& info) {
 
 void InitCodec(Napi::Env env, Napi::Object exports) {
   Napi::Object codec = Napi::Object::New(env);
-  codec.Set("parseAttributes", Napi::Function::New(env, ParseAttributes));
-  codec.Set("writeAttributes", Napi::Function::New(env, WriteAttributes));
-  codec.Set("parseMessages", Napi::Function::New(env, ParseMessages));
+  codec.Set("parseAttributes", Function<ParseAttributes>(env, "parseAttributes"));
+  codec.Set("writeAttributes", Function<WriteAttributes>(env, "writeAttributes"));
+  codec.Set("parseMessages", Function<ParseMessages>(env, "parseMessages"));
   exports.Set("codec", codec);
 }
 

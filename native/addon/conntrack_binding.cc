@@ -10,7 +10,6 @@
 #include "addon/async.h"
 #include "addon/batch.h"
 #include "addon/bindings.h"
-#include "addon/cpu.h"
 #include "addon/channel.h"
 #include "addon/errors.h"
 #include "conntrack/codec.h"
@@ -19,16 +18,13 @@ namespace addon {
 
 namespace {
 
-[[noreturn]] void Bad(Napi::Env env, const std::string& op, const std::string& why) { ThrowInvalid(env, op, why); }
-bool IsSet(const Napi::Value& v) { return !v.IsUndefined() && !v.IsNull(); }
-
 uint8_t ProtoArg(Napi::Env env, const Napi::Value& v, const std::string& op) {
   if (v.IsNumber()) {
     const double d = v.As<Napi::Number>().DoubleValue();
-    if (!(d >= 1) || d > 255 || d != std::floor(d)) Bad(env, op, "proto must be 1-255");
+    if (!(d >= 1) || d > 255 || d != std::floor(d)) ThrowInvalid(env, op, "proto must be 1-255");
     return static_cast<uint8_t>(d);
   }
-  if (!v.IsString()) Bad(env, op, "proto must be a name or a number");
+  if (!v.IsString()) ThrowInvalid(env, op, "proto must be a name or a number");
   const std::string s = v.As<Napi::String>().Utf8Value();
   if (s == "tcp") return IPPROTO_TCP;
   if (s == "udp") return IPPROTO_UDP;
@@ -37,7 +33,7 @@ uint8_t ProtoArg(Napi::Env env, const Napi::Value& v, const std::string& op) {
   if (s == "dccp") return IPPROTO_DCCP;
   if (s == "icmp") return IPPROTO_ICMP;
   if (s == "icmpv6") return IPPROTO_ICMPV6;
-  Bad(env, op, "unknown proto '" + s + "'");
+  ThrowInvalid(env, op, "unknown proto '" + s + "'");
 }
 
 const char* ProtoName(uint8_t p) {
@@ -57,36 +53,31 @@ void AddrField(Napi::Env env, Napi::Object o, const char* key, bool* has, inet::
                const std::string& op) {
   const Napi::Value v = o.Get(key);
   if (!IsSet(v)) return;
-  if (!v.IsString()) Bad(env, op, std::string(key) + " must be an address string");
+  if (!v.IsString()) ThrowInvalid(env, op, std::string(key) + " must be an address string");
   const std::string s = v.As<Napi::String>().Utf8Value();
-  if (!inet::Parse(s, out)) Bad(env, op, std::string(key) + " '" + s + "' is not an IPv4 or IPv6 address");
+  if (!inet::Parse(s, out)) ThrowInvalid(env, op, std::string(key) + " '" + s + "' is not an IPv4 or IPv6 address");
   if (*family && *family != out->family)
-    Bad(env, op, std::string(key) + " '" + s + "' does not match the filter's family");
+    ThrowInvalid(env, op, std::string(key) + " '" + s + "' does not match the filter's family");
   *family = static_cast<uint8_t>(out->family);
   *has = true;
 }
 
 int32_t PortField(Napi::Env env, Napi::Object o, const char* key, const std::string& op) {
   const Napi::Value v = o.Get(key);
-  if (!IsSet(v)) return -1;
-  if (!v.IsNumber()) Bad(env, op, std::string(key) + " must be a number");
-  const double d = v.As<Napi::Number>().DoubleValue();
-  if (!(d >= 0) || d > 65535 || d != std::floor(d))
-    Bad(env, op, std::string(key) + " is out of range 0-65535 (got " + v.ToString().Utf8Value() + ")");
-  return static_cast<int32_t>(d);
+  return IsSet(v) ? static_cast<int32_t>(UIntArg(env, v, 65535, op, key)) : -1;
 }
 
 ct::Filter FilterArg(Napi::Env env, const Napi::Value& v, const std::string& op) {
   ct::Filter f;
   if (!IsSet(v)) return f;
-  if (!v.IsObject()) Bad(env, op, "filter must be an object");
+  if (!v.IsObject()) ThrowInvalid(env, op, "filter must be an object");
   Napi::Object o = v.As<Napi::Object>();
   const Napi::Value fam = o.Get("family");
   if (IsSet(fam)) {
     const std::string s = fam.IsString() ? fam.As<Napi::String>().Utf8Value() : "";
     if (s == "inet") f.family = AF_INET;
     else if (s == "inet6") f.family = AF_INET6;
-    else Bad(env, op, "family must be 'inet' or 'inet6'");
+    else ThrowInvalid(env, op, "family must be 'inet' or 'inet6'");
   }
   if (IsSet(o.Get("proto"))) f.proto = ProtoArg(env, o.Get("proto"), op);
   AddrField(env, o, "origSrc", &f.has_orig_src, &f.orig_src, &f.family, op);
@@ -95,7 +86,7 @@ ct::Filter FilterArg(Napi::Env env, const Napi::Value& v, const std::string& op)
   f.orig_dport = PortField(env, o, "origDport", op);
   f.reply_sport = PortField(env, o, "replySport", op);
   if ((f.orig_dport >= 0 || f.reply_sport >= 0) && !f.proto)
-    Bad(env, op, "a port filter needs proto (tcp, udp, sctp …)");
+    ThrowInvalid(env, op, "a port filter needs proto (tcp, udp, sctp …)");
   return f;
 }
 
@@ -161,25 +152,24 @@ struct DeleteResult {
   nl::TransactResult res;
 };
 
-class ConntrackHandle : public Napi::ObjectWrap<ConntrackHandle> {
+class ConntrackHandle : public Wrapped<ConntrackHandle> {
  public:
   static void Init(Napi::Env env, Napi::Object exports) {
     exports.Set("ConntrackHandle", DefineClass(env, "ConntrackHandle",
                                                {
-                                                   InstanceMethod<&ConntrackHandle::List>("list"),
-                                                   InstanceMethod<&ConntrackHandle::Count>("count"),
-                                                   InstanceMethod<&ConntrackHandle::Delete>("delete"),
-                                                   InstanceMethod<&ConntrackHandle::Stats>("stats"),
+                                                   Method<&ConntrackHandle::List>("list"),
+                                                   Method<&ConntrackHandle::Count>("count"),
+                                                   Method<&ConntrackHandle::Delete>("delete"),
+                                                   Method<&ConntrackHandle::Stats>("stats"),
                                                }));
   }
 
-  explicit ConntrackHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ConntrackHandle>(info) {
+  explicit ConntrackHandle(const Napi::CallbackInfo& info) : Wrapped<ConntrackHandle>(info) {
     ch_ = std::make_shared<Channel>(NETLINK_NETFILTER, NetnsOption(info, 0));
   }
 
  private:
   Napi::Value List(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     const ct::Filter f = FilterArg(info.Env(), info[0], "IPCTNL_MSG_CT_GET");
     auto ch = ch_;
     return PromiseWorker<std::vector<ct::Flow>>::Run(
@@ -196,7 +186,6 @@ class ConntrackHandle : public Napi::ObjectWrap<ConntrackHandle> {
   }
 
   Napi::Value Count(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     const ct::Filter f = FilterArg(info.Env(), info[0], "IPCTNL_MSG_CT_GET");
     auto ch = ch_;
     return PromiseWorker<size_t>::Run(
@@ -212,7 +201,6 @@ class ConntrackHandle : public Napi::ObjectWrap<ConntrackHandle> {
   // matching flows deleted by tuple+id in one batch. A flow that expired in between (ENOENT)
   // counts as gone, not as an error.
   Napi::Value Delete(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     const ct::Filter f = FilterArg(env, info[0], "IPCTNL_MSG_CT_DELETE");
     nl::TransactOptions opts = BatchOptions(info[1]);
@@ -262,7 +250,6 @@ class ConntrackHandle : public Napi::ObjectWrap<ConntrackHandle> {
 };
 
 Napi::Value DecodeFlowHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeFlow");
   ct::Flow f;
@@ -273,7 +260,6 @@ Napi::Value DecodeFlowHook(const Napi::CallbackInfo& info) {
 
 // matches(flowMessage, filter) -> boolean: the C++ filter on a decoded reply.
 Napi::Value MatchesHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "matches");
   ct::Flow f;
@@ -284,7 +270,6 @@ Napi::Value MatchesHook(const Napi::CallbackInfo& info) {
 
 // encodeDelete(flowMessage) -> the DELETE request for that flow (golden form).
 Napi::Value EncodeDeleteHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "encodeDelete");
   ct::Flow f;
@@ -297,7 +282,6 @@ Napi::Value EncodeDeleteHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeDumpHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   nl::Batch b;
   ct::EncodeDump(b, static_cast<uint8_t>(info[0].IsNumber() ? info[0].As<Napi::Number>().Uint32Value() : 0));
   b.Seal();
@@ -309,10 +293,10 @@ Napi::Value EncodeDumpHook(const Napi::CallbackInfo& info) {
 void InitConntrack(Napi::Env env, Napi::Object exports) {
   ConntrackHandle::Init(env, exports);
   Napi::Object codec = CodecNamespace(env, exports, "conntrack");
-  codec.Set("decodeFlow", Napi::Function::New(env, DecodeFlowHook));
-  codec.Set("matches", Napi::Function::New(env, MatchesHook));
-  codec.Set("encodeDelete", Napi::Function::New(env, EncodeDeleteHook));
-  codec.Set("encodeDump", Napi::Function::New(env, EncodeDumpHook));
+  codec.Set("decodeFlow", Function<DecodeFlowHook>(env, "decodeFlow"));
+  codec.Set("matches", Function<MatchesHook>(env, "matches"));
+  codec.Set("encodeDelete", Function<EncodeDeleteHook>(env, "encodeDelete"));
+  codec.Set("encodeDump", Function<EncodeDumpHook>(env, "encodeDump"));
 }
 
 }  // namespace addon

@@ -70,6 +70,8 @@ PoolCpuScope::~PoolCpuScope() {
   Cpu().pool_tasks.fetch_add(1, std::memory_order_relaxed);
 }
 
+// The one function not defined through method.h: reading the counters does not count as a call
+// (a caller reads them before and after a piece of work and subtracts).
 void InitCpu(Napi::Env env, Napi::Object exports) { exports.Set("cpuUsage", Napi::Function::New(env, CpuUsage, "cpuUsage")); }
 
 }  // namespace addon

@@ -1,4 +1,5 @@
 #include "addon/errors.h"
+#include "addon/method.h"
 
 #include "addon/instance.h"
 
@@ -15,7 +16,7 @@ Napi::Value SetErrorFactory(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void InitErrors(Napi::Env env, Napi::Object exports) {
-  exports.Set("setErrorFactory", Napi::Function::New(env, SetErrorFactory));
+  exports.Set("setErrorFactory", Function<SetErrorFactory>(env, "setErrorFactory"));
 }
 
 Napi::Value MakeError(Napi::Env env, const nl::Error& e) {

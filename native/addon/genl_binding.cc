@@ -7,7 +7,6 @@
 #include "addon/async.h"
 #include "addon/batch.h"
 #include "addon/bindings.h"
-#include "addon/cpu.h"
 #include "addon/channel.h"
 #include "addon/errors.h"
 #include "netlink/genl.h"
@@ -21,28 +20,24 @@ struct FamiliesResult {
   std::vector<nl::GenlFamily> families;  // one per request; id 0 where it failed
 };
 
-class GenlHandle : public Napi::ObjectWrap<GenlHandle> {
+class GenlHandle : public Wrapped<GenlHandle> {
  public:
   static void Init(Napi::Env env, Napi::Object exports) {
     exports.Set("GenlHandle", DefineClass(env, "GenlHandle",
                                           {
-                                              InstanceMethod<&GenlHandle::Families>("families"),
-                                              InstanceMethod<&GenlHandle::Stats>("stats"),
+                                              Method<&GenlHandle::Families>("families"),
+                                              Method<&GenlHandle::Stats>("stats"),
                                           }));
   }
 
-  explicit GenlHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<GenlHandle>(info) {
+  explicit GenlHandle(const Napi::CallbackInfo& info) : Wrapped<GenlHandle>(info) {
     ch_ = std::make_shared<Channel>(NETLINK_GENERIC, NetnsOption(info, 0));
-    if (info.Length() > 0 && info[0].IsObject()) {
-      Napi::Value rb = info[0].As<Napi::Object>().Get("rcvbufBytes");
-      if (rb.IsNumber()) ch_->rcvbuf_bytes = rb.As<Napi::Number>().Int32Value();
-    }
+    ch_->rcvbuf_bytes = static_cast<int>(UIntOpt(info.Env(), info[0], "rcvbufBytes", INT32_MAX, 0, "open"));
   }
 
  private:
   // families(names: string[], opts?) -> { statuses, errors, sendmsgCalls, families }
   Napi::Value Families(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     if (!info[0].IsArray()) ThrowInvalid(env, "families", "expected an array of family names");
     Napi::Array names = info[0].As<Napi::Array>();
@@ -61,8 +56,7 @@ class GenlHandle : public Napi::ObjectWrap<GenlHandle> {
     }
     // Lookups are independent: unlike writes, they continue past a failure unless asked not to.
     nl::TransactOptions opts = BatchOptions(info[1]);
-    if (!(info[1].IsObject() && info[1].As<Napi::Object>().Get("stopOnError").IsBoolean()))
-      opts.stop_on_error = false;
+    opts.stop_on_error = BoolOpt(info[1], "stopOnError", false);
     auto ch = ch_;
     return PromiseWorker<FamiliesResult>::Run(
         env,

@@ -16,7 +16,6 @@
 #include "addon/async.h"
 #include "addon/batch.h"
 #include "addon/bindings.h"
-#include "addon/cpu.h"
 #include "addon/channel.h"
 #include "addon/errors.h"
 #include "ipset/codec.h"
@@ -49,54 +48,29 @@ struct Keys {
   Napi::String k[kCount];
 };
 
-[[noreturn]] void Bad(Napi::Env env, const std::string& op, const std::string& why) {
-  ThrowInvalid(env, op, why);
-}
-
-bool IsSet(const Napi::Value& v) { return !v.IsUndefined() && !v.IsNull(); }
-
-uint64_t UInt(Napi::Env env, const Napi::Value& v, uint64_t max, const std::string& op, const std::string& what) {
-  if (v.IsBigInt()) {
-    bool lossless = true;
-    const uint64_t x = v.As<Napi::BigInt>().Uint64Value(&lossless);
-    if (!lossless || x > max) Bad(env, op, what + " is out of range 0-" + std::to_string(max));
-    return x;
-  }
-  if (!v.IsNumber()) Bad(env, op, what + " must be a number");
-  const double d = v.As<Napi::Number>().DoubleValue();
-  if (!(d >= 0) || d != std::floor(d) || d > static_cast<double>(max))
-    Bad(env, op, what + " is out of range 0-" + std::to_string(max) + " (got " + v.ToString().Utf8Value() + ")");
-  return static_cast<uint64_t>(d);
-}
-
-std::string Str(Napi::Env env, const Napi::Value& v, const std::string& op, const std::string& what) {
-  if (!v.IsString()) Bad(env, op, what + " must be a string");
-  return v.As<Napi::String>().Utf8Value();
-}
-
 void CheckName(Napi::Env env, const std::string& name, const std::string& op, const char* what = "set name") {
-  if (name.empty()) Bad(env, op, std::string(what) + " is empty");
+  if (name.empty()) ThrowInvalid(env, op, std::string(what) + " is empty");
   if (name.size() > ipset::kMaxNameLen)
-    Bad(env, op, std::string(what) + " '" + name + "' is " + std::to_string(name.size()) +
+    ThrowInvalid(env, op, std::string(what) + " '" + name + "' is " + std::to_string(name.size()) +
                      " bytes; ipset names are at most 31");
 }
 
 uint8_t FamilyArg(Napi::Env env, const Napi::Value& v, const ipset::TypeInfo& t, const std::string& op) {
   if (t.bitmap) {
-    if (IsSet(v)) Bad(env, op, std::string(t.name) + " takes no family");
+    if (IsSet(v)) ThrowInvalid(env, op, std::string(t.name) + " takes no family");
     return ipset::kFamilyUnspec;
   }
   if (!IsSet(v)) return ipset::kFamilyInet;
-  const std::string f = Str(env, v, op, "family");
+  const std::string f = StrArg(env, v, op, "family");
   if (f == "inet") return ipset::kFamilyInet;
   if (f == "inet6") return ipset::kFamilyInet6;
-  Bad(env, op, "family must be 'inet' or 'inet6' (got '" + f + "')");
+  ThrowInvalid(env, op, "family must be 'inet' or 'inet6' (got '" + f + "')");
 }
 
 const ipset::TypeInfo& TypeArg(Napi::Env env, const Napi::Value& v, const std::string& op) {
-  const std::string type = Str(env, v, op, "type");
+  const std::string type = StrArg(env, v, op, "type");
   const ipset::TypeInfo* t = ipset::FindType(type);
-  if (!t) Bad(env, op, "set type '" + type + "' is not supported by ipvsync");
+  if (!t) ThrowInvalid(env, op, "set type '" + type + "' is not supported by ipvsync");
   return *t;
 }
 
@@ -108,47 +82,47 @@ bool ProtoHasPorts(uint8_t p) {
 uint8_t ProtoArg(Napi::Env env, const Napi::Value& v, const std::string& where) {
   if (!IsSet(v)) return IPPROTO_TCP;  // ipset's default for a bare port
   if (v.IsNumber()) {
-    const uint64_t p = UInt(env, v, 255, where, "proto");
-    if (p == 0) Bad(env, where, "proto 0 is not a valid protocol");
+    const uint64_t p = UIntArg(env, v, 255, where, "proto");
+    if (p == 0) ThrowInvalid(env, where, "proto 0 is not a valid protocol");
     return static_cast<uint8_t>(p);
   }
-  const std::string s = Str(env, v, where, "proto");
+  const std::string s = StrArg(env, v, where, "proto");
   if (s == "tcp") return IPPROTO_TCP;
   if (s == "udp") return IPPROTO_UDP;
   if (s == "sctp") return IPPROTO_SCTP;
   if (s == "udplite") return IPPROTO_UDPLITE;
   if (s == "icmp") return IPPROTO_ICMP;
   if (s == "icmpv6" || s == "ipv6-icmp") return IPPROTO_ICMPV6;
-  Bad(env, where, "unknown proto '" + s + "' (tcp, udp, sctp, udplite, icmp, icmpv6 or a number)");
+  ThrowInvalid(env, where, "unknown proto '" + s + "' (tcp, udp, sctp, udplite, icmp, icmpv6 or a number)");
 }
 
 // "10.0.0.0/8" or "10.0.0.1" (+ an optional separate cidr) for an address component.
 void AddrArg(Napi::Env env, const Napi::Value& v, const Napi::Value& cidr_v, bool net, uint8_t family,
              inet::Addr* out, uint8_t* cidr, const std::string& where, const char* what) {
-  std::string s = Str(env, v, where, what);
+  std::string s = StrArg(env, v, where, what);
   int cidr_val = -1;
   const size_t slash = s.find('/');
   if (slash != std::string::npos) {
     const std::string c = s.substr(slash + 1);
     s.resize(slash);
     if (c.empty() || c.size() > 3 || c.find_first_not_of("0123456789") != std::string::npos)
-      Bad(env, where, std::string(what) + " has a bad prefix length '" + c + "'");
+      ThrowInvalid(env, where, std::string(what) + " has a bad prefix length '" + c + "'");
     cidr_val = std::stoi(c);
   }
   if (IsSet(cidr_v)) {
-    if (cidr_val >= 0) Bad(env, where, std::string(what) + " has a prefix length twice");
-    cidr_val = static_cast<int>(UInt(env, cidr_v, 128, where, "cidr"));
+    if (cidr_val >= 0) ThrowInvalid(env, where, std::string(what) + " has a prefix length twice");
+    cidr_val = static_cast<int>(UIntArg(env, cidr_v, 128, where, "cidr"));
   }
-  if (!inet::Parse(s, out)) Bad(env, where, std::string(what) + " '" + s + "' is not an IPv4 or IPv6 address");
+  if (!inet::Parse(s, out)) ThrowInvalid(env, where, std::string(what) + " '" + s + "' is not an IPv4 or IPv6 address");
   const bool want6 = family == ipset::kFamilyInet6;
   if ((out->family == inet::kV6) != want6)
-    Bad(env, where, std::string(what) + " '" + s + "' is " + (want6 ? "IPv4" : "IPv6") + " but the set is family " +
+    ThrowInvalid(env, where, std::string(what) + " '" + s + "' is " + (want6 ? "IPv4" : "IPv6") + " but the set is family " +
                         (want6 ? "inet6" : "inet"));
   const int max = want6 ? 128 : 32;
   if (cidr_val >= 0) {
-    if (!net) Bad(env, where, std::string(what) + " is a host address in this set type; no prefix length allowed");
+    if (!net) ThrowInvalid(env, where, std::string(what) + " is a host address in this set type; no prefix length allowed");
     if (cidr_val < 1 || cidr_val > max)
-      Bad(env, where, "prefix length " + std::to_string(cidr_val) + " is out of range 1-" + std::to_string(max));
+      ThrowInvalid(env, where, "prefix length " + std::to_string(cidr_val) + " is out of range 1-" + std::to_string(max));
   }
   // No prefix: nothing is sent and the kernel takes the host prefix (as libipset does).
   *cidr = cidr_val >= 0 ? static_cast<uint8_t>(cidr_val) : 0;
@@ -156,7 +130,7 @@ void AddrArg(Napi::Env env, const Napi::Value& v, const Napi::Value& cidr_v, boo
 
 ipset::Member MemberArg(Napi::Env env, const Napi::Value& v, const ipset::TypeInfo& t, uint8_t family,
                         const Keys& keys, const std::string& where) {
-  if (!v.IsObject()) Bad(env, where, "member must be an object");
+  if (!v.IsObject()) ThrowInvalid(env, where, "member must be an object");
   Napi::Object o = v.As<Napi::Object>();
   ipset::Member m;
   auto get = [&](int k) { return o.Get(keys.k[k]); };
@@ -164,87 +138,87 @@ ipset::Member MemberArg(Napi::Env env, const Napi::Value& v, const ipset::TypeIn
   int addr_dims = 0;
   if (d0 == ipset::Dim::kIp || d0 == ipset::Dim::kNet) {
     const Napi::Value ip = get(Keys::kIp);
-    if (!IsSet(ip)) Bad(env, where, std::string(t.name) + " members need ip");
+    if (!IsSet(ip)) ThrowInvalid(env, where, std::string(t.name) + " members need ip");
     AddrArg(env, ip, get(Keys::kCidr), d0 == ipset::Dim::kNet, family, &m.ip, &m.cidr, where, "ip");
     if (d0 == ipset::Dim::kIp) m.cidr = 0;
     addr_dims++;
   } else if (IsSet(get(Keys::kIp))) {
-    Bad(env, where, std::string(t.name) + " members take no ip");
+    ThrowInvalid(env, where, std::string(t.name) + " members take no ip");
   }
   if (ipset::HasDim(t, ipset::Dim::kPort)) {
     const Napi::Value port = get(Keys::kPort);
-    if (!IsSet(port)) Bad(env, where, std::string(t.name) + " members need port");
-    m.port = static_cast<uint16_t>(UInt(env, port, 65535, where, "port"));
+    if (!IsSet(port)) ThrowInvalid(env, where, std::string(t.name) + " members need port");
+    m.port = static_cast<uint16_t>(UIntArg(env, port, 65535, where, "port"));
     m.has_port = true;
     if (!t.bitmap) {
       m.proto = ProtoArg(env, get(Keys::kProto), where);
       if (m.proto == IPPROTO_ICMP && family != ipset::kFamilyInet)
-        Bad(env, where, "proto icmp can be used with family inet only");
+        ThrowInvalid(env, where, "proto icmp can be used with family inet only");
       if (m.proto == IPPROTO_ICMPV6 && family != ipset::kFamilyInet6)
-        Bad(env, where, "proto icmpv6 can be used with family inet6 only");
+        ThrowInvalid(env, where, "proto icmpv6 can be used with family inet6 only");
       if (!ProtoHasPorts(m.proto) && m.port != 0)
-        Bad(env, where, "proto " + std::to_string(m.proto) + " has no ports; port must be 0");
+        ThrowInvalid(env, where, "proto " + std::to_string(m.proto) + " has no ports; port must be 0");
     } else if (IsSet(get(Keys::kProto))) {
-      Bad(env, where, "bitmap:port members take no proto");
+      ThrowInvalid(env, where, "bitmap:port members take no proto");
     }
   } else if (IsSet(get(Keys::kPort))) {
-    Bad(env, where, std::string(t.name) + " members take no port");
+    ThrowInvalid(env, where, std::string(t.name) + " members take no port");
   }
   const int n = ipset::DimCount(t);
   const ipset::Dim last = n >= 2 ? t.dims[n - 1] : ipset::Dim::kNone;
   const bool has_second_addr = n >= 2 && (last == ipset::Dim::kIp || last == ipset::Dim::kNet);
   if (has_second_addr) {
     const Napi::Value ip2 = get(Keys::kIp2);
-    if (!IsSet(ip2)) Bad(env, where, std::string(t.name) + " members need ip2");
+    if (!IsSet(ip2)) ThrowInvalid(env, where, std::string(t.name) + " members need ip2");
     AddrArg(env, ip2, get(Keys::kCidr2), last == ipset::Dim::kNet, family, &m.ip2, &m.cidr2, where, "ip2");
     if (last == ipset::Dim::kIp) m.cidr2 = 0;
   } else if (IsSet(get(Keys::kIp2))) {
-    Bad(env, where, std::string(t.name) + " members take no ip2");
+    ThrowInvalid(env, where, std::string(t.name) + " members take no ip2");
   }
   const Napi::Value timeout = get(Keys::kTimeout);
   if (IsSet(timeout)) {
-    m.timeout = static_cast<uint32_t>(UInt(env, timeout, kMaxTimeout, where, "timeout"));
+    m.timeout = static_cast<uint32_t>(UIntArg(env, timeout, kMaxTimeout, where, "timeout"));
     m.has_timeout = true;
   }
   const Napi::Value packets = get(Keys::kPackets), bytes = get(Keys::kBytes);
   if (IsSet(packets) || IsSet(bytes)) {
     m.has_counters = true;
-    if (IsSet(packets)) m.packets = UInt(env, packets, UINT64_MAX, where, "packets");
-    if (IsSet(bytes)) m.bytes = UInt(env, bytes, UINT64_MAX, where, "bytes");
+    if (IsSet(packets)) m.packets = UIntArg(env, packets, UINT64_MAX, where, "packets");
+    if (IsSet(bytes)) m.bytes = UIntArg(env, bytes, UINT64_MAX, where, "bytes");
   }
   const Napi::Value comment = get(Keys::kComment);
   if (IsSet(comment)) {
-    m.comment = Str(env, comment, where, "comment");
-    if (m.comment.size() > ipset::kMaxCommentLen) Bad(env, where, "comment is longer than 255 bytes");
-    if (m.comment.find('"') != std::string::npos) Bad(env, where, "comment must not contain '\"'");
+    m.comment = StrArg(env, comment, where, "comment");
+    if (m.comment.size() > ipset::kMaxCommentLen) ThrowInvalid(env, where, "comment is longer than 255 bytes");
+    if (m.comment.find('"') != std::string::npos) ThrowInvalid(env, where, "comment must not contain '\"'");
     m.has_comment = true;
   }
   const Napi::Value nomatch = get(Keys::kNomatch);
   if (IsSet(nomatch)) {
-    if (!nomatch.IsBoolean()) Bad(env, where, "nomatch must be a boolean");
+    if (!nomatch.IsBoolean()) ThrowInvalid(env, where, "nomatch must be a boolean");
     m.nomatch = nomatch.As<Napi::Boolean>().Value();
     if (m.nomatch && !ipset::HasDim(t, ipset::Dim::kNet))
-      Bad(env, where, std::string("nomatch needs a net component; ") + t.name + " has none");
+      ThrowInvalid(env, where, std::string("nomatch needs a net component; ") + t.name + " has none");
   }
   const Napi::Value skbmark = get(Keys::kSkbmark);
   if (IsSet(skbmark)) {
-    m.skbmark = static_cast<uint32_t>(UInt(env, skbmark, UINT32_MAX, where, "skbmark"));
+    m.skbmark = static_cast<uint32_t>(UIntArg(env, skbmark, UINT32_MAX, where, "skbmark"));
     const Napi::Value mask = get(Keys::kSkbmarkmask);
-    m.skbmarkmask = IsSet(mask) ? static_cast<uint32_t>(UInt(env, mask, UINT32_MAX, where, "skbmarkmask")) : UINT32_MAX;
+    m.skbmarkmask = IsSet(mask) ? static_cast<uint32_t>(UIntArg(env, mask, UINT32_MAX, where, "skbmarkmask")) : UINT32_MAX;
     m.has_skbmark = true;
   }
   const Napi::Value skbprio = get(Keys::kSkbprio);
   if (IsSet(skbprio)) {
-    m.skbprio = static_cast<uint32_t>(UInt(env, skbprio, UINT32_MAX, where, "skbprio"));
+    m.skbprio = static_cast<uint32_t>(UIntArg(env, skbprio, UINT32_MAX, where, "skbprio"));
     m.has_skbprio = true;
   }
   const Napi::Value skbqueue = get(Keys::kSkbqueue);
   if (IsSet(skbqueue)) {
-    m.skbqueue = static_cast<uint16_t>(UInt(env, skbqueue, 65535, where, "skbqueue"));
+    m.skbqueue = static_cast<uint16_t>(UIntArg(env, skbqueue, 65535, where, "skbqueue"));
     m.has_skbqueue = true;
   }
   const Napi::Value line = get(Keys::kLine);
-  if (IsSet(line)) m.lineno = static_cast<uint32_t>(UInt(env, line, UINT32_MAX, where, "line"));
+  if (IsSet(line)) m.lineno = static_cast<uint32_t>(UIntArg(env, line, UINT32_MAX, where, "line"));
   (void)addr_dims;
   return m;
 }
@@ -276,16 +250,16 @@ uint32_t EchoedLineno(const std::vector<uint8_t>& echoed) {
 
 PlannedOp OpArg(Napi::Env env, const Napi::Value& v, size_t i, const Keys& keys) {
   const std::string at = "op " + std::to_string(i);
-  if (!v.IsObject()) Bad(env, at, "must be an object");
+  if (!v.IsObject()) ThrowInvalid(env, at, "must be an object");
   Napi::Object o = v.As<Napi::Object>();
-  const std::string kind = Str(env, o.Get("op"), at, "op");
+  const std::string kind = StrArg(env, o.Get("op"), at, "op");
   PlannedOp p;
-  p.name = Str(env, o.Get("name"), at + " (" + kind + ")", "name");
+  p.name = StrArg(env, o.Get("name"), at + " (" + kind + ")", "name");
   const std::string where = at + " (" + kind + " " + p.name + ")";
   CheckName(env, p.name, where);
   const Napi::Value exist = o.Get("exist");
   if (IsSet(exist)) {
-    if (!exist.IsBoolean()) Bad(env, where, "exist must be a boolean");
+    if (!exist.IsBoolean()) ThrowInvalid(env, where, "exist must be a boolean");
     p.exist = exist.As<Napi::Boolean>().Value();
   }
   if (kind == "create") {
@@ -300,8 +274,8 @@ PlannedOp OpArg(Napi::Env env, const Napi::Value& v, size_t i, const Keys& keys)
     auto opt32 = [&](const char* key, bool* has, uint32_t* out, uint64_t max) {
       const Napi::Value x = o.Get(key);
       if (!IsSet(x)) return;
-      if (t.bitmap && std::string(key) != "timeout") Bad(env, where, std::string(t.name) + " takes no " + key);
-      *out = static_cast<uint32_t>(UInt(env, x, max, where, key));
+      if (t.bitmap && std::string(key) != "timeout") ThrowInvalid(env, where, std::string(t.name) + " takes no " + key);
+      *out = static_cast<uint32_t>(UIntArg(env, x, max, where, key));
       *has = true;
     };
     opt32("hashsize", &h.has_hashsize, &h.hashsize, UINT32_MAX);
@@ -310,40 +284,40 @@ PlannedOp OpArg(Napi::Env env, const Napi::Value& v, size_t i, const Keys& keys)
     opt32("initval", &h.has_initval, &h.initval, UINT32_MAX);
     const Napi::Value bucketsize = o.Get("bucketsize");
     if (IsSet(bucketsize)) {
-      if (t.bitmap) Bad(env, where, std::string(t.name) + " takes no bucketsize");
-      h.bucketsize = static_cast<uint8_t>(UInt(env, bucketsize, 255, where, "bucketsize"));
+      if (t.bitmap) ThrowInvalid(env, where, std::string(t.name) + " takes no bucketsize");
+      h.bucketsize = static_cast<uint8_t>(UIntArg(env, bucketsize, 255, where, "bucketsize"));
       h.has_bucketsize = true;
     }
-    if (h.has_maxelem && h.maxelem == 0) Bad(env, where, "maxelem must be at least 1");
+    if (h.has_maxelem && h.maxelem == 0) ThrowInvalid(env, where, "maxelem must be at least 1");
     const Napi::Value netmask = o.Get("netmask");
     if (IsSet(netmask)) {
-      if (std::string(t.name) != "hash:ip") Bad(env, where, "netmask is only supported by hash:ip");
+      if (std::string(t.name) != "hash:ip") ThrowInvalid(env, where, "netmask is only supported by hash:ip");
       const uint8_t max = h.family == ipset::kFamilyInet6 ? 128 : 32;
-      h.netmask = static_cast<uint8_t>(UInt(env, netmask, max, where, "netmask"));
-      if (h.netmask == 0) Bad(env, where, "netmask is out of range 1-" + std::to_string(max));
+      h.netmask = static_cast<uint8_t>(UIntArg(env, netmask, max, where, "netmask"));
+      if (h.netmask == 0) ThrowInvalid(env, where, "netmask is out of range 1-" + std::to_string(max));
       h.has_netmask = true;
     }
     auto flag = [&](const char* key, bool* out) {
       const Napi::Value x = o.Get(key);
       if (!IsSet(x)) return;
-      if (!x.IsBoolean()) Bad(env, where, std::string(key) + " must be a boolean");
+      if (!x.IsBoolean()) ThrowInvalid(env, where, std::string(key) + " must be a boolean");
       *out = x.As<Napi::Boolean>().Value();
     };
     flag("counters", &h.counters);
     flag("comment", &h.comment);
     flag("skbinfo", &h.skbinfo);
     flag("forceadd", &h.forceadd);
-    if (h.forceadd && t.bitmap) Bad(env, where, "forceadd is only supported by hash types");
+    if (h.forceadd && t.bitmap) ThrowInvalid(env, where, "forceadd is only supported by hash types");
     const Napi::Value range = o.Get("range");
     if (t.bitmap) {
-      if (!range.IsObject()) Bad(env, where, "bitmap:port needs range: { from, to }");
+      if (!range.IsObject()) ThrowInvalid(env, where, "bitmap:port needs range: { from, to }");
       Napi::Object r = range.As<Napi::Object>();
-      h.port_from = static_cast<uint16_t>(UInt(env, r.Get("from"), 65535, where, "range.from"));
-      h.port_to = static_cast<uint16_t>(UInt(env, r.Get("to"), 65535, where, "range.to"));
-      if (h.port_from > h.port_to) Bad(env, where, "range.from is greater than range.to");
+      h.port_from = static_cast<uint16_t>(UIntArg(env, r.Get("from"), 65535, where, "range.from"));
+      h.port_to = static_cast<uint16_t>(UIntArg(env, r.Get("to"), 65535, where, "range.to"));
+      if (h.port_from > h.port_to) ThrowInvalid(env, where, "range.from is greater than range.to");
       h.has_range = true;
     } else if (IsSet(range)) {
-      Bad(env, where, std::string(t.name) + " takes no range");
+      ThrowInvalid(env, where, std::string(t.name) + " takes no range");
     }
     return p;
   }
@@ -355,7 +329,7 @@ PlannedOp OpArg(Napi::Env env, const Napi::Value& v, size_t i, const Keys& keys)
   if (kind == "rename" || kind == "swap") {
     p.kind = kind == "rename" ? OpKind::kRename : OpKind::kSwap;
     p.cmd = kind == "rename" ? IPSET_CMD_RENAME : IPSET_CMD_SWAP;
-    p.name2 = Str(env, o.Get(kind == "rename" ? "to" : "with"), where, kind == "rename" ? "to" : "with");
+    p.name2 = StrArg(env, o.Get(kind == "rename" ? "to" : "with"), where, kind == "rename" ? "to" : "with");
     CheckName(env, p.name2, where, kind == "rename" ? "new name" : "second set name");
     return p;
   }
@@ -366,7 +340,7 @@ PlannedOp OpArg(Napi::Env env, const Napi::Value& v, size_t i, const Keys& keys)
     p.type = &t;
     p.family = FamilyArg(env, o.Get("family"), t, where);
     const Napi::Value mv = o.Get("members");
-    if (!mv.IsArray()) Bad(env, where, "members must be an array");
+    if (!mv.IsArray()) ThrowInvalid(env, where, "members must be an array");
     Napi::Array arr = mv.As<Napi::Array>();
     const uint32_t n = arr.Length();
     p.members.reserve(n);
@@ -375,7 +349,7 @@ PlannedOp OpArg(Napi::Env env, const Napi::Value& v, size_t i, const Keys& keys)
     }
     return p;
   }
-  Bad(env, at, "unknown op '" + kind + "' (create, destroy, flush, rename, swap, add, del)");
+  ThrowInvalid(env, at, "unknown op '" + kind + "' (create, destroy, flush, rename, swap, add, del)");
 }
 
 // ---- structs -> JS ---------------------------------------------------------------------------
@@ -668,27 +642,26 @@ Napi::Value ApplyToJs(Napi::Env env, ApplyWork& w) {
   return o;
 }
 
-class IpsetHandle : public Napi::ObjectWrap<IpsetHandle> {
+class IpsetHandle : public Wrapped<IpsetHandle> {
  public:
   static void Init(Napi::Env env, Napi::Object exports) {
     exports.Set("IpsetHandle", DefineClass(env, "IpsetHandle",
                                            {
-                                               InstanceMethod<&IpsetHandle::Protocol>("protocol"),
-                                               InstanceMethod<&IpsetHandle::Apply>("apply"),
-                                               InstanceMethod<&IpsetHandle::List>("list"),
-                                               InstanceMethod<&IpsetHandle::Test>("test"),
-                                               InstanceMethod<&IpsetHandle::Stats>("stats"),
+                                               Method<&IpsetHandle::Protocol>("protocol"),
+                                               Method<&IpsetHandle::Apply>("apply"),
+                                               Method<&IpsetHandle::List>("list"),
+                                               Method<&IpsetHandle::Test>("test"),
+                                               Method<&IpsetHandle::Stats>("stats"),
                                            }));
   }
 
-  explicit IpsetHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<IpsetHandle>(info) {
+  explicit IpsetHandle(const Napi::CallbackInfo& info) : Wrapped<IpsetHandle>(info) {
     ch_ = std::make_shared<Channel>(NETLINK_NETFILTER, NetnsOption(info, 0));
     st_ = std::make_shared<IpsetState>();
   }
 
  private:
   Napi::Value Protocol(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     auto ch = ch_;
     auto st = st_;
     return PromiseWorker<uint8_t>::Run(
@@ -702,9 +675,8 @@ class IpsetHandle : public Napi::ObjectWrap<IpsetHandle> {
 
   // apply(ops, { stopOnError?, maxBatchMessages? }) -> { statuses (per op), errors, sendmsgCalls, messages }
   Napi::Value Apply(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
-    if (!info[0].IsArray()) Bad(env, "ipset apply", "expected an array of ops");
+    if (!info[0].IsArray()) ThrowInvalid(env, "ipset apply", "expected an array of ops");
     Napi::Array arr = info[0].As<Napi::Array>();
     auto work = std::make_shared<ApplyWork>();
     Keys keys(env);
@@ -727,18 +699,13 @@ class IpsetHandle : public Napi::ObjectWrap<IpsetHandle> {
 
   // list(name?: string, { headersOnly? }) -> sets (one dump)
   Napi::Value List(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     std::string name;
     if (info.Length() > 0 && IsSet(info[0])) {
-      name = Str(env, info[0], "IPSET_CMD_LIST", "name");
+      name = StrArg(env, info[0], "IPSET_CMD_LIST", "name");
       CheckName(env, name, "IPSET_CMD_LIST");
     }
-    bool headers_only = false;
-    if (info.Length() > 1 && info[1].IsObject()) {
-      Napi::Value h = info[1].As<Napi::Object>().Get("headersOnly");
-      headers_only = h.IsBoolean() && h.As<Napi::Boolean>().Value();
-    }
+    const bool headers_only = BoolOpt(info[1], "headersOnly", false);
     auto ch = ch_;
     auto st = st_;
     return PromiseWorker<std::vector<ipset::ListedSet>>::Run(
@@ -772,14 +739,13 @@ class IpsetHandle : public Napi::ObjectWrap<IpsetHandle> {
 
   // test(name, type, family, members) -> Uint8Array (1 = in the set)
   Napi::Value Test(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
-    const std::string name = Str(env, info[0], "IPSET_CMD_TEST", "name");
+    const std::string name = StrArg(env, info[0], "IPSET_CMD_TEST", "name");
     const std::string where = "IPSET_CMD_TEST " + name;
     CheckName(env, name, where);
     const ipset::TypeInfo& t = TypeArg(env, info[1], where);
     const uint8_t family = FamilyArg(env, info[2], t, where);
-    if (!info[3].IsArray()) Bad(env, where, "members must be an array");
+    if (!info[3].IsArray()) ThrowInvalid(env, where, "members must be an array");
     Napi::Array arr = info[3].As<Napi::Array>();
     Keys keys(env);
     auto members = std::make_shared<std::vector<ipset::Member>>();
@@ -833,9 +799,8 @@ uint8_t ProtoOpt(const Napi::CallbackInfo& info, size_t i) {
 
 // encodeOps(ops, { protocol?, revision? }) -> Buffer with every request the ops become.
 Napi::Value EncodeOps(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
-  if (!info[0].IsArray()) Bad(env, "encodeOps", "expected an array of ops");
+  if (!info[0].IsArray()) ThrowInvalid(env, "encodeOps", "expected an array of ops");
   Napi::Array arr = info[0].As<Napi::Array>();
   Keys keys(env);
   uint8_t proto = ipset::kProtocol, revision = 0;
@@ -866,7 +831,6 @@ Napi::Value EncodeOps(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeProtocolHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   nl::Batch b;
   ipset::EncodeProtocol(b);
   b.Seal();
@@ -874,7 +838,6 @@ Napi::Value EncodeProtocolHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeTypeHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
   const ipset::TypeInfo& t = TypeArg(env, info[0], "encodeType");
   const uint8_t family = FamilyArg(env, info[1], t, "encodeType");
@@ -885,7 +848,6 @@ Napi::Value EncodeTypeHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeListHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   nl::Batch b;
   std::string name = info.Length() > 0 && info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
   ipset::EncodeList(b, ProtoOpt(info, 1), name);
@@ -894,9 +856,8 @@ Napi::Value EncodeListHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeTestHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
-  const std::string name = Str(env, info[0], "encodeTest", "name");
+  const std::string name = StrArg(env, info[0], "encodeTest", "name");
   const ipset::TypeInfo& t = TypeArg(env, info[1], "encodeTest");
   const uint8_t family = FamilyArg(env, info[2], t, "encodeTest");
   Keys keys(env);
@@ -909,7 +870,6 @@ Napi::Value EncodeTestHook(const Napi::CallbackInfo& info) {
 
 // decodeList(buf) -> sets, folding every message of a datagram (a dump's replies back to back).
 Napi::Value DecodeListHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
   std::vector<uint8_t> buf = BufferArg(info, 0);
   ipset::ListAccumulator acc;
@@ -923,18 +883,17 @@ Napi::Value DecodeListHook(const Napi::CallbackInfo& info) {
     }
     return true;
   });
-  if (!ok) Bad(env, "decodeList", "truncated or malformed netlink message");
-  if (bad) Bad(env, "decodeList", why);
+  if (!ok) ThrowInvalid(env, "decodeList", "truncated or malformed netlink message");
+  if (bad) ThrowInvalid(env, "decodeList", why);
   return SetsToJs(env, acc.sets(), true);
 }
 
 Napi::Value DecodeProtocolHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeProtocol");
   uint8_t max = 0, min = 0;
   std::string why;
-  if (!ipset::DecodeProtocol(h, &max, &min, &why)) Bad(info.Env(), "decodeProtocol", why);
+  if (!ipset::DecodeProtocol(h, &max, &min, &why)) ThrowInvalid(info.Env(), "decodeProtocol", why);
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("max", max);
   o.Set("min", min);
@@ -942,12 +901,11 @@ Napi::Value DecodeProtocolHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DecodeTypeHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeType");
   uint8_t max = 0, min = 0;
   std::string why;
-  if (!ipset::DecodeType(h, &max, &min, &why)) Bad(info.Env(), "decodeType", why);
+  if (!ipset::DecodeType(h, &max, &min, &why)) ThrowInvalid(info.Env(), "decodeType", why);
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("revision", max);
   o.Set("revisionMin", min);
@@ -956,10 +914,9 @@ Napi::Value DecodeTypeHook(const Napi::CallbackInfo& info) {
 
 // errorInfo(code, cmdName, bitmap?) -> { code, message }
 Napi::Value ErrorInfoHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
-  const int code = info[0].As<Napi::Number>().Int32Value();
-  const std::string cmd = info[1].As<Napi::String>().Utf8Value();
+  const int code = static_cast<int>(UIntArg(env, info[0], INT32_MAX, "errorInfo", "code"));
+  const std::string cmd = StrArg(env, info[1], "errorInfo", "cmd");
   const bool bitmap = info.Length() > 2 && info[2].IsBoolean() && info[2].As<Napi::Boolean>().Value();
   uint8_t c = 0;
   for (uint8_t i = 1; i <= IPSET_CMD_TYPE; i++)
@@ -978,15 +935,15 @@ Napi::Value ErrorInfoHook(const Napi::CallbackInfo& info) {
 void InitIpset(Napi::Env env, Napi::Object exports) {
   IpsetHandle::Init(env, exports);
   Napi::Object codec = CodecNamespace(env, exports, "ipset");
-  codec.Set("encodeOps", Napi::Function::New(env, EncodeOps));
-  codec.Set("encodeProtocol", Napi::Function::New(env, EncodeProtocolHook));
-  codec.Set("encodeType", Napi::Function::New(env, EncodeTypeHook));
-  codec.Set("encodeList", Napi::Function::New(env, EncodeListHook));
-  codec.Set("encodeTest", Napi::Function::New(env, EncodeTestHook));
-  codec.Set("decodeList", Napi::Function::New(env, DecodeListHook));
-  codec.Set("decodeProtocol", Napi::Function::New(env, DecodeProtocolHook));
-  codec.Set("decodeType", Napi::Function::New(env, DecodeTypeHook));
-  codec.Set("errorInfo", Napi::Function::New(env, ErrorInfoHook));
+  codec.Set("encodeOps", Function<EncodeOps>(env, "encodeOps"));
+  codec.Set("encodeProtocol", Function<EncodeProtocolHook>(env, "encodeProtocol"));
+  codec.Set("encodeType", Function<EncodeTypeHook>(env, "encodeType"));
+  codec.Set("encodeList", Function<EncodeListHook>(env, "encodeList"));
+  codec.Set("encodeTest", Function<EncodeTestHook>(env, "encodeTest"));
+  codec.Set("decodeList", Function<DecodeListHook>(env, "decodeList"));
+  codec.Set("decodeProtocol", Function<DecodeProtocolHook>(env, "decodeProtocol"));
+  codec.Set("decodeType", Function<DecodeTypeHook>(env, "decodeType"));
+  codec.Set("errorInfo", Function<ErrorInfoHook>(env, "errorInfo"));
 }
 
 }  // namespace addon

@@ -15,7 +15,6 @@
 #include "addon/async.h"
 #include "addon/batch.h"
 #include "addon/bindings.h"
-#include "addon/cpu.h"
 #include "addon/channel.h"
 #include "addon/errors.h"
 #include "common/inet.h"
@@ -127,8 +126,7 @@ void BuildBatch(Napi::Env env, const Napi::Value& v, uint16_t family_id, nl::Bat
 // saves one recvmsg per op (the dominant cost of a large batch). 'each' sends exactly what
 // ipvsadm sends.
 bool AckEach(const Napi::Value& v) {
-  if (!v.IsObject()) return false;
-  Napi::Value a = v.As<Napi::Object>().Get("ack");
+  const Napi::Value a = Opt(v, "ack");
   if (a.IsUndefined()) return false;
   if (!a.IsString()) ThrowInvalid(v.Env(), "apply", "ack must be 'each' or 'errors'");
   const std::string s = a.As<Napi::String>().Utf8Value();
@@ -266,10 +264,8 @@ struct ListOptions {
 
 ListOptions ListOpts(const Napi::Value& v) {
   ListOptions o;
-  if (!v.IsObject()) return o;
-  Napi::Object obj = v.As<Napi::Object>();
-  o.with_dests = obj.Get("withDestinations").ToBoolean().Value();
-  o.stats = obj.Get("stats").ToBoolean().Value();
+  o.with_dests = Opt(v, "withDestinations").ToBoolean().Value();
+  o.stats = Opt(v, "stats").ToBoolean().Value();
   return o;
 }
 
@@ -391,43 +387,33 @@ Napi::Array ListingToJs(Napi::Env env, const Listing& l, const ListOptions& o) {
   return arr;
 }
 
-class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
+class IpvsHandle : public Wrapped<IpvsHandle> {
  public:
   static void Init(Napi::Env env, Napi::Object exports) {
     exports.Set("IpvsHandle", DefineClass(env, "IpvsHandle",
                                           {
-                                              InstanceMethod<&IpvsHandle::Info>("info"),
-                                              InstanceMethod<&IpvsHandle::Apply>("apply"),
-                                              InstanceMethod<&IpvsHandle::Services>("services"),
-                                              InstanceMethod<&IpvsHandle::Service>("service"),
-                                              InstanceMethod<&IpvsHandle::Destinations>("destinations"),
-                                              InstanceMethod<&IpvsHandle::DestinationsMany>("destinationsMany"),
-                                              InstanceMethod<&IpvsHandle::Timeouts>("timeouts"),
-                                              InstanceMethod<&IpvsHandle::Daemons>("daemons"),
-                                              InstanceMethod<&IpvsHandle::Stats>("stats"),
+                                              Method<&IpvsHandle::Info>("info"),
+                                              Method<&IpvsHandle::Apply>("apply"),
+                                              Method<&IpvsHandle::Services>("services"),
+                                              Method<&IpvsHandle::Service>("service"),
+                                              Method<&IpvsHandle::Destinations>("destinations"),
+                                              Method<&IpvsHandle::DestinationsMany>("destinationsMany"),
+                                              Method<&IpvsHandle::Timeouts>("timeouts"),
+                                              Method<&IpvsHandle::Daemons>("daemons"),
+                                              Method<&IpvsHandle::Stats>("stats"),
                                           }));
   }
 
-  explicit IpvsHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<IpvsHandle>(info) {
+  explicit IpvsHandle(const Napi::CallbackInfo& info) : Wrapped<IpvsHandle>(info) {
     ch_ = std::make_shared<Channel>(NETLINK_GENERIC, NetnsOption(info, 0));
-    if (info.Length() > 0 && info[0].IsObject()) {
-      Napi::Value rb = info[0].As<Napi::Object>().Get("rcvbufBytes");
-      if (rb.IsNumber()) ch_->rcvbuf_bytes = rb.As<Napi::Number>().Int32Value();
-      // dumpSockets: sockets for parallel destination dumps over io_uring (0 = one dump at a
-      // time on the handle's socket, as without io_uring).
-      Napi::Value ds = info[0].As<Napi::Object>().Get("dumpSockets");
-      if (ds.IsNumber()) {
-        const double v = ds.As<Napi::Number>().DoubleValue();
-        if (!(v >= 0 && v <= 1024 && std::floor(v) == v))
-          ThrowInvalid(info.Env(), "IpvsHandle", "dumpSockets must be an integer 0..1024");
-        ch_->multi_sockets = static_cast<size_t>(v);
-      }
-    }
+    ch_->rcvbuf_bytes = static_cast<int>(UIntOpt(info.Env(), info[0], "rcvbufBytes", INT32_MAX, 0, "open"));
+    // dumpSockets: sockets for parallel destination dumps over io_uring (0 = one dump at a
+    // time on the handle's socket, as without io_uring).
+    ch_->multi_sockets = UIntOpt(info.Env(), info[0], "dumpSockets", 1024, ch_->multi_sockets, "open");
   }
 
  private:
   Napi::Value Info(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     auto ch = ch_;
     return PromiseWorker<ipvs::Info>::Run(
         info.Env(),
@@ -456,7 +442,6 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
 
   // apply(ops, { stopOnError?, maxBatchMessages?, ack? }) -> { statuses, errors, sendmsgCalls }
   Napi::Value Apply(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     // The family id is only known after the first worker job resolved it; encode with a
     // placeholder and patch the message types on the worker (the id is the nlmsg_type).
@@ -507,7 +492,6 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
   // services({ withDestinations?, stats? }): one GET_SERVICE dump, then one GET_DEST dump per
   // service (the kernel has no all-destinations dump), all in one worker job.
   Napi::Value Services(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     const ListOptions o = ListOpts(info[0]);
     auto ch = ch_;
     auto pool = listings_;
@@ -538,7 +522,6 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
 
   // service(key, { withDestinations?, stats? }) -> Service | null (null when the kernel says ESRCH)
   Napi::Value Service(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "service");
     const ListOptions o = ListOpts(info[1]);
     auto ch = ch_;
@@ -577,7 +560,6 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
 
   // destinations(key, { stats? }) -> Destination[]
   Napi::Value Destinations(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "destinations");
     const ListOptions o = ListOpts(info[1]);
     auto ch = ch_;
@@ -601,7 +583,6 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
   // for just these services, freed after: a caller reading a large table a slice at a time
   // (the engine's full sync) holds one slice's destinations, not the table's.
   Napi::Value DestinationsMany(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     if (!info[0].IsArray()) ThrowInvalid(env, "destinationsMany", "expected an array of services");
     Napi::Array arr = info[0].As<Napi::Array>();
@@ -632,7 +613,6 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
 
   // timeouts() -> { tcp, tcpFin, udp }
   Napi::Value Timeouts(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     auto ch = ch_;
     return PromiseWorker<ipvs::Timeouts>::Run(
         info.Env(),
@@ -661,7 +641,6 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
 
   // daemons() -> Daemon[] (master and/or backup)
   Napi::Value Daemons(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     auto ch = ch_;
     return PromiseWorker<std::vector<ipvs::Daemon>>::Run(
         info.Env(),
@@ -689,7 +668,6 @@ class IpvsHandle : public Napi::ObjectWrap<IpvsHandle> {
   // The socket's counters, plus those of the io_uring dump pool: { ioUring: { state, reason?,
   // enterCalls, sendmsgs, recvmsgs, dumps } } (state 'unused' until a listing needed it).
   Napi::Value Stats(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     Napi::Object o = SocketStats(env, *ch_).As<Napi::Object>();
     Napi::Object u = Napi::Object::New(env);
@@ -726,7 +704,6 @@ Napi::Value Sealed(Napi::Env env, nl::Batch& b) {
 
 // A message as a request batch would send it (seq and pid zero): the golden-byte form.
 Napi::Value EncodeGetInfo(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   nl::Batch b;
   ipvs::EncodeGetInfo(b, FamilyIdArg(info, 0));
   return Sealed(info.Env(), b);
@@ -735,7 +712,6 @@ Napi::Value EncodeGetInfo(const Napi::CallbackInfo& info) {
 // encodeOps(packed, familyId, { ack }?): every request apply() would send, back to back; 'each'
 // by default here, the form ipvsadm sends.
 Napi::Value EncodeOps(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   nl::Batch b;
   BuildBatch(info.Env(), info[0], FamilyIdArg(info, 1), &b, nullptr);
   b.Seal();
@@ -748,7 +724,6 @@ Napi::Value EncodeOps(const Napi::CallbackInfo& info) {
 // read, checked and encoded into a batch in native memory), the batch then dropped; no copy to
 // JavaScript. For an in-memory IPVS that should cost the caller what the real handle does.
 Napi::Value ConvertOps(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   nl::Batch b;
   BuildBatch(info.Env(), info[0], FamilyIdArg(info, 1), &b, nullptr);
   b.Seal();
@@ -763,14 +738,12 @@ Napi::Value AsDump(Napi::Env env, nl::Batch& b) {
 }
 
 Napi::Value EncodeGetServices(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   nl::Batch b;
   ipvs::EncodeGetServices(b, FamilyIdArg(info, 0));
   return AsDump(info.Env(), b);
 }
 
 Napi::Value EncodeGetService(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "encodeGetService");
   nl::Batch b;
   ipvs::EncodeGetService(b, FamilyIdArg(info, 1), k);
@@ -778,7 +751,6 @@ Napi::Value EncodeGetService(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeGetDests(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "encodeGetDests");
   nl::Batch b;
   ipvs::EncodeGetDests(b, FamilyIdArg(info, 1), k);
@@ -786,21 +758,18 @@ Napi::Value EncodeGetDests(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeGetConfig(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   nl::Batch b;
   ipvs::EncodeGetConfig(b, FamilyIdArg(info, 0));
   return Sealed(info.Env(), b);
 }
 
 Napi::Value EncodeGetDaemons(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   nl::Batch b;
   ipvs::EncodeGetDaemons(b, FamilyIdArg(info, 0));
   return AsDump(info.Env(), b);
 }
 
 Napi::Value DecodeInfo(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeInfo");
   ipvs::Info out;
@@ -813,7 +782,6 @@ Napi::Value DecodeInfo(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DecodeService(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeService");
   ipvs::Service s;
@@ -827,7 +795,6 @@ Napi::Value DecodeService(const Napi::CallbackInfo& info) {
 
 // decodeDest(msg, serviceFamily?): the service's family fills in a missing ADDR_FAMILY.
 Napi::Value DecodeDest(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeDest");
   ipvs::Dest d;
@@ -843,7 +810,6 @@ Napi::Value DecodeDest(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DecodeConfig(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeConfig");
   ipvs::Timeouts t;
@@ -857,7 +823,6 @@ Napi::Value DecodeConfig(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DecodeDaemon(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeDaemon");
   ipvs::Daemon d;
@@ -871,22 +836,22 @@ Napi::Value DecodeDaemon(const Napi::CallbackInfo& info) {
 void InitIpvs(Napi::Env env, Napi::Object exports) {
   IpvsHandle::Init(env, exports);
   Napi::Object codec = CodecNamespace(env, exports, "ipvs");
-  codec.Set("encodeGetInfo", Napi::Function::New(env, EncodeGetInfo));
-  codec.Set("encodeOps", Napi::Function::New(env, EncodeOps));
-  codec.Set("convertOps", Napi::Function::New(env, ConvertOps));
+  codec.Set("encodeGetInfo", Function<EncodeGetInfo>(env, "encodeGetInfo"));
+  codec.Set("encodeOps", Function<EncodeOps>(env, "encodeOps"));
+  codec.Set("convertOps", Function<ConvertOps>(env, "convertOps"));
   Napi::Array keys = Napi::Array::New(env, ipvs::kKeyCount);
   for (size_t i = 0; i < ipvs::kKeyCount; i++) keys.Set(static_cast<uint32_t>(i), ipvs::kKeyNames[i]);
   codec.Set("packedKeys", keys);
-  codec.Set("encodeGetServices", Napi::Function::New(env, EncodeGetServices));
-  codec.Set("encodeGetService", Napi::Function::New(env, EncodeGetService));
-  codec.Set("encodeGetDests", Napi::Function::New(env, EncodeGetDests));
-  codec.Set("encodeGetConfig", Napi::Function::New(env, EncodeGetConfig));
-  codec.Set("encodeGetDaemons", Napi::Function::New(env, EncodeGetDaemons));
-  codec.Set("decodeInfo", Napi::Function::New(env, DecodeInfo));
-  codec.Set("decodeService", Napi::Function::New(env, DecodeService));
-  codec.Set("decodeDest", Napi::Function::New(env, DecodeDest));
-  codec.Set("decodeConfig", Napi::Function::New(env, DecodeConfig));
-  codec.Set("decodeDaemon", Napi::Function::New(env, DecodeDaemon));
+  codec.Set("encodeGetServices", Function<EncodeGetServices>(env, "encodeGetServices"));
+  codec.Set("encodeGetService", Function<EncodeGetService>(env, "encodeGetService"));
+  codec.Set("encodeGetDests", Function<EncodeGetDests>(env, "encodeGetDests"));
+  codec.Set("encodeGetConfig", Function<EncodeGetConfig>(env, "encodeGetConfig"));
+  codec.Set("encodeGetDaemons", Function<EncodeGetDaemons>(env, "encodeGetDaemons"));
+  codec.Set("decodeInfo", Function<DecodeInfo>(env, "decodeInfo"));
+  codec.Set("decodeService", Function<DecodeService>(env, "decodeService"));
+  codec.Set("decodeDest", Function<DecodeDest>(env, "decodeDest"));
+  codec.Set("decodeConfig", Function<DecodeConfig>(env, "decodeConfig"));
+  codec.Set("decodeDaemon", Function<DecodeDaemon>(env, "decodeDaemon"));
 }
 
 }  // namespace addon

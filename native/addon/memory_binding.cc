@@ -16,13 +16,11 @@
 #include <string>
 
 #include "addon/bindings.h"
-#include "addon/cpu.h"
 
 namespace addon {
 namespace {
 
 Napi::Value MemoryPressure(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
   const std::string level = info.Length() > 0 && info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
   v8::MemoryPressureLevel l;
@@ -42,7 +40,7 @@ Napi::Value MemoryPressure(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void InitMemory(Napi::Env env, Napi::Object exports) {
-  exports.Set("memoryPressure", Napi::Function::New(env, MemoryPressure, "memoryPressure"));
+  exports.Set("memoryPressure", Function<MemoryPressure>(env, "memoryPressure"));
 }
 
 }  // namespace addon

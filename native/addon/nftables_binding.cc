@@ -29,53 +29,6 @@ using nft::ValueKind;
 // Status bytes per op, as src/kernel/nftables.ts reads them.
 enum : uint8_t { kOpNotSent = 0, kOpOk = 1, kOpError = 2, kOpUnknown = 3, kOpRolledBack = 4 };
 
-struct Ctx {
-  Napi::Env env;
-  std::string op;  // for error messages: "commit: op 3"
-  [[noreturn]] void Fail(const std::string& why) const { ThrowInvalid(env, op, why); }
-};
-
-inline Napi::Value GetK(Napi::Object o, const char* key) { return o.Get(key); }
-
-std::string Str(const Ctx& c, Napi::Object o, const char* key, bool required, size_t max = 255) {
-  Napi::Value v = GetK(o, key);
-  if (v.IsUndefined() || v.IsNull()) {
-    if (required) c.Fail(std::string(key) + " is required");
-    return "";
-  }
-  if (!v.IsString()) c.Fail(std::string(key) + " must be a string");
-  std::string s = v.As<Napi::String>().Utf8Value();
-  if (required && s.empty()) c.Fail(std::string(key) + " must not be empty");
-  if (s.size() > max) c.Fail(std::string(key) + " is longer than " + std::to_string(max) + " bytes");
-  if (s.find('\0') != std::string::npos) c.Fail(std::string(key) + " contains a NUL byte");
-  return s;
-}
-
-bool Has(Napi::Object o, const char* key) {
-  Napi::Value v = GetK(o, key);
-  return !v.IsUndefined() && !v.IsNull();
-}
-
-uint64_t Num(const Ctx& c, Napi::Value v, const std::string& key, uint64_t max) {
-  if (v.IsBigInt()) {
-    bool lossless = true;
-    uint64_t x = v.As<Napi::BigInt>().Uint64Value(&lossless);
-    if (!lossless || x > max) c.Fail(key + " is out of range");
-    return x;
-  }
-  if (!v.IsNumber()) c.Fail(key + " must be a number");
-  const double d = v.As<Napi::Number>().DoubleValue();
-  if (!(d >= 0) || d != std::floor(d) || d > static_cast<double>(max) || d > 9007199254740991.0)
-    c.Fail(key + " must be an integer in 0.." + std::to_string(max));
-  return static_cast<uint64_t>(d);
-}
-
-uint64_t NumField(const Ctx& c, Napi::Object o, const char* key, uint64_t max, uint64_t dflt) {
-  Napi::Value v = GetK(o, key);
-  if (v.IsUndefined() || v.IsNull()) return dflt;
-  return Num(c, v, key, max);
-}
-
 std::string Hex(const std::vector<uint8_t>& b) {
   static const char* d = "0123456789abcdef";
   std::string s(b.size() * 2, '0');
@@ -133,31 +86,29 @@ Napi::Value ExprToJs(Napi::Env env, const nft::Expr& e) {
 }
 
 nft::TxOptions TxOptionsFromJs(Napi::Env env, Napi::Value v) {
+  static const std::string kOp = "nftables commit";
   nft::TxOptions t;
-  if (!v.IsObject()) return t;
-  Ctx c{env, "nftables commit"};
-  Napi::Object o = v.As<Napi::Object>();
-  t.max_weight = NumField(c, o, "maxOpsPerTransaction", 1u << 30, 0);
-  t.max_elem_bytes = NumField(c, o, "maxMessageBytes", 60000, 60000);
-  if (t.max_elem_bytes < 256) c.Fail("maxMessageBytes must be at least 256");
+  t.max_weight = UIntOpt(env, v, "maxOpsPerTransaction", 1u << 30, 0, kOp);
+  t.max_elem_bytes = UIntOpt(env, v, "maxMessageBytes", 60000, 60000, kOp);
+  if (t.max_elem_bytes < 256) ThrowInvalid(env, kOp, "maxMessageBytes must be at least 256");
   // acks: false -> only failures are answered (nfnetlink reports every failed message whether
   // or not it asked for an ack), saving one reply per op on huge loads.
-  Napi::Value acks = GetK(o, "acks");
+  const Napi::Value acks = Opt(v, "acks");
   if (acks.IsBoolean()) t.ack_mode = acks.As<Napi::Boolean>().Value() ? nft::AckMode::kAll : nft::AckMode::kNone;
   // ackMode: 'all' | 'last' | 'none' (src/kernel/nftables.ts passes this one).
-  Napi::Value am = GetK(o, "ackMode");
+  const Napi::Value am = Opt(v, "ackMode");
   if (!am.IsUndefined()) {
     const std::string m = am.IsString() ? am.As<Napi::String>().Utf8Value() : "";
     if (m == "all") t.ack_mode = nft::AckMode::kAll;
     else if (m == "last") t.ack_mode = nft::AckMode::kLast;
     else if (m == "none") t.ack_mode = nft::AckMode::kNone;
-    else c.Fail("ackMode must be 'all', 'last' or 'none'");
+    else ThrowInvalid(env, kOp, "ackMode must be 'all', 'last' or 'none'");
   }
-  if (Has(o, "genId")) {
+  if (IsSet(Opt(v, "genId"))) {
     t.has_gen_id = true;
     // A stale generation is refused at BATCH_BEGIN and nothing else in the batch is answered;
     // the socket stops waiting once that reply is in.
-    t.gen_id = static_cast<uint32_t>(NumField(c, o, "genId", 0xffffffffu, 0));
+    t.gen_id = static_cast<uint32_t>(UIntOpt(env, v, "genId", 0xffffffffu, 0, kOp));
   }
   return t;
 }
@@ -547,18 +498,18 @@ class FeedWorker : public Napi::AsyncWorker {
   std::shared_ptr<EncoderState> st_;
 };
 
-class NftWireEncoder : public Napi::ObjectWrap<NftWireEncoder> {
+class NftWireEncoder : public Wrapped<NftWireEncoder> {
  public:
   static void Init(Napi::Env env, Napi::Object exports) {
     exports.Set("NftWireEncoder", DefineClass(env, "NftWireEncoder",
                                               {
-                                                  InstanceMethod<&NftWireEncoder::Feed>("feed"),
-                                                  InstanceMethod<&NftWireEncoder::Fed>("fed"),
+                                                  Method<&NftWireEncoder::Feed>("feed"),
+                                                  Method<&NftWireEncoder::Fed>("fed"),
                                               }));
   }
 
   // new NftWireEncoder(opts?): opts as commitWire's; the commit that takes it must pass the same.
-  explicit NftWireEncoder(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NftWireEncoder>(info) {
+  explicit NftWireEncoder(const Napi::CallbackInfo& info) : Wrapped<NftWireEncoder>(info) {
     st_ = std::make_shared<EncoderState>();
     st_->enc = std::make_unique<nft::WireTxEncoder>(TxOptionsFromJs(info.Env(), info[0]), size_t{1} << 20);
     info.This().As<Napi::Object>().TypeTag(&kEncoderTag);
@@ -574,7 +525,6 @@ class NftWireEncoder : public Napi::ObjectWrap<NftWireEncoder> {
   // feed(chunk: Uint8Array): the next run of whole ops (the first starting with the magic),
   // copied.
   Napi::Value Feed(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     if (!info[0].IsTypedArray()) ThrowInvalid(env, "nftables commit", "expected an op stream piece (Uint8Array)");
     auto a = info[0].As<Napi::Uint8Array>();
@@ -599,7 +549,6 @@ class NftWireEncoder : public Napi::ObjectWrap<NftWireEncoder> {
 
   // fed() -> stream bytes handed over so far.
   Napi::Value Fed(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     std::lock_guard<std::mutex> lock(st_->queue_mu);
     return Napi::Number::New(info.Env(), static_cast<double>(st_->queued_bytes));
   }
@@ -635,19 +584,19 @@ std::vector<nft::TxBatch> BuildFromStream(const uint8_t* data, size_t len, const
 
 // ---- the handle ----------------------------------------------------------------------------
 
-class NftHandle : public Napi::ObjectWrap<NftHandle> {
+class NftHandle : public Wrapped<NftHandle> {
  public:
   static void Init(Napi::Env env, Napi::Object exports) {
     exports.Set("NftHandle", DefineClass(env, "NftHandle",
                                          {
-                                             InstanceMethod<&NftHandle::CommitWire>("commitWire"),
-                                             InstanceMethod<&NftHandle::List>("list"),
-                                             InstanceMethod<&NftHandle::GenId>("genId"),
-                                             InstanceMethod<&NftHandle::Stats>("stats"),
+                                             Method<&NftHandle::CommitWire>("commitWire"),
+                                             Method<&NftHandle::List>("list"),
+                                             Method<&NftHandle::GenId>("genId"),
+                                             Method<&NftHandle::Stats>("stats"),
                                          }));
   }
 
-  explicit NftHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NftHandle>(info) {
+  explicit NftHandle(const Napi::CallbackInfo& info) : Wrapped<NftHandle>(info) {
     ch_ = std::make_shared<Channel>(NETLINK_NETFILTER, NetnsOption(info, 0));
   }
 
@@ -658,7 +607,6 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
   // is released on the main thread when the worker object goes. A bad op rejects with a
   // kInvalid NetlinkError before anything is sent.
   Napi::Value CommitWire(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     if (!info[0].IsTypedArray()) ThrowInvalid(env, "nftables commit", "expected an op stream (Uint8Array)");
     auto a = info[0].As<Napi::Uint8Array>();
@@ -687,18 +635,11 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
 
   // list({ family?, table?, elements? }) -> { genId, tables, chains, sets, rules }
   Napi::Value List(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
-    Ctx c{env, "nftables list"};
-    uint8_t family = 0;
-    std::string table;
-    bool elements = true;
-    if (info.Length() > 0 && info[0].IsObject()) {
-      Napi::Object o = info[0].As<Napi::Object>();
-      family = static_cast<uint8_t>(NumField(c, o, "family", 255, 0));
-      table = Str(c, o, "table", false, NFT_TABLE_MAXNAMELEN - 1);
-      if (GetK(o, "elements").IsBoolean()) elements = GetK(o, "elements").As<Napi::Boolean>().Value();
-    }
+    const std::string op = "nftables list";
+    const uint8_t family = static_cast<uint8_t>(UIntOpt(env, info[0], "family", 255, 0, op));
+    const std::string table = NameOpt(env, info[0], "table", NFT_TABLE_MAXNAMELEN - 1, op);
+    const bool elements = BoolOpt(info[0], "elements", true);
     auto ch = ch_;
     return PromiseWorker<Listing>::Run(
         env,
@@ -712,7 +653,6 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
   }
 
   Napi::Value GenId(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     auto ch = ch_;
     return PromiseWorker<uint32_t>::Run(
         info.Env(),
@@ -733,19 +673,13 @@ class NftHandle : public Napi::ObjectWrap<NftHandle> {
 // encodeWire(stream, opts?, encoder?) -> Buffer[]: the batches commitWire would send (seq and
 // port id 0).
 Napi::Value EncodeWire(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
   if (!info[0].IsTypedArray()) ThrowInvalid(env, "nftables commit", "expected an op stream (Uint8Array)");
   auto a = info[0].As<Napi::Uint8Array>();
   const nft::TxOptions opt = TxOptionsFromJs(env, info[1]);
   std::shared_ptr<EncoderState> enc = TakeEncoder(env, info[2], a.ByteLength());
-  std::vector<nft::TxBatch> txs;
-  try {
-    std::vector<size_t> offsets;
-    txs = BuildFromStream(a.Data(), a.ByteLength(), opt, enc.get(), &offsets);
-  } catch (const nl::Exception& e) {
-    throw Napi::Error(env, MakeError(env, e.error()));
-  }
+  std::vector<size_t> offsets;
+  std::vector<nft::TxBatch> txs = BuildFromStream(a.Data(), a.ByteLength(), opt, enc.get(), &offsets);
   Napi::Array out = Napi::Array::New(env, txs.size());
   for (size_t i = 0; i < txs.size(); i++) out.Set(i, ToBuffer(env, txs[i].batch.buffer()));
   return out;
@@ -762,27 +696,21 @@ T DecodeArg(const Napi::CallbackInfo& info, const char* op) {
 }
 
 Napi::Value DecodeRuleJs(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   return RuleToJs(info.Env(), DecodeArg<nft::Rule, nft::DecodeRule>(info, "decodeRule"));
 }
 Napi::Value DecodeChainJs(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   return ChainToJs(info.Env(), DecodeArg<nft::Chain, nft::DecodeChain>(info, "decodeChain"));
 }
 Napi::Value DecodeTableJs(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   return TableToJs(info.Env(), DecodeArg<nft::Table, nft::DecodeTable>(info, "decodeTable"));
 }
 Napi::Value DecodeSetJs(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   return SetToJs(info.Env(), DecodeArg<nft::Set, nft::DecodeSet>(info, "decodeSet"), nullptr);
 }
 Napi::Value DecodeGenJs(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   return Napi::Number::New(info.Env(), DecodeArg<uint32_t, nft::DecodeGen>(info, "decodeGen"));
 }
 Napi::Value DecodeElementsJs(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeElements");
   nft::ElementsRef ref;
@@ -843,13 +771,13 @@ void InitNftables(Napi::Env env, Napi::Object exports) {
   NftWireEncoder::Init(env, exports);
   Napi::Object codec = CodecNamespace(env, exports, "nftables");
   codec.Set("exprWire", ExprWireJs(env));
-  codec.Set("encodeWire", Napi::Function::New(env, EncodeWire));
-  codec.Set("decodeRule", Napi::Function::New(env, DecodeRuleJs));
-  codec.Set("decodeChain", Napi::Function::New(env, DecodeChainJs));
-  codec.Set("decodeTable", Napi::Function::New(env, DecodeTableJs));
-  codec.Set("decodeSet", Napi::Function::New(env, DecodeSetJs));
-  codec.Set("decodeElements", Napi::Function::New(env, DecodeElementsJs));
-  codec.Set("decodeGen", Napi::Function::New(env, DecodeGenJs));
+  codec.Set("encodeWire", Function<EncodeWire>(env, "encodeWire"));
+  codec.Set("decodeRule", Function<DecodeRuleJs>(env, "decodeRule"));
+  codec.Set("decodeChain", Function<DecodeChainJs>(env, "decodeChain"));
+  codec.Set("decodeTable", Function<DecodeTableJs>(env, "decodeTable"));
+  codec.Set("decodeSet", Function<DecodeSetJs>(env, "decodeSet"));
+  codec.Set("decodeElements", Function<DecodeElementsJs>(env, "decodeElements"));
+  codec.Set("decodeGen", Function<DecodeGenJs>(env, "decodeGen"));
 }
 
 }  // namespace addon

@@ -13,7 +13,6 @@
 #include "addon/async.h"
 #include "addon/batch.h"
 #include "addon/bindings.h"
-#include "addon/cpu.h"
 #include "addon/channel.h"
 #include "addon/errors.h"
 #include "rtnl/addr.h"
@@ -94,25 +93,21 @@ bool IsRouteOp(const RtOp& op) { return op.kind == Kind::kAddRoute || op.kind ==
 // Whether the op names a link the apply must resolve to an index.
 bool NeedsIndex(const RtOp& op) { return op.index == 0 && (IsAddrOp(op) || (IsRouteOp(op) && !op.name.empty())); }
 
-[[noreturn]] void Bad(Napi::Env env, const std::string& op, const std::string& why) { ThrowInvalid(env, op, why); }
-
-bool IsSet(const Napi::Value& v) { return !v.IsUndefined() && !v.IsNull(); }
-
 std::string LinkNameArg(Napi::Env env, const Napi::Value& v, const std::string& where) {
-  if (!v.IsString()) Bad(env, where, "link name must be a string");
+  if (!v.IsString()) ThrowInvalid(env, where, "link name must be a string");
   std::string n = v.As<Napi::String>().Utf8Value();
-  if (n.empty()) Bad(env, where, "link name is empty");
+  if (n.empty()) ThrowInvalid(env, where, "link name is empty");
   if (n.size() > rtnl::kMaxLinkName)
-    Bad(env, where, "link name '" + n + "' is " + std::to_string(n.size()) + " bytes; at most 15");
+    ThrowInvalid(env, where, "link name '" + n + "' is " + std::to_string(n.size()) + " bytes; at most 15");
   if (n == "." || n == ".." || n.find_first_of("/: \t\n") != std::string::npos)
-    Bad(env, where, "link name '" + n + "' holds a character the kernel refuses ('/', ':' or whitespace)");
+    ThrowInvalid(env, where, "link name '" + n + "' holds a character the kernel refuses ('/', ':' or whitespace)");
   return n;
 }
 
 int32_t IndexArg(Napi::Env env, const Napi::Value& v, const std::string& where) {
-  if (!v.IsNumber()) Bad(env, where, "index must be a number");
+  if (!v.IsNumber()) ThrowInvalid(env, where, "index must be a number");
   const double d = v.As<Napi::Number>().DoubleValue();
-  if (!(d >= 1) || d != std::floor(d) || d > 2147483647.0) Bad(env, where, "index must be a positive integer");
+  if (!(d >= 1) || d != std::floor(d) || d > 2147483647.0) ThrowInvalid(env, where, "index must be a positive integer");
   return static_cast<int32_t>(d);
 }
 
@@ -129,21 +124,21 @@ void TargetArg(Napi::Env env, Napi::Object o, RtOp* op, const std::string& where
 }
 
 void AddressArg(Napi::Env env, const Napi::Value& v, RtOp* op, const std::string& where) {
-  if (!v.IsString()) Bad(env, where, "address must be a string such as '10.0.0.1/32' or 'fd00::1'");
+  if (!v.IsString()) ThrowInvalid(env, where, "address must be a string such as '10.0.0.1/32' or 'fd00::1'");
   std::string s = v.As<Napi::String>().Utf8Value();
   int prefix = -1;
   const size_t slash = s.find('/');
   if (slash != std::string::npos) {
     const std::string p = s.substr(slash + 1);
     if (p.empty() || p.size() > 3 || p.find_first_not_of("0123456789") != std::string::npos)
-      Bad(env, where, "bad prefix length in '" + s + "'");
+      ThrowInvalid(env, where, "bad prefix length in '" + s + "'");
     prefix = std::stoi(p);
     s.resize(slash);
   }
-  if (!inet::Parse(s, &op->addr)) Bad(env, where, "'" + s + "' is not an IPv4 or IPv6 address");
+  if (!inet::Parse(s, &op->addr)) ThrowInvalid(env, where, "'" + s + "' is not an IPv4 or IPv6 address");
   const int max = op->addr.family == inet::kV6 ? 128 : 32;
   if (prefix < 0) prefix = max;  // a VIP: /32 or /128
-  if (prefix > max) Bad(env, where, "prefix length " + std::to_string(prefix) + " is out of range 0-" + std::to_string(max));
+  if (prefix > max) ThrowInvalid(env, where, "prefix length " + std::to_string(prefix) + " is out of range 0-" + std::to_string(max));
   op->prefixlen = static_cast<uint8_t>(prefix);
 }
 
@@ -186,23 +181,23 @@ uint32_t NamedArg(Napi::Env env, const Napi::Value& v, const NameNum (&t)[N], do
     const std::string s = v.As<Napi::String>().Utf8Value();
     for (const NameNum& x : t)
       if (s == x.name) return x.value;
-    Bad(env, where, std::string(what) + " '" + s + "' is unknown (" + Names(t) + (max > 0 ? ", or a number" : "") + ")");
+    ThrowInvalid(env, where, std::string(what) + " '" + s + "' is unknown (" + Names(t) + (max > 0 ? ", or a number" : "") + ")");
   }
   if (max > 0 && v.IsNumber()) {
     const double d = v.As<Napi::Number>().DoubleValue();
     if (!(d >= min) || d > max || d != std::floor(d))
-      Bad(env, where, std::string(what) + " must be an integer in " + std::to_string(static_cast<uint64_t>(min)) + "-" +
+      ThrowInvalid(env, where, std::string(what) + " must be an integer in " + std::to_string(static_cast<uint64_t>(min)) + "-" +
                           std::to_string(static_cast<uint64_t>(max)));
     return static_cast<uint32_t>(d);
   }
-  Bad(env, where, std::string(what) + " must be " + (max > 0 ? "a name or a number" : "one of " + Names(t)));
+  ThrowInvalid(env, where, std::string(what) + " must be " + (max > 0 ? "a name or a number" : "one of " + Names(t)));
 }
 
 void RouteArg(Napi::Env env, Napi::Object o, RtOp* op, bool add, const std::string& where) {
   rtnl::Route& r = op->route;
   // dst: 'a.b.c.d/len' or 'x::y/len' (no length: a host route); the address must be the network.
   const Napi::Value dst = o.Get("dst");
-  if (!dst.IsString()) Bad(env, where, "dst must be a string such as '10.96.0.0/12' or 'fd00:96::/108'");
+  if (!dst.IsString()) ThrowInvalid(env, where, "dst must be a string such as '10.96.0.0/12' or 'fd00:96::/108'");
   AddressArg(env, dst, op, where);
   r.family = static_cast<uint8_t>(op->addr.family);
   r.dst = op->addr;
@@ -211,7 +206,7 @@ void RouteArg(Napi::Env env, Napi::Object o, RtOp* op, bool add, const std::stri
   inet::Addr net = r.dst;
   for (int i = r.dst_len; i < bits; i++) net.bytes[i / 8] &= static_cast<uint8_t>(~(0x80 >> (i % 8)));
   if (std::memcmp(net.bytes, r.dst.bytes, sizeof net.bytes) != 0)
-    Bad(env, where, "dst '" + dst.As<Napi::String>().Utf8Value() + "' has host bits set (the network is " + inet::Format(net) +
+    ThrowInvalid(env, where, "dst '" + dst.As<Napi::String>().Utf8Value() + "' has host bits set (the network is " + inet::Format(net) +
                         "/" + std::to_string(r.dst_len) + ")");
   // As iproute2: an add defaults to unicast, protocol boot; a delete to "any" (0).
   r.type = add ? RTN_UNICAST : RTN_UNSPEC;
@@ -228,25 +223,25 @@ void RouteArg(Napi::Env env, Napi::Object o, RtOp* op, bool add, const std::stri
   if (IsSet(o.Get("dev"))) op->name = LinkNameArg(env, o.Get("dev"), where);
   const bool has_link = op->index != 0 || !op->name.empty();
   const bool nolink_type = r.type == RTN_BLACKHOLE || r.type == RTN_UNREACHABLE || r.type == RTN_PROHIBIT || r.type == RTN_THROW;
-  if (add && nolink_type && has_link) Bad(env, where, std::string(NameOf(kRouteTypes, r.type)) + " routes take no dev");
+  if (add && nolink_type && has_link) ThrowInvalid(env, where, std::string(NameOf(kRouteTypes, r.type)) + " routes take no dev");
   auto other = [&](const char* key, inet::Addr* out) {
     const Napi::Value v = o.Get(key);
     if (!IsSet(v)) return;
-    if (!v.IsString()) Bad(env, where, std::string(key) + " must be an address string");
+    if (!v.IsString()) ThrowInvalid(env, where, std::string(key) + " must be an address string");
     const std::string s = v.As<Napi::String>().Utf8Value();
-    if (!inet::Parse(s, out)) Bad(env, where, std::string(key) + " '" + s + "' is not an IPv4 or IPv6 address");
+    if (!inet::Parse(s, out)) ThrowInvalid(env, where, std::string(key) + " '" + s + "' is not an IPv4 or IPv6 address");
     if (out->family != r.family)
-      Bad(env, where, std::string(key) + " '" + s + "' is not of the family of dst (mixed IPv4 and IPv6)");
+      ThrowInvalid(env, where, std::string(key) + " '" + s + "' is not of the family of dst (mixed IPv4 and IPv6)");
   };
   other("prefsrc", &r.prefsrc);
   other("gateway", &r.gateway);
-  if (r.gateway.family && r.type != RTN_UNICAST) Bad(env, where, "only unicast routes take a gateway");
-  if (add && r.type == RTN_UNICAST && !has_link && !r.gateway.family) Bad(env, where, "a unicast route needs dev or gateway");
+  if (r.gateway.family && r.type != RTN_UNICAST) ThrowInvalid(env, where, "only unicast routes take a gateway");
+  if (add && r.type == RTN_UNICAST && !has_link && !r.gateway.family) ThrowInvalid(env, where, "a unicast route needs dev or gateway");
   const Napi::Value metric = o.Get("metric");
   if (IsSet(metric)) {
-    if (!metric.IsNumber()) Bad(env, where, "metric must be a number");
+    if (!metric.IsNumber()) ThrowInvalid(env, where, "metric must be a number");
     const double d = metric.As<Napi::Number>().DoubleValue();
-    if (!(d >= 0) || d > 4294967295.0 || d != std::floor(d)) Bad(env, where, "metric must be an integer in 0-4294967295");
+    if (!(d >= 0) || d > 4294967295.0 || d != std::floor(d)) ThrowInvalid(env, where, "metric must be an integer in 0-4294967295");
     r.priority = static_cast<uint32_t>(d);
     r.has_priority = true;
   }
@@ -324,36 +319,36 @@ struct RouteList {
 
 RtOp OpArg(Napi::Env env, const Napi::Value& v, size_t i) {
   const std::string at = "op " + std::to_string(i);
-  if (!v.IsObject()) Bad(env, at, "must be an object");
+  if (!v.IsObject()) ThrowInvalid(env, at, "must be an object");
   Napi::Object o = v.As<Napi::Object>();
-  if (!o.Get("op").IsString()) Bad(env, at, "op must be a string");
+  if (!o.Get("op").IsString()) ThrowInvalid(env, at, "op must be a string");
   const std::string kind = o.Get("op").As<Napi::String>().Utf8Value();
   const std::string where = at + " (" + kind + ")";
   RtOp op;
   const Napi::Value exist = o.Get("exist");
   if (IsSet(exist)) {
-    if (!exist.IsBoolean()) Bad(env, where, "exist must be a boolean");
+    if (!exist.IsBoolean()) ThrowInvalid(env, where, "exist must be a boolean");
     op.exist = exist.As<Napi::Boolean>().Value();
   }
   if (kind == "addLink") {
     op.kind = Kind::kAddLink;
     op.name = LinkNameArg(env, o.Get("name"), where);
-    if (!o.Get("kind").IsString()) Bad(env, where, "kind must be a string");
+    if (!o.Get("kind").IsString()) ThrowInvalid(env, where, "kind must be a string");
     op.link_kind = o.Get("kind").As<Napi::String>().Utf8Value();
     if (op.link_kind != "dummy" && op.link_kind != "bridge")
-      Bad(env, where, "link kind '" + op.link_kind + "' is not supported (dummy, bridge)");
+      ThrowInvalid(env, where, "link kind '" + op.link_kind + "' is not supported (dummy, bridge)");
     const Napi::Value mtu = o.Get("mtu");
     if (IsSet(mtu)) {
-      if (!mtu.IsNumber()) Bad(env, where, "mtu must be a number");
+      if (!mtu.IsNumber()) ThrowInvalid(env, where, "mtu must be a number");
       const double d = mtu.As<Napi::Number>().DoubleValue();
-      if (!(d >= 68) || d > 65535 || d != std::floor(d)) Bad(env, where, "mtu is out of range 68-65535");
+      if (!(d >= 68) || d > 65535 || d != std::floor(d)) ThrowInvalid(env, where, "mtu is out of range 68-65535");
       op.mtu = static_cast<uint32_t>(d);
     }
   } else if (kind == "delLink" || kind == "setLink") {
     op.kind = kind == "delLink" ? Kind::kDelLink : Kind::kSetLink;
     TargetArg(env, o, &op, where, "name");
     if (op.kind == Kind::kSetLink) {
-      if (!o.Get("up").IsBoolean()) Bad(env, where, "up must be a boolean");
+      if (!o.Get("up").IsBoolean()) ThrowInvalid(env, where, "up must be a boolean");
       op.up = o.Get("up").As<Napi::Boolean>().Value();
     }
   } else if (kind == "addAddr" || kind == "delAddr") {
@@ -363,17 +358,17 @@ RtOp OpArg(Napi::Env env, const Napi::Value& v, size_t i) {
     const Napi::Value proto = o.Get("protocol");
     if (IsSet(proto)) {
       // RTM_DELADDR matches the address alone: a protocol there would read as a filter it is not.
-      if (op.kind == Kind::kDelAddr) Bad(env, where, "protocol is for addAddr only (a delete matches the address alone)");
-      if (!proto.IsNumber()) Bad(env, where, "protocol must be a number 0-255");
+      if (op.kind == Kind::kDelAddr) ThrowInvalid(env, where, "protocol is for addAddr only (a delete matches the address alone)");
+      if (!proto.IsNumber()) ThrowInvalid(env, where, "protocol must be a number 0-255");
       const double d = proto.As<Napi::Number>().DoubleValue();
-      if (!(d >= 0) || d > 255 || d != std::floor(d)) Bad(env, where, "protocol must be an integer in 0-255");
+      if (!(d >= 0) || d > 255 || d != std::floor(d)) ThrowInvalid(env, where, "protocol must be an integer in 0-255");
       op.addr_proto = static_cast<uint8_t>(d);
     }
   } else if (kind == "addRoute" || kind == "delRoute") {
     op.kind = kind == "addRoute" ? Kind::kAddRoute : Kind::kDelRoute;
     RouteArg(env, o, &op, op.kind == Kind::kAddRoute, where);
   } else {
-    Bad(env, at, "unknown op '" + kind + "' (addLink, delLink, setLink, addAddr, delAddr, addRoute, delRoute)");
+    ThrowInvalid(env, at, "unknown op '" + kind + "' (addLink, delLink, setLink, addAddr, delAddr, addRoute, delRoute)");
   }
   return op;
 }
@@ -507,27 +502,26 @@ struct AddrList {
   std::map<int32_t, std::string> names;
 };
 
-class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
+class RtnlHandle : public Wrapped<RtnlHandle> {
  public:
   static void Init(Napi::Env env, Napi::Object exports) {
     exports.Set("RtnlHandle", DefineClass(env, "RtnlHandle",
                                           {
-                                              InstanceMethod<&RtnlHandle::Links>("links"),
-                                              InstanceMethod<&RtnlHandle::GetLink>("link"),
-                                              InstanceMethod<&RtnlHandle::Addresses>("addresses"),
-                                              InstanceMethod<&RtnlHandle::Routes>("routes"),
-                                              InstanceMethod<&RtnlHandle::Apply>("apply"),
-                                              InstanceMethod<&RtnlHandle::Stats>("stats"),
+                                              Method<&RtnlHandle::Links>("links"),
+                                              Method<&RtnlHandle::GetLink>("link"),
+                                              Method<&RtnlHandle::Addresses>("addresses"),
+                                              Method<&RtnlHandle::Routes>("routes"),
+                                              Method<&RtnlHandle::Apply>("apply"),
+                                              Method<&RtnlHandle::Stats>("stats"),
                                           }));
   }
 
-  explicit RtnlHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<RtnlHandle>(info) {
+  explicit RtnlHandle(const Napi::CallbackInfo& info) : Wrapped<RtnlHandle>(info) {
     ch_ = std::make_shared<Channel>(NETLINK_ROUTE, NetnsOption(info, 0));
   }
 
  private:
   Napi::Value Links(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     auto ch = ch_;
     return PromiseWorker<std::vector<rtnl::Link>>::Run(
         info.Env(),
@@ -553,7 +547,6 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
 
   // link(name) -> Link | null
   Napi::Value GetLink(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     const std::string name = LinkNameArg(info.Env(), info[0], "RTM_GETLINK");
     auto ch = ch_;
     return PromiseWorker<std::vector<rtnl::Link>>::Run(
@@ -584,7 +577,6 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
   // addresses({ family?: 'inet'|'inet6', link?: name }) -> every address with its link's name
   // (one RTM_GETADDR dump + one RTM_GETLINK dump for the names).
   Napi::Value Addresses(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     uint8_t family = AF_UNSPEC;
     std::string link;
@@ -595,7 +587,7 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
         const std::string fs = f.IsString() ? f.As<Napi::String>().Utf8Value() : "";
         if (fs == "inet") family = AF_INET;
         else if (fs == "inet6") family = AF_INET6;
-        else Bad(env, "RTM_GETADDR", "family must be 'inet' or 'inet6'");
+        else ThrowInvalid(env, "RTM_GETADDR", "family must be 'inet' or 'inet6'");
       }
       if (IsSet(o.Get("link"))) link = LinkNameArg(env, o.Get("link"), "RTM_GETADDR");
     }
@@ -644,7 +636,6 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
   // with 50k VIP addresses does not copy its 50k local routes out to find ipvsync's few; the
   // same filter runs here too, for older kernels.
   Napi::Value Routes(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
     RouteFilter f;
     if (info.Length() > 0 && info[0].IsObject()) {
@@ -654,7 +645,7 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
         const std::string fs = fam.IsString() ? fam.As<Napi::String>().Utf8Value() : "";
         if (fs == "inet") f.family = AF_INET;
         else if (fs == "inet6") f.family = AF_INET6;
-        else Bad(env, "RTM_GETROUTE", "family must be 'inet' or 'inet6'");
+        else ThrowInvalid(env, "RTM_GETROUTE", "family must be 'inet' or 'inet6'");
       }
       if (IsSet(o.Get("table"))) {
         f.by_table = true;
@@ -719,9 +710,8 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
 
   // apply(ops, opts) -> { statuses, errors, sendmsgCalls }
   Napi::Value Apply(const Napi::CallbackInfo& info) {
-    JsThreadCpuScope cpu;
     Napi::Env env = info.Env();
-    if (!info[0].IsArray()) Bad(env, "rtnl apply", "expected an array of ops");
+    if (!info[0].IsArray()) ThrowInvalid(env, "rtnl apply", "expected an array of ops");
     Napi::Array arr = info[0].As<Napi::Array>();
     auto w = std::make_shared<ApplyWork>();
     w->ops.reserve(arr.Length());
@@ -744,7 +734,6 @@ class RtnlHandle : public Napi::ObjectWrap<RtnlHandle> {
 };
 
 Napi::Value DecodeLink(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeLink");
   rtnl::Link l;
@@ -754,7 +743,6 @@ Napi::Value DecodeLink(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DecodeAddrHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeAddr");
   rtnl::Address a;
@@ -765,14 +753,13 @@ Napi::Value DecodeAddrHook(const Napi::CallbackInfo& info) {
 
 // encodeOps(ops) -> the requests as sent (golden form); address ops need an explicit index.
 Napi::Value EncodeOpsHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   Napi::Env env = info.Env();
-  if (!info[0].IsArray()) Bad(env, "encodeOps", "expected an array of ops");
+  if (!info[0].IsArray()) ThrowInvalid(env, "encodeOps", "expected an array of ops");
   Napi::Array arr = info[0].As<Napi::Array>();
   nl::Batch b;
   for (uint32_t i = 0; i < arr.Length(); i++) {
     RtOp op = OpArg(env, arr.Get(i), i);
-    if (NeedsIndex(op)) Bad(env, "encodeOps", "address and route ops name their link by index here");
+    if (NeedsIndex(op)) ThrowInvalid(env, "encodeOps", "address and route ops name their link by index here");
     Encode(b, op, op.index);
   }
   b.Seal();
@@ -780,7 +767,6 @@ Napi::Value EncodeOpsHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeDumpAddrsHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   nl::Batch b;
   rtnl::EncodeDumpAddrs(b, static_cast<uint8_t>(info[0].IsNumber() ? info[0].As<Napi::Number>().Uint32Value() : 0));
   b.Seal();
@@ -788,7 +774,6 @@ Napi::Value EncodeDumpAddrsHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DecodeRouteHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   std::vector<uint8_t> storage;
   const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeRoute");
   rtnl::Route r;
@@ -798,7 +783,6 @@ Napi::Value DecodeRouteHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeDumpRoutesHook(const Napi::CallbackInfo& info) {
-  JsThreadCpuScope cpu;
   // encodeDumpRoutes({ family?, table?, protocol?, type? } as numbers)
   rtnl::RouteDumpFilter f;
   if (info.Length() > 0 && info[0].IsObject()) {
@@ -820,12 +804,12 @@ Napi::Value EncodeDumpRoutesHook(const Napi::CallbackInfo& info) {
 void InitRtnl(Napi::Env env, Napi::Object exports) {
   RtnlHandle::Init(env, exports);
   Napi::Object codec = CodecNamespace(env, exports, "rtnl");
-  codec.Set("decodeLink", Napi::Function::New(env, DecodeLink));
-  codec.Set("decodeAddr", Napi::Function::New(env, DecodeAddrHook));
-  codec.Set("encodeOps", Napi::Function::New(env, EncodeOpsHook));
-  codec.Set("encodeDumpAddrs", Napi::Function::New(env, EncodeDumpAddrsHook));
-  codec.Set("decodeRoute", Napi::Function::New(env, DecodeRouteHook));
-  codec.Set("encodeDumpRoutes", Napi::Function::New(env, EncodeDumpRoutesHook));
+  codec.Set("decodeLink", Function<DecodeLink>(env, "decodeLink"));
+  codec.Set("decodeAddr", Function<DecodeAddrHook>(env, "decodeAddr"));
+  codec.Set("encodeOps", Function<EncodeOpsHook>(env, "encodeOps"));
+  codec.Set("encodeDumpAddrs", Function<EncodeDumpAddrsHook>(env, "encodeDumpAddrs"));
+  codec.Set("decodeRoute", Function<DecodeRouteHook>(env, "decodeRoute"));
+  codec.Set("encodeDumpRoutes", Function<EncodeDumpRoutesHook>(env, "encodeDumpRoutes"));
 }
 
 }  // namespace addon
