@@ -115,7 +115,11 @@ void BuildBatch(Napi::Env env, const Napi::Value& v, uint16_t family_id, nl::Bat
     } catch (const Problem& p) {
       ThrowInvalidAt(env, ipvs::OpNameOf(packed.op(i)), static_cast<int64_t>(i), p.why);
     }
-    ipvs::EncodeOp(*b, family_id, op);
+    try {
+      ipvs::EncodeOp(*b, family_id, op);
+    } catch (const nl::Exception& e) {  // an attribute too long for netlink (AttrWriter)
+      ThrowInvalidAt(env, ipvs::OpNameOf(packed.op(i)), static_cast<int64_t>(i), e.error().message);
+    }
     if (ops) ops->push_back(std::move(op));
   }
 }

@@ -5,11 +5,25 @@
 
 #include <cstring>
 
+#include "netlink/error.h"
+
 namespace nl {
+
+namespace {
+
+// The attribute's length as its header says it, or kInvalid when it does not fit.
+uint16_t CheckedLen(uint16_t type, size_t len) {
+  if (len > kMaxAttrLen)
+    ThrowInvalid(kAttrWriterOp, "attribute " + std::to_string(type & kTypeMask) + " would be " + std::to_string(len) +
+                                    " bytes, more than a netlink attribute holds (" + std::to_string(kMaxAttrLen) + ")");
+  return static_cast<uint16_t>(len);
+}
+
+}  // namespace
 
 void AttrWriter::Put(uint16_t type, const void* data, size_t len) {
   const size_t off = buf_.size();
-  const uint16_t alen = static_cast<uint16_t>(kAttrHeader + len);
+  const uint16_t alen = CheckedLen(type, kAttrHeader + len);
   buf_.resize(off + Align(alen), 0);
   std::memcpy(&buf_[off], &alen, 2);
   std::memcpy(&buf_[off + 2], &type, 2);
@@ -22,7 +36,7 @@ void AttrWriter::Be64(uint16_t type, uint64_t v) { U64(type, htobe64(v)); }
 
 void AttrWriter::Str(uint16_t type, std::string_view s) {
   const size_t off = buf_.size();
-  const uint16_t alen = static_cast<uint16_t>(kAttrHeader + s.size() + 1);
+  const uint16_t alen = CheckedLen(type, kAttrHeader + s.size() + 1);
   buf_.resize(off + Align(alen), 0);
   std::memcpy(&buf_[off], &alen, 2);
   std::memcpy(&buf_[off + 2], &type, 2);
@@ -38,7 +52,9 @@ size_t AttrWriter::Begin(uint16_t type) {
 
 void AttrWriter::End(size_t token) {
   // Nests are always 4-byte aligned at their end because every attribute pads itself.
-  const uint16_t len = static_cast<uint16_t>(buf_.size() - token);
+  uint16_t type;
+  std::memcpy(&type, &buf_[token + 2], 2);
+  const uint16_t len = CheckedLen(type, buf_.size() - token);
   std::memcpy(&buf_[token], &len, 2);
 }
 

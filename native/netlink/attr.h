@@ -16,9 +16,16 @@ constexpr uint16_t kNested = 1u << 15;        // NLA_F_NESTED
 constexpr uint16_t kNetByteOrder = 1u << 14;  // NLA_F_NET_BYTEORDER
 constexpr uint16_t kTypeMask = static_cast<uint16_t>(~(kNested | kNetByteOrder));
 constexpr size_t kAttrHeader = 4;
+// An attribute's length (header included) is a u16.
+constexpr size_t kMaxAttrLen = 0xffff;
+// The op name of the error AttrWriter throws; a caller that knows the op being encoded names it.
+inline constexpr const char* kAttrWriterOp = "netlink attribute";
 
 // Appends attributes to a buffer the caller owns. Lengths are patched when a nest ends, so a
-// writer can be used on a buffer that already holds message headers.
+// writer can be used on a buffer that already holds message headers. An attribute or a nest
+// longer than kMaxAttrLen throws a kInvalid nl::Exception (libmnl's mnl_attr_put_check and
+// nest checks): never a length silently cut to 16 bits. A Put that throws writes nothing; an
+// End that throws leaves the nest open (the batch is abandoned).
 class AttrWriter {
  public:
   explicit AttrWriter(std::vector<uint8_t>& buf) : buf_(buf) {}

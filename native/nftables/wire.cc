@@ -446,7 +446,13 @@ void WireTxEncoder::Feed(const uint8_t* data, size_t len) {
   while (!r.AtEnd()) {
     offsets_.push_back(fed_ + r.offset());
     r.Next(&op_, index_);
-    tb_.Add(op_, index_);
+    try {
+      tb_.Add(op_, index_);
+    } catch (const nl::Exception& e) {
+      // an attribute too long for netlink (AttrWriter): the op it belongs to is this one
+      if (e.error().kind != nl::ErrorKind::kInvalid) throw;
+      nl::ThrowInvalid("nftables op " + std::to_string(index_), e.error().message);
+    }
     index_++;
   }
   fed_ += len;

@@ -93,4 +93,9 @@ test('a C++ exception on the JavaScript thread leaves the call as the typed erro
     () => native().codec.nftables.encodeWire(Buffer.from('nope')),
     (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid' && e.code === 'EINVAL' && /not an op stream/.test(e.message),
   );
+  // an attribute too long for netlink: AttrWriter throws it while the codec hook writes
+  assert.throws(
+    () => native().codec.writeAttributes([{ type: 1, kind: 'bytes', value: Buffer.alloc(70_000) }]),
+    (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid' && e.op === 'netlink attribute',
+  );
 });

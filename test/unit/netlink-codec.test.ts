@@ -1,7 +1,7 @@
 // The netlink core's encoders and parsers on golden byte vectors and malformed input.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { native } from '../../src/native.js';
+import { native, type AttributeSpec } from '../../src/native.js';
 import { NetlinkError } from '../../src/errors.js';
 import { attr, fromHex, hex, nlmsg, u16, u32 } from '../helpers/bytes.js';
 
@@ -172,4 +172,19 @@ test('rtnetlink link decoding', () => {
   assert.equal(l.mtu, 65536);
   assert.equal(l.kind, 'dummy');
   rejects(() => codec.rtnl.decodeLink(nlmsg(16, 2, 1, 0, Buffer.concat([ifi, attr(4, u16(1))]))), /not a u32/);
+});
+
+test('an attribute or a nest longer than 65535 bytes is refused (invalid), never written with a cut length', () => {
+  const bytes = (n: number) => ({ type: 1, kind: 'bytes' as const, value: Buffer.alloc(n, 0xab) });
+  // 4 + 65531 = 65535: the longest attribute there is, read back whole
+  const max = codec.parseAttributes(codec.writeAttributes([bytes(65531)]));
+  assert.equal(max.length, 1);
+  assert.equal(max[0]!.data.length, 65531);
+  const refused = (spec: AttributeSpec[], why: RegExp) =>
+    assert.throws(() => codec.writeAttributes(spec), (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid' && why.test(e.message));
+  refused([bytes(65532)], /attribute 1 would be 65536 bytes, more than a netlink attribute holds \(65535\)/);
+  refused([{ type: 2, kind: 'str', value: 'x'.repeat(65531) }], /attribute 2 would be 65536 bytes/);
+  // a nest whose children fit one by one but not together
+  refused([{ type: 3 | 0x8000, kind: 'nest', children: [bytes(40_000), bytes(40_000)] }], /attribute 3 would be 80012 bytes/);
+  refused([{ type: 4 | 0x8000, kind: 'nest', children: [bytes(65531)] }], /attribute 4 would be 65540 bytes/);
 });

@@ -184,6 +184,17 @@ test('bad input through the op stream: typed errors naming the op and the field'
     assert.throws(() => codec.encodeWire(encodeOps(ops)), (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid', JSON.stringify(ops).slice(0, 80));
 });
 
+test('a rule whose expressions pass 65535 bytes is refused, naming the op: never sent with a cut length', () => {
+  // expressions kept verbatim from a dump carry raw attributes of up to 4096 bytes each
+  const raw = (n: number) => ({ type: 'foo', unknown: Array.from({ length: n }, (_, i) => ({ attr: i + 1, hex: 'ab'.repeat(4000) })) }) as unknown as Expr;
+  const ops = (n: number): NftOp[] => [{ verb: 'add', kind: 'table', table: { family: 'ip', name: T } }, { verb: 'add', kind: 'rule', rule: ruleIn('c', [raw(n)]) }];
+  assert.equal(codec.encodeWire(encodeOps(ops(15))).length, 1, '15 × 4 KB fits');
+  assert.throws(
+    () => codec.encodeWire(encodeOps(ops(17))),
+    (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid' && e.op === 'nftables op 1' && /more than a netlink attribute holds \(65535\)/.test(e.message),
+  );
+});
+
 test('mutated op streams are rejected as invalid or encode; never a crash', () => {
   const stream = Buffer.from(encodeOps(everything()));
   const rnd = prng(5);
