@@ -8,7 +8,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { BadInputError } from '../../src/errors.js';
+import { BadInputError, NetlinkError } from '../../src/errors.js';
+import { packIpvsOps } from '../../src/kernel/ipvs-pack.js';
+import { native } from '../../src/native.js';
 import { parseRestore, RestoreSyntaxError } from '../../src/formats/ipset.js';
 import { fileResolver, parseRules, RulesParseError } from '../../src/formats/ipvsadm.js';
 import { loadConfig } from '../../src/daemon/config.js';
@@ -66,9 +68,15 @@ function campaign(seed: number, valid: string, parse: (text: string) => unknown,
   assert.ok(parsed > 0 && refused > 0, `${parsed} parsed, ${refused} refused: the campaign reaches both outcomes`);
 }
 
-test('ipvsadm rules (ipvs restore): every mutant parses or is a RulesParseError naming a line', () => {
+test('ipvsadm rules (ipvs restore): every mutant parses or is a RulesParseError naming a line; what parses, the addon encodes or refuses typed', () => {
   const names = fileResolver();
-  campaign(41, fixture('ipvs/save-sample.txt'), (t) => parseRules(t, names), (e) => e instanceof RulesParseError && e.line > 0);
+  campaign(
+    41,
+    fixture('ipvs/save-sample.txt'),
+    // what `ipvs restore` hands the handle: the parsed ops, packed and encoded by the addon
+    (t) => native().codec.ipvs.encodeOps(packIpvsOps(parseRules(t, names).map((r) => r.op)), 1),
+    (e) => (e instanceof RulesParseError && e.line > 0) || (e instanceof NetlinkError && e.kind === 'invalid' && e.index !== undefined),
+  );
 });
 
 test('ipset restore input: every mutant parses or is a RestoreSyntaxError', () => {
