@@ -1,5 +1,5 @@
-// The daemon's event loop during a full sync, with the proxier on the daemon's thread (as `sync -f`
-// and `proxy --no-sync-thread` run it) and on a thread of its own (`proxy`'s default), in the same
+// The daemon's event loop during a full sync, with the proxier on the calling thread (as `sync -f`
+// runs it) and on a thread of its own (as `proxy` always runs it), in the same
 // run, alternating: the longest block of the daemon's loop (max and p99 of monitorEventLoopDelay
 // at 1 ms resolution), the full sync's time and the process's peak RSS, with their ratios.
 //   node dist/bench/event-loop.js --env host|qemu [--sizes 1000,10000] [--modes route,address] [--rounds 2]

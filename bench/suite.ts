@@ -75,14 +75,10 @@ const DAEMON_WATCH_S = 75;
  * then watched for DAEMON_WATCH_S with its RSS read every second, through its periodic full
  * resyncs (each reads every kernel table again); then stopped with SIGTERM.
  */
-function daemonRss(dir: string, from: 'manifests' | 'api', syncThread = false): SizeRow['daemon'] {
-  const flags = [
-    ...syncFlags(NODE_IP)
-      .filter((f) => f !== '--no-sysctl')
-      .map((f) => (f === '--node-name' ? '--hostname-override' : f)),
-    // both explicit: the sync thread is the daemon's default (since 2026-11-27)
-    syncThread ? '--sync-thread' : '--no-sync-thread',
-  ];
+function daemonRss(dir: string, from: 'manifests' | 'api'): SizeRow['daemon'] {
+  const flags = syncFlags(NODE_IP)
+    .filter((f) => f !== '--no-sysctl')
+    .map((f) => (f === '--node-name' ? '--hostname-override' : f));
   const source =
     from === 'manifests'
       ? ['src="--manifests $1"']
@@ -315,20 +311,12 @@ function runSize(env: 'host' | 'qemu', S: number): SizeRow {
     vipLink(env);
   }
   if (env === 'qemu') {
-    log('ipvsync proxy --manifests --no-sync-thread (the daemon, its proxier in process)');
-    row.daemon = daemonRss(dir, 'manifests');
-    log(`  ${JSON.stringify(row.daemon)}`);
-    fresh();
-    log('ipvsync proxy --master --no-sync-thread (the daemon from the API: a fake API server serving the same objects; in process)');
-    row.daemonApi = daemonRss(dir, 'api');
-    log(`  ${JSON.stringify(row.daemonApi)}`);
-    fresh();
-    log('ipvsync proxy --manifests --sync-thread (the daemon, its proxier on a thread of its own: the default)');
-    row.daemonThread = daemonRss(dir, 'manifests', true);
+    log('ipvsync proxy --manifests (the daemon, its proxier on its sync thread)');
+    row.daemonThread = daemonRss(dir, 'manifests');
     log(`  ${JSON.stringify(row.daemonThread)}`);
     fresh();
-    log('ipvsync proxy --master --sync-thread (from the API, the informers and the proxier on the sync thread)');
-    row.daemonApiThread = daemonRss(dir, 'api', true);
+    log('ipvsync proxy --master (from the API: a fake API server serving the same objects; the informers and the proxier on the sync thread)');
+    row.daemonApiThread = daemonRss(dir, 'api');
     log(`  ${JSON.stringify(row.daemonApiThread)}`);
     fresh();
   }

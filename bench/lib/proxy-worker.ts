@@ -9,7 +9,7 @@
 // engine's view of the services at its partial list, so the proxier's next sync walks them
 // all). Messages counted by the sockets. Prints one line "@@WORKER {json}".
 // --sync-thread (with --full-only): the full sync through ThreadedProxier, the proxier on a
-// thread of its own as `proxy --sync-thread` runs it; the event-loop delay and GC pauses are
+// thread of its own as `proxy` runs it; the event-loop delay and GC pauses are
 // then the daemon's thread's, the CPU split main (the daemon's thread) / others (the sync
 // thread among them), and no socket counts (the handles are the sync thread's).
 // --fake-ipvs: the in-memory IPVS (for kernels without IPVS: the host), converting every batch as
@@ -124,7 +124,7 @@ if (o['sync-thread'] && !o['full-only']) throw new Error('--sync-thread measures
 const t0 = performance.now();
 // Dropped once fed to the proxier, as `sync -f` and `proxy --manifests` drop them (the proxier
 // keeps only what it reads of each object): held, they would be marked by every GC of the sync.
-// With --sync-thread the thread reads the folder itself, as `proxy --manifests --sync-thread`.
+// With --sync-thread the thread reads the folder itself, as `proxy --manifests`.
 let manifests: Awaited<ReturnType<typeof loadManifests>> | undefined = o['sync-thread'] ? undefined : await loadManifests([o.dir]);
 let loadMs = performance.now() - t0;
 

@@ -8,11 +8,8 @@ import { Links } from '../kernel/links.js';
 import type { FolderLoad, ManifestSet, ManifestWarning } from '../kube/manifests.js';
 import { memoryPressure, type HandleOptions } from '../native.js';
 import { nodeAddresses } from '../proxy/node-addresses.js';
-import type { PendingChanges } from '../proxy/proxier.js';
 import { ThreadedProxier } from '../proxy/sync-thread.js';
-import type { SyncReport } from '../engine/engine.js';
 import type { InformerError, ResourceName } from '../kube/informers.js';
-import type { ObjectHandlers, ProxyModel } from '../kube/types.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
 import { SyncRunner } from '../engine/runner.js';
 import { CONFIG_FLAGS, loadConfig, nodeName, toProxierOptions, writeConfigTo, type FlagSpec } from '../daemon/config.js';
@@ -187,19 +184,6 @@ export async function cleanup(h: HandleOptions, vipLink: string): Promise<Cleanu
   );
 }
 
-/** What the daemon needs of a proxier: in process (Proxier) or on its own thread (ThreadedProxier). */
-interface DaemonProxier extends ObjectHandlers {
-  sync(full: boolean): Promise<{
-    report: SyncReport;
-    serviceChanges: number;
-    endpointChanges: number;
-    triggerTimes: number[];
-    model: Pick<ProxyModel, 'healthChecks' | 'noLocalEndpointsTotal' | 'warnings'>;
-  }>;
-  /** The changes received that no sync has taken yet (/metrics reads them at each scrape). */
-  readonly pendingChanges: PendingChanges;
-}
-
 async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<void> {
   const { config: cfg, warnings } = loadConfig({ ...(typeof o.config === 'string' ? { file: o.config } : {}), flags: o });
   if (typeof o.writeConfigTo === 'string') {
@@ -226,16 +210,13 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
 
   const glue = o.glue !== false;
   const kubeIpsets = o.kubeProxyIpsets === true;
-  // In process, the proxier's handles; with the proxier on its thread (which opens its own),
-  // this thread needs only IPVS (its timeouts) and the links (the node's addresses).
-  const kernel = cfg.syncThread ? undefined : await (await import('../proxy/kernel.js')).openKernel(h, { glue });
-  const ipvs = kernel?.ipvs ?? (await Ipvs.open(h));
-  const links = kernel?.links ?? (await Links.open(h));
+  // The proxier runs on its own thread, which opens its own handles: this thread needs only
+  // IPVS (its timeouts) and the links (the node's addresses).
+  const ipvs = await Ipvs.open(h);
+  const links = await Links.open(h);
   const addrs = cfg.nodeIPs.length ? cfg.nodeIPs : nodeAddresses(await links.addresses(), cfg.vipLink);
   const proxierOptions = toProxierOptions(cfg, { addresses: addrs, glue, kubeIpsets });
-  const proxier: DaemonProxier = kernel
-    ? new (await proxierModule()).Proxier(kernel, proxierOptions)
-    : await lc.until(ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue, handle: h } }));
+  const proxier = await lc.until(ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue, handle: h } }));
   if (!h.netns) {
     for (const r of applySysctls(proxySysctls(cfg.ipvs.strictARP, cfg.ipvs.runEstimation))) if (!r.ok) log.warn('sysctl', { ...r });
   }
@@ -271,10 +252,6 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
       // logged by the runner's listener (logSyncFailure), with the retry
       if (r.report.errors.length) throw new SyncOpsError(r.report);
       health.updated();
-      // A full sync read every kernel table and dropped it: give that memory back now, not at
-      // the heap's next limit (an incremental collection; the event loop keeps running). The
-      // sync thread does this for its own heap.
-      if (r.report.mode === 'full' && !cfg.syncThread) memoryPressure('moderate');
     },
     { minIntervalMs: Math.max(cfg.ipvs.minSyncPeriodMs, 1), maxIntervalMs: cfg.ipvs.syncPeriodMs },
   );
@@ -286,16 +263,14 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
     runner.request();
   };
 
-  if (proxier instanceof ThreadedProxier) {
-    if (proxier.niceError) log.warn('sync thread runs at the daemon thread\'s priority', { error: proxier.niceError });
-    // registered first, so it stops last (after the runner)
-    lc.onStop('sync thread', () => proxier.close());
-    // Every sync would fail from now on: exit, to be restarted, rather than serve a stale plane.
-    void proxier.exited.then((e) => {
-      log.error('sync thread ended; exiting', { error: e });
-      process.exit(1);
-    });
-  }
+  if (proxier.niceError) log.warn('sync thread runs at the daemon thread\'s priority', { error: proxier.niceError });
+  // registered first, so it stops last (after the runner)
+  lc.onStop('sync thread', () => proxier.close());
+  // Every sync would fail from now on: exit, to be restarted, rather than serve a stale plane.
+  void proxier.exited.then((e) => {
+    log.error('sync thread ended; exiting', { error: e });
+    process.exit(1);
+  });
   if (cfg.healthzBindAddress) {
     const hz = new HealthzServer(health, { host: cfg.healthzBindAddress.host, port: cfg.healthzBindAddress.port, metrics });
     await hz.start();
@@ -310,19 +285,12 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
 
   if (typeof o.manifests === 'string') {
     const dir = o.manifests;
-    // With the proxier on its thread, the thread reads the folder itself: parsed here and
-    // posted, every object was held twice while it crossed (the parsed folder on this thread,
-    // its copy on that one): at 10k services under qemu the process peaked at 144–148 MB while
-    // loading, 130–134 MB now. Then this thread's own startup garbage is collected, before the
-    // first sync (the command runs without V8's memory reducer, which collected this idle heap
-    // in the middle of syncs: main.ts).
-    let read: () => Promise<FolderLoad>;
-    if (proxier instanceof ThreadedProxier) {
-      read = () => proxier.loadManifests(dir).then((l) => (memoryPressure('critical'), l));
-    } else {
-      const folder = new (await import('../kube/manifests.js')).ManifestFolder(dir);
-      read = () => folder.load(proxier);
-    }
+    // The sync thread reads the folder itself: parsed here and posted, every object would be
+    // held twice while it crossed (the parsed folder on this thread, its copy on that one).
+    // Then this thread's own startup garbage is collected, before the first sync (the command
+    // runs without V8's memory reducer, which collected this idle heap in the middle of syncs:
+    // main.ts).
+    const read = (): Promise<FolderLoad> => proxier.loadManifests(dir).then((l) => (memoryPressure('critical'), l));
     const load = () => read().then((l) => notices.manifests(l.warnings));
     await lc.until(load());
     if (!statSync(dir).isDirectory() || readdirSync(dir).length === 0) log.warn('manifests folder is empty', { dir });
@@ -335,41 +303,18 @@ async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<v
     const source = { ...(cfg.kubeconfig ? { kubeconfig: cfg.kubeconfig } : {}), ...(cfg.master ? { server: cfg.master } : {}) };
     const onError = (e: InformerError) => log.warn('informer', { resource: e.resource, error: e.error, retryInMs: e.retryInMs });
     const onHandlerError = (resource: ResourceName, e: unknown) => log.error('informer handler failed', { resource, error: e });
-    if (proxier instanceof ThreadedProxier) {
-      // The thread lists and watches the API itself: the objects go from the parsed answers
-      // straight into its proxier, and this thread hears only of changes and of its Node.
-      const kube = await proxier.watchKube({ source, nodeName: nodeName(cfg), onChange: request, onNode: (n) => health.syncNode(n), onError, onHandlerError });
-      lc.onStop('informers', () => kube.stop());
-      // Never program from an empty cache: wait for every first list. Then this thread's own
-      // startup garbage is collected, before the first sync (as after a folder's load).
-      await lc.until(kube.synced);
-      memoryPressure('critical');
-    } else {
-      const { KubeSources } = await import('../kube/informers.js');
-      const { loadKubeConfig } = await import('../kube/kubeconfig.js');
-      const sources = new KubeSources({
-        kubeConfig: loadKubeConfig(source),
-        nodeName: nodeName(cfg),
-        handlers: {
-          onServiceUpdate: (x) => (proxier.onServiceUpdate(x), request()),
-          onServiceDelete: (k) => (proxier.onServiceDelete(k), request()),
-          onSliceUpdate: (x) => (proxier.onSliceUpdate(x), request()),
-          onSliceDelete: (k) => (proxier.onSliceDelete(k), request()),
-          onNode: (n) => health.syncNode(n),
-          onNodeDelete: () => health.syncNode(undefined),
-        },
-        onError,
-        onHandlerError,
-      });
-      sources.start();
-      lc.onStop('informers', () => sources.stop());
-      // Never program from an empty cache: wait for every first list.
-      await lc.until(sources.synced());
-    }
+    // The thread lists and watches the API itself: the objects go from the parsed answers
+    // straight into its proxier, and this thread hears only of changes and of its Node.
+    const kube = await proxier.watchKube({ source, nodeName: nodeName(cfg), onChange: request, onNode: (n) => health.syncNode(n), onError, onHandlerError });
+    lc.onStop('informers', () => kube.stop());
+    // Never program from an empty cache: wait for every first list. Then this thread's own
+    // startup garbage is collected, before the first sync (as after a folder's load).
+    await lc.until(kube.synced);
+    memoryPressure('critical');
   }
   lc.onStop('runner', () => runner.stop());
   runner.start();
   started = true;
-  log.info('proxy started', { node: proxierOptions.node.name, nodeAddresses: addrs, syncThread: cfg.syncThread, source: typeof o.manifests === 'string' ? `manifests ${o.manifests}` : 'kubernetes' });
+  log.info('proxy started', { node: proxierOptions.node.name, nodeAddresses: addrs, source: typeof o.manifests === 'string' ? `manifests ${o.manifests}` : 'kubernetes' });
   await stopped;
 }

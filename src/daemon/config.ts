@@ -76,9 +76,6 @@ export interface IpvsyncConfig {
   drainTimeoutMs: number;
   /** Serve Services labelled service.kubernetes.io/service-proxy-name=<proxyName>. */
   proxyName: string;
-  /** Translate, diff and apply on a thread of their own (ThreadedProxier): the daemon's event
-   *  loop (watches, /healthz, /metrics) is not blocked by a full sync's GC pauses. */
-  syncThread: boolean;
   logLevel: LogLevel;
 }
 
@@ -373,11 +370,6 @@ const FIELDS: { [K in ConfigKey]: FlagSpec<ValueAt<K>> } = {
   proxyName: {
     kind: text((n) => (n !== '' && (n.length > 63 || !/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(n)) ? `"${n}" is not a valid label value` : undefined)),
     default: '', flag: 'proxy-name', help: 'also serve Services labelled service.kubernetes.io/service-proxy-name=NAME',
-  },
-  // on its thread, a full sync never holds the daemon's event loop (health, metrics, watches); ~5 MB more
-  syncThread: {
-    kind: bool, default: true, flag: 'sync-thread', help: 'sync on a thread of its own (the default): a full sync never blocks the watches, /healthz or /metrics',
-    negatedHelp: "sync on the daemon's thread: ~5 MB less memory at 10k services, but a full sync holds its event loop",
   },
   logLevel: {
     kind: text<LogLevel>((l) => (!['debug', 'info', 'warn', 'error'].includes(l) ? `must be one of debug, info, warn, error, not "${l}"` : undefined)),

@@ -16,24 +16,23 @@ import { anyContains, canonicalAddress, parseCidr, type Cidr } from '../net/addr
 import { diffIpSets, memberKey, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
 import { IPVS_RECORD_SETS, readRecord, recordedKeys, recordMember, recordOps } from './ownership.js';
 import {
-  assembleSteps,
-  byKeySteps,
+  assemble,
+  byKey,
   drainKey,
-  diffIpvsSteps,
+  diffIpvs,
   diffParts,
-  diffWantedSteps,
-  indexObservedSteps,
-  staleServicesSteps,
+  diffWanted,
+  indexObserved,
+  staleServices,
   type FlowFlush,
   type IpvsDelta,
   type IpvsDiffInput,
   type ObservedIndex,
 } from './ipvs-diff.js';
 import { destKey, keyToId, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
-import { diffNftFromLastSteps, diffNftSteps, elementKey, sameNftTables, type DesiredNftTable, type NftDelta } from './nft-diff.js';
+import { diffNft, diffNftFromLast, elementKey, sameNftTables, type DesiredNftTable, type NftDelta } from './nft-diff.js';
 import { ChunkedList, registeredList, replacedOf } from './sorted.js';
 import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
-import { runSliced, TimeSlice, type Steps } from './slice.js';
 import {
   checkIpSet,
   checkNftElements,
@@ -138,12 +137,6 @@ export interface EngineOptions extends Ownership {
    */
   desiredImmutable?: boolean;
   /**
-   * The longest the engine computes without letting the event loop in (diffs are time-sliced)
-   * and, with it, the IPVS writes go to the kernel in batches of at most IPVS_APPLY_CHUNK ops
-   * (one N-API crossing each, their conversion a bounded pause). Default 10 ms.
-   */
-  sliceMs?: number;
-  /**
    * A full plan reads the kernel's destinations this many services at a time (with an IPVS
    * handle that has destinationsOf), diffing each slice before reading the next: a periodic full
    * resync then holds one slice's destinations, not the whole table's (at 10k services × 10,
@@ -154,15 +147,14 @@ export interface EngineOptions extends Ownership {
   observeSlice?: number;
 }
 
-/** IPVS ops per apply() call: packing a batch and converting it to netlink holds the event loop
- *  for ~1-3 µs per op on the main thread at real speed (x30-70 under emulation, where 1024 ops
- *  took 30-70 ms warm), so 100k ops go as ~200 batches with the loop free in between. */
+/** IPVS ops per apply() call: the next batch is converted on this thread while the kernel takes
+ *  the one before (Ipvs.apply sends batches in call order), so the conversion of 100k ops
+ *  overlaps the kernel's work instead of preceding it. */
 export const IPVS_APPLY_CHUNK = 512;
 
-/** VIP address adds per links.apply() call: their conversion holds the event loop like the
- *  IPVS ops' (~3-4 µs per op at real speed: 1024 of them held it 3-5 ms at 10k services), and
- *  they run while the rest of the sync applies, the next handed over while the kernel takes one
- *  (the adds are of distinct addresses: the order they reach the kernel in does not matter). */
+/** VIP address adds per links.apply() call: they run while the rest of the sync applies, the
+ *  next converted and handed over while the kernel takes one (the adds are of distinct
+ *  addresses: the order they reach the kernel in does not matter). */
 export const ADDRESS_APPLY_CHUNK = 256;
 
 /** A promise's outcome as a value: work started now and awaited later, which must not go
@@ -175,17 +167,6 @@ function settle<T>(p: Promise<T>): Promise<Settled<T>> {
   );
 }
 
-/** An element op of a plain (non-interval) set with more elements than this is queued as
- *  pieces of this many, with the event loop let in between (still one transaction: the kernel
- *  gets the same elements in the same batch). Queueing a piece of 2048 elements held the loop 3-10
- *  ms at real speed (10k services), 100-250 ms under emulation. */
-export const NFT_ELEMENTS_PIECE = 256;
-
-/** Desired services (or VIPs) noted per block of a plan, with the loop let in between: at 10k
- *  services a block of 4096 held the loop ~10 ms at real speed (a service or VIP new to the
- *  engine costs a canonical address text and a key: ~1.5-2.5 µs). */
-const PLAN_BLOCK = 256;
-
 /** An error of a batch that was one chunk of a longer op list, with its index in the list. */
 function reindexed(e: NetlinkError, at: number): NetlinkError {
   if (at === 0 || e.index === undefined) return e;
@@ -195,27 +176,6 @@ function reindexed(e: NetlinkError, at: number): NetlinkError {
 function withIndex(e: NetlinkError, index: number): NetlinkError {
   // its own fields (message is not enumerable on an Error)
   return new NetlinkError({ ...e, message: e.message, index });
-}
-
-/** Queues `ops` into `tx` one unit of work each, an element op of a plain set with more than
- *  NFT_ELEMENTS_PIECE elements as pieces; returns, per queued op, the index of its op in `ops`. */
-function* queueNftSteps(tx: NftTransaction, ops: readonly NftOp[]): Steps<number[]> {
-  const owner: number[] = [];
-  for (let i = 0; i < ops.length; i++) {
-    const op = ops[i]!;
-    if (op.kind === 'elements' && !op.set.interval && op.elements.length > NFT_ELEMENTS_PIECE) {
-      for (let at = 0; at < op.elements.length; at += NFT_ELEMENTS_PIECE) {
-        tx.queue({ ...op, elements: op.elements.slice(at, at + NFT_ELEMENTS_PIECE) });
-        owner.push(i);
-        yield;
-      }
-    } else {
-      tx.queue(op);
-      owner.push(i);
-      yield;
-    }
-  }
-  return owner;
 }
 
 /** Every write a sync would make, per kind, in the order they will be made. */
@@ -376,12 +336,8 @@ export class Engine {
     this.managed = (opts.managedCidrs ?? []).map(parseCidr);
     this.excluded = (opts.excludeCidrs ?? []).map(parseCidr);
     this.now = opts.now ?? Date.now;
-    this.slice = new TimeSlice(opts.sliceMs ?? 10);
     if (!kernel.ipsets) this.recorded = new Set();
   }
-
-  /** The diffs' time slicing (its `yields` count the pauses). */
-  readonly slice: TimeSlice;
 
   /** Whether the engine may change or delete an observed IPVS service (`key`: its
    *  serviceKey, when the caller has it): recorded or claimed by an option, and not excluded. */
@@ -399,10 +355,10 @@ export class Engine {
    * The IPVS delta of a full plan from the kernel's services without their destinations: the
    * desired services are diffed a slice (observeSlice) at a time, each slice's destinations
    * read just before (destinationsOf) and dropped after, so the whole table's destinations are
-   * never held at once. The same delta as diffIpvsSteps over the table read whole.
+   * never held at once. The same delta as diffIpvs over the table read whole.
    */
   private async diffIpvsSliced(input: IpvsDiffInput, observed: ObservedIndex): Promise<{ delta: IpvsDelta; readMs: number }> {
-    const wanted = await runSliced(byKeySteps(input.desired, (s) => this.keyOf(s)), this.slice);
+    const wanted = byKey(input.desired, (s) => this.keyOf(s));
     const parts = diffParts();
     const per = Math.max(1, this.opts.observeSlice ?? 256);
     const it = wanted.entries();
@@ -424,10 +380,10 @@ export class Engine {
       readMs += performance.now() - t;
       const destinations = new Map<string, Destination[]>();
       for (let i = 0; i < have.length; i++) destinations.set(have[i]!, dests[i]!);
-      await runSliced(diffWantedSteps(input, parts, slice, observed, destinations), this.slice);
+      diffWanted(input, parts, slice, observed, destinations);
     }
-    await runSliced(staleServicesSteps(parts, wanted, observed, input.recorded, input.recordScope), this.slice);
-    return { delta: await runSliced(assembleSteps(parts), this.slice), readMs };
+    staleServices(parts, wanted, observed, input.recorded, input.recordScope);
+    return { delta: assemble(parts), readMs };
   }
 
   /** The key index, for the services of list[from, to) that are not the very objects seen
@@ -677,7 +633,7 @@ export class Engine {
       this.recordSets = new Set(record.map((x) => x.name));
     }
     return {
-      ipvs: o.sliced ? await runSliced(indexObservedSteps(observed, (s, key) => this.owns(s, key)), this.slice) : observed,
+      ipvs: o.sliced ? indexObserved(observed, (s, key) => this.owns(s, key)) : observed,
       ruleset,
       t1,
       ...(wantVips ? { addresses: diffAddresses(wantVips, { linkExists: link !== null, addresses: addrs ?? [] }) } : {}),
@@ -701,10 +657,7 @@ export class Engine {
       const vips = desired.vips.addresses;
       // checked here, as they are new (without desiredImmutable: every plan)
       const bad: number[] = [];
-      for (let at = 0; at < vips.length; at += PLAN_BLOCK) {
-        if (at > 0) await this.slice.tick();
-        badVipsOf(vips, at, Math.min(vips.length, at + PLAN_BLOCK), bad);
-      }
+      badVipsOf(vips, 0, vips.length, bad);
       this.badVips = { of: vips, at: bad };
     }
     if (this.opts.desiredImmutable) {
@@ -716,14 +669,7 @@ export class Engine {
       const replaced =
         services.of === seen.of ? [] : services.of instanceof ChunkedList && seen.of instanceof ChunkedList ? replacedOf(services.of, seen.of) : undefined;
       if (replaced) for (const i of replaced) this.noteDesired(list, seen.list, i, i + 1);
-      else
-        // Blocks of PLAN_BLOCK with the loop let in between, each in a function of its own (inside
-        // this long async function the loop ran ~40 ns per service, the same objects as last
-        // time: 2 ms per incremental plan at 50k services).
-        for (let at = 0; at < list.length; at += PLAN_BLOCK) {
-          if (at > 0) await this.slice.tick();
-          this.noteDesired(list, seen.list, at, Math.min(list.length, at + PLAN_BLOCK));
-        }
+      else this.noteDesired(list, seen.list, 0, list.length);
       this.seenServices = services;
     }
 
@@ -750,7 +696,7 @@ export class Engine {
     let fromLast: Array<NftDelta | undefined> | undefined;
     if (fromClean && !nftSame && last && last.length === allTables.length) {
       fromLast = [];
-      for (let i = 0; i < allTables.length; i++) fromLast.push(await runSliced(diffNftFromLastSteps(allTables[i]!, last[i]!), this.slice));
+      for (let i = 0; i < allTables.length; i++) fromLast.push(diffNftFromLast(allTables[i]!, last[i]!));
     }
     const elementsOnly = fromLast?.every((d): d is NftDelta => d !== undefined) ? fromLast : undefined;
     const tables = nftSame || elementsOnly ? [] : allTables;
@@ -768,7 +714,7 @@ export class Engine {
       const gens = new Set(ruleset.map((r) => r?.genId));
       if (gens.size === 1 && typeof ruleset[0]?.genId === 'number') nftBase = ruleset[0].genId;
       nftDeltas = [];
-      for (let i = 0; i < tables.length; i++) nftDeltas.push(await runSliced(diffNftSteps(tables[i]!, ruleset[i]!), this.slice));
+      for (let i = 0; i < tables.length; i++) nftDeltas.push(diffNft(tables[i]!, ruleset[i]!));
       ruleset.length = 0;
     }
 
@@ -802,7 +748,7 @@ export class Engine {
       ipvs = r.delta;
       readMs = r.readMs;
     } else {
-      ipvs = await runSliced(diffIpvsSteps(diffInput), this.slice);
+      ipvs = diffIpvs(diffInput);
     }
     if (svcs.keptDests.size) this.keepDestinations(ipvs, svcs.keptDests);
     const plan: Plan = { mode: changed ? 'incremental' : 'full', ipvs, observeMs: obs.t1 - t0 + readMs, diffMs: 0, desired: {} };
@@ -887,10 +833,8 @@ export class Engine {
   }
 
   /**
-   * Commits the nftables ops as one transaction (or several, maxNftOpsPerTransaction), queued
-   * op by op with the event loop let in every sliceMs; a large element op of a plain set goes
-   * as pieces (NFT_ELEMENTS_PIECE). Statuses and error indexes are those of `ops`: an op is ok
-   * when all its pieces are.
+   * Commits the nftables ops as one transaction (or several, maxNftOpsPerTransaction). Statuses
+   * and error indexes are those of `ops`.
    */
   private async commitNft(
     nft: NftablesApi,
@@ -898,14 +842,11 @@ export class Engine {
     maxOps = this.opts.maxNftOpsPerTransaction,
   ): Promise<{ ok(i: number): boolean; errors: NetlinkError[]; transactions: ReadonlyArray<{ committed: boolean }> }> {
     const tx = new NftTransaction();
-    const owner = await runSliced(queueNftSteps(tx, ops), this.slice);
+    for (const op of ops) tx.queue(op);
     const res = await nft.commit(tx, maxOps ? { maxOpsPerTransaction: maxOps } : {});
     // The stream's buffer (4 MiB at 10k services) goes now, not after the IPVS writes below.
     tx.release();
-    const ok = new Uint8Array(ops.length).fill(1);
-    for (let j = 0; j < owner.length; j++) if (res.status(j) !== 'ok') ok[owner[j]!] = 0;
-    const errors = res.errors.map((e) => (e.index === undefined || owner[e.index] === e.index ? e : withIndex(e, owner[e.index]!)));
-    return { ok: (i) => ok[i] === 1, errors, transactions: res.transactions };
+    return { ok: (i) => res.status(i) === 'ok', errors: res.errors, transactions: res.transactions };
   }
 
   /** Performs a plan: link, route and set creation, then the nftables transaction and the IPVS
@@ -950,9 +891,6 @@ export class Engine {
         const nextPart = at + chunk < to ? slice(at + chunk) : undefined;
         let next: typeof sent | undefined;
         if (ahead && nextPart) {
-          // a turn of the event loop first: the conversion of the chunk just handed over and this
-          // one's must not hold the loop as one block
-          await new Promise<void>((resolve) => setImmediate(resolve));
           next = run(nextPart);
           // awaited below, or dropped when this chunk throws: never an unhandled rejection
           next.catch(() => undefined);

@@ -3,7 +3,6 @@
 // place; removed TCP destinations drain (weight 0) before they are deleted.
 import type { DestinationConfig, Destination, IpvsOp, Service, ServiceId } from '../kernel/ipvs.js';
 import { serviceId } from '../kernel/ipvs.js';
-import { runSync, type Steps } from './slice.js';
 import { canonicalAddress } from '../net/address.js';
 import {
   destKey,
@@ -93,18 +92,13 @@ function serviceConfig(s: DesiredService, share: boolean): DesiredService {
 }
 
 export function diffIpvs(input: IpvsDiffInput): IpvsDelta {
-  return runSync(diffIpvsSteps(input));
-}
-
-/** diffIpvs as units of work (one per 256 services), for runSliced. */
-export function* diffIpvsSteps(input: IpvsDiffInput): Steps<IpvsDelta> {
   const destinations = new Map<string, Destination[]>();
-  const observed = yield* indexObservedSteps(input.observed, input.owns, destinations);
-  const wanted = yield* byKeySteps(input.desired);
+  const observed = indexObserved(input.observed, input.owns, destinations);
+  const wanted = byKey(input.desired);
   const parts = diffParts();
-  yield* diffWantedSteps(input, parts, wanted, observed, destinations);
-  yield* staleServicesSteps(parts, wanted, observed, input.recorded, input.recordScope);
-  return yield* assembleSteps(parts);
+  diffWanted(input, parts, wanted, observed, destinations);
+  staleServices(parts, wanted, observed, input.recorded, input.recordScope);
+  return assemble(parts);
 }
 
 /**
@@ -119,18 +113,17 @@ export interface ObservedIndex {
   shapes: ServiceShape[];
 }
 
-/** Indexes the kernel's services (the last of two with one key wins), in units of work; with
- *  `destinations`, also puts each service's listed destinations there by its key. */
-export function* indexObservedSteps(
+/** Indexes the kernel's services (the last of two with one key wins); with `destinations`,
+ *  also puts each service's listed destinations there by its key. */
+export function indexObserved(
   services: readonly Service[],
   owns: (s: Service, key: string) => boolean,
   destinations?: Map<string, Destination[]>,
-): Steps<ObservedIndex> {
+): ObservedIndex {
   const byKey = new Map<string, number>();
   const shapes: ServiceShape[] = [];
   const shapeAt = new Map<string, number>();
-  for (let i = 0; i < services.length; i++) {
-    const s = services[i]!;
+  for (const s of services) {
     const shape = serviceShape(s);
     const text = `${shape.scheduler}\0${shape.flags}\0${shape.timeout}\0${shape.netmask}\0${shape.pe}`;
     let at = shapeAt.get(text);
@@ -142,7 +135,6 @@ export function* indexObservedSteps(
     const key = serviceKey(s);
     byKey.set(key, at * 2 + (owns(s, key) ? 1 : 0));
     destinations?.set(key, s.destinations ?? []);
-    if (i % 256 === 255) yield;
   }
   return { byKey, shapes };
 }
@@ -162,16 +154,12 @@ export function diffParts(): IpvsDiffParts {
   return { addServices: [], setServices: [], destOps: [], delServices: [], draining: new Map(), flushFlows: [], record: { add: [], deleted: [], dropped: [] } };
 }
 
-/** Services by key (the last of two with one key wins), in units of work: the kernel's
- *  services, or the desired ones. */
-export function* byKeySteps<S extends ServiceId | Service>(services: readonly S[], keyOf: (s: S) => string = serviceKey): Steps<Map<string, S>> {
-  const byKey = new Map<string, S>();
-  for (let i = 0; i < services.length; i++) {
-    const s = services[i]!;
-    byKey.set(keyOf(s), s);
-    if (i % 256 === 255) yield;
-  }
-  return byKey;
+/** Services by key (the last of two with one key wins): the kernel's services, or the desired
+ *  ones. */
+export function byKey<S extends ServiceId | Service>(services: readonly S[], keyOf: (s: S) => string = serviceKey): Map<string, S> {
+  const out = new Map<string, S>();
+  for (const s of services) out.set(keyOf(s), s);
+  return out;
 }
 
 /**
@@ -180,20 +168,18 @@ export function* byKeySteps<S extends ServiceId | Service>(services: readonly S[
  * their destinations. Adds to `parts`; a diff may run it for the wanted services a slice at a
  * time, with `destinations` holding that slice's.
  */
-export function* diffWantedSteps(
+export function diffWanted(
   input: Omit<IpvsDiffInput, 'desired' | 'observed'>,
   parts: IpvsDiffParts,
   wanted: Iterable<[string, DesiredService]>,
   observed: ObservedIndex,
   /** The kernel's destinations of the observed services among `wanted`, by service key. */
   destinations: ReadonlyMap<string, Destination[]>,
-): Steps<void> {
+): void {
   const { addServices, setServices, destOps, draining, flushFlows } = parts;
   const share = input.shareDesired === true;
   const pairwise = input.pairwiseMax ?? PAIRWISE;
-  let n = 0;
   for (const [key, want] of wanted) {
-    if (++n % 32 === 0) yield;
     if (input.recorded && !input.recorded.has(key)) parts.record.add.push(key);
     const have = observed.byKey.get(key);
     if (have === undefined) {
@@ -268,36 +254,29 @@ function destOp(d: DestinationConfig, hd: Destination | undefined, service: Serv
 
 /** The kernel's services no desired service has, that the engine owns: deleted (their
  *  destinations with them; no destination list needed), and forgotten after when recorded. */
-export function* staleServicesSteps(
+export function staleServices(
   parts: IpvsDiffParts,
   wanted: ReadonlyMap<string, unknown>,
   observed: ObservedIndex,
   recorded?: ReadonlySet<string>,
   recordScope?: Iterable<string>,
-): Steps<void> {
-  let n = 0;
+): void {
   for (const [key, have] of observed.byKey) {
-    if (++n % 1024 === 0) yield;
     if (wanted.has(key) || (have & 1) === 0) continue;
     parts.delServices.push({ op: 'deleteService', service: keyToId(key) });
     if (recorded?.has(key)) parts.record.deleted.push(key);
   }
   if (!recorded || !recordScope) return;
   for (const key of recordScope) {
-    if (++n % 1024 === 0) yield;
     if (recorded.has(key) && !wanted.has(key) && !observed.byKey.has(key)) parts.record.dropped.push(key);
   }
 }
 
 /** The delta: create before reference, remove references before delete — services first,
  *  then their destinations, then stale services (which take their destinations with them). */
-export function* assembleSteps(parts: IpvsDiffParts): Steps<IpvsDelta> {
+export function assemble(parts: IpvsDiffParts): IpvsDelta {
   const ops: IpvsOp[] = parts.addServices;
-  for (const part of [parts.setServices, parts.destOps, parts.delServices])
-    for (let i = 0; i < part.length; i++) {
-      ops.push(part[i]!);
-      if (i % 2048 === 2047) yield;
-    }
+  for (const part of [parts.setServices, parts.destOps, parts.delServices]) for (const o of part) ops.push(o);
   return { ops, draining: parts.draining, flushFlows: parts.flushFlows, record: parts.record };
 }
 

@@ -7,8 +7,7 @@ import type { NftFamily } from '../kernel/nft-types.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { canonicalAddress } from '../net/address.js';
 import { samePlain } from './ipvs-model.js';
-import { runSync, type Steps } from './slice.js';
-import { ChunkedSorted, registeredList, sortSteps, sortedPatchOf, type SortedPatch } from './sorted.js';
+import { ChunkedSorted, registeredList, sortedPatchOf, type SortedPatch } from './sorted.js';
 
 type Local<T> = Omit<T, 'family' | 'table'>;
 type DesiredSet = DesiredNftTable['sets'][number];
@@ -112,11 +111,11 @@ function listPatch(set: object, before: object): SortedPatch<SetElement> | 'same
 }
 
 /** Everything of the table, in dependency order (chains and sets before what refers to them). */
-function* build(t: TableSpec, d: DesiredNftTable): Steps<NftOp[]> {
+function build(t: TableSpec, d: DesiredNftTable): NftOp[] {
   const ops: NftOp[] = [{ verb: 'add', kind: 'table', table: t }];
   for (const c of d.chains) ops.push({ verb: 'add', kind: 'chain', chain: full(t, c) });
   for (const { elements: listed, ...s } of d.sets) {
-    const elements = yield* uniqueElements(s, listed);
+    const elements = uniqueElements(s, listed);
     ops.push({ verb: 'add', kind: 'set', set: full(t, s) });
     if (elements.length) ops.push({ verb: 'add', kind: 'elements', set: full(t, s), elements });
   }
@@ -124,35 +123,25 @@ function* build(t: TableSpec, d: DesiredNftTable): Steps<NftOp[]> {
   return ops;
 }
 
-/** Units of work of the element loops: one per this many elements. */
-const ELEMENTS_PER_STEP = 256;
-
-function* uniqueElements(s: Pick<SetSpec, 'key' | 'interval'>, elements: readonly SetElement[]): Steps<SetElement[]> {
+function uniqueElements(s: Pick<SetSpec, 'key' | 'interval'>, elements: readonly SetElement[]): SetElement[] {
   // Declared unique (sortedElements): no key text per element.
   if (SORTED.has(elements)) return elements as SetElement[];
   const seen = new Set<string>();
   const out: SetElement[] = [];
-  for (let i = 0; i < elements.length; i++) {
-    const e = elements[i]!;
+  for (const e of elements) {
     const k = elementKey(s, e);
     if (!seen.has(k)) {
       seen.add(k);
       out.push(e);
     }
-    if (i % ELEMENTS_PER_STEP === ELEMENTS_PER_STEP - 1) yield;
   }
   return out;
 }
 
 export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelta {
-  return runSync(diffNftSteps(desired, observed));
-}
-
-/** diffNft as units of work (per ELEMENTS_PER_STEP elements), for runSliced. */
-export function* diffNftSteps(desired: DesiredNftTable, observed: NftRuleset): Steps<NftDelta> {
   const t: TableSpec = { family: desired.family, name: desired.name };
   const mine = (x: { family: NftFamily; table: string }) => x.family === t.family && x.table === t.name;
-  if (!observed.tables.some((x) => x.family === t.family && x.name === t.name)) return { ops: yield* build(t, desired), created: true };
+  if (!observed.tables.some((x) => x.family === t.family && x.name === t.name)) return { ops: build(t, desired), created: true };
 
   // Static part: chains (with hooks), set declarations, and each chain's rule list.
   const haveChains = new Map(observed.chains.filter(mine).map((c) => [c.name, chainSignature(c)]));
@@ -176,7 +165,7 @@ export function* diffNftSteps(desired: DesiredNftTable, observed: NftRuleset): S
   }
   if (why) {
     // Rebuild the whole table in the same transaction: delete + add commit together.
-    return { ops: [{ verb: 'delete', kind: 'table', table: t }, ...(yield* build(t, desired))], rebuilt: why };
+    return { ops: [{ verb: 'delete', kind: 'table', table: t }, ...build(t, desired)], rebuilt: why };
   }
 
   const ops: NftOp[] = [];
@@ -188,7 +177,7 @@ export function* diffNftSteps(desired: DesiredNftTable, observed: NftRuleset): S
     ops.push({ verb: 'flush', kind: 'chain', chain: full(t, c) });
     for (const r of wantRules.get(c.name) ?? []) ops.push({ verb: 'add', kind: 'rule', rule: full(t, r) });
   }
-  ops.push(...(yield* elementOps(t, desired, (name) => haveSets.get(name)!)));
+  ops.push(...elementOps(t, desired, (name) => haveSets.get(name)!));
   return { ops };
 }
 
@@ -198,11 +187,6 @@ export function* diffNftSteps(desired: DesiredNftTable, observed: NftRuleset): S
  * uses diffNft — otherwise only element adds and deletes, with no dump at all.
  */
 export function diffNftFromLast(desired: DesiredNftTable, last: DesiredNftTable): NftDelta | undefined {
-  return runSync(diffNftFromLastSteps(desired, last));
-}
-
-/** diffNftFromLast as units of work, for runSliced. */
-export function* diffNftFromLastSteps(desired: DesiredNftTable, last: DesiredNftTable): Steps<NftDelta | undefined> {
   if (desired.family !== last.family || desired.name !== last.name) return undefined;
   if (!samePlain(desired.chains, last.chains) || !samePlain(desired.rules, last.rules)) return undefined;
   if (desired.sets.length !== last.sets.length) return undefined;
@@ -212,7 +196,7 @@ export function* diffNftFromLastSteps(desired: DesiredNftTable, last: DesiredNft
     if (!b) return undefined;
     if (b !== set && !samePlain(declOf(set), declOf(b))) return undefined;
   }
-  return { ops: yield* elementOps(tableOf(desired), desired, (name) => before.get(name)!) };
+  return { ops: elementOps(tableOf(desired), desired, (name) => before.get(name)!) };
 }
 
 /** An order of set elements by key: 0 exactly when two keys are the same canonical key. */
@@ -312,20 +296,19 @@ export function sameNftTables(a: readonly DesiredNftTable[], b: readonly Desired
 }
 
 /** A sorted copy of `elements` by `order`, one element per key (the first of equal ones). */
-function* sortedUnique(elements: readonly SetElement[], order: ElementOrder): Steps<SetElement[]> {
-  const sorted = yield* sortSteps(elements.slice(), order);
+function sortedUnique(elements: readonly SetElement[], order: ElementOrder): SetElement[] {
+  const sorted = elements.slice().sort(order);
   let n = 0;
   for (let i = 0; i < sorted.length; i++) {
     if (n > 0 && order(sorted[n - 1]!, sorted[i]!) === 0) continue;
     sorted[n++] = sorted[i]!;
-    if (i % ELEMENTS_PER_STEP === ELEMENTS_PER_STEP - 1) yield;
   }
   sorted.length = n;
   return sorted;
 }
 
 /** Elements: by canonical key; a changed value (another verdict/data) is a delete + add. */
-function* elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) => { readonly elements: readonly SetElement[] }): Steps<NftOp[]> {
+function elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) => { readonly elements: readonly SetElement[] }): NftOp[] {
   const ops: NftOp[] = [];
   for (const set of desired.sets) {
     const s = declOf(set);
@@ -351,27 +334,20 @@ function* elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) 
       // A listing (kernel order) is sorted by the same order first: one merge pass then, with
       // no key text per element and no map of the listing (a full resync at 10k services lists
       // ~70k elements).
-      const have = SORTED.get(before) === order ? before : yield* sortedUnique(before, order);
+      const have = SORTED.get(before) === order ? before : sortedUnique(before, order);
       const add: SetElement[] = [];
       const del: SetElement[] = [];
       if (elements !== have) mergeElements(elements, have, order, del, add);
-      yield;
       if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
       if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
       continue;
     }
     const have = new Map<string, SetElement>();
-    for (let i = 0; i < before.length; i++) {
-      const e = before[i]!;
-      have.set(elementKey(s, e), e);
-      if (i % ELEMENTS_PER_STEP === ELEMENTS_PER_STEP - 1) yield;
-    }
+    for (const e of before) have.set(elementKey(s, e), e);
     const add: SetElement[] = [];
     const del: SetElement[] = [];
     const want = new Set<string>();
-    for (let i = 0; i < elements.length; i++) {
-      const e = elements[i]!;
-      if (i % ELEMENTS_PER_STEP === ELEMENTS_PER_STEP - 1) yield;
+    for (const e of elements) {
       const k = elementKey(s, e);
       if (want.has(k)) continue; // a duplicate key: the first one counts
       want.add(k);

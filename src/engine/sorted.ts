@@ -1,7 +1,5 @@
-// Sorting helpers: plain text order, a sort that lets the event loop in, and a few changes to a
-// long sorted list without comparing every element.
-import type { Steps } from './slice.js';
-
+// Sorting helpers: plain text order, a sort by a precomputed numeric key, and a few changes to
+// a long sorted list without comparing every element.
 /**
  * Plain code-unit order: deterministic, locale-free and cheap. Not localeCompare, which is
  * slower and loads ICU's collation data into the process (~3 MB of resident memory) for an
@@ -11,68 +9,8 @@ export function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/** Comparisons per unit of work of sortSteps (a few ms at most, also with costly comparators). */
-export const SORT_CHUNK = 1024;
-
-/**
- * Sorts `a` in place by `order`, stably (as Array.prototype.sort), as units of work of about
- * SORT_CHUNK comparisons each, so runSliced can let the event loop in during a long sort (one
- * Array.prototype.sort of 40k elements with an address comparator is ~20 ms at real speed,
- * ~300 ms under emulation, with nothing else running). An array already in order costs one
- * pass; otherwise a bottom-up merge sort over runs of 32 sorted by insertion.
- */
-export function* sortSteps<T>(a: T[], order: (x: T, y: T) => number): Steps<T[]> {
-  const n = a.length;
-  let budget = SORT_CHUNK;
-  let sorted = true;
-  for (let i = 1; i < n; i++) {
-    if (order(a[i - 1]!, a[i]!) > 0) {
-      sorted = false;
-      break;
-    }
-    if (--budget === 0) {
-      budget = SORT_CHUNK;
-      yield;
-    }
-  }
-  if (sorted) return a;
-  const RUN = 32;
-  for (let lo = 0; lo < n; lo += RUN) {
-    budget -= insertionSort(a, lo, Math.min(lo + RUN, n), order);
-    // checked per run: a unit of work may go over by one run's comparisons (at most 496)
-    if (budget <= 0) {
-      budget = SORT_CHUNK;
-      yield;
-    }
-  }
-  let src = a;
-  let dst: T[] = new Array<T>(n);
-  for (let width = RUN; width < n; width *= 2) {
-    for (let lo = 0; lo < n; lo += 2 * width) {
-      const mid = Math.min(lo + width, n);
-      const hi = Math.min(lo + 2 * width, n);
-      let i = lo;
-      let j = mid;
-      let k = lo;
-      // stable: on a tie the left run's element goes first
-      while (i < mid && j < hi) {
-        dst[k++] = order(src[j]!, src[i]!) < 0 ? src[j++]! : src[i++]!;
-        if (--budget === 0) {
-          budget = SORT_CHUNK;
-          yield;
-        }
-      }
-      while (i < mid) dst[k++] = src[i++]!;
-      while (j < hi) dst[k++] = src[j++]!;
-    }
-    [src, dst] = [dst, src];
-  }
-  if (src !== a) for (let i = 0; i < n; i++) a[i] = src[i]!;
-  return a;
-}
-
 /** Sorts a[lo, hi) by insertion, stably and in place, allocating nothing (short lists: a
- *  merge sort's runs, a service port's endpoints); returns the comparisons it made. */
+ *  service port's endpoints); returns the comparisons it made. */
 export function insertionSort<T>(a: T[], lo: number, hi: number, order: (x: T, y: T) => number): number {
   let comparisons = 0;
   for (let i = lo + 1; i < hi; i++) {
@@ -88,151 +26,29 @@ export function insertionSort<T>(a: T[], lo: number, hi: number, order: (x: T, y
 }
 
 /**
- * sortSteps by a numeric key computed once per element, for orders whose comparison is costly
- * (addresses parsed from text on every call: a 40k-entry sort makes ~600k comparisons). `key`
- * must agree with `order` where it gives numbers (key(x) < key(y) exactly when order(x, y) < 0
- * for two elements with different keys); NaN (no key: an IPv6 address, say) and equal keys are
- * left to `order`. Puts `a` in order in place, stably.
- *
- * The elements whose keys are integers in [0, 2^50) (translate's: IPv4 address, protocol and
- * port) are sorted by a stable radix sort on the keys, without calling `order` except within a
- * run of equal keys; the others by sortSteps with `order`; the two lists are then merged with
- * `order` (a tie goes to the element given first). A long list (an entry per service or
- * endpoint, 10k-200k) thus costs four linear passes instead of ~17 comparisons an element.
+ * Sorts `a` in place by `order`, stably, comparing a number computed once per element first:
+ * for orders whose comparison is costly (addresses parsed from text on every call; a 100k-entry
+ * sort makes ~1.7M comparisons). `key` must agree with `order` where it gives numbers
+ * (key(x) < key(y) exactly when order(x, y) < 0 for two elements with different keys); NaN
+ * (no key: an IPv6 address, say) and equal keys are left to `order`.
  */
-export function* sortByKeySteps<T>(a: T[], key: (x: T) => number, order: (x: T, y: T) => number): Steps<T[]> {
+export function sortByKey<T>(a: T[], key: (x: T) => number, order: (x: T, y: T) => number): T[] {
   const n = a.length;
   const keys = new Float64Array(n);
-  /** The elements without a radix key, in the order given. */
-  const rest: number[] = [];
+  const idx = new Array<number>(n);
   for (let i = 0; i < n; i++) {
-    const k = key(a[i]!);
-    keys[i] = k;
-    if (!isRadixKey(k)) rest.push(i);
-    if (i % SORT_CHUNK === SORT_CHUNK - 1) yield;
-  }
-  const radixable = n - rest.length;
-  let idx: ArrayLike<number>;
-  if (radixable < RADIX_FROM) {
-    const all = new Array<number>(n);
-    for (let i = 0; i < n; i++) all[i] = i;
-    yield* sortSteps(all, (i, j) => {
-      // -1 / 1, not the keys' difference: a double returned is a heap number per call until
-      // the code is optimized; a NaN key fails both tests, as do equal keys, and goes to `order`
-      const x = keys[i]!;
-      const y = keys[j]!;
-      return x < y ? -1 : x > y ? 1 : order(a[i]!, a[j]!);
-    });
-    idx = all;
-  } else {
-    const byKey = yield* radixSortSteps(keys, radixable, (i, j) => order(a[i]!, a[j]!));
-    if (rest.length) yield* sortSteps(rest, (i, j) => order(a[i]!, a[j]!));
-    idx = rest.length ? yield* mergeSteps(byKey, rest, (i, j) => order(a[i]!, a[j]!) || i - j) : byKey;
+    keys[i] = key(a[i]!);
+    idx[i] = i;
   }
   const copy = a.slice();
-  for (let i = 0; i < n; i++) {
-    a[i] = copy[idx[i]!]!;
-    if (i % (8 * SORT_CHUNK) === 8 * SORT_CHUNK - 1) yield;
-  }
+  // -1 / 1, not the keys' difference; a NaN key fails both tests, as do equal keys: `order`
+  idx.sort((i, j) => {
+    const x = keys[i]!;
+    const y = keys[j]!;
+    return x < y ? -1 : x > y ? 1 : order(copy[i]!, copy[j]!);
+  });
+  for (let i = 0; i < n; i++) a[i] = copy[idx[i]!]!;
   return a;
-}
-
-/** Keys the radix sort takes: integers below 2^50 (two 25-bit halves). */
-const KEY_LIMIT = 2 ** 50;
-function isRadixKey(k: number): boolean {
-  return k >= 0 && k < KEY_LIMIT && Math.floor(k) === k;
-}
-/** Fewer radix-sortable elements than this go to the merge sort (the passes' fixed cost). */
-const RADIX_FROM = 256;
-const DIGIT_BITS = 13;
-const DIGITS = 1 << DIGIT_BITS;
-/** Elements per unit of work of a radix pass (each a few array reads and writes). */
-const RADIX_CHUNK = 16 * SORT_CHUNK;
-
-/**
- * The indices of the `count` keys that are integers in [0, 2^50), in key order, stably: an LSD
- * radix sort over four digits (13, 12, 13 and 12 bits of the keys' low and high 25 bits, kept
- * as small integers so that no pass handles a double), a pass skipped when every key has the
- * same digit there; then each run of equal keys sorted by `order`, stably.
- */
-function* radixSortSteps(keys: Float64Array, count: number, order: (i: number, j: number) => number): Steps<Uint32Array> {
-  const n = keys.length;
-  const lo = new Int32Array(n);
-  const hi = new Int32Array(n);
-  let src = new Uint32Array(count);
-  let m = 0;
-  for (let i = 0; i < n; i++) {
-    const k = keys[i]!;
-    if (!isRadixKey(k)) continue;
-    const h = Math.floor(k / 33554432); // 2^25
-    hi[i] = h;
-    lo[i] = k - h * 33554432;
-    src[m++] = i;
-    if (i % RADIX_CHUNK === RADIX_CHUNK - 1) yield;
-  }
-  let dst = new Uint32Array(count);
-  const counts = new Int32Array(DIGITS);
-  for (let pass = 0; pass < 4; pass++) {
-    const half = pass < 2 ? lo : hi;
-    const shift = pass % 2 === 0 ? 0 : DIGIT_BITS;
-    counts.fill(0);
-    for (let p = 0; p < count; p++) counts[(half[src[p]!]! >>> shift) & (DIGITS - 1)]!++;
-    let single = false;
-    for (let d = 0, at = 0; d < DIGITS; d++) {
-      const c = counts[d]!;
-      if (c === count) single = true;
-      counts[d] = at;
-      at += c;
-    }
-    if (single) continue; // every key has the same digit here: the order stays
-    yield;
-    for (let p = 0; p < count; p++) {
-      const i = src[p]!;
-      dst[counts[(half[i]! >>> shift) & (DIGITS - 1)]!++] = i;
-      if (p % RADIX_CHUNK === RADIX_CHUNK - 1) yield;
-    }
-    [src, dst] = [dst, src];
-  }
-  // Runs of equal keys: in the order given (the passes are stable); `order` decides within one
-  // (sortSteps: insertion for a short run, a merge sort for a long one — one hairpin entry
-  // shared by many services). Runs longer than one are rare: a copy of each is no cost.
-  let budget = SORT_CHUNK;
-  for (let p = 0; p < count; ) {
-    let q = p + 1;
-    const k = keys[src[p]!]!;
-    while (q < count && keys[src[q]!]! === k) q++;
-    if (q - p > 1) {
-      const run = Array.from(src.subarray(p, q));
-      yield* sortSteps(run, order);
-      src.set(run, p);
-    }
-    budget -= q - p;
-    p = q;
-    if (budget <= 0) {
-      budget = SORT_CHUNK;
-      yield;
-    }
-  }
-  return src;
-}
-
-/** Two index lists, each in order, merged into one (`order` must not tie two different ones). */
-function* mergeSteps(x: ArrayLike<number>, y: ArrayLike<number>, order: (i: number, j: number) => number): Steps<Uint32Array> {
-  const out = new Uint32Array(x.length + y.length);
-  let i = 0;
-  let j = 0;
-  let k = 0;
-  let budget = SORT_CHUNK;
-  while (i < x.length && j < y.length) {
-    out[k++] = order(y[j]!, x[i]!) < 0 ? y[j++]! : x[i++]!;
-    if (--budget === 0) {
-      budget = SORT_CHUNK;
-      yield;
-    }
-  }
-  while (i < x.length) out[k++] = x[i++]!;
-  while (j < y.length) out[k++] = y[j++]!;
-  return out;
 }
 
 /**

@@ -17,7 +17,7 @@ function protocolRank(p: string): number {
 
 /**
  * A number in compareAddressProtoPort's order for an IPv4 address, a protocol (sctp, tcp, udp)
- * and a port (below 2^50: exact in a double), else NaN (IPv6, another protocol): sortByKeySteps'
+ * and a port (below 2^50: exact in a double), else NaN (IPv6, another protocol): sortByKey's
  * key for translate's long lists.
  */
 export function addressProtoPortKey(x: { address: string; protocol: string; port: number }): number {

@@ -11,8 +11,7 @@ import {
   LABEL_SERVICE_NAME,
   LABEL_SERVICE_PROXY_NAME,
 } from './types.js';
-import { runSync, type Steps } from '../engine/slice.js';
-import { compareText, sortSteps } from '../engine/sorted.js';
+import { compareText } from '../engine/sorted.js';
 import { endpointAddress, slimService, slimSlice } from './slim.js';
 import { arr, field, member, str } from './fields.js';
 
@@ -125,26 +124,19 @@ class GroupTracker<T extends Meta> {
     if (m.size === 1) this.groups.set(group, m.values().next().value!);
   }
 
-  /** Services whose relevant state changed since the last drain; starts a new round. */
+  /** Services whose relevant state changed since the last drain, in name order; starts a new
+   *  round. */
   drain(): Set<string> {
-    return runSync(this.drainSteps());
-  }
-
-  /** drain() as units of work (32 services each), for runSliced. The round is taken at the
-   *  start: updates arriving while it runs belong to the next one. */
-  *drainSteps(): Steps<Set<string>> {
     const round = this.pending;
     this.pending = new Map();
     this.differing = new Set();
     this.uncounted = new Set();
     const changed = new Set<string>();
-    let n = 0;
     for (const [group, before] of round) {
       const now = this.members(group);
       if (before === '' ? !this.empty(now) : this.fingerprint(now) !== before) changed.add(group);
-      if (++n % 32 === 0) yield;
     }
-    return changed.size ? new Set(yield* sortSteps([...changed], compareText)) : changed;
+    return changed.size ? new Set([...changed].sort(compareText)) : changed;
   }
 
   /** Services whose state differs from the last drain's (kube-proxy's pending changes: an
@@ -307,10 +299,10 @@ export class EndpointSliceTracker extends GroupTracker<V1EndpointSlice> {
     if (group) this.triggers.set(group, [this.now()]);
   }
 
-  override *drainSteps(): Steps<Set<string>> {
+  override drain(): Set<string> {
     const triggers = this.triggers;
     this.triggers = new Map();
-    const changed = yield* super.drainSteps();
+    const changed = super.drain();
     this.drainedOnce = true;
     this.lastTriggerTimes = [];
     for (const group of changed) for (const t of triggers.get(group) ?? []) this.lastTriggerTimes.push(t);

@@ -7,8 +7,7 @@
 // servers and glue, so the four kinds never repeat the same block.
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
-import { mapSteps, runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
-import { chunkedListOf, compareText, sortByKeySteps, sortedListOf, withList, type ChunkedSorted } from '../engine/sorted.js';
+import { chunkedListOf, compareText, sortByKey, sortedListOf, withList, type ChunkedSorted } from '../engine/sorted.js';
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
 import { addressProtoPortKey, cidrList, compareAddressProtoPort, inAny, type CidrList } from './address.js';
 import { addressKey, compareAddress, ipFamily, isIpv6LinkLocal, validIp } from '../net/address.js';
@@ -219,16 +218,7 @@ interface CacheEntry {
 }
 
 export function translate(input: TranslateInput, cache?: TranslateCache): ProxyModel {
-  return runSync(translateSteps(input, cache));
-}
-
-/** translate() letting the event loop in every `slice.sliceMs` (between services). */
-export function translateSliced(input: TranslateInput, cache: TranslateCache | undefined, slice: TimeSlice): Promise<ProxyModel> {
-  return runSliced(translateSteps(input, cache), slice);
-}
-
-function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<ProxyModel> {
-  const ctx = yield* context(input);
+  const ctx = baseContext(input.node, input.config ?? {}, groupSlices(input.endpointSlices));
   if (cache) {
     const fingerprint = contextFingerprint(input.node, input.config);
     if (cache.context !== fingerprint) {
@@ -240,7 +230,7 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
     cache.translated = 0;
   }
   // Each service translates on its own; only merging them depends on their order (below).
-  const services = yield* mapSteps([...input.services], (s) => ({ s, name: objectKey(s), out: undefined as unknown as ServiceOut }));
+  const services = [...input.services].map((s) => ({ s, name: objectKey(s), out: undefined as unknown as ServiceOut }));
   // Services translated anew, with what they translated to before (undefined: new).
   const changed: Array<{ name: string; before: ServiceOut | undefined; out: ServiceOut }> = [];
   // One service at a time is translated into this, then kept compact.
@@ -261,12 +251,11 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
       }
     }
     item.out = out;
-    yield;
   }
   // Merged by name (plain code-unit order: deterministic, and the first of two services
   // claiming the same virtual server keeps it); a patched model needs no order.
   const sortedOuts = () => services.sort((a, b) => compareText(a.name, b.name)).map((x) => x.out);
-  if (!cache) return (yield* mergeAll(ctx, sortedOuts())).model;
+  if (!cache) return mergeAll(ctx, sortedOuts()).model;
   cache.invalidated.clear();
   if (cache.entries.size > services.length) {
     const names = new Set(services.map((x) => x.name));
@@ -281,13 +270,10 @@ function* translateSteps(input: TranslateInput, cache?: TranslateCache): Steps<P
   }
   cache.patched = undefined;
   const outs = sortedOuts();
-  const { model, keys } = yield* mergeAll(ctx, outs);
+  const { model, keys } = mergeAll(ctx, outs);
   // What the next call patches from: where each virtual server sits, who has each hairpin entry.
   const index = new Map<string, number>();
-  for (let i = 0; i < keys.length; i++) {
-    index.set(keys[i]!, i);
-    if (i % 256 === 255) yield;
-  }
+  for (let i = 0; i < keys.length; i++) index.set(keys[i]!, i);
   cache.last = { model, count: services.length, index, hairpinShared: ctx.out.hairpinShared };
   return model;
 }
@@ -372,12 +358,9 @@ export function translatePatch(
   return patched.model;
 }
 
-function* mergeAll(ctx: Context, outs: readonly ServiceOut[]): Steps<{ model: ProxyModel; keys: string[] }> {
-  for (let i = 0; i < outs.length; i++) {
-    merge(ctx.out, outs[i]!);
-    yield;
-  }
-  return yield* finish(ctx);
+function mergeAll(ctx: Context, outs: readonly ServiceOut[]): { model: ProxyModel; keys: string[] } {
+  for (const out of outs) merge(ctx.out, out);
+  return finish(ctx);
 }
 
 /**
@@ -552,10 +535,6 @@ function clearAccumulator(a: Accumulator): void {
   a.warnings.length = 0;
 }
 
-function* context(input: TranslateInput): Steps<Context> {
-  return baseContext(input.node, input.config ?? {}, yield* groupSlices(input.endpointSlices));
-}
-
 /** The context of a translation, given its slices by service. */
 function baseContext(node: TranslateInput['node'], config: ProxyConfig, slicesByService: Map<string, V1EndpointSlice[]>): Context {
   const out = emptyAccumulator();
@@ -595,22 +574,17 @@ function nodePortAddresses(addresses: string[], cidrs: string[] | undefined, out
   return { inet: pick('inet'), inet6: pick('inet6') };
 }
 
-/** Slices by service, each service's in name order (units of work of 256 slices). */
-function* groupSlices(slices: Iterable<V1EndpointSlice>): Steps<Map<string, V1EndpointSlice[]>> {
+/** Slices by service, each service's in name order. */
+function groupSlices(slices: Iterable<V1EndpointSlice>): Map<string, V1EndpointSlice[]> {
   const by = new Map<string, V1EndpointSlice[]>();
-  let n = 0;
   for (const s of slices) {
-    if (++n % 256 === 0) yield;
     const key = sliceServiceKey(s);
     if (!key) continue;
     const list = by.get(key);
     if (list) list.push(s);
     else by.set(key, [s]);
   }
-  for (const [k, v] of by) {
-    if (v.length > 1) by.set(k, sortSlices(v));
-    if (++n % 256 === 0) yield;
-  }
+  for (const [k, v] of by) if (v.length > 1) by.set(k, sortSlices(v));
   return by;
 }
 
@@ -902,19 +876,19 @@ function countNoLocal(sp: ServicePortInfo, locals: number, ctx: Context): void {
 
 // ---- output ----
 
-/** The model from the accumulated translation, sorted throughout (a unit of work per sort), and
- *  its virtual servers' keys in the model's order. */
-function* finish(ctx: Context): Steps<{ model: ProxyModel; keys: string[] }> {
+/** The model from the accumulated translation, sorted throughout, and its virtual servers'
+ *  keys in the model's order. */
+function finish(ctx: Context): { model: ProxyModel; keys: string[] } {
   const o = ctx.out;
-  // The long lists (one entry per service or endpoint) sort in units of work, by a number per
-  // entry where it has one (the comparators parse addresses on every call). Destinations come
-  // sorted (addVirtualServer).
-  const entries = yield* sortByKeySteps([...o.services.values()], (e) => vsKey(e.vs), (a, b) => byVip(a.vs as never, b.vs as never));
+  // The long lists (one entry per service or endpoint) sort by a number per entry where it has
+  // one (the comparators parse addresses on every call). Destinations come sorted
+  // (addVirtualServer).
+  const entries = sortByKey([...o.services.values()], (e) => vsKey(e.vs), (a, b) => byVip(a.vs as never, b.vs as never));
   const services = entries.map((e) => e.vs);
   const healthChecks = [...o.healthChecks.values()].sort((a, b) => a.nodePort - b.nodePort);
-  const vips = yield* sortByKeySteps([...o.vips], addressKey, compareAddress);
-  const glueVips = yield* sortByKeySteps(o.glueVips, addressProtoPortKey, (a, b) => byVip(a, b) || compareText(a.kind, b.kind));
-  const hairpin = yield* uniqueHairpin(o.hairpinAll, o.hairpinShared);
+  const vips = sortByKey([...o.vips], addressKey, compareAddress);
+  const glueVips = sortByKey(o.glueVips, addressProtoPortKey, (a, b) => byVip(a, b) || compareText(a.kind, b.kind));
+  const hairpin = uniqueHairpin(o.hairpinAll, o.hairpinShared);
   const model: ProxyModel = {
     services,
     vips,
@@ -940,8 +914,8 @@ function* finish(ctx: Context): Steps<{ model: ProxyModel; keys: string[] }> {
 /** The merged hairpin entries sorted, one per entry (each service's are unique, so a run of
  *  equal ones is that many services sharing it: counted into `shared`). Sorting the list
  *  needs no key text per entry, as a Map by key would. */
-function* uniqueHairpin(all: GlueHairpin[], shared: Map<string, number>): Steps<GlueHairpin[]> {
-  yield* sortByKeySteps(all, addressProtoPortKey, byVip);
+function uniqueHairpin(all: GlueHairpin[], shared: Map<string, number>): GlueHairpin[] {
+  sortByKey(all, addressProtoPortKey, byVip);
   const out: GlueHairpin[] = [];
   for (let i = 0; i < all.length; ) {
     let j = i + 1;
@@ -949,7 +923,6 @@ function* uniqueHairpin(all: GlueHairpin[], shared: Map<string, number>): Steps<
     out.push(all[j - 1]!);
     if (j - i > 1) shared.set(hairpinKey(all[i]!), j - i);
     i = j;
-    if (out.length % 512 === 0) yield;
   }
   return out;
 }

@@ -5,8 +5,7 @@ import type { DesiredIpSet } from '../engine/ipsets-diff.js';
 import type { DesiredNftTable } from '../engine/nft-diff.js';
 import { anyContains, canonicalNetwork, parseCidr } from '../net/address.js';
 import type { GlueSpec, ProxyModel } from '../kube/types.js';
-import { glueTablesSteps, patchGlueHairpin } from './glue.js';
-import { runSliced, runSync, type Steps, type TimeSlice } from '../engine/slice.js';
+import { glueTables, patchGlueHairpin } from './glue.js';
 import { shareList } from '../engine/sorted.js';
 import { kubeProxyIpSets } from './kube-ipsets.js';
 
@@ -31,15 +30,6 @@ export interface DesiredOptions {
 export const ROUTE_DEV = 'lo';
 
 export function desiredState(model: ProxyModel, opts: DesiredOptions, cache?: GlueCache): DesiredState {
-  return runSync(desiredStateSteps(model, opts, cache));
-}
-
-/** desiredState letting the event loop in every `slice.sliceMs` (between glue sets). */
-export function desiredStateSliced(model: ProxyModel, opts: DesiredOptions, slice: TimeSlice, cache?: GlueCache): Promise<DesiredState> {
-  return runSliced(desiredStateSteps(model, opts, cache), slice);
-}
-
-function* desiredStateSteps(model: ProxyModel, opts: DesiredOptions, cache?: GlueCache): Steps<DesiredState> {
   const route = opts.bindMode === 'route';
   const cidrs = route ? (opts.serviceCidrs ?? []).map(canonicalNetwork) : [];
   if (route && !cidrs.length) throw new RangeError("bindMode 'route' needs the service CIDRs");
@@ -73,7 +63,7 @@ function* desiredStateSteps(model: ProxyModel, opts: DesiredOptions, cache?: Glu
       // a new hairpin set.
       const patched = last && last.key === key ? patchGlueHairpin(last.glue, last.tables, model.glue) : undefined;
       if (patched) how = 'patched';
-      d.nft = patched ?? (yield* glueTablesSteps(model.glue, route ? { serviceCidrs: cidrs } : {}));
+      d.nft = patched ?? glueTables(model.glue, route ? { serviceCidrs: cidrs } : {});
     }
     if (cache) {
       cache.last = { key, glue: model.glue, tables: d.nft };

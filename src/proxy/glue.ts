@@ -24,8 +24,7 @@ import type { SetElement } from '../kernel/nftables.js';
 import type { GlueHairpin, GlueSpec } from '../kube/types.js';
 import { compareAddress, familyOf } from '../net/address.js';
 import { compareAddressProtoPort } from '../kube/address.js';
-import { mapSteps, runSync, type Steps } from '../engine/slice.js';
-import { ChunkedSorted, SORT_CHUNK, registeredList, sortSteps, sortedListOf, sortedPatchOf, withList } from '../engine/sorted.js';
+import { ChunkedSorted, registeredList, sortedListOf, sortedPatchOf, withList } from '../engine/sorted.js';
 
 export const MASQ_MARK = 0x4000;
 export const GLUE_TABLE = 'ipvsync';
@@ -81,25 +80,19 @@ function compareElements(x: SetElement, y: SetElement): number {
 }
 
 /** Sorted by compareElements, one element per key (the last one given), declared sorted for
- *  the engine's merge diff. Units of work of a few thousand comparisons (sets of 10k–100k
- *  elements: one sort of them held the event loop for tens of ms). */
-function* uniqSteps(elements: SetElement[]): Steps<SetElement[]> {
+ *  the engine's merge diff. */
+function uniq(elements: SetElement[]): SetElement[] {
   // Built from translate's sorted, unique lists, most sets are already strictly in order: one
   // pass that finds so returns them as they are (the general path below compares every
   // neighbour twice, sorting and then dropping repeats, and copies the list).
   let i = 1;
-  for (; i < elements.length; i++) {
-    if (compareElements(elements[i - 1]!, elements[i]!) >= 0) break;
-    if (i % SORT_CHUNK === 0) yield;
-  }
+  for (; i < elements.length; i++) if (compareElements(elements[i - 1]!, elements[i]!) >= 0) break;
   if (i >= elements.length) return sortedElements(elements, compareElements);
-  yield* sortSteps(elements, compareElements);
+  elements.sort(compareElements);
   const out: SetElement[] = [];
-  for (let i = 0; i < elements.length; i++) {
-    const e = elements[i]!;
+  for (const e of elements) {
     if (out.length && compareElements(out[out.length - 1]!, e) === 0) out[out.length - 1] = e;
     else out.push(e);
-    if (i % 512 === 511) yield;
   }
   return sortedElements(out, compareElements);
 }
@@ -118,21 +111,22 @@ export interface GlueOptions {
 
 /** The glue tables for a GlueSpec: always both families, so stale ones are emptied, not left. */
 export function glueTables(g: GlueSpec, opts: GlueOptions = {}): DesiredNftTable[] {
-  return runSync(glueTablesSteps(g, opts));
+  return [glueTable(g, 'ip', opts), glueTable(g, 'ip6', opts)];
 }
 
-/** glueTables as units of work (one per set built), for runSliced. */
-export function* glueTablesSteps(g: GlueSpec, opts: GlueOptions = {}): Steps<DesiredNftTable[]> {
-  return [yield* glueTableSteps(g, 'ip', opts), yield* glueTableSteps(g, 'ip6', opts)];
-}
-
-export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): DesiredNftTable {
-  return runSync(glueTableSteps(g, family, opts));
+/** `xs` mapped by `f`, leaving out what `f` maps to undefined. */
+function mapDefined<T, U>(xs: readonly T[], f: (x: T) => U | undefined): U[] {
+  const out: U[] = [];
+  for (const x of xs) {
+    const y = f(x);
+    if (y !== undefined) out.push(y);
+  }
+  return out;
 }
 
 /** The hairpin set's elements: each local endpoint, masqueraded when it reaches itself. */
-function* hairpinElements(g: GlueSpec, family: Fam): Steps<SetElement[]> {
-  return yield* uniqSteps(yield* mapSteps(g.hairpin, (h) => (fam(h.address) === family ? hairpinElement(h) : undefined)));
+function hairpinElements(g: GlueSpec, family: Fam): SetElement[] {
+  return uniq(mapDefined(g.hairpin, (h) => (fam(h.address) === family ? hairpinElement(h) : undefined)));
 }
 
 function hairpinElement(h: GlueHairpin): SetElement {
@@ -209,23 +203,22 @@ function patchElements(s: DesiredSet, remove: readonly SetElement[], add: readon
   return withList(s, 'elements', list, (a) => sortedElements(a, compareElements));
 }
 
-function* glueTableSteps(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Steps<DesiredNftTable> {
+export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): DesiredNftTable {
   const F = FIELDS[family];
   const mine = <T extends { address: string }>(x: T) => fam(x.address) === family;
   const vipKey = (v: { address: string; protocol: string; port: number }): SetElement => ({ key: [v.address, v.protocol, v.port] });
   const svcKey = [F.addr, 'inet_proto', 'inet_service'] as const;
 
   // One element per VIP, shared by the three sets that hold it (elements are never changed).
-  const vips = yield* mapSteps(g.vips, (v) => (mine(v) ? { v, key: vipKey(v) } : undefined));
-  const clusterIps = yield* uniqSteps(yield* mapSteps(vips, (x) => (x.v.kind === 'clusterIP' ? x.key : undefined)));
-  const externalMasq = yield* uniqSteps(yield* mapSteps(vips, (x) => (x.v.kind !== 'clusterIP' && !x.v.localOnly ? x.key : undefined)));
-  const allVipPorts = yield* uniqSteps(yield* mapSteps(vips, (x) => x.key));
-  const vipAddrs = yield* uniqSteps(yield* mapSteps(vips, (x) => ({ key: [x.v.address] })));
+  const vips = mapDefined(g.vips, (v) => (mine(v) ? { v, key: vipKey(v) } : undefined));
+  const clusterIps = uniq(mapDefined(vips, (x) => (x.v.kind === 'clusterIP' ? x.key : undefined)));
+  const externalMasq = uniq(mapDefined(vips, (x) => (x.v.kind !== 'clusterIP' && !x.v.localOnly ? x.key : undefined)));
+  const allVipPorts = uniq(vips.map((x) => x.key));
+  const vipAddrs = uniq(vips.map((x) => ({ key: [x.v.address] })));
   const nodePortFamily = family === 'ip' ? 'inet' : 'inet6';
-  const nodePorts = yield* uniqSteps(g.nodePorts.filter((n) => n.family === nodePortFamily && !n.localOnly).map((n) => ({ key: [n.protocol, n.port] })));
+  const nodePorts = uniq(g.nodePorts.filter((n) => n.family === nodePortFamily && !n.localOnly).map((n) => ({ key: [n.protocol, n.port] })));
   const clusterCidrs = uniqText(g.clusterCIDRs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] })));
-  yield;
-  const hairpin = yield* hairpinElements(g, family);
+  const hairpin = hairpinElements(g, family);
   const ranges = g.sourceRanges.filter(mine);
 
   const chains: DesiredNftTable['chains'] = [
@@ -267,7 +260,7 @@ function* glueTableSteps(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Step
     add(chain, R.drop());
     firewall.push({ key: [r.address, r.protocol, r.port], verdict: { code: 'jump', chain } });
   }
-  firewall = yield* uniqSteps(firewall);
+  firewall = uniq(firewall);
 
   return {
     family,

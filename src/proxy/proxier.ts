@@ -2,14 +2,13 @@
 // trackers), kube-proxy IPVS-mode semantics (translate), the engine out. Source-agnostic: the
 // caller feeds the handlers and runs syncs (directly or through a SyncRunner).
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
-import { runSliced } from '../engine/slice.js';
 import { Engine, planWrites, type EngineKernel, type Plan, type SyncReport } from '../engine/engine.js';
 import type { DesiredService } from '../engine/ipvs-model.js';
 import { EndpointSliceTracker, ServiceTracker } from '../kube/change-tracker.js';
 import { changedServiceKeys } from '../kube/model-diff.js';
-import { TranslateCache, translate, translatePatch, translateSliced, type ServiceObjects } from '../kube/translate.js';
+import { TranslateCache, translate, translatePatch, type ServiceObjects } from '../kube/translate.js';
 import type { NodeInfo, ProxyConfig, ProxyModel, TranslateInput } from '../kube/types.js';
-import { GlueCache, desiredStateSliced } from './desired.js';
+import { GlueCache, desiredState } from './desired.js';
 import { KUBE_IPSET_PREFIX } from './kube-ipsets.js';
 
 /** Work per transaction (an op or a set element) when the glue is created from nothing: under
@@ -29,9 +28,6 @@ export interface ProxierOptions {
   /** 'address' (default, kube-proxy) or 'route' (local routes over serviceCidrs). */
   bindMode?: 'address' | 'route';
   serviceCidrs?: string[];
-  /** The longest a sync computes without letting the event loop in (EngineOptions.sliceMs,
-   *  also for translating and building the desired state). Default 10 ms. */
-  sliceMs?: number;
   /**
    * Called in a full sync before the engine diffs (the translation and the desired state
    * built) and before it applies (the plan built): a garbage collection at those two points
@@ -96,7 +92,6 @@ export class Proxier {
       createNftInTransactionsOf: GLUE_CREATE_TRANSACTION_UNITS,
       ...(opts.kubeIpsets ? { ipsetPrefix: KUBE_IPSET_PREFIX } : {}),
       ...(opts.drainTimeoutMs !== undefined ? { drainTimeoutMs: opts.drainTimeoutMs } : {}),
-      ...(opts.sliceMs !== undefined ? { sliceMs: opts.sliceMs } : {}),
     });
   }
 
@@ -139,8 +134,8 @@ export class Proxier {
    * whose virtual servers changed since the last sync (one GET each).
    */
   async plan(full: boolean): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number; triggerTimes: number[] }> {
-    const serviceChanged = await runSliced(this.services.drainSteps(), this.engine.slice);
-    const endpointsChanged = await runSliced(this.slices.drainSteps(), this.engine.slice);
+    const serviceChanged = this.services.drain();
+    const endpointsChanged = this.slices.drain();
     const triggerTimes = this.slices.lastTriggerTimes;
     // The cache already misses on replaced objects; this also covers an object changed in place.
     const changedNames = new Set([...serviceChanged, ...endpointsChanged]);
@@ -148,17 +143,17 @@ export class Proxier {
     const serviceChanges = serviceChanged.size;
     const endpointChanges = endpointsChanged.size;
     // Only the changed services (the last model patched), when that can be done; otherwise all
-    // of them, time-sliced like the engine's diffs (the event loop gets in every sliceMs).
+    // of them.
     const model =
       translatePatch(this.translations, changedNames, (name) => this.objectsOf(name), this.services.size, this.node, this.opts.config) ??
-      (await translateSliced(this.translateInput(), this.translations, this.engine.slice));
-    const desired = await desiredStateSliced(model, {
+      translate(this.translateInput(), this.translations);
+    const desired = desiredState(model, {
       vipLink: this.vipLink,
       glue: this.glue,
       kubeIpsets: !!this.opts.kubeIpsets,
       bindMode: this.opts.bindMode ?? 'address',
       ...(this.opts.serviceCidrs ? { serviceCidrs: this.opts.serviceCidrs } : {}),
-    }, this.engine.slice, this.glueCache);
+    }, this.glueCache);
     // A model patched from the last one applied names what it changed; otherwise compare.
     const patched = this.translations.patched;
     const changed = full || !this.last ? undefined : patched && patched.from === this.last ? patched.changed : changedServiceKeys(this.last.services, model.services);

@@ -1,14 +1,13 @@
-// The proxier on a thread of its own (a worker_threads Worker with its own V8 heap): the
-// daemon's thread keeps the API watches, /healthz and /metrics, and only posts the objects it
-// receives and asks for syncs. A full sync at 10k services is seconds of JavaScript and
-// garbage collection; on the daemon's thread that work cuts its event loop into 10-ms slices
-// (Proxier's sliceMs), but a GC pause of its heap or a wait for a CPU between two slices still
-// blocks it. On the sync thread they block only the sync.
+// The proxier on a thread of its own (a worker_threads Worker with its own V8 heap), as the
+// daemon always runs it: the daemon's thread keeps the API watches, /healthz and /metrics, and
+// only posts the objects it receives and asks for syncs. A full sync at 10k services is seconds
+// of JavaScript and garbage collection; run to the end on the sync thread (its computations are
+// plain functions), it blocks only the sync.
 //
 // The thread opens its own kernel handles (the addon keeps its state per thread), translates,
 // diffs and applies as Proxier does, and after a full sync tells its V8 heap to give the memory
-// back (memoryPressure, as the daemon does for an in-process proxier). Messages keep their
-// order: objects posted before a sync request are in that sync.
+// back (memoryPressure). Messages keep their order: objects posted before a sync request are in
+// that sync.
 import { Worker } from 'node:worker_threads';
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import type { SyncReport } from '../engine/engine.js';

@@ -116,60 +116,57 @@ describe('ownership and the proxy daemon end to end', { skip }, () => {
   });
 
   // From a manifests folder and from an API server (the fake one the informer tests use, on
-  // 127.0.0.1: the real list/watch protocol), with the proxier on its own thread (the default,
-  // no flag: there the thread reads the folder, or lists and watches the API, itself) and in
-  // process (--no-sync-thread), each from a clean data plane.
+  // 127.0.0.1: the real list/watch protocol), with the proxier on its own thread (the thread
+  // reads the folder, or lists and watches the API, itself), each from a clean data plane.
   for (const from of ['manifests', 'api'] as const) {
-    for (const thread of [false, true]) {
-      test(`proxy ${from === 'api' ? '--master URL' : '--manifests DIR'}${thread ? ' (its sync thread, the default)' : ' --no-sync-thread'} programs an added service, removes a deleted one, and leaves the data plane in place on SIGTERM`, async (t) => {
-        await resetDataPlane();
-        assert.equal(await linkExists('kube-ipvs0'), false);
-        const source = await objectSource(from, `proxy-${from}${thread ? '-thread' : ''}`);
-        t.after(() => source.close());
-        await source.add('web.yaml', await fixture('lifecycle.yaml'));
-        // The proxy logs JSON lines on stderr; anything else there is kept for failure messages.
-        const { child, log, stderr, exited } = startProxy(source.args, ...(thread ? [] : ['--no-sync-thread']));
-        t.after(() => {
-          if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-        });
-        const last = async () => `ipvsadm -Ln:\n${await sh('ipvsadm', '-Ln')}\nproxy log:\n${log.join('\n')}\n${stderr()}`;
-
-        // The folder's service, programmed by the first sync.
-        await waitFor('TCP 10.96.0.10:80 programmed', async () => ((await destsOf('TCP 10.96.0.10:80'))?.length === 3 ? true : undefined), { timeoutMs: 60_000, last });
-        assert.deepEqual(await destsOf(`TCP ${NODE_IP}:30080`), POD_DESTS);
-        assert.ok(log.some((l) => JSON.parse(l).msg === 'proxy started' && JSON.parse(l).syncThread === thread), log.join('\n'));
-
-        // A service dropped into the folder (created in the API).
-        await source.add('added.yaml', await fixture('added-service.yaml'));
-        await waitFor('TCP 10.96.0.70:80 programmed', async () => ((await destsOf('TCP 10.96.0.70:80'))?.length === 2 ? true : undefined), { timeoutMs: 30_000, last });
-        assert.deepEqual(await destsOf('TCP 10.96.0.70:80'), ['10.244.1.3:8080', '10.244.1.4:8080']);
-        assert.ok((await linkAddresses('kube-ipvs0')).includes('10.96.0.70/32'));
-        assert.deepEqual(tally(await httpMany('http://10.96.0.70/', 4)), { 'pod-b': 2, 'pod-c': 2 });
-
-        // … and taken out again.
-        await source.remove('added.yaml');
-        await waitFor('TCP 10.96.0.70:80 removed', async () => ((await ipvsadmList()).has('TCP 10.96.0.70:80') ? undefined : true), { timeoutMs: 30_000, last });
-        assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32']);
-        assert.notEqual(await connectOutcome('10.96.0.70', 80), 'connected');
-        assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
-
-        // SIGTERM: a clean exit, and everything stays programmed and working.
-        const tables = await nftTables();
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-        const end = await exited;
-        clearTimeout(timer);
-        assert.deepEqual(end, { code: 0, signal: null }, await last());
-        assert.ok(log.some((l) => /the data plane stays in place/.test(JSON.parse(l).msg)), log.join('\n'));
-        assert.ok(log.filter((l) => JSON.parse(l).msg === 'sync').every((l) => JSON.parse(l).errors === 0), log.join('\n'));
-        assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
-        assert.deepEqual(await destsOf(`TCP ${NODE_IP}:30080`), POD_DESTS);
-        assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32']);
-        assert.deepEqual(await nftTables(), tables);
-        assert.ok(tables.includes('ip ipvsync'));
-        assert.deepEqual(tally(await httpMany('http://10.96.0.10/', 3)), { 'pod-a': 1, 'pod-b': 1, 'pod-c': 1 });
+    test(`proxy ${from === 'api' ? '--master URL' : '--manifests DIR'} programs an added service, removes a deleted one, and leaves the data plane in place on SIGTERM`, async (t) => {
+      await resetDataPlane();
+      assert.equal(await linkExists('kube-ipvs0'), false);
+      const source = await objectSource(from, `proxy-${from}`);
+      t.after(() => source.close());
+      await source.add('web.yaml', await fixture('lifecycle.yaml'));
+      // The proxy logs JSON lines on stderr; anything else there is kept for failure messages.
+      const { child, log, stderr, exited } = startProxy(source.args);
+      t.after(() => {
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       });
-      }
+      const last = async () => `ipvsadm -Ln:\n${await sh('ipvsadm', '-Ln')}\nproxy log:\n${log.join('\n')}\n${stderr()}`;
+
+      // The folder's service, programmed by the first sync.
+      await waitFor('TCP 10.96.0.10:80 programmed', async () => ((await destsOf('TCP 10.96.0.10:80'))?.length === 3 ? true : undefined), { timeoutMs: 60_000, last });
+      assert.deepEqual(await destsOf(`TCP ${NODE_IP}:30080`), POD_DESTS);
+      assert.ok(log.some((l) => JSON.parse(l).msg === 'proxy started'), log.join('\n'));
+
+      // A service dropped into the folder (created in the API).
+      await source.add('added.yaml', await fixture('added-service.yaml'));
+      await waitFor('TCP 10.96.0.70:80 programmed', async () => ((await destsOf('TCP 10.96.0.70:80'))?.length === 2 ? true : undefined), { timeoutMs: 30_000, last });
+      assert.deepEqual(await destsOf('TCP 10.96.0.70:80'), ['10.244.1.3:8080', '10.244.1.4:8080']);
+      assert.ok((await linkAddresses('kube-ipvs0')).includes('10.96.0.70/32'));
+      assert.deepEqual(tally(await httpMany('http://10.96.0.70/', 4)), { 'pod-b': 2, 'pod-c': 2 });
+
+      // … and taken out again.
+      await source.remove('added.yaml');
+      await waitFor('TCP 10.96.0.70:80 removed', async () => ((await ipvsadmList()).has('TCP 10.96.0.70:80') ? undefined : true), { timeoutMs: 30_000, last });
+      assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32']);
+      assert.notEqual(await connectOutcome('10.96.0.70', 80), 'connected');
+      assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
+
+      // SIGTERM: a clean exit, and everything stays programmed and working.
+      const tables = await nftTables();
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      const end = await exited;
+      clearTimeout(timer);
+      assert.deepEqual(end, { code: 0, signal: null }, await last());
+      assert.ok(log.some((l) => /the data plane stays in place/.test(JSON.parse(l).msg)), log.join('\n'));
+      assert.ok(log.filter((l) => JSON.parse(l).msg === 'sync').every((l) => JSON.parse(l).errors === 0), log.join('\n'));
+      assert.deepEqual(await destsOf('TCP 10.96.0.10:80'), POD_DESTS);
+      assert.deepEqual(await destsOf(`TCP ${NODE_IP}:30080`), POD_DESTS);
+      assert.deepEqual(await linkAddresses('kube-ipvs0'), ['10.96.0.10/32']);
+      assert.deepEqual(await nftTables(), tables);
+      assert.ok(tables.includes('ip ipvsync'));
+      assert.deepEqual(tally(await httpMany('http://10.96.0.10/', 3)), { 'pod-a': 1, 'pod-b': 1, 'pod-c': 1 });
+    });
   }
 
   // A sync the kernel refuses: IPv6 is disabled on the VIP link (as an operator's sysctl would

@@ -50,9 +50,6 @@ test('defaults are kube-proxy IPVS mode defaults', () => {
   assert.equal(config.vipLink, 'kube-ipvs0');
   assert.equal(config.bindMode, 'address');
   assert.equal(config.drainTimeoutMs, 15 * 60_000);
-  assert.equal(config.syncThread, true, 'the proxier on its sync thread by default');
-  assert.equal(loadConfig({ text: 'syncThread: false\n' }).config.syncThread, false);
-  assert.equal(loadConfig({ text: 'syncThread: true\n', flags: { syncThread: false } }).config.syncThread, false, '--no-sync-thread over the file');
   assert.deepEqual(loadConfig({ text: '' }).config, defaultConfig(), 'an empty file is the defaults');
 });
 
@@ -90,7 +87,6 @@ serviceCIDRs: [10.96.0.0/12]
 vipLink: ipvs0
 drainTimeout: 5m
 proxyName: ipvsync
-syncThread: true
 logLevel: debug
 `,
   });
@@ -120,7 +116,6 @@ logLevel: debug
     vipLink: 'ipvs0',
     drainTimeoutMs: 300_000,
     proxyName: 'ipvsync',
-    syncThread: true,
     logLevel: 'debug',
   });
   assert.deepEqual(warnings.sort(), [
@@ -174,7 +169,7 @@ test('validation: every problem reported at once with its field path', () => {
     ['vipLink: a-very-long-link-name', [['vipLink', /not a link name/]]],
     ['drainTimeout: forever', [['drainTimeout', /"forever" is not a duration/]]],
     ['proxyName: "-bad"', [['proxyName', /not a valid label value/]]],
-    ['syncThread: yes please', [['syncThread', /must be true or false/]]],
+    ['masqueradeAll: yes please', [['masqueradeAll', /must be true or false/]]],
     ['logLevel: trace', [['logLevel', /must be one of debug, info, warn, error, not "trace"/]]],
     ['clientConnection: {kubeconfig: 7}', [['clientConnection.kubeconfig', /must be a string, not number 7/]]],
     [
@@ -268,7 +263,6 @@ test('flags override the file; their problems are reported under the flag name',
       'ipvs-sync-period': '45s',
       ipvsMinSyncPeriod: '2s', // commander's camelCase
       masqueradeAll: true,
-      syncThread: true,
       clusterCidr: '10.1.0.0/16,fd00::/48',
       kubeconfig: '/k.conf',
       hostnameOverride: undefined, // not given
@@ -279,7 +273,6 @@ test('flags override the file; their problems are reported under the flag name',
   assert.equal(config.ipvs.minSyncPeriodMs, 2000);
   assert.equal(config.ipvs.scheduler, 'lc', 'file value kept where no flag');
   assert.equal(config.masqueradeAll, true);
-  assert.equal(config.syncThread, true);
   assert.deepEqual(config.clusterCIDRs, ['10.1.0.0/16', 'fd00::/48']);
   assert.equal(config.kubeconfig, '/k.conf');
   assert.equal(config.logLevel, 'warn');
@@ -416,7 +409,6 @@ const FLAG_SAMPLES: Record<string, [unknown, unknown, RegExp]> = {
   'vip-link': ['ipvs1', 'a b', /not a link name/],
   'drain-timeout': ['90s', 'forever', /is not a duration/],
   'proxy-name': ['ipvsync', '-bad', /not a valid label value/],
-  'sync-thread': [false, 'maybe', /must be true or false/],
   'log-level': ['debug', 'trace', /must be one of debug, info, warn, error/],
 };
 
@@ -523,18 +515,14 @@ function proxyCommand(): { effective(...args: string[]): { config: IpvsyncConfig
   };
 }
 
-test('the proxy command: the sync thread by default, --no-sync-thread turns it off, a flag overrides the file (through --write-config-to)', () => {
+test('the proxy command: a flag overrides the file (through --write-config-to)', () => {
   const cmd = proxyCommand();
-  const off = cmd.file('off.yaml', 'syncThread: false\n');
-  const effective = (...args: string[]): boolean => cmd.effective(...args).config.syncThread;
-  const cases: Array<[string[], boolean, string?]> = [
-    [[], true],
-    [['--no-sync-thread'], false],
-    [['--sync-thread'], true],
-    [['--config', off], false, 'the file, no flag'],
-    [['--config', off, '--sync-thread'], true, 'the flag over the file'],
-  ];
-  for (const [args, want, why] of cases) assert.equal(effective(...args), want, why ?? args.join(' '));
+  const on = cmd.file('on.yaml', 'masqueradeAll: true\nipvs: {strictARP: false}\n');
+  const effective = (...args: string[]) => cmd.effective(...args).config;
+  assert.equal(effective().masqueradeAll, false);
+  assert.equal(effective('--masquerade-all').masqueradeAll, true);
+  assert.equal(effective('--config', on).masqueradeAll, true, 'the file, no flag');
+  assert.equal(effective('--config', on, '--ipvs-strict-arp').ipvs.strictARP, true, 'the flag over the file');
 });
 
 test('ipvs.runEstimation: unset by default (the kernel\'s value left), from the file, from the flags, and written back', () => {

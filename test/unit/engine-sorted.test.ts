@@ -4,8 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { ChunkedList, ChunkedSorted, replacedOf, sortSteps, sortedPatchOf } from '../../src/engine/sorted.js';
-import { runSync } from '../../src/engine/slice.js';
+import { ChunkedList, ChunkedSorted, replacedOf, sortedPatchOf } from '../../src/engine/sorted.js';
 import { prng } from '../helpers/bytes.js';
 
 v8.setFlagsFromString('--expose-gc');
@@ -71,36 +70,6 @@ test('a chain of patched lists keeps no list but the ones its holders keep (the 
   assert.equal(first.deref(), undefined, 'the first list of the chain was collected');
   assert.equal(firstServices.deref(), undefined, 'the first list of the replace chain was collected');
   assert.equal(services.length, 1000);
-});
-
-test('sortSteps sorts as Array.prototype.sort does (stable), in units of work of bounded comparisons', () => {
-  const r = prng(5);
-  for (let round = 0; round < 200; round++) {
-    const n = round < 100 ? Math.floor(r() * 200) : Math.floor(r() * 20000);
-    const shape = round % 4; // random, sorted, reversed, few distinct keys
-    const items = Array.from({ length: n }, (_, i) => ({
-      k: shape === 1 ? i : shape === 2 ? n - i : shape === 3 ? Math.floor(r() * 5) : Math.floor(r() * 1000),
-      i,
-    }));
-    let calls = 0;
-    const order = (a: { k: number }, b: { k: number }) => (calls++, a.k - b.k);
-    const want = [...items].sort((a, b) => a.k - b.k);
-    const a = [...items];
-    const steps = sortSteps(a, order);
-    let maxCalls = 0;
-    for (;;) {
-      calls = 0;
-      const x = steps.next();
-      maxCalls = Math.max(maxCalls, calls);
-      if (x.done) {
-        assert.equal(x.value, a, 'sorted in place');
-        break;
-      }
-    }
-    assert.deepEqual(a, want, `round ${round} (n ${n}, shape ${shape})`);
-    assert.ok(maxCalls <= 4096 + (32 * 31) / 2, `a unit of work made ${maxCalls} comparisons`);
-  }
-  assert.deepEqual(runSync(sortSteps([3, 1, 2], (x, y) => x - y)), [1, 2, 3]);
 });
 
 test('ChunkedSorted.has finds exactly the elements of a list, across chunks', () => {

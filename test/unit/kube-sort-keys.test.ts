@@ -7,7 +7,7 @@ import type { V1EndpointSlice } from '@kubernetes/client-node';
 import { addressProtoPortKey, compareAddressProtoPort } from '../../src/kube/address.js';
 import { addressKey, compareAddress } from '../../src/net/address.js';
 import { endpointsForPort, type EndpointInfo } from '../../src/kube/endpoints.js';
-import { sortByKeySteps } from '../../src/engine/sorted.js';
+import { sortByKey } from '../../src/engine/sorted.js';
 import { prng } from '../helpers/bytes.js';
 import { TranslateCache, translate } from '../../src/kube/translate.js';
 import { NODE, slice as kubeSlice, svc } from '../fixtures/kube/builders.js';
@@ -47,34 +47,21 @@ test('addressProtoPortKey and addressKey agree with compareAddressProtoPort and 
   assert.ok(Number.isNaN(addressProtoPortKey({ address: '10.0.0.1', protocol: '__proto__', port: 80 })));
 });
 
-test('sortByKeySteps sorts as Array.prototype.sort with the comparator does (stable; NaN keys and equal keys by the comparator), in place, in units of work', () => {
+test('sortByKey sorts as Array.prototype.sort with the comparator does (stable; NaN keys and equal keys by the comparator), in place', () => {
   const r = prng(22);
   for (let round = 0; round < 120; round++) {
     const n = round < 100 ? Math.floor(r() * 300) : 5000 + Math.floor(r() * 20000);
     // kind: what the key leaves out (translate's glue VIPs: equal keys ordered by kind)
     const items = Array.from({ length: n }, (_, i) => ({ ...randomVip(r), kind: r() < 0.5 ? 'b' : 'a', i }));
-    let calls = 0;
     const full = (a: Vip & { kind: string }, b: Vip & { kind: string }) => compareAddressProtoPort(a, b) || (a.kind < b.kind ? -1 : a.kind > b.kind ? 1 : 0);
-    const order = (a: Vip & { kind: string }, b: Vip & { kind: string }) => (calls++, full(a, b));
     const want = [...items].sort(full);
     const a = [...items];
-    const steps = sortByKeySteps(a, addressProtoPortKey, order);
-    let units = 0;
-    for (;;) {
-      calls = 0;
-      const x = steps.next();
-      units++;
-      if (x.done) {
-        assert.equal(x.value, a, 'sorted in place');
-        break;
-      }
-    }
+    assert.equal(sortByKey(a, addressProtoPortKey, full), a, 'sorted in place');
     assert.deepEqual(a, want, `round ${round} (n ${n})`);
-    if (n > 20000) assert.ok(units > 10, `${units} units of work for ${n} elements`);
   }
 });
 
-test('sortByKeySteps over long lists: the radix path (IPv4 only, keys across all 50 bits, long runs of equal keys that the comparator orders) and its merge with the keyless elements equal Array.prototype.sort', () => {
+test('sortByKey over long lists (IPv4 only, keys across all 50 bits, long runs of equal keys that the comparator orders, keyless elements among them) equals Array.prototype.sort', () => {
   const r = prng(24);
   const kinds = ['a', 'b', 'c'];
   for (let round = 0; round < 24; round++) {
@@ -92,8 +79,7 @@ test('sortByKeySteps over long lists: the radix path (IPv4 only, keys across all
     const full = (a: (typeof items)[number], b: (typeof items)[number]) => compareAddressProtoPort(a, b) || (a.kind < b.kind ? -1 : a.kind > b.kind ? 1 : 0);
     const want = [...items].sort(full);
     const a = [...items];
-    const steps = sortByKeySteps(a, addressProtoPortKey, full);
-    while (!steps.next().done);
+    sortByKey(a, addressProtoPortKey, full);
     // deepEqual on the objects: stability too (each item's `i` is its place given)
     assert.deepEqual(a, want, `round ${round} (n ${n}, ${wide ? 'wide' : 'narrow'}, IPv6 ${v6share})`);
   }
