@@ -66,7 +66,10 @@ export {
   Engine,
   planWrites,
   keyToId,
+  changesOf,
   type DesiredState,
+  type DesiredChanges,
+  type NftElementChange,
   type EngineKernel,
   type EngineOptions,
   type Ownership,
@@ -89,7 +92,7 @@ export { SyncRunner, type RunnerOptions, type SyncRecord, type SyncTrigger, type
 export { translate, TranslateCache, servedBy, DEFAULT_AFFINITY_TIMEOUT, DEFAULT_SCHEDULER } from './kube/translate.js';
 export { ServiceTracker, EndpointSliceTracker, serviceFingerprint, endpointSlicesFingerprint, objectKey } from './kube/change-tracker.js';
 export { loadManifests, parseManifests, endpointsToSlices, resolveLegacyEndpoints, ManifestError, type ManifestSet } from './kube/manifests.js';
-export { changedServiceKeys } from './kube/model-diff.js';
+export { changedServiceKeys, changedServices } from './kube/model-diff.js';
 export { chooseScheduler, type SchedulerChoice } from './kube/scheduler.js';
 export {
   ANNOTATION_LB_SOURCE_RANGES,

@@ -22,9 +22,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1EndpointSlice } from '@kubernetes/client-node';
 import type { EngineKernel, SyncReport } from '../../src/engine/engine.js';
 import { loadManifests } from '../../src/kube/manifests.js';
-import { changedServiceKeys } from '../../src/kube/model-diff.js';
+import { changedServices } from '../../src/kube/model-diff.js';
 import { desiredState } from '../../src/proxy/desired.js';
-import { shareList } from '../../src/engine/sorted.js';
 import { Proxier, type ProxierOptions } from '../../src/proxy/proxier.js';
 import { applySysctls, runEstimationSysctl } from '../../src/proxy/sysctl.js';
 import { ThreadedProxier } from '../../src/proxy/sync-thread.js';
@@ -299,14 +298,12 @@ for (let k = 0; k < SAMPLES; k++) {
   const changed2 = { ...changed, endpoints: changed.endpoints.map((e, i) => (i === 1 ? { ...e, ip: `10.127.254.${1 + k}` } : e)) };
   proxier.onSliceUpdate(sliceObject(changed2) as unknown as V1EndpointSlice);
   const model = proxier.model();
-  const keys = changedServiceKeys(before.services, model.services);
+  const services = changedServices(before.services, model.services);
   const desired = desiredState(model, { vipLink: 'kube-ipvs0', glue: true });
-  // the services alone, as the list the model holds (not made into an array)
-  const servicesOnly = { services: [] as typeof desired.services };
-  shareList(desired, 'services', servicesOnly);
-  const r = await measure(() => proxier.engine.sync(servicesOnly, keys));
+  // the services alone, with what changed
+  const r = await measure(() => proxier.engine.sync({ services: desired.services }, { services }));
   if (r.value.errors.length || r.value.ipvs.writes === 0) throw new Error('engine incremental sync failed');
-  engineSamples.push({ ...r, scope: [...keys].length });
+  engineSamples.push({ ...r, scope: services.size });
 }
 const engineIncr = medianBy(engineSamples, (r) => r.ms);
 

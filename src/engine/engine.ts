@@ -8,7 +8,7 @@ import type { ConntrackApi } from '../kernel/conntrack.js';
 import type { IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
 import type { IpvsApi, IpvsOp, Service, ServiceId, Destination } from '../kernel/ipvs.js';
 import type { LinkOp, LinksApi } from '../kernel/links.js';
-import { NftTransaction, type NftablesApi, type NftOp, type NftRuleset } from '../kernel/nftables.js';
+import { NftTransaction, type NftablesApi, type NftOp, type NftRuleset, type SetElement } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
 import { IPVSYNC_ROUTE_PROTOCOL, type RouteOp, type RoutesApi } from '../kernel/routes.js';
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
@@ -30,8 +30,7 @@ import {
   type ObservedIndex,
 } from './ipvs-diff.js';
 import { destKey, keyToId, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
-import { diffNft, diffNftFromLast, elementKey, sameNftTables, type DesiredNftTable, type NftDelta } from './nft-diff.js';
-import { ChunkedList, registeredList, replacedOf } from './sorted.js';
+import { declOf, diffNft, diffNftFromLast, elementKey, sameNftTables, type DesiredNftTable, type NftDelta } from './nft-diff.js';
 import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
 import {
   checkIpSet,
@@ -43,10 +42,8 @@ import {
   vipAddressProblem,
   vipInvalid,
   vipLinkInvalid,
-  type NftTableVerdict,
   type ServiceVerdict,
 } from './validate.js';
-import type { FieldProblem } from '../kernel/op-checks.js';
 
 export { keyToId } from './ipvs-model.js';
 
@@ -76,6 +73,47 @@ export interface DesiredState {
   ipsets?: DesiredIpSet[];
   /** The engine's own nftables table(s) (e.g. one `ip` and one `ip6` table). */
   nft?: DesiredNftTable | DesiredNftTable[];
+}
+
+/**
+ * What differs between the desired state of a plan and the one of the last apply() that wrote
+ * it without an error (the base), as plain data: `engine.plan(desired, changes)` (or
+ * sync) then plans incrementally — it reads and diffs the IPVS services named here (one GET
+ * each) and, for nftables, writes the element changes given, instead of comparing every
+ * service and element. Everything of `desired` not named here must be as in the base (the
+ * engine does not look). Without `changes` a plan is full: every kind is read and compared.
+ * VIPs, routes and ipsets are compared with the base in either mode.
+ */
+export interface DesiredChanges {
+  /** The IPVS services that may differ from the base, by serviceKey: the desired service now,
+   *  or undefined where none is desired under the key any more. */
+  services: ReadonlyMap<string, DesiredService | undefined>;
+  /** The nftables set elements added and deleted since the base, the tables' chains, rules and
+   *  set declarations unchanged ([]: the tables are the base's). Absent: the tables are
+   *  compared with the base's. */
+  nft?: readonly NftElementChange[];
+}
+
+/** Elements added to and deleted from one set of an owned nftables table. */
+export interface NftElementChange {
+  family: NftFamily;
+  table: string;
+  set: string;
+  add: readonly SetElement[];
+  delete: readonly SetElement[];
+}
+
+/** Changes naming these service keys, each with the service `services` has under it (a scan
+ *  of the list): the form of DesiredChanges for a caller that knows the keys alone. */
+export function changesOf(services: readonly DesiredService[], keys: ReadonlySet<string>): DesiredChanges {
+  const out = new Map<string, DesiredService | undefined>();
+  for (const k of keys) out.set(k, undefined);
+  for (const s of services) {
+    if (!keyable(s)) continue;
+    const k = serviceKey(s);
+    if (keys.has(k)) out.set(k, s);
+  }
+  return { services: out };
 }
 
 /**
@@ -130,8 +168,8 @@ export interface EngineOptions extends Ownership {
   /**
    * The caller never changes the desired objects it passed once a plan is made (the proxier
    * never does; a model patched from the last one shares its unchanged objects with it):
-   * apply() keeps them as the base of the next incremental plan as they are, and plan() reads
-   * only the objects it has not seen in the last call's arrays. Default false: it keeps a copy
+   * apply() keeps them as the base of the next incremental plan as they are, and IPVS ops may
+   * hold desired services and destinations themselves. Default false: it keeps a copy
    * (structuredClone), which at 10k services costs ~100 ms and a second copy of the nftables
    * glue per sync.
    */
@@ -234,41 +272,15 @@ export interface SyncReport {
   /** Desired objects this sync left out because the kernel layer would refuse them: every
    *  invalid service, destination, VIP, route, ipset and member, and nftables table, chain, set
    *  and rule; an nftables element when this sync would have written it (an element the
-   *  kernel already has as it is wanted, or left out before, is not written again). Without
-   *  desiredImmutable an incremental sync checks, and reports, the services of its keys. */
+   *  kernel already has as it is wanted, or left out before, is not written again). An
+   *  incremental sync checks the services of its changes and reports the others' verdicts of
+   *  the plans before. */
   invalid: InvalidObject[];
   durations: { observeMs: number; diffMs: number; applyMs: number; totalMs: number };
 }
 
 function emptyReport(): KindReport {
   return { ops: {}, writes: 0, errors: [] };
-}
-
-/** Entries by index: an array, or a list in chunks. */
-interface Positional<T> {
-  readonly length: number;
-  get(i: number): T | undefined;
-}
-
-/** A plan's desired services: `of` is what the caller gave (its identity tells a list seen
- *  before), `list` reads it. */
-interface Services {
-  of: object;
-  list: Positional<DesiredService>;
-}
-
-function arrayList<T>(a: readonly T[]): Positional<T> {
-  return { length: a.length, get: (i) => a[i] };
-}
-
-const NO_SERVICES: Services = { of: Object.freeze([]), list: arrayList([]) };
-
-/** desired.services: its list in chunks if it was given as one (translate's patched model),
- *  read without making the array; else the array. */
-function servicesOf(desired: DesiredState): Services {
-  const l = registeredList<DesiredService>(desired, 'services');
-  if (l instanceof ChunkedList) return { of: l, list: l };
-  return { of: desired.services, list: arrayList(desired.services) };
 }
 
 /** The writes of a plan as one flat list (what `--dry-run --json` prints). */
@@ -296,16 +308,6 @@ export class Engine {
   private recorded: Set<string> | undefined;
   /** The record's sets the kernel has (created once, when first needed). */
   private recordSets = new Set<string>();
-  /** With desiredImmutable: the services the last plan indexed (seenIndex); entries found
-   *  again (the very same objects, as in a proxy model patched from the last one) are not read
-   *  again. */
-  private seenServices: Services = NO_SERVICES;
-  /** With desiredImmutable: where each key's service sits in seenServices (kept up to date with
-   *  the same pass over the list that finds new services), so an incremental plan finds the
-   *  changed services by key instead of keying every service. */
-  private seenIndex = new Map<string, number>();
-  /** With desiredImmutable: each desired service's key, by the object. */
-  private readonly keys = new WeakMap<DesiredService, string>();
   /** Per kind, a copy of the desired state the last sync applied without an error: an
    *  incremental plan whose desired VIPs / tables equal it neither dumps nor diffs that kind
    *  (a full plan always does, and so repairs what others changed in between). */
@@ -316,18 +318,16 @@ export class Engine {
    *  generation: while it has not moved, a full plan takes the tables from clean.nft instead of
    *  listing them. */
   private nftGen: number | undefined;
-  /** The invalid services of the list the last plan noted, by index (noteDesired keeps it with
-   *  the same pass that finds new services: an entry whose object is no longer there is stale). */
-  private readonly invalidAt = new Map<number, { s: DesiredService; v: ServiceVerdict }>();
-  /** With desiredImmutable: the verdict of each desired service (null: valid), by the object. */
-  private readonly verdicts = new WeakMap<DesiredService, ServiceVerdict | null>();
-  /** The VIP addresses the last plan noted and the indexes of the invalid ones among them. */
-  private badVips: { of: readonly string[] | undefined; at: number[] } = { of: undefined, at: [] };
-  /** With desiredImmutable: verdicts by the object (an ipset, a table, or one chain, set
-   *  declaration or rule of a table). */
-  private readonly ipsetVerdicts = new WeakMap<object, ReturnType<typeof checkIpSet> | null>();
-  private readonly nftVerdicts = new WeakMap<object, NftTableVerdict>();
-  private readonly nftParts = new WeakMap<object, FieldProblem | null>();
+  /** The invalid desired services by key as of the last plans (a full plan checks every
+   *  service, an incremental one those of its changes), and those without a key (a full
+   *  plan's). */
+  private readonly invalidServices = new Map<string, { s: DesiredService; v: ServiceVerdict }>();
+  private invalidKeyless: Array<{ s: DesiredService; v: ServiceVerdict }> = [];
+  /** The VIPs last checked and their verdict: the invalid ones, and the VIPs without them. */
+  private vipCheck: { of: DesiredVips; invalid: InvalidObject[]; valid: DesiredVips } | undefined;
+  /** The tables last checked and their verdicts: a plan with element changes alone (their static
+   *  part unchanged) takes them again when none had a problem. */
+  private nftCheck: { clean: boolean } | undefined;
 
   constructor(
     private readonly kernel: EngineKernel,
@@ -358,7 +358,7 @@ export class Engine {
    * never held at once. The same delta as diffIpvs over the table read whole.
    */
   private async diffIpvsSliced(input: IpvsDiffInput, observed: ObservedIndex): Promise<{ delta: IpvsDelta; readMs: number }> {
-    const wanted = byKey(input.desired, (s) => this.keyOf(s));
+    const wanted = byKey(input.desired);
     const parts = diffParts();
     const per = Math.max(1, this.opts.observeSlice ?? 256);
     const it = wanted.entries();
@@ -386,85 +386,48 @@ export class Engine {
     return { delta: assemble(parts), readMs };
   }
 
-  /** The key index, for the services of list[from, to) that are not the very objects seen
-   *  there last time. */
-  private noteDesired(list: Positional<DesiredService>, seen: Positional<DesiredService>, from: number, to: number): void {
-    for (let i = from; i < to; i++) {
-      const s = list.get(i)!;
-      if (s === seen.get(i)) continue;
-      // Checked here, as it is new (noteDesired runs with desiredImmutable; without it each
-      // plan checks the services it diffs): an invalid service is left out of the plans (invalidAt).
-      const v = this.verdictOf(s);
-      if (v) this.invalidAt.set(i, { s, v });
-      else if (this.invalidAt.size) this.invalidAt.delete(i);
-      if (v && !v.valid) {
-        if (keyable(s)) this.seenIndex.set(this.keyOf(s), i);
-        continue;
-      }
-      this.seenIndex.set(this.keyOf(s), i);
-    }
-  }
-
-  /** checkService, remembered per object (desiredImmutable). */
-  private verdictOf(s: DesiredService): ServiceVerdict | undefined {
-    let v = this.verdicts.get(s);
-    if (v === undefined) this.verdicts.set(s, (v = checkService(s) ?? null));
-    return v ?? undefined;
-  }
-
   /**
-   * The services a plan diffs (`want`, of `list`) without what the kernel layer would refuse,
-   * and what of the kernel's to leave as it is for them. With desiredImmutable every invalid
-   * service of the list is known (noteDesired checked each new one) and reported; else the
-   * services of `want` are checked now (a full plan's: all of them).
+   * The services a plan diffs (`want`) without what the kernel layer would refuse, and what of
+   * the kernel's to leave as it is for them. `want` is checked now: a full plan's is every
+   * service (the verdicts kept are replaced), an incremental one's the services of its changes
+   * (the verdicts of their keys replaced). Reported: every invalid service kept.
    */
-  private checkServices(want: readonly DesiredService[], list: Positional<DesiredService>): CheckedServices {
-    let bad: Array<{ s: DesiredService; v: ServiceVerdict }> = [];
-    if (this.opts.desiredImmutable) {
-      for (const [i, e] of this.invalidAt) if (list.get(i) !== e.s) this.invalidAt.delete(i);
-      bad = [...this.invalidAt].sort(([a], [b]) => a - b).map(([, e]) => e);
-    } else {
-      for (const s of want) {
-        const v = checkService(s);
-        if (v) bad.push({ s, v });
-      }
-    }
-    const out: CheckedServices = { want, invalid: [], keptServices: new Set(), keptDests: new Map() };
-    if (!bad.length) return out;
+  private checkServices(want: readonly DesiredService[], scope: ReadonlySet<string> | undefined): CheckedServices {
+    if (!scope) {
+      this.invalidServices.clear();
+      this.invalidKeyless = [];
+    } else for (const k of scope) this.invalidServices.delete(k);
     const sub = new Map<DesiredService, DesiredService | undefined>();
-    for (const { s, v } of bad) {
-      out.invalid.push(...v.invalid);
+    const out: CheckedServices = { want, invalid: [], keptServices: new Set(), keptDests: new Map() };
+    for (const s of want) {
+      const v = checkService(s);
+      if (!v) continue;
+      if (keyable(s)) this.invalidServices.set(serviceKey(s), { s, v });
+      else this.invalidKeyless.push({ s, v });
       sub.set(s, v.valid);
       if (v.key !== undefined) out.keptServices.add(v.key);
-      if (v.destKeys) out.keptDests.set(this.keyOf(s), new Set(v.destKeys));
+      if (v.destKeys) out.keptDests.set(serviceKey(s), new Set(v.destKeys));
     }
-    out.want = want.flatMap((s) => (!sub.has(s) ? [s] : sub.get(s) ? [sub.get(s)!] : []));
+    for (const { v } of [...this.invalidKeyless, ...this.invalidServices.values()]) out.invalid.push(...v.invalid);
+    if (sub.size) out.want = want.flatMap((s) => (!sub.has(s) ? [s] : sub.get(s) ? [sub.get(s)!] : []));
     return out;
   }
 
   /**
-   * The desired state without what the kernel layer would refuse, and what of the kernel's to
-   * leave as it is for it. Services and VIPs were checked as noteDesired found them new;
-   * ipsets, tables and their chains, sets and rules are checked here, once per object with
-   * desiredImmutable; routes (a handful) every time; nftables elements when a delta would
-   * write them (keepNftElements).
+   * The desired state but its services without what the kernel layer would refuse, and what
+   * of the kernel's to leave as it is for it. VIPs are checked unless they are the ones last
+   * checked; ipsets and routes every time; the tables' static part unless `tablesAsLast` (a
+   * plan with element changes alone) and the last check found nothing; nftables elements when
+   * a delta would write them (keepNftElements).
    */
-  private checkDesired(desired: DesiredState): Checked {
+  private checkDesired(desired: DesiredState, tablesAsLast: boolean): Checked {
     const invalid: InvalidObject[] = [];
     let vips = desired.vips;
     if (vips) {
-      const link = vipLinkInvalid(vips);
-      // the plan noted (and checked) these VIPs, or the very same list before (desiredImmutable)
-      const at = this.badVips.of === vips.addresses ? this.badVips.at : [];
-      if (link) {
-        invalid.push(link);
-        vips = undefined;
-      } else if (at.length) {
-        const { link: name, addresses } = vips;
-        for (const i of at) invalid.push(vipInvalid(name, addresses[i], vipAddressProblem(addresses[i])!));
-        const drop = new Set(at);
-        vips = { ...vips, addresses: addresses.filter((_, i) => !drop.has(i)) };
-      }
+      const c = this.vipCheck && samePlain(this.vipCheck.of, vips) ? this.vipCheck : checkVips(vips);
+      this.vipCheck = c;
+      invalid.push(...c.invalid);
+      vips = vipLinkInvalid(vips) ? undefined : c.valid;
     }
     let routes = desired.routes;
     const keptRoutes = new Set<string>();
@@ -481,7 +444,7 @@ export class Engine {
       let out: DesiredIpSet[] | undefined;
       for (let i = 0; i < ipsets.length; i++) {
         const set = ipsets[i]!;
-        const v = this.ipsetVerdictOf(set);
+        const v = checkIpSet(set, this.opts.ipsetPrefix);
         if (!v) {
           out?.push(set);
           continue;
@@ -497,12 +460,17 @@ export class Engine {
     }
     const tables: DesiredNftTable[] = [];
     const droppedChains = new Map<string, ReadonlySet<string>>();
-    for (const t of desired.nft === undefined ? [] : [desired.nft].flat()) {
-      const v = this.nftVerdictOf(t);
-      invalid.push(...v.invalid);
-      if (!v.valid) continue;
-      tables.push(v.valid);
-      if (v.droppedChains.size) droppedChains.set(`${t.family} ${t.name}`, v.droppedChains);
+    const given = desired.nft === undefined ? [] : [desired.nft].flat();
+    if (tablesAsLast && this.nftCheck?.clean) tables.push(...given);
+    else {
+      for (const t of given) {
+        const v = checkNftTable(t);
+        invalid.push(...v.invalid);
+        if (!v.valid) continue;
+        tables.push(v.valid);
+        if (v.droppedChains.size) droppedChains.set(`${t.family} ${t.name}`, v.droppedChains);
+      }
+      this.nftCheck = { clean: tables.length === given.length && tables.every((t, i) => t === given[i]) && !droppedChains.size };
     }
     return {
       invalid,
@@ -514,20 +482,6 @@ export class Engine {
       droppedIpsets,
       keptMembers,
     };
-  }
-
-  private ipsetVerdictOf(set: DesiredIpSet): ReturnType<typeof checkIpSet> {
-    if (!this.opts.desiredImmutable) return checkIpSet(set, this.opts.ipsetPrefix);
-    let v = this.ipsetVerdicts.get(set);
-    if (v === undefined) this.ipsetVerdicts.set(set, (v = checkIpSet(set, this.opts.ipsetPrefix) ?? null));
-    return v ?? undefined;
-  }
-
-  private nftVerdictOf(t: DesiredNftTable): NftTableVerdict {
-    if (!this.opts.desiredImmutable) return checkNftTable(t);
-    let v = this.nftVerdicts.get(t);
-    if (v === undefined) this.nftVerdicts.set(t, (v = checkNftTable(t, this.nftParts)));
-    return v;
   }
 
   /** Leaves the kernel's destinations of these keys (service key -> destKeys: desired ones left
@@ -553,35 +507,6 @@ export class Engine {
         if (since === undefined) delta.draining.delete(dk);
         else delta.draining.set(dk, since);
       }
-  }
-
-  /** The desired services whose keys are in `changed`, in their order in the list. */
-  private changedServices(services: Services, changed: ReadonlySet<string>): DesiredService[] {
-    const { list } = services;
-    if (this.opts.desiredImmutable && this.seenServices.of === services.of) {
-      const at: number[] = [];
-      for (const k of changed) {
-        const i = this.seenIndex.get(k);
-        // an index left by a key that moved or went is found out by keying the service there
-        if (i !== undefined && this.keyOf(list.get(i)!) === k) at.push(i);
-      }
-      // a key the index does not place is not in the list: the index holds every key of it
-      return at.sort((a, b) => a - b).map((i) => list.get(i)!);
-    }
-    const out: DesiredService[] = [];
-    for (let i = 0; i < list.length; i++) {
-      const s = list.get(i)!;
-      if (keyable(s) && changed.has(this.keyOf(s))) out.push(s);
-    }
-    return out;
-  }
-
-  /** serviceKey, remembered per object when the caller never changes its desired objects. */
-  private keyOf(s: DesiredService): string {
-    if (!this.opts.desiredImmutable) return serviceKey(s);
-    let k = this.keys.get(s);
-    if (k === undefined) this.keys.set(s, (k = serviceKey(s)));
-    return k;
   }
 
   /**
@@ -644,41 +569,23 @@ export class Engine {
   }
 
   /**
-   * Reads the kernel (one dump per object kind; with `changed`, one GET per changed IPVS
-   * service instead of the IPVS dump) and computes every write. Writes nothing.
+   * Reads the kernel (one dump per object kind; with `changes`, one GET per changed IPVS
+   * service instead of the IPVS dump, see DesiredChanges) and computes every write. Writes
+   * nothing. `changes` may also be the keys of the changed services alone: their desired
+   * services are then found by a scan of desired.services (changesOf).
    */
-  async plan(desired: DesiredState, changed?: ReadonlySet<string>): Promise<Plan> {
+  async plan(desired: DesiredState, changes?: DesiredChanges | ReadonlySet<string>): Promise<Plan> {
     const t0 = performance.now();
-    // The services as a list in chunks when the caller gave one (translate's model: not made
-    // into an array here), else the array.
-    const services = servicesOf(desired);
-    const list = services.list;
-    if (desired.vips && (desired.vips.addresses !== this.badVips.of || !this.opts.desiredImmutable)) {
-      const vips = desired.vips.addresses;
-      // checked here, as they are new (without desiredImmutable: every plan)
-      const bad: number[] = [];
-      badVipsOf(vips, 0, vips.length, bad);
-      this.badVips = { of: vips, at: bad };
-    }
-    if (this.opts.desiredImmutable) {
-      const sameLength = this.seenServices.list.length === list.length;
-      const seen = sameLength ? this.seenServices : NO_SERVICES;
-      if (!sameLength) this.seenIndex.clear();
-      // The very list seen last time: nothing to look at. The last list with a few services
-      // replaced (translate's patch): those alone.
-      const replaced =
-        services.of === seen.of ? [] : services.of instanceof ChunkedList && seen.of instanceof ChunkedList ? replacedOf(services.of, seen.of) : undefined;
-      if (replaced) for (const i of replaced) this.noteDesired(list, seen.list, i, i + 1);
-      else this.noteDesired(list, seen.list, 0, list.length);
-      this.seenServices = services;
-    }
-
+    const ch = changes === undefined ? undefined : changes instanceof Set ? changesOf(desired.services, changes) : (changes as DesiredChanges);
+    const changed: ReadonlySet<string> | undefined = ch && new Set(ch.services.keys());
     const k = this.kernel;
-    // What the kernel layer would refuse is left out of what is diffed (and reported), each
-    // kind's objects checked when they are new to the engine (services and VIPs above).
+    // What the kernel layer would refuse is left out of what is diffed (and reported).
     // Incremental: a kind whose desired state is what was last applied cleanly is left alone.
     const vipsSame = !!changed && !!desired.vips && this.clean.vips !== undefined && samePlain(this.clean.vips, desired.vips);
-    const checked = this.checkDesired(desired);
+    // Element changes given for tables last applied cleanly: their static part is the base's.
+    const last = this.clean.nft;
+    const given = ch?.nft !== undefined && last !== undefined ? ch.nft : undefined;
+    const checked = this.checkDesired(desired, given !== undefined);
     const wantIpsets = desired.ipsets && k.ipsets;
     const allTables = k.nft ? checked.tables : [];
     // A full plan lists the owned tables, unless no transaction (ours or anyone's) has been
@@ -687,14 +594,15 @@ export class Engine {
     const nftUntouched =
       !changed && allTables.length > 0 && this.clean.nft !== undefined && this.nftGen !== undefined && (await k.nft!.genId()) === this.nftGen;
     const fromClean = !!changed || nftUntouched;
-    const nftSame = fromClean && allTables.length > 0 && this.clean.nft !== undefined && sameNftTables(this.clean.nft, allTables);
+    const fromChanges = given && last!.length === allTables.length ? elementDeltas(allTables, given) : undefined;
+    const nftSame =
+      fromClean && allTables.length > 0 && last !== undefined && (fromChanges ? fromChanges.every((d) => !d.ops.length) : !given && sameNftTables(last, allTables));
     const wantVips = checked.vips && k.links && !vipsSame ? checked.vips : undefined;
     // Only elements changed since the last clean apply (incremental, or a full plan with the
-    // generation unmoved): the element delta from that, without listing the tables (a static
-    // change lists them).
-    const last = this.clean.nft;
-    let fromLast: Array<NftDelta | undefined> | undefined;
-    if (fromClean && !nftSame && last && last.length === allTables.length) {
+    // generation unmoved): the element delta given, or from that, without listing the tables
+    // (a static change lists them).
+    let fromLast: Array<NftDelta | undefined> | undefined = nftSame ? undefined : fromChanges;
+    if (!fromLast && fromClean && !nftSame && last && last.length === allTables.length) {
       fromLast = [];
       for (let i = 0; i < allTables.length; i++) fromLast.push(diffNftFromLast(allTables[i]!, last[i]!));
     }
@@ -718,7 +626,8 @@ export class Engine {
       ruleset.length = 0;
     }
 
-    const svcs = this.checkServices(changed ? this.changedServices(services, changed) : desired.services, list);
+    const named = ch ? [...ch.services.values()].filter((s): s is DesiredService => s !== undefined) : desired.services;
+    const svcs = this.checkServices(named, changed);
     const want = svcs.want;
     const draining = changed ? new Map([...this.draining].filter(([key]) => changed.has(key.split('/')[0]!))) : this.draining;
     // The kernel's services of invalid desired services are left as they are: not the engine's
@@ -1008,9 +917,9 @@ export class Engine {
     // What applied cleanly is the base of the next incremental plans (a copy, as callers may
     // reuse and change their desired objects, unless desiredImmutable); a kind with an error
     // is observed again next time.
-    const keep = <T>(x: T): T => (this.opts.desiredImmutable ? x : structuredClone(x));
-    if (plan.desired?.vips) this.clean.vips = report.addresses.errors.length ? undefined : keep(plan.desired.vips);
-    if (plan.desired?.nft) this.clean.nft = report.nft.errors.length ? undefined : keep(plan.desired.nft);
+    const mine = !this.opts.desiredImmutable;
+    if (plan.desired?.vips) this.clean.vips = report.addresses.errors.length ? undefined : mine ? structuredClone(plan.desired.vips) : plan.desired.vips;
+    if (plan.desired?.nft) this.clean.nft = report.nft.errors.length ? undefined : mine ? plan.desired.nft.map(copyTable) : plan.desired.nft;
     // Listed and found as wanted: exact at the listing's generation.
     if (plan.nft && !plan.nft.ops.length && plan.desired?.nft && plan.nftBase !== undefined) this.nftGen = plan.nftBase;
     if (!this.clean.nft) this.nftGen = undefined;
@@ -1022,9 +931,9 @@ export class Engine {
     return report;
   }
 
-  /** Full reconcile (or, with `changed`, incremental): plan + apply. */
-  async sync(desired: DesiredState, changed?: ReadonlySet<string>): Promise<SyncReport> {
-    return this.apply(await this.plan(desired, changed));
+  /** Full reconcile (or, with `changes`, incremental: see DesiredChanges): plan + apply. */
+  async sync(desired: DesiredState, changes?: DesiredChanges | ReadonlySet<string>): Promise<SyncReport> {
+    return this.apply(await this.plan(desired, changes));
   }
 }
 
@@ -1057,10 +966,18 @@ interface Checked {
   keptMembers: ReadonlyMap<string, ReadonlySet<string>>;
 }
 
-/** `desired` with other routes and ipsets; its other members read from it as they are (a list
- *  in chunks stays unmade). */
+/** A copy of a desired table (its sets' element orders, functions, shared). */
+function copyTable(t: DesiredNftTable): DesiredNftTable {
+  const { sets, ...rest } = t;
+  return {
+    ...structuredClone(rest),
+    sets: sets.map(({ order, ...set }) => ({ ...structuredClone(set), ...(order ? { order } : {}) })),
+  };
+}
+
+/** `desired` with other routes and ipsets. */
 function withRoutesAndSets(desired: DesiredState, routes: DesiredRoutes | undefined, ipsets: DesiredIpSet[] | undefined): DesiredState {
-  return Object.create(desired, { routes: { value: routes, enumerable: true }, ipsets: { value: ipsets, enumerable: true } }) as DesiredState;
+  return { ...desired, routes, ipsets };
 }
 
 /** Leaves the kernel's routes and ipset members that stand for invalid desired ones (and the
@@ -1139,10 +1056,34 @@ function goneServices(ops: readonly IpvsOp[], ok: ((i: number) => boolean) | und
   return out;
 }
 
-/** The indexes of the invalid VIPs of vips[from, to), into `bad` (a function of its own, as
- *  noteDesired). */
-function badVipsOf(vips: readonly string[], from: number, to: number, bad: number[]): void {
-  for (let i = from; i < to; i++) if (vipAddressProblem(vips[i])) bad.push(i);
+/** The VIPs checked: the invalid ones (and the link, if it is), and the VIPs without them. */
+function checkVips(vips: DesiredVips): { of: DesiredVips; invalid: InvalidObject[]; valid: DesiredVips } {
+  const link = vipLinkInvalid(vips);
+  if (link) return { of: vips, invalid: [link], valid: vips };
+  const invalid: InvalidObject[] = [];
+  const bad = new Set<number>();
+  vips.addresses.forEach((a, i) => {
+    const p = vipAddressProblem(a);
+    if (!p) return;
+    invalid.push(vipInvalid(vips.link, a, p));
+    bad.add(i);
+  });
+  return { of: vips, invalid, valid: bad.size ? { ...vips, addresses: vips.addresses.filter((_, i) => !bad.has(i)) } : vips };
+}
+
+/** Each table's element ops for the changes given (DesiredChanges.nft): per change its deletes,
+ *  then its adds. undefined when a change names a table that is not among them. */
+function elementDeltas(tables: readonly DesiredNftTable[], changes: readonly NftElementChange[]): NftDelta[] | undefined {
+  const deltas = tables.map((): NftDelta => ({ ops: [] }));
+  for (const c of changes) {
+    const i = tables.findIndex((t) => t.family === c.family && t.name === c.table);
+    const set = tables[i]?.sets.find((x) => x.name === c.set);
+    if (!set) return undefined;
+    const spec = { ...declOf(set), family: c.family, table: c.table };
+    if (c.delete.length) deltas[i]!.ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: c.delete.map(({ key }) => ({ key })) });
+    if (c.add.length) deltas[i]!.ops.push({ verb: 'add', kind: 'elements', set: spec, elements: [...c.add] });
+  }
+  return deltas;
 }
 
 /** A missing link has no addresses (the plan creates it). */

@@ -7,17 +7,30 @@ import type { NftFamily } from '../kernel/nft-types.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { canonicalAddress } from '../net/address.js';
 import { samePlain } from './ipvs-model.js';
-import { ChunkedSorted, registeredList, sortedPatchOf, type SortedPatch } from './sorted.js';
 
 type Local<T> = Omit<T, 'family' | 'table'>;
 type DesiredSet = DesiredNftTable['sets'][number];
-type SetDecl = Omit<DesiredSet, 'elements'>;
+type SetDecl = Omit<DesiredSet, 'elements' | 'order'>;
 
 export interface DesiredNftTable {
   family: NftFamily;
   name: string;
   chains: Array<Local<ChainSpec>>;
-  sets: Array<Local<SetSpec> & { elements: SetElement[] }>;
+  sets: Array<
+    Local<SetSpec> & {
+      elements: SetElement[];
+      /**
+       * The elements are sorted by this order and unique by it, where it returns 0 exactly for
+       * two keys that are the same canonical key (so '6' and 'tcp', or two spellings of one IPv6
+       * address, must compare 0 or never both occur). Diffing two sets declared with the same
+       * order (an incremental plan from the last clean apply) is then one merge pass that
+       * compares element objects and calls `order` only where they differ, instead of a
+       * canonical key text per element of both; against a listing (a full plan), the listing's
+       * elements are sorted by `order` first.
+       */
+      order?: ElementOrder;
+    }
+  >;
   /** Rules in order; a chain's rules are compared as one ordered list. */
   rules: Array<Local<RuleSpec>>;
 }
@@ -93,29 +106,19 @@ function full<T extends object>(t: TableSpec, x: T): T & TableRef {
 }
 type TableRef = { family: NftFamily; table: string };
 
-/** A set without its elements, which are not read: a set whose elements are a list in chunks
- *  (withList, the glue's patched hairpin set) keeps them unmade. */
-function declOf(set: DesiredSet | (Local<SetSpec> & { elements: readonly SetElement[] })): SetDecl {
-  const out: Record<string, unknown> = {};
-  for (const k of Object.keys(set)) if (k !== 'elements') out[k] = (set as unknown as Record<string, unknown>)[k];
-  return out as unknown as SetDecl;
-}
-
-/** Two sets' elements as lists in chunks, the first patched from the second: that patch, or
- *  'same' (the very same list); undefined when they are not both lists or not so related. */
-function listPatch(set: object, before: object): SortedPatch<SetElement> | 'same' | undefined {
-  const a = registeredList<SetElement>(set, 'elements');
-  const b = registeredList<SetElement>(before, 'elements');
-  if (!(a instanceof ChunkedSorted) || !(b instanceof ChunkedSorted)) return undefined;
-  return a === b ? 'same' : sortedPatchOf(a, b);
+/** A set without its elements and their order. */
+export function declOf(set: DesiredSet | (Local<SetSpec> & { elements: readonly SetElement[] })): SetDecl {
+  const { elements: _, order: _o, ...decl } = set as DesiredSet;
+  return decl;
 }
 
 /** Everything of the table, in dependency order (chains and sets before what refers to them). */
 function build(t: TableSpec, d: DesiredNftTable): NftOp[] {
   const ops: NftOp[] = [{ verb: 'add', kind: 'table', table: t }];
   for (const c of d.chains) ops.push({ verb: 'add', kind: 'chain', chain: full(t, c) });
-  for (const { elements: listed, ...s } of d.sets) {
-    const elements = uniqueElements(s, listed);
+  for (const set of d.sets) {
+    const s = declOf(set);
+    const elements = set.order ? set.elements : uniqueElements(s, set.elements);
     ops.push({ verb: 'add', kind: 'set', set: full(t, s) });
     if (elements.length) ops.push({ verb: 'add', kind: 'elements', set: full(t, s), elements });
   }
@@ -124,8 +127,6 @@ function build(t: TableSpec, d: DesiredNftTable): NftOp[] {
 }
 
 function uniqueElements(s: Pick<SetSpec, 'key' | 'interval'>, elements: readonly SetElement[]): SetElement[] {
-  // Declared unique (sortedElements): no key text per element.
-  if (SORTED.has(elements)) return elements as SetElement[];
   const seen = new Set<string>();
   const out: SetElement[] = [];
   for (const e of elements) {
@@ -202,24 +203,6 @@ export function diffNftFromLast(desired: DesiredNftTable, last: DesiredNftTable)
 /** An order of set elements by key: 0 exactly when two keys are the same canonical key. */
 export type ElementOrder = (a: SetElement, b: SetElement) => number;
 
-/** Element arrays declared sorted and unique by an order: see sortedElements. */
-const SORTED = new WeakMap<object, ElementOrder>();
-
-/**
- * Declares `elements` sorted by `order` and unique by it, where `order` returns 0 exactly for
- * two keys that are the same canonical key (so '6' and 'tcp', or two spellings of one IPv6
- * address, must compare 0 or never both occur). Diffing two arrays declared with the same
- * order (an incremental plan from the last clean apply) is then one merge pass that compares
- * element objects and calls `order` only where they differ, instead of a canonical key text
- * per element of both: at 100k elements per set, milliseconds instead of ~100 ms per sync.
- * Against a listing (a full plan), the listing's elements are sorted by `order` first.
- * The array must not change afterwards. Returns it.
- */
-export function sortedElements<T extends readonly SetElement[] | ChunkedSorted<SetElement>>(elements: T, order: ElementOrder): T {
-  SORTED.set(elements, order);
-  return elements;
-}
-
 /** The merge of two arrays sorted by `order`: what to delete from `have` and add from `want`. */
 function mergeElements(want: readonly SetElement[], have: readonly SetElement[], order: ElementOrder, del: SetElement[], add: SetElement[]): void {
   let i = 0;
@@ -250,26 +233,8 @@ function mergeElements(want: readonly SetElement[], have: readonly SetElement[],
   while (j < have.length) del.push(have[j++]!);
 }
 
-/** mergeElements' result for a list patched from `have` (ChunkedSorted.patch): what the patch
- *  removed and inserted, and its replacements whose value changed (each sorted by `order`, as
- *  the merge). */
-function patchElementOps(p: SortedPatch<SetElement>, order: ElementOrder, del: SetElement[], add: SetElement[]): void {
-  del.push(...p.removed);
-  add.push(...p.added);
-  for (const [was, now] of p.replaced) {
-    if (samePlain(was, now) || elementValue(was) === elementValue(now)) continue;
-    del.push(was);
-    add.push(now);
-  }
-  del.sort(order);
-  add.sort(order);
-}
-
-/**
- * samePlain of two lists of desired tables, where a set's elements patched from the other's
- * (lists in chunks, listPatch) compare by the patch — no walk over 100k elements to find the one
- * that moved, and neither list made into an array.
- */
+/** samePlain of two lists of desired tables, a set's elements compared only where the sets
+ *  are not the very same objects. */
 export function sameNftTables(a: readonly DesiredNftTable[], b: readonly DesiredNftTable[]): boolean {
   if (a === b) return true;
   if (a.length !== b.length) return false;
@@ -280,17 +245,7 @@ export function sameNftTables(a: readonly DesiredNftTable[], b: readonly Desired
     const { sets: xs, ...xt } = x;
     const { sets: ys, ...yt } = y;
     if (!samePlain(xt, yt) || xs.length !== ys.length) return false;
-    for (let j = 0; j < xs.length; j++) {
-      if (xs[j] === ys[j]) continue;
-      if (!samePlain(declOf(xs[j]!), declOf(ys[j]!))) return false;
-      const lp = listPatch(ys[j]!, xs[j]!);
-      if (lp === 'same') continue;
-      if (lp) {
-        if (lp.removed.length || lp.added.length || !lp.replaced.every(([was, now]) => samePlain(was, now))) return false;
-        continue;
-      }
-      if (!samePlain(xs[j]!.elements, ys[j]!.elements)) return false;
-    }
+    for (let j = 0; j < xs.length; j++) if (xs[j] !== ys[j] && !samePlain(xs[j], ys[j])) return false;
   }
   return true;
 }
@@ -308,33 +263,25 @@ function sortedUnique(elements: readonly SetElement[], order: ElementOrder): Set
 }
 
 /** Elements: by canonical key; a changed value (another verdict/data) is a delete + add. */
-function elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) => { readonly elements: readonly SetElement[] }): NftOp[] {
+function elementOps(
+  t: TableSpec,
+  desired: DesiredNftTable,
+  had: (set: string) => { readonly elements: readonly SetElement[]; readonly order?: ElementOrder },
+): NftOp[] {
   const ops: NftOp[] = [];
   for (const set of desired.sets) {
     const s = declOf(set);
     const spec = full(t, s);
-    const beforeSet = had(s.name);
-    // Both lists in chunks, this one patched from that one (the glue's hairpin set after a
-    // local endpoint moved): the patch is the delta, and neither list is made into an array.
-    const lp = listPatch(set, beforeSet);
-    const listOrder = lp && SORTED.get(registeredList(set, 'elements')!);
-    if (lp === 'same') continue;
-    if (lp && listOrder) {
-      const add: SetElement[] = [];
-      const del: SetElement[] = [];
-      patchElementOps(lp, listOrder, del, add);
-      if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
-      if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
-      continue;
-    }
     const elements = set.elements;
+    const beforeSet = had(s.name);
     const before = beforeSet.elements;
-    const order = SORTED.get(elements);
+    if (elements === before) continue;
+    const order = set.order;
     if (order !== undefined) {
       // A listing (kernel order) is sorted by the same order first: one merge pass then, with
       // no key text per element and no map of the listing (a full resync at 10k services lists
       // ~70k elements).
-      const have = SORTED.get(before) === order ? before : sortedUnique(before, order);
+      const have = beforeSet.order === order ? before : sortedUnique(before, order);
       const add: SetElement[] = [];
       const del: SetElement[] = [];
       if (elements !== have) mergeElements(elements, have, order, del, add);

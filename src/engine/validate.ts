@@ -271,14 +271,10 @@ function nftProblem(build: (tx: NftTransaction) => void, words: ReadonlyArray<[s
 
 type SetDecl = Omit<DesiredNftTable['sets'][number], 'elements'>;
 
-/** A set's declaration with its table, its elements not read (a set whose elements are a list
- *  in chunks keeps them unmade). */
-function specOf(table: { family: NftFamily; name: string }, set: SetDecl): SetSpec {
-  const out: Record<string, unknown> = {};
-  for (const k of Object.keys(set)) if (k !== 'elements') out[k] = (set as unknown as Record<string, unknown>)[k];
-  out.family = table.family;
-  out.table = table.name;
-  return out as unknown as SetSpec;
+/** A set's declaration with its table, without its elements and their order. */
+function specOf(table: { family: NftFamily; name: string }, set: SetDecl & { elements?: unknown }): SetSpec {
+  const { elements: _, order: _o, ...decl } = set;
+  return { ...decl, family: table.family, table: table.name } as SetSpec;
 }
 
 /** Sets and chains a rule names: lookups' sets, jumps' and gotos' chains (any expression field
@@ -308,26 +304,16 @@ export interface NftTableVerdict {
 
 const NONE: ReadonlySet<string> = new Set();
 
-/**
- * The static part of a desired table (table, chains, set declarations, rules) checked. `memo`:
- * each chain's, set's and rule's own verdict by the object, for a caller whose desired objects
- * never change (a table patched from the last one is then checked for its new objects only).
- */
-export function checkNftTable(t: DesiredNftTable, memo?: WeakMap<object, FieldProblem | null>): NftTableVerdict {
+/** The static part of a desired table (table, chains, set declarations, rules) checked. */
+export function checkNftTable(t: DesiredNftTable): NftTableVerdict {
   const tname = `nft ${String(t.family)} ${String(t.name)}`;
   const tp = nftProblem((tx) => tx.addTable({ family: t.family, name: t.name }), TABLE_FIELDS, 'name');
   if (tp) return { invalid: [invalid('nft', tname, tp)], valid: undefined, droppedChains: NONE };
-  const own = (x: object, check: () => FieldProblem | undefined): FieldProblem | undefined => {
-    if (!memo) return check();
-    let p = memo.get(x);
-    if (p === undefined) memo.set(x, (p = check() ?? null));
-    return p ?? undefined;
-  };
   const out: InvalidObject[] = [];
   const droppedChains = new Set<string>();
   const droppedSets = new Set<string>();
   const chains = t.chains.filter((c) => {
-    const p = own(c, () => nftProblem((tx) => tx.addChain({ ...c, family: t.family, table: t.name }), CHAIN_FIELDS, 'name'));
+    const p = nftProblem((tx) => tx.addChain({ ...c, family: t.family, table: t.name }), CHAIN_FIELDS, 'name');
     if (p) {
       out.push(invalid('nft', `${tname} chain ${String(c.name)}`, p));
       droppedChains.add(c.name);
@@ -335,7 +321,7 @@ export function checkNftTable(t: DesiredNftTable, memo?: WeakMap<object, FieldPr
     return !p;
   });
   const sets = t.sets.filter((s) => {
-    const p = own(s, () => nftProblem((tx) => tx.addSet(specOf(t, s)), SET_FIELDS, 'name'));
+    const p = nftProblem((tx) => tx.addSet(specOf(t, s)), SET_FIELDS, 'name');
     if (p) {
       out.push(invalid('nft', `${tname} set ${String(s.name)}`, p));
       droppedSets.add(s.name);
@@ -354,7 +340,7 @@ export function checkNftTable(t: DesiredNftTable, memo?: WeakMap<object, FieldPr
       else if (set !== undefined) p = { field: 'exprs', message: `it looks up set ${set}, which is left out` };
       else if (chain !== undefined) p = { field: 'exprs', message: `it jumps to chain ${chain}, which is left out` };
     }
-    p ??= own(r, () => nftProblem((tx) => tx.addRule({ ...r, family: t.family, table: t.name }), RULE_FIELDS, 'exprs'));
+    p ??= nftProblem((tx) => tx.addRule({ ...r, family: t.family, table: t.name }), RULE_FIELDS, 'exprs');
     if (p) {
       const n = at.get(r.chain) ?? 0;
       out.push(invalid('nft', `${tname} chain ${String(r.chain)} rule ${n}`, p));

@@ -7,7 +7,7 @@
 // servers and glue, so the four kinds never repeat the same block.
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
-import { chunkedListOf, compareText, sortByKey, sortedListOf, withList, type ChunkedSorted } from '../engine/sorted.js';
+import { compareText, patchSorted, sortByKey, sortedIndexOf } from '../engine/sorted.js';
 import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
 import { addressProtoPortKey, cidrList, compareAddressProtoPort, inAny, type CidrList } from './address.js';
 import { addressKey, compareAddress, ipFamily, isIpv6LinkLocal, validIp } from '../net/address.js';
@@ -185,9 +185,8 @@ export class TranslateCache {
   get path(): 'patched' | 'merged' {
     return this.patched ? 'patched' : 'merged';
   }
-  /** After a 'patched' call: the model it was patched from, and the keys (serviceKey) of the
-   *  virtual servers it swapped: exactly those that can differ from that model's. */
-  patched: { from: ProxyModel; changed: ReadonlySet<string> } | undefined;
+  /** After a 'patched' call: the model it was patched from and what differs from it. */
+  patched: ModelPatch | undefined;
 
   /** Forgets these services ("namespace/name"): the next call translates them again. */
   invalidate(names: Iterable<string>): void {
@@ -198,6 +197,16 @@ export class TranslateCache {
       this.invalidated.set(n, e);
     }
   }
+}
+
+/** What a patched model changed of the one it was patched from, as plain data. */
+export interface ModelPatch {
+  from: ProxyModel;
+  /** The virtual servers swapped, by serviceKey, with their new desired objects: exactly those
+   *  that can differ from `from`'s. */
+  services: ReadonlyMap<string, DesiredService>;
+  /** The entries of glue.hairpin that went and came (the rest of the glue is `from`'s). */
+  hairpin: { removed: readonly GlueHairpin[]; added: readonly GlueHairpin[] };
 }
 
 /** The last model, where each of its virtual servers sits in model.services, and how many
@@ -264,7 +273,7 @@ export function translate(input: TranslateInput, cache?: TranslateCache): ProxyM
   const base = cache.last?.model;
   const patched = cache.last && patch(cache.last, services.length, changed, ctx);
   if (patched) {
-    cache.patched = { from: base!, changed: patched.swapped };
+    cache.patched = { from: base!, services: patched.swapped, hairpin: patched.hairpin };
     cache.last!.model = patched.model;
     return patched.model;
   }
@@ -353,7 +362,7 @@ export function translatePatch(
     cache.patched = undefined;
     return undefined;
   }
-  cache.patched = { from: base, changed: patched.swapped };
+  cache.patched = { from: base, services: patched.swapped, hairpin: patched.hairpin };
   last.model = patched.model;
   return patched.model;
 }
@@ -369,32 +378,27 @@ function mergeAll(ctx: Context, outs: readonly ServiceOut[]): { model: ProxyMode
  * removed), each changed one translating to exactly what it did before but for its virtual
  * servers' destinations and its local endpoints (hairpin), under the same node and config (a
  * change of those clears the cache). Everything else is the last model's own objects (the glue
- * too, unless hairpin changed). undefined: merge as usual. Updates last.hairpinShared.
+ * too, unless hairpin changed); the lists that change are copies with the entries swapped (a
+ * pointer copy). undefined: merge as usual. Updates last.hairpinShared.
  */
 function patch(
   last: LastModel,
   count: number,
   changed: ReadonlyArray<{ name: string; before: ServiceOut | undefined; out: ServiceOut }>,
   ctx: Context,
-): { model: ProxyModel; swapped: Set<string> } | undefined {
+): { model: ProxyModel; swapped: Map<string, DesiredService>; hairpin: ModelPatch['hairpin'] } | undefined {
   const base = last.model;
   if (last.count !== count || ctx.out.warnings.length) return undefined;
   for (const c of changed) if (!c.before || !sameButEndpoints(c.before, c.out)) return undefined;
-  // The virtual servers in chunks: a swap copies its chunk, not the list (its array, if anyone
-  // reads it, is made then).
-  const services = chunkedListOf<DesiredService>(base, 'services');
+  const services = base.services;
   const swaps = new Map<number, DesiredService>();
-  const swapped = new Set<string>();
+  const swapped = new Map<string, DesiredService>();
   const removed = new Map<string, GlueHairpin>();
   const added = new Map<string, GlueHairpin>();
   const shared = last.hairpinShared;
-  // The hairpin list in chunks: patched without a copy of the whole (its array, if anyone
-  // reads it, is made then).
-  let hairpinList: ChunkedSorted<GlueHairpin> | undefined;
-  const hairpin = () => (hairpinList ??= sortedListOf<GlueHairpin>(base.glue, 'hairpin'));
   /** How many services have hairpin entry k (h) at this point of the patch. */
   const refs = (k: string, h: GlueHairpin): number =>
-    shared.get(k) ?? (added.has(k) || (!removed.has(k) && hairpin().has(h, byVip)) ? 1 : 0);
+    shared.get(k) ?? (added.has(k) || (!removed.has(k) && sortedIndexOf(base.glue.hairpin, h, byVip) >= 0) ? 1 : 0);
   const setRefs = (k: string, n: number) => (n >= 2 ? shared.set(k, n) : shared.delete(k));
   for (const c of changed) {
     // sameButEndpoints: the same virtual servers in the same order
@@ -402,9 +406,9 @@ function patch(
     c.out.services.forEach((e, j) => {
       const i = last.index.get(e.key);
       // A virtual server another service owns (a conflict) stays that one's.
-      if (i === undefined || (swaps.get(i) ?? services.get(i)) !== before[j]!.vs) return;
+      if (i === undefined || (swaps.get(i) ?? services[i]) !== before[j]!.vs) return;
       swaps.set(i, e.vs); // its destinations sorted (addVirtualServer)
-      swapped.add(e.key);
+      swapped.set(e.key, e.vs);
     });
     const beforeHairpin = new Map(c.before!.hairpin.map((h) => [hairpinKey(h), h]));
     const outHairpin = new Map(c.out.hairpin.map((h) => [hairpinKey(h), h]));
@@ -421,12 +425,18 @@ function patch(
       if (n === 0 && !removed.delete(k)) added.set(k, h);
     }
   }
+  const hairpin = { removed: [...removed.values()].sort(byVip), added: [...added.values()].sort(byVip) };
   // Nothing of the model changed (the changed services translate as before, or to a conflict
   // another service wins): the last model itself.
-  if (!swaps.size && !removed.size && !added.size) return { model: base, swapped };
-  const model: ProxyModel = withList(base, 'services', services.replace(swaps));
-  if (removed.size || added.size) model.glue = withList(base.glue, 'hairpin', hairpin().patch(removed.values(), added.values(), byVip));
-  return { model, swapped };
+  if (!swaps.size && !removed.size && !added.size) return { model: base, swapped, hairpin };
+  let model = base;
+  if (swaps.size) {
+    const next = services.slice();
+    for (const [i, vs] of swaps) next[i] = vs;
+    model = { ...base, services: next };
+  }
+  if (removed.size || added.size) model = { ...model, glue: { ...base.glue, hairpin: patchSorted(base.glue.hairpin, hairpin.removed, hairpin.added, byVip) } };
+  return { model, swapped, hairpin };
 }
 
 function hairpinKey(h: GlueHairpin): string {

@@ -1,12 +1,11 @@
 // A ProxyModel (kube semantics) -> the engine's DesiredState: the IPVS services, the VIPs bound
 // on the proxy's link, and the nftables glue.
-import type { DesiredState } from '../engine/engine.js';
+import type { DesiredState, NftElementChange } from '../engine/engine.js';
 import type { DesiredIpSet } from '../engine/ipsets-diff.js';
 import type { DesiredNftTable } from '../engine/nft-diff.js';
 import { anyContains, canonicalNetwork, parseCidr } from '../net/address.js';
-import type { GlueSpec, ProxyModel } from '../kube/types.js';
+import type { GlueHairpin, GlueSpec, ProxyModel } from '../kube/types.js';
 import { glueTables, patchGlueHairpin } from './glue.js';
-import { shareList } from '../engine/sorted.js';
 import { kubeProxyIpSets } from './kube-ipsets.js';
 
 export interface DesiredOptions {
@@ -29,7 +28,19 @@ export interface DesiredOptions {
  *  on it with it); the routes' protocol, not their link, marks them as ipvsync's. */
 export const ROUTE_DEV = 'lo';
 
-export function desiredState(model: ProxyModel, opts: DesiredOptions, cache?: GlueCache): DesiredState {
+/**
+ * The engine's desired state for a model. With a cache (the same one every call), the glue
+ * tables of the last call are reused when the model's glue is the last one's, or patched when
+ * only its hairpin list differs (`hairpin`: what it lost and gained, translate's
+ * ModelPatch.hairpin, when the model was patched from the cache's last one); the cache then
+ * holds the element changes that made (GlueCache.changes).
+ */
+export function desiredState(
+  model: ProxyModel,
+  opts: DesiredOptions,
+  cache?: GlueCache,
+  hairpin?: { removed: readonly GlueHairpin[]; added: readonly GlueHairpin[] },
+): DesiredState {
   const route = opts.bindMode === 'route';
   const cidrs = route ? (opts.serviceCidrs ?? []).map(canonicalNetwork) : [];
   if (route && !cidrs.length) throw new RangeError("bindMode 'route' needs the service CIDRs");
@@ -44,30 +55,36 @@ export function desiredState(model: ProxyModel, opts: DesiredOptions, cache?: Gl
     if (cache) cache.routeVips = { from: model.vips, key: cidrKey, addresses };
   }
   const d: DesiredState = {
-    services: [], // model.services, below
+    services: model.services,
     vips: { link: opts.vipLink, addresses },
     // Address mode wants no routes: those of an earlier route-mode run go.
     routes: { routes: cidrs.map((dst) => ({ dst, type: 'local' as const, table: 'local' as const, dev: ROUTE_DEV })) },
   };
-  // The model's list in chunks (a patched model's), not made into an array here.
-  shareList(model, 'services', d);
   if (opts.glue) {
     const key = cidrKey;
     const last = cache?.last;
     let how: GlueCache['path'] = 'built';
+    let tables: DesiredNftTable[];
+    let changes: NftElementChange[] | undefined;
     if (last && last.key === key && last.glue === model.glue) {
-      d.nft = last.tables;
+      tables = last.tables;
+      changes = [];
       how = 'reused';
     } else {
       // A model patched from the last one where a local endpoint moved: the last tables with
       // a new hairpin set.
-      const patched = last && last.key === key ? patchGlueHairpin(last.glue, last.tables, model.glue) : undefined;
-      if (patched) how = 'patched';
-      d.nft = patched ?? glueTables(model.glue, route ? { serviceCidrs: cidrs } : {});
+      const patched = last && last.key === key ? patchGlueHairpin(last.glue, last.tables, model.glue, hairpin) : undefined;
+      if (patched) {
+        how = 'patched';
+        ({ tables, changes } = patched);
+      } else tables = glueTables(model.glue, route ? { serviceCidrs: cidrs } : {});
     }
+    d.nft = tables;
     if (cache) {
-      cache.last = { key, glue: model.glue, tables: d.nft };
+      cache.from = last?.glue;
+      cache.last = { key, glue: model.glue, tables };
       cache.path = how;
+      cache.changes = changes;
     }
   }
   if (opts.kubeIpsets) {
@@ -92,4 +109,8 @@ export class GlueCache {
   routeVips: { from: readonly string[]; key: string; addresses: string[] } | undefined;
   /** How the last call got its tables. */
   path: 'reused' | 'patched' | 'built' = 'built';
+  /** The element changes from the tables of the call before (of the GlueSpec `from`) to the
+   *  last call's ('reused': none; 'built': undefined, not known). */
+  changes: NftElementChange[] | undefined;
+  from: GlueSpec | undefined;
 }

@@ -17,14 +17,15 @@
 // IPVS runs at LOCAL_IN priority 98 and LOCAL_OUT -98, after the filter input chain (0) and
 // after the nat output chain (-100); with net.ipv4.vs.conntrack=1 its forwarded packets pass
 // nat postrouting, where the masquerade happens.
-import { sortedElements, type DesiredNftTable } from '../engine/nft-diff.js';
+import type { DesiredNftTable } from '../engine/nft-diff.js';
+import type { NftElementChange } from '../engine/engine.js';
 import type { Expr } from '../kernel/nft-expr.js';
 import * as R from '../kernel/nft-rules.js';
 import type { SetElement } from '../kernel/nftables.js';
 import type { GlueHairpin, GlueSpec } from '../kube/types.js';
 import { compareAddress, familyOf } from '../net/address.js';
 import { compareAddressProtoPort } from '../kube/address.js';
-import { ChunkedSorted, registeredList, sortedListOf, sortedPatchOf, withList } from '../engine/sorted.js';
+import { patchSorted } from '../engine/sorted.js';
 
 export const MASQ_MARK = 0x4000;
 export const GLUE_TABLE = 'ipvsync';
@@ -79,22 +80,22 @@ function compareElements(x: SetElement, y: SetElement): number {
   return a.length - b.length;
 }
 
-/** Sorted by compareElements, one element per key (the last one given), declared sorted for
- *  the engine's merge diff. */
+/** Sorted by compareElements, one element per key (the last one given): a set declared in that
+ *  order (`order: compareElements`) for the engine's merge diff. */
 function uniq(elements: SetElement[]): SetElement[] {
   // Built from translate's sorted, unique lists, most sets are already strictly in order: one
   // pass that finds so returns them as they are (the general path below compares every
   // neighbour twice, sorting and then dropping repeats, and copies the list).
   let i = 1;
   for (; i < elements.length; i++) if (compareElements(elements[i - 1]!, elements[i]!) >= 0) break;
-  if (i >= elements.length) return sortedElements(elements, compareElements);
+  if (i >= elements.length) return elements;
   elements.sort(compareElements);
   const out: SetElement[] = [];
   for (const e of elements) {
     if (out.length && compareElements(out[out.length - 1]!, e) === 0) out[out.length - 1] = e;
     else out.push(e);
   }
-  return sortedElements(out, compareElements);
+  return out;
 }
 
 /** Interval sets (CIDRs): by text, one element per text. */
@@ -136,33 +137,35 @@ function hairpinElement(h: GlueHairpin): SetElement {
 /**
  * The glue tables of `g` from those of `before`, when the two specs differ in hairpin only
  * (every other field the very same object, as in a model patched from the last one when a
- * local endpoint moved): the same tables, their hairpin sets patched with what `g.hairpin`
- * gained and lost (found by a walk over the two sorted lists that compares entries by
- * identity, the order only where they differ). undefined when anything else differs.
+ * local endpoint moved): the same tables with their hairpin sets patched, and the element
+ * changes that makes (what the engine writes). `change`: the entries `g.hairpin` lost and
+ * gained (translate's ModelPatch), else found by a walk over the two sorted lists that
+ * compares entries by identity, the order only where they differ. undefined when anything
+ * else differs.
  */
-export function patchGlueHairpin(before: GlueSpec, tables: readonly DesiredNftTable[], g: GlueSpec): DesiredNftTable[] | undefined {
+export function patchGlueHairpin(
+  before: GlueSpec,
+  tables: readonly DesiredNftTable[],
+  g: GlueSpec,
+  change?: { removed: readonly GlueHairpin[]; added: readonly GlueHairpin[] },
+): { tables: DesiredNftTable[]; changes: NftElementChange[] } | undefined {
   for (const k of Object.keys(g) as Array<keyof GlueSpec>) if (k !== 'hairpin' && g[k] !== before[k]) return undefined;
   if (Object.keys(before).length !== Object.keys(g).length) return undefined;
-  let removed: readonly GlueHairpin[];
-  let added: readonly GlueHairpin[];
-  // translate patches its hairpin list (in chunks) from the last one: what it did is known, no
-  // walk needed and neither list read as an array (an entry replaced by an equal one is the
-  // same hairpin element).
-  const gl = registeredList<GlueHairpin>(g, 'hairpin');
-  const bl = registeredList<GlueHairpin>(before, 'hairpin');
-  const p = gl instanceof ChunkedSorted && bl instanceof ChunkedSorted ? sortedPatchOf(gl, bl) : undefined;
-  if (p) {
-    removed = p.removed;
-    added = p.added;
-  } else [removed, added] = hairpinChange(before.hairpin, g.hairpin);
-  return tables.map((t) => ({
+  const [removed, added] = change ? [change.removed, change.added] : hairpinChange(before.hairpin, g.hairpin);
+  const changes: NftElementChange[] = [];
+  const out = tables.map((t) => ({
     ...t,
     sets: t.sets.map((s) => {
       if (s.name !== 'hairpin') return s;
       const mine = (h: GlueHairpin) => fam(h.address) === t.family;
-      return patchElements(s, removed.filter(mine).map(hairpinElement), added.filter(mine).map(hairpinElement));
+      const del = removed.filter(mine).map(hairpinElement);
+      const add = added.filter(mine).map(hairpinElement);
+      if (!del.length && !add.length) return s;
+      changes.push({ family: t.family, table: t.name, set: s.name, add, delete: del });
+      return { ...s, elements: patchSorted(s.elements, del, add, compareElements) };
     }),
   }));
+  return { tables: out, changes };
 }
 
 /** What `b` has that `a` lacks and the reverse, both sorted by GlueSpec.hairpin's order (the
@@ -189,18 +192,6 @@ function hairpinChange(a: readonly GlueHairpin[], b: readonly GlueHairpin[]): [G
   while (i < a.length) removed.push(a[i++]!);
   while (j < b.length) added.push(b[j++]!);
   return [removed, added];
-}
-
-type DesiredSet = DesiredNftTable['sets'][number];
-
-/** The set with its elements (sorted by compareElements) without `remove` and with `add`: a
- *  list in chunks patched (the set's own, or one made once from its array), so a sync after a
- *  local endpoint moved copies a chunk or two of a ~200k-element set at 50k services, not the
- *  set; its array is made only if read. */
-function patchElements(s: DesiredSet, remove: readonly SetElement[], add: readonly SetElement[]): DesiredSet {
-  if (!remove.length && !add.length) return s;
-  const list = sortedElements(sortedListOf<SetElement>(s, 'elements').patch(remove, add, compareElements), compareElements);
-  return withList(s, 'elements', list, (a) => sortedElements(a, compareElements));
 }
 
 export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): DesiredNftTable {
@@ -262,20 +253,22 @@ export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Des
   }
   firewall = uniq(firewall);
 
+  // the sets built by uniq: in the glue's element order, for the engine's merge diff
+  const order = compareElements;
   return {
     family,
     name: GLUE_TABLE,
     chains,
     sets: [
-      { name: 'cluster-ips', key: [...svcKey], elements: clusterIps },
-      { name: 'external-ips', key: [...svcKey], elements: externalMasq },
-      { name: 'vip-ports', key: [...svcKey], elements: allVipPorts },
-      { name: 'vips', key: [F.addr], elements: vipAddrs },
-      { name: 'nodeports', key: ['inet_proto', 'inet_service'], elements: nodePorts },
+      { name: 'cluster-ips', key: [...svcKey], elements: clusterIps, order },
+      { name: 'external-ips', key: [...svcKey], elements: externalMasq, order },
+      { name: 'vip-ports', key: [...svcKey], elements: allVipPorts, order },
+      { name: 'vips', key: [F.addr], elements: vipAddrs, order },
+      { name: 'nodeports', key: ['inet_proto', 'inet_service'], elements: nodePorts, order },
       { name: 'cluster-cidrs', key: [F.addr], interval: true, elements: clusterCidrs },
-      { name: 'hairpin', key: [F.addr, 'inet_proto', 'inet_service', F.addr], elements: hairpin },
+      { name: 'hairpin', key: [F.addr, 'inet_proto', 'inet_service', F.addr], elements: hairpin, order },
       { name: 'service-protocols', key: ['inet_proto'], elements: [{ key: ['tcp'] }, { key: ['udp'] }, { key: ['sctp'] }] },
-      { name: 'firewall', key: [...svcKey], map: 'verdict', elements: firewall },
+      { name: 'firewall', key: [...svcKey], map: 'verdict', elements: firewall, order },
       ...(serviceCidrs ? [{ name: 'service-cidrs', key: [F.addr], interval: true, elements: serviceCidrs }] : []),
     ],
     rules,

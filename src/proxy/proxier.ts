@@ -2,10 +2,10 @@
 // trackers), kube-proxy IPVS-mode semantics (translate), the engine out. Source-agnostic: the
 // caller feeds the handlers and runs syncs (directly or through a SyncRunner).
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
-import { Engine, planWrites, type EngineKernel, type Plan, type SyncReport } from '../engine/engine.js';
+import { Engine, planWrites, type DesiredChanges, type EngineKernel, type Plan, type SyncReport } from '../engine/engine.js';
 import type { DesiredService } from '../engine/ipvs-model.js';
 import { EndpointSliceTracker, ServiceTracker } from '../kube/change-tracker.js';
-import { changedServiceKeys } from '../kube/model-diff.js';
+import { changedServices } from '../kube/model-diff.js';
 import { TranslateCache, translate, translatePatch, type ServiceObjects } from '../kube/translate.js';
 import type { NodeInfo, ProxyConfig, ProxyModel, TranslateInput } from '../kube/types.js';
 import { GlueCache, desiredState } from './desired.js';
@@ -147,18 +147,26 @@ export class Proxier {
     const model =
       translatePatch(this.translations, changedNames, (name) => this.objectsOf(name), this.services.size, this.node, this.opts.config) ??
       translate(this.translateInput(), this.translations);
+    // A model patched from the last one applied names what it changed; otherwise compare.
+    const patched = this.translations.patched;
+    const fromLast = patched && patched.from === this.last ? patched : undefined;
     const desired = desiredState(model, {
       vipLink: this.vipLink,
       glue: this.glue,
       kubeIpsets: !!this.opts.kubeIpsets,
       bindMode: this.opts.bindMode ?? 'address',
       ...(this.opts.serviceCidrs ? { serviceCidrs: this.opts.serviceCidrs } : {}),
-    }, this.glueCache);
-    // A model patched from the last one applied names what it changed; otherwise compare.
-    const patched = this.translations.patched;
-    const changed = full || !this.last ? undefined : patched && patched.from === this.last ? patched.changed : changedServiceKeys(this.last.services, model.services);
-    if (changed === undefined) this.opts.collectGarbage?.();
-    const plan = await this.engine.plan(desired, changed);
+    }, this.glueCache, fromLast?.hairpin);
+    let changes: DesiredChanges | undefined;
+    if (!full && this.last) {
+      const services = fromLast ? fromLast.services : changedServices(this.last.services, model.services);
+      // the glue's element changes, when they are from the tables of the last sync (which
+      // applied cleanly)
+      const nft = this.glue && this.glueCache.from === this.last.glue ? this.glueCache.changes : undefined;
+      changes = nft ? { services, nft } : { services };
+    }
+    if (changes === undefined) this.opts.collectGarbage?.();
+    const plan = await this.engine.plan(desired, changes);
     return { plan, model, serviceChanges, endpointChanges, triggerTimes };
   }
 

@@ -1,11 +1,10 @@
-// The element diff between two sortedElements arrays (one merge pass, used for incremental
+// The element diff between two sets declared sorted (`order`: one merge pass, used for incremental
 // plans from the last clean apply; here in key-text order) against the general by-key diff: on random
 // element sets, both turn `before` into exactly `after`, and the merge writes nothing for an
 // unchanged element.
 import assert from 'node:assert/strict';
 import test from 'node:test';
-import { diffNft, diffNftFromLast, sameNftTables, sortedElements, type DesiredNftTable } from '../../src/engine/nft-diff.js';
-import { ChunkedSorted, flattenedLists, withList } from '../../src/engine/sorted.js';
+import { diffNft, diffNftFromLast, type DesiredNftTable } from '../../src/engine/nft-diff.js';
 import type { NftOp, SetElement } from '../../src/kernel/nftables.js';
 import { prng } from '../helpers/bytes.js';
 
@@ -17,15 +16,15 @@ const sortUniq = (els: SetElement[]): SetElement[] => {
 };
 
 function table(hairpin: SetElement[], ports: SetElement[], sorted: boolean): DesiredNftTable {
-  const wrap = (x: SetElement[]) => (sorted ? sortedElements(x, byText) : x);
+  const order = sorted ? { order: byText } : {};
   return {
     family: 'ip',
     name: 't',
     chains: [{ name: 'c' }],
     rules: [],
     sets: [
-      { name: 'hairpin', key: ['ipv4_addr', 'inet_proto', 'inet_service', 'ipv4_addr'], elements: wrap(hairpin) },
-      { name: 'ports', key: ['inet_proto', 'inet_service'], map: 'verdict', elements: wrap(ports) },
+      { name: 'hairpin', key: ['ipv4_addr', 'inet_proto', 'inet_service', 'ipv4_addr'], elements: hairpin, ...order },
+      { name: 'ports', key: ['inet_proto', 'inet_service'], map: 'verdict', elements: ports, ...order },
     ],
   };
 }
@@ -180,46 +179,4 @@ test('a full diff against a listing in kernel order: the listing is sorted by th
   // identical contents: nothing to write
   const h = sortUniq(Array.from({ length: 500 }, hp));
   assert.deepEqual(diffNft(table(h, [], true), listing(h, [])).ops, []);
-});
-
-test('a set whose elements are a list patched from the last set’s (in chunks, as the glue patches its hairpin set): the diff is the patch, neither list made into an array, the same writes as the merge', () => {
-  const { rnd, hp, pp } = randomElements(23);
-  const norm = (ops: NftOp[]) =>
-    ops.flatMap((o) => (o.kind === 'elements' ? o.elements.map((e) => `${o.verb} ${o.set.name} ${text(e)} ${JSON.stringify(e.verdict ?? null)}`) : [])).sort();
-  // the glue's way: each set a copy of the declaration with its elements a list, made into an
-  // array only if read
-  const ofLists = (h: ChunkedSorted<SetElement>, p: ChunkedSorted<SetElement>): DesiredNftTable => {
-    const t = table([], [], false);
-    const lists = [h, p];
-    t.sets = t.sets.map((s, i) => withList(s, 'elements', sortedElements(lists[i]!, byText), (a) => sortedElements(a, byText)));
-    return t;
-  };
-  for (let round = 0; round < 200; round++) {
-    const h0 = sortUniq(Array.from({ length: Math.floor(rnd() * 300) }, hp));
-    const p0 = sortUniq(Array.from({ length: Math.floor(rnd() * 100) }, pp));
-    const hl0 = ChunkedSorted.of(h0);
-    const pl0 = ChunkedSorted.of(p0);
-    // removals, additions, an element added back as it was (fresh object), a verdict changed
-    const hl1 = hl0.patch(h0.filter(() => rnd() < 0.05), [...Array.from({ length: Math.floor(rnd() * 5) }, hp), ...h0.filter(() => rnd() < 0.02).map((e) => ({ key: [...e.key] }))], byText);
-    const pl1 = pl0.patch(p0.filter(() => rnd() < 0.05), [...Array.from({ length: Math.floor(rnd() * 3) }, pp), ...p0.filter(() => rnd() < 0.05).map((e) => ({ key: [...e.key], verdict: { code: 'goto' as const, chain: 'other' } }))], byText);
-    const last = ofLists(hl0, pl0);
-    const now = ofLists(hl0.patch([], [], byText), pl0.patch([], [], byText));
-    const next = ofLists(hl1, pl1);
-    const made = flattenedLists();
-    const patched = diffNftFromLast(next, last)!;
-    assert.ok(sameNftTables([last], [now]), 'an empty patch: the same tables');
-    assert.ok(sameNftTables([last], [ofLists(hl0, pl0)]), 'the same lists: the same tables');
-    const changed = hl1.length !== h0.length || pl1.length !== p0.length || norm(patched.ops).length > 0;
-    assert.equal(sameNftTables([last], [next]), !changed);
-    assert.equal(flattenedLists(), made, `round ${round}: a list was made into an array`);
-    // the merge of arrays (no patch known) writes the same
-    const merged = diffNftFromLast(table(sortedElements([...hl1], byText), sortedElements([...pl1], byText), false), table(h0, p0, false))!;
-    assert.deepEqual(norm(patched.ops), norm(merged.ops), `round ${round}`);
-    assert.deepEqual(applyOps(h0, patched.ops, 'hairpin'), contents([...hl1]));
-    assert.deepEqual(applyOps(p0, patched.ops, 'ports'), contents([...pl1]));
-    assert.equal(sameNftTables([table(h0, p0, false)], [table([...h0], [...p0], false)]), true, 'copies: compared element by element');
-    // a list not patched from the last set's: made into arrays and merged, the same writes
-    const unrelated = diffNftFromLast(ofLists(ChunkedSorted.of([...hl1]), ChunkedSorted.of([...pl1])), last)!;
-    assert.deepEqual(norm(unrelated.ops), norm(merged.ops), `round ${round}: unrelated lists`);
-  }
 });

@@ -1,15 +1,14 @@
 // A node-local endpoint moving is the common incremental sync: translate patches the model's
-// virtual servers (ChunkedList) and hairpin list, and the glue its hairpin set (ChunkedSorted), as
-// lists in chunks, and no list is made into an array on the way to the kernel (at 50k services
-// × 10 the hairpin lists are ~200k entries, the virtual servers 55k: their copies per sync were
-// what made the sync's GC grow with the cluster). Here: the kernel gets
-// exactly the moved elements, no list is flattened, and what the kernel then holds is what a
-// proxier starting from scratch programs.
+// virtual servers and hairpin list, the glue its hairpin set, and the proxier hands the engine
+// what changed as plain data (DesiredChanges: the swapped virtual servers, the hairpin set's
+// element changes), so the engine compares no other service or element. Here: the changes name
+// exactly the moved destination's virtual servers and elements, the kernel gets those alone,
+// and what it then holds is what a proxier starting from scratch programs.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { Proxier } from '../../src/proxy/proxier.js';
-import { flattenedLists } from '../../src/engine/sorted.js';
+import type { DesiredChanges } from '../../src/engine/engine.js';
 import { TranslateCache, translate } from '../../src/kube/translate.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { FakeLinks, FakeNftables } from '../../src/testing/fake-kernel.js';
@@ -46,9 +45,12 @@ async function proxierWith(moved: Map<number, string>) {
   return { kernel, p };
 }
 
-test('a node-local endpoint moving: the virtual servers and hairpin lists are patched in chunks, never made into arrays, and the kernel gets the moved elements alone', async () => {
+test('a node-local endpoint moving: the proxier hands the engine the moved virtual servers and hairpin elements alone, and the kernel gets those', async () => {
   const moved = new Map<number, string>();
   const { kernel, p } = await proxierWith(moved);
+  const given: Array<DesiredChanges | undefined> = [];
+  const plan = p.engine.plan.bind(p.engine);
+  p.engine.plan = (d, c) => (given.push(c as DesiredChanges | undefined), plan(d, c));
   const hairpinSet = async (family: 'ip' | 'ip6') =>
     (await kernel.nft.list()).sets.find((s) => s.family === family && s.name === 'hairpin')!.elements!.map((e) => e.key.join(' . '));
   const ip0 = await hairpinSet('ip');
@@ -59,10 +61,15 @@ test('a node-local endpoint moving: the virtual servers and hairpin lists are pa
     moved.set(i, `10.250.0.${k + 1}`);
     const c = cluster(moved);
     p.onSliceUpdate(c.endpointSlices[i]!);
-    const flattened = flattenedLists();
     const r = await p.sync(false);
     assert.deepEqual(r.report.errors, []);
-    assert.equal(flattenedLists(), flattened, `sync ${k}: no list made into an array`);
+    const ch = given.at(-1)!;
+    assert.deepEqual([...ch.services.keys()].sort(), [`inet|tcp|10.96.0.${i}|80`, `inet|udp|10.96.0.${i}|53`], `sync ${k}: the services changed`);
+    assert.deepEqual(
+      ch.nft?.map((x) => `${x.family} ${x.set} -${x.delete.map((e) => e.key[0]).join()} +${x.add.map((e) => e.key[0]).join()}`),
+      [`ip hairpin -${was},${was} +10.250.0.${k + 1},10.250.0.${k + 1}`],
+      `sync ${k}: the element changes`,
+    );
     assert.equal(r.report.ipvs.writes, 4, `sync ${k}: the moved destination out and in, on two virtual servers`);
     assert.equal((p as unknown as { translations: TranslateCache }).translations.path, 'patched', 'translate patched the last model');
     // the old endpoint's two elements out, the new one's two in, in one transaction
