@@ -8,8 +8,7 @@ import type { ConntrackApi } from '../kernel/conntrack.js';
 import type { IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
 import type { IpvsApi, IpvsOp, Service, ServiceId, Destination } from '../kernel/ipvs.js';
 import type { LinkOp, LinksApi } from '../kernel/links.js';
-import { NftTransaction, type NftablesApi, type NftOp, type NftRuleset, type SetElement } from '../kernel/nftables.js';
-import type { NftFamily } from '../kernel/nft-types.js';
+import type { NftablesApi, NftOp, NftRuleset } from '../kernel/nftables.js';
 import { IPVSYNC_ROUTE_PROTOCOL, type RouteOp, type RoutesApi } from '../kernel/routes.js';
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
 import { anyContains, canonicalAddress, parseCidr, type Cidr } from '../net/address.js';
@@ -30,12 +29,11 @@ import {
   type ObservedIndex,
 } from './ipvs-diff.js';
 import { destKey, keyToId, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
-import { declOf, diffNft, diffNftFromLast, elementKey, sameNftTables, type DesiredNftTable, type NftDelta } from './nft-diff.js';
+import type { DesiredNftTable, NftDelta } from './nft-diff.js';
+import { NftReconciler, type NftElementChange, type NftPlanned, type NftStart } from './nft-reconciler.js';
 import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
 import {
   checkIpSet,
-  checkNftElements,
-  checkNftTable,
   checkRoutes,
   checkService,
   keyable,
@@ -94,14 +92,7 @@ export interface DesiredChanges {
   nft?: readonly NftElementChange[];
 }
 
-/** Elements added to and deleted from one set of an owned nftables table. */
-export interface NftElementChange {
-  family: NftFamily;
-  table: string;
-  set: string;
-  add: readonly SetElement[];
-  delete: readonly SetElement[];
-}
+export type { NftElementChange } from './nft-reconciler.js';
 
 /** Changes naming these service keys, each with the service `services` has under it (a scan
  *  of the list): the form of DesiredChanges for a caller that knows the keys alone. */
@@ -233,14 +224,13 @@ export interface Plan {
   /** Desired objects left out because the kernel layer would refuse them (none: absent). */
   invalid?: InvalidObject[];
   /** @internal what apply() records as cleanly applied when the kind's writes all succeed */
-  desired?: { vips?: DesiredVips; nft?: DesiredNftTable[] };
+  desired?: { vips?: DesiredVips };
+  /** @internal the nftables part as the reconciler planned it (its delta is `nft`) */
+  nftPlanned?: NftPlanned;
   /** @internal the ownership record's writes: keys recorded by the first `early` ops of
    *  ipsets.early (before IPVS), keys forgotten by the ops of ipsets.late from `lateFrom`
    *  (after IPVS: those of `deleted` only once their deleteService went, `dropped` at once). */
   record?: { add: string[]; deleted: string[]; dropped: string[]; early: number; lateFrom: number };
-  /** @internal the nftables ruleset generation at which this plan's view of the owned tables
-   *  is exact (a listing's, or the one the engine last knew them at), when there is one */
-  nftBase?: number;
 }
 
 export type PlannedWrite =
@@ -308,16 +298,11 @@ export class Engine {
   private recorded: Set<string> | undefined;
   /** The record's sets the kernel has (created once, when first needed). */
   private recordSets = new Set<string>();
-  /** Per kind, a copy of the desired state the last sync applied without an error: an
-   *  incremental plan whose desired VIPs / tables equal it neither dumps nor diffs that kind
-   *  (a full plan always does, and so repairs what others changed in between). */
-  private clean: { vips?: DesiredVips; nft?: DesiredNftTable[] } = {};
-  /** The nftables ruleset generation at which the owned tables were exactly clean.nft (known
-   *  when the engine listed them there, or when its commit was the only one since it last knew
-   *  them: the generation moved by exactly its transactions). Any commit by anyone moves the
-   *  generation: while it has not moved, a full plan takes the tables from clean.nft instead of
-   *  listing them. */
-  private nftGen: number | undefined;
+  /** A copy of the VIPs the last sync applied without an error: an incremental plan whose
+   *  desired VIPs equal them neither dumps nor diffs them (a full plan always does, and so
+   *  repairs what others changed in between). */
+  private clean: { vips?: DesiredVips } = {};
+  private readonly nft: NftReconciler;
   /** The invalid desired services by key as of the last plans (a full plan checks every
    *  service, an incremental one those of its changes), and those without a key (a full
    *  plan's). */
@@ -325,9 +310,6 @@ export class Engine {
   private invalidKeyless: Array<{ s: DesiredService; v: ServiceVerdict }> = [];
   /** The VIPs last checked and their verdict: the invalid ones, and the VIPs without them. */
   private vipCheck: { of: DesiredVips; invalid: InvalidObject[]; valid: DesiredVips } | undefined;
-  /** The tables last checked and their verdicts: a plan with element changes alone (their static
-   *  part unchanged) takes them again when none had a problem. */
-  private nftCheck: { clean: boolean } | undefined;
 
   constructor(
     private readonly kernel: EngineKernel,
@@ -337,6 +319,11 @@ export class Engine {
     this.excluded = (opts.excludeCidrs ?? []).map(parseCidr);
     this.now = opts.now ?? Date.now;
     if (!kernel.ipsets) this.recorded = new Set();
+    this.nft = new NftReconciler(kernel.nft, {
+      ...(opts.maxNftOpsPerTransaction !== undefined ? { maxOpsPerTransaction: opts.maxNftOpsPerTransaction } : {}),
+      ...(opts.createNftInTransactionsOf !== undefined ? { createInTransactionsOf: opts.createNftInTransactionsOf } : {}),
+      keepAsGiven: opts.desiredImmutable === true,
+    });
   }
 
   /** Whether the engine may change or delete an observed IPVS service (`key`: its
@@ -414,13 +401,11 @@ export class Engine {
   }
 
   /**
-   * The desired state but its services without what the kernel layer would refuse, and what
-   * of the kernel's to leave as it is for it. VIPs are checked unless they are the ones last
-   * checked; ipsets and routes every time; the tables' static part unless `tablesAsLast` (a
-   * plan with element changes alone) and the last check found nothing; nftables elements when
-   * a delta would write them (keepNftElements).
+   * The VIPs, routes and ipsets without what the kernel layer would refuse, and what of the
+   * kernel's to leave as it is for them. VIPs are checked unless they are the ones last
+   * checked; ipsets and routes every time (the nftables tables: NftReconciler).
    */
-  private checkDesired(desired: DesiredState, tablesAsLast: boolean): Checked {
+  private checkDesired(desired: DesiredState): Checked {
     const invalid: InvalidObject[] = [];
     let vips = desired.vips;
     if (vips) {
@@ -458,26 +443,10 @@ export class Engine {
       }
       if (out) ipsets = out;
     }
-    const tables: DesiredNftTable[] = [];
-    const droppedChains = new Map<string, ReadonlySet<string>>();
-    const given = desired.nft === undefined ? [] : [desired.nft].flat();
-    if (tablesAsLast && this.nftCheck?.clean) tables.push(...given);
-    else {
-      for (const t of given) {
-        const v = checkNftTable(t);
-        invalid.push(...v.invalid);
-        if (!v.valid) continue;
-        tables.push(v.valid);
-        if (v.droppedChains.size) droppedChains.set(`${t.family} ${t.name}`, v.droppedChains);
-      }
-      this.nftCheck = { clean: tables.length === given.length && tables.every((t, i) => t === given[i]) && !droppedChains.size };
-    }
     return {
       invalid,
       desired: routes === desired.routes && ipsets === desired.ipsets ? desired : withRoutesAndSets(desired, routes, ipsets),
       vips,
-      tables,
-      droppedChains,
       keptRoutes,
       droppedIpsets,
       keptMembers,
@@ -521,7 +490,7 @@ export class Engine {
   private async observe(
     desired: DesiredState,
     changed: ReadonlySet<string> | undefined,
-    o: { sliced: boolean; wantVips: DesiredVips | undefined; wantIpsets: boolean; tables: readonly DesiredNftTable[] },
+    o: { sliced: boolean; wantVips: DesiredVips | undefined; wantIpsets: boolean; nft: NftStart },
   ): Promise<{
     ipvs: Service[] | ObservedIndex;
     ruleset: NftRuleset[];
@@ -545,7 +514,7 @@ export class Engine {
       wantVips ? k.links!.addresses({ link: wantVips.link }).catch(noLink) : undefined,
       desired.routes && k.routes ? k.routes.list({ protocol: IPVSYNC_ROUTE_PROTOCOL }) : undefined,
       o.wantIpsets ? k.ipsets!.list() : undefined,
-      Promise.all(o.tables.map((t) => listOwnedTable(k.nft!, t))),
+      this.nft.observe(o.nft),
       readOwn && !o.wantIpsets ? readRecord(k.ipsets!) : undefined,
     ]);
     const t1 = performance.now();
@@ -582,49 +551,19 @@ export class Engine {
     // What the kernel layer would refuse is left out of what is diffed (and reported).
     // Incremental: a kind whose desired state is what was last applied cleanly is left alone.
     const vipsSame = !!changed && !!desired.vips && this.clean.vips !== undefined && samePlain(this.clean.vips, desired.vips);
-    // Element changes given for tables last applied cleanly: their static part is the base's.
-    const last = this.clean.nft;
-    const given = ch?.nft !== undefined && last !== undefined ? ch.nft : undefined;
-    const checked = this.checkDesired(desired, given !== undefined);
+    const checked = this.checkDesired(desired);
+    const nftStart = await this.nft.start(desired.nft === undefined ? [] : [desired.nft].flat(), { incremental: !!changed, ...(ch?.nft ? { changes: ch.nft } : {}) });
     const wantIpsets = desired.ipsets && k.ipsets;
-    const allTables = k.nft ? checked.tables : [];
-    // A full plan lists the owned tables, unless no transaction (ours or anyone's) has been
-    // committed since the generation at which they were exactly clean.nft: one GETGEN instead
-    // of a dump of every element (a periodic resync at 10k services: ~70k of them).
-    const nftUntouched =
-      !changed && allTables.length > 0 && this.clean.nft !== undefined && this.nftGen !== undefined && (await k.nft!.genId()) === this.nftGen;
-    const fromClean = !!changed || nftUntouched;
-    const fromChanges = given && last!.length === allTables.length ? elementDeltas(allTables, given) : undefined;
-    const nftSame =
-      fromClean && allTables.length > 0 && last !== undefined && (fromChanges ? fromChanges.every((d) => !d.ops.length) : !given && sameNftTables(last, allTables));
     const wantVips = checked.vips && k.links && !vipsSame ? checked.vips : undefined;
-    // Only elements changed since the last clean apply (incremental, or a full plan with the
-    // generation unmoved): the element delta given, or from that, without listing the tables
-    // (a static change lists them).
-    let fromLast: Array<NftDelta | undefined> | undefined = nftSame ? undefined : fromChanges;
-    if (!fromLast && fromClean && !nftSame && last && last.length === allTables.length) {
-      fromLast = [];
-      for (let i = 0; i < allTables.length; i++) fromLast.push(diffNftFromLast(allTables[i]!, last[i]!));
-    }
-    const elementsOnly = fromLast?.every((d): d is NftDelta => d !== undefined) ? fromLast : undefined;
-    const tables = nftSame || elementsOnly ? [] : allTables;
     if (desired.ipsets && !this.opts.ipsetPrefix) throw new RangeError('managing ipsets needs Ownership.ipsetPrefix');
     // A full plan reads the destinations a slice of services at a time, as it diffs (below).
     const sliced = !changed && typeof k.ipvs.destinationsOf === 'function';
-    const obs = await this.observe(checked.desired, changed, { sliced, wantVips, wantIpsets: !!wantIpsets, tables });
+    const obs = await this.observe(checked.desired, changed, { sliced, wantVips, wantIpsets: !!wantIpsets, nft: nftStart });
     keepRoutesAndSets(obs, checked);
     // The tables' diff, then their listing goes (at a first sync ~70k elements at 10k services).
     const ruleset = obs.ruleset;
     obs.ruleset = [];
-    let nftBase: number | undefined;
-    let nftDeltas: NftDelta[] | undefined;
-    if (tables.length) {
-      const gens = new Set(ruleset.map((r) => r?.genId));
-      if (gens.size === 1 && typeof ruleset[0]?.genId === 'number') nftBase = ruleset[0].genId;
-      nftDeltas = [];
-      for (let i = 0; i < tables.length; i++) nftDeltas.push(diffNft(tables[i]!, ruleset[i]!));
-      ruleset.length = 0;
-    }
+    const nftPlanned = this.nft.diff(nftStart, ruleset);
 
     const named = ch ? [...ch.services.values()].filter((s): s is DesiredService => s !== undefined) : desired.services;
     const svcs = this.checkServices(named, changed);
@@ -664,12 +603,7 @@ export class Engine {
     if (changed) plan.scope = [...changed];
     const unchanged: Plan['unchanged'] = [];
     if (vipsSame) unchanged.push('addresses');
-    if (nftSame && changed) unchanged.push('nft');
-    if (fromClean) {
-      if (this.nftGen !== undefined) plan.nftBase = this.nftGen;
-    } else if (nftBase !== undefined) {
-      plan.nftBase = nftBase;
-    }
+    if (nftPlanned.unchanged) unchanged.push('nft');
     if (unchanged.length) plan.unchanged = unchanged;
     if (obs.addresses) {
       plan.addresses = obs.addresses;
@@ -679,22 +613,9 @@ export class Engine {
     if (obs.routes) plan.routes = obs.routes;
     if (obs.ipsets) plan.ipsets = obs.ipsets;
     this.planRecord(plan);
-    if (nftDeltas) {
-      // Every table's delta goes into the same transaction (tables created from nothing: their
-      // rules in the last one, see createNftInTransactionsOf): the glue changes all at once.
-      const rebuilt = nftDeltas.map((d, i) => (d.rebuilt ? `${tables[i]!.family} ${tables[i]!.name}: ${d.rebuilt}` : '')).filter(Boolean);
-      const created = nftDeltas.every((d) => d.created) && tables.every((t) => t.chains.every((c) => c.hook?.policy !== 'drop'));
-      plan.nft = { ops: nftDeltas.flatMap((d) => d.ops), ...(rebuilt.length ? { rebuilt: rebuilt.join('; ') } : {}), ...(created ? { created } : {}) };
-      plan.desired!.nft = tables;
-    } else if (elementsOnly) {
-      plan.nft = { ops: elementsOnly.flatMap((d) => d.ops), fromLast: true };
-      plan.desired!.nft = allTables;
-    } else if (nftSame && !changed) {
-      // full, with the tables untouched since they were last applied as they are wanted
-      plan.nft = { ops: [], fromLast: true };
-    }
-    const invalid = [...svcs.invalid, ...checked.invalid];
-    if (plan.nft?.ops.length) invalid.push(...keepNftElements(plan.nft, checked.droppedChains));
+    plan.nftPlanned = nftPlanned;
+    if (nftPlanned.delta) plan.nft = nftPlanned.delta;
+    const invalid = [...svcs.invalid, ...checked.invalid, ...nftStart.invalid, ...nftPlanned.invalid];
     if (invalid.length) plan.invalid = invalid;
     plan.diffMs = performance.now() - obs.t1 - readMs;
     return plan;
@@ -714,48 +635,6 @@ export class Engine {
     const ops = recordOps(add, [...deleted, ...dropped], this.recordSets);
     plan.record = { add, deleted, dropped, early: ops.early.length, lateFrom: ipsets.late.length };
     plan.ipsets = { early: [...ops.early, ...ipsets.early], late: [...ipsets.late, ...ops.late] };
-  }
-
-  /**
-   * Commits a plan's nftables ops: as one transaction (commitNft), or, for tables created from
-   * nothing with createNftInTransactionsOf, everything but the rules in transactions of that
-   * size and then the rules in one (sent only if all before it committed).
-   */
-  private async commitNftPlan(nft: NftablesApi, plan: NftDelta): Promise<Awaited<ReturnType<Engine['commitNft']>>> {
-    const units = this.opts.createNftInTransactionsOf;
-    if (!plan.created || !units) return this.commitNft(nft, plan.ops);
-    const body: number[] = [];
-    const rules: number[] = [];
-    plan.ops.forEach((o, i) => (o.kind === 'rule' ? rules : body).push(i));
-    const first = await this.commitNft(nft, body.map((i) => plan.ops[i]!), units);
-    const bodyOk = first.transactions.every((t) => t.committed) && first.errors.length === 0;
-    const second = bodyOk && rules.length ? await this.commitNft(nft, rules.map((i) => plan.ops[i]!)) : undefined;
-    const ok = new Uint8Array(plan.ops.length);
-    body.forEach((i, j) => (ok[i] = first.ok(j) ? 1 : 0));
-    rules.forEach((i, j) => (ok[i] = second?.ok(j) ? 1 : 0));
-    const back = (e: NetlinkError, map: number[]) => (e.index === undefined ? e : withIndex(e, map[e.index]!));
-    return {
-      ok: (i) => ok[i] === 1,
-      errors: [...first.errors.map((e) => back(e, body)), ...(second?.errors.map((e) => back(e, rules)) ?? [])],
-      transactions: [...first.transactions, ...(second?.transactions ?? [])],
-    };
-  }
-
-  /**
-   * Commits the nftables ops as one transaction (or several, maxNftOpsPerTransaction). Statuses
-   * and error indexes are those of `ops`.
-   */
-  private async commitNft(
-    nft: NftablesApi,
-    ops: readonly NftOp[],
-    maxOps = this.opts.maxNftOpsPerTransaction,
-  ): Promise<{ ok(i: number): boolean; errors: NetlinkError[]; transactions: ReadonlyArray<{ committed: boolean }> }> {
-    const tx = new NftTransaction();
-    for (const op of ops) tx.queue(op);
-    const res = await nft.commit(tx, maxOps ? { maxOpsPerTransaction: maxOps } : {});
-    // The stream's buffer (4 MiB at 10k services) goes now, not after the IPVS writes below.
-    tx.release();
-    return { ok: (i) => res.status(i) === 'ok', errors: res.errors, transactions: res.transactions };
   }
 
   /** Performs a plan: link, route and set creation, then the nftables transaction and the IPVS
@@ -847,34 +726,13 @@ export class Engine {
     if (!recorded) ipvsOps = withoutUnrecorded(ipvsOps, new Set(rec!.add));
     // The nftables transaction and the IPVS writes go together: neither names the other's
     // objects, and while the kernel commits the glue (one transaction, ~100k elements at 10k
-    // services) the main thread converts the IPVS batches instead of waiting.
-    let nftDone: Promise<Settled<void>> | undefined;
-    if (plan.nft && k.nft && plan.nft.ops.length) {
-      const nft = k.nft;
-      const nftPlan = plan.nft;
-      // The owned tables stay known exactly only if the generation after this commit is the
-      // plan's plus one per transaction of it: no other commit went in since the plan's view.
-      this.nftGen = undefined;
-      nftDone = settle((async () => {
-        const res = await this.commitNftPlan(nft, nftPlan);
-        if (plan.nftBase !== undefined && !res.errors.length && res.transactions.length > 0 && res.transactions.every((t) => t.committed)) {
-          const to = await nft.genId();
-          if (to === plan.nftBase + res.transactions.length) this.nftGen = to;
-        }
-        report.nft.errors.push(...res.errors);
-        nftPlan.ops.forEach((o, i) => {
-          if (!res.ok(i)) return;
-          const name = `${o.verb}-${o.kind}`;
-          report.nft.ops[name] = (report.nft.ops[name] ?? 0) + 1;
-          report.nft.writes++;
-        });
-      })());
-    }
+    // services) this thread converts the IPVS batches instead of waiting.
+    const nftDone = settle(this.nft.apply(plan.nft, plan.nftPlanned?.base, report.nft));
     // settled before anything throws: neither may go unhandled while the other runs
     const ipvsDone = settle(batch(report.ipvs, ipvsOps, (o) => k.ipvs.apply(o, { stopOnError: false }), { chunk: IPVS_APPLY_CHUNK, ahead: true }));
     const nftOut = await nftDone;
     const ipvsOut = await ipvsDone;
-    if (nftOut && 'thrown' in nftOut) throw nftOut.thrown;
+    if ('thrown' in nftOut) throw nftOut.thrown;
     if ('thrown' in ipvsOut) throw ipvsOut.thrown;
     const ipvsOk = ipvsOut.value;
     const added = await vipAdds;
@@ -917,12 +775,9 @@ export class Engine {
     // What applied cleanly is the base of the next incremental plans (a copy, as callers may
     // reuse and change their desired objects, unless desiredImmutable); a kind with an error
     // is observed again next time.
-    const mine = !this.opts.desiredImmutable;
-    if (plan.desired?.vips) this.clean.vips = report.addresses.errors.length ? undefined : mine ? structuredClone(plan.desired.vips) : plan.desired.vips;
-    if (plan.desired?.nft) this.clean.nft = report.nft.errors.length ? undefined : mine ? plan.desired.nft.map(copyTable) : plan.desired.nft;
-    // Listed and found as wanted: exact at the listing's generation.
-    if (plan.nft && !plan.nft.ops.length && plan.desired?.nft && plan.nftBase !== undefined) this.nftGen = plan.nftBase;
-    if (!this.clean.nft) this.nftGen = undefined;
+    if (plan.desired?.vips)
+      this.clean.vips = report.addresses.errors.length ? undefined : this.opts.desiredImmutable ? plan.desired.vips : structuredClone(plan.desired.vips);
+    this.nft.settle(plan.nftPlanned, report.nft.errors.length > 0);
 
     report.errors.unshift(...report.addresses.errors, ...report.routes.errors, ...report.ipsets.errors, ...report.nft.errors, ...report.ipvs.errors);
     const t1 = performance.now();
@@ -955,24 +810,12 @@ interface Checked {
   /** What observe() reads: the routes and ipsets without invalid ones. */
   desired: DesiredState;
   vips: DesiredVips | undefined;
-  tables: DesiredNftTable[];
-  /** Chains left out, by "family table". */
-  droppedChains: ReadonlyMap<string, ReadonlySet<string>>;
   /** "table|dst" of the kernel's owned routes to leave as they are. */
   keptRoutes: ReadonlySet<string>;
   /** ipsets left out whole: the kernel's of these names are not destroyed. */
   droppedIpsets: ReadonlySet<string>;
   /** Set name -> memberKeys of the kernel's members to leave as they are. */
   keptMembers: ReadonlyMap<string, ReadonlySet<string>>;
-}
-
-/** A copy of a desired table (its sets' element orders, functions, shared). */
-function copyTable(t: DesiredNftTable): DesiredNftTable {
-  const { sets, ...rest } = t;
-  return {
-    ...structuredClone(rest),
-    sets: sets.map(({ order, ...set }) => ({ ...structuredClone(set), ...(order ? { order } : {}) })),
-  };
 }
 
 /** `desired` with other routes and ipsets. */
@@ -994,45 +837,6 @@ function keepRoutesAndSets(obs: { routes?: RoutesDelta; ipsets?: IpSetsDelta }, 
       return members.length ? [{ ...o, members }] : [];
     });
   }
-}
-
-/**
- * The element ops of an nftables delta without the elements the façade would refuse: added
- * ones are reported and left out (with any delete of the kernel's element of the same key: it
- * stays as it is); a delete of a key the façade refuses names nothing the kernel can have.
- * Only the delta's elements are checked: the new ones.
- */
-function keepNftElements(delta: NftDelta, droppedChains: ReadonlyMap<string, ReadonlySet<string>>): InvalidObject[] {
-  const invalid: InvalidObject[] = [];
-  const kept = new Map<string, Set<string>>();
-  const out: Array<NftOp | undefined> = delta.ops.slice();
-  let changed = false;
-  const setKey = (s: { family: string; table: string; name: string }) => `${s.family} ${s.table} ${s.name}`;
-  // the adds first: the deletes they hold back come before them in the delta
-  for (const verb of ['add', 'delete'] as const) {
-    for (let i = 0; i < out.length; i++) {
-      const o = out[i];
-      if (o?.kind !== 'elements' || o.verb !== verb) continue;
-      const t = { family: o.set.family, name: o.set.table };
-      const r = checkNftElements(t, o.set, o.elements, verb, droppedChains.get(`${t.family} ${t.name}`));
-      const keep = verb === 'delete' ? kept.get(setKey(o.set)) : undefined;
-      if (!r.bad.size && !keep) continue;
-      if (verb === 'add') {
-        invalid.push(...r.invalid);
-        if (r.keptKeys.length) {
-          let ks = kept.get(setKey(o.set));
-          if (!ks) kept.set(setKey(o.set), (ks = new Set()));
-          for (const x of r.keptKeys) ks.add(x);
-        }
-      }
-      const elements = o.elements.filter((e, j) => !r.bad.has(j) && !keep?.has(elementKey(o.set, e)));
-      if (elements.length === o.elements.length) continue;
-      out[i] = elements.length ? { ...o, elements } : undefined;
-      changed = true;
-    }
-  }
-  if (changed) delta.ops = out.filter((o): o is NftOp => o !== undefined);
-  return invalid;
 }
 
 /** The ops without those that create the services of `keys` (addService) or give them
@@ -1071,52 +875,10 @@ function checkVips(vips: DesiredVips): { of: DesiredVips; invalid: InvalidObject
   return { of: vips, invalid, valid: bad.size ? { ...vips, addresses: vips.addresses.filter((_, i) => !bad.has(i)) } : vips };
 }
 
-/** Each table's element ops for the changes given (DesiredChanges.nft): per change its deletes,
- *  then its adds. undefined when a change names a table that is not among them. */
-function elementDeltas(tables: readonly DesiredNftTable[], changes: readonly NftElementChange[]): NftDelta[] | undefined {
-  const deltas = tables.map((): NftDelta => ({ ops: [] }));
-  for (const c of changes) {
-    const i = tables.findIndex((t) => t.family === c.family && t.name === c.table);
-    const set = tables[i]?.sets.find((x) => x.name === c.set);
-    if (!set) return undefined;
-    const spec = { ...declOf(set), family: c.family, table: c.table };
-    if (c.delete.length) deltas[i]!.ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: c.delete.map(({ key }) => ({ key })) });
-    if (c.add.length) deltas[i]!.ops.push({ verb: 'add', kind: 'elements', set: spec, elements: [...c.add] });
-  }
-  return deltas;
-}
-
 /** A missing link has no addresses (the plan creates it). */
 function noLink(e: unknown): Array<{ address: string; prefixlen: number }> {
   if ((e as NetlinkError)?.code === 'ENODEV' || (e as NetlinkError)?.code === 'ENOENT') return [];
   throw e;
-}
-
-/** A table-filtered listing of a table that does not exist fails with ENOENT (the kernel's
- *  filtered GETSET/GETCHAIN dumps look the table up first): nothing of it exists (the plan
- *  creates it). */
-/**
- * One owned table as the kernel has it. A table that is not there lists as an empty ruleset
- * at the generation it was found absent at: listed twice with that same generation read in
- * between (the listing of a missing table carries none), else at generation 0, which the
- * kernel never has (not known).
- */
-async function listOwnedTable(nft: NftablesApi, t: { family: NftFamily; name: string }): Promise<NftRuleset> {
-  const absent = (genId: number): NftRuleset => ({ genId, tables: [], chains: [], sets: [], rules: [] });
-  const list = () =>
-    nft.list({ family: t.family, table: t.name, elements: true }).then(
-      (r) => r,
-      (e: unknown) => {
-        if ((e as NetlinkError)?.code === 'ENOENT') return undefined;
-        throw e;
-      },
-    );
-  const first = await list();
-  if (first) return first;
-  const gen = await nft.genId();
-  const again = await list();
-  if (again) return again;
-  return absent((await nft.genId()) === gen ? gen : 0);
 }
 
 /** Deletes the conntrack flows of removed UDP/SCTP destinations: clients stop using a dead

@@ -1,0 +1,315 @@
+// The engine's nftables tables: checked (what the kernel layer would refuse is left out),
+// observed (listed, or known from the last clean apply while the ruleset generation has not
+// moved), diffed (nft-diff) and committed; between syncs it keeps the tables last applied
+// without an error and the ruleset generation at which the kernel has exactly those.
+import { NetlinkError } from '../errors.js';
+import { NftTransaction, type NftablesApi, type NftOp, type NftRuleset } from '../kernel/nftables.js';
+import type { NftFamily } from '../kernel/nft-types.js';
+import { declOf, diffNft, diffNftFromLast, elementKey, sameNftTables, type DesiredNftTable, type NftDelta } from './nft-diff.js';
+import type { InvalidObject } from './engine.js';
+import { checkNftElements, checkNftTable } from './validate.js';
+
+/** Elements added to and deleted from one set of an owned nftables table. */
+export interface NftElementChange {
+  family: NftFamily;
+  table: string;
+  set: string;
+  add: readonly SetElementLike[];
+  delete: readonly SetElementLike[];
+}
+type SetElementLike = DesiredNftTable['sets'][number]['elements'][number];
+
+export interface NftReconcilerOptions {
+  /** EngineOptions.maxNftOpsPerTransaction */
+  maxOpsPerTransaction?: number;
+  /** EngineOptions.createNftInTransactionsOf */
+  createInTransactionsOf?: number;
+  /** EngineOptions.desiredImmutable: keep the tables applied as they are, not a copy. */
+  keepAsGiven?: boolean;
+}
+
+/** A plan's tables before the kernel is read: what to list, or the delta already known. */
+export interface NftStart {
+  /** The desired tables without what the kernel layer would refuse. */
+  tables: DesiredNftTable[];
+  invalid: InvalidObject[];
+  /** Chains left out, by "family table". */
+  droppedChains: ReadonlyMap<string, ReadonlySet<string>>;
+  /** The tables to list and diff (none: the delta is known without a listing). */
+  list: DesiredNftTable[];
+  /** Element deltas from the last clean apply (given, or from comparing with it). */
+  elementsOnly: NftDelta[] | undefined;
+  /** The tables are the ones last applied cleanly. */
+  same: boolean;
+  /** The kernel's tables are known from the last clean apply (incremental, or nothing was
+   *  committed since). */
+  fromClean: boolean;
+  incremental: boolean;
+}
+
+/** A plan's nftables part. */
+export interface NftPlanned {
+  delta?: NftDelta;
+  /** What apply records as applied cleanly when the delta's writes all succeed. */
+  desired?: DesiredNftTable[];
+  /** The ruleset generation at which the plan's view of the tables is exact, when known. */
+  base?: number;
+  unchanged: boolean;
+  /** Elements the delta would have written that the kernel layer refuses. */
+  invalid: InvalidObject[];
+}
+
+export class NftReconciler {
+  /** The tables the last sync applied without an error: an incremental plan whose tables
+   *  equal them neither lists nor diffs (a full plan does, and so repairs what others changed). */
+  private clean: DesiredNftTable[] | undefined;
+  /** The ruleset generation at which the owned tables were exactly `clean` (known when they
+   *  were listed there, or when a commit of ours was the only one since: the generation moved
+   *  by exactly its transactions). Any commit by anyone moves it: while it has not moved, a
+   *  full plan takes the tables from `clean` instead of listing them. */
+  private gen: number | undefined;
+  /** Whether the static part of the tables last checked had no problem: a plan with element
+   *  changes alone (the static part the base's) takes them as they are. */
+  private checkedClean = false;
+
+  constructor(
+    private readonly nft: NftablesApi | undefined,
+    private readonly opts: NftReconcilerOptions = {},
+  ) {}
+
+  /**
+   * Checks the desired tables (their static part; their elements when a delta writes them) and
+   * decides what the plan reads: nothing when the tables are the last clean ones or only their
+   * elements changed (`changes` given, or found by comparing with the last clean tables, while
+   * the kernel's are known to be those), else a listing of the tables.
+   */
+  async start(given: readonly DesiredNftTable[], o: { incremental: boolean; changes?: readonly NftElementChange[] }): Promise<NftStart> {
+    const last = this.clean;
+    const changes = o.changes !== undefined && last !== undefined ? o.changes : undefined;
+    const { tables, invalid, droppedChains } = this.check(given, changes !== undefined);
+    const all = this.nft ? tables : [];
+    // A full plan lists the owned tables, unless no transaction (ours or anyone's) has been
+    // committed since the generation at which they were exactly `clean`: one GETGEN instead of
+    // a dump of every element (a periodic resync at 10k services: ~70k of them).
+    const untouched = !o.incremental && all.length > 0 && last !== undefined && this.gen !== undefined && (await this.nft!.genId()) === this.gen;
+    const fromClean = o.incremental || untouched;
+    const fromChanges = changes && last!.length === all.length ? elementDeltas(all, changes) : undefined;
+    const same = fromClean && all.length > 0 && last !== undefined && (fromChanges ? fromChanges.every((d) => !d.ops.length) : !changes && sameNftTables(last, all));
+    // Only elements changed since the last clean apply: the delta given, or from that,
+    // without listing the tables (a static change lists them).
+    let fromLast: Array<NftDelta | undefined> | undefined = same ? undefined : fromChanges;
+    if (!fromLast && fromClean && !same && last && last.length === all.length) fromLast = all.map((t, i) => diffNftFromLast(t, last[i]!));
+    const elementsOnly = fromLast?.every((d): d is NftDelta => d !== undefined) ? fromLast : undefined;
+    return { tables: all, invalid, droppedChains, list: same || elementsOnly ? [] : all, elementsOnly, same, fromClean, incremental: o.incremental };
+  }
+
+  /** The tables to list, as the kernel has them. */
+  observe(s: NftStart): Promise<NftRuleset[]> {
+    return Promise.all(s.list.map((t) => listOwnedTable(this.nft!, t)));
+  }
+
+  /** The plan's nftables part from the listing (dropped as it is diffed: at a first sync ~70k
+   *  elements at 10k services). */
+  diff(s: NftStart, ruleset: NftRuleset[]): NftPlanned {
+    const out: NftPlanned = { unchanged: s.same && s.incremental, invalid: [] };
+    if (s.list.length) {
+      const gens = new Set(ruleset.map((r) => r?.genId));
+      if (!s.fromClean && gens.size === 1 && typeof ruleset[0]?.genId === 'number') out.base = ruleset[0].genId;
+      const deltas = s.list.map((t, i) => diffNft(t, ruleset[i]!));
+      ruleset.length = 0;
+      // Every table's delta goes into the same transaction (tables created from nothing: their
+      // rules in the last one, see createNftInTransactionsOf): the glue changes all at once.
+      const rebuilt = deltas.map((d, i) => (d.rebuilt ? `${s.list[i]!.family} ${s.list[i]!.name}: ${d.rebuilt}` : '')).filter(Boolean);
+      const created = deltas.every((d) => d.created) && s.list.every((t) => t.chains.every((c) => c.hook?.policy !== 'drop'));
+      out.delta = { ops: deltas.flatMap((d) => d.ops), ...(rebuilt.length ? { rebuilt: rebuilt.join('; ') } : {}), ...(created ? { created } : {}) };
+      out.desired = s.list;
+    } else if (s.elementsOnly) {
+      out.delta = { ops: s.elementsOnly.flatMap((d) => d.ops), fromLast: true };
+      out.desired = s.tables;
+    } else if (s.same && !s.incremental) {
+      // full, with the tables untouched since they were last applied as they are wanted
+      out.delta = { ops: [], fromLast: true };
+    }
+    if (s.fromClean && this.gen !== undefined) out.base = this.gen;
+    if (out.delta?.ops.length) out.invalid = keepNftElements(out.delta, s.droppedChains);
+    return out;
+  }
+
+  /** Commits a plan's delta (`base`: NftPlanned.base); its writes and errors go to `report`. */
+  async apply(delta: NftDelta | undefined, base: number | undefined, report: { ops: Record<string, number>; writes: number; errors: NetlinkError[] }): Promise<void> {
+    if (!delta || !this.nft || !delta.ops.length) return;
+    const nft = this.nft;
+    // The owned tables stay known exactly only if the generation after this commit is the
+    // plan's plus one per transaction of it: no other commit went in since the plan's view.
+    this.gen = undefined;
+    const res = await this.commitDelta(nft, delta);
+    if (base !== undefined && !res.errors.length && res.transactions.length > 0 && res.transactions.every((t) => t.committed)) {
+      const to = await nft.genId();
+      if (to === base + res.transactions.length) this.gen = to;
+    }
+    report.errors.push(...res.errors);
+    delta.ops.forEach((o, i) => {
+      if (!res.ok(i)) return;
+      const name = `${o.verb}-${o.kind}`;
+      report.ops[name] = (report.ops[name] ?? 0) + 1;
+      report.writes++;
+    });
+  }
+
+  /** After apply: what applied cleanly is the base of the next incremental plans (a copy
+   *  unless keepAsGiven); with an error the tables are listed again next time. */
+  settle(p: NftPlanned | undefined, failed: boolean): void {
+    if (p?.desired) this.clean = failed ? undefined : this.opts.keepAsGiven ? p.desired : p.desired.map(copyTable);
+    // Listed and found as wanted: exact at the listing's generation.
+    if (p?.delta && !p.delta.ops.length && p.desired && p.base !== undefined) this.gen = p.base;
+    if (!this.clean) this.gen = undefined;
+  }
+
+  /** The desired tables without what the kernel layer would refuse (their static part; the
+   *  last verdict again when `asLast` and it found nothing). */
+  private check(given: readonly DesiredNftTable[], asLast: boolean): Pick<NftStart, 'tables' | 'invalid' | 'droppedChains'> {
+    if (asLast && this.checkedClean) return { tables: [...given], invalid: [], droppedChains: new Map() };
+    const invalid: InvalidObject[] = [];
+    const tables: DesiredNftTable[] = [];
+    const droppedChains = new Map<string, ReadonlySet<string>>();
+    for (const t of given) {
+      const v = checkNftTable(t);
+      invalid.push(...v.invalid);
+      if (!v.valid) continue;
+      tables.push(v.valid);
+      if (v.droppedChains.size) droppedChains.set(`${t.family} ${t.name}`, v.droppedChains);
+    }
+    this.checkedClean = tables.length === given.length && tables.every((t, i) => t === given[i]) && !droppedChains.size;
+    return { tables, invalid, droppedChains };
+  }
+
+  /**
+   * Commits a delta: as one transaction (commit), or, for tables created from nothing with
+   * createInTransactionsOf, everything but the rules in transactions of that size and then the
+   * rules in one (sent only if all before it committed).
+   */
+  private async commitDelta(nft: NftablesApi, delta: NftDelta): Promise<Committed> {
+    const units = this.opts.createInTransactionsOf;
+    if (!delta.created || !units) return this.commit(nft, delta.ops);
+    const body: number[] = [];
+    const rules: number[] = [];
+    delta.ops.forEach((o, i) => (o.kind === 'rule' ? rules : body).push(i));
+    const first = await this.commit(nft, body.map((i) => delta.ops[i]!), units);
+    const bodyOk = first.transactions.every((t) => t.committed) && first.errors.length === 0;
+    const second = bodyOk && rules.length ? await this.commit(nft, rules.map((i) => delta.ops[i]!)) : undefined;
+    const ok = new Uint8Array(delta.ops.length);
+    body.forEach((i, j) => (ok[i] = first.ok(j) ? 1 : 0));
+    rules.forEach((i, j) => (ok[i] = second?.ok(j) ? 1 : 0));
+    const back = (e: NetlinkError, map: number[]) => (e.index === undefined ? e : new NetlinkError({ ...e, message: e.message, index: map[e.index]! }));
+    return {
+      ok: (i) => ok[i] === 1,
+      errors: [...first.errors.map((e) => back(e, body)), ...(second?.errors.map((e) => back(e, rules)) ?? [])],
+      transactions: [...first.transactions, ...(second?.transactions ?? [])],
+    };
+  }
+
+  /** Commits the ops as one transaction (or several, maxOpsPerTransaction). Statuses and error
+   *  indexes are those of `ops`. */
+  private async commit(nft: NftablesApi, ops: readonly NftOp[], maxOps = this.opts.maxOpsPerTransaction): Promise<Committed> {
+    const tx = new NftTransaction();
+    for (const op of ops) tx.queue(op);
+    const res = await nft.commit(tx, maxOps ? { maxOpsPerTransaction: maxOps } : {});
+    // The stream's buffer (4 MiB at 10k services) goes now, not after the IPVS writes.
+    tx.release();
+    return { ok: (i) => res.status(i) === 'ok', errors: res.errors, transactions: res.transactions };
+  }
+}
+
+interface Committed {
+  ok(i: number): boolean;
+  errors: NetlinkError[];
+  transactions: ReadonlyArray<{ committed: boolean }>;
+}
+
+/** A copy of a desired table (its sets' element orders, functions, shared). */
+function copyTable(t: DesiredNftTable): DesiredNftTable {
+  const { sets, ...rest } = t;
+  return {
+    ...structuredClone(rest),
+    sets: sets.map(({ order, ...set }) => ({ ...structuredClone(set), ...(order ? { order } : {}) })),
+  };
+}
+
+/** Each table's element ops for the changes given (DesiredChanges.nft): per change its deletes,
+ *  then its adds. undefined when a change names a set that is not among them. */
+function elementDeltas(tables: readonly DesiredNftTable[], changes: readonly NftElementChange[]): NftDelta[] | undefined {
+  const deltas = tables.map((): NftDelta => ({ ops: [] }));
+  for (const c of changes) {
+    const i = tables.findIndex((t) => t.family === c.family && t.name === c.table);
+    const set = tables[i]?.sets.find((x) => x.name === c.set);
+    if (!set) return undefined;
+    const spec = { ...declOf(set), family: c.family, table: c.table };
+    if (c.delete.length) deltas[i]!.ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: c.delete.map(({ key }) => ({ key })) });
+    if (c.add.length) deltas[i]!.ops.push({ verb: 'add', kind: 'elements', set: spec, elements: [...c.add] });
+  }
+  return deltas;
+}
+
+/**
+ * The element ops of an nftables delta without the elements the façade would refuse: added
+ * ones are reported and left out (with any delete of the kernel's element of the same key: it
+ * stays as it is); a delete of a key the façade refuses names nothing the kernel can have.
+ * Only the delta's elements are checked: the new ones.
+ */
+function keepNftElements(delta: NftDelta, droppedChains: ReadonlyMap<string, ReadonlySet<string>>): InvalidObject[] {
+  const invalid: InvalidObject[] = [];
+  const kept = new Map<string, Set<string>>();
+  const out: Array<NftOp | undefined> = delta.ops.slice();
+  let changed = false;
+  const setKey = (s: { family: string; table: string; name: string }) => `${s.family} ${s.table} ${s.name}`;
+  // the adds first: the deletes they hold back come before them in the delta
+  for (const verb of ['add', 'delete'] as const) {
+    for (let i = 0; i < out.length; i++) {
+      const o = out[i];
+      if (o?.kind !== 'elements' || o.verb !== verb) continue;
+      const t = { family: o.set.family, name: o.set.table };
+      const r = checkNftElements(t, o.set, o.elements, verb, droppedChains.get(`${t.family} ${t.name}`));
+      const keep = verb === 'delete' ? kept.get(setKey(o.set)) : undefined;
+      if (!r.bad.size && !keep) continue;
+      if (verb === 'add') {
+        invalid.push(...r.invalid);
+        if (r.keptKeys.length) {
+          let ks = kept.get(setKey(o.set));
+          if (!ks) kept.set(setKey(o.set), (ks = new Set()));
+          for (const x of r.keptKeys) ks.add(x);
+        }
+      }
+      const elements = o.elements.filter((e, j) => !r.bad.has(j) && !keep?.has(elementKey(o.set, e)));
+      if (elements.length === o.elements.length) continue;
+      out[i] = elements.length ? { ...o, elements } : undefined;
+      changed = true;
+    }
+  }
+  if (changed) delta.ops = out.filter((o): o is NftOp => o !== undefined);
+  return invalid;
+}
+
+/**
+ * One owned table as the kernel has it. A table that is not there lists as an empty ruleset
+ * at the generation it was found absent at: listed twice with that same generation read in
+ * between (the listing of a missing table carries none), else at generation 0, which the
+ * kernel never has (not known). (A table-filtered listing of a missing table fails with
+ * ENOENT: the kernel's filtered dumps look the table up first.)
+ */
+async function listOwnedTable(nft: NftablesApi, t: { family: NftFamily; name: string }): Promise<NftRuleset> {
+  const absent = (genId: number): NftRuleset => ({ genId, tables: [], chains: [], sets: [], rules: [] });
+  const list = () =>
+    nft.list({ family: t.family, table: t.name, elements: true }).then(
+      (r) => r,
+      (e: unknown) => {
+        if ((e as NetlinkError)?.code === 'ENOENT') return undefined;
+        throw e;
+      },
+    );
+  const first = await list();
+  if (first) return first;
+  const gen = await nft.genId();
+  const again = await list();
+  if (again) return again;
+  return absent((await nft.genId()) === gen ? gen : 0);
+}
