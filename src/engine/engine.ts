@@ -3,47 +3,28 @@
 // apply() performs a plan in a safe order; sync() is both. Each object kind has its own diff
 // (ipvs-diff, addresses-diff, routes-diff, ipsets-diff, nft-diff); the engine orders them, keeps what must
 // survive between syncs (draining destinations), and reports what it did.
-import { NetlinkError } from '../errors.js';
+import type { NetlinkError } from '../errors.js';
 import type { ConntrackApi } from '../kernel/conntrack.js';
 import type { IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
-import type { IpvsApi, IpvsOp, Service, ServiceId, Destination } from '../kernel/ipvs.js';
+import type { IpvsApi, IpvsOp, Service } from '../kernel/ipvs.js';
 import type { LinkOp, LinksApi } from '../kernel/links.js';
-import type { NftablesApi, NftOp, NftRuleset } from '../kernel/nftables.js';
+import type { NftOp, NftRuleset, NftablesApi } from '../kernel/nftables.js';
 import { IPVSYNC_ROUTE_PROTOCOL, type RouteOp, type RoutesApi } from '../kernel/routes.js';
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
-import { anyContains, canonicalAddress, parseCidr, type Cidr } from '../net/address.js';
+import { applyBatch, emptyReport, settle, type KindReport, type Settled } from './apply-batch.js';
 import { diffIpSets, memberKey, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
-import { IPVS_RECORD_SETS, readRecord, recordedKeys, recordMember, recordOps } from './ownership.js';
-import {
-  assemble,
-  byKey,
-  drainKey,
-  diffIpvs,
-  diffParts,
-  diffWanted,
-  indexObserved,
-  staleServices,
-  type FlowFlush,
-  type IpvsDelta,
-  type IpvsDiffInput,
-  type ObservedIndex,
-} from './ipvs-diff.js';
-import { destKey, keyToId, samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
+import type { IpvsDelta } from './ipvs-diff.js';
+import { IpvsReconciler, type RecordWrites } from './ipvs-reconciler.js';
+import { samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
 import type { DesiredNftTable, NftDelta } from './nft-diff.js';
 import { NftReconciler, type NftElementChange, type NftPlanned, type NftStart } from './nft-reconciler.js';
+import { IPVS_RECORD_SETS, readRecord } from './ownership.js';
 import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
-import {
-  checkIpSet,
-  checkRoutes,
-  checkService,
-  keyable,
-  vipAddressProblem,
-  vipInvalid,
-  vipLinkInvalid,
-  type ServiceVerdict,
-} from './validate.js';
+import { checkIpSet, checkRoutes, keyable, vipAddressProblem, vipInvalid, vipLinkInvalid } from './validate.js';
 
 export { keyToId } from './ipvs-model.js';
+export { IPVS_APPLY_CHUNK } from './ipvs-reconciler.js';
+export type { KindReport } from './apply-batch.js';
 
 /**
  * A desired object the kernel layer would refuse (validateDesired): left out of the sync, with
@@ -176,36 +157,10 @@ export interface EngineOptions extends Ownership {
   observeSlice?: number;
 }
 
-/** IPVS ops per apply() call: the next batch is converted on this thread while the kernel takes
- *  the one before (Ipvs.apply sends batches in call order), so the conversion of 100k ops
- *  overlaps the kernel's work instead of preceding it. */
-export const IPVS_APPLY_CHUNK = 512;
-
 /** VIP address adds per links.apply() call: they run while the rest of the sync applies, the
  *  next converted and handed over while the kernel takes one (the adds are of distinct
  *  addresses: the order they reach the kernel in does not matter). */
 export const ADDRESS_APPLY_CHUNK = 256;
-
-/** A promise's outcome as a value: work started now and awaited later, which must not go
- *  unhandled while other work runs; the caller rethrows `thrown` when it gets there. */
-type Settled<T> = { value: T } | { thrown: unknown };
-function settle<T>(p: Promise<T>): Promise<Settled<T>> {
-  return p.then(
-    (value) => ({ value }),
-    (thrown: unknown) => ({ thrown }),
-  );
-}
-
-/** An error of a batch that was one chunk of a longer op list, with its index in the list. */
-function reindexed(e: NetlinkError, at: number): NetlinkError {
-  if (at === 0 || e.index === undefined) return e;
-  return withIndex(e, e.index + at);
-}
-
-function withIndex(e: NetlinkError, index: number): NetlinkError {
-  // its own fields (message is not enumerable on an Error)
-  return new NetlinkError({ ...e, message: e.message, index });
-}
 
 /** Every write a sync would make, per kind, in the order they will be made. */
 export interface Plan {
@@ -227,10 +182,8 @@ export interface Plan {
   desired?: { vips?: DesiredVips };
   /** @internal the nftables part as the reconciler planned it (its delta is `nft`) */
   nftPlanned?: NftPlanned;
-  /** @internal the ownership record's writes: keys recorded by the first `early` ops of
-   *  ipsets.early (before IPVS), keys forgotten by the ops of ipsets.late from `lateFrom`
-   *  (after IPVS: those of `deleted` only once their deleteService went, `dropped` at once). */
-  record?: { add: string[]; deleted: string[]; dropped: string[]; early: number; lateFrom: number };
+  /** @internal the ownership record's writes (IpvsReconciler.recordWrites) */
+  record?: RecordWrites;
 }
 
 export type PlannedWrite =
@@ -239,13 +192,6 @@ export type PlannedWrite =
   | { kind: 'route'; op: RouteOp }
   | { kind: 'ipset'; op: IpSetOp }
   | { kind: 'nft'; op: NftOp };
-
-export interface KindReport {
-  /** Writes that succeeded, by op name. */
-  ops: Record<string, number>;
-  writes: number;
-  errors: NetlinkError[];
-}
 
 export interface SyncReport {
   mode: 'full' | 'incremental';
@@ -269,10 +215,6 @@ export interface SyncReport {
   durations: { observeMs: number; diffMs: number; applyMs: number; totalMs: number };
 }
 
-function emptyReport(): KindReport {
-  return { ops: {}, writes: 0, errors: [] };
-}
-
 /** The writes of a plan as one flat list (what `--dry-run --json` prints). */
 export function planWrites(p: Plan): PlannedWrite[] {
   return [
@@ -288,26 +230,12 @@ export function planWrites(p: Plan): PlannedWrite[] {
 }
 
 export class Engine {
-  private draining = new Map<string, number>();
-  private readonly managed: Cidr[];
-  private readonly excluded: Cidr[];
-  private readonly now: () => number;
-  /** The keys of the virtual servers the engine owns by its record (ownership.ts), as of the
-   *  last read of it and the record writes since; undefined until it is read (the first plan,
-   *  and every full one, dumps it). Without an ipset handle, memory alone. */
-  private recorded: Set<string> | undefined;
-  /** The record's sets the kernel has (created once, when first needed). */
-  private recordSets = new Set<string>();
   /** A copy of the VIPs the last sync applied without an error: an incremental plan whose
    *  desired VIPs equal them neither dumps nor diffs them (a full plan always does, and so
    *  repairs what others changed in between). */
   private clean: { vips?: DesiredVips } = {};
+  private readonly ipvs: IpvsReconciler;
   private readonly nft: NftReconciler;
-  /** The invalid desired services by key as of the last plans (a full plan checks every
-   *  service, an incremental one those of its changes), and those without a key (a full
-   *  plan's). */
-  private readonly invalidServices = new Map<string, { s: DesiredService; v: ServiceVerdict }>();
-  private invalidKeyless: Array<{ s: DesiredService; v: ServiceVerdict }> = [];
   /** The VIPs last checked and their verdict: the invalid ones, and the VIPs without them. */
   private vipCheck: { of: DesiredVips; invalid: InvalidObject[]; valid: DesiredVips } | undefined;
 
@@ -315,10 +243,15 @@ export class Engine {
     private readonly kernel: EngineKernel,
     private readonly opts: EngineOptions = {},
   ) {
-    this.managed = (opts.managedCidrs ?? []).map(parseCidr);
-    this.excluded = (opts.excludeCidrs ?? []).map(parseCidr);
-    this.now = opts.now ?? Date.now;
-    if (!kernel.ipsets) this.recorded = new Set();
+    this.ipvs = new IpvsReconciler(kernel.ipvs, kernel.ipsets !== undefined, {
+      ...(opts.managedCidrs ? { managedCidrs: opts.managedCidrs } : {}),
+      ...(opts.excludeCidrs ? { excludeCidrs: opts.excludeCidrs } : {}),
+      ...(opts.managedFwmarks ? { managedFwmarks: opts.managedFwmarks } : {}),
+      ...(opts.drainTimeoutMs !== undefined ? { drainTimeoutMs: opts.drainTimeoutMs } : {}),
+      ...(opts.now ? { now: opts.now } : {}),
+      ...(opts.observeSlice !== undefined ? { observeSlice: opts.observeSlice } : {}),
+      shareDesired: opts.desiredImmutable === true,
+    });
     this.nft = new NftReconciler(kernel.nft, {
       ...(opts.maxNftOpsPerTransaction !== undefined ? { maxOpsPerTransaction: opts.maxNftOpsPerTransaction } : {}),
       ...(opts.createNftInTransactionsOf !== undefined ? { createInTransactionsOf: opts.createNftInTransactionsOf } : {}),
@@ -329,75 +262,7 @@ export class Engine {
   /** Whether the engine may change or delete an observed IPVS service (`key`: its
    *  serviceKey, when the caller has it): recorded or claimed by an option, and not excluded. */
   owns(s: Service, key: string = serviceKey(s)): boolean {
-    if (s.fwmark !== undefined) {
-      const r = this.opts.managedFwmarks;
-      return this.recorded?.has(key) === true || (r !== undefined && s.fwmark >= r.min && s.fwmark <= r.max);
-    }
-    const a = canonicalAddress(s.address);
-    if (anyContains(this.excluded, a)) return false;
-    return this.recorded?.has(key) === true || anyContains(this.managed, a);
-  }
-
-  /**
-   * The IPVS delta of a full plan from the kernel's services without their destinations: the
-   * desired services are diffed a slice (observeSlice) at a time, each slice's destinations
-   * read just before (destinationsOf) and dropped after, so the whole table's destinations are
-   * never held at once. The same delta as diffIpvs over the table read whole.
-   */
-  private async diffIpvsSliced(input: IpvsDiffInput, observed: ObservedIndex): Promise<{ delta: IpvsDelta; readMs: number }> {
-    const wanted = byKey(input.desired);
-    const parts = diffParts();
-    const per = Math.max(1, this.opts.observeSlice ?? 256);
-    const it = wanted.entries();
-    let readMs = 0;
-    for (let more = true; more; ) {
-      const slice: Array<[string, DesiredService]> = [];
-      while (slice.length < per) {
-        const r = it.next();
-        if (r.done) {
-          more = false;
-          break;
-        }
-        slice.push(r.value);
-      }
-      // the slice's services the kernel has
-      const have = slice.filter(([key]) => observed.byKey.has(key)).map(([key]) => key);
-      const t = performance.now();
-      const dests = have.length ? await this.kernel.ipvs.destinationsOf!(have.map(keyToId)) : [];
-      readMs += performance.now() - t;
-      const destinations = new Map<string, Destination[]>();
-      for (let i = 0; i < have.length; i++) destinations.set(have[i]!, dests[i]!);
-      diffWanted(input, parts, slice, observed, destinations);
-    }
-    staleServices(parts, wanted, observed, input.recorded, input.recordScope);
-    return { delta: assemble(parts), readMs };
-  }
-
-  /**
-   * The services a plan diffs (`want`) without what the kernel layer would refuse, and what of
-   * the kernel's to leave as it is for them. `want` is checked now: a full plan's is every
-   * service (the verdicts kept are replaced), an incremental one's the services of its changes
-   * (the verdicts of their keys replaced). Reported: every invalid service kept.
-   */
-  private checkServices(want: readonly DesiredService[], scope: ReadonlySet<string> | undefined): CheckedServices {
-    if (!scope) {
-      this.invalidServices.clear();
-      this.invalidKeyless = [];
-    } else for (const k of scope) this.invalidServices.delete(k);
-    const sub = new Map<DesiredService, DesiredService | undefined>();
-    const out: CheckedServices = { want, invalid: [], keptServices: new Set(), keptDests: new Map() };
-    for (const s of want) {
-      const v = checkService(s);
-      if (!v) continue;
-      if (keyable(s)) this.invalidServices.set(serviceKey(s), { s, v });
-      else this.invalidKeyless.push({ s, v });
-      sub.set(s, v.valid);
-      if (v.key !== undefined) out.keptServices.add(v.key);
-      if (v.destKeys) out.keptDests.set(serviceKey(s), new Set(v.destKeys));
-    }
-    for (const { v } of [...this.invalidKeyless, ...this.invalidServices.values()]) out.invalid.push(...v.invalid);
-    if (sub.size) out.want = want.flatMap((s) => (!sub.has(s) ? [s] : sub.get(s) ? [sub.get(s)!] : []));
-    return out;
+    return this.ipvs.owns(s, key);
   }
 
   /**
@@ -453,31 +318,6 @@ export class Engine {
     };
   }
 
-  /** Leaves the kernel's destinations of these keys (service key -> destKeys: desired ones left
-   *  out as invalid) as they are: no op, no drain, no flush for them. */
-  private keepDestinations(delta: IpvsDelta, kept: ReadonlyMap<string, ReadonlySet<string>>): void {
-    // a service's destination ops share its id object
-    const keys = new Map<object, string>();
-    const held = (service: ServiceId, dest: { address: string; port: number }) => {
-      let k = keys.get(service);
-      if (k === undefined) keys.set(service, (k = serviceKey(service)));
-      return kept.get(k)?.has(destKey(dest)) === true;
-    };
-    delta.ops = delta.ops.filter(
-      (o) => !((o.op === 'addDestination' || o.op === 'updateDestination' || o.op === 'deleteDestination') && held(o.service, o.dest)),
-    );
-    delta.flushFlows = delta.flushFlows.filter(
-      (f) => !kept.get(serviceKey({ protocol: f.protocol, address: f.service.address, port: f.service.port, family: f.family }))?.has(destKey(f.dest)),
-    );
-    for (const [svc, dests] of kept)
-      for (const d of dests) {
-        const dk = drainKey(svc, d);
-        const since = this.draining.get(dk);
-        if (since === undefined) delta.draining.delete(dk);
-        else delta.draining.set(dk, since);
-      }
-  }
-
   /**
    * The kernel's side of a plan: every kind listed concurrently (independent sockets), the
    * ownership record read (a full plan, or the first), the small kinds diffed, and for a
@@ -492,7 +332,7 @@ export class Engine {
     changed: ReadonlySet<string> | undefined,
     o: { sliced: boolean; wantVips: DesiredVips | undefined; wantIpsets: boolean; nft: NftStart },
   ): Promise<{
-    ipvs: Service[] | ObservedIndex;
+    ipvs: Service[] | ReturnType<IpvsReconciler['index']>;
     ruleset: NftRuleset[];
     t1: number;
     addresses?: AddressesDelta;
@@ -503,13 +343,9 @@ export class Engine {
     const { wantVips } = o;
     // The record: taken from the listing of every set when the engine manages ipsets, else
     // its two sets alone.
-    const readOwn = k.ipsets !== undefined && (!changed || this.recorded === undefined);
+    const readOwn = this.ipvs.readsRecord(!!changed);
     const [observed, link, addrs, routes, sets, ruleset, own] = await Promise.all([
-      changed
-        ? Promise.all([...changed].map((key) => k.ipvs.service(keyToId(key), { withDestinations: true }))).then((l) =>
-            l.filter((s): s is Service => s !== null),
-          )
-        : k.ipvs.services({ withDestinations: !o.sliced }),
+      this.ipvs.observe(changed, o.sliced),
       wantVips ? k.links!.get(wantVips.link) : undefined,
       wantVips ? k.links!.addresses({ link: wantVips.link }).catch(noLink) : undefined,
       desired.routes && k.routes ? k.routes.list({ protocol: IPVSYNC_ROUTE_PROTOCOL }) : undefined,
@@ -518,16 +354,9 @@ export class Engine {
       readOwn && !o.wantIpsets ? readRecord(k.ipsets!) : undefined,
     ]);
     const t1 = performance.now();
-    if (readOwn) {
-      const record = (own ?? sets!).filter((x) => IPVS_RECORD_SETS.includes(x.name));
-      // firewall-mark services are recorded in memory only: they stay
-      const memoryOnly = [...(this.recorded ?? [])].filter((key) => recordMember(key) === undefined);
-      this.recorded = recordedKeys(record);
-      for (const key of memoryOnly) this.recorded.add(key);
-      this.recordSets = new Set(record.map((x) => x.name));
-    }
+    if (readOwn) this.ipvs.takeRecord(own ?? sets!);
     return {
-      ipvs: o.sliced ? indexObserved(observed, (s, key) => this.owns(s, key)) : observed,
+      ipvs: o.sliced ? this.ipvs.index(observed) : observed,
       ruleset,
       t1,
       ...(wantVips ? { addresses: diffAddresses(wantVips, { linkExists: link !== null, addresses: addrs ?? [] }) } : {}),
@@ -566,39 +395,7 @@ export class Engine {
     const nftPlanned = this.nft.diff(nftStart, ruleset);
 
     const named = ch ? [...ch.services.values()].filter((s): s is DesiredService => s !== undefined) : desired.services;
-    const svcs = this.checkServices(named, changed);
-    const want = svcs.want;
-    const draining = changed ? new Map([...this.draining].filter(([key]) => changed.has(key.split('/')[0]!))) : this.draining;
-    // The kernel's services of invalid desired services are left as they are: not the engine's
-    // to change or delete in this plan.
-    const kept = svcs.keptServices;
-    if (kept.size && !Array.isArray(obs.ipvs)) {
-      for (const key of kept) {
-        const h = obs.ipvs.byKey.get(key);
-        if (h !== undefined) obs.ipvs.byKey.set(key, h & ~1);
-      }
-    }
-    const diffInput = {
-      desired: want,
-      observed: Array.isArray(obs.ipvs) ? obs.ipvs : [],
-      owns: kept.size ? (s: Service, key: string) => this.owns(s, key) && !kept.has(key) : (s: Service, key: string) => this.owns(s, key),
-      recorded: this.recorded,
-      recordScope: changed ?? this.recorded,
-      draining,
-      now: this.now(),
-      drainTimeoutMs: this.opts.drainTimeoutMs ?? 15 * 60 * 1000,
-      shareDesired: this.opts.desiredImmutable === true,
-    };
-    let readMs = 0;
-    let ipvs: IpvsDelta;
-    if (!Array.isArray(obs.ipvs)) {
-      const r = await this.diffIpvsSliced(diffInput, obs.ipvs);
-      ipvs = r.delta;
-      readMs = r.readMs;
-    } else {
-      ipvs = diffIpvs(diffInput);
-    }
-    if (svcs.keptDests.size) this.keepDestinations(ipvs, svcs.keptDests);
+    const { delta: ipvs, readMs, invalid: invalidServices } = await this.ipvs.plan(obs.ipvs, named, changed);
     const plan: Plan = { mode: changed ? 'incremental' : 'full', ipvs, observeMs: obs.t1 - t0 + readMs, diffMs: 0, desired: {} };
     if (changed) plan.scope = [...changed];
     const unchanged: Plan['unchanged'] = [];
@@ -611,30 +408,15 @@ export class Engine {
       plan.desired!.vips = desired.vips;
     }
     if (obs.routes) plan.routes = obs.routes;
-    if (obs.ipsets) plan.ipsets = obs.ipsets;
-    this.planRecord(plan);
+    const { record, ipsets } = this.ipvs.recordWrites(ipvs, obs.ipsets);
+    if (record) plan.record = record;
+    if (ipsets) plan.ipsets = ipsets;
     plan.nftPlanned = nftPlanned;
     if (nftPlanned.delta) plan.nft = nftPlanned.delta;
-    const invalid = [...svcs.invalid, ...checked.invalid, ...nftStart.invalid, ...nftPlanned.invalid];
+    const invalid = [...invalidServices, ...checked.invalid, ...nftStart.invalid, ...nftPlanned.invalid];
     if (invalid.length) plan.invalid = invalid;
     plan.diffMs = performance.now() - obs.t1 - readMs;
     return plan;
-  }
-
-  /** Puts the ownership record's writes into the plan's ipset writes: the records first (so
-   *  before IPVS creates anything), the forgetting last (after IPVS deleted). Without an ipset
-   *  handle the record is memory: nothing to write, apply() keeps it. */
-  private planRecord(plan: Plan): void {
-    const { add, deleted, dropped } = plan.ipvs.record;
-    if (!add.length && !deleted.length && !dropped.length) return;
-    if (!this.kernel.ipsets) {
-      plan.record = { add, deleted, dropped, early: 0, lateFrom: 0 };
-      return;
-    }
-    const ipsets = plan.ipsets ?? { early: [], late: [] };
-    const ops = recordOps(add, [...deleted, ...dropped], this.recordSets);
-    plan.record = { add, deleted, dropped, early: ops.early.length, lateFrom: ipsets.late.length };
-    plan.ipsets = { early: [...ops.early, ...ipsets.early], late: [...ipsets.late, ...ops.late] };
   }
 
   /** Performs a plan: link, route and set creation, then the nftables transaction and the IPVS
@@ -656,50 +438,8 @@ export class Engine {
       invalid: plan.invalid ?? [],
       durations: { observeMs: plan.observeMs, diffMs: plan.diffMs, applyMs: 0, totalMs: 0 },
     };
-    // Every batch continues past failures: one bad object must not hold back the rest, and the
-    // next sync retries what failed (the diff starts from what the kernel has).
-    // ops[from, to) in chunks; errors and the returned predicate index the whole ops list.
-    // `ahead`: the next chunk is handed to `run` while this one is in the kernel (its
-    // conversion on the main thread overlaps the kernel's work on the worker); `run` must send
-    // chunks in call order where their order matters, as Ipvs.apply does (the VIP adds' does
-    // not: distinct addresses, each added once). A chunk's exception still ends the loop, the
-    // chunk after it possibly sent: the next sync diffs from the kernel.
-    const batch = async <Op extends { op: string }>(
-      r: KindReport,
-      ops: Op[],
-      run: (ops: Op[]) => Promise<{ status(i: number): string; errors: NetlinkError[] }>,
-      { chunk = ops.length, from = 0, to = ops.length, ahead = false }: { chunk?: number; from?: number; to?: number; ahead?: boolean } = {},
-    ): Promise<((i: number) => boolean) | undefined> => {
-      if (from >= to) return undefined;
-      const ok = new Uint8Array(ops.length);
-      const slice = (at: number): Op[] => (at === 0 && to === ops.length && chunk >= ops.length ? ops : ops.slice(at, Math.min(at + chunk, to)));
-      let part = slice(from);
-      let sent = run(part);
-      for (let at = from; at < to; at += chunk) {
-        const nextPart = at + chunk < to ? slice(at + chunk) : undefined;
-        let next: typeof sent | undefined;
-        if (ahead && nextPart) {
-          next = run(nextPart);
-          // awaited below, or dropped when this chunk throws: never an unhandled rejection
-          next.catch(() => undefined);
-        }
-        const res = await sent;
-        for (const e of res.errors) r.errors.push(reindexed(e, at));
-        for (let i = 0; i < part.length; i++) {
-          if (res.status(i) !== 'ok') continue;
-          ok[at + i] = 1;
-          const o = part[i]!;
-          r.ops[o.op] = (r.ops[o.op] ?? 0) + 1;
-          r.writes++;
-        }
-        if (nextPart) {
-          part = nextPart;
-          sent = next ?? run(nextPart);
-        }
-      }
-      return (i) => ok[i] === 1;
-    };
-
+    // Every batch continues past failures (applyBatch).
+    const batch = applyBatch;
     // The link first; its address adds then run on their own socket while the rest applies (the
     // kernel's cost of an IPv4 address add grows with the addresses already on the link: at 10k
     // VIPs they are the longest single step of a full sync).
@@ -719,17 +459,14 @@ export class Engine {
     let setsOk: ((i: number) => boolean) | undefined;
     if (plan.ipsets && k.ipsets) setsOk = await batch(report.ipsets, plan.ipsets.early, (o) => k.ipsets!.apply(o, { stopOnError: false }));
     const recorded = !rec || rec.early === 0 || (setsOk !== undefined && Array.from({ length: rec.early }, (_, i) => setsOk!(i)).every(Boolean));
-    // A virtual server is created only once it is recorded: one that is not would be someone
-    // else's to the next run. (A service the kernel has, desired and not recorded, is still
-    // converged: the next sync records it.)
-    let ipvsOps = plan.ipvs.ops;
-    if (!recorded) ipvsOps = withoutUnrecorded(ipvsOps, new Set(rec!.add));
+    // A virtual server is created only once it is recorded.
+    const ipvsOps = this.ipvs.opsToWrite(plan.ipvs, rec, recorded);
     // The nftables transaction and the IPVS writes go together: neither names the other's
     // objects, and while the kernel commits the glue (one transaction, ~100k elements at 10k
     // services) this thread converts the IPVS batches instead of waiting.
     const nftDone = settle(this.nft.apply(plan.nft, plan.nftPlanned?.base, report.nft));
     // settled before anything throws: neither may go unhandled while the other runs
-    const ipvsDone = settle(batch(report.ipvs, ipvsOps, (o) => k.ipvs.apply(o, { stopOnError: false }), { chunk: IPVS_APPLY_CHUNK, ahead: true }));
+    const ipvsDone = settle(this.ipvs.write(ipvsOps, report.ipvs));
     const nftOut = await nftDone;
     const ipvsOut = await ipvsDone;
     if ('thrown' in nftOut) throw nftOut.thrown;
@@ -738,39 +475,21 @@ export class Engine {
     const added = await vipAdds;
     if (added && 'thrown' in added) throw added.thrown;
     // A deleted virtual server is forgotten only once its delete went (or found it gone).
-    const gone = rec ? goneServices(ipvsOps, ipvsOk, report.ipvs.errors, new Set(rec.deleted)) : [];
-    let forgotten = rec ? [...gone, ...rec.dropped] : [];
+    let forgotten = rec ? this.ipvs.forgotten(rec, ipvsOps, ipvsOk, report.ipvs.errors) : [];
     if (plan.ipsets && k.ipsets) {
       let late = plan.ipsets.late;
-      if (rec) late = [...late.slice(0, rec.lateFrom), ...recordOps([], forgotten, this.recordSets).late];
+      if (rec) late = [...late.slice(0, rec.lateFrom), ...this.ipvs.forgetOps(forgotten)];
       const lateOk = await batch(report.ipsets, late, (o) => k.ipsets!.apply(o, { stopOnError: false }));
       if (rec && !Array.from({ length: late.length - rec.lateFrom }, (_, i) => lateOk?.(rec.lateFrom + i)).every(Boolean)) forgotten = [];
     }
-    if (rec && this.recorded) {
-      if (recorded) for (const key of rec.add) this.recorded.add(key);
-      for (const key of forgotten) this.recorded.delete(key);
-      if (recorded && rec.early) for (const o of plan.ipsets!.early.slice(0, rec.early)) if (o.op === 'create') this.recordSets.add(o.name);
-    }
+    if (rec) this.ipvs.remember(rec, recorded, forgotten, plan.ipsets?.early ?? []);
     if (plan.routes && k.routes) await batch(report.routes, plan.routes.late, (o) => k.routes!.apply(o, { stopOnError: false }));
     if (plan.addresses && k.links) await batch(report.addresses, plan.addresses.late, (o) => k.links!.apply(o, { stopOnError: false }));
 
-    // Drain state: what this plan saw, plus (incremental) what it did not look at.
-    if (plan.scope) {
-      const looked = new Set(plan.scope);
-      for (const [key, v] of this.draining) if (!looked.has(key.split('/')[0]!)) plan.ipvs.draining.set(key, v);
-    }
-    this.draining = plan.ipvs.draining;
-    report.draining = this.draining.size;
-
-    // Stale UDP/SCTP flows of destinations whose delete succeeded.
-    const deleted = new Set<string>();
-    ipvsOps.forEach((o, i) => {
-      if (o.op === 'deleteDestination' && ipvsOk?.(i)) deleted.add(`${serviceKey(o.service)}/${o.dest.address}/${o.dest.port}`);
-    });
-    const flows = plan.ipvs.flushFlows.filter((f) =>
-      deleted.has(`${serviceKey({ protocol: f.protocol, address: f.service.address, port: f.service.port, family: f.family })}/${f.dest.address}/${f.dest.port}`),
-    );
-    if (flows.length && k.conntrack) report.flowsFlushed = await flushFlows(k.conntrack, flows, report.errors);
+    // Drain state; stale UDP/SCTP flows of destinations whose delete succeeded.
+    const after = await this.ipvs.settle(plan.ipvs, plan.scope, ipvsOps, ipvsOk, k.conntrack, report.errors);
+    report.draining = after.draining;
+    report.flowsFlushed = after.flowsFlushed;
 
     // What applied cleanly is the base of the next incremental plans (a copy, as callers may
     // reuse and change their desired objects, unless desiredImmutable); a kind with an error
@@ -790,17 +509,6 @@ export class Engine {
   async sync(desired: DesiredState, changes?: DesiredChanges | ReadonlySet<string>): Promise<SyncReport> {
     return this.apply(await this.plan(desired, changes));
   }
-}
-
-/** A plan's services to diff without what the kernel layer would refuse (Engine.checkServices). */
-interface CheckedServices {
-  /** Invalid ones left out, those with invalid destinations without them. */
-  want: readonly DesiredService[];
-  invalid: InvalidObject[];
-  /** Keys of the kernel's services to leave as they are. */
-  keptServices: Set<string>;
-  /** Service key -> destKeys of the kernel's destinations to leave as they are. */
-  keptDests: Map<string, Set<string>>;
 }
 
 /** A plan's desired state but its services without what the kernel layer would refuse
@@ -839,27 +547,6 @@ function keepRoutesAndSets(obs: { routes?: RoutesDelta; ipsets?: IpSetsDelta }, 
   }
 }
 
-/** The ops without those that create the services of `keys` (addService) or give them
- *  destinations (addDestination) where the service is created. */
-function withoutUnrecorded(ops: IpvsOp[], keys: ReadonlySet<string>): IpvsOp[] {
-  const created = new Set<string>();
-  for (const o of ops) if (o.op === 'addService' && keys.has(serviceKey(o.service))) created.add(serviceKey(o.service));
-  return ops.filter((o) => !((o.op === 'addService' || o.op === 'addDestination') && created.has(serviceKey(o.service))));
-}
-
-/** The keys of `keys` whose deleteService among `ops` succeeded or found the service gone. */
-function goneServices(ops: readonly IpvsOp[], ok: ((i: number) => boolean) | undefined, errors: readonly NetlinkError[], keys: ReadonlySet<string>): string[] {
-  if (!keys.size) return [];
-  const missing = new Set(errors.filter((e) => e.code === 'ESRCH').map((e) => e.index));
-  const out: string[] = [];
-  ops.forEach((o, i) => {
-    if (o.op !== 'deleteService' || !(ok?.(i) || missing.has(i))) return;
-    const key = serviceKey(o.service);
-    if (keys.has(key)) out.push(key);
-  });
-  return out;
-}
-
 /** The VIPs checked: the invalid ones (and the link, if it is), and the VIPs without them. */
 function checkVips(vips: DesiredVips): { of: DesiredVips; invalid: InvalidObject[]; valid: DesiredVips } {
   const link = vipLinkInvalid(vips);
@@ -880,20 +567,3 @@ function noLink(e: unknown): Array<{ address: string; prefixlen: number }> {
   if ((e as NetlinkError)?.code === 'ENODEV' || (e as NetlinkError)?.code === 'ENOENT') return [];
   throw e;
 }
-
-/** Deletes the conntrack flows of removed UDP/SCTP destinations: clients stop using a dead
- *  backend instead of waiting for the flow to time out. */
-async function flushFlows(ct: ConntrackApi, flows: FlowFlush[], errors: NetlinkError[]): Promise<number> {
-  let n = 0;
-  for (const f of flows) {
-    try {
-      const r = await ct.delete({ family: f.family, proto: f.protocol, origDst: f.service.address, origDport: f.service.port, replySrc: f.dest.address, replySport: f.dest.port });
-      n += r.deleted;
-      errors.push(...r.errors);
-    } catch (e) {
-      errors.push(e as NetlinkError);
-    }
-  }
-  return n;
-}
-
