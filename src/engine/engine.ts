@@ -1,29 +1,33 @@
-// The sync engine: desired state -> one dump per object kind -> pure diffs -> batched apply.
+// The sync engine: desired state -> one read per object kind -> pure diffs -> batched apply.
 // plan() reads the kernel and computes every write (no write happens: it is also the dry run);
-// apply() performs a plan in a safe order; sync() is both. Each object kind has its own diff
-// (ipvs-diff, addresses-diff, routes-diff, ipsets-diff, nft-diff); the engine orders them, keeps what must
-// survive between syncs (draining destinations), and reports what it did.
+// apply() performs a plan in a safe order; sync() is both. Each object kind has its reconciler
+// (ipvs-, addresses-, routes-, ipsets-, nft-reconciler: check, observe, diff, apply, and what
+// it keeps between syncs); the engine orders them and reports what they did.
 import type { NetlinkError } from '../errors.js';
 import type { ConntrackApi } from '../kernel/conntrack.js';
 import type { IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
 import type { IpvsApi, IpvsOp, Service } from '../kernel/ipvs.js';
 import type { LinkOp, LinksApi } from '../kernel/links.js';
-import type { NftOp, NftRuleset, NftablesApi } from '../kernel/nftables.js';
-import { IPVSYNC_ROUTE_PROTOCOL, type RouteOp, type RoutesApi } from '../kernel/routes.js';
-import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
-import { applyBatch, emptyReport, settle, type KindReport, type Settled } from './apply-batch.js';
-import { diffIpSets, memberKey, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
+import type { NftOp, NftablesApi } from '../kernel/nftables.js';
+import type { RouteOp, RoutesApi } from '../kernel/routes.js';
+import type { AddressesDelta, DesiredVips } from './addresses-diff.js';
+import { AddressReconciler } from './addresses-reconciler.js';
+import { emptyReport, settle, type KindReport } from './apply-batch.js';
+import type { DesiredIpSet, IpSetsDelta } from './ipsets-diff.js';
+import { IpSetsReconciler } from './ipsets-reconciler.js';
 import type { IpvsDelta } from './ipvs-diff.js';
 import { IpvsReconciler, type RecordWrites } from './ipvs-reconciler.js';
-import { samePlain, serviceKey, type DesiredService } from './ipvs-model.js';
+import { serviceKey, type DesiredService } from './ipvs-model.js';
 import type { DesiredNftTable, NftDelta } from './nft-diff.js';
-import { NftReconciler, type NftElementChange, type NftPlanned, type NftStart } from './nft-reconciler.js';
-import { IPVS_RECORD_SETS, readRecord } from './ownership.js';
-import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
-import { checkIpSet, checkRoutes, keyable, vipAddressProblem, vipInvalid, vipLinkInvalid } from './validate.js';
+import { NftReconciler, type NftElementChange, type NftPlanned } from './nft-reconciler.js';
+import { readRecord } from './ownership.js';
+import type { DesiredRoutes, RoutesDelta } from './routes-diff.js';
+import { RoutesReconciler } from './routes-reconciler.js';
+import { keyable } from './validate.js';
 
 export { keyToId } from './ipvs-model.js';
 export { IPVS_APPLY_CHUNK } from './ipvs-reconciler.js';
+export { ADDRESS_APPLY_CHUNK } from './addresses-reconciler.js';
 export type { KindReport } from './apply-batch.js';
 
 /**
@@ -157,11 +161,6 @@ export interface EngineOptions extends Ownership {
   observeSlice?: number;
 }
 
-/** VIP address adds per links.apply() call: they run while the rest of the sync applies, the
- *  next converted and handed over while the kernel takes one (the adds are of distinct
- *  addresses: the order they reach the kernel in does not matter). */
-export const ADDRESS_APPLY_CHUNK = 256;
-
 /** Every write a sync would make, per kind, in the order they will be made. */
 export interface Plan {
   mode: 'full' | 'incremental';
@@ -229,19 +228,21 @@ export function planWrites(p: Plan): PlannedWrite[] {
   ];
 }
 
+/**
+ * The engine: one reconciler per kind (IPVS, VIP addresses, routes, ipsets, nftables), each
+ * checking, observing, diffing and writing its kind and keeping what it needs between syncs;
+ * plan() runs them (the kernel read concurrently) and apply() writes in a safe order.
+ */
 export class Engine {
-  /** A copy of the VIPs the last sync applied without an error: an incremental plan whose
-   *  desired VIPs equal them neither dumps nor diffs them (a full plan always does, and so
-   *  repairs what others changed in between). */
-  private clean: { vips?: DesiredVips } = {};
   private readonly ipvs: IpvsReconciler;
+  private readonly addresses: AddressReconciler;
+  private readonly routes: RoutesReconciler;
+  private readonly ipsets: IpSetsReconciler;
   private readonly nft: NftReconciler;
-  /** The VIPs last checked and their verdict: the invalid ones, and the VIPs without them. */
-  private vipCheck: { of: DesiredVips; invalid: InvalidObject[]; valid: DesiredVips } | undefined;
 
   constructor(
     private readonly kernel: EngineKernel,
-    private readonly opts: EngineOptions = {},
+    opts: EngineOptions = {},
   ) {
     this.ipvs = new IpvsReconciler(kernel.ipvs, kernel.ipsets !== undefined, {
       ...(opts.managedCidrs ? { managedCidrs: opts.managedCidrs } : {}),
@@ -252,6 +253,9 @@ export class Engine {
       ...(opts.observeSlice !== undefined ? { observeSlice: opts.observeSlice } : {}),
       shareDesired: opts.desiredImmutable === true,
     });
+    this.addresses = new AddressReconciler(kernel.links, opts.desiredImmutable === true);
+    this.routes = new RoutesReconciler(kernel.routes);
+    this.ipsets = new IpSetsReconciler(kernel.ipsets, opts.ipsetPrefix);
     this.nft = new NftReconciler(kernel.nft, {
       ...(opts.maxNftOpsPerTransaction !== undefined ? { maxOpsPerTransaction: opts.maxNftOpsPerTransaction } : {}),
       ...(opts.createNftInTransactionsOf !== undefined ? { createInTransactionsOf: opts.createNftInTransactionsOf } : {}),
@@ -266,107 +270,6 @@ export class Engine {
   }
 
   /**
-   * The VIPs, routes and ipsets without what the kernel layer would refuse, and what of the
-   * kernel's to leave as it is for them. VIPs are checked unless they are the ones last
-   * checked; ipsets and routes every time (the nftables tables: NftReconciler).
-   */
-  private checkDesired(desired: DesiredState): Checked {
-    const invalid: InvalidObject[] = [];
-    let vips = desired.vips;
-    if (vips) {
-      const c = this.vipCheck && samePlain(this.vipCheck.of, vips) ? this.vipCheck : checkVips(vips);
-      this.vipCheck = c;
-      invalid.push(...c.invalid);
-      vips = vipLinkInvalid(vips) ? undefined : c.valid;
-    }
-    let routes = desired.routes;
-    const keptRoutes = new Set<string>();
-    if (routes) {
-      const r = checkRoutes(routes);
-      invalid.push(...r.invalid);
-      routes = r.valid;
-      for (const x of r.kept) keptRoutes.add(x);
-    }
-    let ipsets = desired.ipsets;
-    const droppedIpsets = new Set<string>();
-    const keptMembers = new Map<string, Set<string>>();
-    if (ipsets) {
-      let out: DesiredIpSet[] | undefined;
-      for (let i = 0; i < ipsets.length; i++) {
-        const set = ipsets[i]!;
-        const v = checkIpSet(set, this.opts.ipsetPrefix);
-        if (!v) {
-          out?.push(set);
-          continue;
-        }
-        out ??= ipsets.slice(0, i);
-        invalid.push(...v.invalid);
-        if (v.valid) {
-          out.push(v.valid);
-          if (v.keptMembers) keptMembers.set(set.name, new Set(v.keptMembers));
-        } else if (typeof set.name === 'string') droppedIpsets.add(set.name);
-      }
-      if (out) ipsets = out;
-    }
-    return {
-      invalid,
-      desired: routes === desired.routes && ipsets === desired.ipsets ? desired : withRoutesAndSets(desired, routes, ipsets),
-      vips,
-      keptRoutes,
-      droppedIpsets,
-      keptMembers,
-    };
-  }
-
-  /**
-   * The kernel's side of a plan: every kind listed concurrently (independent sockets), the
-   * ownership record read (a full plan, or the first), the small kinds diffed, and for a
-   * sliced plan the IPVS services indexed by key (ObservedIndex). Returns the deltas, the index
-   * (or the listed services) and the tables' listing, not the other listings: a full plan's IPVS
-   * diff runs for a while after this (at 10k services ~1 s, ~10 s under emulation) and they were
-   * its memory peak. (A separate function because a suspended async function can keep what its
-   * finished statements held.)
-   */
-  private async observe(
-    desired: DesiredState,
-    changed: ReadonlySet<string> | undefined,
-    o: { sliced: boolean; wantVips: DesiredVips | undefined; wantIpsets: boolean; nft: NftStart },
-  ): Promise<{
-    ipvs: Service[] | ReturnType<IpvsReconciler['index']>;
-    ruleset: NftRuleset[];
-    t1: number;
-    addresses?: AddressesDelta;
-    routes?: RoutesDelta;
-    ipsets?: IpSetsDelta;
-  }> {
-    const k = this.kernel;
-    const { wantVips } = o;
-    // The record: taken from the listing of every set when the engine manages ipsets, else
-    // its two sets alone.
-    const readOwn = this.ipvs.readsRecord(!!changed);
-    const [observed, link, addrs, routes, sets, ruleset, own] = await Promise.all([
-      this.ipvs.observe(changed, o.sliced),
-      wantVips ? k.links!.get(wantVips.link) : undefined,
-      wantVips ? k.links!.addresses({ link: wantVips.link }).catch(noLink) : undefined,
-      desired.routes && k.routes ? k.routes.list({ protocol: IPVSYNC_ROUTE_PROTOCOL }) : undefined,
-      o.wantIpsets ? k.ipsets!.list() : undefined,
-      this.nft.observe(o.nft),
-      readOwn && !o.wantIpsets ? readRecord(k.ipsets!) : undefined,
-    ]);
-    const t1 = performance.now();
-    if (readOwn) this.ipvs.takeRecord(own ?? sets!);
-    return {
-      ipvs: o.sliced ? this.ipvs.index(observed) : observed,
-      ruleset,
-      t1,
-      ...(wantVips ? { addresses: diffAddresses(wantVips, { linkExists: link !== null, addresses: addrs ?? [] }) } : {}),
-      ...(desired.routes && k.routes ? { routes: diffRoutes(desired.routes, routes ?? []) } : {}),
-      // the record's sets are never the ipset diff's, whatever its prefix
-      ...(o.wantIpsets ? { ipsets: diffIpSets(desired.ipsets!, sets!.filter((x) => !IPVS_RECORD_SETS.includes(x.name)), this.opts.ipsetPrefix!) } : {}),
-    };
-  }
-
-  /**
    * Reads the kernel (one dump per object kind; with `changes`, one GET per changed IPVS
    * service instead of the IPVS dump, see DesiredChanges) and computes every write. Writes
    * nothing. `changes` may also be the keys of the changed services alone: their desired
@@ -376,31 +279,24 @@ export class Engine {
     const t0 = performance.now();
     const ch = changes === undefined ? undefined : changes instanceof Set ? changesOf(desired.services, changes) : (changes as DesiredChanges);
     const changed: ReadonlySet<string> | undefined = ch && new Set(ch.services.keys());
-    const k = this.kernel;
-    // What the kernel layer would refuse is left out of what is diffed (and reported).
-    // Incremental: a kind whose desired state is what was last applied cleanly is left alone.
-    const vipsSame = !!changed && !!desired.vips && this.clean.vips !== undefined && samePlain(this.clean.vips, desired.vips);
-    const checked = this.checkDesired(desired);
-    const nftStart = await this.nft.start(desired.nft === undefined ? [] : [desired.nft].flat(), { incremental: !!changed, ...(ch?.nft ? { changes: ch.nft } : {}) });
-    const wantIpsets = desired.ipsets && k.ipsets;
-    const wantVips = checked.vips && k.links && !vipsSame ? checked.vips : undefined;
-    if (desired.ipsets && !this.opts.ipsetPrefix) throw new RangeError('managing ipsets needs Ownership.ipsetPrefix');
+    // Each kind checked (what the kernel layer would refuse is left out of what is diffed, and
+    // reported) and what to read decided. Incremental: a kind whose desired state is what was
+    // last applied cleanly is left alone.
+    const addresses = this.addresses.start(desired.vips, !!changed);
+    const routes = this.routes.start(desired.routes);
+    const ipsets = this.ipsets.start(desired.ipsets);
+    const nft = await this.nft.start(desired.nft === undefined ? [] : [desired.nft].flat(), { incremental: !!changed, ...(ch?.nft ? { changes: ch.nft } : {}) });
     // A full plan reads the destinations a slice of services at a time, as it diffs (below).
-    const sliced = !changed && typeof k.ipvs.destinationsOf === 'function';
-    const obs = await this.observe(checked.desired, changed, { sliced, wantVips, wantIpsets: !!wantIpsets, nft: nftStart });
-    keepRoutesAndSets(obs, checked);
-    // The tables' diff, then their listing goes (at a first sync ~70k elements at 10k services).
-    const ruleset = obs.ruleset;
-    obs.ruleset = [];
-    const nftPlanned = this.nft.diff(nftStart, ruleset);
-
+    const sliced = !changed && typeof this.kernel.ipvs.destinationsOf === 'function';
+    const obs = await this.observe(changed, sliced, ipsets.want !== undefined, { addresses, routes, ipsets, nft });
+    const t1 = obs.t1;
     const named = ch ? [...ch.services.values()].filter((s): s is DesiredService => s !== undefined) : desired.services;
     const { delta: ipvs, readMs, invalid: invalidServices } = await this.ipvs.plan(obs.ipvs, named, changed);
-    const plan: Plan = { mode: changed ? 'incremental' : 'full', ipvs, observeMs: obs.t1 - t0 + readMs, diffMs: 0, desired: {} };
+    const plan: Plan = { mode: changed ? 'incremental' : 'full', ipvs, observeMs: t1 - t0 + readMs, diffMs: 0, desired: {} };
     if (changed) plan.scope = [...changed];
     const unchanged: Plan['unchanged'] = [];
-    if (vipsSame) unchanged.push('addresses');
-    if (nftPlanned.unchanged) unchanged.push('nft');
+    if (addresses.same) unchanged.push('addresses');
+    if (obs.nft.unchanged) unchanged.push('nft');
     if (unchanged.length) plan.unchanged = unchanged;
     if (obs.addresses) {
       plan.addresses = obs.addresses;
@@ -408,15 +304,60 @@ export class Engine {
       plan.desired!.vips = desired.vips;
     }
     if (obs.routes) plan.routes = obs.routes;
-    const { record, ipsets } = this.ipvs.recordWrites(ipvs, obs.ipsets);
+    const { record, ipsets: setWrites } = this.ipvs.recordWrites(ipvs, obs.ipsets);
     if (record) plan.record = record;
-    if (ipsets) plan.ipsets = ipsets;
-    plan.nftPlanned = nftPlanned;
-    if (nftPlanned.delta) plan.nft = nftPlanned.delta;
-    const invalid = [...invalidServices, ...checked.invalid, ...nftStart.invalid, ...nftPlanned.invalid];
+    if (setWrites) plan.ipsets = setWrites;
+    plan.nftPlanned = obs.nft;
+    if (obs.nft.delta) plan.nft = obs.nft.delta;
+    const invalid = [...invalidServices, ...addresses.invalid, ...routes.invalid, ...ipsets.invalid, ...nft.invalid, ...obs.nft.invalid];
     if (invalid.length) plan.invalid = invalid;
-    plan.diffMs = performance.now() - obs.t1 - readMs;
+    plan.diffMs = performance.now() - t1 - readMs;
     return plan;
+  }
+
+  /**
+   * The kernel's side of a plan: every kind read concurrently (independent sockets), the
+   * ownership record taken (a full plan, or the first), the small kinds and the tables diffed,
+   * and for a sliced plan the IPVS services indexed by key. Returns the deltas and the IPVS
+   * services (or their index), not the listings: a full plan's IPVS diff runs for a while after
+   * this (at 10k services ~1 s, ~10 s under emulation) and they were its memory peak. (A
+   * separate function because a suspended async function can keep what its finished
+   * statements held.)
+   */
+  private async observe(
+    changed: ReadonlySet<string> | undefined,
+    sliced: boolean,
+    listsSets: boolean,
+    s: {
+      addresses: ReturnType<AddressReconciler['start']>;
+      routes: ReturnType<RoutesReconciler['start']>;
+      ipsets: ReturnType<IpSetsReconciler['start']>;
+      nft: Awaited<ReturnType<NftReconciler['start']>>;
+    },
+  ): Promise<{ t1: number; ipvs: Service[] | ReturnType<IpvsReconciler['index']>; addresses?: AddressesDelta; routes?: RoutesDelta; ipsets?: IpSetsDelta; nft: NftPlanned }> {
+    // The record: taken from the listing of every set when the engine manages ipsets, else
+    // its two sets alone.
+    const readOwn = this.ipvs.readsRecord(!!changed);
+    const [observed, addresses, routes, sets, ruleset, own] = await Promise.all([
+      this.ipvs.observe(changed, sliced),
+      this.addresses.observe(s.addresses),
+      this.routes.observe(s.routes),
+      this.ipsets.observe(s.ipsets),
+      this.nft.observe(s.nft),
+      readOwn && !listsSets ? readRecord(this.kernel.ipsets!) : undefined,
+    ]);
+    const t1 = performance.now();
+    if (readOwn) this.ipvs.takeRecord(own ?? sets!);
+    const out = {
+      t1,
+      ipvs: sliced ? this.ipvs.index(observed) : observed,
+      ...(addresses ? { addresses } : {}),
+      // (the tables' listing goes as it is diffed: at a first sync ~70k elements at 10k services)
+      nft: this.nft.diff(s.nft, ruleset),
+    };
+    const r = this.routes.diff(s.routes, routes);
+    const i = this.ipsets.diff(s.ipsets, sets);
+    return { ...out, ...(r ? { routes: r } : {}), ...(i ? { ipsets: i } : {}) };
   }
 
   /** Performs a plan: link, route and set creation, then the nftables transaction and the IPVS
@@ -438,27 +379,15 @@ export class Engine {
       invalid: plan.invalid ?? [],
       durations: { observeMs: plan.observeMs, diffMs: plan.diffMs, applyMs: 0, totalMs: 0 },
     };
-    // Every batch continues past failures (applyBatch).
-    const batch = applyBatch;
-    // The link first; its address adds then run on their own socket while the rest applies (the
-    // kernel's cost of an IPv4 address add grows with the addresses already on the link: at 10k
-    // VIPs they are the longest single step of a full sync).
-    let vipAdds: Promise<Settled<unknown>> | undefined;
-    if (plan.addresses && k.links) {
-      const early = plan.addresses.early;
-      let split = 0;
-      while (split < early.length && early[split]!.op !== 'addAddr') split++;
-      const run = (o: LinkOp[]) => k.links!.apply(o, { stopOnError: false });
-      await batch(report.addresses, early, run, { to: split });
-      // settled here, rethrown below: a failure must not go unhandled while the rest applies
-      vipAdds = settle(batch(report.addresses, early, run, { from: split, chunk: ADDRESS_APPLY_CHUNK, ahead: true }));
-    }
+    // Every batch continues past failures: one bad object must not hold back the rest, and the
+    // next sync retries what failed (the diff starts from what the kernel has).
+    // The link first, its address adds then running while the rest applies.
+    const vipAdds = (await this.addresses.applyEarly(plan.addresses, report.addresses)).adds;
     // After the link: a route may name it.
-    if (plan.routes && k.routes) await batch(report.routes, plan.routes.early, (o) => k.routes!.apply(o, { stopOnError: false }));
+    await this.routes.applyEarly(plan.routes, report.routes);
     const rec = plan.record;
-    let setsOk: ((i: number) => boolean) | undefined;
-    if (plan.ipsets && k.ipsets) setsOk = await batch(report.ipsets, plan.ipsets.early, (o) => k.ipsets!.apply(o, { stopOnError: false }));
-    const recorded = !rec || rec.early === 0 || (setsOk !== undefined && Array.from({ length: rec.early }, (_, i) => setsOk!(i)).every(Boolean));
+    const setsOk = plan.ipsets ? await this.ipsets.apply(plan.ipsets.early, report.ipsets) : undefined;
+    const recorded = !rec || rec.early === 0 || (setsOk !== undefined && Array.from({ length: rec.early }, (_, i) => setsOk(i)).every(Boolean));
     // A virtual server is created only once it is recorded.
     const ipvsOps = this.ipvs.opsToWrite(plan.ipvs, rec, recorded);
     // The nftables transaction and the IPVS writes go together: neither names the other's
@@ -476,15 +405,15 @@ export class Engine {
     if (added && 'thrown' in added) throw added.thrown;
     // A deleted virtual server is forgotten only once its delete went (or found it gone).
     let forgotten = rec ? this.ipvs.forgotten(rec, ipvsOps, ipvsOk, report.ipvs.errors) : [];
-    if (plan.ipsets && k.ipsets) {
+    if (plan.ipsets) {
       let late = plan.ipsets.late;
       if (rec) late = [...late.slice(0, rec.lateFrom), ...this.ipvs.forgetOps(forgotten)];
-      const lateOk = await batch(report.ipsets, late, (o) => k.ipsets!.apply(o, { stopOnError: false }));
+      const lateOk = await this.ipsets.apply(late, report.ipsets);
       if (rec && !Array.from({ length: late.length - rec.lateFrom }, (_, i) => lateOk?.(rec.lateFrom + i)).every(Boolean)) forgotten = [];
     }
     if (rec) this.ipvs.remember(rec, recorded, forgotten, plan.ipsets?.early ?? []);
-    if (plan.routes && k.routes) await batch(report.routes, plan.routes.late, (o) => k.routes!.apply(o, { stopOnError: false }));
-    if (plan.addresses && k.links) await batch(report.addresses, plan.addresses.late, (o) => k.links!.apply(o, { stopOnError: false }));
+    await this.routes.applyLate(plan.routes, report.routes);
+    await this.addresses.applyLate(plan.addresses, report.addresses);
 
     // Drain state; stale UDP/SCTP flows of destinations whose delete succeeded.
     const after = await this.ipvs.settle(plan.ipvs, plan.scope, ipvsOps, ipvsOk, k.conntrack, report.errors);
@@ -494,8 +423,7 @@ export class Engine {
     // What applied cleanly is the base of the next incremental plans (a copy, as callers may
     // reuse and change their desired objects, unless desiredImmutable); a kind with an error
     // is observed again next time.
-    if (plan.desired?.vips)
-      this.clean.vips = report.addresses.errors.length ? undefined : this.opts.desiredImmutable ? plan.desired.vips : structuredClone(plan.desired.vips);
+    this.addresses.settle(plan.desired?.vips, report.addresses.errors.length > 0);
     this.nft.settle(plan.nftPlanned, report.nft.errors.length > 0);
 
     report.errors.unshift(...report.addresses.errors, ...report.routes.errors, ...report.ipsets.errors, ...report.nft.errors, ...report.ipvs.errors);
@@ -509,61 +437,4 @@ export class Engine {
   async sync(desired: DesiredState, changes?: DesiredChanges | ReadonlySet<string>): Promise<SyncReport> {
     return this.apply(await this.plan(desired, changes));
   }
-}
-
-/** A plan's desired state but its services without what the kernel layer would refuse
- *  (Engine.checkDesired). */
-interface Checked {
-  invalid: InvalidObject[];
-  /** What observe() reads: the routes and ipsets without invalid ones. */
-  desired: DesiredState;
-  vips: DesiredVips | undefined;
-  /** "table|dst" of the kernel's owned routes to leave as they are. */
-  keptRoutes: ReadonlySet<string>;
-  /** ipsets left out whole: the kernel's of these names are not destroyed. */
-  droppedIpsets: ReadonlySet<string>;
-  /** Set name -> memberKeys of the kernel's members to leave as they are. */
-  keptMembers: ReadonlyMap<string, ReadonlySet<string>>;
-}
-
-/** `desired` with other routes and ipsets. */
-function withRoutesAndSets(desired: DesiredState, routes: DesiredRoutes | undefined, ipsets: DesiredIpSet[] | undefined): DesiredState {
-  return { ...desired, routes, ipsets };
-}
-
-/** Leaves the kernel's routes and ipset members that stand for invalid desired ones (and the
- *  owned sets of invalid desired sets) as they are: their deletes go from the deltas. */
-function keepRoutesAndSets(obs: { routes?: RoutesDelta; ipsets?: IpSetsDelta }, c: Checked): void {
-  if (obs.routes && c.keptRoutes.size)
-    obs.routes.late = obs.routes.late.filter((o) => !(o.op === 'delRoute' && c.keptRoutes.has(`${String(o.table)}|${o.dst}`)));
-  if (obs.ipsets && (c.droppedIpsets.size || c.keptMembers.size)) {
-    obs.ipsets.late = obs.ipsets.late.filter((o) => !(o.op === 'destroy' && c.droppedIpsets.has(o.name)));
-    obs.ipsets.early = obs.ipsets.early.flatMap((o) => {
-      const keep = o.op === 'del' ? c.keptMembers.get(o.name) : undefined;
-      if (!keep || o.op !== 'del') return [o];
-      const members = o.members.filter((m) => !keep.has(memberKey(o.type!, m)));
-      return members.length ? [{ ...o, members }] : [];
-    });
-  }
-}
-
-/** The VIPs checked: the invalid ones (and the link, if it is), and the VIPs without them. */
-function checkVips(vips: DesiredVips): { of: DesiredVips; invalid: InvalidObject[]; valid: DesiredVips } {
-  const link = vipLinkInvalid(vips);
-  if (link) return { of: vips, invalid: [link], valid: vips };
-  const invalid: InvalidObject[] = [];
-  const bad = new Set<number>();
-  vips.addresses.forEach((a, i) => {
-    const p = vipAddressProblem(a);
-    if (!p) return;
-    invalid.push(vipInvalid(vips.link, a, p));
-    bad.add(i);
-  });
-  return { of: vips, invalid, valid: bad.size ? { ...vips, addresses: vips.addresses.filter((_, i) => !bad.has(i)) } : vips };
-}
-
-/** A missing link has no addresses (the plan creates it). */
-function noLink(e: unknown): Array<{ address: string; prefixlen: number }> {
-  if ((e as NetlinkError)?.code === 'ENODEV' || (e as NetlinkError)?.code === 'ENOENT') return [];
-  throw e;
 }
