@@ -9,11 +9,6 @@ import type { InvalidObject } from './engine.js';
 import { samePlain } from './ipvs-model.js';
 import { vipAddressProblem, vipInvalid, vipLinkInvalid } from './validate.js';
 
-/** VIP address adds per links.apply() call: they run while the rest of the sync applies, the
- *  next converted and handed over while the kernel takes one (the adds are of distinct
- *  addresses: the order they reach the kernel in does not matter). */
-export const ADDRESS_APPLY_CHUNK = 256;
-
 /** A plan's VIPs before the kernel is read. */
 export interface AddressStart {
   invalid: InvalidObject[];
@@ -67,7 +62,7 @@ export class AddressReconciler {
     while (split < early.length && early[split]!.op !== 'addAddr') split++;
     const run = (o: LinkOp[]) => this.links!.apply(o, { stopOnError: false });
     await applyBatch(report, early, run, { to: split });
-    return { adds: settle(applyBatch(report, early, run, { from: split, chunk: ADDRESS_APPLY_CHUNK, ahead: true })) };
+    return { adds: settle(applyBatch(report, early, run, { from: split })) };
   }
 
   /** The removals, after everything that may use the addresses. */

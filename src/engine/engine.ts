@@ -27,7 +27,6 @@ import { keyable } from './validate.js';
 
 export { keyToId } from './ipvs-model.js';
 export { IPVS_APPLY_CHUNK } from './ipvs-reconciler.js';
-export { ADDRESS_APPLY_CHUNK } from './addresses-reconciler.js';
 export type { KindReport } from './apply-batch.js';
 
 /**

@@ -2,7 +2,7 @@
 // owned ipsets, its nftables table; plan() as a dry run; the order of writes across kinds.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ADDRESS_APPLY_CHUNK, Engine, planWrites, type DesiredState } from '../../src/engine/engine.js';
+import { Engine, planWrites, type DesiredState } from '../../src/engine/engine.js';
 import { NetlinkError } from '../../src/errors.js';
 import { NftCommitResult } from '../../src/kernel/nftables.js';
 import type { DesiredService } from '../../src/engine/ipvs-model.js';
@@ -519,34 +519,22 @@ test('an interval set\'s element op is never split (its ranges are lowered toget
   assert.deepEqual(ops.map((o) => (o.kind === 'elements' ? o.elements.length : 0)), [n]);
 });
 
-test('VIP address adds go in chunks, the next handed over while the kernel takes one; an error in a later chunk indexes the plan', async () => {
-  const n = 2 * ADDRESS_APPLY_CHUNK + 100;
+test('VIP address adds go in one batch; an error far in it indexes the plan', async () => {
+  const n = 612;
   const desired = bigState(n);
-  const taken = desired.vips!.addresses[ADDRESS_APPLY_CHUNK + 7]!;
+  const taken = desired.vips!.addresses[263]!;
   const k = fakeKernel();
   const orig = k.links.apply.bind(k.links);
   const sizes: number[] = [];
-  const events: string[] = [];
-  const next = new Map<number, () => void>();
   k.links.apply = async (ops, opts) => {
     if (ops[0]!.op !== 'addAddr') return orig(ops, opts);
-    const c = sizes.push(ops.length);
-    events.push(`call ${c}`);
-    // someone else binds one VIP of the second chunk first: that add fails (EEXIST)
-    if (ops.some((o) => 'address' in o && o.address === `${taken}/32`)) await orig([{ op: 'addAddr', link: 'kube-ipvs0', address: `${taken}/32` }]);
-    next.get(c - 1)?.();
-    const r = await orig(ops, opts);
-    // A full chunk's kernel work lasts until the next chunk is handed over (or 1 s: what a
-    // sync handing them over one at a time would wait here before its next call).
-    if (ops.length === ADDRESS_APPLY_CHUNK) await new Promise<void>((resolve) => (next.set(c, resolve), setTimeout(resolve, 1000)));
-    events.push(`done ${c}`);
-    return r;
+    sizes.push(ops.length);
+    // someone else binds one of the VIPs first: that add fails (EEXIST)
+    await orig([{ op: 'addAddr', link: 'kube-ipvs0', address: `${taken}/32` }]);
+    return orig(ops, opts);
   };
   const r = await new Engine(k, { managedCidrs: ['10.96.0.0/12'] }).sync(desired);
-  assert.deepEqual(sizes, [ADDRESS_APPLY_CHUNK, ADDRESS_APPLY_CHUNK, 100]);
-  // each chunk is handed over before the one ahead of it is done (their adds are independent:
-  // distinct addresses, so the order they reach the kernel in does not matter)
-  for (let c = 1; c < 3; c++) assert.ok(events.indexOf(`call ${c + 1}`) < events.indexOf(`done ${c}`), events.join(', '));
+  assert.deepEqual(sizes, [n]);
   assert.equal(r.addresses.ops.addAddr, n - 1);
   assert.equal(r.addresses.errors.length, 1);
   const plan = await new Engine(fakeKernel(), { managedCidrs: ['10.96.0.0/12'] }).plan(desired);
