@@ -27,6 +27,7 @@ import { keyable } from './validate.js';
 
 export { keyToId } from './ipvs-model.js';
 export { IPVS_APPLY_CHUNK } from './ipvs-reconciler.js';
+export { NFT_ELEMENTS_PIECE } from './nft-reconciler.js';
 export type { KindReport } from './apply-batch.js';
 
 /**

@@ -19,6 +19,16 @@ export interface NftElementChange {
 }
 type SetElementLike = DesiredNftTable['sets'][number]['elements'][number];
 
+/**
+ * An element op of a plain (non-interval) set with more elements than this is queued as pieces
+ * of this many: the transaction hands its op stream to the addon's encoder every 256 KiB
+ * (NftTransaction), and an op is never split there, so one op of the whole set (~100k elements
+ * at 10k services) would be written to the stream and encoded whole at once; in pieces the
+ * encoding runs on the thread pool while the rest is queued, and the sync's peak memory is
+ * lower.
+ */
+export const NFT_ELEMENTS_PIECE = 256;
+
 export interface NftReconcilerOptions {
   /** EngineOptions.maxNftOpsPerTransaction */
   maxOpsPerTransaction?: number;
@@ -208,15 +218,32 @@ export class NftReconciler {
     };
   }
 
-  /** Commits the ops as one transaction (or several, maxOpsPerTransaction). Statuses and error
-   *  indexes are those of `ops`. */
+  /** Commits the ops as one transaction (or several, maxOpsPerTransaction), an element op of a
+   *  plain set with more than NFT_ELEMENTS_PIECE elements queued as pieces (still one
+   *  transaction: the kernel gets the same elements in the same batch). Statuses and error
+   *  indexes are those of `ops`: an op is ok when all its pieces are. */
   private async commit(nft: NftablesApi, ops: readonly NftOp[], maxOps = this.opts.maxOpsPerTransaction): Promise<Committed> {
     const tx = new NftTransaction();
-    for (const op of ops) tx.queue(op);
+    /** Per queued op, the index of its op in `ops`. */
+    const owner: number[] = [];
+    ops.forEach((op, i) => {
+      if (op.kind !== 'elements' || op.set.interval || op.elements.length <= NFT_ELEMENTS_PIECE) {
+        tx.queue(op);
+        owner.push(i);
+        return;
+      }
+      for (let at = 0; at < op.elements.length; at += NFT_ELEMENTS_PIECE) {
+        tx.queue({ ...op, elements: op.elements.slice(at, at + NFT_ELEMENTS_PIECE) });
+        owner.push(i);
+      }
+    });
     const res = await nft.commit(tx, maxOps ? { maxOpsPerTransaction: maxOps } : {});
     // The stream's buffer (4 MiB at 10k services) goes now, not after the IPVS writes.
     tx.release();
-    return { ok: (i) => res.status(i) === 'ok', errors: res.errors, transactions: res.transactions };
+    const ok = new Uint8Array(ops.length).fill(1);
+    for (let j = 0; j < owner.length; j++) if (res.status(j) !== 'ok') ok[owner[j]!] = 0;
+    const errors = res.errors.map((e) => (e.index === undefined || owner[e.index] === e.index ? e : new NetlinkError({ ...e, message: e.message, index: owner[e.index]! })));
+    return { ok: (i) => ok[i] === 1, errors, transactions: res.transactions };
   }
 }
 

@@ -2,7 +2,7 @@
 // owned ipsets, its nftables table; plan() as a dry run; the order of writes across kinds.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Engine, planWrites, type DesiredState } from '../../src/engine/engine.js';
+import { Engine, NFT_ELEMENTS_PIECE, planWrites, type DesiredState } from '../../src/engine/engine.js';
 import { NetlinkError } from '../../src/errors.js';
 import { NftCommitResult } from '../../src/kernel/nftables.js';
 import type { DesiredService } from '../../src/engine/ipvs-model.js';
@@ -472,8 +472,8 @@ function bigState(n: number): DesiredState & { nft: DesiredNftTable } {
   };
 }
 
-test('a large element op of a plain set goes whole in one transaction; statuses and errors index the plan', async () => {
-  const n = 308;
+test('a large element op of a plain set is queued in pieces of one transaction; statuses and errors index the plan', async () => {
+  const n = NFT_ELEMENTS_PIECE + 52;
   const desired = bigState(n);
   const plan = await new Engine(fakeKernel(), { managedCidrs: ['10.96.0.0/12'] }).plan(desired);
   const planOps = plan.nft!.ops;
@@ -481,24 +481,23 @@ test('a large element op of a plain set goes whole in one transaction; statuses 
   assert.ok(big >= 0 && planOps[big]!.kind === 'elements' && planOps[big]!.elements.length === n);
 
   const k = fakeKernel();
-  const engine = new Engine(k, { managedCidrs: ['10.96.0.0/12'] });
-  const r = await engine.sync(desired);
+  const r = await new Engine(k, { managedCidrs: ['10.96.0.0/12'] }).sync(desired);
   assert.deepEqual(r.errors, []);
   assert.equal(k.nft.log.length, 1, 'one commit');
   const pieces = k.nft.log[0]!.filter((o) => o.kind === 'elements' && o.set.name === 'services');
-  assert.deepEqual(pieces.map((o) => (o.kind === 'elements' ? o.elements.length : 0)), [n]);
-  assert.equal(k.nft.log[0]!.length, planOps.length, 'every op as it is');
+  assert.deepEqual(pieces.map((o) => (o.kind === 'elements' ? o.elements.length : 0)), [NFT_ELEMENTS_PIECE, 52]);
+  assert.equal(k.nft.log[0]!.length, planOps.length + 1, 'every other op as it is');
   assert.equal(r.nft.writes, planOps.length, 'the report counts the plan\'s ops');
   const listed = await k.nft.list({ family: 'ip', table: 'ipvsync' });
   assert.equal(listed.sets.find((x) => x.name === 'services')!.elements.length, n);
 
-  // The element op fails: the error names the plan's op, which is not counted as written.
+  // The second piece fails: the error names the plan's op, which is not counted as written.
   const k2 = fakeKernel();
   const orig = k2.nft.commit.bind(k2.nft);
   k2.nft.commit = async (tx, opts) => {
     const res = await orig(tx, opts);
-    const statuses = Uint8Array.from({ length: res.size }, (_, j) => (j === big ? 2 : 4));
-    const e = new NetlinkError({ message: 'ENOSPC', code: 'ENOSPC', errno: 28, kind: 'kernel', op: 'NFT_MSG_NEWSETELEM', index: big });
+    const statuses = Uint8Array.from({ length: res.size }, (_, j) => (j === big + 1 ? 2 : 4));
+    const e = new NetlinkError({ message: 'ENOSPC', code: 'ENOSPC', errno: 28, kind: 'kernel', op: 'NFT_MSG_NEWSETELEM', index: big + 1 });
     return new NftCommitResult({ statuses, errors: [e], transactions: [{ firstOp: 0, endOp: res.size, sent: true, committed: false }], sendmsgCalls: 1 });
   };
   const r2 = await new Engine(k2, { managedCidrs: ['10.96.0.0/12'] }).sync(desired);
@@ -509,7 +508,7 @@ test('a large element op of a plain set goes whole in one transaction; statuses 
 });
 
 test('an interval set\'s element op is never split (its ranges are lowered together)', async () => {
-  const n = 266;
+  const n = NFT_ELEMENTS_PIECE + 10;
   const desired = bigState(3);
   desired.nft.sets[1]!.elements = Array.from({ length: n }, (_, i) => ({ key: [`10.${(i >> 8) + 1}.${i & 255}.0/24`] }));
   const k = fakeKernel();
