@@ -3,7 +3,7 @@
 // moved), diffed (nft-diff) and committed; between syncs it keeps the tables last applied
 // without an error and the ruleset generation at which the kernel has exactly those.
 import { NetlinkError } from '../errors.js';
-import { NftTransaction, type NftablesApi, type NftOp, type NftRuleset } from '../kernel/nftables.js';
+import { NftTransaction, type NftablesApi, type NftOp, type NftRuleset, type SetElement } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
 import { declOf, diffNft, diffNftFromLast, elementKey, sameNftTables, type DesiredNftTable, type NftDelta } from './nft-diff.js';
 import type { InvalidObject } from './engine.js';
@@ -14,10 +14,9 @@ export interface NftElementChange {
   family: NftFamily;
   table: string;
   set: string;
-  add: readonly SetElementLike[];
-  delete: readonly SetElementLike[];
+  add: readonly SetElement[];
+  delete: readonly SetElement[];
 }
-type SetElementLike = DesiredNftTable['sets'][number]['elements'][number];
 
 /**
  * An element op of a plain (non-interval) set with more elements than this is queued as pieces
