@@ -62,7 +62,29 @@ export class NetlinkError extends Error {
   }
 
   /** Input validation failure raised in TypeScript before anything reaches the addon. */
-  static invalid(op: string, why: string): NetlinkError {
-    return new NetlinkError({ message: `${op}: ${why}`, code: 'EINVAL', errno: 22, kind: 'invalid', op });
+  static invalid(op: string, why: string, at?: { index?: number; member?: number }): NetlinkError {
+    return new NetlinkError({ message: `${op}: ${why}`, code: 'EINVAL', errno: 22, kind: 'invalid', op, ...at });
+  }
+
+  /**
+   * What was thrown while op `at.index` (its member `at.member`) was read, as the 'invalid'
+   * error that names it: a NetlinkError keeps its text and gains the position it lacks; anything
+   * else (a TypeError from a value of the wrong shape, a throwing getter) becomes one, so no raw
+   * JavaScript error leaves a batch call.
+   */
+  static atOp(e: unknown, at: { index?: number; member?: number }): NetlinkError {
+    if (e instanceof NetlinkError) {
+      const index = e.index ?? at.index;
+      const member = e.member ?? at.member;
+      if (index === e.index && member === e.member) return e;
+      const f: NetlinkErrorFields = { message: e.message, code: e.code, errno: e.errno, kind: e.kind, op: e.op };
+      if (e.extack !== undefined) f.extack = e.extack;
+      if (e.extackOffset !== undefined) f.extackOffset = e.extackOffset;
+      if (index !== undefined) f.index = index;
+      if (member !== undefined) f.member = member;
+      return new NetlinkError(f);
+    }
+    const where = [at.index === undefined ? '' : `op ${at.index}`, at.member === undefined ? '' : `member ${at.member}`].filter(Boolean).join(' ');
+    return NetlinkError.invalid(where || 'input', `malformed (${e instanceof Error ? e.message : String(e)})`, at);
   }
 }

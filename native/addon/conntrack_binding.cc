@@ -202,6 +202,8 @@ class ConntrackHandle : public Wrapped<ConntrackHandle> {
   // counts as gone, not as an error.
   Napi::Value Delete(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
+    // A delete names what it deletes: a missing filter is refused ({} deletes every flow).
+    if (!info[0].IsObject()) ThrowInvalid(env, "IPCTNL_MSG_CT_DELETE", "filter must be an object ({} matches every flow)");
     const ct::Filter f = FilterArg(env, info[0], "IPCTNL_MSG_CT_DELETE");
     nl::TransactOptions opts = BatchOptions(info[1]);
     opts.stop_on_error = false;

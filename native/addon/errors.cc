@@ -49,6 +49,27 @@ void ThrowInvalid(Napi::Env env, const std::string& op, const std::string& why) 
   throw Napi::Error(env, MakeError(env, e));
 }
 
+void RethrowAtOp(Napi::Env env, const Napi::Error& e, int64_t index, int64_t member) {
+  Napi::Value v = e.Value();
+  if (v.IsObject() && v.As<Napi::Object>().Get("kind").IsString()) {
+    Napi::Object o = v.As<Napi::Object>();
+    // NetlinkError declares index/member as class fields: unset, they are own properties
+    // holding undefined.
+    if (index >= 0 && o.Get("index").IsUndefined()) o.Set("index", static_cast<double>(index));
+    if (member >= 0 && o.Get("member").IsUndefined()) o.Set("member", static_cast<double>(member));
+    throw Napi::Error(env, v);
+  }
+  nl::Error err;
+  err.kind = nl::ErrorKind::kInvalid;
+  err.errnum = EINVAL;
+  err.code = "EINVAL";
+  err.op = index < 0 ? "arguments" : "op " + std::to_string(index) + (member >= 0 ? " member " + std::to_string(member) : "");
+  err.index = index;
+  err.member = member;
+  err.message = err.op + ": malformed (" + e.Message() + ")";
+  throw Napi::Error(env, MakeError(env, err));
+}
+
 nl::Error KernelError(const std::string& op, int64_t index, const nl::Status& st) {
   nl::Error e;
   e.kind = st.error == ENOBUFS ? nl::ErrorKind::kNoBuffers : nl::ErrorKind::kKernel;

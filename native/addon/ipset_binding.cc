@@ -345,7 +345,9 @@ PlannedOp OpArg(Napi::Env env, const Napi::Value& v, size_t i, const Keys& keys)
     const uint32_t n = arr.Length();
     p.members.reserve(n);
     for (uint32_t j = 0; j < n; j++) {
-      p.members.push_back(MemberArg(env, arr.Get(j), t, p.family, keys, where + " member " + std::to_string(j)));
+      p.members.push_back(AtOp(env, static_cast<int64_t>(i), j, [&] {
+        return MemberArg(env, arr.Get(j), t, p.family, keys, where + " member " + std::to_string(j));
+      }));
     }
     return p;
   }
@@ -681,7 +683,7 @@ class IpsetHandle : public Wrapped<IpsetHandle> {
     auto work = std::make_shared<ApplyWork>();
     Keys keys(env);
     work->ops.reserve(arr.Length());
-    for (uint32_t i = 0; i < arr.Length(); i++) work->ops.push_back(OpArg(env, arr.Get(i), i, keys));
+    for (uint32_t i = 0; i < arr.Length(); i++) work->ops.push_back(AtOp(env, i, -1, [&] { return OpArg(env, arr.Get(i), i, keys); }));
     work->opts = BatchOptions(info[1]);
     // ADT messages are up to 32 KiB: let a sendmsg carry 1 MiB of them.
     work->opts.max_chunk_bytes = 1 << 20;
@@ -813,7 +815,7 @@ Napi::Value EncodeOps(const Napi::CallbackInfo& info) {
   }
   nl::Batch b;
   for (uint32_t i = 0; i < arr.Length(); i++) {
-    PlannedOp p = OpArg(env, arr.Get(i), i, keys);
+    PlannedOp p = AtOp(env, i, -1, [&] { return OpArg(env, arr.Get(i), i, keys); });
     switch (p.kind) {
       case OpKind::kCreate:
         p.create.revision = revision;

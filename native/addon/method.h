@@ -2,8 +2,11 @@
 // Wrapped<T>::Method<&T::M>(name) for a handle's method. Both run the call inside a
 // JsThreadCpuScope (the addon's CPU counters, cpu.h) and let a C++ exception leave it as the
 // typed JS error the addon throws everywhere: an nl::Exception as its NetlinkError, any other
-// std::exception as a NetlinkError of kind 'system' (as a pool task's); a Napi::Error (already
-// a JS error, e.g. from ThrowInvalid) passes as it is. A method cannot forget either.
+// std::exception as a NetlinkError of kind 'system' (as a pool task's); a NetlinkError already
+// thrown (ThrowInvalid) passes as it is, as does a Napi::TypeError the binding throws itself
+// (only calls outside netlink do: memoryPressure), and any other JS error (what reading an
+// argument ran into: a throwing getter, a value N-API could not read as the type asked for)
+// leaves as a NetlinkError of kind 'invalid'. A method cannot forget either.
 #pragma once
 
 #include <napi.h>
@@ -23,8 +26,10 @@ Napi::Value Guarded(const Napi::CallbackInfo& info, F&& f) {
   JsThreadCpuScope cpu;
   try {
     return f();
-  } catch (const Napi::Error&) {
-    throw;
+  } catch (const Napi::TypeError&) {
+    throw;  // thrown by the binding itself, outside netlink (memoryPressure's bad level)
+  } catch (const Napi::Error& e) {
+    RethrowAtOp(info.Env(), e, -1, -1);
   } catch (const nl::Exception& e) {
     throw Napi::Error(info.Env(), MakeError(info.Env(), e.error()));
   } catch (const std::exception& e) {

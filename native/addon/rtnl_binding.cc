@@ -715,7 +715,7 @@ class RtnlHandle : public Wrapped<RtnlHandle> {
     Napi::Array arr = info[0].As<Napi::Array>();
     auto w = std::make_shared<ApplyWork>();
     w->ops.reserve(arr.Length());
-    for (uint32_t i = 0; i < arr.Length(); i++) w->ops.push_back(OpArg(env, arr.Get(i), i));
+    for (uint32_t i = 0; i < arr.Length(); i++) w->ops.push_back(AtOp(env, i, -1, [&] { return OpArg(env, arr.Get(i), i); }));
     w->opts = BatchOptions(info[1]);
     auto ch = ch_;
     return PromiseWorker<std::shared_ptr<ApplyWork>>::Run(
@@ -758,7 +758,7 @@ Napi::Value EncodeOpsHook(const Napi::CallbackInfo& info) {
   Napi::Array arr = info[0].As<Napi::Array>();
   nl::Batch b;
   for (uint32_t i = 0; i < arr.Length(); i++) {
-    RtOp op = OpArg(env, arr.Get(i), i);
+    RtOp op = AtOp(env, i, -1, [&] { return OpArg(env, arr.Get(i), i); });
     if (NeedsIndex(op)) ThrowInvalid(env, "encodeOps", "address and route ops name their link by index here");
     Encode(b, op, op.index);
   }

@@ -51,8 +51,10 @@ void ThrowDecode(const std::string& op, const std::string& why) {
   throw Exception(std::move(e));
 }
 
-void ThrowInvalid(const std::string& op, const std::string& why) {
+void ThrowInvalid(const std::string& op, const std::string& why, int64_t index, int64_t member) {
   Error e;
+  e.index = index;
+  e.member = member;
   e.kind = ErrorKind::kInvalid;
   e.errnum = EINVAL;
   e.code = "EINVAL";

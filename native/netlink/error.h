@@ -48,6 +48,7 @@ class Exception : public std::exception {
 // Builds and throws a kSystem error for a failed syscall, reading errno.
 [[noreturn]] void ThrowSystem(const std::string& op, int err);
 [[noreturn]] void ThrowDecode(const std::string& op, const std::string& why);
-[[noreturn]] void ThrowInvalid(const std::string& op, const std::string& why);
+// `index`/`member` (when >= 0): the op of a batch, and the element within it, the input was read from.
+[[noreturn]] void ThrowInvalid(const std::string& op, const std::string& why, int64_t index = -1, int64_t member = -1);
 
 }  // namespace nl

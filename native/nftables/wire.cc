@@ -29,8 +29,10 @@ class Cursor {
   Cursor(const uint8_t*& p, const uint8_t* end, size_t index) : p_(p), end_(end), index_(index) {}
 
   [[noreturn]] void Fail(const std::string& why) const {
-    nl::ThrowInvalid("nftables op " + std::to_string(index_), why);
+    nl::ThrowInvalid("nftables op " + std::to_string(index_), why, static_cast<int64_t>(index_), member);
   }
+  // The element being read (its index in the op's elements), named by Fail; -1 outside them.
+  int64_t member = -1;
   void Need(size_t n) const {
     if (static_cast<size_t>(end_ - p_) < n) Fail("truncated op stream");
   }
@@ -378,6 +380,7 @@ void WireReader::Next(Op* op, size_t index) {
       op->elements.resize(n);
       for (uint32_t i = 0; i < n; i++) {
         Element& e = op->elements[i];
+        c.member = i;
         auto where = [i] { return "elements[" + std::to_string(i) + "]"; };
         const uint8_t m = c.U8();
         c.Bytes([&] { return where() + ".key"; }, 64, &e.key);
@@ -405,6 +408,7 @@ void WireReader::Next(Op* op, size_t index) {
         if (m & 16) c.Str("comment", false, 127, &e.comment);
         if (m & 32) c.Bytes([&] { return where() + ".keyEnd"; }, 64, &e.key_end);
       }
+      c.member = -1;
       break;
     }
     case Kind::kRule: {
@@ -451,7 +455,7 @@ void WireTxEncoder::Feed(const uint8_t* data, size_t len) {
     } catch (const nl::Exception& e) {
       // an attribute too long for netlink (AttrWriter): the op it belongs to is this one
       if (e.error().kind != nl::ErrorKind::kInvalid) throw;
-      nl::ThrowInvalid("nftables op " + std::to_string(index_), e.error().message);
+      nl::ThrowInvalid("nftables op " + std::to_string(index_), e.error().message, static_cast<int64_t>(index_));
     }
     index_++;
   }

@@ -1,4 +1,4 @@
-import type { NetlinkError } from '../errors.js';
+import { NetlinkError } from '../errors.js';
 import type { NativeBatchOutcome } from '../native.js';
 
 export type OpStatus = 'ok' | 'error' | 'not-sent' | 'unknown';
@@ -17,9 +17,22 @@ export interface BatchOptions {
   maxBatchMessages?: number;
 }
 
+/**
+ * The ops argument of a batch call, checked before anything is read from it: not an array, or
+ * an element that is not an object, is refused with a NetlinkError of kind 'invalid' (naming
+ * the op's `index`). A call that returns a promise rejects with it.
+ */
+export function checkOpList(ops: unknown, what: string): asserts ops is object[] {
+  if (!Array.isArray(ops)) throw NetlinkError.invalid(what, 'expected an array of ops');
+  for (let i = 0; i < ops.length; i++) {
+    const o: unknown = ops[i];
+    if (o === null || typeof o !== 'object') throw NetlinkError.invalid(`op ${i}`, `must be an object (got ${o === null ? 'null' : typeof o})`, { index: i });
+  }
+}
+
 /** Per-op outcomes as the addon reports them: a status byte per op (decoded through `names`)
  *  and a NetlinkError (with `.index`) for each failed op. Shared by every batch result. */
-export class OpStatuses<S extends string> {
+export abstract class OpStatuses<S extends string> {
   readonly errors: NetlinkError[];
   readonly sendmsgCalls: number;
   readonly size: number;

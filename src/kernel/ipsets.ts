@@ -13,7 +13,7 @@ import {
   type NativeIpsetHandle,
   type SocketStats,
 } from '../native.js';
-import { ApplyResult, type BatchOptions } from './batch.js';
+import { ApplyResult, checkOpList, type BatchOptions } from './batch.js';
 
 export type { IpSetFamily, IpSetProto };
 
@@ -87,8 +87,9 @@ interface SetShape {
   family: IpSetFamily | undefined;
 }
 
+// A type that is not a string is carried as it is, for the addon to refuse with the op's index.
 function shapeOf(h: { type: string; family?: IpSetFamily }): SetShape {
-  return { type: h.type as IpSetType, family: h.type.startsWith('bitmap:') ? undefined : (h.family ?? 'inet') };
+  return { type: h.type as IpSetType, family: typeof h.type === 'string' && h.type.startsWith('bitmap:') ? undefined : (h.family ?? 'inet') };
 }
 
 /** ipset over nfnetlink. One handle owns one netlink socket (per network namespace). */
@@ -111,6 +112,7 @@ export class IpSets implements IpSetsApi {
   }
 
   async apply(ops: IpSetOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
+    checkOpList(ops, 'ipset apply');
     let native = this.resolve(ops, false);
     if (!native) {
       await this.headers();
@@ -156,48 +158,53 @@ export class IpSets implements IpSetsApi {
     const view = new Map(this.shapes);
     const out: NativeIpSetOp[] = [];
     for (let i = 0; i < ops.length; i++) {
-      const op = ops[i]!;
-      switch (op.op) {
-        case 'create':
-          view.set(op.name, shapeOf(op));
-          out.push(op);
-          break;
-        case 'rename': {
-          const s = view.get(op.name);
-          view.delete(op.name);
-          if (s) view.set(op.to, s);
-          out.push(op);
-          break;
-        }
-        case 'swap': {
-          const a = view.get(op.name);
-          const b = view.get(op.with);
-          if (a && b) {
-            view.set(op.name, b);
-            view.set(op.with, a);
+      try {
+        const op = ops[i]!;
+        if (typeof op.op !== 'string') throw NetlinkError.invalid(`op ${i}`, 'op must be a string', { index: i });
+        switch (op.op) {
+          case 'create':
+            view.set(op.name, shapeOf(op));
+            out.push(op);
+            break;
+          case 'rename': {
+            const s = view.get(op.name);
+            view.delete(op.name);
+            if (s) view.set(op.to, s);
+            out.push(op);
+            break;
           }
-          out.push(op);
-          break;
-        }
-        case 'destroy':
-          view.delete(op.name);
-          out.push(op);
-          break;
-        case 'flush':
-          out.push(op);
-          break;
-        case 'add':
-        case 'del': {
-          let shape: SetShape | undefined = op.type ? shapeOf({ type: op.type, family: op.family }) : view.get(op.name);
-          if (!shape) {
-            if (!final) return undefined;
-            throw unknownSet(`op ${i} (${op.op} ${op.name})`, op.name);
+          case 'swap': {
+            const a = view.get(op.name);
+            const b = view.get(op.with);
+            if (a && b) {
+              view.set(op.name, b);
+              view.set(op.with, a);
+            }
+            out.push(op);
+            break;
           }
-          out.push({ op: op.op, name: op.name, members: op.members, type: shape.type, family: shape.family, exist: op.exist });
-          break;
+          case 'destroy':
+            view.delete(op.name);
+            out.push(op);
+            break;
+          case 'flush':
+            out.push(op);
+            break;
+          case 'add':
+          case 'del': {
+            let shape: SetShape | undefined = op.type ? shapeOf({ type: op.type, family: op.family }) : view.get(op.name);
+            if (!shape) {
+              if (!final) return undefined;
+              throw unknownSet(`op ${i} (${op.op} ${String(op.name)})`, String(op.name), i);
+            }
+            out.push({ op: op.op, name: op.name, members: op.members, type: shape.type, family: shape.family, exist: op.exist });
+            break;
+          }
+          default:
+            throw NetlinkError.invalid(`op ${i}`, `unknown op '${(op as { op: string }).op}'`, { index: i });
         }
-        default:
-          throw NetlinkError.invalid(`op ${i}`, `unknown op '${(op as { op: string }).op}'`);
+      } catch (e) {
+        throw NetlinkError.atOp(e, { index: i });
       }
     }
     return out;
@@ -224,13 +231,14 @@ export class IpSets implements IpSetsApi {
   }
 }
 
-function unknownSet(op: string, name: string): NetlinkError {
+function unknownSet(op: string, name: string, index?: number): NetlinkError {
   return new NetlinkError({
     message: `${op}: The set with the given name does not exist (${name}); nothing was sent`,
     code: 'ENOENT',
     errno: 2,
     kind: 'invalid',
     op,
+    ...(index === undefined ? {} : { index }),
   });
 }
 

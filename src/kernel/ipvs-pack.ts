@@ -5,6 +5,8 @@
 // value of an unexpected type is written as what it is (null, or "another type"), and the
 // addon's checks (native/ipvs/op_parse.h) report it with the op's index, as for any bad value.
 
+import { NetlinkError } from '../errors.js';
+
 /** Property names by key index; native/ipvs/op_parse.h has the same list (ipvs::K, kKeyNames). */
 export const PACKED_KEYS = [
   'op', 'service', 'dest', 'timeouts', 'daemon', 'fwmark', 'protocol',
@@ -255,14 +257,22 @@ function op(o: Record<string, unknown>): void {
  * them to the addon at once.
  */
 export function packIpvsOps(ops: readonly unknown[]): Uint8Array {
+  let i = 0;
   pos = 0;
   count = 0;
   outer.length = 0;
   lastService = undefined;
-  for (let i = 0; i < ops.length; i++) {
-    const o = ops[i];
-    if (isObject(o)) obj(o, op);
-    else any(o);
+  try {
+    for (i = 0; i < ops.length; i++) {
+      const o = ops[i];
+      if (isObject(o)) obj(o, op);
+      else any(o);
+    }
+  } catch (e) {
+    // A throwing getter (or a value JavaScript cannot read as it stands): the op it was read
+    // from is refused, as the addon refuses a bad value.
+    lastService = undefined;
+    throw NetlinkError.atOp(e, { index: i });
   }
   lastService = undefined;
   return buf.subarray(0, pos);

@@ -2,7 +2,7 @@
 // double can implement) and its real implementation over the addon.
 import { NetlinkError } from '../errors.js';
 import { native, type HandleOptions, type NativeIpvsHandle, type IpvsSocketStats } from '../native.js';
-import { ApplyResult, type BatchOptions } from './batch.js';
+import { ApplyResult, checkOpList, type BatchOptions } from './batch.js';
 import { packIpvsOps } from './ipvs-pack.js';
 
 export interface IpvsInfo {
@@ -252,6 +252,7 @@ export class Ipvs implements IpvsApi {
    * flight together reach the kernel in the order they were made.
    */
   async apply(ops: IpvsOp[], opts: ApplyOptions = {}): Promise<ApplyResult> {
+    checkOpList(ops, 'ipvs apply');
     return new ApplyResult(await this.h.apply(packIpvsOps(ops), opts));
   }
 

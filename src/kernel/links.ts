@@ -10,7 +10,7 @@ import {
   type NativeRtnlOp,
   type SocketStats,
 } from '../native.js';
-import { ApplyResult, type BatchOptions } from './batch.js';
+import { ApplyResult, checkOpList, type BatchOptions } from './batch.js';
 
 export type Link = NativeLink;
 export type Address = NativeAddress;
@@ -58,6 +58,7 @@ export class Links implements LinksApi {
   }
 
   async apply(ops: LinkOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
+    checkOpList(ops, 'links apply');
     return new ApplyResult(await this.h.apply(ops, opts));
   }
 

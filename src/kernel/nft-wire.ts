@@ -32,6 +32,8 @@ export class WireWriter {
   off = 0;
   /** Index of the op being written (for error messages). */
   op = 0;
+  /** The element being written, when an op's elements are (named by an error). */
+  member: number | undefined;
 
   constructor(size = 1 << 16) {
     this.buf = Buffer.allocUnsafe(size);
@@ -465,6 +467,7 @@ export function writeElements(w: WireWriter, s: SetLike, elements: readonly Elem
   const render = (e: ElementLike) => e.key.join(' . ');
   w.u32(elements.length);
   for (let i = 0; i < elements.length; i++) {
+    w.member = i;
     const e = elements[i]!;
     if (!e || !Array.isArray(e.key)) throw NetlinkError.invalid('nftables', `set ${s.name}: element key must be an array of values`);
     const key = e.key;
@@ -558,15 +561,25 @@ export class OpStreamWriter {
   /** Writes one op; on an error nothing of it stays in the stream. */
   write(op: WireOp): void {
     if (this.done) throw invalid(this.count, 'the op stream was released');
+    if (op === null || typeof op !== 'object') throw NetlinkError.invalid(`nftables op ${this.count}`, 'must be an object', { index: this.count });
     const w = this.w;
     const at = w.off;
     const nextId = this.nextId;
-    const idKey = op.kind === 'set' ? setKey(op.set) : undefined;
+    let idKey: string | undefined;
+    try {
+      idKey = op.kind === 'set' ? setKey(op.set) : undefined;
+    } catch (err) {
+      throw NetlinkError.atOp(err, { index: this.count });
+    }
     const prevId = idKey === undefined ? undefined : this.setIds.get(idKey);
     w.op = this.count;
+    w.member = undefined;
     try {
       this.put(op);
-    } catch (e) {
+    } catch (err) {
+      // Whatever a value of the wrong shape made the writer throw leaves as the op's 'invalid'
+      // NetlinkError (with the element as `member`).
+      const e = NetlinkError.atOp(err, { index: this.count, ...(w.member === undefined ? {} : { member: w.member }) });
       w.off = at;
       this.nextId = nextId;
       if (idKey !== undefined) {
@@ -669,6 +682,7 @@ export function writeOps(
   ops: readonly WireOp[],
   lowerInterval: (s: SetLike, elements: ElementLike[], verb: string) => LoweredElement[],
 ): Uint8Array {
+  if (!Array.isArray(ops)) throw NetlinkError.invalid('nftables', 'expected an array of ops');
   // ~130 bytes per rule of a proxy table; the writer grows if that is short.
   const out = new OpStreamWriter(256 + ops.length * 160, lowerInterval);
   for (let i = 0; i < ops.length; i++) out.write(ops[i]!);

@@ -269,6 +269,15 @@ export class NftTransaction {
     this.keep = opts.keepOps !== false;
   }
 
+  /** Builds the op about to be queued: what its checks throw names its index (`index`). */
+  private at(build: () => NftOp): NftOp {
+    try {
+      return build();
+    } catch (e) {
+      throw NetlinkError.atOp(e, { index: this.size });
+    }
+  }
+
   private push(op: NftOp): this {
     this.stream.write(op);
     if (this.keep) this.ops.push(op);
@@ -330,9 +339,11 @@ export class NftTransaction {
   }
 
   private table(verb: NftVerb, t: TableSpec): this {
-    checkFamily(t.family);
-    checkName('table', t.name);
-    return this.push({ verb, kind: 'table', table: t });
+    return this.push(this.at(() => {
+      checkFamily(t.family);
+      checkName('table', t.name);
+      return { verb, kind: 'table', table: t };
+    }));
   }
   addTable(t: TableSpec): this { return this.table('add', t); }
   /** Fails with EEXIST if the table exists. */
@@ -344,15 +355,17 @@ export class NftTransaction {
   flushTable(t: TableSpec): this { return this.table('flush', t); }
 
   private chain(verb: NftVerb, c: ChainSpec): this {
-    checkFamily(c.family);
-    checkName('table', c.table);
-    checkName('chain', c.name, 255);
-    if (c.hook) {
-      if (!HOOKS.includes(c.hook.hook)) throw NetlinkError.invalid('nftables', `chain ${c.name}: unknown hook ${c.hook.hook}`);
-      if (!['filter', 'nat', 'route'].includes(c.hook.type)) throw NetlinkError.invalid('nftables', `chain ${c.name}: unknown type ${c.hook.type}`);
-      if (!Number.isInteger(c.hook.priority)) throw NetlinkError.invalid('nftables', `chain ${c.name}: priority must be an integer`);
-    }
-    return this.push({ verb, kind: 'chain', chain: c });
+    return this.push(this.at(() => {
+      checkFamily(c.family);
+      checkName('table', c.table);
+      checkName('chain', c.name, 255);
+      if (c.hook) {
+        if (!HOOKS.includes(c.hook.hook)) throw NetlinkError.invalid('nftables', `chain ${c.name}: unknown hook ${c.hook.hook}`);
+        if (!['filter', 'nat', 'route'].includes(c.hook.type)) throw NetlinkError.invalid('nftables', `chain ${c.name}: unknown type ${c.hook.type}`);
+        if (!Number.isInteger(c.hook.priority)) throw NetlinkError.invalid('nftables', `chain ${c.name}: priority must be an integer`);
+      }
+      return { verb, kind: 'chain', chain: c };
+    }));
   }
   addChain(c: ChainSpec): this { return this.chain('add', c); }
   createChain(c: ChainSpec): this { return this.chain('create', c); }
@@ -362,8 +375,10 @@ export class NftTransaction {
   flushChain(c: ChainSpec): this { return this.chain('flush', c); }
 
   private set(verb: NftVerb, s: SetSpec): this {
-    validateSet(s);
-    return this.push({ verb, kind: 'set', set: s });
+    return this.push(this.at(() => {
+      validateSet(s);
+      return { verb, kind: 'set', set: s };
+    }));
   }
   addSet(s: SetSpec): this { return this.set('add', s); }
   createSet(s: SetSpec): this { return this.set('create', s); }
@@ -373,9 +388,11 @@ export class NftTransaction {
   flushSet(s: SetSpec): this { return this.set('flush', s); }
 
   private elements(verb: 'add' | 'create' | 'delete' | 'destroy', s: SetSpec, elements: SetElement[]): this {
-    validateSet(s);
     // Encoding validates every key now, so a bad element fails here and not at commit.
-    return this.push({ verb, kind: 'elements', set: s, elements });
+    return this.push(this.at(() => {
+      validateSet(s);
+      return { verb, kind: 'elements', set: s, elements };
+    }));
   }
   addElements(s: SetSpec, elements: SetElement[]): this { return this.elements('add', s, elements); }
   /** Fails with EEXIST if an element exists. */
@@ -384,16 +401,18 @@ export class NftTransaction {
   destroyElements(s: SetSpec, elements: SetElement[]): this { return this.elements('destroy', s, elements); }
 
   private rule(verb: 'add' | 'insert' | 'replace' | 'delete' | 'destroy', r: RuleSpec, position?: number): this {
-    checkFamily(r.family);
-    checkName('table', r.table);
-    checkName('chain', r.chain);
-    if ((verb === 'replace' || verb === 'delete' || verb === 'destroy') && !(Number.isInteger(r.handle) && r.handle! > 0))
-      throw NetlinkError.invalid('nftables', `${verb} rule needs the rule's handle`);
-    if ((verb === 'add' || verb === 'insert' || verb === 'replace') && (!Array.isArray(r.exprs) || r.exprs.length === 0))
-      throw NetlinkError.invalid('nftables', `${verb} rule needs expressions`);
-    const op: NftOp = { verb, kind: 'rule', rule: r };
-    if (position !== undefined) op.position = position;
-    return this.push(op);
+    return this.push(this.at(() => {
+      checkFamily(r.family);
+      checkName('table', r.table);
+      checkName('chain', r.chain);
+      if ((verb === 'replace' || verb === 'delete' || verb === 'destroy') && !(Number.isInteger(r.handle) && r.handle! > 0))
+        throw NetlinkError.invalid('nftables', `${verb} rule needs the rule's handle`);
+      if ((verb === 'add' || verb === 'insert' || verb === 'replace') && (!Array.isArray(r.exprs) || r.exprs.length === 0))
+        throw NetlinkError.invalid('nftables', `${verb} rule needs expressions`);
+      const op: NftOp = { verb, kind: 'rule', rule: r };
+      if (position !== undefined) op.position = position;
+      return op;
+    }));
   }
   /** Appends (after rule `position` when given). */
   addRule(r: RuleSpec, opts?: { after?: number }): this { return this.rule('add', r, opts?.after); }
@@ -444,6 +463,10 @@ export function lowerElements(s: SetSpec, elements: SetElement[], verb: string):
         if (e.verdict) {
           code = e.verdict.code;
           chain = e.verdict.chain;
+          // Checked here as the addon checks them: it reads the lowered elements, which are
+          // not the caller's (an error must name the caller's element).
+          if (chain !== undefined && (typeof chain !== 'string' || chain.length === 0 || chain.includes('\0') || Buffer.byteLength(chain) > 255))
+            throw NetlinkError.invalid('nftables', `map ${s.name}: verdict chain must be a name`);
         } else if (adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${renderKey(e)} needs a verdict`);
       } else if (s.map) {
         if (e.data !== undefined) data = encodeKey([s.map], [e.data]);
@@ -453,10 +476,11 @@ export function lowerElements(s: SetSpec, elements: SetElement[], verb: string):
       }
       if (e.timeout !== undefined) {
         if (!s.timeout && !s.timeoutFlag) throw NetlinkError.invalid('nftables', `set ${s.name} has no timeout flag`);
-        if (!Number.isInteger(e.timeout) || e.timeout <= 0) throw NetlinkError.invalid('nftables', 'timeout must be a positive integer (ms)');
+        if (!Number.isSafeInteger(e.timeout) || e.timeout <= 0) throw NetlinkError.invalid('nftables', 'timeout must be a positive integer (ms)');
         timeout = e.timeout;
       }
       if (e.comment !== undefined) {
+        if (typeof e.comment !== 'string' || e.comment.includes('\0')) throw NetlinkError.invalid('nftables', 'comment must be a string without NUL');
         if (Buffer.byteLength(e.comment) > 127) throw NetlinkError.invalid('nftables', 'comment longer than 127 bytes');
         comment = e.comment;
       }
@@ -467,26 +491,36 @@ export function lowerElements(s: SetSpec, elements: SetElement[], verb: string):
     if (!e || !Array.isArray(e.key)) throw NetlinkError.invalid('nftables', `set ${s.name}: element key must be an array of values`);
     return e;
   };
+  // An error names the element it is about (`member`, its index in `elements`).
+  const at = <T>(member: number, f: () => T): T => {
+    try {
+      return f();
+    } catch (err) {
+      throw NetlinkError.atOp(err, { member });
+    }
+  };
   if (!s.interval) {
     const out = new Array<LoweredElement>(elements.length);
     for (let i = 0; i < elements.length; i++) {
-      const e = one(elements[i]!);
-      out[i] = tuple(encodeKey(s.key, e.key), e);
+      out[i] = at(i, () => {
+        const e = one(elements[i]!);
+        return tuple(encodeKey(s.key, e.key), e);
+      });
     }
     return out;
   }
   const t = s.key[0] as 'ipv4_addr' | 'ipv6_addr';
-  const ranges = elements.map((e) => {
+  const ranges = elements.map((e, j) => at(j, () => {
     one(e);
     if (e.key.length !== 1) throw NetlinkError.invalid('nftables', `set ${s.name}: an interval element has one key value`);
-    return { e, ...cidrRange(t, e.key[0]!) };
-  });
+    return { e, j, ...cidrRange(t, e.key[0]!) };
+  }));
   ranges.sort((a, b) => Buffer.compare(a.start, b.start));
   const out: LoweredElement[] = [];
   if (adding && ranges.length && ranges[0]!.start.some((x) => x !== 0))
     out.push(tuple(Buffer.alloc(ranges[0]!.start.length), undefined, END));
   for (const r of ranges) {
-    out.push(tuple(r.start, r.e));
+    out.push(at(r.j, () => tuple(r.start, r.e)));
     if (r.end) out.push(tuple(r.end, undefined, END));
   }
   return out;

@@ -13,7 +13,7 @@ import {
   type SocketStats,
 } from '../native.js';
 import { NetlinkError } from '../errors.js';
-import { ApplyResult, type BatchOptions } from './batch.js';
+import { ApplyResult, checkOpList, type BatchOptions } from './batch.js';
 
 export type Route = NativeRoute;
 export type RouteOp = NativeRouteOp;
@@ -48,11 +48,17 @@ export class Routes implements RoutesApi {
   }
 
   async apply(ops: RouteOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
+    checkOpList(ops, 'routes apply');
     ops.forEach((o, i) => {
       // The shared rtnetlink handle takes link ops too: keep this surface to routes.
-      const op = (o as { op?: unknown }).op;
+      let op: unknown;
+      try {
+        op = (o as { op?: unknown }).op;
+      } catch (e) {
+        throw NetlinkError.atOp(e, { index: i });
+      }
       if (op !== 'addRoute' && op !== 'delRoute')
-        throw new NetlinkError({ message: `op ${i}: not a route op (${JSON.stringify(op)})`, code: 'EINVAL', errno: 22, kind: 'invalid', op: `op ${i}`, index: i });
+        throw NetlinkError.invalid(`op ${i}`, `not a route op (${typeof op === 'string' ? JSON.stringify(op) : typeof op})`, { index: i });
     });
     return new ApplyResult(await this.h.apply(ops, opts));
   }

@@ -354,6 +354,16 @@ test('invalid input sends nothing (every validation case is also covered by the 
       (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid' && e.index === 1,
     );
   }
+  // malformed ops (not only bad values) are refused the same way, never as raw JS errors
+  const throwing = Object.defineProperty({ op: 'addService' }, 'service', { get: () => { throw new Error('getter'); } });
+  for (const op of [null, 5, 'flush', [], { op: 7 }, { op: 'addService', service: null }, throwing]) {
+    await assert.rejects(
+      ipvs.apply([{ op: 'flush' }, op as IpvsOp]),
+      (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid' && e.index === 1,
+      String(op),
+    );
+  }
+  await assert.rejects(ipvs.apply(null as never), (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid');
   assert.equal(ipvs.socketStats().sendmsgCalls, before);
 });
 

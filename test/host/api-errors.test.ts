@@ -1,0 +1,83 @@
+// One error model for every handle (issue 43), on the machine's own kernel in a private network
+// namespace (scripts/host-tests.sh): malformed input rejects the promise with a NetlinkError of
+// kind 'invalid' naming the op (and member) — never a raw JavaScript error (issue 44, with the
+// same seeded mutation campaign test/unit/api-ops-campaign.test.ts runs over the codecs, here
+// against the real handles).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { NetlinkError } from '../../src/errors.js';
+import { Conntrack } from '../../src/kernel/conntrack.js';
+import { IpSets } from '../../src/kernel/ipsets.js';
+import { Links } from '../../src/kernel/links.js';
+import { Nftables, NftTransaction, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
+import { Routes } from '../../src/kernel/routes.js';
+import { campaign, NFT_OPS } from '../helpers/op-campaign.js';
+
+// The tests' own namespace: what the campaigns happen to create stays out of the suite's.
+const NS = 'ipvsync-api-errors';
+const netns = `/run/netns/${NS}`;
+before(() => {
+  execFileSync('ip', ['netns', 'add', NS]);
+  execFileSync('ip', ['-n', NS, 'link', 'set', 'lo', 'up']);
+});
+after(() => {
+  execFileSync('ip', ['netns', 'del', NS]);
+});
+
+const invalid = (index: number | undefined, member?: number) => (e: unknown) => {
+  assert.ok(e instanceof NetlinkError, `a NetlinkError, not ${String(e)}`);
+  assert.equal(e.kind, 'invalid', e.message);
+  assert.equal(e.index, index, e.message);
+  assert.equal(e.member, member, e.message);
+  return true;
+};
+
+test('malformed ops reject as invalid naming the op and member, for every handle', async () => {
+  const sets = await IpSets.open({ netns });
+  const links = await Links.open({ netns });
+  const routes = await Routes.open({ netns });
+  const ct = await Conntrack.open({ netns });
+  const nft = await Nftables.open({ netns });
+  await assert.rejects(sets.apply([null as never]), invalid(0));
+  await assert.rejects(sets.apply([{ op: 'create', name: 'S', type: 5 as never }]), invalid(0));
+  await assert.rejects(
+    sets.apply([{ op: 'create', name: 'S', type: 'hash:ip' }, { op: 'add', name: 'S', members: [{ ip: '10.0.0.1' }, { ip: 7 as never }] }]),
+    invalid(1, 1),
+  );
+  await assert.rejects(sets.apply({} as never), invalid(undefined));
+  await assert.rejects(links.apply([{ op: 'setLink', name: 'lo', up: true }, null as never]), invalid(1));
+  await assert.rejects(routes.apply([null as never]), invalid(0));
+  await assert.rejects(routes.apply([{ op: 'addRoute', dst: '10.0.0.0/8', type: 'blackhole' }, { op: 'addRoute', dst: 5 as never }]), invalid(1));
+  await assert.rejects(ct.delete(null as never), invalid(undefined));
+  await assert.rejects(ct.delete({ proto: {} as never }), invalid(undefined));
+  await assert.rejects(nft.commit([null as never]), invalid(0));
+  await assert.rejects(nft.commit([NFT_OPS[0] as NftOp, { verb: 'add', kind: 'table', table: null } as never]), invalid(1));
+  const set: SetSpec = { family: 'ip', table: 't', name: 's', key: ['ipv4_addr'] };
+  assert.throws(() => new NftTransaction().addTable({ family: 'ip', name: 't' }).addSet(set).addElements(set, [{ key: ['10.0.0.1'] }, null as never]), invalid(2, 1));
+  // nothing was sent: the namespace has no set and no table
+  assert.deepEqual(await sets.headers(), []);
+  assert.deepEqual((await nft.list()).tables, []);
+});
+
+test('seeded mutation campaign against the real handles: no raw JavaScript error', async () => {
+  const sets = await IpSets.open({ netns });
+  const links = await Links.open({ netns });
+  const routes = await Routes.open({ netns });
+  const nft = await Nftables.open({ netns });
+  const lo = (await links.get('lo'))!.index;
+  await campaign(11, [
+    { op: 'create', name: 'A', type: 'hash:ip,port', family: 'inet', timeout: 30, counters: true, comment: true, exist: true },
+    { op: 'add', name: 'A', members: [{ ip: '10.0.0.1', proto: 'tcp', port: 80, timeout: 5 }, { ip: '10.0.0.2', proto: 'udp', port: 53, comment: 'dns' }], exist: true },
+    { op: 'del', name: 'A', members: [{ ip: '10.0.0.2', proto: 'udp', port: 53 }], exist: true },
+  ], (ops) => sets.apply(ops as never), ['members'], 300);
+  await campaign(12, [
+    { op: 'addAddr', index: lo, address: '10.96.0.1/32', exist: true, protocol: 249 },
+    { op: 'delAddr', link: 'lo', address: '10.96.0.1/32' },
+  ], (ops) => links.apply(ops as never, { stopOnError: false }), [], 300);
+  await campaign(13, [
+    { op: 'addRoute', dst: '10.97.0.0/16', type: 'blackhole', exist: true },
+    { op: 'delRoute', dst: '10.97.0.0/16', type: 'blackhole' },
+  ], (ops) => routes.apply(ops as never, { stopOnError: false }), [], 300);
+  await campaign(14, NFT_OPS, (ops) => nft.commit(ops as never), ['elements'], 300);
+});
