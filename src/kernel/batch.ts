@@ -65,6 +65,17 @@ export abstract class OpStatuses<S extends string> {
   errorOf(i: number): NetlinkError | undefined {
     return this.errors.find((e) => e.index === i);
   }
+
+  /** True when everything was applied. */
+  abstract get ok(): boolean;
+
+  /** This result when `ok`; otherwise throws its first error (one of kind 'nobufs' when ops
+   *  got no answer and none failed). For callers that want a kernel rejection as an exception:
+   *  `(await h.apply(ops)).orThrow()`. */
+  orThrow(): this {
+    if (this.ok) return this;
+    throw this.errors[0] ?? new NetlinkError({ message: 'apply: some ops got no reply; their outcome is unknown', code: 'ENOBUFS', errno: 105, kind: 'nobufs', op: 'apply' });
+  }
 }
 
 /** The outcome of a batch: one status per op, a NetlinkError (with `.index`) per failed op. */

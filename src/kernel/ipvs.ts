@@ -1,6 +1,5 @@
 // IPVS over generic netlink: the typed model, the IpvsApi interface (which an in-memory test
 // double can implement) and its real implementation over the addon.
-import { NetlinkError } from '../errors.js';
 import { native, type HandleOptions, type NativeIpvsHandle, type IpvsSocketStats } from '../native.js';
 import { ApplyResult, checkOpList, type BatchOptions } from './batch.js';
 import { packIpvsOps } from './ipvs-pack.js';
@@ -256,14 +255,6 @@ export class Ipvs implements IpvsApi {
     return new ApplyResult(await this.h.apply(packIpvsOps(ops), opts));
   }
 
-  /** Like apply, but throws the first failure. */
-  async applyOrThrow(ops: IpvsOp[], opts: ApplyOptions = {}): Promise<ApplyResult> {
-    const r = await this.apply(ops, opts);
-    if (r.errors.length > 0) throw r.errors[0];
-    if (!r.ok) throw new NetlinkError({ message: 'apply: some ops got no reply', code: 'ENOBUFS', errno: 105, kind: 'nobufs', op: 'apply' });
-    return r;
-  }
-
   async services(opts: ListOptions = {}): Promise<Service[]> {
     return (await this.h.services(opts)) as unknown as Service[];
   }
@@ -287,7 +278,7 @@ export class Ipvs implements IpvsApi {
   }
 
   async setTimeouts(t: Partial<Timeouts>): Promise<void> {
-    await this.applyOrThrow([{ op: 'setTimeouts', timeouts: t }]);
+    await this.applyOne([{ op: 'setTimeouts', timeouts: t }]);
   }
 
   async daemons(): Promise<Daemon[]> {
@@ -295,19 +286,24 @@ export class Ipvs implements IpvsApi {
   }
 
   async startDaemon(d: DaemonConfig): Promise<void> {
-    await this.applyOrThrow([{ op: 'startDaemon', daemon: d }]);
+    await this.applyOne([{ op: 'startDaemon', daemon: d }]);
   }
 
   async stopDaemon(state: 'master' | 'backup'): Promise<void> {
-    await this.applyOrThrow([{ op: 'stopDaemon', daemon: { state } }]);
+    await this.applyOne([{ op: 'stopDaemon', daemon: { state } }]);
   }
 
   async flush(): Promise<void> {
-    await this.applyOrThrow([{ op: 'flush' }]);
+    await this.applyOne([{ op: 'flush' }]);
   }
 
   async zero(service?: ServiceId): Promise<void> {
-    await this.applyOrThrow([service ? { op: 'zero', service } : { op: 'zero' }]);
+    await this.applyOne([service ? { op: 'zero', service } : { op: 'zero' }]);
+  }
+
+  /** One op whose kernel error is thrown (the one-call helpers above). */
+  private async applyOne(ops: IpvsOp[]): Promise<void> {
+    (await this.apply(ops)).orThrow();
   }
 
   /** Counters of this handle's socket (and its io_uring dump pool): how many syscalls and messages it has cost. */

@@ -140,11 +140,6 @@ export class NftCommitResult extends OpStatuses<NftOpStatus> {
     return this.errors.length === 0 && this.transactions.every((t) => t.committed);
   }
 
-  /** Throws the first error (with its op index) if anything failed. */
-  orThrow(): this {
-    if (!this.ok) throw this.errors[0] ?? NetlinkError.invalid('nftables commit', 'transaction not committed');
-    return this;
-  }
 }
 
 // ---- transactions --------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 // namespace (scripts/host-tests.sh): malformed input rejects the promise with a NetlinkError of
 // kind 'invalid' naming the op (and member) — never a raw JavaScript error (issue 44, with the
 // same seeded mutation campaign test/unit/api-ops-campaign.test.ts runs over the codecs, here
-// against the real handles).
+// against the real handles); kernel errors resolve inside the result; orThrow() turns a result
+// into an exception.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -80,4 +81,37 @@ test('seeded mutation campaign against the real handles: no raw JavaScript error
     { op: 'delRoute', dst: '10.97.0.0/16', type: 'blackhole' },
   ], (ops) => routes.apply(ops as never, { stopOnError: false }), [], 300);
   await campaign(14, NFT_OPS, (ops) => nft.commit(ops as never), ['elements'], 300);
+});
+
+test('kernel errors resolve inside the result (index, member); orThrow() throws the first', async () => {
+  const sets = await IpSets.open({ netns });
+  const r = await sets.apply([
+    { op: 'create', name: 'K', type: 'hash:ip' },
+    { op: 'add', name: 'K', members: [{ ip: '10.0.0.1' }, { ip: '10.0.0.1' }] },
+  ], { stopOnError: false });
+  assert.equal(r.ok, false);
+  assert.equal(r.status(1), 'error');
+  assert.equal(r.errors[0]!.index, 1);
+  assert.equal(r.errors[0]!.member, 1);
+  assert.throws(() => r.orThrow(), (e: unknown) => e === r.errors[0]);
+  const ok = await sets.apply([{ op: 'destroy', name: 'K' }]);
+  assert.equal(ok.orThrow(), ok);
+
+  const links = await Links.open({ netns });
+  const l = await links.apply([{ op: 'delLink', name: 'nosuchlink0' }]);
+  assert.equal(l.status(0), 'error');
+  assert.equal(l.errors[0]!.kind, 'kernel');
+  assert.equal(l.errors[0]!.index, 0);
+  assert.throws(() => l.orThrow(), (e: unknown) => e === l.errors[0]);
+
+  const routes = await Routes.open({ netns });
+  const rr = await routes.apply([{ op: 'delRoute', dst: '10.98.0.0/16', type: 'blackhole' }]);
+  assert.equal(rr.errors[0]!.index, 0);
+  assert.throws(() => rr.orThrow(), NetlinkError);
+
+  const nft = await Nftables.open({ netns });
+  const c = await nft.commit(new NftTransaction().deleteTable({ family: 'ip', name: 'nosuch' }));
+  assert.equal(c.ok, false);
+  assert.equal(c.errors[0]!.index, 0);
+  assert.throws(() => c.orThrow(), (e: unknown) => e === c.errors[0]);
 });

@@ -166,14 +166,14 @@ test('every forwarding method, thresholds, weights and tunnel attributes round-t
 
 test('updates change every option; zero, timeouts, daemons', async () => {
   const svc = { protocol: 'tcp', address: '10.0.0.1', port: 80 } as const;
-  await ipvs.applyOrThrow([
+  (await ipvs.apply([
     { op: 'addService', service: { ...svc, scheduler: 'rr' } },
     { op: 'addDestination', service: svc, dest: { address: '127.0.0.2', port: 80, forward: 'masq' } },
-  ]);
-  await ipvs.applyOrThrow([
+  ])).orThrow();
+  (await ipvs.apply([
     { op: 'updateService', service: { ...svc, scheduler: 'sh', flags: ['persistent', 'sh-port'], timeout: 77, netmask: '255.255.255.240' } },
     { op: 'updateDestination', service: svc, dest: { address: '127.0.0.2', port: 80, forward: 'tunnel', weight: 9, upperThreshold: 5, lowerThreshold: 2, tunnel: { type: 'gre', checksum: 'csum' } } },
-  ]);
+  ])).orThrow();
   const [s] = await ipvs.services({ withDestinations: true, stats: true });
   assert.equal(s!.scheduler, 'sh');
   assert.deepEqual(s!.flags, ['persistent', 'sh-port']);
@@ -365,6 +365,12 @@ test('invalid input sends nothing (every validation case is also covered by the 
   }
   await assert.rejects(ipvs.apply(null as never), (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid');
   assert.equal(ipvs.socketStats().sendmsgCalls, before);
+});
+
+test('orThrow() throws the first kernel error', async () => {
+  const svc = { protocol: 'tcp', address: '10.2.0.1', port: 80 } as const;
+  const r = await ipvs.apply([{ op: 'addService', service: svc }, { op: 'addService', service: svc }], { stopOnError: false });
+  assert.throws(() => r.orThrow(), (e: unknown) => e === r.errorOf(1) && (e as NetlinkError).code === 'EEXIST');
 });
 
 test('50,000 destinations (500 services x 100) are written in one apply and dumped across many recv calls', async () => {

@@ -86,7 +86,7 @@ test('a batch with a bad op sends nothing, and names the op', async () => {
 });
 
 test('ipvsync writes, ipvsadm -S (names), -Ln and -Ln --stats print what ipvsync prints', async () => {
-  await ipvs.applyOrThrow(parseRules(RULES).map((x) => x.op));
+  (await ipvs.apply(parseRules(RULES).map((x) => x.op))).orThrow();
   const services = await ipvs.services({ withDestinations: true, stats: true });
   assert.equal(formatSave(services, fileResolver()), ipvsadm(['-S']));
   assert.equal(formatList(await ipvs.info(), services), ipvsadm(['-Ln']));
