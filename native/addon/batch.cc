@@ -13,16 +13,21 @@ Napi::Value BatchOutcomeToJs(Napi::Env env, BatchOutcome& out) {
     const nl::RequestResult& r = out.res.results[i];
     const int64_t op = out.op_index.empty() ? static_cast<int64_t>(i) : out.op_index[i];
     const std::string& name = i < out.op_names.size() ? out.op_names[i] : std::string("request");
+    auto error = [&] {
+      nl::Error e = KernelError(name, op, r.status);
+      if (i < out.hints.size() && !out.hints[i].empty()) e.message += ": " + out.hints[i];
+      return MakeError(env, e);
+    };
     switch (r.outcome) {
       case nl::Outcome::kNotSent: statuses[i] = kStatusNotSent; break;
       case nl::Outcome::kOk: statuses[i] = kStatusOk; break;
       case nl::Outcome::kError:
         statuses[i] = kStatusError;
-        errors.Set(ne++, MakeError(env, KernelError(name, op, r.status)));
+        errors.Set(ne++, error());
         break;
       case nl::Outcome::kNoReply:
         statuses[i] = kStatusNoReply;
-        if (r.status.error) errors.Set(ne++, MakeError(env, KernelError(name, op, r.status)));
+        if (r.status.error) errors.Set(ne++, error());
         break;
     }
   }

@@ -22,6 +22,9 @@ struct BatchOutcome {
   std::vector<std::string> op_names;
   // Maps request index -> caller's op index when requests and ops are not 1:1 (empty = 1:1).
   std::vector<int64_t> op_index;
+  // What the error of request i means beyond its errno, appended to its message when not empty
+  // (IPVS: an unknown scheduler's ENOENT names the ip_vs_<name> module).
+  std::vector<std::string> hints;
 };
 
 // { statuses: Uint8Array, errors: NetlinkError[], sendmsgCalls: number }. errors[i].index is

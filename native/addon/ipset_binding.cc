@@ -459,6 +459,7 @@ nl::Error IpsetError(const std::string& op, uint8_t cmd, bool bitmap, int64_t in
   if (!text.empty()) {
     e.message = op + ": " + text + " (" + e.code + ")";
     if (!st.extack.empty()) e.message += ": " + st.extack;
+    if (st.error == EPERM) e.message += " (CAP_NET_ADMIN required)";
   }
   return e;
 }
@@ -469,8 +470,9 @@ std::vector<uint8_t> Ask(Channel& ch, nl::Batch& b, uint8_t cmd, const std::stri
   const nl::RequestResult& r = res.results[0];
   if (r.outcome != nl::Outcome::kOk) {
     nl::Error e = IpsetError(op, cmd, false, -1, r.status);
-    if (cmd == IPSET_CMD_PROTOCOL) {
-      // nfnetlink answers a subsystem it does not have with EOPNOTSUPP (or EINVAL on old kernels).
+    if (cmd == IPSET_CMD_PROTOCOL && r.status.error != EPERM) {
+      // nfnetlink answers a subsystem it does not have with EOPNOTSUPP (or EINVAL on old kernels);
+      // EPERM is the caller's missing CAP_NET_ADMIN, as for every other handle (kind 'kernel').
       e.kind = nl::ErrorKind::kUnsupported;
       e.message = op + ": the kernel has no ipset support (module ip_set is not loaded): " + e.code;
     }

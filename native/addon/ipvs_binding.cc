@@ -481,8 +481,18 @@ class IpvsHandle : public Wrapped<IpvsHandle> {
             out.op_names.resize(out.res.results.size());
             for (size_t i = 0; i < out.res.results.size(); i++) {
               const nl::RequestResult& r = out.res.results[i];
-              if (r.outcome == nl::Outcome::kError || (r.outcome == nl::Outcome::kNoReply && r.status.error))
-                out.op_names[i] = OpName((*ops)[i]);
+              if (r.outcome == nl::Outcome::kError || (r.outcome == nl::Outcome::kNoReply && r.status.error)) {
+                const ipvs::Op& op = (*ops)[i];
+                out.op_names[i] = OpName(op);
+                // The kernel answers a scheduler it cannot load (no module, or no such name) with
+                // ENOENT, as it answers a missing service: say which one this is.
+                if (r.status.error == ENOENT &&
+                    (op.kind == ipvs::OpKind::kAddService || op.kind == ipvs::OpKind::kUpdateService)) {
+                  out.hints.resize(out.res.results.size());
+                  out.hints[i] = "no scheduler '" + op.svc.sched + "' (the kernel module ip_vs_" + op.svc.sched +
+                                 " is missing, or the name is wrong)";
+                }
+              }
             }
             return out;
           },

@@ -3,10 +3,10 @@
 // kind 'invalid' naming the op (and member) — never a raw JavaScript error (issue 44, with the
 // same seeded mutation campaign test/unit/api-ops-campaign.test.ts runs over the codecs, here
 // against the real handles); kernel errors resolve inside the result; orThrow() turns a result
-// into an exception.
+// into an exception; without CAP_NET_ADMIN every handle, ipset included, says so.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { NetlinkError } from '../../src/errors.js';
 import { Conntrack } from '../../src/kernel/conntrack.js';
 import { IpSets } from '../../src/kernel/ipsets.js';
@@ -114,4 +114,24 @@ test('kernel errors resolve inside the result (index, member); orThrow() throws 
   assert.equal(c.ok, false);
   assert.equal(c.errors[0]!.index, 0);
   assert.throws(() => c.orThrow(), (e: unknown) => e === c.errors[0]);
+});
+
+test('without CAP_NET_ADMIN the ipset handle says so, as IPVS, links and nftables do (kind kernel, EPERM)', () => {
+  // A child without CAP_NET_ADMIN in its bounding set (root otherwise, so it reads the build).
+  const script = `
+    const { IpSets } = await import('./dist/src/kernel/ipsets.js');
+    const { Nftables } = await import('./dist/src/kernel/nftables.js');
+    const out = [];
+    for (const open of [IpSets.open, Nftables.open]) {
+      try { await open(); out.push('opened'); } catch (e) { out.push({ kind: e.kind, code: e.code, message: e.message }); }
+    }
+    console.log(JSON.stringify(out));`;
+  const r = spawnSync('setpriv', ['--bounding-set=-net_admin', '--inh-caps=-net_admin', process.execPath, '--input-type=module', '-e', script], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  const [ipset, nft] = JSON.parse(r.stdout) as Array<{ kind: string; code: string; message: string }>;
+  assert.equal(nft!.code, 'EPERM');
+  assert.equal(ipset!.kind, nft!.kind, ipset!.message);
+  assert.equal(ipset!.code, 'EPERM');
+  assert.match(ipset!.message, /CAP_NET_ADMIN required/);
+  assert.doesNotMatch(ipset!.message, /no ipset support/);
 });

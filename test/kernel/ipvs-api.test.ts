@@ -130,6 +130,18 @@ test('every scheduler the kernel ships; an unknown one is ENOENT naming it', asy
   assert.equal(e.code, 'ENOENT');
   assert.equal(e.kind, 'kernel');
   assert.match(e.message, kernelAtLeast(6, 2) ? /scheduler nosuch/ : /scheduler twos/);
+  // The kernel's ENOENT is kept; the message says what it means here.
+  const name = kernelAtLeast(6, 2) ? 'nosuch' : 'twos';
+  assert.match(e.message, new RegExp(`the kernel module ip_vs_${name} is missing, or the name is wrong`));
+  // updateService the same (an existing service, a scheduler the kernel cannot load)
+  const svc = { protocol: 'tcp', address: '10.1.1.2', port: 80 } as const;
+  const up = await ipvs.apply([{ op: 'addService', service: { ...svc, scheduler: 'rr' } }, { op: 'updateService', service: { ...svc, scheduler: name } }]);
+  assert.equal(up.errorOf(1)!.code, 'ENOENT');
+  assert.match(up.errorOf(1)!.message, new RegExp(`ip_vs_${name} is missing`));
+  // a missing service is ESRCH, with no such hint
+  const gone = await ipvs.apply([{ op: 'updateService', service: { protocol: 'tcp', address: '10.1.1.3', port: 80, scheduler: 'rr' } }]);
+  assert.equal(gone.errorOf(0)!.code, 'ESRCH');
+  assert.doesNotMatch(gone.errorOf(0)!.message, /ip_vs_/);
 });
 
 test('every forwarding method, thresholds, weights and tunnel attributes round-trip (v4 and v6)', async () => {
