@@ -55,6 +55,9 @@ export interface NativeIpvsHandle {
   timeouts(): Promise<{ tcp: number; tcpFin: number; udp: number }>;
   daemons(): Promise<NativeIpvsObject[]>;
   stats(): IpvsSocketStats;
+  /** Opens the socket now (see HandleBase). */
+  ready(): Promise<void>;
+  close(): Promise<void>;
 }
 
 /** The handle's socket counters plus those of its io_uring pool of destination-dump sockets. */
@@ -113,6 +116,8 @@ export interface NativeGenlHandle {
     opts?: { stopOnError?: boolean; maxBatchMessages?: number },
   ): Promise<NativeBatchOutcome & { families: Array<NativeGenlFamily | null> }>;
   stats(): SocketStats;
+  ready(): Promise<void>;
+  close(): Promise<void>;
 }
 
 export interface NativeRtnlHandle {
@@ -122,6 +127,8 @@ export interface NativeRtnlHandle {
   routes(filter?: NativeRouteFilter): Promise<NativeRoute[]>;
   apply(ops: NativeRtnlOp[], opts?: { stopOnError?: boolean; maxBatchMessages?: number }): Promise<NativeBatchOutcome>;
   stats(): SocketStats;
+  ready(): Promise<void>;
+  close(): Promise<void>;
 }
 
 // ---- rtnl ----
@@ -282,6 +289,8 @@ export interface NativeIpsetHandle {
   list(name?: string, opts?: { headersOnly?: boolean }): Promise<NativeIpSetHeader[]>;
   test(name: string, type: string, family: IpSetFamily | undefined, members: NativeIpSetMember[]): Promise<Uint8Array>;
   stats(): SocketStats;
+  ready(): Promise<void>;
+  close(): Promise<void>;
 }
 
 export interface NativeIpsetCodec {
@@ -345,6 +354,8 @@ export interface NativeConntrackHandle {
     opts?: { maxBatchMessages?: number },
   ): Promise<{ matched: number; deleted: number; gone: number; errors: NetlinkError[]; sendmsgCalls: number }>;
   stats(): SocketStats;
+  ready(): Promise<void>;
+  close(): Promise<void>;
 }
 
 export interface NativeConntrackCodec {
@@ -480,6 +491,8 @@ export interface NativeNftHandle {
   list(opts?: { family?: number; table?: string; elements?: boolean }): Promise<NativeNftListing>;
   genId(): Promise<number>;
   stats(): SocketStats;
+  ready(): Promise<void>;
+  close(): Promise<void>;
 }
 
 export interface NativeNftCodec {

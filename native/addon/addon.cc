@@ -1,6 +1,7 @@
 // The addon's entry point: registers every family's bindings.
 #include <napi.h>
 
+#include "addon/async.h"
 #include "addon/bindings.h"
 #include "addon/errors.h"
 #include "addon/instance.h"
@@ -17,6 +18,30 @@ Napi::Value SocketStats(Napi::Env env, Channel& ch) {
   o.Set("recvmsgCalls", get(&nl::SocketStats::recvmsg_calls));
   o.Set("messagesSent", get(&nl::SocketStats::messages_sent));
   return o;
+}
+
+Napi::Value ReadyChannel(Napi::Env env, const std::shared_ptr<Channel>& ch) {
+  return PromiseWorker<bool>::Run(
+      env,
+      [ch]() {
+        std::lock_guard<std::mutex> lock(ch->mu);
+        ch->Sock();
+        return true;
+      },
+      [](Napi::Env env, bool&) -> Napi::Value { return env.Undefined(); });
+}
+
+Napi::Value CloseChannel(Napi::Env env, const std::shared_ptr<Channel>& ch) {
+  return PromiseWorker<std::shared_ptr<Channel::Sockets>>::Run(
+      env,
+      [ch]() {
+        std::lock_guard<std::mutex> lock(ch->mu);
+        return ch->CloseLocked();
+      },
+      [ch](Napi::Env env, std::shared_ptr<Channel::Sockets>& s) -> Napi::Value {
+        ch->Retire(*s);
+        return env.Undefined();
+      });
 }
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {

@@ -6,6 +6,7 @@
 #include <napi.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "addon/args.h"
@@ -32,5 +33,12 @@ Napi::Buffer<uint8_t> ToBuffer(Napi::Env env, const std::vector<uint8_t>& v);
 // { sendmsgCalls, recvmsgCalls, messagesSent } of a handle's socket (zeros before first use).
 // Read on the main thread while no work is queued; the counters are plain integers.
 Napi::Value SocketStats(Napi::Env env, Channel& ch);
+
+// The calls every handle has besides its family's: ready() -> Promise<void> opens the socket
+// now (in the handle's namespace), so that a bad netns or a missing capability fails at open
+// rather than at first use; close() -> Promise<void> closes it once the requests made before it
+// are done, after which every call rejects with a kInvalid EBADF NetlinkError.
+Napi::Value ReadyChannel(Napi::Env env, const std::shared_ptr<Channel>& ch);
+Napi::Value CloseChannel(Napi::Env env, const std::shared_ptr<Channel>& ch);
 
 }  // namespace addon

@@ -6,6 +6,7 @@
 #include <napi.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -22,8 +23,9 @@ namespace addon {
 struct Channel {
   Channel(int protocol, std::string netns) : protocol(protocol), netns(std::move(netns)) {}
 
-  // Call with `mu` held.
+  // Call with `mu` held. Throws (kInvalid, EBADF) once the handle is closed.
   nl::Socket& Sock() {
+    if (closed) ThrowClosed();
     if (!sock) {
       sock = std::make_unique<nl::Socket>(protocol, netns, rcvbuf_bytes);
       opened.store(sock.get());
@@ -35,6 +37,7 @@ struct Channel {
   // held. nullptr when disabled for this handle or unusable here (multi_why says why): the
   // caller then dumps one at a time with Sock().Dump, with identical results.
   nl::MultiDump* Multi() {
+    if (closed) ThrowClosed();
     if (!multi && multi_state.load() == kMultiUntried) {
       std::string why;
       if (multi_sockets == 0) {
@@ -60,6 +63,36 @@ struct Channel {
     retired_multi = std::move(multi);
   }
   static constexpr int kMultiUntried = 0, kMultiOn = 1, kMultiOff = 2;
+
+  // close(): with `mu` held, on a worker, after the requests made before it. Every later request
+  // fails (Sock() and Multi() throw). The sockets are handed out to be destroyed on the main
+  // thread (Retire), the only thread that reads their counters lock-free.
+  struct Sockets {
+    std::unique_ptr<nl::Socket> sock;
+    std::unique_ptr<nl::MultiDump> multi, retired_multi;
+  };
+  std::shared_ptr<Sockets> CloseLocked() {
+    closed = true;
+    auto s = std::make_shared<Sockets>();
+    s->sock = std::move(sock);
+    s->multi = std::move(multi);
+    s->retired_multi = std::move(retired_multi);
+    return s;
+  }
+  void Retire(Sockets& s) {  // main thread
+    opened.store(nullptr);
+    multi_opened.store(nullptr);
+    s = Sockets{};
+  }
+  [[noreturn]] static void ThrowClosed() {
+    nl::Error e;
+    e.kind = nl::ErrorKind::kInvalid;
+    e.errnum = EBADF;
+    e.code = "EBADF";
+    e.op = "handle";
+    e.message = "handle: closed (close() was called)";
+    throw nl::Exception(std::move(e));
+  }
 
   // Turns: a ticket taken on the main thread when a request is made (TakeTicket), waited for on
   // the worker with `mu` held (WaitTurn), passed on when the request is done (EndTurn) or when
@@ -104,6 +137,7 @@ struct Channel {
   // rtnetlink: NETLINK_GET_STRICT_CHK asked for (on the first route dump) and granted.
   bool strict_check_tried = false;
   bool strict_check = false;
+  bool closed = false;  // guarded by mu
 };
 
 }  // namespace addon

@@ -160,7 +160,7 @@ class ConntrackHandle : public Wrapped<ConntrackHandle> {
                                                    Method<&ConntrackHandle::List>("list"),
                                                    Method<&ConntrackHandle::Count>("count"),
                                                    Method<&ConntrackHandle::Delete>("delete"),
-                                                   Method<&ConntrackHandle::Stats>("stats"),
+                                                   Method<&ConntrackHandle::Stats>("stats"), Method<&ConntrackHandle::Ready>("ready"), Method<&ConntrackHandle::Close>("close"),
                                                }));
   }
 
@@ -247,6 +247,9 @@ class ConntrackHandle : public Wrapped<ConntrackHandle> {
   }
 
   Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
+
+  Napi::Value Ready(const Napi::CallbackInfo& info) { return ReadyChannel(info.Env(), ch_); }
+  Napi::Value Close(const Napi::CallbackInfo& info) { return CloseChannel(info.Env(), ch_); }
 
   std::shared_ptr<Channel> ch_;
 };

@@ -26,7 +26,7 @@ class GenlHandle : public Wrapped<GenlHandle> {
     exports.Set("GenlHandle", DefineClass(env, "GenlHandle",
                                           {
                                               Method<&GenlHandle::Families>("families"),
-                                              Method<&GenlHandle::Stats>("stats"),
+                                              Method<&GenlHandle::Stats>("stats"), Method<&GenlHandle::Ready>("ready"), Method<&GenlHandle::Close>("close"),
                                           }));
   }
 
@@ -96,6 +96,9 @@ class GenlHandle : public Wrapped<GenlHandle> {
   }
 
   Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
+
+  Napi::Value Ready(const Napi::CallbackInfo& info) { return ReadyChannel(info.Env(), ch_); }
+  Napi::Value Close(const Napi::CallbackInfo& info) { return CloseChannel(info.Env(), ch_); }
 
   std::shared_ptr<Channel> ch_;
 };

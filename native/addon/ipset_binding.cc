@@ -655,7 +655,7 @@ class IpsetHandle : public Wrapped<IpsetHandle> {
                                                Method<&IpsetHandle::Apply>("apply"),
                                                Method<&IpsetHandle::List>("list"),
                                                Method<&IpsetHandle::Test>("test"),
-                                               Method<&IpsetHandle::Stats>("stats"),
+                                               Method<&IpsetHandle::Stats>("stats"), Method<&IpsetHandle::Ready>("ready"), Method<&IpsetHandle::Close>("close"),
                                            }));
   }
 
@@ -789,6 +789,9 @@ class IpsetHandle : public Wrapped<IpsetHandle> {
   }
 
   Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
+
+  Napi::Value Ready(const Napi::CallbackInfo& info) { return ReadyChannel(info.Env(), ch_); }
+  Napi::Value Close(const Napi::CallbackInfo& info) { return CloseChannel(info.Env(), ch_); }
 
   std::shared_ptr<Channel> ch_;
   std::shared_ptr<IpsetState> st_;

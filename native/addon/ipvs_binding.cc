@@ -404,7 +404,7 @@ class IpvsHandle : public Wrapped<IpvsHandle> {
                                               Method<&IpvsHandle::DestinationsMany>("destinationsMany"),
                                               Method<&IpvsHandle::Timeouts>("timeouts"),
                                               Method<&IpvsHandle::Daemons>("daemons"),
-                                              Method<&IpvsHandle::Stats>("stats"),
+                                              Method<&IpvsHandle::Stats>("stats"), Method<&IpvsHandle::Ready>("ready"), Method<&IpvsHandle::Close>("close"),
                                           }));
   }
 
@@ -699,6 +699,9 @@ class IpvsHandle : public Wrapped<IpvsHandle> {
     o.Set("ioUring", u);
     return o;
   }
+
+  Napi::Value Ready(const Napi::CallbackInfo& info) { return ReadyChannel(info.Env(), ch_); }
+  Napi::Value Close(const Napi::CallbackInfo& info) { return CloseChannel(info.Env(), ch_); }
 
   std::shared_ptr<Channel> ch_;
   std::shared_ptr<ListingPool> listings_ = std::make_shared<ListingPool>();

@@ -592,7 +592,7 @@ class NftHandle : public Wrapped<NftHandle> {
                                              Method<&NftHandle::CommitWire>("commitWire"),
                                              Method<&NftHandle::List>("list"),
                                              Method<&NftHandle::GenId>("genId"),
-                                             Method<&NftHandle::Stats>("stats"),
+                                             Method<&NftHandle::Stats>("stats"), Method<&NftHandle::Ready>("ready"), Method<&NftHandle::Close>("close"),
                                          }));
   }
 
@@ -664,6 +664,9 @@ class NftHandle : public Wrapped<NftHandle> {
   }
 
   Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
+
+  Napi::Value Ready(const Napi::CallbackInfo& info) { return ReadyChannel(info.Env(), ch_); }
+  Napi::Value Close(const Napi::CallbackInfo& info) { return CloseChannel(info.Env(), ch_); }
 
   std::shared_ptr<Channel> ch_;
 };

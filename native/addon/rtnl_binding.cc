@@ -512,7 +512,7 @@ class RtnlHandle : public Wrapped<RtnlHandle> {
                                               Method<&RtnlHandle::Addresses>("addresses"),
                                               Method<&RtnlHandle::Routes>("routes"),
                                               Method<&RtnlHandle::Apply>("apply"),
-                                              Method<&RtnlHandle::Stats>("stats"),
+                                              Method<&RtnlHandle::Stats>("stats"), Method<&RtnlHandle::Ready>("ready"), Method<&RtnlHandle::Close>("close"),
                                           }));
   }
 
@@ -729,6 +729,9 @@ class RtnlHandle : public Wrapped<RtnlHandle> {
   }
 
   Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
+
+  Napi::Value Ready(const Napi::CallbackInfo& info) { return ReadyChannel(info.Env(), ch_); }
+  Napi::Value Close(const Napi::CallbackInfo& info) { return CloseChannel(info.Env(), ch_); }
 
   std::shared_ptr<Channel> ch_;
 };

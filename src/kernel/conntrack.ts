@@ -37,8 +37,12 @@ export interface ConntrackApi {
 export class Conntrack implements ConntrackApi {
   private constructor(private readonly h: NativeConntrackHandle) {}
 
+  /** Opens a handle: its socket is opened now, in `opts.netns` (a missing namespace or
+   *  missing permission rejects here). */
   static async open(opts: HandleOptions = {}): Promise<Conntrack> {
-    return new Conntrack(new (native().ConntrackHandle)(opts));
+    const h = new (native().ConntrackHandle)(opts);
+    await h.ready();
+    return new Conntrack(h);
   }
 
   // async: invalid input rejects the promise like every other failure.
@@ -63,6 +67,12 @@ export class Conntrack implements ConntrackApi {
   /** Flows to a service address (ClusterIP, NodePort address …) of `proto`. */
   flushService(address: string, port: number | undefined, proto: FlowFilter['proto'] = 'udp'): Promise<DeleteFlowsResult> {
     return this.delete({ proto, origDst: address, ...(port === undefined ? {} : { origDport: port }) });
+  }
+
+  /** Closes the handle's socket(s) once the calls made before it are done; every later call
+   *  rejects with a NetlinkError of kind 'invalid', code 'EBADF'. */
+  close(): Promise<void> {
+    return this.h.close();
   }
 
   socketStats(): SocketStats {

@@ -18,7 +18,9 @@ export class Genl {
   private constructor(private readonly h: NativeGenlHandle) {}
 
   static async open(opts: GenlOptions = {}): Promise<Genl> {
-    return new Genl(new (native().GenlHandle)(opts));
+    const h = new (native().GenlHandle)(opts);
+    await h.ready();
+    return new Genl(h);
   }
 
   /** Resolves many family names in one batch; `families[i]` is null where name i is unknown. */
@@ -32,6 +34,12 @@ export class Genl {
     const { result, families } = await this.families([name]);
     if (result.status(0) === 'error' && result.errors[0]?.code !== 'ENOENT') throw result.errors[0];
     return families[0] ?? null;
+  }
+
+  /** Closes the handle's socket(s) once the calls made before it are done; every later call
+   *  rejects with a NetlinkError of kind 'invalid', code 'EBADF'. */
+  close(): Promise<void> {
+    return this.h.close();
   }
 
   socketStats(): SocketStats {

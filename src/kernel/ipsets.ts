@@ -148,6 +148,12 @@ export class IpSets implements IpSetsApi {
     return [...present].map((x) => x === 1);
   }
 
+  /** Closes the handle's socket(s) once the calls made before it are done; every later call
+   *  rejects with a NetlinkError of kind 'invalid', code 'EBADF'. */
+  close(): Promise<void> {
+    return this.h.close();
+  }
+
   socketStats(): SocketStats {
     return this.h.stats();
   }

@@ -306,6 +306,12 @@ export class Ipvs implements IpvsApi {
     (await this.apply(ops)).orThrow();
   }
 
+  /** Closes the handle's socket(s) once the calls made before it are done; every later call
+   *  rejects with a NetlinkError of kind 'invalid', code 'EBADF'. */
+  close(): Promise<void> {
+    return this.h.close();
+  }
+
   /** Counters of this handle's socket (and its io_uring dump pool): how many syscalls and messages it has cost. */
   socketStats(): IpvsSocketStats {
     return this.h.stats();

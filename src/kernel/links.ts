@@ -40,8 +40,12 @@ export interface LinksApi {
 export class Links implements LinksApi {
   private constructor(private readonly h: NativeRtnlHandle) {}
 
+  /** Opens a handle: its socket is opened now, in `opts.netns` (a missing namespace or
+   *  missing permission rejects here). */
   static async open(opts: HandleOptions = {}): Promise<Links> {
-    return new Links(new (native().RtnlHandle)(opts));
+    const h = new (native().RtnlHandle)(opts);
+    await h.ready();
+    return new Links(h);
   }
 
   /** Every link of the namespace (one RTM_GETLINK dump). */
@@ -86,6 +90,12 @@ export class Links implements LinksApi {
 
   delAddresses(link: string, addresses: string[], opts: BatchOptions = {}): Promise<ApplyResult> {
     return this.apply(addresses.map((address) => ({ op: 'delAddr', link, address })), { stopOnError: false, ...opts });
+  }
+
+  /** Closes the handle's socket(s) once the calls made before it are done; every later call
+   *  rejects with a NetlinkError of kind 'invalid', code 'EBADF'. */
+  close(): Promise<void> {
+    return this.h.close();
   }
 
   socketStats(): SocketStats {

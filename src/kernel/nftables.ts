@@ -675,6 +675,12 @@ export class Nftables implements NftablesApi {
     return this.h.genId();
   }
 
+  /** Closes the handle's socket(s) once the calls made before it are done; every later call
+   *  rejects with a NetlinkError of kind 'invalid', code 'EBADF'. */
+  close(): Promise<void> {
+    return this.h.close();
+  }
+
   socketStats(): SocketStats {
     return this.h.stats();
   }

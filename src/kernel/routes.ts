@@ -39,8 +39,12 @@ export interface RoutesApi {
 export class Routes implements RoutesApi {
   private constructor(private readonly h: NativeRtnlHandle) {}
 
+  /** Opens a handle: its socket is opened now, in `opts.netns` (a missing namespace or
+   *  missing permission rejects here). */
   static async open(opts: HandleOptions = {}): Promise<Routes> {
-    return new Routes(new (native().RtnlHandle)(opts));
+    const h = new (native().RtnlHandle)(opts);
+    await h.ready();
+    return new Routes(h);
   }
 
   list(filter: RouteFilter = {}): Promise<Route[]> {
@@ -61,6 +65,12 @@ export class Routes implements RoutesApi {
         throw NetlinkError.invalid(`op ${i}`, `not a route op (${typeof op === 'string' ? JSON.stringify(op) : typeof op})`, { index: i });
     });
     return new ApplyResult(await this.h.apply(ops, opts));
+  }
+
+  /** Closes the handle's socket(s) once the calls made before it are done; every later call
+   *  rejects with a NetlinkError of kind 'invalid', code 'EBADF'. */
+  close(): Promise<void> {
+    return this.h.close();
   }
 
   socketStats(): SocketStats {

@@ -3,12 +3,14 @@
 // kind 'invalid' naming the op (and member) — never a raw JavaScript error (issue 44, with the
 // same seeded mutation campaign test/unit/api-ops-campaign.test.ts runs over the codecs, here
 // against the real handles); kernel errors resolve inside the result; orThrow() turns a result
-// into an exception; without CAP_NET_ADMIN every handle, ipset included, says so.
+// into an exception; close() ends a handle; open() fails at once for a missing namespace; and
+// without CAP_NET_ADMIN every handle, ipset included, says so.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { NetlinkError } from '../../src/errors.js';
 import { Conntrack } from '../../src/kernel/conntrack.js';
+import { Genl } from '../../src/kernel/genl.js';
 import { IpSets } from '../../src/kernel/ipsets.js';
 import { Links } from '../../src/kernel/links.js';
 import { Nftables, NftTransaction, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
@@ -114,6 +116,40 @@ test('kernel errors resolve inside the result (index, member); orThrow() throws 
   assert.equal(c.ok, false);
   assert.equal(c.errors[0]!.index, 0);
   assert.throws(() => c.orThrow(), (e: unknown) => e === c.errors[0]);
+});
+
+test('close(): later calls reject with a typed EBADF error, for every handle', async () => {
+  const closedError = (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid' && e.code === 'EBADF';
+  const sets = await IpSets.open({ netns });
+  const pending = sets.headers(); // made before close: it completes
+  await sets.close();
+  assert.ok(Array.isArray(await pending));
+  await assert.rejects(sets.headers(), closedError);
+  await assert.rejects(sets.apply([{ op: 'flush', name: 'x' }]), closedError);
+
+  const links = await Links.open({ netns });
+  await links.close();
+  await assert.rejects(links.list(), closedError);
+  const routes = await Routes.open({ netns });
+  await routes.close();
+  await assert.rejects(routes.list(), closedError);
+  const ct = await Conntrack.open({ netns });
+  await ct.close();
+  await assert.rejects(ct.count(), closedError);
+  const nft = await Nftables.open({ netns });
+  await nft.close();
+  await assert.rejects(nft.genId(), closedError);
+  await assert.rejects(nft.commit(new NftTransaction().addTable({ family: 'ip', name: 't' })), closedError);
+  const genl = await Genl.open({ netns });
+  await genl.close();
+  await assert.rejects(genl.family('nlctrl'), closedError);
+});
+
+test('open() in a missing namespace rejects at once, for every handle', async () => {
+  const missing = '/run/netns/ipvsync-missing';
+  for (const open of [Links.open, Routes.open, Conntrack.open, IpSets.open, Nftables.open, Genl.open]) {
+    await assert.rejects(open({ netns: missing }), (e: unknown) => e instanceof NetlinkError && /ipvsync-missing/.test(e.message), open.name);
+  }
 });
 
 test('without CAP_NET_ADMIN the ipset handle says so, as IPVS, links and nftables do (kind kernel, EPERM)', () => {

@@ -379,10 +379,19 @@ test('invalid input sends nothing (every validation case is also covered by the 
   assert.equal(ipvs.socketStats().sendmsgCalls, before);
 });
 
-test('orThrow() throws the first kernel error', async () => {
+test('orThrow() throws the first kernel error; close() ends the handle (later calls reject with EBADF)', async () => {
   const svc = { protocol: 'tcp', address: '10.2.0.1', port: 80 } as const;
   const r = await ipvs.apply([{ op: 'addService', service: svc }, { op: 'addService', service: svc }], { stopOnError: false });
   assert.throws(() => r.orThrow(), (e: unknown) => e === r.errorOf(1) && (e as NetlinkError).code === 'EEXIST');
+  const h = await Ipvs.open();
+  const pending = h.services();
+  await h.close();
+  assert.equal((await pending).length, 1);
+  const closed = (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid' && e.code === 'EBADF';
+  await assert.rejects(h.services(), closed);
+  await assert.rejects(h.apply([{ op: 'flush' }]), closed);
+  await assert.rejects(h.info(), closed);
+  await assert.rejects(Ipvs.open({ netns: '/run/netns/ipvsync-missing' }), NetlinkError);
 });
 
 test('50,000 destinations (500 services x 100) are written in one apply and dumped across many recv calls', async () => {
