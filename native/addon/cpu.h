@@ -2,7 +2,7 @@
 // call (and in the completions that turn a kernel reply into JS values), and on the libuv pool
 // where the kernel work runs, split there into user time (the addon encoding and decoding
 // netlink) and system time (the kernel doing what the messages ask). A benchmark subtracts
-// these from the threads' totals to tell the addon from V8 and the kernel (README: where the
+// these from the threads' totals to tell the addon from V8 and the kernel (docs/performance.md: where the
 // time goes). Process-wide counters; two clock reads per call, per batch, not per object.
 #pragma once
 
