@@ -19,6 +19,7 @@ import { createLogger } from '../daemon/log.js';
 import { MetricsServer, ProxyMetrics } from '../daemon/metrics.js';
 import { logSyncFailure, NoticeLog, SyncOpsError } from '../daemon/sync-log.js';
 import type { CleanupResult } from '../proxy/cleanup.js';
+import { KUBE_IPSET_PREFIX } from '../proxy/kube-ipsets.js';
 
 // The proxier, the engine, the manifests reader and the nftables and route handles are loaded
 // when a command needs them: with the proxier on its sync thread (which loads its own), the
@@ -148,10 +149,13 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
     .command('cleanup')
     .description('remove everything ipvsync programmed (the virtual servers it recorded, its VIP addresses and routes, its nftables tables, its record) and nothing else')
     .option('--vip-link <name>', 'the dummy link holding the VIPs', 'kube-ipvs0')
-    .action(async (o: { vipLink: string }) => {
+    .option('--kube-proxy-ipsets', "also remove kube-proxy's ipsets (KUBE-*), which `proxy --kube-proxy-ipsets` owns")
+    .action(async (o: { vipLink: string; kubeProxyIpsets?: boolean }) => {
       const h = handleOptions();
-      const r = await cleanup(h, o.vipLink);
-      console.log(`removed ${r.services} virtual services, ${r.tables} nftables tables, ${r.link ? `link ${o.vipLink}` : 'no link'}, ${r.addresses} addresses, ${r.routes} routes`);
+      const r = await cleanup(h, o.vipLink, o.kubeProxyIpsets ? { ipsetPrefix: KUBE_IPSET_PREFIX } : {});
+      console.log(
+        `removed ${r.services} virtual services, ${r.tables} nftables tables, ${r.link ? `link ${o.vipLink}` : 'no link'}, ${r.addresses} addresses, ${r.routes} routes, ${r.ipsets} ipsets`,
+      );
     });
 }
 
@@ -166,7 +170,7 @@ function errJson(e: NetlinkError) {
 
 /** Removes what ipvsync owns, by the rule `sync` and `proxy` follow (README "Ownership"), and
  *  nothing else: proxy/cleanup.ts over this namespace's handles. */
-export async function cleanup(h: HandleOptions, vipLink: string): Promise<CleanupResult> {
+export async function cleanup(h: HandleOptions, vipLink: string, opts: { ipsetPrefix?: string } = {}): Promise<CleanupResult> {
   const [{ Routes }, { Nftables }, { IpSets }, { removeOwned }] = await Promise.all([
     import('../kernel/routes.js'),
     import('../kernel/nftables.js'),
@@ -181,6 +185,7 @@ export async function cleanup(h: HandleOptions, vipLink: string): Promise<Cleanu
   return removeOwned(
     { ipvs: await Ipvs.open(h), links: await Links.open(h), routes: await Routes.open(h), ipsets: await IpSets.open(h), ...(nft ? { nft } : {}) },
     vipLink,
+    opts,
   );
 }
 

@@ -18,6 +18,8 @@ export interface CleanupKernel extends Pick<EngineKernel, 'ipvs' | 'nft'> {
 
 export interface CleanupResult {
   services: number;
+  /** Sets named with the claimed ipset prefix (the record's two are not counted). */
+  ipsets: number;
   addresses: number;
   routes: number;
   tables: number;
@@ -35,9 +37,11 @@ function kernels(protocol: number | undefined): boolean {
  * IPVSYNC_ADDRESS_PROTOCOL, then the record itself (kept while a recorded virtual server could
  * not be deleted, so a retry still knows it); and the VIP link when nothing but the kernel's
  * own addresses is left on it. Firewall-mark services are recorded in memory only: a cleanup,
- * another process, leaves them.
+ * another process, leaves them. With `ipsetPrefix` (what `proxy --kube-proxy-ipsets` owns:
+ * KUBE-), the sets named with it too, after the services (nothing of ipvsync's uses them then;
+ * a set something else still references fails with EBUSY and stays).
  */
-export async function removeOwned(k: CleanupKernel, vipLink: string): Promise<CleanupResult> {
+export async function removeOwned(k: CleanupKernel, vipLink: string, opts: { ipsetPrefix?: string } = {}): Promise<CleanupResult> {
   const record = await readRecord(k.ipsets);
   const recorded = recordedKeys(record);
   const doomed = (await k.ipvs.services()).map((s) => serviceKey(s)).filter((key) => recorded.has(key));
@@ -70,7 +74,9 @@ export async function removeOwned(k: CleanupKernel, vipLink: string): Promise<Cl
   const ar = await k.links.apply(mine.map((a) => ({ op: 'delAddr' as const, link: vipLink, address: `${a.address}/${a.prefixlen}` })), { stopOnError: false });
   if (!ar.ok) throw ar.errors[0];
   if (servicesLeft.length) throw servicesLeft[0];
-  const dr = await k.ipsets.apply(record.map((s) => ({ op: 'destroy' as const, name: s.name })), { stopOnError: false });
+  const prefix = opts.ipsetPrefix;
+  const claimed = prefix ? (await k.ipsets.headers()).filter((s) => s.name.startsWith(prefix)).map((s) => s.name) : [];
+  const dr = await k.ipsets.apply([...claimed, ...record.map((s) => s.name)].map((name) => ({ op: 'destroy' as const, name })), { stopOnError: false });
   if (!dr.ok) throw dr.errors[0];
   let linkGone = false;
   if (link && addrs.every((a) => a.protocol === IPVSYNC_ADDRESS_PROTOCOL || kernels(a.protocol))) {
@@ -78,5 +84,5 @@ export async function removeOwned(k: CleanupKernel, vipLink: string): Promise<Cl
     if (!lr.ok) throw lr.errors[0];
     linkGone = true;
   }
-  return { services: r.count('ok'), addresses: ar.count('ok'), routes: rr.count('ok'), tables, link: linkGone };
+  return { services: r.count('ok'), ipsets: claimed.length, addresses: ar.count('ok'), routes: rr.count('ok'), tables, link: linkGone };
 }

@@ -68,7 +68,7 @@ describe('bindMode route end to end', { skip }, () => {
     assert.deepEqual(await ownedRoutes(), ['local 10.96.0.0/12 dev lo', 'local fd00:96::/108 dev lo']);
     assert.match(await ipvsyncOk(...syncArgs(dir, ...ROUTE)), /nothing to change/);
 
-    assert.match(await ipvsyncOk('cleanup'), /, 2 routes$/m);
+    assert.match(await ipvsyncOk('cleanup'), /, 2 routes, 0 ipsets$/m);
     assert.deepEqual(await ownedRoutes(), []);
     assert.equal((await ipvsadmList()).size, 0);
   });

@@ -156,11 +156,17 @@ test('ipvsync sync -f, a resync, a removal, address -> route -> address and clea
   foreignSurvive('address mode again');
   assert.deepEqual(vipAddresses(), ['10.96.0.10/32 proto 249', ...FOREIGN_ADDRESSES].sort());
 
-  assert.match(ipvsync('cleanup'), /^removed 2 virtual services, 0 nftables tables, no link, 1 addresses, 0 routes$/m);
+  // kube-proxy's ipsets too: made by --kube-proxy-ipsets, removed by cleanup's
+  sync('--kube-proxy-ipsets');
+  foreignSurvive('kube-proxy ipsets');
+  const kubeSets = sets().filter((n) => n.startsWith('KUBE-'));
+  assert.ok(kubeSets.length >= 20, kubeSets.join(', '));
+
+  assert.match(ipvsync('cleanup', '--kube-proxy-ipsets'), new RegExp(`^removed 2 virtual services, 0 nftables tables, no link, 1 addresses, 0 routes, ${kubeSets.length} ipsets$`, 'm'));
   foreignSurvive('cleanup');
   assert.deepEqual(ours(), []);
   assert.deepEqual(vipAddresses(), FOREIGN_ADDRESSES, 'the link stays with its foreign addresses');
-  assert.deepEqual(sets(), FOREIGN_SETS, 'the record is gone, the look-alikes stay');
-  assert.match(ipvsync('cleanup'), /^removed 0 virtual services, 0 nftables tables, no link, 0 addresses, 0 routes$/m);
+  assert.deepEqual(sets(), FOREIGN_SETS, 'the record and the KUBE-* sets are gone, the look-alikes stay');
+  assert.match(ipvsync('cleanup'), /^removed 0 virtual services, 0 nftables tables, no link, 0 addresses, 0 routes, 0 ipsets$/m);
   foreignSurvive('second cleanup');
 });

@@ -150,14 +150,14 @@ test('foreign objects of every kind survive sync, resync, a removal, address -> 
   await foreignSurvive(k, 'restart');
 
   const c = await removeOwned(k, 'kube-ipvs0');
-  assert.deepEqual(c, { services: 1, addresses: 1, routes: 0, tables: 2, link: false });
+  assert.deepEqual(c, { services: 1, ipsets: 0, addresses: 1, routes: 0, tables: 2, link: false });
   await foreignSurvive(k, 'cleanup');
   assert.deepEqual(await ipvsKeys(k), [...FOREIGN_SERVICES, 'FWM 77'].sort());
   assert.deepEqual(await vipAddresses(k), FOREIGN_ADDRESSES, 'the link stays: someone else has an address on it');
   assert.deepEqual((await k.ipsets.headers()).map((s) => s.name).sort(), [...FOREIGN_SETS].sort(), 'the record is gone');
   assert.deepEqual((await k.nft.list()).tables.map((t) => `${t.family} ${t.name}`).sort(), [...FOREIGN_TABLES].sort());
   // a second cleanup finds nothing
-  assert.deepEqual(await removeOwned(k, 'kube-ipvs0'), { services: 0, addresses: 0, routes: 0, tables: 0, link: false });
+  assert.deepEqual(await removeOwned(k, 'kube-ipvs0'), { services: 0, ipsets: 0, addresses: 0, routes: 0, tables: 0, link: false });
   await foreignSurvive(k, 'second cleanup');
 });
 
@@ -168,8 +168,24 @@ test('cleanup of a node with nothing foreign removes the link, the routes, the g
   // the kernel's own link-local does not keep the link
   await k.links.apply([{ op: 'addAddr', link: 'kube-ipvs0', address: 'fe80::1/64', protocol: 3 }]);
   const c = await removeOwned(k, 'kube-ipvs0');
-  assert.deepEqual(c, { services: 3, addresses: 0, routes: 1, tables: 2, link: true });
+  assert.deepEqual(c, { services: 3, ipsets: 0, addresses: 0, routes: 1, tables: 2, link: true });
   assert.deepEqual([await ipvsKeys(k), (await k.ipsets.headers()).map((s) => s.name), (await k.nft.list()).tables, await k.links.get('kube-ipvs0')], [[], [], [], null]);
+});
+
+test("cleanup with the proxy's ipset prefix removes the KUBE-* sets --kube-proxy-ipsets made; without it they stay; foreign sets stay either way", async () => {
+  const k = fakeKernel();
+  await plant(k);
+  const p = proxier(k, { kubeIpsets: true });
+  assert.deepEqual((await p.sync(true)).report.errors, []);
+  const kube = (await k.ipsets.headers()).map((s) => s.name).filter((n) => n.startsWith('KUBE-'));
+  assert.ok(kube.length >= 20, kube.join(', '));
+  const first = await removeOwned(k, 'kube-ipvs0');
+  assert.equal(first.ipsets, 0);
+  assert.deepEqual((await k.ipsets.headers()).map((s) => s.name).filter((n) => n.startsWith('KUBE-')), kube, 'not claimed: kept');
+  const second = await removeOwned(k, 'kube-ipvs0', { ipsetPrefix: 'KUBE-' });
+  assert.equal(second.ipsets, kube.length);
+  assert.deepEqual((await k.ipsets.headers()).map((s) => s.name).sort(), [...FOREIGN_SETS].sort());
+  await foreignSurvive(k, 'cleanup --kube-proxy-ipsets');
 });
 
 const S = (address: string, port = 80): DesiredService => ({ protocol: 'tcp', address, port, scheduler: 'rr', destinations: [{ address: '10.244.1.1', port: 8080, forward: 'masq', weight: 1 }] });
