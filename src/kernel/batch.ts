@@ -17,6 +17,24 @@ export interface BatchOptions {
   maxBatchMessages?: number;
 }
 
+/** Dumps redone when the kernel says its object set changed during one (NLM_F_DUMP_INTR). */
+export const DUMP_ATTEMPTS = 5;
+
+/**
+ * A dump, redone while the kernel reports it interrupted (NLM_F_DUMP_INTR: the objects changed
+ * while it ran, so the listing may miss or repeat some): what every listing of the handles
+ * does, so a caller never sees a half-consistent table. After DUMP_ATTEMPTS the error stands.
+ */
+export async function redoInterrupted<T>(dump: () => Promise<T>, attempts = DUMP_ATTEMPTS): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await dump();
+    } catch (e) {
+      if (i >= attempts || !(e instanceof NetlinkError) || e.kind !== 'dump-interrupted') throw e;
+    }
+  }
+}
+
 /**
  * The ops argument of a batch call, checked before anything is read from it: not an array, or
  * an element that is not an object, is refused with a NetlinkError of kind 'invalid' (naming

@@ -9,6 +9,7 @@ import {
   type NativeFlowFilter,
   type SocketStats,
 } from '../native.js';
+import { redoInterrupted } from './batch.js';
 
 export type Flow = NativeFlow;
 export type FlowFilter = NativeFlowFilter;
@@ -47,7 +48,7 @@ export class Conntrack implements ConntrackApi {
 
   // async: invalid input rejects the promise like every other failure.
   async list(filter: FlowFilter = {}): Promise<Flow[]> {
-    return this.h.list(filter);
+    return redoInterrupted(() => this.h.list(filter));
   }
 
   async count(filter: FlowFilter = {}): Promise<number> {

@@ -13,7 +13,7 @@ import {
   type NativeIpsetHandle,
   type SocketStats,
 } from '../native.js';
-import { ApplyResult, checkOpList, type BatchOptions } from './batch.js';
+import { ApplyResult, checkOpList, redoInterrupted, type BatchOptions } from './batch.js';
 
 export type { IpSetFamily, IpSetProto };
 
@@ -125,13 +125,13 @@ export class IpSets implements IpSetsApi {
   }
 
   async list(name?: string): Promise<IpSet[]> {
-    const sets = (await this.h.list(name)) as IpSet[];
+    const sets = (await redoInterrupted(() => this.h.list(name))) as IpSet[];
     for (const s of sets) this.shapes.set(s.name, shapeOf(s));
     return sets;
   }
 
   async headers(): Promise<IpSet[]> {
-    const sets = (await this.h.list(undefined, { headersOnly: true })) as IpSet[];
+    const sets = (await redoInterrupted(() => this.h.list(undefined, { headersOnly: true }))) as IpSet[];
     this.shapes.clear();
     for (const s of sets) this.shapes.set(s.name, shapeOf(s));
     return sets;

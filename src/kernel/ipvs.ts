@@ -1,7 +1,7 @@
 // IPVS over generic netlink: the typed model, the IpvsApi interface (which an in-memory test
 // double can implement) and its real implementation over the addon.
 import { native, type HandleOptions, type NativeIpvsHandle, type IpvsSocketStats } from '../native.js';
-import { ApplyResult, checkOpList, type BatchOptions } from './batch.js';
+import { ApplyResult, checkOpList, redoInterrupted, type BatchOptions } from './batch.js';
 import { packIpvsOps } from './ipvs-pack.js';
 
 export interface IpvsInfo {
@@ -256,7 +256,7 @@ export class Ipvs implements IpvsApi {
   }
 
   async services(opts: ListOptions = {}): Promise<Service[]> {
-    return (await this.h.services(opts)) as unknown as Service[];
+    return (await redoInterrupted(() => this.h.services(opts))) as unknown as Service[];
   }
 
   async service(id: ServiceId, opts: ListOptions = {}): Promise<Service | null> {
@@ -264,13 +264,13 @@ export class Ipvs implements IpvsApi {
   }
 
   async destinations(service: ServiceId, opts: { stats?: boolean } = {}): Promise<Destination[]> {
-    return (await this.h.destinations(service, opts)) as unknown as Destination[];
+    return (await redoInterrupted(() => this.h.destinations(service, opts))) as unknown as Destination[];
   }
 
   /** Several services' destinations: their GET_DEST dumps run together (64 at a time over
    *  io_uring where it is usable), in one worker job; storage for just these services. */
   async destinationsOf(services: readonly ServiceId[], opts: { stats?: boolean } = {}): Promise<Destination[][]> {
-    return (await this.h.destinationsMany(services as unknown[], opts)) as unknown as Destination[][];
+    return (await redoInterrupted(() => this.h.destinationsMany(services as unknown[], opts))) as unknown as Destination[][];
   }
 
   timeouts(): Promise<Timeouts> {

@@ -10,7 +10,7 @@ import {
   type NativeRtnlOp,
   type SocketStats,
 } from '../native.js';
-import { ApplyResult, checkOpList, type BatchOptions } from './batch.js';
+import { ApplyResult, checkOpList, redoInterrupted, type BatchOptions } from './batch.js';
 
 export type Link = NativeLink;
 export type Address = NativeAddress;
@@ -50,7 +50,7 @@ export class Links implements LinksApi {
 
   /** Every link of the namespace (one RTM_GETLINK dump). */
   list(): Promise<Link[]> {
-    return this.h.links();
+    return redoInterrupted(() => this.h.links());
   }
 
   async get(name: string): Promise<Link | null> {
@@ -58,7 +58,7 @@ export class Links implements LinksApi {
   }
 
   async addresses(opts: { family?: 'inet' | 'inet6'; link?: string } = {}): Promise<Address[]> {
-    return this.h.addresses(opts);
+    return redoInterrupted(() => this.h.addresses(opts));
   }
 
   async apply(ops: LinkOp[], opts: BatchOptions = {}): Promise<ApplyResult> {

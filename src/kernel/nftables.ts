@@ -3,7 +3,7 @@
 // all of them or none. Listing reads tables, chains, sets (with elements) and rules back into
 // the same plain-data model.
 import { NetlinkError } from '../errors.js';
-import { OpStatuses } from './batch.js';
+import { OpStatuses, redoInterrupted } from './batch.js';
 import {
   native,
   type HandleOptions,
@@ -640,11 +640,11 @@ export class Nftables implements NftablesApi {
   /** Tables, chains, sets with their elements, and rules: one dump per kind (plus one per set
    *  for elements), consistent with one ruleset generation (retried if it moved). */
   async list(opts: ListOptions = {}): Promise<NftRuleset> {
-    const raw = await this.h.list({
+    const raw = await redoInterrupted(() => this.h.list({
       family: opts.family ? FAMILY_NUMBER[opts.family] : 0,
       ...(opts.table ? { table: opts.table } : {}),
       elements: opts.elements !== false,
-    });
+    }));
     return {
       genId: raw.genId,
       tables: raw.tables.map((t) => ({ family: familyName(t.family), name: t.name, handle: t.handle, flags: t.flags })),

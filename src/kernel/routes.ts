@@ -13,7 +13,7 @@ import {
   type SocketStats,
 } from '../native.js';
 import { NetlinkError } from '../errors.js';
-import { ApplyResult, checkOpList, type BatchOptions } from './batch.js';
+import { ApplyResult, checkOpList, redoInterrupted, type BatchOptions } from './batch.js';
 
 export type Route = NativeRoute;
 export type RouteOp = NativeRouteOp;
@@ -48,7 +48,7 @@ export class Routes implements RoutesApi {
   }
 
   list(filter: RouteFilter = {}): Promise<Route[]> {
-    return this.h.routes(filter);
+    return redoInterrupted(() => this.h.routes(filter));
   }
 
   async apply(ops: RouteOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
