@@ -54,8 +54,8 @@ export interface IpvsyncConfig {
      * net.ipv4.vs.run_estimation (Linux 5.18+), written at start when set; unset leaves the
      * kernel's value. false stops IPVS's rate estimation (the conns/s, packets/s and bytes/s of
      * `ipvsadm -L --rate`; the counters stay). Before Linux 6.2 one timer walks every service
-     * and destination every 2 s in softirq: at 20k services × 10 that held a CPU for ~80–95 ms
-     * per walk under qemu, whoever was running there.
+     * and destination every 2 s in softirq, holding a CPU whoever runs there for a time that
+     * grows with the table (docs/performance.md, "IPVS rate estimation").
      */
     runEstimation?: boolean;
     /** IPVS services in these ranges are never touched (kube-proxy's excludeCIDRs). */

@@ -132,8 +132,8 @@ export interface EngineOptions extends Ownership {
    * this much work each (an op or a set element: one unit), and then all their rules in one
    * last transaction. A rule is what makes the glue act, so traffic sees none of it and then
    * all of it, as with one transaction; what it spares is one commit that holds a CPU in the
-   * kernel for the whole load (~100k elements at 10k services; under qemu that held the
-   * daemon's thread off a CPU for up to ~85 ms). Applies only when no base chain of theirs
+   * kernel for the whole load (a node's first glue is ~10 set elements per service), keeping the
+   * daemon's thread off that CPU meanwhile. Applies only when no base chain of theirs
    * drops by policy (an empty one would drop everything until the rules came). If a
    * transaction fails, the later ones and the rules are not sent: the tables stay inert, and
    * the next sync, finding them, completes them in one transaction. Default: off (one

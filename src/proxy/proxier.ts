@@ -32,9 +32,8 @@ export interface ProxierOptions {
    * Called in a full sync before the engine diffs (the translation and the desired state
    * built) and before it applies (the plan built): a garbage collection at those two points
    * lowers the sync's peak heap, its garbage gone before the next phase allocates. The sync
-   * thread collects its heap there (`memoryPressure('critical')`: at 10k under qemu the daemon
-   * from the API peaked ~5 MB lower, the sync no slower); in process each collection would hold
-   * the event loop. Not called in an incremental sync.
+   * thread collects its heap there (`memoryPressure('critical')`: a lower peak, the sync no
+   * slower; docs/performance.md); in process each collection would hold the event loop. Not called in an incremental sync.
    */
   collectGarbage?: () => void;
 }

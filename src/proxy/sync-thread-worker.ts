@@ -20,9 +20,8 @@ function summary(r: ProxySyncResult): ModelSummary {
 }
 
 // This thread's id ("<pid>/task/<tid>"), and its nice value: a thread's own, on Linux. Only
-// this thread's: with the libuv pool's threads (its kernel work) at the same value too, the
-// full sync at 10k under qemu took 9–13% longer than without either (5 runs against 5), with
-// this thread's alone no longer (3 against 3), and the daemon's loop was no better.
+// this thread's: the libuv pool's threads (its kernel work) at the same value made full syncs
+// longer and the daemon's loop no better (docs/performance.md).
 const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
 let niceError: string | undefined;
 const nice = opts.nice ?? SYNC_THREAD_NICE;
@@ -118,8 +117,8 @@ port.on('message', (m: ToThread) => {
           if (!folder) folders.set(m.dir, (folder = new ManifestFolder(m.dir)));
           // The parsed folder is garbage once loaded (the proxier keeps only what it reads of
           // each object). Not collected here: the sync's first collections take it, and the
-          // heap it grew is room the sync allocates in (collected at once, the full sync at
-          // 10k under qemu took up to 1.5 s longer in 3 runs of 4 and peaked no lower).
+          // heap it grew is room the sync allocates in (collected at once, the full sync took
+          // longer and peaked no lower: docs/performance.md).
           const load = await folder.load(proxier);
           send({ t: 'loaded', id: m.id, load, pending: proxier.pendingChanges });
         } catch (e) {
