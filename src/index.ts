@@ -89,7 +89,17 @@ export type { DesiredIpSet } from './engine/ipsets-diff.js';
 export type { DesiredNftTable } from './engine/nft-diff.js';
 export { SyncRunner, type RunnerOptions, type SyncRecord, type SyncTrigger, type Clock } from './engine/runner.js';
 // ---- kube ----
-export { translate, TranslateCache, servedBy, DEFAULT_AFFINITY_TIMEOUT, DEFAULT_SCHEDULER } from './kube/translate.js';
+export { translate, TranslateCache } from './kube/translate.js';
+export {
+  serviceModel,
+  modelContext,
+  servedBy,
+  DEFAULT_AFFINITY_TIMEOUT,
+  DEFAULT_SCHEDULER,
+  type ServiceModel,
+  type ServicePortModel,
+  type ModelContext,
+} from './kube/service-model.js';
 export { ServiceTracker, EndpointSliceTracker, serviceFingerprint, endpointSlicesFingerprint, objectKey } from './kube/change-tracker.js';
 export { loadManifests, parseManifests, endpointsToSlices, resolveLegacyEndpoints, ManifestError, type ManifestSet } from './kube/manifests.js';
 export { changedServiceKeys, changedServices } from './kube/model-diff.js';

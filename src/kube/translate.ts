@@ -1,57 +1,39 @@
-// Services + EndpointSlices + this node → the IPVS table, VIPs and glue kube-proxy's IPVS mode
-// would program. Pure: same input, same (sorted) output; bad input becomes a warning, never a
-// throw, and the model holds only values the kernel layer accepts (canonical addresses, CIDRs
-// as their network, ports in range), so no one object's value can fail a sync's transaction.
-// Every service port yields a list of frontends (cluster IP, external IPs, load-balancer IPs,
-// node ports), each built by its own small function; one loop turns frontends into virtual
-// servers and glue, so the four kinds never repeat the same block.
+// The IPVS data plane's half of the proxy: the service model (service-model.ts: kube-proxy's
+// semantics, no data plane) → the IPVS table, VIPs and glue kube-proxy's IPVS mode would
+// program. Pure: same input, same (sorted) output; bad input becomes a warning, never a throw,
+// and the model holds only values the kernel layer accepts, so no one object's value can fail a
+// sync's transaction. Every service port yields a list of frontends (cluster IP, external IPs,
+// load-balancer IPs, node ports); one loop turns frontends into virtual servers and glue, so the
+// four kinds never repeat the same block.
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
 import { compareText, patchSorted, sortByKey, sortedIndexOf } from '../engine/sorted.js';
-import type { AddressFamily, IpvsProtocol, ServiceOptions } from '../kernel/ipvs.js';
-import { addressProtoPortKey, cidrList, compareAddressProtoPort, inAny, type CidrList } from './address.js';
-import { addressKey, compareAddress, ipFamily, isIpv6LinkLocal, validIp } from '../net/address.js';
-import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
-import { objectKey, sliceServiceKey } from './change-tracker.js';
-import { chooseScheduler, isKnownScheduler } from './scheduler.js';
-import { field, isMapping, member, present, show } from './fields.js';
+import type { ServiceOptions } from '../kernel/ipvs.js';
+import { addressProtoPortKey, compareAddressProtoPort, inAny } from './address.js';
+import { addressKey, compareAddress } from '../net/address.js';
+import { sortSlices, type EndpointInfo } from './endpoints.js';
+import { objectKey } from './change-tracker.js';
 import {
-  ANNOTATION_LB_SOURCE_RANGES,
-  LABEL_SERVICE_PROXY_NAME,
-  type FrontendKind,
-  type GlueHairpin,
-  type GlueNodePort,
-  type GlueSourceRange,
-  type GlueVip,
-  type HealthCheck,
-  type ProxyConfig,
-  type ProxyModel,
-  type TranslateInput,
+  externalEndpoints,
+  groupSlices,
+  internalEndpoints,
+  modelContext,
+  serviceModel,
+  type ModelContext,
+  type ServiceModel,
+  type ServicePortModel,
+} from './service-model.js';
+import type {
+  FrontendKind,
+  GlueHairpin,
+  GlueNodePort,
+  GlueSourceRange,
+  GlueVip,
+  HealthCheck,
+  ProxyConfig,
+  ProxyModel,
+  TranslateInput,
 } from './types.js';
-
-/** kube-proxy's default ClientIP affinity timeout (3 h). */
-export const DEFAULT_AFFINITY_TIMEOUT = 10800;
-export const DEFAULT_SCHEDULER = 'rr';
-
-/** One (service, port, family): everything the frontends and endpoints need. */
-interface ServicePortInfo {
-  service: string;
-  servicePort: string;
-  portName: string;
-  protocol: IpvsProtocol;
-  family: AddressFamily;
-  port: number;
-  nodePort: number;
-  clusterIP: string;
-  externalIPs: readonly string[];
-  loadBalancerIPs: readonly string[];
-  sourceRanges: CidrList;
-  internalLocal: boolean;
-  externalLocal: boolean;
-  options: ServiceOptions;
-  /** The service's warnings (endpoints of the wrong shape). */
-  warn: (m: string) => void;
-}
 
 interface Frontend {
   kind: FrontendKind;
@@ -62,15 +44,8 @@ interface Frontend {
   bind: boolean;
 }
 
-interface Context {
-  nodeName: string;
-  /** config.clusterCIDRs, canonical (cidrText), the bad ones left out. */
-  clusterCIDRs: string[];
-  zone: string | undefined;
-  config: ProxyConfig;
-  defaultScheduler: string;
-  nodeAddresses: Set<string>;
-  nodePortAddresses: Record<AddressFamily, string[]>;
+/** This node and the configuration, the services' slices, and what they translate into. */
+interface Context extends ModelContext {
   slicesByService: Map<string, V1EndpointSlice[]>;
   out: Accumulator;
 }
@@ -252,7 +227,7 @@ export function translate(input: TranslateInput, cache?: TranslateCache): ProxyM
     if (hit && hit.svc === s && sameItems(hit.slices, slices)) {
       out = hit.out;
     } else {
-      out = translateOne(s, name, scratch);
+      out = translateOne(s, name, slices, scratch);
       if (cache) {
         changed.push({ name, before: (hit ?? cache.invalidated.get(name))?.out, out });
         cache.entries.set(name, { svc: s, slices, out });
@@ -292,10 +267,10 @@ export function translate(input: TranslateInput, cache?: TranslateCache): ProxyM
  * service's objects hold, it never fails the others: an exception translating it (a shape no
  * check foresaw) becomes a warning naming it, and the service contributes nothing else.
  */
-function translateOne(svc: V1Service, name: string, scratch: Context): ServiceOut {
+function translateOne(svc: V1Service, name: string, slices: readonly V1EndpointSlice[], scratch: Context): ServiceOut {
   let out: ServiceOut;
   try {
-    translateService(svc, scratch);
+    translateService(serviceModel(svc, slices, scratch), scratch);
     out = compact(scratch.out);
   } catch (e) {
     clearAccumulator(scratch.out);
@@ -348,7 +323,7 @@ export function translatePatch(
   for (const { name, svc, slices } of now) {
     const hit = cache.entries.get(name);
     if (hit && hit.svc === svc && sameItems(hit.slices, slices)) continue;
-    const out = translateOne(svc, name, scratch);
+    const out = translateOne(svc, name, slices, scratch);
     translated.push({ name, before: (hit ?? cache.invalidated.get(name))?.out, out });
     cache.entries.set(name, { svc, slices, out });
     cache.invalidated.delete(name);
@@ -547,270 +522,50 @@ function clearAccumulator(a: Accumulator): void {
 
 /** The context of a translation, given its slices by service. */
 function baseContext(node: TranslateInput['node'], config: ProxyConfig, slicesByService: Map<string, V1EndpointSlice[]>): Context {
+  const ctx = modelContext(node, config);
   const out = emptyAccumulator();
-  let defaultScheduler = config.scheduler?.trim() || DEFAULT_SCHEDULER;
-  if (!isKnownScheduler(defaultScheduler)) {
-    out.warnings.push({ service: '', message: `config scheduler: unknown scheduler "${defaultScheduler}", using "${DEFAULT_SCHEDULER}"` });
-    defaultScheduler = DEFAULT_SCHEDULER;
-  }
-  const nodeAddresses = new Set(node.addresses.map(validIp).filter((a): a is string => a !== undefined));
-  const clusterCIDRs = cidrList(config.clusterCIDRs);
-  for (const bad of clusterCIDRs.rejected) out.warnings.push({ service: '', message: `clusterCIDRs: "${bad}" is not a CIDR, ignored` });
-  return {
-    nodeName: node.name,
-    clusterCIDRs: clusterCIDRs.texts,
-    zone: node.zone || undefined,
-    config,
-    defaultScheduler,
-    nodeAddresses,
-    nodePortAddresses: nodePortAddresses([...nodeAddresses], config.nodePortAddresses, out),
-    slicesByService,
-    out,
-  };
-}
-
-/** Per family: the node addresses inside nodePortAddresses CIDRs of that family, or all of that
- *  family when it lists none. IPv6 link-local addresses never carry NodePorts (no scope). */
-function nodePortAddresses(addresses: string[], cidrs: string[] | undefined, out: Accumulator): Record<AddressFamily, string[]> {
-  const all = cidrList(cidrs);
-  for (const bad of all.rejected) out.warnings.push({ service: '', message: `nodePortAddresses: "${bad}" is not a CIDR, ignored` });
-  const pick = (family: AddressFamily): string[] => {
-    const mine = cidrList(all.texts, family);
-    return addresses
-      .filter((a) => ipFamily(a) === family && !isIpv6LinkLocal(a))
-      .filter((a) => mine.cidrs.length === 0 || inAny(mine, a))
-      .sort(compareAddress);
-  };
-  return { inet: pick('inet'), inet6: pick('inet6') };
-}
-
-/** Slices by service, each service's in name order. */
-function groupSlices(slices: Iterable<V1EndpointSlice>): Map<string, V1EndpointSlice[]> {
-  const by = new Map<string, V1EndpointSlice[]>();
-  for (const s of slices) {
-    const key = sliceServiceKey(s);
-    if (!key) continue;
-    const list = by.get(key);
-    if (list) list.push(s);
-    else by.set(key, [s]);
-  }
-  for (const [k, v] of by) if (v.length > 1) by.set(k, sortSlices(v));
-  return by;
+  out.warnings.push(...ctx.warnings);
+  return { ...ctx, slicesByService, out };
 }
 
 // ---- per service ----
-// Every field of the Service is read through fields.ts (typed, undefined for the wrong type); a
-// value present with the wrong type is warned about and ignored like any other bad value.
 
-/** kube-proxy skips every Service labelled service-proxy-name; ipvsync also serves its own name. */
-export function servedBy(svc: V1Service, config: ProxyConfig): boolean {
-  const label = field(svc, 'metadata', 'labels', LABEL_SERVICE_PROXY_NAME);
-  if (config.proxyName && config.proxyNameOnly) return label === config.proxyName;
-  return label === undefined || (config.proxyName !== undefined && label === config.proxyName);
+/** One service's model into the accumulator: its warnings, then its ports' virtual servers and
+ *  glue. */
+function translateService(m: ServiceModel, ctx: Context): void {
+  for (const message of m.warnings) ctx.out.warnings.push({ service: m.name, message });
+  if (m.externalLocal) ctx.out.localTraffic.add(m.name);
+  for (const p of m.ports) translatePort(p, ctx);
+  if (m.healthCheck) ctx.out.healthChecks.set(m.name, m.healthCheck);
 }
 
-/** A list member of `spec`: its items, none when absent; a value that is no list is warned about. */
-function listOf(spec: unknown, name: string, warn: (m: string) => void): readonly unknown[] {
-  const v = member(spec, name);
-  if (Array.isArray(v)) return v;
-  if (present(v)) warn(`${name} ${show(v)} is not a list, ignored`);
-  return NONE;
-}
-
-/** Allocated cluster IPs; none for headless ("None"), ExternalName or not-yet-allocated services. */
-function clusterIPsOf(spec: Record<string, unknown>, warn: (m: string) => void): string[] {
-  if (spec.type === 'ExternalName') return [];
-  const list = listOf(spec, 'clusterIPs', warn);
-  const one = spec.clusterIP;
-  if (!list.length && present(one) && typeof one !== 'string') warn(`clusterIP ${show(one)} is not an IP address, ignored`);
-  const raw = list.length ? list : typeof one === 'string' && one ? [one] : NONE;
-  if (raw.length === 0 || raw[0] === 'None') return [];
-  const ips: string[] = [];
-  for (const r of raw) {
-    const ip = validIp(r);
-    if (ip) ips.push(ip);
-    else warn(`clusterIP ${quote(r)} is not an IP address, ignored`);
-  }
-  return ips;
-}
-
-/** A value in a warning: a string in quotes, anything else as show() has it. */
-function quote(v: unknown): string {
-  return typeof v === 'string' ? `"${show(v)}"` : show(v);
-}
-
-function translateService(svc: V1Service, ctx: Context): void {
-  const service = objectKey(svc);
-  const warn = (message: string): void => void ctx.out.warnings.push({ service, message });
-  if (!servedBy(svc, ctx.config)) return;
-  const spec = member(svc, 'spec');
-  if (!isMapping(spec)) {
-    if (present(spec)) warn(`spec ${show(spec)} is not a mapping, ignored`);
-    return;
-  }
-  const clusterIPs = clusterIPsOf(spec, warn);
-  if (clusterIPs.length === 0) return;
-  const type = spec.type;
-  const options = serviceOptions(svc, spec, ctx.defaultScheduler, warn);
-  const externalIPs = listOf(spec, 'externalIPs', warn);
-  const externallyAccessible = type === 'NodePort' || type === 'LoadBalancer' || externalIPs.length > 0;
-  const externalLocal = externallyAccessible && spec.externalTrafficPolicy === 'Local';
-  if (externalLocal) ctx.out.localTraffic.add(service);
-
-  const hc = nodePortOf(spec.healthCheckNodePort, 'healthCheckNodePort', warn);
-  const healthCheck = type === 'LoadBalancer' && externalLocal && hc > 0;
-  // The health check counts the ready node-local endpoint addresses over all ports
-  const localReady = healthCheck ? new Set<string>() : undefined;
-  const shared = sharedInfo(svc, spec, externalIPs, warn);
-  const ports = listOf(spec, 'ports', warn);
-  clusterIPs.forEach((clusterIP, i) => {
-    const family = ipFamily(clusterIP)!;
-    for (let j = 0; j < ports.length; j++) {
-      const w = i === 0 ? warn : ignore; // warn once, not per family
-      const sp = servicePortInfo(ports[j], j, shared, { service, clusterIP, family, options, externalLocal, warn }, w);
-      if (sp) translatePort(sp, ctx, localReady);
-    }
-  });
-  if (localReady) ctx.out.healthChecks.set(service, { nodePort: hc, service, localEndpoints: localReady.size });
-}
-
-const ignore = (): void => {};
-
-/** Scheduler (annotation or default), scheduler flags, and ClientIP affinity as persistence. */
-function serviceOptions(svc: V1Service, spec: Record<string, unknown>, defaultScheduler: string, warn: (m: string) => void): ServiceOptions {
-  const sched = chooseScheduler(field(svc, 'metadata', 'annotations'), defaultScheduler);
-  sched.warnings.forEach(warn);
-  const options: ServiceOptions = { scheduler: sched.scheduler };
-  const sticky = spec.sessionAffinity === 'ClientIP';
-  const flags = [...(sticky ? (['persistent'] as const) : []), ...sched.flags];
+/** The IPVS options of a service port: its scheduler, and ClientIP affinity as persistence. */
+function ipvsOptions(sp: ServicePortModel): ServiceOptions {
+  const options: ServiceOptions = { scheduler: sp.scheduler };
+  const sticky = sp.affinityTimeout > 0;
+  const flags = [...(sticky ? (['persistent'] as const) : []), ...sp.schedulerFlags];
   if (flags.length) options.flags = flags;
-  if (sticky) options.timeout = affinityTimeout(spec, warn);
+  if (sticky) options.timeout = sp.affinityTimeout;
   return options;
 }
 
-function affinityTimeout(spec: Record<string, unknown>, warn: (m: string) => void): number {
-  const t = field(spec, 'sessionAffinityConfig', 'clientIP', 'timeoutSeconds');
-  if (t === undefined || t === null) return DEFAULT_AFFINITY_TIMEOUT;
-  if (Number.isInteger(t) && (t as number) > 0 && (t as number) <= 86400) return t as number;
-  warn(`sessionAffinityConfig.clientIP.timeoutSeconds ${show(t)} out of range 1..86400, using ${DEFAULT_AFFINITY_TIMEOUT}`);
-  return DEFAULT_AFFINITY_TIMEOUT;
-}
-
-/** A node port (nodePort, healthCheckNodePort): 1..65535, else 0 (none) with a warning. */
-function nodePortOf(v: unknown, what: string, warn: (m: string) => void): number {
-  if (v === undefined || v === null || v === 0) return 0;
-  if (Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 65535) return v as number;
-  warn(`${what} ${show(v)} out of range 1..65535, ignored`);
-  return 0;
-}
-
-/** A Service port's protocol (absent: TCP); undefined for another or a value not a string. */
-function protocolOf(p: unknown): IpvsProtocol | undefined {
-  if (p === undefined || p === null) return 'tcp';
-  return p === 'TCP' ? 'tcp' : p === 'UDP' ? 'udp' : p === 'SCTP' ? 'sctp' : undefined;
-}
-
-/** Valid IPs of `family` from a list; others of the family that fail to parse are warned about. */
-function ipsOfFamily(list: readonly unknown[], family: AddressFamily, what: string, warn: (m: string) => void): readonly string[] {
-  if (!list.length) return NONE;
-  const out: string[] = [];
-  for (const raw of list) {
-    const ip = validIp(raw);
-    if (!ip) warn(`${what} ${quote(raw)} is not an IP address, ignored`);
-    else if (ipFamily(ip) === family) out.push(ip);
-  }
-  return out;
-}
-
-/** What every port of a service shares, read once: its external IPs, load-balancer ingress IPs
- *  and source-range texts. */
-interface SharedInfo {
-  externalIPs: readonly unknown[];
-  lbIPs: readonly unknown[];
-  rangeTexts: readonly unknown[];
-  internalLocal: boolean;
-}
-
-function sharedInfo(svc: V1Service, spec: Record<string, unknown>, externalIPs: readonly unknown[], warn: (m: string) => void): SharedInfo {
-  let lbIPs: unknown[] | readonly never[] = NONE;
-  let rangeTexts: readonly unknown[] = NONE;
-  if (spec.type === 'LoadBalancer') {
-    const ingress = field(svc, 'status', 'loadBalancer', 'ingress');
-    if (present(ingress) && !Array.isArray(ingress)) warn(`status.loadBalancer.ingress ${show(ingress)} is not a list, ignored`);
-    // ipMode Proxy (KEP-1860): the load balancer proxies itself; the IP must not be captured here.
-    // An entry without an IP (a hostname; null) has nothing to program.
-    for (const i of Array.isArray(ingress) ? ingress : NONE) {
-      const ip = member(i, 'ip');
-      if (present(ip) && ip !== '' && member(i, 'ipMode') !== 'Proxy') (lbIPs === NONE ? (lbIPs = []) : (lbIPs as unknown[])).push(ip);
-    }
-  }
-  const ranges = listOf(spec, 'loadBalancerSourceRanges', warn);
-  if (ranges.length) rangeTexts = ranges;
-  else {
-    const annotation = field(svc, 'metadata', 'annotations', ANNOTATION_LB_SOURCE_RANGES);
-    if (typeof annotation === 'string') rangeTexts = annotation.split(',').filter((s) => s.trim());
-    else if (present(annotation)) warn(`${ANNOTATION_LB_SOURCE_RANGES} ${show(annotation)} is not a string, ignored`);
-  }
-  return { externalIPs, lbIPs, rangeTexts, internalLocal: spec.internalTrafficPolicy === 'Local' };
-}
-
-function servicePortInfo(
-  port: unknown,
-  index: number,
-  shared: SharedInfo,
-  base: { service: string; clusterIP: string; family: AddressFamily; options: ServiceOptions; externalLocal: boolean; warn: (m: string) => void },
-  warn: (m: string) => void,
-): ServicePortInfo | undefined {
-  if (!isMapping(port)) return void warn(`ports[${index}] ${show(port)} is not a mapping, ignored`);
-  const number = port.port;
-  const protocol = protocolOf(port.protocol);
-  if (!protocol) return void warn(`port ${show(number)}: protocol ${show(port.protocol)} not supported, ignored`);
-  if (!Number.isInteger(number) || (number as number) < 1 || (number as number) > 65535) return void warn(`port ${show(number)} out of range, ignored`);
-  const name = port.name;
-  if (present(name) && typeof name !== 'string') return void warn(`port ${show(number)}: name ${show(name)} is not a string, ignored`);
-  const portName = (name as string | null | undefined) ?? '';
-  const sourceRanges = cidrList(shared.rangeTexts, base.family);
-  for (const bad of sourceRanges.rejected) warn(`loadBalancerSourceRanges: "${show(bad)}" is not a CIDR, ignored`);
-  return {
-    service: base.service,
-    servicePort: portName ? `${base.service}:${portName}` : base.service,
-    portName,
-    protocol,
-    family: base.family,
-    port: number as number,
-    nodePort: nodePortOf(port.nodePort, `port ${show(number)}: nodePort`, warn),
-    clusterIP: base.clusterIP,
-    externalIPs: ipsOfFamily(shared.externalIPs, base.family, 'externalIP', warn),
-    loadBalancerIPs: ipsOfFamily(shared.lbIPs, base.family, 'load balancer ingress IP', warn),
-    sourceRanges,
-    internalLocal: shared.internalLocal,
-    externalLocal: base.externalLocal,
-    options: base.options,
-    warn: base.warn,
-  };
-}
 
 // ---- per service port ----
 
-/** Adds the ready node-local endpoint addresses to `localReady` (the health check's count). */
-function translatePort(sp: ServicePortInfo, ctx: Context, localReady: Set<string> | undefined): void {
-  const all = endpointsForPort(ctx.slicesByService.get(sp.service) ?? [], sp.portName, sp.protocol, sp.family, ctx.nodeName, sp.warn);
-  const cluster = clusterEndpoints(all, ctx.nodeName, ctx.zone);
-  const local = localEndpoints(all);
-  const internal = sp.internalLocal ? local : cluster;
-  const external = sp.externalLocal ? local : cluster;
+function translatePort(sp: ServicePortModel, ctx: Context): void {
+  const internal = internalEndpoints(sp);
+  const external = externalEndpoints(sp);
   for (const fe of frontends(sp, ctx)) {
     addVirtualServer(sp, fe, fe.kind === 'clusterIP' ? internal : external, ctx);
     addGlue(sp, fe, ctx);
   }
   addHairpin(sp, internal, ctx);
   if (external !== internal) addHairpin(sp, external, ctx);
-  countNoLocal(sp, local.length, ctx);
-  if (localReady) for (const e of all) if (e.local && e.ready) localReady.add(e.address);
+  countNoLocal(sp, sp.local.length, ctx);
 }
 
 /** The service port's frontends: its ClusterIP, external IPs, load-balancer IPs, NodePorts. */
-function frontends(sp: ServicePortInfo, ctx: Context): Frontend[] {
+function frontends(sp: ServicePortModel, ctx: Context): Frontend[] {
   const out: Frontend[] = [{ kind: 'clusterIP', address: sp.clusterIP, port: sp.port, localOnly: sp.internalLocal, bind: true }];
   for (const address of sp.externalIPs) out.push({ kind: 'externalIP', address, port: sp.port, localOnly: sp.externalLocal, bind: !ctx.nodeAddresses.has(address) });
   for (const address of sp.loadBalancerIPs) out.push({ kind: 'loadBalancer', address, port: sp.port, localOnly: sp.externalLocal, bind: !ctx.nodeAddresses.has(address) });
@@ -818,12 +573,12 @@ function frontends(sp: ServicePortInfo, ctx: Context): Frontend[] {
   return out;
 }
 
-function addVirtualServer(sp: ServicePortInfo, fe: Frontend, endpoints: readonly EndpointInfo[], ctx: Context): void {
+function addVirtualServer(sp: ServicePortModel, fe: Frontend, endpoints: readonly EndpointInfo[], ctx: Context): void {
   const vs: DesiredService = {
     protocol: sp.protocol,
     address: fe.address,
     port: fe.port,
-    ...sp.options,
+    ...ipvsOptions(sp),
     // sorted by address and port, as endpointsForPort gives them (filtering keeps the order)
     destinations: endpoints.map((e) => ({ address: e.address, port: e.port, forward: 'masq', weight: 1 })),
   };
@@ -835,11 +590,11 @@ function addVirtualServer(sp: ServicePortInfo, fe: Frontend, endpoints: readonly
     ctx.out.warnings.push({ service: sp.service, message: `${fe.kind} ${key} already belongs to ${taken.owner}, ignored` });
     return;
   }
-  ctx.out.services.set(key, { key, owner: sp.servicePort, service: sp.service, kind: fe.kind, bind: fe.bind, address: fe.address, vs });
+  ctx.out.services.set(key, { key, owner: sp.name, service: sp.service, kind: fe.kind, bind: fe.bind, address: fe.address, vs });
 }
 
-function addGlue(sp: ServicePortInfo, fe: Frontend, ctx: Context): void {
-  const { protocol, servicePort } = sp;
+function addGlue(sp: ServicePortModel, fe: Frontend, ctx: Context): void {
+  const { protocol, name: servicePort } = sp;
   if (fe.kind === 'nodePort') {
     const np: GlueNodePort = { protocol, port: fe.port, family: sp.family, localOnly: fe.localOnly, servicePort };
     const key = nodePortKey(np);
@@ -858,7 +613,7 @@ function isLoopback(a: string): boolean {
 }
 
 /** Node-local endpoints in use may reach themselves through a VIP: they need masquerade. */
-function addHairpin(sp: ServicePortInfo, used: readonly EndpointInfo[], ctx: Context): void {
+function addHairpin(sp: ServicePortModel, used: readonly EndpointInfo[], ctx: Context): void {
   for (const e of used) {
     if (!e.local) continue;
     const acc = ctx.out;
@@ -877,7 +632,7 @@ function addHairpin(sp: ServicePortInfo, used: readonly EndpointInfo[], ctx: Con
   }
 }
 
-function countNoLocal(sp: ServicePortInfo, locals: number, ctx: Context): void {
+function countNoLocal(sp: ServicePortModel, locals: number, ctx: Context): void {
   if (locals > 0) return;
   if (sp.internalLocal) ctx.out.noLocalTotal.internal++;
   if (sp.externalLocal) ctx.out.noLocalTotal.external++;
