@@ -89,7 +89,7 @@ export type { DesiredIpSet } from './engine/ipsets-diff.js';
 export type { DesiredNftTable } from './engine/nft-diff.js';
 export { SyncRunner, type RunnerOptions, type SyncRecord, type SyncTrigger, type Clock } from './engine/runner.js';
 // ---- kube ----
-export { translate, TranslateCache } from './kube/translate.js';
+export { translate, TranslateCache } from './proxy/ipvs/translate.js';
 export {
   serviceModel,
   modelContext,
@@ -102,7 +102,7 @@ export {
 } from './kube/service-model.js';
 export { ServiceTracker, EndpointSliceTracker, serviceFingerprint, endpointSlicesFingerprint, objectKey } from './kube/change-tracker.js';
 export { loadManifests, parseManifests, endpointsToSlices, resolveLegacyEndpoints, ManifestError, type ManifestSet } from './kube/manifests.js';
-export { changedServiceKeys, changedServices } from './kube/model-diff.js';
+export { changedServiceKeys, changedServices } from './proxy/ipvs/model-diff.js';
 export { chooseScheduler, type SchedulerChoice } from './kube/scheduler.js';
 export {
   ANNOTATION_LB_SOURCE_RANGES,
@@ -110,19 +110,13 @@ export {
   ANNOTATION_SCHEDULER_FLAGS,
   LABEL_SERVICE_NAME,
   LABEL_SERVICE_PROXY_NAME,
-  type FrontendKind,
-  type GlueHairpin,
-  type GlueNodePort,
-  type GlueSourceRange,
-  type GlueSpec,
-  type GlueVip,
   type HealthCheck,
   type ModelWarning,
   type NodeInfo,
   type ProxyConfig,
-  type ProxyModel,
   type TranslateInput,
 } from './kube/types.js';
+export type { FrontendKind, GlueHairpin, GlueNodePort, GlueSourceRange, GlueSpec, GlueVip, ProxyModel } from './proxy/ipvs/types.js';
 // ---- daemon ----
 // (src/kube/informers.ts and src/kube/kubeconfig.ts load @kubernetes/client-node's runtime:
 // imported by the proxy directly, not re-exported here.)

@@ -19,7 +19,7 @@ import { createLogger } from '../daemon/log.js';
 import { MetricsServer, ProxyMetrics } from '../daemon/metrics.js';
 import { logSyncFailure, NoticeLog, SyncOpsError } from '../daemon/sync-log.js';
 import type { CleanupResult } from '../proxy/cleanup.js';
-import { KUBE_IPSET_PREFIX } from '../proxy/kube-ipsets.js';
+import { KUBE_IPSET_PREFIX } from '../proxy/ipvs/kube-ipsets.js';
 
 // The proxier, the engine, the manifests reader and the nftables and route handles are loaded
 // when a command needs them: with the proxier on its sync thread (which loads its own), the

@@ -8,7 +8,7 @@ import { Counter, Gauge, Histogram, Registry, exponentialBuckets, linearBuckets 
 import type { SyncReport } from '../engine/engine.js';
 import type { SyncRecord, SyncRunner } from '../engine/runner.js';
 import type { Service } from '../kernel/ipvs.js';
-import type { ProxyModel } from '../kube/types.js';
+import type { ProxyModel } from '../proxy/ipvs/types.js';
 import type { PendingChanges } from '../proxy/proxier.js';
 import { addonCpuUsage as nativeAddonCpuUsage, type AddonCpuUsage } from '../native.js';
 import { close, DEFAULT_HTTP_LIMITS, limitedServer, listen, type HttpLimits } from './http.js';

@@ -2,8 +2,6 @@
 // comes out. Kubernetes objects are @kubernetes/client-node's types (used as types only, so this
 // layer loads none of the client's runtime).
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
-import type { DesiredService } from '../engine/ipvs-model.js';
-import type { AddressFamily, IpvsProtocol } from '../kernel/ipvs.js';
 
 export type { V1EndpointSlice, V1Endpoints, V1Node, V1Service } from '@kubernetes/client-node';
 
@@ -61,66 +59,6 @@ export interface TranslateInput {
   config?: ProxyConfig;
 }
 
-export type FrontendKind = 'clusterIP' | 'externalIP' | 'loadBalancer' | 'nodePort';
-
-/** A (VIP, protocol, port) the glue must know about. */
-export interface GlueVip {
-  kind: Exclude<FrontendKind, 'nodePort'>;
-  address: string;
-  protocol: IpvsProtocol;
-  port: number;
-  /** Only node-local endpoints behind it: externalTrafficPolicy Local for external IPs and
-   *  load-balancer IPs (their traffic keeps its source address: no SNAT), internalTrafficPolicy
-   *  Local for cluster IPs (informational: cluster-IP masquerade rules do not change). */
-  localOnly: boolean;
-  /** "namespace/name:port". */
-  servicePort: string;
-}
-
-export interface GlueNodePort {
-  protocol: IpvsProtocol;
-  port: number;
-  family: AddressFamily;
-  /** externalTrafficPolicy Local: no SNAT. */
-  localOnly: boolean;
-  servicePort: string;
-}
-
-/** Only these sources may reach this LoadBalancer IP:port. */
-export interface GlueSourceRange {
-  address: string;
-  protocol: IpvsProtocol;
-  port: number;
-  cidrs: string[];
-  /** A range contains one of the node's addresses: the node itself (reaching the VIP with the VIP
-   *  as source, kube-proxy's KUBE-LOAD-BALANCER-SOURCE-IP entry) is allowed too. */
-  allowFromNode: boolean;
-  servicePort: string;
-}
-
-/** A node-local endpoint that may reach itself through a VIP: needs masquerade (hairpin). */
-export interface GlueHairpin {
-  address: string;
-  protocol: IpvsProtocol;
-  port: number;
-}
-
-/** Plain data for the nftables (or ipset) glue renderer. Every list is sorted. */
-export interface GlueSpec {
-  clusterCIDRs: string[];
-  masqueradeAll: boolean;
-  vips: GlueVip[];
-  nodePorts: GlueNodePort[];
-  /** The node addresses NodePort virtual servers were created on. */
-  nodePortAddresses: string[];
-  sourceRanges: GlueSourceRange[];
-  hairpin: GlueHairpin[];
-  /** "namespace/name" of services with externalTrafficPolicy Local. */
-  localTrafficServices: string[];
-  /** healthCheckNodePorts in use (TCP, on every node address). */
-  healthCheckNodePorts: number[];
-}
-
 export interface HealthCheck {
   nodePort: number;
   /** "namespace/name". */
@@ -133,18 +71,4 @@ export interface ModelWarning {
   /** "namespace/name", or "" for configuration problems. */
   service: string;
   message: string;
-}
-
-export interface ProxyModel {
-  services: DesiredService[];
-  /** Addresses to bind on kube-ipvs0 (cluster, external and load-balancer IPs). */
-  vips: string[];
-  glue: GlueSpec;
-  healthChecks: HealthCheck[];
-  /** "namespace/name" of services with a Local traffic policy and no local endpoint here. */
-  noLocalEndpoints: string[];
-  /** kube-proxy's sync_proxy_rules_no_local_endpoints_total, counted per service port. */
-  noLocalEndpointsTotal: { internal: number; external: number };
-  /** Bad annotations, bad addresses, conflicts: ignored, never thrown. */
-  warnings: ModelWarning[];
 }

@@ -8,7 +8,7 @@ import { readRecord, recordedKeys } from '../engine/ownership.js';
 import type { IpSetsApi } from '../kernel/ipsets.js';
 import { IPVSYNC_ADDRESS_PROTOCOL, type LinksApi } from '../kernel/links.js';
 import { IPVSYNC_ROUTE_PROTOCOL, type RoutesApi } from '../kernel/routes.js';
-import { GLUE_TABLE } from './glue.js';
+import { GLUE_TABLE } from './ipvs/glue.js';
 
 export interface CleanupKernel extends Pick<EngineKernel, 'ipvs' | 'nft'> {
   links: LinksApi;

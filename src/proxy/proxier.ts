@@ -5,11 +5,12 @@ import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { Engine, planWrites, type DesiredChanges, type EngineKernel, type Plan, type SyncReport } from '../engine/engine.js';
 import type { DesiredService } from '../engine/ipvs-model.js';
 import { EndpointSliceTracker, ServiceTracker } from '../kube/change-tracker.js';
-import { changedServices } from '../kube/model-diff.js';
-import { TranslateCache, translate, translatePatch, type ServiceObjects } from '../kube/translate.js';
-import type { NodeInfo, ProxyConfig, ProxyModel, TranslateInput } from '../kube/types.js';
-import { GlueCache, desiredState } from './desired.js';
-import { KUBE_IPSET_PREFIX } from './kube-ipsets.js';
+import { changedServices } from './ipvs/model-diff.js';
+import { TranslateCache, translate, translatePatch, type ServiceObjects } from './ipvs/translate.js';
+import type { NodeInfo, ProxyConfig, TranslateInput } from '../kube/types.js';
+import type { ProxyModel } from './ipvs/types.js';
+import { GlueCache, desiredState } from './ipvs/desired.js';
+import { KUBE_IPSET_PREFIX } from './ipvs/kube-ipsets.js';
 
 /** Work per transaction (an op or a set element) when the glue is created from nothing: under
  *  qemu at 10k services, one ~100k-element commit held the daemon's thread off a CPU for up to

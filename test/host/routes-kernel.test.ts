@@ -12,9 +12,9 @@ import { Nftables } from '../../src/kernel/nftables.js';
 import { NetlinkError } from '../../src/errors.js';
 import { Engine } from '../../src/engine/engine.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
-import { glueTables } from '../../src/proxy/glue.js';
-import { desiredState, ROUTE_DEV } from '../../src/proxy/desired.js';
-import type { GlueSpec, ProxyModel } from '../../src/kube/types.js';
+import { glueTables } from '../../src/proxy/ipvs/glue.js';
+import { desiredState, ROUTE_DEV } from '../../src/proxy/ipvs/desired.js';
+import type { GlueSpec, ProxyModel } from '../../src/proxy/ipvs/types.js';
 
 const ip = (...args: string[]) => execFileSync('ip', args, { encoding: 'utf8' });
 

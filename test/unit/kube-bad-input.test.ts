@@ -9,12 +9,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { Proxier } from '../../src/proxy/proxier.js';
-import { translate } from '../../src/kube/translate.js';
+import { translate } from '../../src/proxy/ipvs/translate.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { FakeLinks, FakeNftables } from '../../src/testing/fake-kernel.js';
 import { loadConfig } from '../../src/daemon/config.js';
 import { canonicalAddress, cidrText, parseCidrText, validIp } from '../../src/net/address.js';
-import type { ProxyModel } from '../../src/kube/types.js';
+import type { ProxyModel } from '../../src/proxy/ipvs/types.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
 
 const NODE = { name: 'node-a', addresses: ['10.0.0.11', '127.0.0.1'], zone: 'zone-a' };

@@ -11,8 +11,8 @@ import type { Service } from '../../src/kernel/ipvs.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { FakeConntrack } from '../../src/testing/fake-kernel.js';
 import { loadManifests } from '../../src/kube/manifests.js';
-import { changedServiceKeys } from '../../src/kube/model-diff.js';
-import { translate } from '../../src/kube/translate.js';
+import { changedServiceKeys } from '../../src/proxy/ipvs/model-diff.js';
+import { translate } from '../../src/proxy/ipvs/translate.js';
 import { EndpointSliceTracker } from '../../src/kube/change-tracker.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
 

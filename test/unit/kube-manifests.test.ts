@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { endpointsToSlices, loadManifests, ManifestError, ManifestFolder, parseManifests } from '../../src/kube/manifests.js';
-import { translate } from '../../src/kube/translate.js';
+import { translate } from '../../src/proxy/ipvs/translate.js';
 import { render } from '../fixtures/kube/builders.js';
 
 const EXAMPLE = join(import.meta.dirname, '../../../test/fixtures/kube/example');

@@ -9,7 +9,7 @@ import { addressKey, compareAddress } from '../../src/net/address.js';
 import { endpointsForPort, type EndpointInfo } from '../../src/kube/endpoints.js';
 import { sortByKey } from '../../src/engine/sorted.js';
 import { prng } from '../helpers/bytes.js';
-import { TranslateCache, translate } from '../../src/kube/translate.js';
+import { TranslateCache, translate } from '../../src/proxy/ipvs/translate.js';
 import { NODE, slice as kubeSlice, svc } from '../fixtures/kube/builders.js';
 
 type Vip = { address: string; protocol: string; port: number };

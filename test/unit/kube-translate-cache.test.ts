@@ -3,11 +3,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
-import { TranslateCache, translate, translatePatch } from '../../src/kube/translate.js';
+import { TranslateCache, translate, translatePatch } from '../../src/proxy/ipvs/translate.js';
 import { serviceKey } from '../../src/engine/ipvs-model.js';
-import { GlueCache, desiredState } from '../../src/proxy/desired.js';
-import { glueTables, patchGlueHairpin } from '../../src/proxy/glue.js';
-import type { GlueHairpin, NodeInfo, ProxyConfig } from '../../src/kube/types.js';
+import { GlueCache, desiredState } from '../../src/proxy/ipvs/desired.js';
+import { glueTables, patchGlueHairpin } from '../../src/proxy/ipvs/glue.js';
+import type { NodeInfo, ProxyConfig } from '../../src/kube/types.js';
+import type { GlueHairpin } from '../../src/proxy/ipvs/types.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
 import { prng as rng } from '../helpers/bytes.js';
 

@@ -3,8 +3,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
-import { translate } from '../../src/kube/translate.js';
-import type { NodeInfo, ProxyConfig, ProxyModel } from '../../src/kube/types.js';
+import { translate } from '../../src/proxy/ipvs/translate.js';
+import type { NodeInfo, ProxyConfig } from '../../src/kube/types.js';
+import type { ProxyModel } from '../../src/proxy/ipvs/types.js';
 import { NODE, render, slice, svc } from '../fixtures/kube/builders.js';
 
 interface Case {

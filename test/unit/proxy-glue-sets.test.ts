@@ -3,9 +3,9 @@
 // one pass), a hand-made spec may not (sorted, repeats dropped). Both give the same tables.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { glueTables } from '../../src/proxy/glue.js';
+import { glueTables } from '../../src/proxy/ipvs/glue.js';
 import { compareAddressProtoPort } from '../../src/kube/address.js';
-import type { GlueHairpin, GlueSpec, GlueVip } from '../../src/kube/types.js';
+import type { GlueHairpin, GlueSpec, GlueVip } from '../../src/proxy/ipvs/types.js';
 import { prng } from '../helpers/bytes.js';
 
 function spec(vips: GlueVip[], hairpin: GlueHairpin[]): GlueSpec {

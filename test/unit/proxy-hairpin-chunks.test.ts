@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { Proxier } from '../../src/proxy/proxier.js';
 import type { DesiredChanges } from '../../src/engine/engine.js';
-import { TranslateCache, translate } from '../../src/kube/translate.js';
+import { TranslateCache, translate } from '../../src/proxy/ipvs/translate.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { FakeLinks, FakeNftables } from '../../src/testing/fake-kernel.js';
 import { slice, svc } from '../fixtures/kube/builders.js';

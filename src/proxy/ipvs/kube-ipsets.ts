@@ -1,10 +1,10 @@
 // kube-proxy's IPVS-mode ipsets (same names, types and members), for clusters whose iptables
 // rules still reference them. Built from the same GlueSpec as the nftables glue.
-import type { DesiredIpSet } from '../engine/ipsets-diff.js';
-import type { IpSetMember, IpSetType } from '../kernel/ipsets.js';
-import type { GlueSpec } from '../kube/types.js';
-import { familyOf } from '../net/address.js';
-import { compareText } from '../engine/sorted.js';
+import type { DesiredIpSet } from '../../engine/ipsets-diff.js';
+import type { IpSetMember, IpSetType } from '../../kernel/ipsets.js';
+import type { GlueSpec } from './types.js';
+import { familyOf } from '../../net/address.js';
+import { compareText } from '../../engine/sorted.js';
 
 /** Sets named with this prefix are owned in kube-proxy ipset mode. */
 export const KUBE_IPSET_PREFIX = 'KUBE-';

@@ -17,15 +17,15 @@
 // IPVS runs at LOCAL_IN priority 98 and LOCAL_OUT -98, after the filter input chain (0) and
 // after the nat output chain (-100); with net.ipv4.vs.conntrack=1 its forwarded packets pass
 // nat postrouting, where the masquerade happens.
-import type { DesiredNftTable } from '../engine/nft-diff.js';
-import type { NftElementChange } from '../engine/engine.js';
-import type { Expr } from '../kernel/nft-expr.js';
-import * as R from '../kernel/nft-rules.js';
-import type { SetElement } from '../kernel/nftables.js';
-import type { GlueHairpin, GlueSpec } from '../kube/types.js';
-import { compareAddress, familyOf } from '../net/address.js';
-import { compareAddressProtoPort } from '../kube/address.js';
-import { patchSorted } from '../engine/sorted.js';
+import type { DesiredNftTable } from '../../engine/nft-diff.js';
+import type { NftElementChange } from '../../engine/engine.js';
+import type { Expr } from '../../kernel/nft-expr.js';
+import * as R from '../../kernel/nft-rules.js';
+import type { SetElement } from '../../kernel/nftables.js';
+import type { GlueHairpin, GlueSpec } from './types.js';
+import { compareAddress, familyOf } from '../../net/address.js';
+import { compareAddressProtoPort } from '../../kube/address.js';
+import { patchSorted } from '../../engine/sorted.js';
 
 export const MASQ_MARK = 0x4000;
 export const GLUE_TABLE = 'ipvsync';

@@ -1,6 +1,6 @@
 // Which virtual servers differ between two models: the `changed` set for Engine.sync's
 // incremental path (a service that disappeared is in it too, so the engine deletes it).
-import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
+import { samePlain, serviceKey, type DesiredService } from '../../engine/ipvs-model.js';
 
 export function changedServiceKeys(previous: readonly DesiredService[], next: readonly DesiredService[]): Set<string> {
   return new Set(changedServices(previous, next).keys());

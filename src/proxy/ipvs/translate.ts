@@ -6,13 +6,13 @@
 // load-balancer IPs, node ports); one loop turns frontends into virtual servers and glue, so the
 // four kinds never repeat the same block.
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
-import { samePlain, serviceKey, type DesiredService } from '../engine/ipvs-model.js';
-import { compareText, patchSorted, sortByKey, sortedIndexOf } from '../engine/sorted.js';
-import type { ServiceOptions } from '../kernel/ipvs.js';
-import { addressProtoPortKey, compareAddressProtoPort, inAny } from './address.js';
-import { addressKey, compareAddress } from '../net/address.js';
-import { sortSlices, type EndpointInfo } from './endpoints.js';
-import { objectKey } from './change-tracker.js';
+import { samePlain, serviceKey, type DesiredService } from '../../engine/ipvs-model.js';
+import { compareText, patchSorted, sortByKey, sortedIndexOf } from '../../engine/sorted.js';
+import type { ServiceOptions } from '../../kernel/ipvs.js';
+import { addressProtoPortKey, compareAddressProtoPort, inAny } from '../../kube/address.js';
+import { addressKey, compareAddress } from '../../net/address.js';
+import { sortSlices, type EndpointInfo } from '../../kube/endpoints.js';
+import { objectKey } from '../../kube/change-tracker.js';
 import {
   externalEndpoints,
   groupSlices,
@@ -22,18 +22,9 @@ import {
   type ModelContext,
   type ServiceModel,
   type ServicePortModel,
-} from './service-model.js';
-import type {
-  FrontendKind,
-  GlueHairpin,
-  GlueNodePort,
-  GlueSourceRange,
-  GlueVip,
-  HealthCheck,
-  ProxyConfig,
-  ProxyModel,
-  TranslateInput,
-} from './types.js';
+} from '../../kube/service-model.js';
+import type { HealthCheck, ProxyConfig, TranslateInput } from '../../kube/types.js';
+import type { FrontendKind, GlueHairpin, GlueNodePort, GlueSourceRange, GlueVip, ProxyModel } from './types.js';
 
 interface Frontend {
   kind: FrontendKind;

@@ -1,10 +1,10 @@
 // A ProxyModel (kube semantics) -> the engine's DesiredState: the IPVS services, the VIPs bound
 // on the proxy's link, and the nftables glue.
-import type { DesiredState, NftElementChange } from '../engine/engine.js';
-import type { DesiredIpSet } from '../engine/ipsets-diff.js';
-import type { DesiredNftTable } from '../engine/nft-diff.js';
-import { anyContains, canonicalNetwork, parseCidr } from '../net/address.js';
-import type { GlueHairpin, GlueSpec, ProxyModel } from '../kube/types.js';
+import type { DesiredState, NftElementChange } from '../../engine/engine.js';
+import type { DesiredIpSet } from '../../engine/ipsets-diff.js';
+import type { DesiredNftTable } from '../../engine/nft-diff.js';
+import { anyContains, canonicalNetwork, parseCidr } from '../../net/address.js';
+import type { GlueHairpin, GlueSpec, ProxyModel } from './types.js';
 import { glueTables, patchGlueHairpin } from './glue.js';
 import { kubeProxyIpSets } from './kube-ipsets.js';
 
