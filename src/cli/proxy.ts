@@ -1,23 +1,14 @@
 // `ipvsync sync`, `ipvsync proxy`, `ipvsync cleanup`: the service proxy from the command line.
-import { readdirSync, statSync, watch } from 'node:fs';
 import { Option, type Command } from 'commander';
 import { NetlinkError } from '../errors.js';
-import { anyContains, parseCidr } from '../net/address.js';
 import { Ipvs } from '../kernel/ipvs.js';
 import { Links } from '../kernel/links.js';
-import type { FolderLoad, ManifestSet, ManifestWarning } from '../kube/manifests.js';
-import { memoryPressure, type HandleOptions } from '../native.js';
+import type { ManifestSet, ManifestWarning } from '../kube/manifests.js';
+import type { HandleOptions } from '../native.js';
 import { nodeAddresses } from '../proxy/node-addresses.js';
-import { ThreadedProxier } from '../proxy/sync-thread.js';
-import type { InformerError, ResourceName } from '../kube/informers.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
-import { SyncRunner } from '../engine/runner.js';
-import { CONFIG_FLAGS, loadConfig, nodeName, toProxierOptions, writeConfigTo, type FlagSpec } from '../daemon/config.js';
-import { HealthzServer, ProxierHealth, ServiceHealthServers } from '../daemon/healthz.js';
-import { Lifecycle, preflight, systemChecks } from '../daemon/lifecycle.js';
-import { createLogger } from '../daemon/log.js';
-import { MetricsServer, ProxyMetrics } from '../daemon/metrics.js';
-import { logSyncFailure, NoticeLog, SyncOpsError } from '../daemon/sync-log.js';
+import { CONFIG_FLAGS, loadConfig, toProxierOptions, type FlagSpec } from '../daemon/config.js';
+import { runProxy } from '../daemon/run.js';
 import type { CleanupResult } from '../proxy/cleanup.js';
 import { KUBE_IPSET_PREFIX } from '../proxy/ipvs/kube-ipsets.js';
 
@@ -187,139 +178,4 @@ export async function cleanup(h: HandleOptions, vipLink: string, opts: { ipsetPr
     vipLink,
     opts,
   );
-}
-
-async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<void> {
-  const { config: cfg, warnings } = loadConfig({ ...(typeof o.config === 'string' ? { file: o.config } : {}), flags: o });
-  if (typeof o.writeConfigTo === 'string') {
-    await writeConfigTo(o.writeConfigTo, cfg);
-    return;
-  }
-  const log = createLogger({ level: cfg.logLevel });
-  for (const w of warnings) log.warn('config', { warning: w });
-  // Signals first: one during startup stops what has started so far, and the process exits,
-  // since the wait it interrupted (lc.until) never ends.
-  const lc = new Lifecycle({ log });
-  let started = false;
-  const stopped = new Promise<void>((resolve) => {
-    lc.handleSignals({
-      onStopped: (r) => {
-        log.info('stopped; the data plane stays in place', { ok: r.steps.every((x) => x.ok), duringStartup: !started });
-        if (started) resolve();
-        else process.exit(0);
-      },
-      onForce: () => process.exit(1),
-    });
-  });
-  await preflight(systemChecks(() => Ipvs.open(h)));
-
-  const glue = o.glue !== false;
-  const kubeIpsets = o.kubeProxyIpsets === true;
-  // The proxier runs on its own thread, which opens its own handles: this thread needs only
-  // IPVS (its timeouts) and the links (the node's addresses).
-  const ipvs = await Ipvs.open(h);
-  const links = await Links.open(h);
-  const addrs = cfg.nodeIPs.length ? cfg.nodeIPs : nodeAddresses(await links.addresses(), cfg.vipLink);
-  const proxierOptions = toProxierOptions(cfg, { addresses: addrs, glue, kubeIpsets });
-  const proxier = await lc.until(ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue, handle: h } }));
-  if (!h.netns) {
-    for (const r of applySysctls(proxySysctls(cfg.ipvs.strictARP, cfg.ipvs.runEstimation))) if (!r.ok) log.warn('sysctl', { ...r });
-  }
-  const timeouts = { tcp: cfg.ipvs.tcpTimeoutMs / 1000, tcpFin: cfg.ipvs.tcpFinTimeoutMs / 1000, udp: cfg.ipvs.udpTimeoutMs / 1000 };
-  if (timeouts.tcp || timeouts.tcpFin || timeouts.udp) {
-    const set = Object.fromEntries(Object.entries(timeouts).filter(([, v]) => v > 0));
-    await ipvs.setTimeouts(set);
-  }
-
-  const health = new ProxierHealth(2 * cfg.ipvs.syncPeriodMs);
-  // The traffic counters, when asked for (ipvs.statsMetrics): one dump of every virtual server
-  // (with its real servers for 'all') per scrape, on this thread's IPVS handle.
-  const stats = cfg.ipvs.statsMetrics;
-  const metrics = new ProxyMetrics({
-    pending: () => proxier.pendingChanges,
-    ...(stats !== 'none' ? { ipvsStats: () => ipvs.services({ withDestinations: stats === 'all', stats: true }) } : {}),
-  });
-  // As kube-proxy: on the node's addresses in nodePortAddresses when it is set, else on all.
-  const nodePortCidrs = cfg.nodePortAddresses.map(parseCidr);
-  const serviceHealth = new ServiceHealthServers({
-    proxyHealth: health,
-    ...(nodePortCidrs.length ? { addresses: addrs.filter((a) => anyContains(nodePortCidrs, a)) } : {}),
-  });
-  const notices = new NoticeLog(log);
-  const runner = new SyncRunner(
-    async (trigger) => {
-      const r = await proxier.sync(trigger !== 'request');
-      metrics.recordSyncResult(r);
-      notices.update(r.model.warnings, r.report.invalid);
-      await serviceHealth.sync(r.model.healthChecks);
-      const writes = r.report.ipvs.writes + r.report.addresses.writes + r.report.routes.writes + r.report.nft.writes + r.report.ipsets.writes;
-      log.info('sync', { trigger, mode: r.report.mode, writes, errors: r.report.errors.length, ms: Math.round(r.report.durations.totalMs) });
-      // logged by the runner's listener (logSyncFailure), with the retry
-      if (r.report.errors.length) throw new SyncOpsError(r.report);
-      health.updated();
-    },
-    { minIntervalMs: Math.max(cfg.ipvs.minSyncPeriodMs, 1), maxIntervalMs: cfg.ipvs.syncPeriodMs },
-  );
-  metrics.attachRunner(runner);
-  runner.onSync(logSyncFailure(log));
-  const request = () => {
-    health.queuedUpdate();
-    metrics.recordQueued();
-    runner.request();
-  };
-
-  if (proxier.niceError) log.warn('sync thread runs at the daemon thread\'s priority', { error: proxier.niceError });
-  // registered first, so it stops last (after the runner)
-  lc.onStop('sync thread', () => proxier.close());
-  // Every sync would fail from now on: exit, to be restarted, rather than serve a stale plane.
-  void proxier.exited.then((e) => {
-    log.error('sync thread ended; exiting', { error: e });
-    process.exit(1);
-  });
-  if (cfg.healthzBindAddress) {
-    const hz = new HealthzServer(health, { host: cfg.healthzBindAddress.host, port: cfg.healthzBindAddress.port, metrics });
-    await hz.start();
-    lc.onStop('healthz', () => hz.stop());
-  }
-  if (cfg.metricsBindAddress) {
-    const ms = new MetricsServer(metrics, { host: cfg.metricsBindAddress.host, port: cfg.metricsBindAddress.port, proxyMode: 'ipvs' });
-    await ms.start();
-    lc.onStop('metrics', () => ms.stop());
-  }
-  lc.onStop('service health servers', () => serviceHealth.sync([]).then(() => undefined));
-
-  if (typeof o.manifests === 'string') {
-    const dir = o.manifests;
-    // The sync thread reads the folder itself: parsed here and posted, every object would be
-    // held twice while it crossed (the parsed folder on this thread, its copy on that one).
-    // Then this thread's own startup garbage is collected, before the first sync (the command
-    // runs without V8's memory reducer, which collected this idle heap in the middle of syncs:
-    // main.ts).
-    const read = (): Promise<FolderLoad> => proxier.loadManifests(dir).then((l) => (memoryPressure('critical'), l));
-    const load = () => read().then((l) => notices.manifests(l.warnings));
-    await lc.until(load());
-    if (!statSync(dir).isDirectory() || readdirSync(dir).length === 0) log.warn('manifests folder is empty', { dir });
-    const w = watch(dir, () => {
-      load().then(request, (e: unknown) => log.warn('manifests not reloaded', { error: e }));
-    });
-    lc.onStop('manifests watch', () => w.close());
-  } else {
-    // The same source and the same logging whether the informers run here or on the sync thread.
-    const source = { ...(cfg.kubeconfig ? { kubeconfig: cfg.kubeconfig } : {}), ...(cfg.master ? { server: cfg.master } : {}) };
-    const onError = (e: InformerError) => log.warn('informer', { resource: e.resource, error: e.error, retryInMs: e.retryInMs });
-    const onHandlerError = (resource: ResourceName, e: unknown) => log.error('informer handler failed', { resource, error: e });
-    // The thread lists and watches the API itself: the objects go from the parsed answers
-    // straight into its proxier, and this thread hears only of changes and of its Node.
-    const kube = await proxier.watchKube({ source, nodeName: nodeName(cfg), onChange: request, onNode: (n) => health.syncNode(n), onError, onHandlerError });
-    lc.onStop('informers', () => kube.stop());
-    // Never program from an empty cache: wait for every first list. Then this thread's own
-    // startup garbage is collected, before the first sync (as after a folder's load).
-    await lc.until(kube.synced);
-    memoryPressure('critical');
-  }
-  lc.onStop('runner', () => runner.stop());
-  runner.start();
-  started = true;
-  log.info('proxy started', { node: proxierOptions.node.name, nodeAddresses: addrs, source: typeof o.manifests === 'string' ? `manifests ${o.manifests}` : 'kubernetes' });
-  await stopped;
 }

@@ -6,7 +6,7 @@ import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, exponentialBuckets, linearBuckets } from 'prom-client';
 import type { SyncReport } from '../engine/engine.js';
-import type { SyncRecord, SyncRunner } from '../engine/runner.js';
+import type { SyncRecord, SyncRunner } from './runner.js';
 import type { Service } from '../kernel/ipvs.js';
 import type { ProxyModel } from '../proxy/ipvs/types.js';
 import type { PendingChanges } from '../proxy/proxier.js';

@@ -7,7 +7,7 @@
 // bad value ignored) and the objects the engine refused are logged once when they appear, not
 // at every resync.
 import type { InvalidObject, KindReport, SyncReport } from '../engine/engine.js';
-import type { SyncRecord } from '../engine/runner.js';
+import type { SyncRecord } from './runner.js';
 import { NetlinkError } from '../errors.js';
 import type { ManifestWarning } from '../kube/manifests.js';
 import type { ModelWarning } from '../kube/types.js';

@@ -5,7 +5,7 @@
 import { IPVSYNC_ROUTE_PROTOCOL, RT_TABLE_LOCAL, RT_TABLE_MAIN, type Route, type RouteOp } from '../kernel/routes.js';
 import type { NativeRouteType } from '../native.js';
 import { canonicalNetwork } from '../net/address.js';
-import { compareText } from './sorted.js';
+import { compareText } from '../util/sorted.js';
 
 export interface DesiredRoute {
   /** A network, "10.96.0.0/12" or "fd00:96::/108". */

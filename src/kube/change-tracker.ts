@@ -11,7 +11,7 @@ import {
   LABEL_SERVICE_NAME,
   LABEL_SERVICE_PROXY_NAME,
 } from './types.js';
-import { compareText } from '../engine/sorted.js';
+import { compareText } from '../util/sorted.js';
 import { endpointAddress, slimService, slimSlice } from './slim.js';
 import { arr, field, member, str } from './fields.js';
 

@@ -4,7 +4,7 @@
 import type { V1EndpointSlice } from '@kubernetes/client-node';
 import type { AddressFamily, IpvsProtocol } from '../kernel/ipvs.js';
 import { compareAddress, ipv4Number, validIp } from '../net/address.js';
-import { compareText, insertionSort } from '../engine/sorted.js';
+import { compareText, insertionSort } from '../util/sorted.js';
 import { endpointAddress } from './slim.js';
 import { arr, field, int, isMapping, member, present, str } from './fields.js';
 import { objectKey } from './change-tracker.js';

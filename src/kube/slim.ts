@@ -9,7 +9,7 @@
 // warns about it) or, where a list or a mapping is descended into, the list or mapping is read
 // only if it is one; slimming never throws.
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
-import { boundedMemo } from '../engine/memo.js';
+import { boundedMemo } from '../util/memo.js';
 import { arr, field, isMapping, member, obj, str } from './fields.js';
 import { ANNOTATION_LB_SOURCE_RANGES, ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS, LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME } from './types.js';
 

@@ -3,7 +3,7 @@
 // inet_pton has it: IPv4 a dotted quad without leading zeros, IPv6 without a zone index.
 // Canonical IPv6 is RFC 5952 text, an IPv4-mapped address in hex groups (::ffff:102:304).
 import { isIP } from 'node:net';
-import { boundedMemo } from '../engine/memo.js';
+import { boundedMemo } from '../util/memo.js';
 import type { AddressFamily } from '../kernel/ipvs.js';
 
 /** An IPv4 dotted quad as a number, or -1 (anything else, leading zeros too, as inet_pton has

@@ -1,4 +1,4 @@
-import type { Clock } from '../../src/engine/runner.js';
+import type { Clock } from '../../src/daemon/runner.js';
 
 /** A manual clock: timers fire only when the test advances time. */
 export class FakeClock implements Clock {

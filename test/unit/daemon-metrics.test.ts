@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { exponentialBuckets } from 'prom-client';
 import type { Service } from '../../src/kernel/ipvs.js';
-import type { SyncRecord } from '../../src/engine/runner.js';
+import type { SyncRecord } from '../../src/daemon/runner.js';
 import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../src/kube/change-tracker.js';
 import { ProxyMetrics, MetricsServer, NETWORK_PROGRAMMING_BUCKETS, PROMETHEUS_CONTENT_TYPE, SYNC_DURATION_BUCKETS, type SyncResultForMetrics } from '../../src/daemon/metrics.js';
 import { Proxier, type ProxierOptions } from '../../src/proxy/proxier.js';

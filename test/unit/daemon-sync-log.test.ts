@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import type { InvalidObject, SyncReport } from '../../src/engine/engine.js';
-import { SyncRunner, type SyncTrigger } from '../../src/engine/runner.js';
+import { SyncRunner, type SyncTrigger } from '../../src/daemon/runner.js';
 import { NetlinkError } from '../../src/errors.js';
 import { createLogger } from '../../src/daemon/log.js';
 import { MAX_OP_ERROR_LINES, MAX_WARNING_LINES, NoticeLog, SyncOpsError, errorObject, logSyncFailure } from '../../src/daemon/sync-log.js';

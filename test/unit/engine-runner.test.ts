@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { SyncRunner, type SyncTrigger } from '../../src/engine/runner.js';
+import { SyncRunner, type SyncTrigger } from '../../src/daemon/runner.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 
 function setup(opts: { min?: number; max?: number; retry?: number; retryMax?: number; syncMs?: number } = {}) {

@@ -2,7 +2,7 @@
 // of the same set would give, and leave the list they patch as it was.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { lowerBound, patchSorted, sortedIndexOf } from '../../src/engine/sorted.js';
+import { lowerBound, patchSorted, sortedIndexOf } from '../../src/util/sorted.js';
 import { prng } from '../helpers/bytes.js';
 
 test('patchSorted equals sorting the changed set from scratch; an added element equal to one there replaces it', () => {

@@ -7,7 +7,7 @@ import type { V1EndpointSlice } from '@kubernetes/client-node';
 import { addressProtoPortKey, compareAddressProtoPort } from '../../src/kube/address.js';
 import { addressKey, compareAddress } from '../../src/net/address.js';
 import { endpointsForPort, type EndpointInfo } from '../../src/kube/endpoints.js';
-import { sortByKey } from '../../src/engine/sorted.js';
+import { sortByKey } from '../../src/util/sorted.js';
 import { prng } from '../helpers/bytes.js';
 import { TranslateCache, translate } from '../../src/proxy/ipvs/translate.js';
 import { NODE, slice as kubeSlice, svc } from '../fixtures/kube/builders.js';

@@ -25,7 +25,7 @@ import type { SetElement } from '../../kernel/nftables.js';
 import type { GlueHairpin, GlueSpec } from './types.js';
 import { compareAddress, familyOf } from '../../net/address.js';
 import { compareAddressProtoPort } from '../../kube/address.js';
-import { patchSorted } from '../../engine/sorted.js';
+import { patchSorted } from '../../util/sorted.js';
 
 export const MASQ_MARK = 0x4000;
 export const GLUE_TABLE = 'ipvsync';

@@ -4,7 +4,7 @@ import type { DesiredIpSet } from '../../engine/ipsets-diff.js';
 import type { IpSetMember, IpSetType } from '../../kernel/ipsets.js';
 import type { GlueSpec } from './types.js';
 import { familyOf } from '../../net/address.js';
-import { compareText } from '../../engine/sorted.js';
+import { compareText } from '../../util/sorted.js';
 
 /** Sets named with this prefix are owned in kube-proxy ipset mode. */
 export const KUBE_IPSET_PREFIX = 'KUBE-';

@@ -7,7 +7,7 @@
 // four kinds never repeat the same block.
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { samePlain, serviceKey, type DesiredService } from '../../engine/ipvs-model.js';
-import { compareText, patchSorted, sortByKey, sortedIndexOf } from '../../engine/sorted.js';
+import { compareText, patchSorted, sortByKey, sortedIndexOf } from '../../util/sorted.js';
 import type { ServiceOptions } from '../../kernel/ipvs.js';
 import { addressProtoPortKey, compareAddressProtoPort, inAny } from '../../kube/address.js';
 import { addressKey, compareAddress } from '../../net/address.js';
