@@ -156,7 +156,8 @@ export interface EngineOptions extends Ownership {
    * resync then holds one slice's destinations, not the whole table's (at 10k services × 10,
    * ~35 MB of objects and native storage). Default 256: a slice's ~2.5k destination objects
    * (well under a MB) are garbage before the young generation is collected, instead of being
-   * promoted to the old one (the daemon's RSS during a resync at 10k: ~205 -> ~175 MB).
+   * promoted to the old one, which lowers the daemon's peak RSS during a resync
+   * (docs/performance.md).
    */
   observeSlice?: number;
 }
@@ -320,7 +321,7 @@ export class Engine {
    * ownership record taken (a full plan, or the first), the small kinds and the tables diffed,
    * and for a sliced plan the IPVS services indexed by key. Returns the deltas and the IPVS
    * services (or their index), not the listings: a full plan's IPVS diff runs for a while after
-   * this (at 10k services ~1 s, ~10 s under emulation) and they were its memory peak. (A
+   * this (about a second at 10k services) and they were its memory peak. (A
    * separate function because a suspended async function can keep what its finished
    * statements held.)
    */

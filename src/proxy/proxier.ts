@@ -12,9 +12,10 @@ import type { ProxyModel } from './ipvs/types.js';
 import { GlueCache, desiredState } from './ipvs/desired.js';
 import { KUBE_IPSET_PREFIX } from './ipvs/kube-ipsets.js';
 
-/** Work per transaction (an op or a set element) when the glue is created from nothing: under
- *  qemu at 10k services, one ~100k-element commit held the daemon's thread off a CPU for up to
- *  85 ms; in pieces of 8192, at most 33 ms, and the sync took as long. */
+/** Work per transaction (an op or a set element) when the glue is created from nothing: the
+ *  kernel commits a transaction with the daemon's thread off a CPU, so one of ~100k elements
+ *  stalls it for the whole commit; pieces bound the stall and the sync takes as long
+ *  (docs/performance.md). */
 export const GLUE_CREATE_TRANSACTION_UNITS = 8192;
 
 export interface ProxierOptions {
