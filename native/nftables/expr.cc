@@ -34,6 +34,7 @@ const EnumEntry kNfproto[] = {{"inet", 1}, {"ip", 2}, {"ip6", 10}, {nullptr, 0}}
 const EnumEntry kRejectTypes[] = {{"icmp", 0}, {"tcp-reset", 1}, {"icmpx", 2}, {nullptr, 0}};
 const EnumEntry kFibResults[] = {{"oif", 1}, {"oifname", 2}, {"type", 3}, {nullptr, 0}};
 const EnumEntry kLimitTypes[] = {{"packets", 0}, {"bytes", 1}, {nullptr, 0}};
+const EnumEntry kNgTypes[] = {{"incremental", NFT_NG_INCREMENTAL}, {"random", NFT_NG_RANDOM}, {nullptr, 0}};
 const EnumEntry kVerdicts[] = {{"drop", NF_DROP},        {"accept", NF_ACCEPT},     {"stolen", NF_STOLEN},
                                {"queue", NF_QUEUE},      {"repeat", NF_REPEAT},     {"continue", NFT_CONTINUE},
                                {"break", NFT_BREAK},     {"jump", NFT_JUMP},        {"goto", NFT_GOTO},
@@ -85,6 +86,9 @@ std::vector<ExprSchema> MakeSchemas() {
         Reg("protoMax", NFTA_MASQ_REG_PROTO_MAX)}},
       {"reject", {En("rejectType", NFTA_REJECT_TYPE, kRejectTypes), Num("code", NFTA_REJECT_ICMP_CODE, K::kU8)}},
       {"fib", {Num("flags", NFTA_FIB_FLAGS), En("result", NFTA_FIB_RESULT, kFibResults), Reg("dreg", NFTA_FIB_DREG)}},
+      {"numgen",
+       {Reg("dreg", NFTA_NG_DREG), Num("modulus", NFTA_NG_MODULUS), En("ngType", NFTA_NG_TYPE, kNgTypes),
+        Num("offset", NFTA_NG_OFFSET)}},
       {"limit",
        {Num("rate", NFTA_LIMIT_RATE, K::kBe64), Num("unit", NFTA_LIMIT_UNIT, K::kBe64), Num("burst", NFTA_LIMIT_BURST),
         En("limitType", NFTA_LIMIT_TYPE, kLimitTypes), Num("flags", NFTA_LIMIT_FLAGS)}},

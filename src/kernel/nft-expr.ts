@@ -115,6 +115,14 @@ export interface FibExpr {
   result: 'oif' | 'oifname' | 'type';
   dreg: Register;
 }
+/** `numgen random|inc mod N [offset O]`: a number in [offset, offset + N) into a register. */
+export interface NumgenExpr {
+  type: 'numgen';
+  dreg: Register;
+  modulus: number;
+  ngType: 'incremental' | 'random';
+  offset?: number;
+}
 export interface LimitExpr {
   type: 'limit';
   rate: number;
@@ -141,7 +149,7 @@ export interface UnknownExpr {
 
 export type Expr =
   | PayloadExpr | MetaExpr | CmpExpr | BitwiseExpr | LookupExpr | ImmediateExpr | CounterExpr | CtExpr
-  | NatExpr | MasqExpr | RejectExpr | FibExpr | LimitExpr | LogExpr;
+  | NatExpr | MasqExpr | RejectExpr | FibExpr | NumgenExpr | LimitExpr | LogExpr;
 
 // NAT range flags (linux/netfilter/nf_nat.h)
 export const NAT_RANGE_MAP_IPS = 0x1;
@@ -228,6 +236,8 @@ function body(e: Expr | UnknownExpr): string {
       const names = (['saddr', 'daddr', 'mark', 'iif', 'oif', 'present'] as const).filter((_, i) => x.flags & (1 << i));
       return `${names.join(' . ')} ${x.result} => reg ${x.dreg} `;
     }
+    case 'numgen':
+      return `reg ${x.dreg} = ${x.ngType === 'random' ? 'random' : 'inc'} mod ${x.modulus} ${x.offset ? `offset ${x.offset} ` : ''}`;
     case 'limit':
       return `rate ${x.rate}/${UNITS[x.unit] ?? x.unit} burst ${x.burst} type ${x.limitType} flags 0x${x.flags.toString(16)} `;
     case 'log': {

@@ -48,6 +48,13 @@ export const F = {
   ctMark: ct('mark', 4, 'mark'),
 } as const;
 
+/** `numgen random mod N` (or `inc`), as a field: the last part of a concatenated map key, so a
+ *  lookup picks one of N elements per key (`... . numgen random mod 3 map @m`). */
+export function numgen(modulus: number, ngType: 'random' | 'incremental' = 'random'): Field {
+  if (!Number.isInteger(modulus) || modulus < 1 || modulus > 0xffffffff) throw NetlinkError.invalid('nftables', `numgen modulus ${modulus} out of range`);
+  return { name: `numgen ${ngType} mod ${modulus}`, len: 4, datatype: 'mark', load: (dreg) => ({ type: 'numgen', dreg, modulus, ngType, offset: 0 }) };
+}
+
 /** nft's register for the field starting at 32-bit word `w` of a concatenation: the 16-byte
  *  registers (1..4) where aligned, for compatibility, else the 32-bit ones (8 + w). */
 export function registerForWord(w: number): Register {
@@ -255,6 +262,30 @@ function natTo(kind: 'snat' | 'dnat', family: 'ip' | 'ip6', addr: string, port?:
   if (flags) nat.flags = flags;
   out.push(nat);
   return out;
+}
+
+/** `dnat ip to <fields> map @map`: the address the map gives for the key (nft's form). */
+export function dnatMap(family: 'ip' | 'ip6', fields: readonly Field[], map: string): Expr[] {
+  return [...load(fields), { type: 'lookup', sreg: 1, set: map, dreg: 1 }, { type: 'nat', nat: 'dnat', family, addrMin: 1 }];
+}
+
+/**
+ * DNAT to the address and the port two maps give for one key: `addrMap` maps the key to an
+ * address, `portMap` to a port. nft has no text for this rule (its `dnat to ... map` takes
+ * the address alone, or a map with concatenated data); the kernel takes it as it takes nft's:
+ * the key in registers 1.., the values in the 32-bit registers after it.
+ */
+export function dnatMaps(family: 'ip' | 'ip6', fields: readonly Field[], addrMap: string, portMap: string): Expr[] {
+  const words = fields.reduce((w, f) => w + ((f.len + 3) >> 2), 0);
+  const addr = 8 + words;
+  const port = addr + (family === 'ip' ? 1 : 4);
+  if (port > 23) throw NetlinkError.invalid('nftables', 'dnatMaps: the key and the values do not fit the registers');
+  return [
+    ...load(fields),
+    { type: 'lookup', sreg: 1, set: addrMap, dreg: addr },
+    { type: 'lookup', sreg: 1, set: portMap, dreg: port },
+    { type: 'nat', nat: 'dnat', family, addrMin: addr, protoMin: port, flags: NAT_RANGE_PROTO_SPECIFIED },
+  ];
 }
 
 /** `dnat to 10.1.1.1:8080` (ip) / `dnat to [fd00::2]:8080` (ip6). */

@@ -50,6 +50,7 @@ const BUILD: Record<string, (tx: NftTransaction) => unknown> = {
     tx.addRule(ip('pre', R.rule(R.match(F.ipDaddr, '10.0.0.1'), R.match(F.l4proto, 'tcp'), R.match(F.thDport, 80), R.dnat('ip', '10.1.1.1', 8080)))),
   'rule-dnat6': (tx) => tx.addRule(ip6('pre', R.rule(R.match(F.ip6Daddr, 'fd00::1'), R.match(F.l4proto, 'tcp'), R.dnat('ip6', 'fd00::2', 8080)))),
   'rule-snat': (tx) => tx.addRule(ip('post', R.snat('ip', '1.1.1.1'))),
+  'rule-numgen-dnat-map': (tx) => tx.addRule(ip('pre', R.dnatMap('ip', [...v4svc, R.numgen(3)], 'epa'))),
   'rule-limit-log-reject': (tx) => tx.addRule(ip('in', [R.limit(10, 'second', 5), R.log('x '), R.reject()])),
   'rule-reject-tcp-reset': (tx) => tx.addRule(ip('in', R.rule(R.match(F.l4proto, 'tcp'), R.reject('tcp-reset')))),
   'rule-cidr-accept': (tx) => tx.addRule(ip('c', R.rule(R.match(F.ipDaddr, '10.0.0.0/8'), R.accept()))),
@@ -164,7 +165,7 @@ test(`golden fixtures come from ${golden.nft} and cover every expression kind`, 
       const b = Buffer.from(m, 'hex');
       if ((b.readUInt16LE(4) & 0xff) === 6) for (const e of codec.nftables.decodeRule(b).exprs) kinds.add(e.type);
     }
-  for (const k of ['payload', 'meta', 'cmp', 'bitwise', 'lookup', 'immediate', 'counter', 'ct', 'nat', 'masq', 'reject', 'fib', 'limit', 'log'])
+  for (const k of ['payload', 'meta', 'cmp', 'bitwise', 'lookup', 'immediate', 'counter', 'ct', 'nat', 'masq', 'reject', 'fib', 'numgen', 'limit', 'log'])
     assert.ok(kinds.has(k), `no golden case for ${k}`);
   assert.deepEqual(Object.keys(BUILD).sort(), golden.cases.map((c) => c.name).sort(), 'every fixture has a builder');
 });
