@@ -340,7 +340,7 @@ export interface SetLike {
   table: string;
   name: string;
   key: DataType[];
-  map?: 'verdict' | DataType;
+  map?: 'verdict' | DataType | DataType[];
   interval?: boolean;
   timeout?: number;
   timeoutFlag?: boolean;
@@ -350,7 +350,7 @@ export interface SetLike {
 export interface ElementLike {
   key: KeyValue[];
   verdict?: Verdict;
-  data?: KeyValue;
+  data?: KeyValue | KeyValue[];
   timeout?: number;
   comment?: string;
 }
@@ -407,6 +407,11 @@ function writeSet(w: WireWriter, verb: string, s: SetLike, id: number): void {
     w.num(VERDICT_DATATYPE, 'dataType');
     w.num(0, 'dataLen');
     w.num(0, 'dataByteorder');
+  } else if (Array.isArray(s.map)) {
+    w.u8(1);
+    w.num(keyTypeId(s.map), 'dataType');
+    w.num(keyLength(s.map), 'dataLen');
+    w.num(s.map.length === 1 ? DATATYPES[s.map[0]!].byteorder : 0, 'dataByteorder');
   } else if (s.map) {
     w.u8(1);
     w.num(DATATYPES[s.map].id, 'dataType');
@@ -456,7 +461,9 @@ export function writeElements(w: WireWriter, s: SetLike, elements: readonly Elem
   const nt = types.length;
   const klen = keyLength(types);
   const isVerdictMap = s.map === 'verdict';
-  const dataType = s.map && s.map !== 'verdict' ? s.map : undefined;
+  const dataTypes = s.map && s.map !== 'verdict' ? (Array.isArray(s.map) ? s.map : [s.map]) : undefined;
+  const dataConcat = Array.isArray(s.map);
+  const dlen = dataTypes ? keyLength(dataTypes) : 0;
   const timeouts = !!(s.timeout || s.timeoutFlag);
   const offs: number[] = [];
   let o = 0;
@@ -477,8 +484,12 @@ export function writeElements(w: WireWriter, s: SetLike, elements: readonly Elem
     if (isVerdictMap) {
       if (verdict) m |= 2;
       else if (adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${render(e)} needs a verdict`);
-    } else if (dataType) {
-      if (e.data !== undefined) m |= 4;
+    } else if (dataTypes) {
+      if (e.data !== undefined) {
+        if (Array.isArray(e.data) !== dataConcat || (dataConcat && (e.data as KeyValue[]).length !== dataTypes.length))
+          throw NetlinkError.invalid('nftables', `map ${s.name}: element ${render(e)} data does not match the map's type ${dataTypes.join(' . ')}`);
+        m |= 4;
+      }
       else if (adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${render(e)} needs data`);
     } else if (verdict || e.data !== undefined) {
       throw NetlinkError.invalid('nftables', `set ${s.name} is not a map`);
@@ -503,12 +514,18 @@ export function writeElements(w: WireWriter, s: SetLike, elements: readonly Elem
     w.off = at + klen;
     if (m & 2) writeVerdict(w, verdict, 'verdict');
     if (m & 4) {
-      const len = DATATYPES[dataType!].len;
-      w.u16(len);
-      w.ensure(len);
-      for (let k = 0; k < len; k++) w.buf[w.off + k] = 0;
-      encodeValue(dataType!, e.data!, w.buf, w.off);
-      w.off += len;
+      w.u16(dlen);
+      w.ensure(dlen);
+      for (let k = 0; k < dlen; k++) w.buf[w.off + k] = 0;
+      if (dataConcat) {
+        let off = w.off;
+        const d = e.data as KeyValue[];
+        for (let k = 0; k < dataTypes!.length; k++) {
+          encodeValue(dataTypes![k]!, d[k]!, w.buf, off);
+          off += (DATATYPES[dataTypes![k]!].len + 3) & ~3;
+        }
+      } else encodeValue(dataTypes![0]!, e.data as KeyValue, w.buf, w.off);
+      w.off += dlen;
     }
     if (m & 8) w.num(e.timeout, 'timeout');
     if (m & 16) w.str(e.comment, 'comment');

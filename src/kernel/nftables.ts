@@ -52,8 +52,9 @@ export interface SetSpec {
   name: string;
   /** One datatype, or a concatenation (ipv4_addr . inet_proto . inet_service). */
   key: DataType[];
-  /** A map: the element value is a verdict or a datatype. */
-  map?: 'verdict' | DataType;
+  /** A map: the element value is a verdict, a datatype, or a concatenation of datatypes
+   *  (`ipv4_addr . inet_service`: an address and a port for dnat). */
+  map?: 'verdict' | DataType | DataType[];
   /** Interval set: elements are CIDRs / prefixes (single address-type key only). */
   interval?: boolean;
   /** Elements may carry timeouts; default timeout in ms (0: none). */
@@ -69,8 +70,8 @@ export interface SetElement {
   /** One value per key field; an interval set's element is a CIDR ('10.0.0.0/8'). */
   key: KeyValue[];
   verdict?: Verdict;
-  /** Map value (for datatype maps). */
-  data?: KeyValue;
+  /** Map value (for datatype maps); one value per datatype of a concatenation. */
+  data?: KeyValue | KeyValue[];
   /** ms */
   timeout?: number;
   comment?: string;
@@ -159,6 +160,19 @@ function checkFamily(f: string): void {
   if (!(f in FAMILY_NUMBER)) throw NetlinkError.invalid('nftables', `family must be ip, ip6 or inet (got ${f})`);
 }
 
+/** A data map's value types: one, or the parts of a concatenation. */
+export function mapTypes(map: DataType | DataType[]): DataType[] {
+  return Array.isArray(map) ? map : [map];
+}
+
+/** An element's data as one value per part of the map's type (a concatenation's values are
+ *  a list; a single type's, the value itself). */
+function dataValues(map: DataType | DataType[], data: KeyValue | KeyValue[]): KeyValue[] {
+  if (Array.isArray(map) !== Array.isArray(data))
+    throw NetlinkError.invalid('nftables', `map data ${JSON.stringify(data)} does not match the map's type ${mapTypes(map).join(' . ')}`);
+  return Array.isArray(data) ? data : [data];
+}
+
 function validateSet(s: SetSpec): void {
   checkFamily(s.family);
   checkName('table', s.table);
@@ -168,12 +182,15 @@ function validateSet(s: SetSpec): void {
   for (const t of s.key) if (!(t in DATATYPES)) throw NetlinkError.invalid('nftables', `set ${s.name}: unknown datatype ${t}`);
   if (s.interval && (s.key.length !== 1 || (s.key[0] !== 'ipv4_addr' && s.key[0] !== 'ipv6_addr')))
     throw NetlinkError.invalid('nftables', `set ${s.name}: interval sets take a single ipv4_addr or ipv6_addr key (concatenated ranges are not supported)`);
-  if (s.map !== undefined && s.map !== 'verdict' && !(s.map in DATATYPES))
-    throw NetlinkError.invalid('nftables', `set ${s.name}: unknown map type ${s.map}`);
+  if (s.map !== undefined && s.map !== 'verdict') {
+    const types = mapTypes(s.map);
+    if (!types.length || types.length > 16 || !types.every((t) => typeof t === 'string' && t in DATATYPES))
+      throw NetlinkError.invalid('nftables', `set ${s.name}: unknown map type ${String(s.map)}`);
+  }
 }
 
 function renderSetType(s: SetSpec): string {
-  return s.key.join(' . ') + (s.map ? ` : ${s.map}` : '');
+  return s.key.join(' . ') + (s.map ? ` : ${s.map === 'verdict' ? 'verdict' : mapTypes(s.map).join(' . ')}` : '');
 }
 
 function renderKey(e: SetElement): string {
@@ -209,7 +226,7 @@ export function renderOp(op: NftOp): string {
         if (e.timeout) t += ` timeout ${e.timeout}ms`;
         if (e.comment) t += ` comment "${e.comment}"`;
         if (e.verdict) t += ` : ${renderVerdict(e.verdict)}`;
-        else if (e.data !== undefined) t += ` : ${e.data}`;
+        else if (e.data !== undefined) t += ` : ${[e.data].flat().join(' . ')}`;
         return t;
       });
       return `${op.verb} element ${op.set.family} ${op.set.table} ${op.set.name} { ${els.join(', ')} }`;
@@ -464,7 +481,7 @@ export function lowerElements(s: SetSpec, elements: SetElement[], verb: string):
             throw NetlinkError.invalid('nftables', `map ${s.name}: verdict chain must be a name`);
         } else if (adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${renderKey(e)} needs a verdict`);
       } else if (s.map) {
-        if (e.data !== undefined) data = encodeKey([s.map], [e.data]);
+        if (e.data !== undefined) data = encodeKey(mapTypes(s.map), dataValues(s.map, e.data));
         else if (adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${renderKey(e)} needs data`);
       } else if (e.verdict || e.data !== undefined) {
         throw NetlinkError.invalid('nftables', `set ${s.name} is not a map`);
@@ -555,7 +572,7 @@ function setFromNative(s: NativeNftSet): SetInfo {
     if (s.dataType === VERDICT_DATATYPE) info.map = 'verdict';
     else {
       const d = keyTypesFromId(s.dataType ?? 0, s.dataLen ?? 0);
-      if (d?.length === 1) info.map = d[0];
+      if (d) info.map = d.length === 1 ? d[0] : d;
     }
   }
   if (s.flags & 0x4) info.interval = true;
@@ -567,7 +584,10 @@ function setFromNative(s: NativeNftSet): SetInfo {
   const plain = (e: NativeNftElement, k: KeyValue[]): SetElement => {
     const out: SetElement = { key: k };
     if (e.verdict) out.verdict = e.verdict as Verdict;
-    else if (e.data && info.map && info.map !== 'verdict') out.data = decodeKey([info.map], e.data as Buffer)[0]!;
+    else if (e.data && info.map && info.map !== 'verdict') {
+      const d = decodeKey(mapTypes(info.map), e.data as Buffer);
+      out.data = Array.isArray(info.map) ? d : d[0]!;
+    }
     if (e.timeout) out.timeout = e.timeout;
     if (e.comment) out.comment = e.comment;
     return out;

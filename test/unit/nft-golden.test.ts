@@ -76,6 +76,7 @@ const BUILD: Record<string, (tx: NftTransaction) => unknown> = {
   'set-ifname': (tx) => tx.addSet(set('ip', 't', 'i9', ['ifname'])),
   'set-mark': (tx) => tx.addSet(set('ip', 't', 'm9', ['mark'])),
   'set-proto-service': (tx) => tx.addSet(set('ip', 't', 'p9', ['inet_proto', 'inet_service'])),
+  'map-data-concat': (tx) => tx.addSet(set('ip', 't', 'd9', ['ipv4_addr', 'inet_proto', 'inet_service', 'mark'], { map: ['ipv4_addr', 'inet_service'] })),
   'map-verdict-concat': (tx) => tx.addSet(set('ip', 't', 'v9', ['ipv4_addr', 'inet_proto', 'inet_service'], { map: 'verdict' })),
   'map-verdict-ipv4': (tx) => tx.addSet(set('ip', 't', 'w9', ['ipv4_addr'], { map: 'verdict' })),
   'set-ipv6-concat': (tx) => tx.addSet(set('ip6', 't6', 's9', ['ipv6_addr', 'inet_proto', 'inet_service'])),
@@ -98,6 +99,10 @@ const BUILD: Record<string, (tx: NftTransaction) => unknown> = {
       { key: ['fd00::1', 'udp', 53], verdict: { code: 'jump', chain: 'svc1' } },
     ]),
   'elem-ifname': (tx) => tx.addElements(set('ip', 't', 'ifs', ['ifname']), [{ key: ['eth0'] }, { key: ['veth12'] }]),
+  'elem-data-concat': (tx) =>
+    tx.addElements(set('ip', 't', 'epd', ['ipv4_addr', 'inet_proto', 'inet_service', 'mark'], { map: ['ipv4_addr', 'inet_service'] }), [
+      { key: ['10.96.0.10', 'tcp', 80, 2], data: ['10.244.1.2', 8080] },
+    ]),
   'elem-mark': (tx) => tx.addElements(set('ip', 't', 'marks', ['mark']), [{ key: [0x4000] }]),
   'elem-proto-service': (tx) => tx.addElements(set('ip', 't', 'ports', ['inet_proto', 'inet_service']), [{ key: ['tcp', 30080] }]),
   'elem-ipv6-concat': (tx) => tx.addElements(set('ip6', 't6', 's6', ['ipv6_addr', 'inet_proto', 'inet_service']), [{ key: ['fd00::1', 'tcp', 80] }]),
@@ -145,14 +150,15 @@ function withoutSetId(msg: Buffer): Buffer {
   return out;
 }
 
-// NFTNL_UDATA_SET_KEY_TYPEOF (3): nft 1.0.6 writes a "typeof concat" record with no
-// sub-expressions for `type a . b` sets; ipvsync leaves it out (nft lists the key type from
-// NFTA_SET_KEY_TYPE either way: checked against `nft list` in the host tests).
+// NFTNL_UDATA_SET_KEY_TYPEOF (3) and, for a map whose data is a concatenation,
+// NFTNL_UDATA_SET_DATA_TYPEOF (4): nft 1.0.6 writes "typeof concat" records for `type a . b`
+// sets; ipvsync leaves them out (nft lists the key and data types from NFTA_SET_KEY_TYPE and
+// NFTA_SET_DATA_TYPE either way: checked against `nft list` in the host tests).
 function dropTypeofConcat(udata: Buffer): Buffer {
   const parts: Buffer[] = [];
   for (let off = 0; off + 2 <= udata.length; ) {
     const len = udata[off + 1]!;
-    if (udata[off] !== 3) parts.push(udata.subarray(off, off + 2 + len));
+    if (udata[off] !== 3 && udata[off] !== 4) parts.push(udata.subarray(off, off + 2 + len));
     off += 2 + len;
   }
   return Buffer.concat(parts);
