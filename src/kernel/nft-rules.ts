@@ -264,28 +264,17 @@ function natTo(kind: 'snat' | 'dnat', family: 'ip' | 'ip6', addr: string, port?:
   return out;
 }
 
-/** `dnat ip to <fields> map @map`: the address the map gives for the key (nft's form). */
-export function dnatMap(family: 'ip' | 'ip6', fields: readonly Field[], map: string): Expr[] {
-  return [...load(fields), { type: 'lookup', sreg: 1, set: map, dreg: 1 }, { type: 'nat', nat: 'dnat', family, addrMin: 1 }];
-}
-
 /**
- * DNAT to the address and the port two maps give for one key: `addrMap` maps the key to an
- * address, `portMap` to a port. nft has no text for this rule (its `dnat to ... map` takes
- * the address alone, or a map with concatenated data); the kernel takes it as it takes nft's:
- * the key in registers 1.., the values in the 32-bit registers after it.
+ * `dnat ip to <fields> map @map`, as nft writes it: the map gives the key an address, or with
+ * `port` an address and a port (a map whose data is `ipv4_addr . inet_service`: the address in
+ * register 1, the port in the 32-bit register after it). nft takes the port form after a
+ * transport protocol match only (`meta l4proto @protos dnat ...`).
  */
-export function dnatMaps(family: 'ip' | 'ip6', fields: readonly Field[], addrMap: string, portMap: string): Expr[] {
-  const words = fields.reduce((w, f) => w + ((f.len + 3) >> 2), 0);
-  const addr = 8 + words;
-  const port = addr + (family === 'ip' ? 1 : 4);
-  if (port > 23) throw NetlinkError.invalid('nftables', 'dnatMaps: the key and the values do not fit the registers');
-  return [
-    ...load(fields),
-    { type: 'lookup', sreg: 1, set: addrMap, dreg: addr },
-    { type: 'lookup', sreg: 1, set: portMap, dreg: port },
-    { type: 'nat', nat: 'dnat', family, addrMin: addr, protoMin: port, flags: NAT_RANGE_PROTO_SPECIFIED },
-  ];
+export function dnatMap(family: 'ip' | 'ip6', fields: readonly Field[], map: string, opts: { port?: boolean } = {}): Expr[] {
+  const nat: Expr = opts.port
+    ? { type: 'nat', nat: 'dnat', family, addrMin: 1, protoMin: family === 'ip' ? 9 : 12, flags: NAT_RANGE_PROTO_SPECIFIED }
+    : { type: 'nat', nat: 'dnat', family, addrMin: 1 };
+  return [...load(fields), { type: 'lookup', sreg: 1, set: map, dreg: 1 }, nat];
 }
 
 /** `dnat to 10.1.1.1:8080` (ip) / `dnat to [fd00::2]:8080` (ip6). */

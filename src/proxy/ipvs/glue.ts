@@ -23,26 +23,12 @@ import type { Expr } from '../../kernel/nft-expr.js';
 import * as R from '../../kernel/nft-rules.js';
 import type { SetElement } from '../../kernel/nftables.js';
 import type { GlueHairpin, GlueSpec } from './types.js';
-import { compareAddress, familyOf } from '../../net/address.js';
 import { compareAddressProtoPort } from '../../kube/address.js';
 import { patchSorted } from '../../util/sorted.js';
+import { compareElements, FIELDS, fam, mapDefined, uniq, uniqText, type Fam } from '../nft-sets.js';
 
 export const MASQ_MARK = 0x4000;
 export const GLUE_TABLE = 'ipvsync';
-
-type Fam = 'ip' | 'ip6';
-
-interface FamilyFields {
-  saddr: R.Field;
-  daddr: R.Field;
-  addr: 'ipv4_addr' | 'ipv6_addr';
-  reject: 'icmp-port-unreachable' | 'icmpv6-port-unreachable';
-}
-
-const FIELDS: Record<Fam, FamilyFields> = {
-  ip: { saddr: R.F.ipSaddr, daddr: R.F.ipDaddr, addr: 'ipv4_addr', reject: 'icmp-port-unreachable' },
-  ip6: { saddr: R.F.ip6Saddr, daddr: R.F.ip6Daddr, addr: 'ipv6_addr', reject: 'icmpv6-port-unreachable' },
-};
 
 /** A stable, short chain name for a service's source-range firewall: 48 bits of a 64-bit
  *  FNV-1a hash of the virtual server (not node:crypto, whose loading alone costs the daemon
@@ -53,58 +39,6 @@ export function firewallChain(address: string, protocol: string, port: number): 
   return `fw-${h.toString(16).padStart(16, '0').slice(0, 12)}`;
 }
 
-function fam(address: string): Fam {
-  return familyOf(address) === 'inet6' ? 'ip6' : 'ip';
-}
-
-/** One key part against another: numbers numerically and first, strings by compareAddress
- *  (addresses numerically, IPv4 before IPv6, equal for two spellings of one address; other
- *  text — protocol names — in text order after them). */
-function compareKeyPart(a: unknown, b: unknown): number {
-  if (typeof a === 'number' && typeof b === 'number') return a - b;
-  if (typeof a === 'number') return -1;
-  if (typeof b === 'number') return 1;
-  return compareAddress(String(a), String(b));
-}
-
-/** The glue's element order: key part by key part. It is translate's order (address,
- *  protocol, port) for the sets built from its sorted lists, so sorting them is one check. */
-function compareElements(x: SetElement, y: SetElement): number {
-  const a = x.key;
-  const b = y.key;
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) {
-    const c = compareKeyPart(a[i], b[i]);
-    if (c !== 0) return c;
-  }
-  return a.length - b.length;
-}
-
-/** Sorted by compareElements, one element per key (the last one given): a set declared in that
- *  order (`order: compareElements`) for the engine's merge diff. */
-function uniq(elements: SetElement[]): SetElement[] {
-  // Built from translate's sorted, unique lists, most sets are already strictly in order: one
-  // pass that finds so returns them as they are (the general path below compares every
-  // neighbour twice, sorting and then dropping repeats, and copies the list).
-  let i = 1;
-  for (; i < elements.length; i++) if (compareElements(elements[i - 1]!, elements[i]!) >= 0) break;
-  if (i >= elements.length) return elements;
-  elements.sort(compareElements);
-  const out: SetElement[] = [];
-  for (const e of elements) {
-    if (out.length && compareElements(out[out.length - 1]!, e) === 0) out[out.length - 1] = e;
-    else out.push(e);
-  }
-  return out;
-}
-
-/** Interval sets (CIDRs): by text, one element per text. */
-function uniqText(elements: SetElement[]): SetElement[] {
-  const seen = new Map<string, SetElement>();
-  for (const e of elements) seen.set(e.key.join('\u0000'), e); // key parts never hold a NUL
-  return [...seen.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, e]) => e);
-}
-
 export interface GlueOptions {
   /** bindMode 'route': the service CIDRs the local routes cover (non-VIP addresses rejected). */
   serviceCidrs?: string[];
@@ -113,16 +47,6 @@ export interface GlueOptions {
 /** The glue tables for a GlueSpec: always both families, so stale ones are emptied, not left. */
 export function glueTables(g: GlueSpec, opts: GlueOptions = {}): DesiredNftTable[] {
   return [glueTable(g, 'ip', opts), glueTable(g, 'ip6', opts)];
-}
-
-/** `xs` mapped by `f`, leaving out what `f` maps to undefined. */
-function mapDefined<T, U>(xs: readonly T[], f: (x: T) => U | undefined): U[] {
-  const out: U[] = [];
-  for (const x of xs) {
-    const y = f(x);
-    if (y !== undefined) out.push(y);
-  }
-  return out;
 }
 
 /** The hairpin set's elements: each local endpoint, masqueraded when it reaches itself. */
