@@ -1,0 +1,69 @@
+// The nftables data plane's tables from the service model: rules that never depend on the
+// services (only on the endpoint counts in use), and every frontend's elements where its
+// traffic policy puts them. Real traffic through these tables: test/host/nft-proxy.test.ts.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { modelContext, serviceModel } from '../../src/kube/service-model.js';
+import { nftablesTables } from '../../src/proxy/nftables/table.js';
+import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
+import { slice, svc } from '../fixtures/kube/builders.js';
+
+const ctx = modelContext({ name: 'node-a', addresses: ['10.0.0.11', '127.0.0.1', '2001:db8::11'] }, { clusterCIDRs: ['10.244.0.0/16', 'fd00:244::/48'] });
+const eps = (n: number, base: string, node = 'node-b') => Array.from({ length: n }, (_, i) => ({ ip: `${base}${i + 2}`, node }));
+function model(name: string, clusterIP: string, endpoints: ReturnType<typeof eps>, spec: Record<string, unknown> = {}) {
+  return serviceModel(svc(name, { clusterIP, ports: [{ name: 'http', port: 80 }], ...spec }), [slice(name, `${name}-1`, [{ name: 'http', port: 8080 }], endpoints)], ctx);
+}
+const set = (t: DesiredNftTable, name: string) => t.sets.find((s) => s.name === name)!.elements.map((e) => [...e.key, ...(e.data === undefined ? [] : [e.data].flat())].join(' '));
+const shape = (t: DesiredNftTable) => ({ chains: t.chains, rules: t.rules, sets: t.sets.map(({ elements: _e, ...decl }) => decl) });
+
+test('the rules and chains are the same for 1 and 300 services with the same endpoint counts: services are elements', () => {
+  const one = nftablesTables([model('s0', '10.96.0.1', eps(3, '10.244.9.'))], ctx).tables[0]!;
+  const many = nftablesTables(
+    Array.from({ length: 300 }, (_, i) => model(`s${i}`, `10.96.${(i >> 8) + 1}.${i & 255}`, eps(3, `10.244.${i & 255}.`))),
+    ctx,
+  ).tables[0]!;
+  assert.deepEqual(shape(many), shape(one));
+  assert.equal(set(many, 'endpoints-3').length, 900);
+  // one dnat rule per endpoint count, none per service
+  const two = nftablesTables([model('a', '10.96.0.1', eps(3, '10.244.1.')), model('b', '10.96.0.2', eps(5, '10.244.2.'))], ctx).tables[0]!;
+  assert.equal(two.rules.length, one.rules.length + 1);
+  assert.deepEqual(two.sets.filter((s) => s.name.startsWith('endpoints-')).map((s) => s.name), ['endpoints-3', 'endpoints-5']);
+});
+
+test('a frontend has one element per endpoint, its bucket the endpoint index; NodePorts on every node address but loopback', () => {
+  const m = model('web', '10.96.0.10', eps(2, '10.244.1.'), { type: 'NodePort', ports: [{ name: 'http', port: 80, nodePort: 30080 }] });
+  const [ip] = nftablesTables([m], ctx).tables;
+  assert.deepEqual(set(ip!, 'endpoints-2'), [
+    '10.0.0.11 tcp 30080 0 10.244.1.2 8080',
+    '10.0.0.11 tcp 30080 1 10.244.1.3 8080',
+    '10.96.0.10 tcp 80 0 10.244.1.2 8080',
+    '10.96.0.10 tcp 80 1 10.244.1.3 8080',
+  ]);
+  assert.deepEqual(set(ip!, 'cluster-ips'), ['10.96.0.10 tcp 80']);
+  assert.deepEqual(set(ip!, 'external-ips'), ['10.0.0.11 tcp 30080'], 'NodePort traffic is masqueraded');
+  assert.deepEqual(set(ip!, 'cluster-cidrs'), ['10.244.0.0/16']);
+  assert.deepEqual(set(ip!, 'cluster-addrs'), ['10.96.0.10']);
+});
+
+test('traffic policies: no endpoint rejects every frontend; Local without one here drops the external ones and keeps the source', () => {
+  const none = model('none', '10.96.0.20', []);
+  const local = model('local', '10.96.0.30', eps(2, '10.244.3.'), { type: 'LoadBalancer', externalTrafficPolicy: 'Local', ports: [{ name: 'http', port: 80, nodePort: 30090 }] });
+  const here = model('here', '10.96.0.40', [{ ip: '10.244.4.2', node: 'node-a' }, { ip: '10.244.4.3', node: 'node-b' }], { type: 'NodePort', externalTrafficPolicy: 'Local', ports: [{ name: 'http', port: 80, nodePort: 30100 }] });
+  const [ip] = nftablesTables([none, local, here], ctx).tables;
+  assert.deepEqual(set(ip!, 'reject-services'), ['10.96.0.20 tcp 80']);
+  assert.deepEqual(set(ip!, 'drop-services'), ['10.0.0.11 tcp 30090']);
+  assert.deepEqual(set(ip!, 'external-ips'), [], 'Local: no masquerade of external traffic');
+  assert.deepEqual(set(ip!, 'endpoints-1'), ['10.0.0.11 tcp 30100 0 10.244.4.2 8080'], 'the node-local endpoint only');
+  assert.deepEqual(set(ip!, 'endpoints-2').filter((e) => e.startsWith('10.96.0.40')), ['10.96.0.40 tcp 80 0 10.244.4.2 8080', '10.96.0.40 tcp 80 1 10.244.4.3 8080'], 'the cluster IP keeps every endpoint');
+});
+
+test('IPv6 goes to the ip6 table; a frontend two services claim stays the first one, with a warning', () => {
+  const v6 = model('v6', 'fd00::10', eps(1, 'fd00:244::'));
+  const a = model('a', '10.96.0.50', eps(1, '10.244.5.'));
+  const b = serviceModel(svc('b', { clusterIP: '10.96.0.50', ports: [{ name: 'http', port: 80 }] }), [slice('b', 'b-1', [{ name: 'http', port: 9090 }], eps(1, '10.244.6.'))], ctx);
+  const { tables, warnings } = nftablesTables([v6, a, b], ctx);
+  assert.deepEqual(set(tables[1]!, 'endpoints-1'), ['fd00::10 tcp 80 0 fd00:244::2 8080']);
+  assert.equal(tables[1]!.family, 'ip6');
+  assert.deepEqual(set(tables[0]!, 'endpoints-1'), ['10.96.0.50 tcp 80 0 10.244.5.2 8080']);
+  assert.deepEqual(warnings, [{ service: 'default/b', message: '10.96.0.50:80/tcp already belongs to default/a:http, ignored' }]);
+});
