@@ -113,7 +113,9 @@ export interface Ownership {
 }
 
 export interface EngineKernel {
-  ipvs: IpvsApi;
+  /** Absent on a kernel without IPVS (an nftables data plane): desired virtual servers are
+   *  then refused (SyncReport.invalid), and nothing of IPVS is read or recorded. */
+  ipvs?: IpvsApi;
   links?: LinksApi;
   routes?: RoutesApi;
   ipsets?: IpSetsApi;
@@ -245,7 +247,7 @@ export class Engine {
     private readonly kernel: EngineKernel,
     opts: EngineOptions = {},
   ) {
-    this.ipvs = new IpvsReconciler(kernel.ipvs, kernel.ipsets !== undefined, {
+    this.ipvs = new IpvsReconciler(kernel.ipvs, kernel.ipsets !== undefined && kernel.ipvs !== undefined, {
       ...(opts.managedCidrs ? { managedCidrs: opts.managedCidrs } : {}),
       ...(opts.excludeCidrs ? { excludeCidrs: opts.excludeCidrs } : {}),
       ...(opts.managedFwmarks ? { managedFwmarks: opts.managedFwmarks } : {}),
@@ -288,7 +290,7 @@ export class Engine {
     const ipsets = this.ipsets.start(desired.ipsets);
     const nft = await this.nft.start(desired.nft === undefined ? [] : [desired.nft].flat(), { incremental: !!changed, ...(ch?.nft ? { changes: ch.nft } : {}) });
     // A full plan reads the destinations a slice of services at a time, as it diffs (below).
-    const sliced = !changed && typeof this.kernel.ipvs.destinationsOf === 'function';
+    const sliced = !changed && typeof this.kernel.ipvs?.destinationsOf === 'function';
     const obs = await this.observe(changed, sliced, ipsets.want !== undefined, { addresses, routes, ipsets, nft });
     const t1 = obs.t1;
     const named = ch ? [...ch.services.values()].filter((s): s is DesiredService => s !== undefined) : desired.services;

@@ -51,6 +51,8 @@ export interface RecordWrites {
   lateFrom: number;
 }
 
+const NO_IPVS = 'the engine has no IPVS handle (a kernel without IPVS): virtual servers cannot be programmed';
+
 export class IpvsReconciler {
   private draining = new Map<string, number>();
   private readonly managed: Cidr[];
@@ -69,7 +71,8 @@ export class IpvsReconciler {
   private invalidKeyless: Array<{ s: DesiredService; v: ServiceVerdict }> = [];
 
   constructor(
-    private readonly ipvs: IpvsApi,
+    /** undefined: no IPVS (every desired virtual server is refused, none is read). */
+    private readonly ipvs: IpvsApi | undefined,
     /** Whether the record is kept in ipsets (an ipset handle), else in memory. */
     private readonly recordInSets: boolean,
     private readonly opts: IpvsReconcilerOptions = {},
@@ -100,8 +103,10 @@ export class IpvsReconciler {
   /** The kernel's services: those of `changed` (one GET each, with their destinations), or all
    *  of them (one dump; without destinations when `sliced`: diff reads them a slice at a time). */
   observe(changed: ReadonlySet<string> | undefined, sliced: boolean): Promise<Service[]> {
-    if (!changed) return this.ipvs.services({ withDestinations: !sliced });
-    return Promise.all([...changed].map((key) => this.ipvs.service(keyToId(key), { withDestinations: true }))).then((l) =>
+    const ipvs = this.ipvs;
+    if (!ipvs) return Promise.resolve([]);
+    if (!changed) return ipvs.services({ withDestinations: !sliced });
+    return Promise.all([...changed].map((key) => ipvs.service(keyToId(key), { withDestinations: true }))).then((l) =>
       l.filter((s): s is Service => s !== null),
     );
   }
@@ -135,6 +140,10 @@ export class IpvsReconciler {
     changed: ReadonlySet<string> | undefined,
   ): Promise<{ delta: IpvsDelta; readMs: number; invalid: InvalidObject[] }> {
     const index = Array.isArray(observed) ? undefined : observed;
+    if (!this.ipvs && named.length) {
+      const invalid = named.map((s): InvalidObject => ({ kind: 'ipvs', object: keyable(s) ? serviceKey(s) : '?', field: 'service', message: NO_IPVS }));
+      return { ...(await this.plan(observed, [], changed)), invalid };
+    }
     const svcs = this.check(named, changed);
     const draining = changed ? new Map([...this.draining].filter(([key]) => changed.has(key.split('/')[0]!))) : this.draining;
     // The kernel's services of invalid desired services are left as they are: not the engine's
@@ -193,7 +202,9 @@ export class IpvsReconciler {
 
   /** Writes the ops, in chunks of IPVS_APPLY_CHUNK handed over ahead. */
   write(ops: IpvsOp[], report: KindReport): Promise<((i: number) => boolean) | undefined> {
-    return applyBatch(report, ops, (o) => this.ipvs.apply(o, { stopOnError: false }), { chunk: IPVS_APPLY_CHUNK, ahead: true });
+    const ipvs = this.ipvs;
+    if (!ipvs) return Promise.resolve(undefined); // plan() left every service out: no op
+    return applyBatch(report, ops, (o) => ipvs.apply(o, { stopOnError: false }), { chunk: IPVS_APPLY_CHUNK, ahead: true });
   }
 
   /** The record's keys to forget after the writes: those whose deleteService went (or found the
@@ -268,7 +279,7 @@ export class IpvsReconciler {
       // the slice's services the kernel has
       const have = slice.filter(([key]) => observed.byKey.has(key)).map(([key]) => key);
       const t = performance.now();
-      const dests = have.length ? await this.ipvs.destinationsOf!(have.map(keyToId)) : [];
+      const dests = have.length ? await this.ipvs!.destinationsOf!(have.map(keyToId)) : [];
       readMs += performance.now() - t;
       const destinations = new Map<string, Destination[]>();
       for (let i = 0; i < have.length; i++) destinations.set(have[i]!, dests[i]!);

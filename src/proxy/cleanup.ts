@@ -44,10 +44,11 @@ function kernels(protocol: number | undefined): boolean {
 export async function removeOwned(k: CleanupKernel, vipLink: string, opts: { ipsetPrefix?: string } = {}): Promise<CleanupResult> {
   const record = await readRecord(k.ipsets);
   const recorded = recordedKeys(record);
-  const doomed = (await k.ipvs.services()).map((s) => serviceKey(s)).filter((key) => recorded.has(key));
-  const r = await k.ipvs.apply(doomed.map((key) => ({ op: 'deleteService' as const, service: keyToId(key) })), { stopOnError: false });
+  // A kernel without IPVS has no virtual server to remove.
+  const doomed = k.ipvs ? (await k.ipvs.services()).map((s) => serviceKey(s)).filter((key) => recorded.has(key)) : [];
+  const r = k.ipvs ? await k.ipvs.apply(doomed.map((key) => ({ op: 'deleteService' as const, service: keyToId(key) })), { stopOnError: false }) : undefined;
   // one gone meanwhile is gone all the same
-  const servicesLeft = r.errors.filter((e) => e.code !== 'ESRCH');
+  const servicesLeft = (r?.errors ?? []).filter((e) => e.code !== 'ESRCH');
   let tables = 0;
   if (k.nft) {
     try {
@@ -84,5 +85,5 @@ export async function removeOwned(k: CleanupKernel, vipLink: string, opts: { ips
     if (!lr.ok) throw lr.errors[0];
     linkGone = true;
   }
-  return { services: r.count('ok'), ipsets: claimed.length, addresses: ar.count('ok'), routes: rr.count('ok'), tables, link: linkGone };
+  return { services: r?.count('ok') ?? 0, ipsets: claimed.length, addresses: ar.count('ok'), routes: rr.count('ok'), tables, link: linkGone };
 }

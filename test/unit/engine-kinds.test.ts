@@ -560,3 +560,24 @@ test("a wanted VIP already bound by someone else counts as bound (no EEXIST add)
     ['10.96.0.1/32 proto 0', 'fe80::8c1f:64ff:fe2a:1/64 proto 3'],
   );
 });
+
+test('without an IPVS handle (an nftables data plane): the other kinds are programmed, no record is kept, a desired virtual server is refused', async () => {
+  const { ipvs: _ipvs, ...k } = fakeKernel();
+  const engine = new Engine(k, { ipsetPrefix: 'IPVSYNC-' });
+  const desired: DesiredState = { services: [], nft: table([['10.96.0.10', 80]]) };
+  const first = await engine.sync(desired);
+  assert.deepEqual(first.errors, []);
+  assert.deepEqual(first.invalid, []);
+  assert.ok(first.nft.writes > 0);
+  assert.equal(first.ipvs.writes, 0);
+  assert.deepEqual(k.ipsets.log, [], 'no ownership record: there is no virtual server to record');
+  assert.equal((await engine.sync(desired)).nft.writes, 0);
+  const withService = await engine.sync({ ...desired, services: [svc('10.96.0.20', 80, ['10.244.1.2'])] });
+  assert.deepEqual(withService.errors, []);
+  assert.deepEqual(
+    withService.invalid.map((i) => [i.kind, i.object, i.field]),
+    [['ipvs', 'inet|tcp|10.96.0.20|80', 'service']],
+  );
+  assert.match(withService.invalid[0]!.message, /no IPVS/);
+  assert.equal(withService.nft.writes, 0, 'the rest as if the service had not been there');
+});
