@@ -74,7 +74,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       // proxier keeps only what it reads of each object.
       let manifests: ManifestSet | undefined = await loadManifests(o.file);
       const manifestWarnings = manifests.warnings;
-      const kernel = await openKernel(h, { glue: o.glue });
+      const kernel = await openKernel(h, { glue: o.glue, mode: cfg.mode });
       const addrs = cfg.nodeIPs.length ? cfg.nodeIPs : nodeAddresses(await kernel.links!.addresses(), cfg.vipLink);
       const proxier = new Proxier(kernel, toProxierOptions(cfg, { addresses: addrs, glue: o.glue, kubeIpsets: !!o.kubeProxyIpsets }));
       for (const s of manifests.services) proxier.onServiceUpdate(s);
@@ -111,7 +111,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       } else {
         const kinds = (['addresses', 'routes', 'ipsets', 'nft', 'ipvs'] as const).filter((k) => report[k].writes > 0);
         console.log(
-          `synced ${model.services.length} virtual services, ${model.vips.length} VIPs: ` +
+          (cfg.mode === 'nftables' ? `synced ${proxier.services.size} services (nftables data plane): ` : `synced ${model.services.length} virtual services, ${model.vips.length} VIPs: `) +
             (kinds.length ? kinds.map((k) => `${k} ${JSON.stringify(report[k].ops)}`).join(', ') : 'nothing to change') +
             ` (${report.durations.totalMs.toFixed(1)} ms)`,
         );

@@ -14,6 +14,8 @@ import type { ProxyConfig } from '../kube/types.js';
 import type { ProxierOptions } from '../proxy/proxier.js';
 
 export type BindMode = 'address' | 'route';
+/** kube-proxy's mode: the data plane. */
+export type ProxyMode = 'ipvs' | 'nftables';
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 export type IpvsStatsMetrics = 'none' | 'services' | 'all';
 
@@ -24,6 +26,8 @@ export interface HostPort {
 
 /** The effective, validated configuration. Durations are milliseconds. */
 export interface IpvsyncConfig {
+  /** The data plane ('' in a file: ipvs). */
+  mode: ProxyMode;
   /** Pod CIDRs (one per family). Traffic to VIPs from outside them is masqueraded. */
   clusterCIDRs: string[];
   /** NodePorts only on node addresses inside these CIDRs; empty: every local address. */
@@ -313,6 +317,10 @@ const ipFamily = (cidr: string) => isIP(cidr.split('/')[0]!);
  * defaults for IPVS mode (pkg/proxy/apis/config/v1alpha1/defaults.go).
  */
 const FIELDS: { [K in ConfigKey]: FlagSpec<ValueAt<K>> } = {
+  mode: {
+    kind: text<ProxyMode>((m, w) => (m !== 'ipvs' && m !== 'nftables' ? `must be "ipvs" or "nftables" (or empty: ipvs), not "${w}"` : undefined), (s) => s.trim() || 'ipvs'),
+    default: 'ipvs', flag: 'proxy-mode', help: 'the data plane: ipvs (default), or nftables (sync only so far: the kernel needs no IPVS)', sync: true,
+  },
   clusterCIDRs: {
     path: 'clusterCIDR',
     kind: { ...cidrs((l) => (l.length > 2 || (l.length === 2 && ipFamily(l[0]!) === ipFamily(l[1]!)) ? 'at most one CIDR per IP family (one, or one IPv4 and one IPv6 for dual-stack)' : undefined)), render: (v) => v.join(',') },
@@ -392,7 +400,6 @@ const API_VERSIONS = ['kubeproxy.config.k8s.io/v1alpha1', 'ipvsync.io/v1alpha1']
 const META: Record<string, Kind<string>> = {
   apiVersion: text((v) => (API_VERSIONS.includes(v) ? undefined : `must be one of ${API_VERSIONS.join(', ')}, not "${v}"`)),
   kind: text((v) => (v === 'KubeProxyConfiguration' ? undefined : `must be KubeProxyConfiguration, not "${v}"`)),
-  mode: text((v) => (v === '' || v === 'ipvs' ? undefined : `ipvsync is an IPVS proxy: mode must be "ipvs" or empty, not "${v}"`)),
 };
 
 /** kube-proxy fields that are accepted and ignored (they configure other modes or things
@@ -581,7 +588,7 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
 
 /** The effective config as a KubeProxyConfiguration-style YAML document (--write-config-to). */
 export function renderConfig(cfg: IpvsyncConfig): string {
-  const doc: Raw = { apiVersion: 'kubeproxy.config.k8s.io/v1alpha1', kind: 'KubeProxyConfiguration', mode: 'ipvs' };
+  const doc: Raw = { apiVersion: 'kubeproxy.config.k8s.io/v1alpha1', kind: 'KubeProxyConfiguration' };
   for (const f of CONFIG_FLAGS) {
     const v = getAt(cfg, f.key);
     if (!(f.omitDefault && v === f.default)) setAt(doc, f.path, f.kind.render(v));
@@ -614,6 +621,7 @@ export function toProxyConfig(cfg: IpvsyncConfig): ProxyConfig {
  *  options that are not configuration (the node's addresses, the glue, kube-proxy's ipsets). */
 export function toProxierOptions(cfg: IpvsyncConfig, o: { addresses: string[]; glue: boolean; kubeIpsets: boolean }): ProxierOptions {
   return {
+    mode: cfg.mode,
     node: { name: nodeName(cfg), addresses: o.addresses },
     config: toProxyConfig(cfg),
     vipLink: cfg.vipLink,

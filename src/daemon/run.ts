@@ -11,7 +11,7 @@ import { memoryPressure, type HandleOptions } from '../native.js';
 import { nodeAddresses } from '../proxy/node-addresses.js';
 import { ThreadedProxier } from '../proxy/sync-thread.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
-import { loadConfig, nodeName, toProxierOptions, writeConfigTo } from './config.js';
+import { ConfigError, loadConfig, nodeName, toProxierOptions, writeConfigTo } from './config.js';
 import { HealthzServer, ProxierHealth, ServiceHealthServers } from './healthz.js';
 import { Lifecycle, preflight, systemChecks } from './lifecycle.js';
 import { createLogger } from './log.js';
@@ -27,6 +27,8 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
     await writeConfigTo(o.writeConfigTo, cfg);
     return;
   }
+  if (cfg.mode !== 'ipvs')
+    throw new ConfigError([{ path: '--proxy-mode', message: `"${cfg.mode}": the daemon runs the IPVS data plane only so far (\`ipvsync sync -f\` programs the nftables one)` }]);
   const log = createLogger({ level: cfg.logLevel });
   for (const w of warnings) log.warn('config', { warning: w });
   // Signals first: one during startup stops what has started so far, and the process exits,

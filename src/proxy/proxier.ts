@@ -10,6 +10,12 @@ import { TranslateCache, translate, translatePatch, type ServiceObjects } from '
 import type { NodeInfo, ProxyConfig, TranslateInput } from '../kube/types.js';
 import type { ProxyModel } from './ipvs/types.js';
 import { GlueCache, desiredState } from './ipvs/desired.js';
+import type { GlueSpec } from './ipvs/types.js';
+import { nftablesTables } from './nftables/table.js';
+import { modelContext, serviceModel, type ServiceModel } from '../kube/service-model.js';
+import { objectKey } from '../kube/change-tracker.js';
+import type { ModelWarning } from '../kube/types.js';
+import { compareText } from '../util/sorted.js';
 import { KUBE_IPSET_PREFIX } from './ipvs/kube-ipsets.js';
 
 /** Work per transaction (an op or a set element) when the glue is created from nothing: the
@@ -19,6 +25,9 @@ import { KUBE_IPSET_PREFIX } from './ipvs/kube-ipsets.js';
 export const GLUE_CREATE_TRANSACTION_UNITS = 8192;
 
 export interface ProxierOptions {
+  /** The data plane: 'ipvs' (default; IPVS, VIPs on vipLink, the nftables glue) or 'nftables'
+   *  (one nftables table per family, src/proxy/nftables/; no IPVS, no VIP link). */
+  mode?: 'ipvs' | 'nftables';
   node: NodeInfo;
   config: ProxyConfig;
   vipLink?: string;
@@ -135,6 +144,7 @@ export class Proxier {
    * whose virtual servers changed since the last sync (one GET each).
    */
   async plan(full: boolean): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number; triggerTimes: number[] }> {
+    if (this.opts.mode === 'nftables') return this.planNftables();
     const serviceChanged = this.services.drain();
     const endpointsChanged = this.slices.drain();
     const triggerTimes = this.slices.lastTriggerTimes;
@@ -171,6 +181,56 @@ export class Proxier {
     return { plan, model, serviceChanges, endpointChanges, triggerTimes };
   }
 
+  /**
+   * The nftables data plane's plan: every service's model, the tables from them, and every
+   * sync a full one (the engine compares the tables with the last ones it applied, or the
+   * kernel's). What the IPVS data plane leaves behind goes: the virtual servers it recorded
+   * (when there is an IPVS handle) and its routes; the tables share the IPVS glue's names, so
+   * they are replaced. The model it reports has the semantics' parts (health checks, policies
+   * without local endpoints, warnings) and no IPVS ones.
+   */
+  private async planNftables(): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number; triggerTimes: number[] }> {
+    const serviceChanges = this.services.drain().size;
+    const endpointChanges = this.slices.drain().size;
+    const triggerTimes = this.slices.lastTriggerTimes;
+    const ctx = modelContext(this.node, this.opts.config);
+    const warnings: ModelWarning[] = [...ctx.warnings];
+    const models: ServiceModel[] = [];
+    // By name, as the IPVS data plane merges them: the first of two claiming a frontend keeps it.
+    const names = [...this.services.list()].map((s) => ({ s, name: objectKey(s) })).sort((a, b) => compareText(a.name, b.name));
+    for (const { s, name } of names) {
+      try {
+        const m = serviceModel(s, this.slices.members(name), ctx);
+        for (const message of [...m.warnings, ...notYetNftables(m)]) warnings.push({ service: name, message });
+        models.push(m);
+      } catch (e) {
+        warnings.push({ service: name, message: `not programmed: ${e instanceof Error ? e.message : String(e)}` });
+      }
+    }
+    const nft = nftablesTables(models, ctx);
+    warnings.push(...nft.warnings);
+    const plan = await this.engine.plan({ services: [], routes: { routes: [] }, nft: nft.tables });
+    const noLocal = { internal: 0, external: 0 };
+    const noLocalServices = new Set<string>();
+    for (const m of models)
+      for (const p of m.ports) {
+        if (p.local.length) continue;
+        if (p.internalLocal) noLocal.internal++;
+        if (p.externalLocal) noLocal.external++;
+        if (p.internalLocal || p.externalLocal) noLocalServices.add(m.name);
+      }
+    const model: ProxyModel = {
+      services: [],
+      vips: [],
+      glue: emptyGlue(),
+      healthChecks: models.flatMap((m) => (m.healthCheck ? [m.healthCheck] : [])).sort((a, b) => a.nodePort - b.nodePort),
+      noLocalEndpoints: [...noLocalServices].sort(),
+      noLocalEndpointsTotal: noLocal,
+      warnings,
+    };
+    return { plan, model, serviceChanges, endpointChanges, triggerTimes };
+  }
+
   /** Plans and applies; remembers the model as the base of the next incremental sync. */
   async sync(full: boolean): Promise<ProxySyncResult> {
     const { plan, model, serviceChanges, endpointChanges, triggerTimes } = await this.plan(full);
@@ -180,6 +240,22 @@ export class Proxier {
     this.last = report.errors.length ? undefined : model;
     return { model, report, serviceChanges, endpointChanges, triggerTimes };
   }
+}
+
+/** What of a service the nftables data plane does not program yet, said rather than left out
+ *  silently. */
+function notYetNftables(m: ServiceModel): string[] {
+  const out: string[] = [];
+  if (m.ports.some((p) => p.affinityTimeout > 0)) out.push('sessionAffinity ClientIP is not programmed by the nftables data plane yet: connections are spread without it');
+  if (m.ports.some((p) => p.sourceRanges.cidrs.length > 0 && p.loadBalancerIPs.length > 0))
+    out.push('loadBalancerSourceRanges are not enforced by the nftables data plane yet: every source reaches the load-balancer IPs');
+  if (m.healthCheck) out.push('healthCheckNodePort is not served in the nftables data plane yet');
+  return out;
+}
+
+/** No glue: the nftables data plane's model has none. */
+function emptyGlue(): GlueSpec {
+  return { clusterCIDRs: [], masqueradeAll: false, vips: [], nodePorts: [], nodePortAddresses: [], sourceRanges: [], hairpin: [], localTrafficServices: [], healthCheckNodePorts: [] };
 }
 
 /** One line per kernel write, for `--dry-run`. */

@@ -91,6 +91,7 @@ logLevel: debug
 `,
   });
   assert.deepEqual(config, {
+    mode: 'ipvs',
     clusterCIDRs: ['10.244.0.0/16', 'fd00:10:244::/56'],
     nodePortAddresses: ['192.168.0.0/24', 'fd00::/64'],
     nodeIPs: [],
@@ -137,7 +138,7 @@ test('validation: every problem reported at once with its field path', () => {
   const cases: Array<[string, Array<[string, RegExp]>]> = [
     ['kind: Pod', [['kind', /must be KubeProxyConfiguration, not "Pod"/]]],
     ['apiVersion: v1', [['apiVersion', /must be one of kubeproxy.config.k8s.io\/v1alpha1/]]],
-    ['mode: iptables', [['mode', /mode must be "ipvs" or empty, not "iptables"/]]],
+    ['mode: iptables', [['mode', /must be "ipvs" or "nftables" \(or empty: ipvs\), not "iptables"/]]],
     ['clusterCIDR: 10.0.0.0', [['clusterCIDR', /"10.0.0.0" is not a CIDR/]]],
     ['clusterCIDR: 10.0.0.0/33', [['clusterCIDR', /prefix length 33 is too long for IPv4/]]],
     ['clusterCIDR: 10.0.0.0/8,10.1.0.0/16', [['clusterCIDR', /at most one CIDR per IP family/]]],
@@ -409,6 +410,7 @@ const FLAG_SAMPLES: Record<string, [unknown, unknown, RegExp]> = {
   'vip-link': ['ipvs1', 'a b', /not a link name/],
   'drain-timeout': ['90s', 'forever', /is not a duration/],
   'proxy-name': ['ipvsync', '-bad', /not a valid label value/],
+  'proxy-mode': ['nftables', 'iptables', /must be "ipvs" or "nftables"/],
   'log-level': ['debug', 'trace', /must be one of debug, info, warn, error/],
 };
 
@@ -459,6 +461,7 @@ test('`sync` and `proxy` spell every shared field\'s flag the same, and build th
   // what `sync` was given, as `proxy` would have it
   const { config } = loadConfig({ flags: { nodeName: 'Node-1', scheduler: 'sh', clusterCidr: ['10.244.0.0/16'], bindMode: 'route', serviceCidrs: ['10.96.0.0/12'], vipLink: 'ipvs1' } });
   assert.deepEqual(toProxierOptions(config, { addresses: ['10.0.0.1'], glue: false, kubeIpsets: true }), {
+    mode: 'ipvs',
     node: { name: 'node-1', addresses: ['10.0.0.1'] },
     config: { scheduler: 'sh', nodePortAddresses: [], clusterCIDRs: ['10.244.0.0/16'], masqueradeAll: false },
     vipLink: 'ipvs1',
@@ -574,4 +577,15 @@ test('--version prints the package version', () => {
     assert.equal(r.status, 0, r.stderr);
     assert.equal(r.stdout, `${pkg.version}\n`);
   }
+});
+
+test('mode / --proxy-mode: ipvs (also empty, the default) or nftables, in the file, by flag, and rendered back', () => {
+  assert.equal(loadConfig({ text: 'mode: ""' }).config.mode, 'ipvs');
+  assert.equal(loadConfig({ text: '' }).config.mode, 'ipvs');
+  const nft = loadConfig({ text: 'mode: nftables' }).config;
+  assert.equal(nft.mode, 'nftables');
+  assert.match(renderConfig(nft), /^mode: nftables$/m);
+  assert.equal(loadConfig({ flags: { proxyMode: 'nftables' } }).config.mode, 'nftables');
+  assert.equal(loadConfig({ text: 'mode: ipvs', flags: { proxyMode: 'nftables' } }).config.mode, 'nftables', 'the flag over the file');
+  assert.throws(() => loadConfig({ flags: { proxyMode: 'iptables' } }), /--proxy-mode: must be "ipvs" or "nftables"/);
 });

@@ -7,6 +7,8 @@ import { modelContext, serviceModel } from '../../src/kube/service-model.js';
 import { nftablesTables } from '../../src/proxy/nftables/table.js';
 import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
+import { Proxier } from '../../src/proxy/proxier.js';
+import { fakeKernel } from '../../src/testing/fake-kernel.js';
 
 const ctx = modelContext({ name: 'node-a', addresses: ['10.0.0.11', '127.0.0.1', '2001:db8::11'] }, { clusterCIDRs: ['10.244.0.0/16', 'fd00:244::/48'] });
 const eps = (n: number, base: string, node = 'node-b') => Array.from({ length: n }, (_, i) => ({ ip: `${base}${i + 2}`, node }));
@@ -66,4 +68,19 @@ test('IPv6 goes to the ip6 table; a frontend two services claim stays the first 
   assert.equal(tables[1]!.family, 'ip6');
   assert.deepEqual(set(tables[0]!, 'endpoints-1'), ['10.96.0.50 tcp 80 0 10.244.5.2 8080']);
   assert.deepEqual(warnings, [{ service: 'default/b', message: '10.96.0.50:80/tcp already belongs to default/a:http, ignored' }]);
+});
+
+test("the proxier in nftables mode: no IPVS handle, the tables as the engine's only writes, and what is not programmed yet said per service", async () => {
+  const { ipvs: _ipvs, ipsets: _ipsets, ...k } = fakeKernel();
+  const p = new Proxier(k, { mode: 'nftables', node: { name: 'node-a', addresses: ['10.0.0.11'] }, config: { clusterCIDRs: ['10.244.0.0/16'] } });
+  p.onServiceUpdate(svc('web', { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80 }], sessionAffinity: 'ClientIP' }));
+  p.onSliceUpdate(slice('web', 'web-1', [{ name: 'http', port: 8080 }], eps(2, '10.244.1.')));
+  const r = await p.sync(true);
+  assert.deepEqual(r.report.errors, []);
+  assert.ok(r.report.nft.writes > 0);
+  assert.equal(r.report.ipvs.writes + r.report.addresses.writes, 0);
+  assert.deepEqual(r.model.warnings, [{ service: 'default/web', message: 'sessionAffinity ClientIP is not programmed by the nftables data plane yet: connections are spread without it' }]);
+  const [ip] = (await k.nft.list()).tables.filter((t) => t.family === 'ip');
+  assert.equal(ip?.name, 'ipvsync');
+  assert.equal((await p.sync(true)).report.nft.writes, 0, 'a resync writes nothing');
 });
