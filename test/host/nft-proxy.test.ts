@@ -2,8 +2,8 @@
 // (network namespaces on a bridge, HTTP on 8080) and an outside client, this namespace the
 // node. Services and EndpointSlices go through the service model and nftablesTables into the
 // engine; requests then go through the cluster IP and the NodePort (spread over every pod,
-// masqueraded from outside the cluster CIDR), from a pod (not masqueraded), to a service
-// without endpoints and to a port that is no service (refused at once), to an
+// masqueraded from outside the cluster CIDR), from a pod (not masqueraded) and to itself
+// (hairpin: masqueraded), to a service without endpoints and to a port that is no service (refused at once), to an
 // externalTrafficPolicy Local NodePort without a local endpoint (dropped). Cross-checked with
 // `nft -j list ruleset` and `conntrack -L`, and the engine's writes: a resync writes nothing,
 // one endpoint replaced is element changes only.
@@ -118,6 +118,9 @@ async function topology(t: { after(fn: () => void): void }): Promise<void> {
     ip('netns', 'add', p.ns);
     ip('link', 'add', `npv${i}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', p.ns);
     ip('link', 'set', `npv${i}`, 'master', 'cbr0', 'up');
+    // hairpin mode, as kubelet and the CNI bridge plugin set it: a pod's packet DNATed to
+    // itself goes back out of the port it came in on
+    ip('link', 'set', `npv${i}`, 'type', 'bridge_slave', 'hairpin', 'on');
     ip('-n', p.ns, 'addr', 'add', `${p.ip}/24`, 'dev', 'eth0');
     ip('-n', p.ns, 'link', 'set', 'eth0', 'up');
     ip('-n', p.ns, 'link', 'set', 'lo', 'up');
@@ -167,12 +170,11 @@ test('nftables data plane: spread, NodePort, masquerade, reject and drop on real
   assert.equal(Object.keys(viaNodePort.pods).length, 3, JSON.stringify(viaNodePort.pods));
   assert.deepEqual([...viaNodePort.saw], ['10.244.1.1']);
 
-  // From a pod (inside the cluster CIDR) to another: no SNAT. (A pod reaching itself through
-  // its service, hairpin, is not programmed yet.)
-  const fromPod = tally(requests('np-pa', '10.96.0.30', 80, 4));
-  assert.deepEqual(fromPod.errors, []);
-  assert.deepEqual(fromPod.pods, { pb: 4 });
-  assert.deepEqual([...fromPod.saw], ['10.244.1.2']);
+  // From a pod (inside the cluster CIDR): no SNAT, except to itself (hairpin: pa is node-local).
+  const fromPod = requests('np-pa', '10.96.0.10', 80, 45);
+  assert.deepEqual(tally(fromPod).errors, []);
+  assert.deepEqual(Object.keys(tally(fromPod).pods).sort(), ['pa', 'pb', 'pc']);
+  for (const [pod, from] of fromPod.map((a) => a.split(' '))) assert.equal(from, pod === 'pa' ? '10.244.1.1' : '10.244.1.2', `${pod} saw ${from}`);
 
   // No endpoints: refused at once; a port that is no service: refused; Local with none here: dropped.
   assert.deepEqual(requests(CLIENT, '10.96.0.20', 80, 2), ['error ECONNREFUSED', 'error ECONNREFUSED']);

@@ -1,6 +1,6 @@
 // The nftables data plane: the service model → one table per family that does what
 // kube-proxy's iptables and nftables modes do (DNAT of every frontend to an endpoint chosen at
-// random, masquerade, reject) with a fixed set of rules. Everything per service or per
+// random, masquerade, hairpin, reject) with a fixed set of rules. Everything per service or per
 // endpoint is an element of a data map or a plain set, never a rule, a chain or a jump: adding,
 // removing or changing a service or an endpoint commits element changes only, which the kernel
 // applies without re-validating the table (a jump/goto element or a rule with a nat or verdict
@@ -14,10 +14,15 @@
 //       `endpoints-N` gives daddr . l4proto . dport . (numgen random mod N). A frontend with N
 //       endpoints has its N elements (one per endpoint) in that map only, so the rules of the
 //       other counts miss it, and each new connection picks one of its endpoints evenly
-//   nat postrouting: masquerade what carries the mark
-//   filter input/forward/output: new connections to a frontend without endpoints are rejected
-//       (no endpoint anywhere) or dropped (a Local traffic policy with none on this node), and
-//       to a cluster IP on a port that is no service, rejected
+//   nat postrouting: masquerade what carries the mark; hairpin (an endpoint that reached
+//       itself through its service: the pods' bridge ports need hairpin mode, as for
+//       kube-proxy, docs/kube-proxy.md)
+//   filter prerouting (after the dnat) and output: new connections to a frontend without
+//       endpoints are rejected (no endpoint anywhere) or dropped (a Local traffic policy with
+//       none on this node), and to a cluster IP on a port that is no service, rejected. In
+//       prerouting, not forward: a packet the node would route back out of the interface it
+//       came in on makes the kernel send an ICMP redirect first, which uses up the client's
+//       ICMP rate limit, and the port-unreachable would not go out (icmpv4_xrlim_allow)
 //
 // A frontend is (address, protocol, port): the cluster IP at the service port; external and
 // load-balancer IPs at the service port; each NodePort address at the node port (no loopback:
@@ -47,11 +52,12 @@ interface Elements {
   externalIps: SetElement[];
   reject: SetElement[];
   drop: SetElement[];
+  hairpin: SetElement[];
   clusterAddrs: SetElement[];
 }
 
 const emptyElements = (): Elements => ({
-  endpoints: new Map(), clusterIps: [], externalIps: [], reject: [], drop: [], clusterAddrs: [],
+  endpoints: new Map(), clusterIps: [], externalIps: [], reject: [], drop: [], hairpin: [], clusterAddrs: [],
 });
 
 export interface NftTablesResult {
@@ -110,7 +116,10 @@ function addFrontend(e: Elements, p: ServicePortModel, fe: Frontend, tuple: KeyV
   }
   let map = e.endpoints.get(eps.length);
   if (!map) e.endpoints.set(eps.length, (map = []));
-  eps.forEach((ep, i) => map.push({ key: [...tuple, i], data: [ep.address, ep.port] }));
+  eps.forEach((ep, i) => {
+    map.push({ key: [...tuple, i], data: [ep.address, ep.port] });
+    if (ep.local) e.hairpin.push({ key: [ep.address, p.protocol, ep.port, ep.address] });
+  });
 }
 
 function table(family: Fam, e: Elements, ctx: ModelContext): DesiredNftTable {
@@ -124,8 +133,7 @@ function table(family: Fam, e: Elements, ctx: ModelContext): DesiredNftTable {
     { name: 'prerouting', hook: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' } },
     { name: 'output', hook: { type: 'nat', hook: 'output', priority: -100, policy: 'accept' } },
     { name: 'postrouting', hook: { type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept' } },
-    { name: 'filter-input', hook: { type: 'filter', hook: 'input', priority: 0, policy: 'accept' } },
-    { name: 'filter-forward', hook: { type: 'filter', hook: 'forward', priority: 0, policy: 'accept' } },
+    { name: 'filter-prerouting', hook: { type: 'filter', hook: 'prerouting', priority: -99, policy: 'accept' } },
     { name: 'filter-output', hook: { type: 'filter', hook: 'output', priority: 0, policy: 'accept' } },
     { name: 'services' },
     { name: 'endpoints-check' },
@@ -142,10 +150,11 @@ function table(family: Fam, e: Elements, ctx: ModelContext): DesiredNftTable {
   for (const n of sizes) add('services', R.inSet([R.F.l4proto], 'service-protocols'), R.dnatMap(family, [...svcFields, R.numgen(n)], endpointsMap(n), { port: true }));
 
   add('postrouting', R.markMatch('meta', MASQ_MARK), R.masquerade({ fullyRandom: true }));
+  add('postrouting', R.ctStatus('dnat'), R.inSet([F.daddr, R.F.l4proto, R.F.thDport, F.saddr], 'hairpin'), R.masquerade({ fullyRandom: true }));
 
-  for (const c of ['filter-input', 'filter-forward', 'filter-output']) add(c, R.ctState('new'), R.jump('endpoints-check'));
-  // TCP is refused with a reset (connect() fails at once with ECONNREFUSED), the rest with
-  // ICMP port unreachable.
+  for (const c of ['filter-prerouting', 'filter-output']) add(c, R.ctState('new'), R.jump('endpoints-check'));
+  // TCP is refused with a reset (connect() fails at once with ECONNREFUSED, whatever the
+  // client's ICMP rate limit), the rest with ICMP port unreachable.
   const refuse = (...match: Expr[][]) => {
     add('endpoints-check', R.match(R.F.l4proto, 'tcp'), ...match, R.reject('tcp-reset'));
     add('endpoints-check', ...match, R.reject(F.reject));
@@ -166,6 +175,7 @@ function table(family: Fam, e: Elements, ctx: ModelContext): DesiredNftTable {
       { name: 'cluster-ips', key: [...svcKey], elements: uniq(e.clusterIps), order },
       { name: 'external-ips', key: [...svcKey], elements: uniq(e.externalIps), order },
       { name: 'cluster-cidrs', key: [F.addr], interval: true, elements: clusterCidrs },
+      { name: 'hairpin', key: [F.addr, 'inet_proto', 'inet_service', F.addr], elements: uniq(e.hairpin), order },
       { name: 'reject-services', key: [...svcKey], elements: uniq(e.reject), order },
       { name: 'drop-services', key: [...svcKey], elements: uniq(e.drop), order },
       { name: 'cluster-addrs', key: [F.addr], elements: uniq(e.clusterAddrs), order },
