@@ -78,6 +78,29 @@ export interface ServiceModel {
   warnings: string[];
 }
 
+export type FrontendKind = 'clusterIP' | 'externalIP' | 'loadBalancer' | 'nodePort';
+
+/** Where a service port is reached: its cluster IP, external IPs and load-balancer IPs at the
+ *  service port, and every NodePort address of its family at the node port. */
+export interface Frontend {
+  kind: FrontendKind;
+  address: string;
+  port: number;
+  /** Only node-local endpoints behind it (the traffic policy of its kind is Local). */
+  localOnly: boolean;
+}
+
+export function frontends(p: ServicePortModel, ctx: ModelContext): Frontend[] {
+  const out: Frontend[] = [{ kind: 'clusterIP', address: p.clusterIP, port: p.port, localOnly: p.internalLocal }];
+  for (const address of p.externalIPs) out.push({ kind: 'externalIP', address, port: p.port, localOnly: p.externalLocal });
+  for (const address of p.loadBalancerIPs) out.push({ kind: 'loadBalancer', address, port: p.port, localOnly: p.externalLocal });
+  if (p.nodePort) for (const address of ctx.nodePortAddresses[p.family]) out.push({ kind: 'nodePort', address, port: p.nodePort, localOnly: p.externalLocal });
+  return out;
+}
+
+/** The endpoints behind a frontend of the port: the traffic policy of its kind applied. */
+export const frontendEndpoints = (p: ServicePortModel, fe: Frontend): readonly EndpointInfo[] => (fe.kind === 'clusterIP' ? internalEndpoints(p) : externalEndpoints(p));
+
 /** Endpoints behind the cluster IP (internalTrafficPolicy applied). */
 export const internalEndpoints = (p: ServicePortModel): readonly EndpointInfo[] => (p.internalLocal ? p.local : p.cluster);
 /** Endpoints behind external IPs, load-balancer IPs and node ports (externalTrafficPolicy applied). */

@@ -131,6 +131,11 @@ export function validIp(address: unknown): string | undefined {
   return /^::ffff:[0-9a-f]{1,4}:[0-9a-f]{1,4}$/.test(c) ? undefined : c;
 }
 
+/** 127.0.0.0/8 or ::1, for canonical addresses. */
+export function isLoopback(address: string): boolean {
+  return address === '::1' || address.startsWith('127.');
+}
+
 export function isIpv6LinkLocal(address: string): boolean {
   return addressFamily(address) === 6 && /^fe[89ab]/i.test(canonicalAddress(address));
 }

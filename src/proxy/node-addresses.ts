@@ -1,7 +1,7 @@
 // The node's addresses for NodePorts, from the links' addresses: apart from the proxier so the
 // daemon's thread can work them out without loading the proxier (with the proxier on its sync
 // thread, the daemon's thread loads neither it nor the engine).
-import { canonicalAddress } from '../net/address.js';
+import { canonicalAddress, isLoopback } from '../net/address.js';
 import type { Address } from '../kernel/links.js';
 
 /** Every local address usable for NodePorts: all links but the VIP link, no IPv6 link-local,
@@ -11,7 +11,7 @@ export function nodeAddresses(addrs: readonly Address[], vipLink: string): strin
   const out = new Set<string>();
   for (const a of addrs) {
     if (a.link === vipLink) continue;
-    if (a.address.startsWith('127.') || a.address === '::1') continue;
+    if (isLoopback(a.address)) continue;
     if (a.family === 'inet6' && (a.scope === 'link' || a.address.toLowerCase().startsWith('fe80:'))) continue;
     out.add(canonicalAddress(a.address));
   }

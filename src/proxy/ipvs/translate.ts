@@ -10,30 +10,24 @@ import { samePlain, serviceKey, type DesiredService } from '../../engine/ipvs-mo
 import { compareText, patchSorted, sortByKey, sortedIndexOf } from '../../util/sorted.js';
 import type { ServiceOptions } from '../../kernel/ipvs.js';
 import { addressProtoPortKey, compareAddressProtoPort, inAny } from '../../kube/address.js';
-import { addressKey, compareAddress } from '../../net/address.js';
+import { addressKey, compareAddress, isLoopback } from '../../net/address.js';
 import { sortSlices, type EndpointInfo } from '../../kube/endpoints.js';
 import { objectKey } from '../../kube/change-tracker.js';
 import {
   externalEndpoints,
+  frontendEndpoints,
+  frontends,
   groupSlices,
   internalEndpoints,
   modelContext,
   serviceModel,
+  type Frontend,
   type ModelContext,
   type ServiceModel,
   type ServicePortModel,
 } from '../../kube/service-model.js';
 import type { HealthCheck, ProxyConfig, TranslateInput } from '../../kube/types.js';
 import type { FrontendKind, GlueHairpin, GlueNodePort, GlueSourceRange, GlueVip, ProxyModel } from './types.js';
-
-interface Frontend {
-  kind: FrontendKind;
-  address: string;
-  port: number;
-  localOnly: boolean;
-  /** Bound on kube-ipvs0 (node addresses are local already). */
-  bind: boolean;
-}
 
 /** This node and the configuration, the services' slices, and what they translate into. */
 interface Context extends ModelContext {
@@ -547,7 +541,7 @@ function translatePort(sp: ServicePortModel, ctx: Context): void {
   const internal = internalEndpoints(sp);
   const external = externalEndpoints(sp);
   for (const fe of frontends(sp, ctx)) {
-    addVirtualServer(sp, fe, fe.kind === 'clusterIP' ? internal : external, ctx);
+    addVirtualServer(sp, fe, frontendEndpoints(sp, fe), ctx);
     addGlue(sp, fe, ctx);
   }
   addHairpin(sp, internal, ctx);
@@ -555,13 +549,10 @@ function translatePort(sp: ServicePortModel, ctx: Context): void {
   countNoLocal(sp, sp.local.length, ctx);
 }
 
-/** The service port's frontends: its ClusterIP, external IPs, load-balancer IPs, NodePorts. */
-function frontends(sp: ServicePortModel, ctx: Context): Frontend[] {
-  const out: Frontend[] = [{ kind: 'clusterIP', address: sp.clusterIP, port: sp.port, localOnly: sp.internalLocal, bind: true }];
-  for (const address of sp.externalIPs) out.push({ kind: 'externalIP', address, port: sp.port, localOnly: sp.externalLocal, bind: !ctx.nodeAddresses.has(address) });
-  for (const address of sp.loadBalancerIPs) out.push({ kind: 'loadBalancer', address, port: sp.port, localOnly: sp.externalLocal, bind: !ctx.nodeAddresses.has(address) });
-  if (sp.nodePort) for (const address of ctx.nodePortAddresses[sp.family]) out.push({ kind: 'nodePort', address, port: sp.nodePort, localOnly: sp.externalLocal, bind: false });
-  return out;
+/** Bound on kube-ipvs0: the cluster IP, and external and load-balancer IPs that are no node
+ *  address (those are local already); NodePorts are on node addresses. */
+function binds(fe: Frontend, ctx: Context): boolean {
+  return fe.kind === 'clusterIP' || (fe.kind !== 'nodePort' && !ctx.nodeAddresses.has(fe.address));
 }
 
 function addVirtualServer(sp: ServicePortModel, fe: Frontend, endpoints: readonly EndpointInfo[], ctx: Context): void {
@@ -581,7 +572,7 @@ function addVirtualServer(sp: ServicePortModel, fe: Frontend, endpoints: readonl
     ctx.out.warnings.push({ service: sp.service, message: `${fe.kind} ${key} already belongs to ${taken.owner}, ignored` });
     return;
   }
-  ctx.out.services.set(key, { key, owner: sp.name, service: sp.service, kind: fe.kind, bind: fe.bind, address: fe.address, vs });
+  ctx.out.services.set(key, { key, owner: sp.name, service: sp.service, kind: fe.kind, bind: binds(fe, ctx), address: fe.address, vs });
 }
 
 function addGlue(sp: ServicePortModel, fe: Frontend, ctx: Context): void {
@@ -597,10 +588,6 @@ function addGlue(sp: ServicePortModel, fe: Frontend, ctx: Context): void {
     const allowFromNode = [...ctx.nodeAddresses].some((a) => !isLoopback(a) && inAny(sp.sourceRanges, a));
     ctx.out.sourceRanges.push({ address: fe.address, protocol, port: fe.port, cidrs: [...sp.sourceRanges.texts].sort(), allowFromNode, servicePort });
   }
-}
-
-function isLoopback(a: string): boolean {
-  return a === '::1' || a.startsWith('127.');
 }
 
 /** Node-local endpoints in use may reach themselves through a VIP: they need masquerade. */

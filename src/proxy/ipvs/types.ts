@@ -3,8 +3,9 @@
 import type { DesiredService } from '../../engine/ipvs-model.js';
 import type { AddressFamily, IpvsProtocol } from '../../kernel/ipvs.js';
 import type { HealthCheck, ModelWarning } from '../../kube/types.js';
+import type { FrontendKind } from '../../kube/service-model.js';
 
-export type FrontendKind = 'clusterIP' | 'externalIP' | 'loadBalancer' | 'nodePort';
+export type { FrontendKind } from '../../kube/service-model.js';
 
 /** A (VIP, protocol, port) the glue must know about. */
 export interface GlueVip {

@@ -32,17 +32,15 @@ import type { Expr } from '../../kernel/nft-expr.js';
 import * as R from '../../kernel/nft-rules.js';
 import type { KeyValue } from '../../kernel/nft-types.js';
 import type { SetElement } from '../../kernel/nftables.js';
-import type { EndpointInfo } from '../../kube/endpoints.js';
-import { externalEndpoints, internalEndpoints, type ModelContext, type ServiceModel, type ServicePortModel } from '../../kube/service-model.js';
+import { frontendEndpoints, frontends, type Frontend, type ModelContext, type ServiceModel, type ServicePortModel } from '../../kube/service-model.js';
 import type { ModelWarning } from '../../kube/types.js';
 import { compareElements, FIELDS, fam, uniq, uniqText, type Fam } from '../nft-sets.js';
+import { isLoopback } from '../../net/address.js';
 
 /** The table of each family (the IPVS glue's name: a switch of data plane replaces one table
  *  with the other, and the ownership rule stays one name per family). */
 export const NFT_PROXY_TABLE = 'ipvsync';
 export const MASQ_MARK = 0x4000;
-
-type Frontend = { kind: 'cluster' | 'external'; address: string; port: number };
 
 /** What the model translates into, per family. */
 interface Elements {
@@ -77,6 +75,8 @@ export function nftablesTables(models: readonly ServiceModel[], ctx: ModelContex
       const e = by[p.family === 'inet' ? 'ip' : 'ip6'];
       e.clusterAddrs.push({ key: [p.clusterIP] });
       for (const fe of frontends(p, ctx)) {
+        // no NodePort on loopback: DNAT of 127.0.0.1 to a pod needs route_localnet
+        if (fe.kind === 'nodePort' && isLoopback(fe.address)) continue;
         const tuple: KeyValue[] = [fe.address, p.protocol, fe.port];
         const key = tuple.join(' ');
         const owner = owners.get(key);
@@ -91,23 +91,9 @@ export function nftablesTables(models: readonly ServiceModel[], ctx: ModelContex
   return { tables: [table('ip', by.ip, ctx), table('ip6', by.ip6, ctx)], warnings };
 }
 
-/** The port's frontends: its cluster IP, external IPs, load-balancer IPs, NodePort addresses. */
-function frontends(p: ServicePortModel, ctx: ModelContext): Frontend[] {
-  const out: Frontend[] = [{ kind: 'cluster', address: p.clusterIP, port: p.port }];
-  for (const address of p.externalIPs) out.push({ kind: 'external', address, port: p.port });
-  for (const address of p.loadBalancerIPs) out.push({ kind: 'external', address, port: p.port });
-  if (p.nodePort)
-    for (const address of ctx.nodePortAddresses[p.family]) if (!isLoopback(address)) out.push({ kind: 'external', address, port: p.nodePort });
-  return out;
-}
-
-function isLoopback(a: string): boolean {
-  return a === '::1' || a.startsWith('127.');
-}
-
 function addFrontend(e: Elements, p: ServicePortModel, fe: Frontend, tuple: KeyValue[]): void {
-  const eps: readonly EndpointInfo[] = fe.kind === 'cluster' ? internalEndpoints(p) : externalEndpoints(p);
-  if (fe.kind === 'cluster') e.clusterIps.push({ key: tuple });
+  const eps = frontendEndpoints(p, fe);
+  if (fe.kind === 'clusterIP') e.clusterIps.push({ key: tuple });
   else if (!p.externalLocal) e.externalIps.push({ key: tuple });
   if (eps.length === 0) {
     // No endpoint at all: refused at once. Endpoints elsewhere but a Local policy: dropped.
