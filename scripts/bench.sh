@@ -2,13 +2,13 @@
 # Every benchmark, each against its peer tool in the same run (`npm run bench`). Results go to
 # bench/results/*.json. Host-kernel benches run in private network namespaces; IPVS benches run
 # inside the VM kernel (this machine's may lack IPVS), where timings are distorted: read ratios.
-# Usage: scripts/bench.sh [NAME…]   (names: ipset addresses binding nftables ipvs event-loop; default all)
+# Usage: scripts/bench.sh [NAME…]   (names: ipset addresses binding nftables nftables-mode ipvs event-loop; default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 mkdir -p bench/results
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(ipset addresses binding nftables ipvs event-loop)
+[ ${#want[@]} -gt 0 ] || want=(ipset addresses binding nftables nftables-mode ipvs event-loop)
 for b in "${want[@]}"; do
   echo "=== bench: $b"
   case "$b" in
