@@ -4,17 +4,14 @@
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { Engine, planWrites, type DesiredChanges, type EngineKernel, type Plan, type SyncReport } from '../engine/engine.js';
 import type { DesiredService } from '../engine/ipvs-model.js';
-import { EndpointSliceTracker, ServiceTracker } from '../kube/change-tracker.js';
+import { EndpointSliceTracker, objectKey, ServiceTracker } from '../kube/change-tracker.js';
 import { changedServices } from './ipvs/model-diff.js';
 import { TranslateCache, translate, translatePatch, type ServiceObjects } from './ipvs/translate.js';
-import type { NodeInfo, ProxyConfig, TranslateInput } from '../kube/types.js';
-import type { ProxyModel } from './ipvs/types.js';
+import type { ModelWarning, NodeInfo, ProxyConfig, TranslateInput } from '../kube/types.js';
+import type { GlueSpec, ProxyModel } from './ipvs/types.js';
 import { GlueCache, desiredState } from './ipvs/desired.js';
-import type { GlueSpec } from './ipvs/types.js';
 import { nftablesTables } from './nftables/table.js';
 import { modelContext, serviceModel, type ServiceModel } from '../kube/service-model.js';
-import { objectKey } from '../kube/change-tracker.js';
-import type { ModelWarning } from '../kube/types.js';
 import { compareText } from '../util/sorted.js';
 import { KUBE_IPSET_PREFIX } from './ipvs/kube-ipsets.js';
 
