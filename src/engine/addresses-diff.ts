@@ -8,10 +8,13 @@ import { IPVSYNC_ADDRESS_PROTOCOL, type LinkOp } from '../kernel/links.js';
 import { canonicalAddress, hostPrefix } from '../net/address.js';
 
 export interface DesiredVips {
-  /** The link the engine owns (created as a dummy if missing). */
+  /** The link the engine owns (created as a dummy if missing, unless createLink is false). */
   link: string;
   /** Addresses to bind, each as a host address (/32, /128). */
   addresses: string[];
+  /** false: a missing link stays missing (what wants no VIPs, and removes its own from a link
+   *  that is there: the nftables data plane after the IPVS one). Default true. */
+  createLink?: boolean;
 }
 
 export interface ObservedVips {
@@ -30,7 +33,10 @@ export interface AddressesDelta {
 export function diffAddresses(desired: DesiredVips, observed: ObservedVips): AddressesDelta {
   const early: LinkOp[] = [];
   const late: LinkOp[] = [];
-  if (!observed.linkExists) early.push({ op: 'addLink', name: desired.link, kind: 'dummy' });
+  if (!observed.linkExists) {
+    if (desired.createLink === false) return { early, late };
+    early.push({ op: 'addLink', name: desired.link, kind: 'dummy' });
+  }
   const want = new Set(desired.addresses.map(canonicalAddress));
   const have = new Set<string>();
   for (const a of observed.addresses) {

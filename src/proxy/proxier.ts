@@ -80,7 +80,7 @@ export class Proxier {
   node: NodeInfo;
 
   constructor(
-    kernel: EngineKernel,
+    private readonly kernel: EngineKernel,
     private readonly opts: ProxierOptions,
   ) {
     this.vipLink = opts.vipLink ?? 'kube-ipvs0';
@@ -182,8 +182,8 @@ export class Proxier {
    * The nftables data plane's plan: every service's model, the tables from them, and every
    * sync a full one (the engine compares the tables with the last ones it applied, or the
    * kernel's). What the IPVS data plane leaves behind goes: the virtual servers it recorded
-   * (when there is an IPVS handle) and its routes; the tables share the IPVS glue's names, so
-   * they are replaced. The model it reports has the semantics' parts (health checks, policies
+   * (when there is an IPVS handle), its VIP addresses and its routes; the tables share the IPVS
+   * glue's names, so they are replaced. The model it reports has the semantics' parts (health checks, policies
    * without local endpoints, warnings) and no IPVS ones.
    */
   private async planNftables(): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number; triggerTimes: number[] }> {
@@ -206,7 +206,9 @@ export class Proxier {
     }
     const nft = nftablesTables(models, ctx);
     warnings.push(...nft.warnings);
-    const plan = await this.engine.plan({ services: [], routes: { routes: [] }, nft: nft.tables });
+    // The IPVS data plane's VIP addresses go from its link, which is left (and not created).
+    const vips = this.kernel.links ? { vips: { link: this.vipLink, addresses: [], createLink: false } } : {};
+    const plan = await this.engine.plan({ services: [], routes: { routes: [] }, ...vips, nft: nft.tables });
     const noLocal = { internal: 0, external: 0 };
     const noLocalServices = new Set<string>();
     for (const m of models)

@@ -85,3 +85,39 @@ test("the proxier in nftables mode: no IPVS handle, the tables as the engine's o
   assert.equal(ip?.name, 'ipvsync');
   assert.equal((await p.sync(true)).report.nft.writes, 0, 'a resync writes nothing');
 });
+
+test('switching from the IPVS data plane to the nftables one removes what the IPVS one made, and nothing else; a missing VIP link is not created', async () => {
+  const k = fakeKernel();
+  const node = { name: 'node-a', addresses: ['10.0.0.11'] };
+  const feed = (p: Proxier) => {
+    p.onServiceUpdate(svc('web', { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80 }] }));
+    p.onSliceUpdate(slice('web', 'web-1', [{ name: 'http', port: 8080 }], eps(2, '10.244.1.')));
+  };
+  const ipvsMode = new Proxier(k, { node, config: {} });
+  feed(ipvsMode);
+  assert.deepEqual((await ipvsMode.sync(true)).report.errors, []);
+  // foreign: a virtual server and an address on the VIP link someone else made
+  await k.ipvs.apply([{ op: 'addService', service: { protocol: 'tcp', address: '192.168.77.1', port: 9000, scheduler: 'rr' } }]);
+  await k.links.apply([{ op: 'addAddr', link: 'kube-ipvs0', address: '10.96.99.1/32' }]);
+  assert.equal((await k.ipvs.services()).length, 2);
+  assert.deepEqual((await k.links.addresses({ link: 'kube-ipvs0' })).map((a) => a.address).sort(), ['10.96.0.10', '10.96.99.1']);
+
+  const nftMode = new Proxier(k, { mode: 'nftables', node, config: {} });
+  feed(nftMode);
+  const r = await nftMode.sync(true);
+  assert.deepEqual(r.report.errors, []);
+  assert.deepEqual((await k.ipvs.services()).map((s) => `${s.address}:${s.port}`), ['192.168.77.1:9000'], 'only the foreign virtual server is left');
+  assert.deepEqual((await k.links.addresses({ link: 'kube-ipvs0' })).map((a) => a.address), ['10.96.99.1'], 'the VIP went, the foreign address stays');
+  assert.ok(await k.links.get('kube-ipvs0'), 'the link stays');
+  const ip = (await k.nft.list()).tables.filter((t) => t.family === 'ip');
+  assert.deepEqual(ip.map((t) => t.name), ['ipvsync']);
+  assert.ok((await k.nft.list()).sets.some((s) => s.table === 'ipvsync' && s.name === 'endpoints-2'), 'the nftables data plane replaced the glue');
+  assert.equal((await nftMode.sync(true)).report.addresses.writes, 0);
+
+  // A node that never ran IPVS mode: no VIP link appears.
+  const fresh = fakeKernel();
+  const p = new Proxier(fresh, { mode: 'nftables', node, config: {} });
+  feed(p);
+  assert.deepEqual((await p.sync(true)).report.errors, []);
+  assert.equal(await fresh.links.get('kube-ipvs0'), null);
+});
