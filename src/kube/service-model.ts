@@ -101,6 +101,18 @@ export function frontends(p: ServicePortModel, ctx: ModelContext): Frontend[] {
 /** The endpoints behind a frontend of the port: the traffic policy of its kind applied. */
 export const frontendEndpoints = (p: ServicePortModel, fe: Frontend): readonly EndpointInfo[] => (fe.kind === 'clusterIP' ? internalEndpoints(p) : externalEndpoints(p));
 
+/** The Local traffic policies of a port left without a node-local endpoint (what kube-proxy's
+ *  sync_proxy_rules_no_local_endpoints_total counts). */
+export function localWithoutEndpoints(p: ServicePortModel): { internal: boolean; external: boolean } {
+  const none = p.local.length === 0;
+  return { internal: none && p.internalLocal, external: none && p.externalLocal };
+}
+
+/** The warning for a service whose objects threw on a shape no check foresaw: it is skipped. */
+export function notProgrammed(e: unknown): string {
+  return `not programmed: ${e instanceof Error ? e.message : String(e)}`;
+}
+
 /** Endpoints behind the cluster IP (internalTrafficPolicy applied). */
 export const internalEndpoints = (p: ServicePortModel): readonly EndpointInfo[] => (p.internalLocal ? p.local : p.cluster);
 /** Endpoints behind external IPs, load-balancer IPs and node ports (externalTrafficPolicy applied). */

@@ -11,7 +11,7 @@ import type { ModelWarning, NodeInfo, ProxyConfig, TranslateInput } from '../kub
 import type { GlueSpec, ProxyModel } from './ipvs/types.js';
 import { GlueCache, desiredState } from './ipvs/desired.js';
 import { nftablesTables } from './nftables/table.js';
-import { modelContext, serviceModel, type ServiceModel } from '../kube/service-model.js';
+import { localWithoutEndpoints, modelContext, notProgrammed, serviceModel, type ServiceModel } from '../kube/service-model.js';
 import { compareText } from '../util/sorted.js';
 import { KUBE_IPSET_PREFIX } from './ipvs/kube-ipsets.js';
 
@@ -201,7 +201,7 @@ export class Proxier {
         for (const message of [...m.warnings, ...notYetNftables(m)]) warnings.push({ service: name, message });
         models.push(m);
       } catch (e) {
-        warnings.push({ service: name, message: `not programmed: ${e instanceof Error ? e.message : String(e)}` });
+        warnings.push({ service: name, message: notProgrammed(e) });
       }
     }
     const nft = nftablesTables(models, ctx);
@@ -213,10 +213,10 @@ export class Proxier {
     const noLocalServices = new Set<string>();
     for (const m of models)
       for (const p of m.ports) {
-        if (p.local.length) continue;
-        if (p.internalLocal) noLocal.internal++;
-        if (p.externalLocal) noLocal.external++;
-        if (p.internalLocal || p.externalLocal) noLocalServices.add(m.name);
+        const n = localWithoutEndpoints(p);
+        if (n.internal) noLocal.internal++;
+        if (n.external) noLocal.external++;
+        if (n.internal || n.external) noLocalServices.add(m.name);
       }
     const model: ProxyModel = {
       services: [],

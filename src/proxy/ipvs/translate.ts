@@ -19,7 +19,9 @@ import {
   frontends,
   groupSlices,
   internalEndpoints,
+  localWithoutEndpoints,
   modelContext,
+  notProgrammed,
   serviceModel,
   type Frontend,
   type ModelContext,
@@ -259,7 +261,7 @@ function translateOne(svc: V1Service, name: string, slices: readonly V1EndpointS
     out = compact(scratch.out);
   } catch (e) {
     clearAccumulator(scratch.out);
-    scratch.out.warnings.push({ service: name, message: `not programmed: ${e instanceof Error ? e.message : String(e)}` });
+    scratch.out.warnings.push({ service: name, message: notProgrammed(e) });
     out = compact(scratch.out);
   }
   clearAccumulator(scratch.out);
@@ -546,7 +548,7 @@ function translatePort(sp: ServicePortModel, ctx: Context): void {
   }
   addHairpin(sp, internal, ctx);
   if (external !== internal) addHairpin(sp, external, ctx);
-  countNoLocal(sp, sp.local.length, ctx);
+  countNoLocal(sp, ctx);
 }
 
 /** Bound on kube-ipvs0: the cluster IP, and external and load-balancer IPs that are no node
@@ -610,11 +612,11 @@ function addHairpin(sp: ServicePortModel, used: readonly EndpointInfo[], ctx: Co
   }
 }
 
-function countNoLocal(sp: ServicePortModel, locals: number, ctx: Context): void {
-  if (locals > 0) return;
-  if (sp.internalLocal) ctx.out.noLocalTotal.internal++;
-  if (sp.externalLocal) ctx.out.noLocalTotal.external++;
-  if (sp.internalLocal || sp.externalLocal) ctx.out.noLocal.add(sp.service);
+function countNoLocal(sp: ServicePortModel, ctx: Context): void {
+  const n = localWithoutEndpoints(sp);
+  if (n.internal) ctx.out.noLocalTotal.internal++;
+  if (n.external) ctx.out.noLocalTotal.external++;
+  if (n.internal || n.external) ctx.out.noLocal.add(sp.service);
 }
 
 // ---- output ----
