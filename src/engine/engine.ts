@@ -71,9 +71,12 @@ export interface DesiredChanges {
   /** The IPVS services that may differ from the base, by serviceKey: the desired service now,
    *  or undefined where none is desired under the key any more. */
   services: ReadonlyMap<string, DesiredService | undefined>;
-  /** The nftables set elements added and deleted since the base, the tables' chains, rules and
-   *  set declarations unchanged ([]: the tables are the base's). Absent: the tables are
-   *  compared with the base's. */
+  /** The nftables set elements added and deleted since the base ([]: none). The tables' static
+   *  parts (chains, rules, set declarations) are compared with the base's: chains and sets
+   *  added or gone and changed rule lists are written without a listing, a new set's elements
+   *  among these adds. The desired tables may be the base's own objects with their element
+   *  arrays changed in place by exactly these changes. Absent: the tables are compared with the
+   *  base's. */
   nft?: readonly NftElementChange[];
 }
 
@@ -434,6 +437,13 @@ export class Engine {
     report.durations.applyMs = t1 - t0;
     report.durations.totalMs = plan.observeMs + plan.diffMs + (t1 - t0);
     return report;
+  }
+
+  /** Forgets what the engine knows of its nftables tables, so the next plan lists them: for a
+   *  caller whose desired tables changed in place (DesiredChanges.nft) for a plan that was
+   *  then never applied. */
+  forgetNftTables(): void {
+    this.nft.forget();
   }
 
   /** Full reconcile (or, with `changes`, incremental: see DesiredChanges): plan + apply. */

@@ -175,7 +175,7 @@ export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelt
     const want = (wantRules.get(c.name) ?? []).map(ruleSignature);
     const have = haveRules.get(c.name) ?? [];
     if (want.length === have.length && want.every((w, i) => w === have[i])) continue;
-    ops.push({ verb: 'flush', kind: 'chain', chain: full(t, c) });
+    if (have.length) ops.push({ verb: 'flush', kind: 'chain', chain: full(t, c) });
     for (const r of wantRules.get(c.name) ?? []) ops.push({ verb: 'add', kind: 'rule', rule: full(t, r) });
   }
   ops.push(...elementOps(t, desired, (name) => haveSets.get(name)!));
@@ -183,21 +183,80 @@ export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelt
 }
 
 /**
- * The delta from the table as it was last applied (not from a listing): undefined when the
- * static part (chains, rules, set declarations) differs — then the caller lists the kernel and
- * uses diffNft — otherwise only element adds and deletes, with no dump at all.
+ * The delta from the table as it was last applied (not from a listing), with no dump at all:
+ * the static part's changes (staticFromLast) around the element adds and deletes. Undefined
+ * when that part changed in a way only a listing can diff — then the caller lists the kernel
+ * and uses diffNft.
  */
 export function diffNftFromLast(desired: DesiredNftTable, last: DesiredNftTable): NftDelta | undefined {
-  if (desired.family !== last.family || desired.name !== last.name) return undefined;
-  if (!samePlain(desired.chains, last.chains) || !samePlain(desired.rules, last.rules)) return undefined;
-  if (desired.sets.length !== last.sets.length) return undefined;
+  const st = staticFromLast(desired, last);
+  if (!st) return undefined;
   const before = new Map(last.sets.map((s) => [s.name, s]));
+  const none = { elements: [] as SetElement[] };
+  return { ops: [...st.pre, ...elementOps(tableOf(desired), desired, (name) => before.get(name) ?? none), ...st.post] };
+}
+
+/** The static part's ops from the table as last applied: `pre` before the element ops, `post`
+ *  after them. */
+export interface StaticOps {
+  pre: NftOp[];
+  post: NftOp[];
+}
+
+/**
+ * How the static part differs from the table as last applied: chains and sets added (pre);
+ * a chain whose rule list differs flushed and refilled (pre: no rule handle needed); chains and
+ * then sets gone deleted (post, after the element deletes that referred to them: a chain is
+ * flushed first, and its delete fails while a verdict element still jumps to it).
+ * Undefined when another table, a kept chain's hook or a kept set's declaration differs.
+ */
+export function staticFromLast(desired: DesiredNftTable, last: DesiredNftTable): StaticOps | undefined {
+  if (desired.family !== last.family || desired.name !== last.name) return undefined;
+  const t = tableOf(desired);
+  const sameChains = desired.chains === last.chains || samePlain(desired.chains, last.chains);
+  const sameRules = desired.rules === last.rules || samePlain(desired.rules, last.rules);
+  const pre: NftOp[] = [];
+  const post: NftOp[] = [];
+  const lastSets = new Map(last.sets.map((s) => [s.name, s]));
+  const wantSets = new Set<string>();
   for (const set of desired.sets) {
-    const b = before.get(set.name);
-    if (!b) return undefined;
-    if (b !== set && !samePlain(declOf(set), declOf(b))) return undefined;
+    wantSets.add(set.name);
+    const b = lastSets.get(set.name);
+    if (!b) pre.push({ verb: 'add', kind: 'set', set: full(t, declOf(set)) });
+    else if (b !== set && !samePlain(declOf(set), declOf(b))) return undefined;
   }
-  return { ops: elementOps(tableOf(desired), desired, (name) => before.get(name)!) };
+  if (sameChains && sameRules) {
+    for (const s of last.sets) if (!wantSets.has(s.name)) post.push({ verb: 'delete', kind: 'set', set: full(t, declOf(s)) });
+    return { pre, post };
+  }
+  const lastChains = new Map(last.chains.map((c) => [c.name, c]));
+  const byChain = (rules: DesiredNftTable['rules']) => {
+    const m = new Map<string, DesiredNftTable['rules']>();
+    for (const r of rules) m.set(r.chain, [...(m.get(r.chain) ?? []), r]);
+    return m;
+  };
+  const lastRules = byChain(last.rules);
+  const wantRules = byChain(desired.rules);
+  const refill: NftOp[] = [];
+  for (const c of desired.chains) {
+    const b = lastChains.get(c.name);
+    if (!b) pre.push({ verb: 'add', kind: 'chain', chain: full(t, c) });
+    else if (chainSignature(b) !== chainSignature(c)) return undefined;
+    const want = wantRules.get(c.name) ?? [];
+    const had = lastRules.get(c.name) ?? [];
+    if (b && samePlain(want, had)) continue;
+    if (b && had.length) refill.push({ verb: 'flush', kind: 'chain', chain: full(t, c) });
+    for (const r of want) refill.push({ verb: 'add', kind: 'rule', rule: full(t, r) });
+  }
+  pre.push(...refill);
+  const wantChains = new Set(desired.chains.map((c) => c.name));
+  for (const c of last.chains) {
+    if (wantChains.has(c.name)) continue;
+    if (lastRules.get(c.name)?.length) post.push({ verb: 'flush', kind: 'chain', chain: full(t, c) });
+    post.push({ verb: 'delete', kind: 'chain', chain: full(t, c) });
+  }
+  for (const s of last.sets) if (!wantSets.has(s.name)) post.push({ verb: 'delete', kind: 'set', set: full(t, declOf(s)) });
+  return { pre, post };
 }
 
 /** An order of set elements by key: 0 exactly when two keys are the same canonical key. */

@@ -5,7 +5,7 @@
 import { NetlinkError } from '../errors.js';
 import { NftTransaction, type NftablesApi, type NftOp, type NftRuleset, type SetElement } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
-import { declOf, diffNft, diffNftFromLast, elementKey, sameNftTables, type DesiredNftTable, type NftDelta } from './nft-diff.js';
+import { declOf, diffNft, diffNftFromLast, elementKey, sameNftTables, staticFromLast, type DesiredNftTable, type NftDelta } from './nft-diff.js';
 import type { InvalidObject } from './engine.js';
 import { checkNftElements, checkNftTable } from './validate.js';
 
@@ -95,17 +95,18 @@ export class NftReconciler {
   async start(given: readonly DesiredNftTable[], o: { incremental: boolean; changes?: readonly NftElementChange[] }): Promise<NftStart> {
     const last = this.clean;
     const changes = o.changes !== undefined && last !== undefined ? o.changes : undefined;
-    const { tables, invalid, droppedChains } = this.check(given, changes !== undefined);
+    // The last verdict of the static checks holds while the static part is the last one's.
+    const { tables, invalid, droppedChains } = this.check(given, changes !== undefined && sameStatic(given, last!));
     const all = this.nft ? tables : [];
     // A full plan lists the owned tables, unless no transaction (ours or anyone's) has been
     // committed since the generation at which they were exactly `clean`: one GETGEN instead of
     // a dump of every element (a periodic resync at 10k services: ~70k of them).
     const untouched = !o.incremental && all.length > 0 && last !== undefined && this.gen !== undefined && (await this.nft!.genId()) === this.gen;
     const fromClean = o.incremental || untouched;
-    const fromChanges = changes && last!.length === all.length ? elementDeltas(all, changes) : undefined;
-    const same = fromClean && all.length > 0 && last !== undefined && (fromChanges ? fromChanges.every((d) => !d.ops.length) : !changes && sameNftTables(last, all));
-    // Only elements changed since the last clean apply: the delta given, or from that,
-    // without listing the tables (a static change lists them).
+    const fromChanges = changes && last!.length === all.length ? elementDeltas(all, last!, changes) : undefined;
+    const same = fromClean && all.length > 0 && last !== undefined && (fromChanges ? fromChanges.every((d) => d !== undefined && !d.ops.length) : !changes && sameNftTables(last, all));
+    // Only elements (and static parts a listing is not needed for) changed since the last
+    // clean apply: the delta given, or from that, without listing the tables.
     let fromLast: Array<NftDelta | undefined> | undefined = same ? undefined : fromChanges;
     if (!fromLast && fromClean && !same && last && last.length === all.length) fromLast = all.map((t, i) => diffNftFromLast(t, last[i]!));
     const elementsOnly = fromLast?.every((d): d is NftDelta => d !== undefined) ? fromLast : undefined;
@@ -163,6 +164,13 @@ export class NftReconciler {
       report.ops[name] = (report.ops[name] ?? 0) + 1;
       report.writes++;
     });
+  }
+
+  /** The kernel's tables are no longer known (NftablesPlane: desired tables changed in place
+   *  for a plan that was never applied): the next plan lists them. */
+  forget(): void {
+    this.clean = undefined;
+    this.gen = undefined;
   }
 
   /** After apply: what applied cleanly is the base of the next incremental plans (a copy
@@ -263,17 +271,27 @@ function copyTable(t: DesiredNftTable): DesiredNftTable {
 
 /** Each table's element ops for the changes given (DesiredChanges.nft): per change its deletes,
  *  then its adds. undefined when a change names a set that is not among them. */
-function elementDeltas(tables: readonly DesiredNftTable[], changes: readonly NftElementChange[]): NftDelta[] | undefined {
-  const deltas = tables.map((): NftDelta => ({ ops: [] }));
+function elementDeltas(tables: readonly DesiredNftTable[], last: readonly DesiredNftTable[], changes: readonly NftElementChange[]): Array<NftDelta | undefined> {
+  const statics = tables.map((t, i) => staticFromLast(t, last[i]!));
+  const elements = tables.map((): NftOp[] => []);
   for (const c of changes) {
     const i = tables.findIndex((t) => t.family === c.family && t.name === c.table);
     const set = tables[i]?.sets.find((x) => x.name === c.set);
-    if (!set) return undefined;
+    if (!set) return tables.map(() => undefined);
     const spec = { ...declOf(set), family: c.family, table: c.table };
-    if (c.delete.length) deltas[i]!.ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: c.delete.map(({ key }) => ({ key })) });
-    if (c.add.length) deltas[i]!.ops.push({ verb: 'add', kind: 'elements', set: spec, elements: [...c.add] });
+    if (c.delete.length) elements[i]!.push({ verb: 'delete', kind: 'elements', set: spec, elements: c.delete.map(({ key }) => ({ key })) });
+    if (c.add.length) elements[i]!.push({ verb: 'add', kind: 'elements', set: spec, elements: [...c.add] });
   }
-  return deltas;
+  return statics.map((st, i) => st && { ops: [...st.pre, ...elements[i]!, ...st.post] });
+}
+
+/** The tables' static parts (chains, rules, set declarations) are the last ones'. */
+function sameStatic(given: readonly DesiredNftTable[], last: readonly DesiredNftTable[]): boolean {
+  if (given.length !== last.length) return false;
+  return given.every((t, i) => {
+    const st = staticFromLast(t, last[i]!);
+    return st !== undefined && !st.pre.length && !st.post.length;
+  });
 }
 
 /**

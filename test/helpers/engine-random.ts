@@ -458,7 +458,8 @@ export function nftDifference(a: DesiredNftTable | undefined, b: DesiredNftTable
   for (const c of b.chains) {
     const ra = a.rules.filter((x) => x.chain === c.name).map((x) => x.comment);
     const rb = b.rules.filter((x) => x.chain === c.name).map((x) => x.comment);
-    if (ra.join('\n') !== rb.join('\n')) n += 1 + rb.length;
+    // an empty chain is not flushed
+    if (ra.join('\n') !== rb.join('\n')) n += (ra.length ? 1 : 0) + rb.length;
   }
   return n;
 }

@@ -277,14 +277,25 @@ test('incremental plans with only set elements changed diff them against the las
   const check = await e.plan(s);
   assert.deepEqual(check.nft?.ops, [], 'the kernel now holds exactly the desired table (a full plan finds nothing to do)');
 
-  // A rule change is a static change: listed and diffed against the kernel as before.
+  // A rule change is a static change the last clean apply says enough about: its chain is
+  // flushed and refilled (no rule handle needed), still without a listing.
   const s2 = state(10);
   s2.nft.sets[0]!.elements = s.nft.sets[0]!.elements;
   s2.nft.rules[1] = { chain: 'mark', exprs: [...R.setMarkBits(0x8000)] };
   const p2 = await e.plan(s2, new Set());
-  assert.equal(p2.nft?.fromLast, undefined);
+  assert.equal(p2.nft?.fromLast, true);
+  assert.equal(k.nft.dumps, nftDumps, 'no nftables listing');
+  assert.deepEqual(p2.nft!.ops.map((o) => `${o.verb} ${o.kind}`), ['flush chain', ...s2.nft.rules.filter((r) => r.chain === 'mark').map(() => 'add rule')]);
+  assert.deepEqual((await e.apply(p2)).errors, []);
+  assert.deepEqual((await e.plan(s2)).nft?.ops, [], 'the kernel holds the new rules (a listing finds nothing to do)');
+  // A set's declaration change is not: listed, and the table rebuilt.
+  const s2b = state(10);
+  s2b.nft.sets[0]!.elements = s.nft.sets[0]!.elements;
+  s2b.nft.rules = s2.nft.rules;
+  s2b.nft.sets[0]!.timeout = 60_000;
+  const p2b = await e.plan(s2b, new Set());
+  assert.equal(p2b.nft?.fromLast, undefined);
   assert.ok(k.nft.dumps > nftDumps, 'listed');
-  assert.ok(p2.nft!.ops.some((o) => o.verb === 'flush' && o.kind === 'chain'));
 
   // Someone deletes the table between syncs: the element delta fails (rolled back), and the
   // next incremental plan lists the kernel again and rebuilds.
@@ -300,6 +311,48 @@ test('incremental plans with only set elements changed diff them against the las
   assert.ok(k.nft.dumps > d, 'a kind that failed is listed again');
   assert.deepEqual(r4.errors, []);
   assert.equal((await e2.plan(s3)).nft?.ops.length, 0, 'rebuilt: the kernel holds the desired table');
+});
+
+test('chains and sets added and gone since the last clean apply are written from it without a listing, with the element changes given', async () => {
+  const k = fakeKernel();
+  const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] });
+  const s = state(3);
+  assert.deepEqual((await e.sync(s)).errors, []);
+  const dumps = k.nft.dumps;
+  // A verdict map and the chain its element jumps to appear, the 'cluster' set goes; the
+  // base's own element array changes in place by exactly the changes given.
+  const t = s.nft;
+  const next: DesiredNftTable = {
+    ...t,
+    chains: [...t.chains, { name: 'fw-1' }],
+    sets: [t.sets[0]!, { name: 'firewall', key: ['ipv4_addr', 'inet_proto', 'inet_service'], map: 'verdict', elements: [] }],
+    rules: [...t.rules, { chain: 'prerouting', exprs: [...R.vmap([R.F.ipDaddr, R.F.l4proto, R.F.thDport], 'firewall')] }, { chain: 'fw-1', exprs: [R.drop()] }],
+  };
+  t.sets[0]!.elements.push({ key: ['10.96.0.9', 'tcp', 80] });
+  const jump = { key: ['10.96.0.9', 'tcp', 80], verdict: { code: 'jump' as const, chain: 'fw-1' } };
+  next.sets[1]!.elements.push(jump);
+  const nft = [
+    { family: 'ip' as const, table: 'ipvsync', set: 'services', add: [{ key: ['10.96.0.9', 'tcp', 80] }], delete: [] },
+    { family: 'ip' as const, table: 'ipvsync', set: 'firewall', add: [jump], delete: [] },
+  ];
+  const p = await e.plan({ ...s, nft: next }, { services: new Map(), nft });
+  assert.equal(k.nft.dumps, dumps, 'no nftables listing');
+  assert.deepEqual(
+    p.nft!.ops.map((o) => `${o.verb} ${o.kind}${o.kind === 'chain' ? ` ${o.chain.name}` : o.kind === 'set' || o.kind === 'elements' ? ` ${o.set.name}` : ''}`),
+    ['add set firewall', 'add chain fw-1', 'flush chain prerouting', 'add rule', 'add rule', 'add rule', 'add elements services', 'add elements firewall', 'delete set cluster'],
+  );
+  assert.deepEqual((await e.apply(p)).errors, []);
+  // A new engine knows nothing and lists the kernel: it holds exactly the new table.
+  const fresh = new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] });
+  assert.deepEqual((await fresh.plan({ ...s, nft: next })).nft?.ops, [], 'the kernel holds the new table');
+  assert.ok(k.nft.dumps > dumps, 'listed');
+
+  // And back: the chain goes after the element that jumped to it.
+  next.sets[1]!.elements.length = 0;
+  const back = await e.plan({ ...s, nft: { ...t, chains: t.chains, sets: [t.sets[0]!, next.sets[1]!], rules: t.rules } }, { services: new Map(), nft: [{ family: 'ip', table: 'ipvsync', set: 'firewall', add: [], delete: [jump] }] });
+  assert.deepEqual(back.nft!.ops.map((o) => `${o.verb} ${o.kind}`), ['flush chain', 'add rule', 'delete elements', 'flush chain', 'delete chain']);
+  assert.deepEqual((await e.apply(back)).errors, []);
+  assert.deepEqual((await new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] }).plan({ ...s, nft: { ...t, sets: [t.sets[0]!, next.sets[1]!] } })).nft?.ops, []);
 });
 
 test('a full plan takes the owned tables from the last clean apply while the nftables generation has not moved; any commit by anyone makes it list them again', async () => {
