@@ -319,7 +319,7 @@ const ipFamily = (cidr: string) => isIP(cidr.split('/')[0]!);
 const FIELDS: { [K in ConfigKey]: FlagSpec<ValueAt<K>> } = {
   mode: {
     kind: text<ProxyMode>((m, w) => (m !== 'ipvs' && m !== 'nftables' ? `must be "ipvs" or "nftables" (or empty: ipvs), not "${w}"` : undefined), (s) => s.trim() || 'ipvs'),
-    default: 'ipvs', flag: 'proxy-mode', help: 'the data plane: ipvs (default), or nftables (sync only so far: the kernel needs no IPVS)', sync: true,
+    default: 'ipvs', flag: 'proxy-mode', help: 'the data plane: ipvs (default), or nftables (the kernel needs no IPVS)', sync: true,
   },
   clusterCIDRs: {
     path: 'clusterCIDR',

@@ -1,5 +1,5 @@
 // Start and stop: a preflight that refuses to start without what the proxy needs (CAP_NET_ADMIN,
-// IPVS) and says what is missing; ordered shutdown on SIGTERM/SIGINT/SIGHUP, from the first line
+// the data plane) and says what is missing; ordered shutdown on SIGTERM/SIGINT/SIGHUP, from the first line
 // of startup on, that stops the sources, the runner and the servers but leaves the data plane
 // programmed (traffic keeps flowing while the proxy restarts; `ipvsync cleanup` is the way to
 // remove it).
@@ -20,8 +20,11 @@ export function hasCapability(procStatus: string, cap: number): boolean {
 export interface PreflightChecks {
   /** Resolves true when the process has CAP_NET_ADMIN. */
   capNetAdmin(): Promise<boolean>;
-  /** Resolves when IPVS answers (e.g. by opening an Ipvs handle); rejects otherwise. */
-  ipvs(): Promise<void>;
+  /** The data plane the proxy programs: 'IPVS' (default) or 'nftables'. */
+  plane?: 'IPVS' | 'nftables';
+  /** Resolves when the data plane answers (e.g. by opening an Ipvs or Nftables handle);
+   *  rejects otherwise. */
+  dataPlane(): Promise<void>;
 }
 
 export class PreflightError extends Error {
@@ -31,19 +34,21 @@ export class PreflightError extends Error {
   }
 }
 
-/** The real checks: /proc/self/status and an IPVS GET_INFO through `openIpvs`. */
-export function systemChecks(openIpvs: () => Promise<unknown>): PreflightChecks {
+/** The real checks: /proc/self/status and the data plane's handle opened through `open`
+ *  (IPVS: a GET_INFO; nftables: a GETGEN). */
+export function systemChecks(open: () => Promise<unknown>, plane: 'IPVS' | 'nftables' = 'IPVS'): PreflightChecks {
   return {
     capNetAdmin: async () => hasCapability(await readFile('/proc/self/status', 'utf8'), CAP_NET_ADMIN),
-    ipvs: async () => {
-      await openIpvs();
+    plane,
+    dataPlane: async () => {
+      await open();
     },
   };
 }
 
 /**
  * Runs every check and throws one PreflightError listing all problems. Without CAP_NET_ADMIN
- * the IPVS check is not run (it would fail with EPERM and say nothing new).
+ * the data plane's check is not run (it would fail with EPERM and say nothing new).
  */
 export async function preflight(checks: PreflightChecks): Promise<void> {
   const problems: string[] = [];
@@ -58,22 +63,26 @@ export async function preflight(checks: PreflightChecks): Promise<void> {
     problems.push('missing CAP_NET_ADMIN: run as root or grant the capability (in Kubernetes: a privileged container, or securityContext.capabilities.add: [NET_ADMIN])');
   if (cap) {
     try {
-      await checks.ipvs();
+      await checks.dataPlane();
     } catch (e) {
-      problems.push(ipvsProblem(e));
+      problems.push(dataPlaneProblem(e, checks.plane ?? 'IPVS'));
     }
   }
   if (problems.length) throw new PreflightError(problems);
 }
 
-function ipvsProblem(e: unknown): string {
+const MISSING = {
+  IPVS: 'load the ip_vs module on the node (modprobe ip_vs; in a container mount /lib/modules read-only so the kernel can autoload it) or use a kernel built with CONFIG_IP_VS',
+  nftables: 'use a kernel with nf_tables and its NAT (CONFIG_NF_TABLES, CONFIG_NFT_NAT), or load nf_tables on the node',
+};
+
+function dataPlaneProblem(e: unknown, plane: 'IPVS' | 'nftables'): string {
   if (e instanceof NetlinkError) {
-    if (e.kind === 'unsupported')
-      return `IPVS is not available in this kernel (${e.message}): load the ip_vs module on the node (modprobe ip_vs; in a container mount /lib/modules read-only so the kernel can autoload it) or use a kernel built with CONFIG_IP_VS`;
-    if (e.code === 'EPERM' || e.code === 'EACCES') return `IPVS refused access (${e.code}): CAP_NET_ADMIN is needed in the network namespace that owns the proxy's network`;
-    return `IPVS check failed: ${e.message} (${e.code}, ${e.kind})`;
+    if (e.kind === 'unsupported') return `${plane} is not available in this kernel (${e.message}): ${MISSING[plane]}`;
+    if (e.code === 'EPERM' || e.code === 'EACCES') return `${plane} refused access (${e.code}): CAP_NET_ADMIN is needed in the network namespace that owns the proxy's network`;
+    return `${plane} check failed: ${e.message} (${e.code}, ${e.kind})`;
   }
-  return `IPVS check failed: ${(e as Error)?.message ?? String(e)}`;
+  return `${plane} check failed: ${(e as Error)?.message ?? String(e)}`;
 }
 
 export interface StopStep {

@@ -10,8 +10,8 @@ import type { InformerError, ResourceName } from '../kube/informers.js';
 import { memoryPressure, type HandleOptions } from '../native.js';
 import { nodeAddresses } from '../proxy/node-addresses.js';
 import { ThreadedProxier } from '../proxy/sync-thread.js';
-import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
-import { ConfigError, loadConfig, nodeName, toProxierOptions, writeConfigTo } from './config.js';
+import { applySysctls, FORWARDING, proxySysctls } from '../proxy/sysctl.js';
+import { loadConfig, nodeName, toProxierOptions, writeConfigTo } from './config.js';
 import { HealthzServer, ProxierHealth, ServiceHealthServers } from './healthz.js';
 import { Lifecycle, preflight, systemChecks } from './lifecycle.js';
 import { createLogger } from './log.js';
@@ -27,8 +27,6 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
     await writeConfigTo(o.writeConfigTo, cfg);
     return;
   }
-  if (cfg.mode !== 'ipvs')
-    throw new ConfigError([{ path: '--proxy-mode', message: `"${cfg.mode}": the daemon runs the IPVS data plane only so far (\`ipvsync sync -f\` programs the nftables one)` }]);
   const log = createLogger({ level: cfg.logLevel });
   for (const w of warnings) log.warn('config', { warning: w });
   // Signals first: one during startup stops what has started so far, and the process exits,
@@ -45,22 +43,25 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
       onForce: () => process.exit(1),
     });
   });
-  await preflight(systemChecks(() => Ipvs.open(h)));
+  const nftMode = cfg.mode === 'nftables';
+  // (nftables loaded here only in its mode: the proxier's modules are the sync thread's)
+  await preflight(nftMode ? systemChecks(async () => (await import('../kernel/nftables.js')).Nftables.open(h), 'nftables') : systemChecks(() => Ipvs.open(h)));
 
   const glue = o.glue !== false;
   const kubeIpsets = o.kubeProxyIpsets === true;
   // The proxier runs on its own thread, which opens its own handles: this thread needs only
-  // IPVS (its timeouts) and the links (the node's addresses).
-  const ipvs = await Ipvs.open(h);
+  // the links (the node's addresses) and, in IPVS mode, IPVS (its timeouts and counters).
+  const ipvs = nftMode ? undefined : await Ipvs.open(h);
   const links = await Links.open(h);
   const addrs = cfg.nodeIPs.length ? cfg.nodeIPs : nodeAddresses(await links.addresses(), cfg.vipLink);
   const proxierOptions = toProxierOptions(cfg, { addresses: addrs, glue, kubeIpsets });
-  const proxier = await lc.until(ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue, handle: h } }));
+  const proxier = await lc.until(ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue, mode: cfg.mode, handle: h } }));
   if (!h.netns) {
-    for (const r of applySysctls(proxySysctls(cfg.ipvs.strictARP, cfg.ipvs.runEstimation))) if (!r.ok) log.warn('sysctl', { ...r });
+    const sysctls = nftMode ? [FORWARDING] : proxySysctls(cfg.ipvs.strictARP, cfg.ipvs.runEstimation);
+    for (const r of applySysctls(sysctls)) if (!r.ok) log.warn('sysctl', { ...r });
   }
   const timeouts = { tcp: cfg.ipvs.tcpTimeoutMs / 1000, tcpFin: cfg.ipvs.tcpFinTimeoutMs / 1000, udp: cfg.ipvs.udpTimeoutMs / 1000 };
-  if (timeouts.tcp || timeouts.tcpFin || timeouts.udp) {
+  if (ipvs && (timeouts.tcp || timeouts.tcpFin || timeouts.udp)) {
     const set = Object.fromEntries(Object.entries(timeouts).filter(([, v]) => v > 0));
     await ipvs.setTimeouts(set);
   }
@@ -68,10 +69,10 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
   const health = new ProxierHealth(2 * cfg.ipvs.syncPeriodMs);
   // The traffic counters, when asked for (ipvs.statsMetrics): one dump of every virtual server
   // (with its real servers for 'all') per scrape, on this thread's IPVS handle.
-  const stats = cfg.ipvs.statsMetrics;
+  const stats = ipvs ? cfg.ipvs.statsMetrics : 'none';
   const metrics = new ProxyMetrics({
     pending: () => proxier.pendingChanges,
-    ...(stats !== 'none' ? { ipvsStats: () => ipvs.services({ withDestinations: stats === 'all', stats: true }) } : {}),
+    ...(ipvs && stats !== 'none' ? { ipvsStats: () => ipvs.services({ withDestinations: stats === 'all', stats: true }) } : {}),
   });
   // As kube-proxy: on the node's addresses in nodePortAddresses when it is set, else on all.
   const nodePortCidrs = cfg.nodePortAddresses.map(parseCidr);
@@ -116,7 +117,7 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
     lc.onStop('healthz', () => hz.stop());
   }
   if (cfg.metricsBindAddress) {
-    const ms = new MetricsServer(metrics, { host: cfg.metricsBindAddress.host, port: cfg.metricsBindAddress.port, proxyMode: 'ipvs' });
+    const ms = new MetricsServer(metrics, { host: cfg.metricsBindAddress.host, port: cfg.metricsBindAddress.port, proxyMode: cfg.mode });
     await ms.start();
     lc.onStop('metrics', () => ms.stop());
   }

@@ -3,7 +3,7 @@
 // destinations a slice of services at a time) and written in chunks; between syncs it keeps the
 // ownership record (ownership.ts), the draining destinations and the invalid services' verdicts.
 import type { NetlinkError } from '../errors.js';
-import type { ConntrackApi } from '../kernel/conntrack.js';
+import { deleteFlows, type ConntrackApi } from '../kernel/conntrack.js';
 import type { IpSet, IpSetOp } from '../kernel/ipsets.js';
 import type { Destination, IpvsApi, IpvsOp, Service, ServiceId } from '../kernel/ipvs.js';
 import { anyContains, canonicalAddress, parseCidr, type Cidr } from '../net/address.js';
@@ -18,7 +18,6 @@ import {
   drainKey,
   indexObserved,
   staleServices,
-  type FlowFlush,
   type IpvsDelta,
   type IpvsDiffInput,
   type ObservedIndex,
@@ -250,7 +249,10 @@ export class IpvsReconciler {
     const flows = delta.flushFlows.filter((f) =>
       deleted.has(`${serviceKey({ protocol: f.protocol, address: f.service.address, port: f.service.port, family: f.family })}/${f.dest.address}/${f.dest.port}`),
     );
-    const flowsFlushed = flows.length && conntrack ? await flushFlows(conntrack, flows, errors) : 0;
+    // clients stop using a dead backend instead of waiting for the flow to time out
+    const flowsFlushed = flows.length && conntrack
+      ? await deleteFlows(conntrack, flows.map((f) => ({ family: f.family, proto: f.protocol, origDst: f.service.address, origDport: f.service.port, replySrc: f.dest.address, replySport: f.dest.port })), errors)
+      : 0;
     return { draining: this.draining.size, flowsFlushed };
   }
 
@@ -374,18 +376,3 @@ function goneServices(ops: readonly IpvsOp[], ok: ((i: number) => boolean) | und
   return out;
 }
 
-/** Deletes the conntrack flows of removed UDP/SCTP destinations: clients stop using a dead
- *  backend instead of waiting for the flow to time out. */
-async function flushFlows(ct: ConntrackApi, flows: FlowFlush[], errors: NetlinkError[]): Promise<number> {
-  let n = 0;
-  for (const f of flows) {
-    try {
-      const r = await ct.delete({ family: f.family, proto: f.protocol, origDst: f.service.address, origDport: f.service.port, replySrc: f.dest.address, replySport: f.dest.port });
-      n += r.deleted;
-      errors.push(...r.errors);
-    } catch (e) {
-      errors.push(e as NetlinkError);
-    }
-  }
-  return n;
-}

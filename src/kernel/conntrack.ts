@@ -31,6 +31,22 @@ export interface ConntrackApi {
   delete(filter: FlowFilter): Promise<DeleteFlowsResult>;
 }
 
+/** Deletes the flows each filter matches (one dump and one batch of deletes each); the
+ *  errors go to `errors`. Returns how many were deleted. */
+export async function deleteFlows(ct: ConntrackApi, filters: readonly FlowFilter[], errors: NetlinkError[]): Promise<number> {
+  let n = 0;
+  for (const f of filters) {
+    try {
+      const r = await ct.delete(f);
+      n += r.deleted;
+      errors.push(...r.errors);
+    } catch (e) {
+      errors.push(e as NetlinkError);
+    }
+  }
+  return n;
+}
+
 /**
  * Flows are dumped per family (the kernel filters by family) and matched in C++ against the
  * rest of the filter, as conntrack-tools does; only matching flows cross into JS.

@@ -179,6 +179,11 @@ class GroupTracker<T extends Meta> {
     return [...this.objects.values()];
   }
 
+  /** The objects' keys. */
+  keys(): string[] {
+    return [...this.objects.keys()];
+  }
+
   get size(): number {
     return this.objects.size;
   }

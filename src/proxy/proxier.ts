@@ -4,14 +4,15 @@
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { Engine, planWrites, type DesiredChanges, type EngineKernel, type Plan, type SyncReport } from '../engine/engine.js';
 import type { DesiredService } from '../engine/ipvs-model.js';
-import { EndpointSliceTracker, objectKey, ServiceTracker } from '../kube/change-tracker.js';
+import { EndpointSliceTracker, ServiceTracker } from '../kube/change-tracker.js';
 import { changedServices } from './ipvs/model-diff.js';
 import { TranslateCache, translate, translatePatch, type ServiceObjects } from './ipvs/translate.js';
-import type { ModelWarning, NodeInfo, ProxyConfig, TranslateInput } from '../kube/types.js';
+import type { NodeInfo, ProxyConfig, TranslateInput } from '../kube/types.js';
 import type { GlueSpec, ProxyModel } from './ipvs/types.js';
 import { GlueCache, desiredState } from './ipvs/desired.js';
-import { nftablesTables } from './nftables/table.js';
-import { localWithoutEndpoints, modelContext, notProgrammed, serviceModel, type ServiceModel } from '../kube/service-model.js';
+import { NftablesPlane, type ModelOrError, type PlaneStep } from './nftables/plane.js';
+import { deleteFlows, type FlowFilter } from '../kernel/conntrack.js';
+import { modelContext, serviceModel } from '../kube/service-model.js';
 import { compareText } from '../util/sorted.js';
 import { KUBE_IPSET_PREFIX } from './ipvs/kube-ipsets.js';
 
@@ -75,6 +76,10 @@ export class Proxier {
   /** The glue tables last built: reused, or patched when only hairpin changed. */
   private readonly glueCache = new GlueCache();
   private last: ProxyModel | undefined;
+  /** The nftables data plane's services and tables between syncs. */
+  private readonly plane = new NftablesPlane();
+  /** The flows the nftables plan of this sync leaves stale (deleted once it applied). */
+  private staleFlows: FlowFilter[] = [];
   private readonly vipLink: string;
   private readonly glue: boolean;
   node: NodeInfo;
@@ -141,7 +146,7 @@ export class Proxier {
    * whose virtual servers changed since the last sync (one GET each).
    */
   async plan(full: boolean): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number; triggerTimes: number[] }> {
-    if (this.opts.mode === 'nftables') return this.planNftables();
+    if (this.opts.mode === 'nftables') return this.planNftables(full);
     const serviceChanged = this.services.drain();
     const endpointsChanged = this.slices.drain();
     const triggerTimes = this.slices.lastTriggerTimes;
@@ -179,59 +184,53 @@ export class Proxier {
   }
 
   /**
-   * The nftables data plane's plan: every service's model, the tables from them, and every
-   * sync a full one (the engine compares the tables with the last ones it applied, or the
-   * kernel's). What the IPVS data plane leaves behind goes: the virtual servers it recorded
-   * (when there is an IPVS handle), its VIP addresses and its routes; the tables share the IPVS
-   * glue's names, so they are replaced. The model it reports has the semantics' parts (health checks, policies
+   * The nftables data plane's plan: the changed services patched into the plane's tables (an
+   * element change each; the tables' shape changes only with a new endpoint count or a
+   * source-range firewall), or, for a full sync, every service from nothing compared with the
+   * last tables (or the kernel's, when anyone committed since). What the IPVS data plane
+   * leaves behind goes in a full sync: the virtual servers it recorded (when there is an IPVS
+   * handle), its VIP addresses and its routes; the tables share the IPVS glue's names, so
+   * they are replaced. The model it reports has the semantics' parts (health checks, policies
    * without local endpoints, warnings) and no IPVS ones.
    */
-  private async planNftables(): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number; triggerTimes: number[] }> {
-    const serviceChanges = this.services.drain().size;
-    const endpointChanges = this.slices.drain().size;
+  private async planNftables(full: boolean): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number; triggerTimes: number[] }> {
+    const serviceChanged = this.services.drain();
+    const endpointsChanged = this.slices.drain();
     const triggerTimes = this.slices.lastTriggerTimes;
     const ctx = modelContext(this.node, this.opts.config);
-    const warnings: ModelWarning[] = [...ctx.warnings];
-    const models: ServiceModel[] = [];
-    // By name, as the IPVS data plane merges them: the first of two claiming a frontend keeps it.
-    const names = [...this.services.list()].map((s) => ({ s, name: objectKey(s) })).sort((a, b) => compareText(a.name, b.name));
-    for (const { s, name } of names) {
+    const ctxKey = JSON.stringify([this.node, this.opts.config]);
+    const modelOf = (name: string): ModelOrError | undefined => {
+      const s = this.services.get(name);
+      if (!s) return undefined;
       try {
-        const m = serviceModel(s, this.slices.members(name), ctx);
-        for (const message of [...m.warnings, ...notYetNftables(m)]) warnings.push({ service: name, message });
-        models.push(m);
-      } catch (e) {
-        warnings.push({ service: name, message: notProgrammed(e) });
+        return serviceModel(s, this.slices.members(name), ctx);
+      } catch (error) {
+        return { error };
       }
-    }
-    const nft = nftablesTables(models, ctx);
-    warnings.push(...nft.warnings);
-    // The IPVS data plane's VIP addresses go from its link, which is left (and not created).
-    const vips = this.kernel.links ? { vips: { link: this.vipLink, addresses: [], createLink: false } } : {};
-    const plan = await this.engine.plan({ services: [], routes: { routes: [] }, ...vips, nft: nft.tables });
-    const noLocal = { internal: 0, external: 0 };
-    const noLocalServices = new Set<string>();
-    for (const m of models)
-      for (const p of m.ports) {
-        const n = localWithoutEndpoints(p);
-        if (n.internal) noLocal.internal++;
-        if (n.external) noLocal.external++;
-        if (n.internal || n.external) noLocalServices.add(m.name);
-      }
-    const model: ProxyModel = {
-      services: [],
-      vips: [],
-      glue: emptyGlue(),
-      healthChecks: models.flatMap((m) => (m.healthCheck ? [m.healthCheck] : [])).sort((a, b) => a.nodePort - b.nodePort),
-      noLocalEndpoints: [...noLocalServices].sort(),
-      noLocalEndpointsTotal: noLocal,
-      warnings,
     };
-    return { plan, model, serviceChanges, endpointChanges, triggerTimes };
+    let step: PlaneStep | undefined;
+    if (!full && this.plane.canPatch(ctxKey)) {
+      const names = [...new Set([...serviceChanged, ...endpointsChanged])].sort(compareText);
+      step = this.plane.patch(names.map((n) => [n, modelOf(n)] as const));
+    }
+    // By name, as the IPVS data plane merges them: the first of two claiming a frontend keeps it.
+    step ??= this.plane.rebuild([...this.services.keys()].sort(compareText).map((n) => [n, modelOf(n)!] as const), ctx, ctxKey);
+    this.staleFlows = step.staleFlows;
+    const nft = this.plane.tables();
+    let plan: Plan;
+    if (step.changes) plan = await this.engine.plan({ services: [], nft }, { services: new Map(), nft: step.changes });
+    else {
+      // The IPVS data plane's VIP addresses go from its link, which is left (and not created).
+      const vips = this.kernel.links ? { vips: { link: this.vipLink, addresses: [], createLink: false } } : {};
+      plan = await this.engine.plan({ services: [], routes: { routes: [] }, ...vips, nft });
+    }
+    const model: ProxyModel = { services: [], vips: [], glue: emptyGlue(), ...this.plane.summary() };
+    return { plan, model, serviceChanges: serviceChanged.size, endpointChanges: endpointsChanged.size, triggerTimes };
   }
 
   /** Plans and applies; remembers the model as the base of the next incremental sync. */
   async sync(full: boolean): Promise<ProxySyncResult> {
+    if (this.opts.mode === 'nftables') return this.syncNftables(full);
     const { plan, model, serviceChanges, endpointChanges, triggerTimes } = await this.plan(full);
     if (plan.mode === 'full') this.opts.collectGarbage?.();
     const report = await this.engine.apply(plan);
@@ -239,17 +238,27 @@ export class Proxier {
     this.last = report.errors.length ? undefined : model;
     return { model, report, serviceChanges, endpointChanges, triggerTimes };
   }
-}
 
-/** What of a service the nftables data plane does not program yet, said rather than left out
- *  silently. */
-function notYetNftables(m: ServiceModel): string[] {
-  const out: string[] = [];
-  if (m.ports.some((p) => p.affinityTimeout > 0)) out.push('sessionAffinity ClientIP is not programmed by the nftables data plane yet: connections are spread without it');
-  if (m.ports.some((p) => p.sourceRanges.cidrs.length > 0 && p.loadBalancerIPs.length > 0))
-    out.push('loadBalancerSourceRanges are not enforced by the nftables data plane yet: every source reaches the load-balancer IPs');
-  if (m.healthCheck) out.push('healthCheckNodePort is not served in the nftables data plane yet');
-  return out;
+  /** The nftables data plane's sync: a sync that failed, or threw, leaves the plane and the
+   *  engine knowing nothing (the plane's tables changed in place for it), so the next one
+   *  builds from nothing and lists the kernel. Once applied, the flows it left stale go. */
+  private async syncNftables(full: boolean): Promise<ProxySyncResult> {
+    try {
+      const { plan, model, serviceChanges, endpointChanges, triggerTimes } = await this.plan(full);
+      const report = await this.engine.apply(plan);
+      if (report.errors.length) this.forgetNftables();
+      else if (this.kernel.conntrack && this.staleFlows.length) report.flowsFlushed = await deleteFlows(this.kernel.conntrack, this.staleFlows, report.errors);
+      return { model, report, serviceChanges, endpointChanges, triggerTimes };
+    } catch (e) {
+      this.forgetNftables();
+      throw e;
+    }
+  }
+
+  private forgetNftables(): void {
+    this.plane.reset();
+    this.engine.forgetNftTables();
+  }
 }
 
 /** No glue: the nftables data plane's model has none. */

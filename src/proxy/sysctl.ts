@@ -1,4 +1,4 @@
-// The sysctls kube-proxy's IPVS mode sets, written to /proc/sys directly (no process). They
+// The sysctls kube-proxy sets (its IPVS mode's), written to /proc/sys directly (no process). They
 // belong to the network namespace of the calling process.
 import { readFileSync, writeFileSync } from 'node:fs';
 
@@ -16,6 +16,9 @@ export function runEstimationSysctl(on: boolean): [string, string] {
   return ['net/ipv4/vs/run_estimation', on ? '1' : '0'];
 }
 
+/** Forwarding: the node routes the traffic it translated to the pods (both data planes). */
+export const FORWARDING: [string, string] = ['net/ipv4/ip_forward', '1'];
+
 /** net.ipv4.vs.conntrack=1 lets IPVS-forwarded packets through conntrack, so the nftables
  *  masquerade applies; expire_nodest_conn / expire_quiescent_template drop connections and
  *  persistence templates of removed or weight-0 real servers; strict ARP keeps the node from
@@ -23,7 +26,7 @@ export function runEstimationSysctl(on: boolean): [string, string] {
  *  runEstimationSysctl. */
 export function proxySysctls(strictARP: boolean, runEstimation?: boolean): Array<[string, string]> {
   const s: Array<[string, string]> = [
-    ['net/ipv4/ip_forward', '1'],
+    FORWARDING,
     ['net/ipv4/vs/conntrack', '1'],
     ['net/ipv4/vs/expire_nodest_conn', '1'],
     ['net/ipv4/vs/expire_quiescent_template', '1'],

@@ -1,6 +1,6 @@
 // The nftables data plane on the machine's own kernel, with real connections: three "pods"
 // (network namespaces on a bridge, HTTP on 8080) and an outside client, this namespace the
-// node. Services and EndpointSlices go through the service model and nftablesTables into the
+// node. Services and EndpointSlices go through the service model and the nftables plane into the
 // engine; requests then go through the cluster IP and the NodePort (spread over every pod,
 // masqueraded from outside the cluster CIDR), from a pod (not masqueraded) and to itself
 // (hairpin: masqueraded), to a service without endpoints and to a port that is no service (refused at once), to an
@@ -10,7 +10,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,8 +20,9 @@ import { Engine } from '../../src/engine/engine.js';
 import { Nftables } from '../../src/kernel/nftables.js';
 import { groupSlices, modelContext, serviceModel } from '../../src/kube/service-model.js';
 import { objectKey } from '../../src/kube/change-tracker.js';
-import { nftablesTables } from '../../src/proxy/nftables/table.js';
+import { NftablesPlane } from '../../src/proxy/nftables/plane.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
+import { waitFor } from '../e2e/helpers/kernel.js';
 
 const ip = (...a: string[]) => execFileSync('ip', a, { encoding: 'utf8' });
 const PODS = [
@@ -34,8 +36,32 @@ const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'cl
 const CLIENT = 'np-client';
 
 const SERVER = (name: string, addr: string) => `
+require('node:dgram').createSocket('udp4').on('message', function (m, r) { this.send('${name}', r.port, r.address); }).bind(5353, '${addr}');
 require('node:http').createServer((q, r) => r.end('${name} ' + q.socket.remoteAddress.replace('::ffff:', ''))).listen(8080, '${addr}', () => console.log('ready'));
 `;
+
+/** UDP datagrams from one source port, one after the other: each answer (a pod name) or
+ *  'timeout'. */
+const UDP_CLIENT = `
+const [host, port, count, sport] = process.argv.slice(1);
+const s = require('node:dgram').createSocket('udp4');
+const out = [];
+s.bind(+sport, () => {
+  const one = (i) => {
+    if (i >= +count) return (console.log(JSON.stringify(out)), s.close());
+    const t = setTimeout(() => (s.removeAllListeners('message'), out.push('timeout'), one(i + 1)), 1000);
+    s.once('message', (m) => (clearTimeout(t), out.push(String(m)), one(i + 1)));
+    s.send('q', +port, host);
+  };
+  one(0);
+});
+`;
+
+function datagrams(ns: string, host: string, port: number, count: number, sport: number): string[] {
+  const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, '-e', UDP_CLIENT, host, String(port), String(count), String(sport)], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout) as string[];
+}
 
 /** `count` new connections, one after the other, each answer or error code in order. */
 const CLIENT_SCRIPT = `
@@ -95,9 +121,10 @@ function desired(objs: ReturnType<typeof services>) {
   const ctx = modelContext({ name: 'node-a', addresses: [NODE_IP, '10.244.1.1', '127.0.0.1'] }, { clusterCIDRs: ['10.244.0.0/16'] });
   const bySvc = groupSlices(objs.slices);
   const models = objs.services.map((s) => serviceModel(s, bySvc.get(objectKey(s)) ?? [], ctx));
-  const { tables, warnings } = nftablesTables(models, ctx);
-  assert.deepEqual(warnings, []);
-  return { services: [], nft: tables };
+  const plane = new NftablesPlane();
+  plane.rebuild(models.map((m) => [m.name, m] as const), ctx, '');
+  assert.deepEqual(plane.summary().warnings, []);
+  return { services: [], nft: plane.tables() };
 }
 
 /** The node (this namespace), four pods on a bridge and a client, the pods serving HTTP. */
@@ -188,7 +215,7 @@ test('nftables data plane: spread, NodePort, masquerade, reject and drop on real
   assert.equal(maps.get('endpoints-3')!.elem.length, 3 * 3, 'web: its cluster IP and two NodePort addresses (10.9.0.1, 10.244.1.1), three endpoints each');
   assert.equal(maps.get('endpoints-1')!.elem.length, 1, "local: its cluster IP (its NodePorts drop: no endpoint here); empty: none");
   const mods = ruleset.nftables.filter((o) => o.rule?.chain === 'services').map((o) => JSON.stringify(o.rule.expr).match(/"mod":(\d+)/)?.[1]).filter(Boolean);
-  assert.deepEqual(mods, ['1', '3'], 'one dnat rule per endpoint count');
+  assert.deepEqual(mods.sort(), ['1', '3'], 'one dnat rule per endpoint count');
   const flows = execFileSync('conntrack', ['-L', '-d', '10.96.0.10', '-p', 'tcp'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
   for (const p of three) assert.match(flows, new RegExp(`dst=10\\.96\\.0\\.10 .*src=${p.ip.replace(/\./g, '\\.')} `), `a flow DNATed to ${p.ip}`);
 
@@ -234,8 +261,82 @@ test('ipvsync sync -f --proxy-mode nftables: the same data plane from manifests,
   assert.equal(again.status, 0, again.stderr);
   assert.match(again.stdout, /nothing to change/);
   assert.match(execFileSync('nft', ['list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' }), /numgen random mod 3 map @endpoints-3/);
-  // The daemon does not run this data plane yet: it says so and stops (bad input).
-  const daemon = spawnSync(process.execPath, [CLI, 'proxy', '--proxy-mode', 'nftables', '--manifests', dir], { encoding: 'utf8', timeout: 30_000 });
-  assert.equal(daemon.status, 2, daemon.stderr);
-  assert.match(daemon.stderr, /--proxy-mode: "nftables": the daemon runs the IPVS data plane only so far/);
+});
+
+test('ipvsync proxy --proxy-mode nftables: the daemon on a manifests folder; a change is a few element writes; source ranges, UDP flows of a removed endpoint flushed', async (t) => {
+  await topology(t);
+  const dir = mkdtempSync(join(tmpdir(), 'nft-daemon-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const lb = (ranges: string[]) =>
+    svc('lb', { type: 'LoadBalancer', clusterIP: '10.96.0.40', ports: [{ port: 80, nodePort: 30040 }], loadBalancerSourceRanges: ranges }, { ingress: [{ ip: '192.0.2.10' }] });
+  const dns = svc('dns', { clusterIP: '10.96.0.53', ports: [{ name: 'dns', port: 53, protocol: 'UDP' }] });
+  const dnsSlice = (pods: typeof PODS) => slice('dns', 'dns-1', [{ name: 'dns', port: 5353, protocol: 'UDP' }], pods.map((p) => ({ ip: p.ip, node: p.node })));
+  const lbSlice = slice('lb', 'lb-1', [{ port: 8080 }], [{ ip: PODS[1]!.ip, node: 'node-b' }]);
+  const write = (web: typeof PODS, ranges: string[], dnsPods: typeof PODS) => {
+    const objs = services(web);
+    const items = [...objs.services, ...objs.slices, lb(ranges), lbSlice, dns, dnsSlice(dnsPods)];
+    // atomically, as a deploy tool would: the daemon reads either version, never half of one
+    writeFileSync(join(dir, '.objects.tmp'), JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
+    renameSync(join(dir, '.objects.tmp'), join(dir, 'objects.json'));
+  };
+  write(PODS.slice(0, 3), ['10.9.0.0/24'], PODS.slice(0, 3));
+  const daemon = spawn(
+    process.execPath,
+    [CLI, 'proxy', '--proxy-mode', 'nftables', '--manifests', dir, '--hostname-override', 'node-a', '--node-ip', NODE_IP, '--cluster-cidr', '10.244.0.0/16', '--metrics-bind-address', '127.0.0.1:10249', '--healthz-bind-address', '127.0.0.1:10256'],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  const exited = new Promise<number | null>((resolve) => daemon.once('exit', (c) => resolve(c)));
+  t.after(() => daemon.kill('SIGKILL'));
+  const log: Array<Record<string, any>> = [];
+  let text = '';
+  createInterface({ input: daemon.stderr! }).on('line', (l) => {
+    text += `${l}\n`;
+    if (l.startsWith('{')) log.push(JSON.parse(l) as Record<string, any>);
+  });
+  const syncs = () => log.filter((l) => l.msg === 'sync');
+  const last = async () => `daemon log:\n${text}`;
+  await waitFor('the first sync', async () => (syncs().length ? true : undefined), { timeoutMs: 30_000, last });
+  assert.equal(syncs()[0]!.errors, 0, text);
+  assert.equal(await (await fetch('http://127.0.0.1:10249/proxyMode')).text(), 'nftables');
+  assert.equal((await fetch('http://127.0.0.1:10256/healthz')).status, 200);
+
+  const via = tally(requests(CLIENT, '10.96.0.10', 80, 30));
+  assert.deepEqual(via.errors, []);
+  assert.deepEqual(Object.keys(via.pods).sort(), ['pa', 'pb', 'pc']);
+  assert.deepEqual(requests(CLIENT, '192.0.2.10', 80, 2), ['pb 10.244.1.1', 'pb 10.244.1.1'], 'the client is in the source range');
+  const firstAnswer = datagrams(CLIENT, '10.96.0.53', 53, 1, 40053)[0]!;
+  const udpPod = PODS.find((p) => p.ns === `np-${firstAnswer}`)!;
+  assert.ok(udpPod, `a UDP answer from a pod: ${firstAnswer}`);
+  assert.deepEqual(datagrams(CLIENT, '10.96.0.53', 53, 3, 40053), [firstAnswer, firstAnswer, firstAnswer], 'one flow, one pod');
+
+  // One endpoint replaced (pc -> pd): one incremental sync of two element writes.
+  const before = syncs().length;
+  write([PODS[0]!, PODS[1]!, PODS[3]!], ['10.9.0.0/24'], PODS.slice(0, 3));
+  await waitFor('the change synced', async () => (syncs().slice(before).some((l) => l.writes > 0) ? true : undefined), { timeoutMs: 30_000, last });
+  // (a folder event that changed nothing syncs too, writing nothing)
+  const change = syncs().slice(before);
+  assert.ok(change.every((l) => l.mode === 'incremental' && l.errors === 0), text);
+  assert.deepEqual(change.map((l) => l.writes).filter((w) => w > 0), [2], text);
+  const moved = tally(requests(CLIENT, '10.96.0.10', 80, 30));
+  assert.deepEqual(Object.keys(moved.pods).sort(), ['pa', 'pb', 'pd']);
+
+  // The client leaves the source range (dropped before the dnat); the UDP pod that answered
+  // leaves the dns endpoints: its flow is deleted, and the same client port reaches another.
+  const before2 = syncs().length;
+  write([PODS[0]!, PODS[1]!, PODS[3]!], ['198.51.100.0/24'], PODS.slice(0, 3).filter((p) => p !== udpPod));
+  await waitFor('the second change synced', async () => (syncs().slice(before2).some((l) => l.writes > 0) ? true : undefined), { timeoutMs: 30_000, last });
+  assert.ok(syncs().slice(before2).every((l) => l.mode === 'incremental' && l.errors === 0), text);
+  assert.deepEqual(requests(CLIENT, '192.0.2.10', 80, 1, 1000), ['error TIMEOUT'], 'outside the source ranges: dropped');
+  assert.deepEqual(tally(requests(CLIENT, '10.96.0.40', 80, 1)).errors, [], 'the cluster IP has no source ranges');
+  const flows = execFileSync('conntrack', ['-L', '-p', 'udp', '-d', '10.96.0.53'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  assert.doesNotMatch(flows, new RegExp(`src=${udpPod.ip.replace(/\./g, '\\.')} `), `the flow to ${udpPod.ip} is gone:\n${flows}`);
+  const next = datagrams(CLIENT, '10.96.0.53', 53, 1, 40053)[0]!;
+  assert.notEqual(next, firstAnswer);
+  assert.ok(['pa', 'pb', 'pc'].includes(next), next);
+
+  // Stopped: the data plane stays in place.
+  daemon.kill('SIGTERM');
+  assert.equal(await exited, 0, text);
+  assert.match(execFileSync('nft', ['list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' }), /numgen random mod 3 map @endpoints-3/);
+  assert.deepEqual(tally(requests(CLIENT, '10.96.0.10', 80, 3)).errors, []);
 });

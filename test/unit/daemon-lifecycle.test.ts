@@ -61,11 +61,11 @@ test('CapEff parsing: bit 12 is CAP_NET_ADMIN', () => {
 
 test('preflight: passes, or names exactly what is missing', async () => {
   let ipvsCalls = 0;
-  const ok = { capNetAdmin: async () => true, ipvs: async () => void ipvsCalls++ };
+  const ok = { capNetAdmin: async () => true, dataPlane: async () => void ipvsCalls++ };
   await preflight(ok);
   assert.equal(ipvsCalls, 1);
 
-  const noCap = { capNetAdmin: async () => false, ipvs: async () => void ipvsCalls++ };
+  const noCap = { capNetAdmin: async () => false, dataPlane: async () => void ipvsCalls++ };
   await assert.rejects(preflight(noCap), (e: PreflightError) => {
     assert.equal(e.problems.length, 1);
     assert.match(e.problems[0]!, /^missing CAP_NET_ADMIN: run as root or grant the capability/);
@@ -74,15 +74,18 @@ test('preflight: passes, or names exactly what is missing', async () => {
   assert.equal(ipvsCalls, 1, 'the IPVS check is not run without the capability');
 
   const unsupported = new NetlinkError({ message: 'the kernel has no generic netlink family IPVS (kernel module ip_vs is not loaded)', code: 'ENOENT', errno: 2, kind: 'unsupported', op: 'resolve' });
-  await assert.rejects(preflight({ capNetAdmin: async () => true, ipvs: async () => Promise.reject(unsupported) }), (e: PreflightError) => {
+  await assert.rejects(preflight({ capNetAdmin: async () => true, dataPlane: async () => Promise.reject(unsupported) }), (e: PreflightError) => {
     assert.deepEqual(e.problems.length, 1);
     assert.match(e.problems[0]!, /^IPVS is not available in this kernel \(the kernel has no generic netlink family IPVS \(kernel module ip_vs is not loaded\)\): load the ip_vs module/);
     assert.match(e.message, /^cannot start:\n {2}- IPVS is not available/);
     return true;
   });
   const eperm = new NetlinkError({ message: 'Operation not permitted', code: 'EPERM', errno: 1, kind: 'kernel', op: 'info' });
-  await assert.rejects(preflight({ capNetAdmin: async () => true, ipvs: async () => Promise.reject(eperm) }), /IPVS refused access \(EPERM\)/);
-  await assert.rejects(preflight({ capNetAdmin: async () => Promise.reject(new Error('EACCES')), ipvs: async () => {} }), /cannot read the process capabilities: EACCES/);
+  await assert.rejects(preflight({ capNetAdmin: async () => true, dataPlane: async () => Promise.reject(eperm) }), /IPVS refused access \(EPERM\)/);
+  await assert.rejects(preflight({ capNetAdmin: async () => Promise.reject(new Error('EACCES')), dataPlane: async () => {} }), /cannot read the process capabilities: EACCES/);
+  // the nftables data plane is named as such, with its own remedy
+  const noNft = new NetlinkError({ message: 'nf_tables is not available', code: 'EPROTONOSUPPORT', errno: 93, kind: 'unsupported', op: 'open' });
+  await assert.rejects(preflight({ capNetAdmin: async () => true, plane: 'nftables', dataPlane: async () => Promise.reject(noNft) }), /nftables is not available in this kernel \(nf_tables is not available\): use a kernel with nf_tables and its NAT/);
 });
 
 test('preflight against this machine agrees with /proc and with IPVS itself', async () => {

@@ -4,7 +4,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { modelContext, serviceModel } from '../../src/kube/service-model.js';
-import { nftablesTables } from '../../src/proxy/nftables/table.js';
+import { NftablesPlane } from '../../src/proxy/nftables/plane.js';
+import type { ServiceModel } from '../../src/kube/service-model.js';
 import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
 import { Proxier } from '../../src/proxy/proxier.js';
@@ -15,7 +16,13 @@ const eps = (n: number, base: string, node = 'node-b') => Array.from({ length: n
 function model(name: string, clusterIP: string, endpoints: ReturnType<typeof eps>, spec: Record<string, unknown> = {}) {
   return serviceModel(svc(name, { clusterIP, ports: [{ name: 'http', port: 80 }], ...spec }), [slice(name, `${name}-1`, [{ name: 'http', port: 8080 }], endpoints)], ctx);
 }
-const set = (t: DesiredNftTable, name: string) => t.sets.find((s) => s.name === name)!.elements.map((e) => [...e.key, ...(e.data === undefined ? [] : [e.data].flat())].join(' '));
+const set = (t: DesiredNftTable, name: string) => t.sets.find((s) => s.name === name)!.elements.map((e) => [...e.key, ...(e.data === undefined ? [] : [e.data].flat())].join(' ')).sort();
+/** The tables of these services built from nothing, and the services' warnings. */
+function nftablesTables(models: ServiceModel[], c = ctx) {
+  const plane = new NftablesPlane();
+  plane.rebuild(models.map((m) => [m.name, m] as const), c, '');
+  return { tables: plane.tables(), warnings: plane.summary().warnings.filter((w) => w.service !== '') };
+}
 const shape = (t: DesiredNftTable) => ({ chains: t.chains, rules: t.rules, sets: t.sets.map(({ elements: _e, ...decl }) => decl) });
 
 test('the rules and chains are the same for 1 and 300 services with the same endpoint counts: services are elements', () => {

@@ -17,6 +17,10 @@
 //   nat postrouting: masquerade what carries the mark; hairpin (an endpoint that reached
 //       itself through its service: the pods' bridge ports need hairpin mode, as for
 //       kube-proxy, docs/kube-proxy.md)
+//   filter firewall (prerouting and output, before the dnat): a load-balancer IP with
+//       loadBalancerSourceRanges jumps to its own chain (a verdict map element), which returns
+//       for an allowed source and drops the rest: the only per-service chains, made and
+//       removed with such a frontend, not with its endpoints
 //   filter prerouting (after the dnat) and output: new connections to a frontend without
 //       endpoints are rejected (no endpoint anywhere) or dropped (a Local traffic policy with
 //       none on this node), and to a cluster IP on a port that is no service, rejected. In
@@ -30,90 +34,157 @@
 import type { DesiredNftTable } from '../../engine/nft-diff.js';
 import type { Expr } from '../../kernel/nft-expr.js';
 import * as R from '../../kernel/nft-rules.js';
+import type { IpvsProtocol } from '../../kernel/ipvs.js';
 import type { KeyValue } from '../../kernel/nft-types.js';
 import type { SetElement } from '../../kernel/nftables.js';
-import { frontendEndpoints, frontends, type Frontend, type ModelContext, type ServiceModel, type ServicePortModel } from '../../kube/service-model.js';
-import type { ModelWarning } from '../../kube/types.js';
-import { compareElements, FIELDS, fam, uniq, uniqText, type Fam } from '../nft-sets.js';
-import { isLoopback } from '../../net/address.js';
+import { frontendEndpoints, frontends, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
+import { inAny } from '../../kube/address.js';
+import { canonicalAddress, isLoopback } from '../../net/address.js';
+import { firewallChain } from '../ipvs/glue.js';
+import { FIELDS, fam, uniqText, type Fam } from '../nft-sets.js';
 
 /** The table of each family (the IPVS glue's name: a switch of data plane replaces one table
  *  with the other, and the ownership rule stays one name per family). */
 export const NFT_PROXY_TABLE = 'ipvsync';
 export const MASQ_MARK = 0x4000;
 
-/** What the model translates into, per family. */
-interface Elements {
-  /** By endpoint count: the endpoints-N map's elements. */
-  endpoints: Map<number, SetElement[]>;
-  clusterIps: SetElement[];
-  externalIps: SetElement[];
-  reject: SetElement[];
-  drop: SetElement[];
-  hairpin: SetElement[];
-  clusterAddrs: SetElement[];
+type DesiredSet = DesiredNftTable['sets'][number];
+/** A set of the table without its elements. */
+export type SetDecl = Omit<DesiredSet, 'elements' | 'order'>;
+
+/** One element a service puts into a family's table. */
+export interface ServiceElement {
+  family: Fam;
+  set: string;
+  element: SetElement;
 }
 
-const emptyElements = (): Elements => ({
-  endpoints: new Map(), clusterIps: [], externalIps: [], reject: [], drop: [], hairpin: [], clusterAddrs: [],
-});
-
-export interface NftTablesResult {
-  tables: DesiredNftTable[];
-  /** Frontends two service ports claim: the first (in the models' order) keeps it. */
-  warnings: ModelWarning[];
+/** A load-balancer frontend's source-range firewall: its own chain. */
+export interface Firewall {
+  chain: string;
+  /** The load-balancer IP. */
+  address: string;
+  /** The allowed sources, as CIDRs of the frontend's family. */
+  cidrs: string[];
+  /** A node address is allowed: the frontend's own address is too (the node's traffic to
+   *  it leaves with it as source). */
+  allowFromNode: boolean;
 }
 
-/** The tables (ip, then ip6: both always, so a family's last service leaves an empty table,
- *  not a stale one) for these services under this node and configuration. */
-export function nftablesTables(models: readonly ServiceModel[], ctx: ModelContext): NftTablesResult {
-  const by: Record<Fam, Elements> = { ip: emptyElements(), ip6: emptyElements() };
-  const owners = new Map<string, string>();
-  const warnings: ModelWarning[] = [];
-  for (const m of models)
-    for (const p of m.ports) {
-      const e = by[p.family === 'inet' ? 'ip' : 'ip6'];
-      e.clusterAddrs.push({ key: [p.clusterIP] });
-      for (const fe of frontends(p, ctx)) {
-        // no NodePort on loopback: DNAT of 127.0.0.1 to a pod needs route_localnet
-        if (fe.kind === 'nodePort' && isLoopback(fe.address)) continue;
-        const tuple: KeyValue[] = [fe.address, p.protocol, fe.port];
-        const key = tuple.join(' ');
-        const owner = owners.get(key);
-        if (owner !== undefined) {
-          if (owner !== p.name) warnings.push({ service: p.service, message: `${fe.address}:${fe.port}/${p.protocol} already belongs to ${owner}, ignored` });
-          continue;
-        }
-        owners.set(key, p.name);
-        addFrontend(e, p, fe, tuple);
+/** A frontend of a service port, (address, protocol, port), and all it puts into the table. */
+export interface FrontendPart {
+  /** "address protocol port", the address canonical: one owner per key. */
+  key: string;
+  /** The service port's name ("namespace/name:port"). */
+  portName: string;
+  family: Fam;
+  protocol: IpvsProtocol;
+  address: string;
+  port: number;
+  /** The endpoints behind it, as (address, port). */
+  endpoints: Array<readonly [string, number]>;
+  elements: ServiceElement[];
+  firewall?: Firewall;
+}
+
+/** What one service puts into the tables: per frontend, and its cluster IPs. */
+export interface ServiceParts {
+  frontends: FrontendPart[];
+  clusterAddrs: ServiceElement[];
+}
+
+/** A service's frontends and elements under this node and configuration. */
+export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
+  const out: ServiceParts = { frontends: [], clusterAddrs: [] };
+  for (const p of m.ports) {
+    const family = p.family === 'inet' ? 'ip' : 'ip6';
+    out.clusterAddrs.push({ family, set: 'cluster-addrs', element: { key: [p.clusterIP] } });
+    for (const fe of frontends(p, ctx)) {
+      // no NodePort on loopback: DNAT of 127.0.0.1 to a pod needs route_localnet
+      if (fe.kind === 'nodePort' && isLoopback(fe.address)) continue;
+      const tuple: KeyValue[] = [fe.address, p.protocol, fe.port];
+      const eps = frontendEndpoints(p, fe);
+      const elements: ServiceElement[] = [];
+      const put = (set: string, element: SetElement) => elements.push({ family, set, element });
+      if (fe.kind === 'clusterIP') put('cluster-ips', { key: tuple });
+      else if (!p.externalLocal) put('external-ips', { key: tuple });
+      // No endpoint at all: refused at once. Endpoints elsewhere but a Local policy: dropped.
+      if (eps.length === 0) put(p.cluster.length === 0 && p.local.length === 0 ? 'reject-services' : 'drop-services', { key: tuple });
+      eps.forEach((ep, i) => {
+        put(endpointsMap(eps.length), { key: [...tuple, i], data: [ep.address, ep.port] });
+        if (ep.local) put('hairpin', { key: [ep.address, p.protocol, ep.port, ep.address] });
+      });
+      const part: FrontendPart = {
+        key: `${canonicalAddress(fe.address)} ${p.protocol} ${fe.port}`,
+        portName: p.name,
+        family,
+        protocol: p.protocol,
+        address: fe.address,
+        port: fe.port,
+        endpoints: eps.map((ep) => [ep.address, ep.port] as const),
+        elements,
+      };
+      if (fe.kind === 'loadBalancer' && p.sourceRanges.cidrs.length) {
+        const chain = firewallChain(fe.address, p.protocol, fe.port);
+        part.firewall = { chain, address: fe.address, cidrs: [...p.sourceRanges.texts].sort(), allowFromNode: [...ctx.nodeAddresses].some((a) => !isLoopback(a) && inAny(p.sourceRanges, a)) };
+        put('firewall', { key: tuple, verdict: { code: 'jump', chain } });
       }
+      out.frontends.push(part);
     }
-  return { tables: [table('ip', by.ip, ctx), table('ip6', by.ip6, ctx)], warnings };
-}
-
-function addFrontend(e: Elements, p: ServicePortModel, fe: Frontend, tuple: KeyValue[]): void {
-  const eps = frontendEndpoints(p, fe);
-  if (fe.kind === 'clusterIP') e.clusterIps.push({ key: tuple });
-  else if (!p.externalLocal) e.externalIps.push({ key: tuple });
-  if (eps.length === 0) {
-    // No endpoint at all: refused at once. Endpoints elsewhere but a Local policy: dropped.
-    (p.cluster.length === 0 && p.local.length === 0 ? e.reject : e.drop).push({ key: tuple });
-    return;
   }
-  let map = e.endpoints.get(eps.length);
-  if (!map) e.endpoints.set(eps.length, (map = []));
-  eps.forEach((ep, i) => {
-    map.push({ key: [...tuple, i], data: [ep.address, ep.port] });
-    if (ep.local) e.hairpin.push({ key: [ep.address, p.protocol, ep.port, ep.address] });
-  });
+  return out;
 }
 
-function table(family: Fam, e: Elements, ctx: ModelContext): DesiredNftTable {
+/** The endpoint counts' maps: `endpoints-N` holds the frontends with N endpoints. */
+export function endpointsMap(n: number): string {
+  return `endpoints-${n}`;
+}
+
+/** What a family's table is made of besides the services' elements. */
+export interface TableShape {
+  /** The endpoint counts with a map and a dnat rule, in the order their rules were made. */
+  sizes: readonly number[];
+  /** The source-range firewalls, by chain. */
+  firewalls: ReadonlyMap<string, Firewall>;
+}
+
+/** The declaration of a set of the family's table, by name. */
+export function setDecl(family: Fam, name: string): SetDecl {
   const F = FIELDS[family];
   const svcKey = [F.addr, 'inet_proto', 'inet_service'] as const;
+  if (name.startsWith('endpoints-')) return { name, key: [...svcKey, 'mark'], map: [F.addr, 'inet_service'] };
+  switch (name) {
+    case 'service-protocols':
+      return { name, key: ['inet_proto'] };
+    case 'cluster-cidrs':
+      return { name, key: [F.addr], interval: true };
+    case 'hairpin':
+      return { name, key: [F.addr, 'inet_proto', 'inet_service', F.addr] };
+    case 'cluster-addrs':
+      return { name, key: [F.addr] };
+    case 'firewall':
+      return { name, key: [...svcKey], map: 'verdict' };
+    default:
+      return { name, key: [...svcKey] };
+  }
+}
+
+/** The sets every table has (the endpoints maps come and go with the counts). */
+export const FIXED_SETS = ['service-protocols', 'cluster-ips', 'external-ips', 'cluster-cidrs', 'hairpin', 'reject-services', 'drop-services', 'cluster-addrs', 'firewall'] as const;
+
+/** Elements of the fixed sets that come from the configuration, not from the services. */
+export function staticElements(family: Fam, ctx: ModelContext): Partial<Record<(typeof FIXED_SETS)[number], SetElement[]>> {
+  return {
+    'service-protocols': [{ key: ['sctp'] }, { key: ['tcp'] }, { key: ['udp'] }],
+    'cluster-cidrs': uniqText(ctx.clusterCIDRs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] }))),
+  };
+}
+
+/** A family's table: the chains and rules of its shape, with these sets. */
+export function proxyTable(family: Fam, shape: TableShape, ctx: ModelContext, sets: DesiredSet[]): DesiredNftTable {
+  const F = FIELDS[family];
   const svcFields = [F.daddr, R.F.l4proto, R.F.thDport];
-  const sizes = [...e.endpoints.keys()].sort((a, b) => a - b);
-  const clusterCidrs = uniqText(ctx.clusterCIDRs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] })));
+  const clusterCidrs = ctx.clusterCIDRs.some((c) => fam(c.split('/')[0]!) === family);
 
   const chains: DesiredNftTable['chains'] = [
     { name: 'prerouting', hook: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' } },
@@ -121,6 +192,8 @@ function table(family: Fam, e: Elements, ctx: ModelContext): DesiredNftTable {
     { name: 'postrouting', hook: { type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept' } },
     { name: 'filter-prerouting', hook: { type: 'filter', hook: 'prerouting', priority: -99, policy: 'accept' } },
     { name: 'filter-output', hook: { type: 'filter', hook: 'output', priority: 0, policy: 'accept' } },
+    { name: 'firewall-prerouting', hook: { type: 'filter', hook: 'prerouting', priority: -110, policy: 'accept' } },
+    { name: 'firewall-output', hook: { type: 'filter', hook: 'output', priority: -110, policy: 'accept' } },
     { name: 'services' },
     { name: 'endpoints-check' },
   ];
@@ -131,12 +204,20 @@ function table(family: Fam, e: Elements, ctx: ModelContext): DesiredNftTable {
   add('prerouting', R.jump('services'));
   add('output', R.jump('services'));
   if (ctx.config.masqueradeAll) add('services', R.inSet(svcFields, 'cluster-ips'), mark);
-  else if (clusterCidrs.length) add('services', R.inSet(svcFields, 'cluster-ips'), R.inSet([F.saddr], 'cluster-cidrs', { invert: true }), mark);
+  else if (clusterCidrs) add('services', R.inSet(svcFields, 'cluster-ips'), R.inSet([F.saddr], 'cluster-cidrs', { invert: true }), mark);
   add('services', R.inSet(svcFields, 'external-ips'), mark);
-  for (const n of sizes) add('services', R.inSet([R.F.l4proto], 'service-protocols'), R.dnatMap(family, [...svcFields, R.numgen(n)], endpointsMap(n), { port: true }));
+  for (const n of shape.sizes) add('services', R.inSet([R.F.l4proto], 'service-protocols'), R.dnatMap(family, [...svcFields, R.numgen(n)], endpointsMap(n), { port: true }));
 
   add('postrouting', R.markMatch('meta', MASQ_MARK), R.masquerade({ fullyRandom: true }));
   add('postrouting', R.ctStatus('dnat'), R.inSet([F.daddr, R.F.l4proto, R.F.thDport, F.saddr], 'hairpin'), R.masquerade({ fullyRandom: true }));
+
+  for (const c of ['firewall-prerouting', 'firewall-output']) add(c, R.inSet([R.F.l4proto], 'service-protocols'), R.vmap(svcFields, 'firewall'));
+  for (const fw of [...shape.firewalls.values()].sort((a, b) => (a.chain < b.chain ? -1 : 1))) {
+    chains.push({ name: fw.chain });
+    for (const cidr of fw.cidrs) add(fw.chain, R.match(F.saddr, cidr), R.ret());
+    if (fw.allowFromNode) add(fw.chain, R.match(F.saddr, fw.address), R.ret());
+    add(fw.chain, R.drop());
+  }
 
   for (const c of ['filter-prerouting', 'filter-output']) add(c, R.ctState('new'), R.jump('endpoints-check'));
   // TCP is refused with a reset (connect() fails at once with ECONNREFUSED, whatever the
@@ -150,26 +231,5 @@ function table(family: Fam, e: Elements, ctx: ModelContext): DesiredNftTable {
   // Still addressed to a cluster IP after the nat hooks: a port that is no service.
   refuse(R.inSet([F.daddr], 'cluster-addrs'));
 
-  const order = compareElements;
-  return {
-    family,
-    name: NFT_PROXY_TABLE,
-    chains,
-    sets: [
-      ...sizes.map((n) => ({ name: endpointsMap(n), key: [...svcKey, 'mark' as const], map: [F.addr, 'inet_service' as const], elements: uniq(e.endpoints.get(n)!), order })),
-      { name: 'service-protocols', key: ['inet_proto'], elements: [{ key: ['sctp'] }, { key: ['tcp'] }, { key: ['udp'] }] },
-      { name: 'cluster-ips', key: [...svcKey], elements: uniq(e.clusterIps), order },
-      { name: 'external-ips', key: [...svcKey], elements: uniq(e.externalIps), order },
-      { name: 'cluster-cidrs', key: [F.addr], interval: true, elements: clusterCidrs },
-      { name: 'hairpin', key: [F.addr, 'inet_proto', 'inet_service', F.addr], elements: uniq(e.hairpin), order },
-      { name: 'reject-services', key: [...svcKey], elements: uniq(e.reject), order },
-      { name: 'drop-services', key: [...svcKey], elements: uniq(e.drop), order },
-      { name: 'cluster-addrs', key: [F.addr], elements: uniq(e.clusterAddrs), order },
-    ],
-    rules,
-  };
-}
-
-function endpointsMap(n: number): string {
-  return `endpoints-${n}`;
+  return { family, name: NFT_PROXY_TABLE, chains, sets, rules };
 }

@@ -1,0 +1,364 @@
+// The nftables data plane's state between syncs: every service's frontends and elements, each
+// set's elements as one array (the desired table's own, changed in place) with every key's
+// place in it, and the tables' shape (endpoint counts, source-range firewalls). A sync of a few
+// changed services removes their old elements and adds their new ones: the work and the
+// element changes it hands the engine grow with those services, not with the table.
+import { elementKey, type DesiredNftTable } from '../../engine/nft-diff.js';
+import type { NftElementChange } from '../../engine/engine.js';
+import type { FlowFilter } from '../../kernel/conntrack.js';
+import type { SetElement } from '../../kernel/nftables.js';
+import { localWithoutEndpoints, notProgrammed, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
+import type { HealthCheck, ModelWarning } from '../../kube/types.js';
+import type { Fam } from '../nft-sets.js';
+import {
+  endpointsMap, FIXED_SETS, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, staticElements,
+  type Firewall, type FrontendPart, type ServiceElement, type SetDecl, type TableShape,
+} from './table.js';
+
+type DesiredSet = DesiredNftTable['sets'][number];
+
+/** A set's elements: an array in no particular order, and each key's index and owner count
+ *  (two services can put the same element, e.g. a hairpin one, into a set). */
+class ElementSet {
+  readonly set: DesiredSet;
+  private readonly slots = new Map<string, { i: number; n: number }>();
+
+  constructor(readonly family: Fam, readonly decl: SetDecl, elements: readonly SetElement[] = []) {
+    this.set = { ...decl, elements: [] };
+    for (const e of elements) this.add(this.key(e), e);
+  }
+
+  key(e: SetElement): string {
+    return elementKey(this.decl, e);
+  }
+
+  get(k: string): SetElement | undefined {
+    const s = this.slots.get(k);
+    return s && this.set.elements[s.i];
+  }
+
+  add(k: string, e: SetElement): void {
+    const s = this.slots.get(k);
+    if (s) {
+      s.n++;
+      this.set.elements[s.i] = e;
+      return;
+    }
+    this.slots.set(k, { i: this.set.elements.length, n: 1 });
+    this.set.elements.push(e);
+  }
+
+  remove(k: string): void {
+    const s = this.slots.get(k);
+    if (!s || --s.n > 0) return;
+    this.slots.delete(k);
+    const els = this.set.elements;
+    const last = els.pop()!;
+    if (s.i < els.length) {
+      els[s.i] = last;
+      this.slots.get(this.key(last))!.i = s.i;
+    }
+  }
+}
+
+/** A service as the plane took it. */
+interface ServiceState {
+  /** The frontends it owns, with their elements. */
+  owned: FrontendPart[];
+  /** Keys of frontends it wanted that another service owns. */
+  lost: string[];
+  clusterAddrs: ServiceElement[];
+  warnings: string[];
+  healthCheck: HealthCheck | undefined;
+  noLocal: { internal: number; external: number };
+}
+
+/** What a sync hands the engine, and the conntrack flows to delete once it applied. */
+export interface PlaneStep {
+  /** The element changes since the last step (undefined: the tables were built from nothing:
+   *  compare them with the last ones). */
+  changes: NftElementChange[] | undefined;
+  /** UDP and SCTP flows to an endpoint no longer behind its frontend, and to a frontend that
+   *  had no endpoint and has some now (its flows were never translated). */
+  staleFlows: FlowFilter[];
+}
+
+/** What the plane says of its services. */
+export interface PlaneSummary {
+  healthChecks: HealthCheck[];
+  noLocalEndpoints: string[];
+  noLocalEndpointsTotal: { internal: number; external: number };
+  warnings: ModelWarning[];
+}
+
+/** A service's model, or what made it unprogrammable. */
+export type ModelOrError = ServiceModel | { error: unknown };
+
+interface Family {
+  family: Fam;
+  sets: Map<string, ElementSet>;
+  sizes: number[];
+  firewalls: Map<string, Firewall>;
+  table: DesiredNftTable | undefined;
+}
+
+const FAMS: readonly Fam[] = ['ip', 'ip6'];
+
+export class NftablesPlane {
+  private services = new Map<string, ServiceState>();
+  private owners = new Map<string, { service: string; portName: string }>();
+  /** Frontend keys other services wanted too, and which. */
+  private wanted = new Map<string, Set<string>>();
+  private families: Record<Fam, Family> | undefined;
+  private ctxKey: string | undefined;
+  private ctx: ModelContext | undefined;
+  /** The element changes of the current step, by set: each touched key's element before it. */
+  private touched: Map<ElementSet, Map<string, SetElement | undefined>> | undefined;
+
+  /** Whether a step can patch the last one under this context (its JSON). */
+  canPatch(ctxKey: string): boolean {
+    return this.families !== undefined && this.ctxKey === ctxKey;
+  }
+
+  /** Forget everything: the next step builds from nothing (after a sync that failed). */
+  reset(): void {
+    this.families = undefined;
+    this.services = new Map();
+    this.owners = new Map();
+    this.wanted = new Map();
+    this.ctxKey = undefined;
+  }
+
+  /** Every service from nothing (by name: the first of two claiming a frontend keeps it). The
+   *  endpoint counts of the last tables stay, in their order, so their rules do not move. */
+  rebuild(models: ReadonlyArray<readonly [string, ModelOrError]>, ctx: ModelContext, ctxKey: string): PlaneStep {
+    const before = this.services;
+    const sizes = this.families;
+    this.services = new Map();
+    this.owners = new Map();
+    this.wanted = new Map();
+    this.ctx = ctx;
+    this.ctxKey = ctxKey;
+    const fams = {} as Record<Fam, Family>;
+    for (const f of FAMS) {
+      const fixed = staticElements(f, ctx);
+      const sets = new Map<string, ElementSet>(FIXED_SETS.map((n) => [n, new ElementSet(f, setDecl(f, n), fixed[n])]));
+      const fam: Family = { family: f, sets, sizes: [], firewalls: new Map(), table: undefined };
+      for (const n of sizes?.[f].sizes ?? []) this.addSize(fam, n);
+      fams[f] = fam;
+    }
+    this.families = fams;
+    this.touched = undefined;
+    for (const [name, m] of models) this.add(name, m);
+    const staleFlows: FlowFilter[] = [];
+    for (const [name, s] of this.services) staleFlows.push(...flowsGone(before.get(name)?.owned, s.owned));
+    return { changes: undefined, staleFlows };
+  }
+
+  /**
+   * The changed services (their models now; undefined: gone) patched into the last step.
+   * Undefined — nothing changed, rebuild instead — when a frontend changes hands: one of these
+   * services gives up a frontend another wanted, or takes one from a service after it by name.
+   */
+  patch(changed: ReadonlyArray<readonly [string, ModelOrError | undefined]>): PlaneStep | undefined {
+    const ctx = this.ctx!;
+    const names = new Set(changed.map(([n]) => n));
+    const claims = new Map<string, string>();
+    const parts = new Map<string, ReturnType<typeof serviceParts> | undefined>();
+    for (const [name, m] of changed) {
+      for (const fe of this.services.get(name)?.owned ?? []) if ([...(this.wanted.get(fe.key) ?? [])].some((w) => !names.has(w))) return undefined;
+      const p = m && !('error' in m) ? partsOf(m, ctx) : undefined;
+      if (p && 'error' in p) {
+        parts.set(name, undefined);
+        continue;
+      }
+      parts.set(name, p);
+      for (const fe of p?.frontends ?? []) {
+        if (claims.has(fe.key)) return undefined;
+        claims.set(fe.key, name);
+        const owner = this.owners.get(fe.key)?.service;
+        if (owner !== undefined && !names.has(owner) && owner > name) return undefined;
+      }
+    }
+    const before = new Map(changed.map(([n]) => [n, this.services.get(n)?.owned]));
+    this.touched = new Map();
+    for (const [name] of changed) this.remove(name);
+    for (const [name, m] of changed) if (m) this.add(name, m, parts.get(name));
+    const changes: NftElementChange[] = [];
+    for (const [set, keys] of this.touched) {
+      const add: SetElement[] = [];
+      const del: SetElement[] = [];
+      for (const [k, was] of keys) {
+        const now = set.get(k);
+        if (was && now && sameValue(was, now)) continue;
+        if (was) del.push(was);
+        if (now) add.push(now);
+      }
+      if (add.length || del.length) changes.push({ family: set.family, table: NFT_PROXY_TABLE, set: set.decl.name, add, delete: del });
+    }
+    this.touched = undefined;
+    const staleFlows: FlowFilter[] = [];
+    for (const [name, was] of before) staleFlows.push(...flowsGone(was, this.services.get(name)?.owned ?? []));
+    return { changes, staleFlows };
+  }
+
+  /** The tables of the last step: the same objects while their shape stays. */
+  tables(): DesiredNftTable[] {
+    return FAMS.map((f) => {
+      const fam = this.families![f];
+      fam.table ??= proxyTable(f, shapeOf(fam), this.ctx!, [...fam.sets.values()].map((s) => s.set));
+      return fam.table;
+    });
+  }
+
+  summary(): PlaneSummary {
+    const healthChecks: HealthCheck[] = [];
+    const noLocalEndpoints: string[] = [];
+    const total = { internal: 0, external: 0 };
+    const warnings: ModelWarning[] = [...this.ctx!.warnings];
+    for (const [name, s] of this.services) {
+      if (s.healthCheck) healthChecks.push(s.healthCheck);
+      if (s.noLocal.internal || s.noLocal.external) noLocalEndpoints.push(name);
+      total.internal += s.noLocal.internal;
+      total.external += s.noLocal.external;
+      for (const message of s.warnings) warnings.push({ service: name, message });
+    }
+    healthChecks.sort((a, b) => a.nodePort - b.nodePort);
+    return { healthChecks, noLocalEndpoints: noLocalEndpoints.sort(), noLocalEndpointsTotal: total, warnings };
+  }
+
+  private add(name: string, m: ModelOrError, given?: ReturnType<typeof serviceParts>): void {
+    const s: ServiceState = { owned: [], lost: [], clusterAddrs: [], warnings: [], healthCheck: undefined, noLocal: { internal: 0, external: 0 } };
+    this.services.set(name, s);
+    const parts = given ?? ('error' in m ? { error: m.error } : partsOf(m, this.ctx!));
+    if ('error' in parts) {
+      s.warnings.push(notProgrammed(parts.error));
+      return;
+    }
+    const model = m as ServiceModel;
+    s.warnings.push(...model.warnings, ...notYetNftables(model));
+    s.healthCheck = model.healthCheck;
+    for (const p of model.ports) {
+      const n = localWithoutEndpoints(p);
+      if (n.internal) s.noLocal.internal++;
+      if (n.external) s.noLocal.external++;
+    }
+    s.clusterAddrs = parts.clusterAddrs;
+    for (const e of parts.clusterAddrs) this.put(e);
+    for (const fe of parts.frontends) {
+      const owner = this.owners.get(fe.key);
+      if (owner !== undefined) {
+        s.lost.push(fe.key);
+        let w = this.wanted.get(fe.key);
+        if (!w) this.wanted.set(fe.key, (w = new Set()));
+        w.add(name);
+        s.warnings.push(`${fe.address}:${fe.port}/${fe.protocol} already belongs to ${owner.portName}, ignored`);
+        continue;
+      }
+      this.owners.set(fe.key, { service: name, portName: fe.portName });
+      s.owned.push(fe);
+      const fam = this.families![fe.family];
+      if (fe.endpoints.length && !fam.sets.has(endpointsMap(fe.endpoints.length))) this.addSize(fam, fe.endpoints.length);
+      if (fe.firewall) {
+        fam.firewalls.set(fe.firewall.chain, fe.firewall);
+        fam.table = undefined;
+      }
+      for (const e of fe.elements) this.put(e);
+    }
+  }
+
+  private remove(name: string): void {
+    const s = this.services.get(name);
+    if (!s) return;
+    this.services.delete(name);
+    for (const e of s.clusterAddrs) this.take(e);
+    for (const fe of s.owned) {
+      this.owners.delete(fe.key);
+      for (const e of fe.elements) this.take(e);
+      if (fe.firewall) {
+        const fam = this.families![fe.family];
+        fam.firewalls.delete(fe.firewall.chain);
+        fam.table = undefined;
+      }
+    }
+    for (const k of s.lost) {
+      const w = this.wanted.get(k);
+      w?.delete(name);
+      if (w?.size === 0) this.wanted.delete(k);
+    }
+  }
+
+  private addSize(fam: Family, n: number): void {
+    const name = endpointsMap(n);
+    fam.sizes.push(n);
+    fam.sets.set(name, new ElementSet(fam.family, setDecl(fam.family, name)));
+    fam.table = undefined;
+  }
+
+  private put(e: ServiceElement): void {
+    const set = this.families![e.family].sets.get(e.set)!;
+    const k = set.key(e.element);
+    this.note(set, k);
+    set.add(k, e.element);
+  }
+
+  private take(e: ServiceElement): void {
+    const set = this.families![e.family].sets.get(e.set)!;
+    const k = set.key(e.element);
+    this.note(set, k);
+    set.remove(k);
+  }
+
+  /** Remembers a key's element before the step first touches it. */
+  private note(set: ElementSet, k: string): void {
+    if (!this.touched) return;
+    let keys = this.touched.get(set);
+    if (!keys) this.touched.set(set, (keys = new Map()));
+    if (!keys.has(k)) keys.set(k, set.get(k));
+  }
+}
+
+function partsOf(m: ServiceModel, ctx: ModelContext): ReturnType<typeof serviceParts> | { error: unknown } {
+  try {
+    return serviceParts(m, ctx);
+  } catch (error) {
+    return { error };
+  }
+}
+
+function shapeOf(fam: Family): TableShape {
+  return { sizes: fam.sizes, firewalls: fam.firewalls };
+}
+
+function sameValue(a: SetElement, b: SetElement): boolean {
+  return JSON.stringify([a.data, a.verdict]) === JSON.stringify([b.data, b.verdict]);
+}
+
+/** The flows a frontend's change leaves stale (PlaneStep.staleFlows). */
+function flowsGone(was: readonly FrontendPart[] | undefined, now: readonly FrontendPart[]): FlowFilter[] {
+  const out: FlowFilter[] = [];
+  const before = new Map((was ?? []).map((fe) => [fe.key, fe]));
+  for (const fe of now) {
+    if (fe.protocol === 'tcp') continue;
+    const b = before.get(fe.key);
+    const base = { family: fe.family === 'ip' ? 'inet' : 'inet6', proto: fe.protocol, origDst: fe.address, origDport: fe.port } as const;
+    if ((!b || b.endpoints.length === 0) && fe.endpoints.length > 0) out.push({ ...base, replySrc: fe.address });
+    if (!b) continue;
+    const keep = new Set(fe.endpoints.map(([a, p]) => `${a} ${p}`));
+    for (const [a, p] of b.endpoints) if (!keep.has(`${a} ${p}`)) out.push({ ...base, replySrc: a, replySport: p });
+  }
+  for (const fe of was ?? []) {
+    if (fe.protocol === 'tcp' || now.some((x) => x.key === fe.key)) continue;
+    const base = { family: fe.family === 'ip' ? 'inet' : 'inet6', proto: fe.protocol, origDst: fe.address, origDport: fe.port } as const;
+    for (const [a, p] of fe.endpoints) out.push({ ...base, replySrc: a, replySport: p });
+  }
+  return out;
+}
+
+/** What of a service the nftables data plane does not program yet, said rather than left out
+ *  silently. */
+function notYetNftables(m: ServiceModel): string[] {
+  const out: string[] = [];
+  if (m.ports.some((p) => p.affinityTimeout > 0)) out.push('sessionAffinity ClientIP is not programmed by the nftables data plane yet: connections are spread without it');
+  return out;
+}

@@ -1,0 +1,192 @@
+// The nftables data plane between syncs: a change of a few services is patched into the
+// tables (element changes, a new endpoint count's map and rule, a firewall chain) with no
+// listing, the same messages at any table size, and the kernel ends up holding exactly what a
+// sync from nothing would program. Runs the Proxier against the in-memory kernel.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { slice, svc } from '../fixtures/kube/builders.js';
+import { Proxier } from '../../src/proxy/proxier.js';
+import { fakeKernel } from '../../src/testing/fake-kernel.js';
+import type { EngineKernel } from '../../src/engine/engine.js';
+
+const node = { name: 'node-a', addresses: ['10.0.0.11'] };
+const config = { clusterCIDRs: ['10.244.0.0/16'] };
+const eps = (n: number, base: string) => Array.from({ length: n }, (_, i) => ({ ip: `${base}${i + 2}`, node: 'node-b' }));
+const ip = (i: number) => `10.96.${(i >> 8) & 255}.${i & 255}`;
+
+function feed(p: Proxier, n: number): void {
+  for (let i = 0; i < n; i++) {
+    p.onServiceUpdate(svc(`s${i}`, { clusterIP: ip(i + 256), ports: [{ name: 'http', port: 80 }] }));
+    p.onSliceUpdate(slice(`s${i}`, `s${i}-1`, [{ name: 'http', port: 8080 }], eps(3, `10.244.${i & 255}.`)));
+  }
+}
+
+/** What a new proxier (a new process) would write to this kernel for the same objects: nothing
+ *  when the kernel holds exactly the tables. */
+async function writesFromNothing(k: EngineKernel, objects: (p: Proxier) => void): Promise<number> {
+  const fresh = new Proxier(k, { mode: 'nftables', node, config });
+  objects(fresh);
+  const plan = await fresh.plan(true);
+  return plan.plan.nft?.ops.length ?? 0;
+}
+
+test('one endpoint changed: two element writes and no listing, the same at 100 and 2,000 services; the kernel then holds what a sync from nothing programs', async () => {
+  const writes: string[][] = [];
+  for (const n of [100, 2000]) {
+    const k = fakeKernel();
+    const p = new Proxier(k, { mode: 'nftables', node, config });
+    feed(p, n);
+    assert.deepEqual((await p.sync(true)).report.errors, []);
+    const dumps = k.nft.dumps;
+    const moved = eps(3, '10.244.7.');
+    moved[1] = { ip: '10.244.99.9', node: 'node-b' };
+    p.onSliceUpdate(slice('s7', 's7-1', [{ name: 'http', port: 8080 }], moved));
+    const r = await p.sync(false);
+    assert.deepEqual(r.report.errors, []);
+    assert.equal(k.nft.dumps, dumps, 'no listing');
+    writes.push(Object.entries(r.report.nft.ops).map(([op, c]) => `${op} ${c}`).sort());
+    assert.equal(
+      await writesFromNothing(k, (q) => {
+        feed(q, n);
+        q.onSliceUpdate(slice('s7', 's7-1', [{ name: 'http', port: 8080 }], moved));
+      }),
+      0,
+    );
+    // A resync (full) writes nothing either, and does not list: nobody committed since.
+    const listed = k.nft.dumps;
+    const full = await p.sync(true);
+    assert.equal(full.report.nft.writes, 0);
+    assert.equal(k.nft.dumps, listed);
+  }
+  assert.deepEqual(writes[0], ['add-elements 1', 'delete-elements 1'], 'one delete and one add of the endpoint map element');
+  assert.deepEqual(writes[1], writes[0], 'the same messages at 2,000 services');
+});
+
+test('a new endpoint count adds its map and rule; services added and removed, and a frontend handed over to another service, all without a listing of the elements', async () => {
+  const k = fakeKernel();
+  const p = new Proxier(k, { mode: 'nftables', node, config });
+  feed(p, 20);
+  await p.sync(true);
+  const dumps = k.nft.dumps;
+  // s3 scales to 7 endpoints (a count no service had); s4 goes; t1 comes
+  p.onSliceUpdate(slice('s3', 's3-1', [{ name: 'http', port: 8080 }], eps(7, '10.244.3.')));
+  p.onServiceDelete('default/s4');
+  p.onSliceDelete('default/s4-1');
+  p.onServiceUpdate(svc('t1', { clusterIP: '10.96.9.1', ports: [{ name: 'http', port: 80 }] }));
+  p.onSliceUpdate(slice('t1', 't1-1', [{ name: 'http', port: 8080 }], eps(1, '10.244.200.')));
+  const r = await p.sync(false);
+  assert.deepEqual(r.report.errors, []);
+  assert.equal(k.nft.dumps, dumps, 'no listing');
+  assert.equal(r.report.nft.ops['add-set'], 2, 'endpoints-7 and endpoints-1');
+  assert.ok(r.report.nft.ops['flush-chain'] === 1, 'the services chain refilled with the two new dnat rules');
+  const sets = (await k.nft.list()).sets.filter((s) => s.family === 'ip' && s.table === 'ipvsync').map((s) => s.name);
+  assert.ok(sets.includes('endpoints-7') && sets.includes('endpoints-1'));
+  const objects = (q: Proxier) => {
+    feed(q, 20);
+    q.onSliceUpdate(slice('s3', 's3-1', [{ name: 'http', port: 8080 }], eps(7, '10.244.3.')));
+    q.onServiceDelete('default/s4');
+    q.onSliceDelete('default/s4-1');
+    q.onServiceUpdate(svc('t1', { clusterIP: '10.96.9.1', ports: [{ name: 'http', port: 80 }] }));
+    q.onSliceUpdate(slice('t1', 't1-1', [{ name: 'http', port: 8080 }], eps(1, '10.244.200.')));
+  };
+  // A fresh process builds its counts in another order, so its rules differ: compare elements.
+  const elements = async () => {
+    const l = await k.nft.list();
+    return l.sets.filter((s) => s.table === 'ipvsync').flatMap((s) => (s.elements ?? []).map((e) => `${s.family} ${s.name} ${JSON.stringify(e.key)} ${JSON.stringify(e.data ?? null)}`)).sort();
+  };
+  const got = await elements();
+  const k2 = fakeKernel();
+  const q = new Proxier(k2, { mode: 'nftables', node, config });
+  objects(q);
+  await q.sync(true);
+  const l2 = await k2.nft.list();
+  const want = l2.sets.filter((s) => s.table === 'ipvsync').flatMap((s) => (s.elements ?? []).map((e) => `${s.family} ${s.name} ${JSON.stringify(e.key)} ${JSON.stringify(e.data ?? null)}`)).sort();
+  assert.deepEqual(got, want);
+
+  // Two services claim 10.96.9.1:80: t1 has it; t0 (first by name) comes and takes it over.
+  p.onServiceUpdate(svc('t0', { clusterIP: '10.96.9.1', ports: [{ name: 'http', port: 80 }] }));
+  p.onSliceUpdate(slice('t0', 't0-1', [{ name: 'http', port: 9090 }], eps(1, '10.244.201.')));
+  const h = await p.sync(false);
+  assert.deepEqual(h.report.errors, []);
+  assert.deepEqual(h.model.warnings, [{ service: 'default/t1', message: '10.96.9.1:80/tcp already belongs to default/t0:http, ignored' }]);
+  const ep1 = (await k.nft.list()).sets.find((s) => s.family === 'ip' && s.name === 'endpoints-1')!;
+  assert.deepEqual(ep1.elements!.map((e) => e.data), [['10.244.201.2', 9090]], 't0 owns the frontend now');
+  // t0 goes: t1 gets it back
+  p.onServiceDelete('default/t0');
+  p.onSliceDelete('default/t0-1');
+  const back = await p.sync(false);
+  assert.deepEqual(back.model.warnings, []);
+  const ep1b = (await k.nft.list()).sets.find((s) => s.family === 'ip' && s.name === 'endpoints-1')!;
+  assert.deepEqual(ep1b.elements!.map((e) => e.data), [['10.244.200.2', 8080]]);
+});
+
+test('loadBalancerSourceRanges: a firewall chain per load-balancer frontend, made and removed with it; its endpoints change without touching it', async () => {
+  const k = fakeKernel();
+  const p = new Proxier(k, { mode: 'nftables', node, config });
+  const lb = (ranges: string[]) =>
+    svc('lb', { type: 'LoadBalancer', clusterIP: '10.96.0.50', ports: [{ name: 'http', port: 80, nodePort: 30050 }], loadBalancerSourceRanges: ranges }, { ingress: [{ ip: '192.0.2.10' }] });
+  p.onServiceUpdate(lb(['198.51.100.0/24', '10.0.0.0/8']));
+  p.onSliceUpdate(slice('lb', 'lb-1', [{ name: 'http', port: 8080 }], eps(2, '10.244.1.')));
+  assert.deepEqual((await p.sync(true)).report.errors, []);
+  const fw = async () => {
+    const l = await k.nft.list();
+    const chains = l.chains.filter((c) => c.family === 'ip' && c.table === 'ipvsync' && c.name.startsWith('fw-')).map((c) => c.name);
+    const elements = l.sets.find((s) => s.family === 'ip' && s.table === 'ipvsync' && s.name === 'firewall')!.elements ?? [];
+    const rules = l.rules.filter((r) => r.family === 'ip' && chains.includes(r.chain)).length;
+    return { chains, elements: elements.map((e) => `${e.key.join(' ')} -> ${e.verdict?.chain}`), rules };
+  };
+  const one = await fw();
+  assert.equal(one.chains.length, 1);
+  assert.deepEqual(one.elements, [`192.0.2.10 tcp 80 -> ${one.chains[0]}`]);
+  assert.equal(one.rules, 4, 'two ranges, the node (10.0.0.11 is in 10.0.0.0/8), then drop');
+  const dumps = k.nft.dumps;
+  p.onSliceUpdate(slice('lb', 'lb-1', [{ name: 'http', port: 8080 }], eps(3, '10.244.1.')));
+  const r = await p.sync(false);
+  assert.equal(r.report.nft.ops['add-chain'] ?? 0, 0);
+  assert.equal(r.report.nft.ops['flush-chain'] ?? 0, 1, 'only the services chain (a new count)');
+  p.onServiceUpdate(lb([]));
+  const gone = await p.sync(false);
+  assert.deepEqual(gone.report.errors, []);
+  assert.equal(gone.report.nft.ops['delete-chain'], 1);
+  assert.equal(k.nft.dumps, dumps, 'no listing');
+  assert.deepEqual(await fw(), { chains: [], elements: [], rules: 0 });
+});
+
+test('UDP: the flows of an endpoint that left its frontend are deleted after the sync, and those of a frontend that had none once it has one', async () => {
+  const k = fakeKernel();
+  const p = new Proxier(k, { mode: 'nftables', node, config });
+  p.onServiceUpdate(svc('dns', { clusterIP: '10.96.0.53', ports: [{ name: 'dns', port: 53, protocol: 'UDP' }] }));
+  p.onSliceUpdate(slice('dns', 'dns-1', [{ name: 'dns', port: 5353, protocol: 'UDP' }], []));
+  await p.sync(true);
+  p.onSliceUpdate(slice('dns', 'dns-1', [{ name: 'dns', port: 5353, protocol: 'UDP' }], eps(2, '10.244.5.')));
+  const r1 = await p.sync(false);
+  assert.deepEqual(k.conntrack.deletes, [{ family: 'inet', proto: 'udp', origDst: '10.96.0.53', origDport: 53, replySrc: '10.96.0.53' }]);
+  assert.deepEqual(r1.report.errors, []);
+  k.conntrack.deletes.length = 0;
+  p.onSliceUpdate(slice('dns', 'dns-1', [{ name: 'dns', port: 5353, protocol: 'UDP' }], eps(1, '10.244.5.')));
+  await p.sync(false);
+  assert.deepEqual(k.conntrack.deletes, [{ family: 'inet', proto: 'udp', origDst: '10.96.0.53', origDport: 53, replySrc: '10.244.5.3', replySport: 5353 }]);
+});
+
+test('a sync that fails leaves nothing half-known: the next one builds from nothing and lists the kernel', async () => {
+  const k = fakeKernel();
+  const p = new Proxier(k, { mode: 'nftables', node, config });
+  feed(p, 10);
+  await p.sync(true);
+  // someone deletes the table; the next incremental commit fails
+  await k.nft.commit([{ verb: 'delete', kind: 'table', table: { family: 'ip', name: 'ipvsync' } }]);
+  p.onSliceUpdate(slice('s1', 's1-1', [{ name: 'http', port: 8080 }], eps(2, '10.244.1.')));
+  const failed = await p.sync(false);
+  assert.ok(failed.report.errors.length > 0);
+  const dumps = k.nft.dumps;
+  const again = await p.sync(false);
+  assert.deepEqual(again.report.errors, []);
+  assert.ok(k.nft.dumps > dumps, 'listed');
+  assert.equal(
+    await writesFromNothing(k, (q) => {
+      feed(q, 10);
+      q.onSliceUpdate(slice('s1', 's1-1', [{ name: 'http', port: 8080 }], eps(2, '10.244.1.')));
+    }),
+    0,
+  );
+});
