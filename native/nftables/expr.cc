@@ -34,6 +34,7 @@ const EnumEntry kNfproto[] = {{"inet", 1}, {"ip", 2}, {"ip6", 10}, {nullptr, 0}}
 const EnumEntry kRejectTypes[] = {{"icmp", 0}, {"tcp-reset", 1}, {"icmpx", 2}, {nullptr, 0}};
 const EnumEntry kFibResults[] = {{"oif", 1}, {"oifname", 2}, {"type", 3}, {nullptr, 0}};
 const EnumEntry kLimitTypes[] = {{"packets", 0}, {"bytes", 1}, {nullptr, 0}};
+const EnumEntry kDynsetOps[] = {{"add", NFT_DYNSET_OP_ADD}, {"update", NFT_DYNSET_OP_UPDATE}, {"delete", NFT_DYNSET_OP_DELETE}, {nullptr, 0}};
 const EnumEntry kNgTypes[] = {{"incremental", NFT_NG_INCREMENTAL}, {"random", NFT_NG_RANDOM}, {nullptr, 0}};
 const EnumEntry kVerdicts[] = {{"drop", NF_DROP},        {"accept", NF_ACCEPT},     {"stolen", NF_STOLEN},
                                {"queue", NF_QUEUE},      {"repeat", NF_REPEAT},     {"continue", NFT_CONTINUE},
@@ -89,6 +90,11 @@ std::vector<ExprSchema> MakeSchemas() {
       {"numgen",
        {Reg("dreg", NFTA_NG_DREG), Num("modulus", NFTA_NG_MODULUS), En("ngType", NFTA_NG_TYPE, kNgTypes),
         Num("offset", NFTA_NG_OFFSET)}},
+      // libnftnl's order; NFTA_DYNSET_EXPR(ESSIONS), the per-element statements, stay raw
+      {"dynset",
+       {Reg("sregKey", NFTA_DYNSET_SREG_KEY), Reg("sregData", NFTA_DYNSET_SREG_DATA), En("op", NFTA_DYNSET_OP, kDynsetOps),
+        Num("timeout", NFTA_DYNSET_TIMEOUT, K::kBe64), Num("set", NFTA_DYNSET_SET_NAME, K::kStr),
+        Num("setId", NFTA_DYNSET_SET_ID), Num("flags", NFTA_DYNSET_FLAGS)}},
       {"limit",
        {Num("rate", NFTA_LIMIT_RATE, K::kBe64), Num("unit", NFTA_LIMIT_UNIT, K::kBe64), Num("burst", NFTA_LIMIT_BURST),
         En("limitType", NFTA_LIMIT_TYPE, kLimitTypes), Num("flags", NFTA_LIMIT_FLAGS)}},

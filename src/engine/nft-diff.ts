@@ -76,7 +76,7 @@ function elementValue(e: SetElement): string {
 }
 
 function specSignature(s: Local<SetSpec>): string {
-  return stableStringify([s.key, s.map ?? null, !!s.interval, s.timeout ?? 0, !!s.timeoutFlag]);
+  return stableStringify([s.key, s.map ?? null, !!s.interval, s.timeout ?? 0, !!s.timeoutFlag, !!s.dynamic]);
 }
 
 function chainSignature(c: Local<ChainSpec>): string {
@@ -329,6 +329,8 @@ function elementOps(
 ): NftOp[] {
   const ops: NftOp[] = [];
   for (const set of desired.sets) {
+    // a dynamic set's elements are the packet path's (a rule's dynset), not the desired state's
+    if (set.dynamic) continue;
     const s = declOf(set);
     const spec = full(t, s);
     const elements = set.elements;

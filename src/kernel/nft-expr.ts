@@ -25,6 +25,10 @@ export type CtKey =
   | 'state' | 'direction' | 'status' | 'mark' | 'secmark' | 'expiration' | 'helper' | 'l3protocol' | 'src' | 'dst'
   | 'protocol' | 'proto-src' | 'proto-dst' | 'label' | 'packets' | 'bytes' | 'avgpkt' | 'zone' | 'event'
   | 'ip saddr' | 'ip daddr' | 'ip6 saddr' | 'ip6 daddr' | 'id';
+/** libnftnl's names of the ct keys whose names differ from nft's syntax (its debug listing). */
+const CT_DEBUG_NAME: Partial<Record<CtKey, string>> = {
+  'proto-src': 'proto_src', 'proto-dst': 'proto_dst', 'ip saddr': 'src_ip', 'ip daddr': 'dst_ip', 'ip6 saddr': 'src_ip6', 'ip6 daddr': 'dst_ip6', id: 'ct_id',
+};
 export type CmpOp = 'eq' | 'neq' | 'lt' | 'lte' | 'gt' | 'gte';
 
 export interface PayloadExpr {
@@ -123,6 +127,19 @@ export interface NumgenExpr {
   ngType: 'incremental' | 'random';
   offset?: number;
 }
+/** `update|add|delete @set { key [timeout T] [: data] }` from the packet path: the key (and a
+ *  map's data) from the registers that hold them. */
+export interface DynsetExpr {
+  type: 'dynset';
+  sregKey: Register;
+  sregData?: Register;
+  op: 'add' | 'update' | 'delete';
+  /** ms */
+  timeout?: number;
+  set: string;
+  setId?: number;
+  flags?: number;
+}
 export interface LimitExpr {
   type: 'limit';
   rate: number;
@@ -149,7 +166,7 @@ export interface UnknownExpr {
 
 export type Expr =
   | PayloadExpr | MetaExpr | CmpExpr | BitwiseExpr | LookupExpr | ImmediateExpr | CounterExpr | CtExpr
-  | NatExpr | MasqExpr | RejectExpr | FibExpr | NumgenExpr | LimitExpr | LogExpr;
+  | NatExpr | MasqExpr | RejectExpr | FibExpr | NumgenExpr | DynsetExpr | LimitExpr | LogExpr;
 
 // NAT range flags (linux/netfilter/nf_nat.h)
 export const NAT_RANGE_MAP_IPS = 0x1;
@@ -213,7 +230,7 @@ function body(e: Expr | UnknownExpr): string {
       return `pkts ${x.packets ?? 0} bytes ${x.bytes ?? 0} `;
     case 'ct':
       if (x.sreg !== undefined) return `set ${x.key} with reg ${x.sreg} `;
-      return `load ${x.key} => reg ${x.dreg} ${x.direction !== undefined ? `, dir ${x.direction} ` : ''}`;
+      return `load ${CT_DEBUG_NAME[x.key] ?? x.key} => reg ${x.dreg} ${x.direction !== undefined ? `, dir ${x.direction} ` : ''}`;
     case 'nat': {
       let s = `${x.nat} ${x.family} `;
       if (x.addrMin !== undefined) s += `addr_min reg ${x.addrMin} `;
@@ -238,6 +255,8 @@ function body(e: Expr | UnknownExpr): string {
     }
     case 'numgen':
       return `reg ${x.dreg} = ${x.ngType === 'random' ? 'random' : 'inc'} mod ${x.modulus} ${x.offset ? `offset ${x.offset} ` : ''}`;
+    case 'dynset':
+      return `${x.op} reg_key ${x.sregKey} set ${x.set} ${x.sregData !== undefined ? `sreg_data ${x.sregData} ` : ''}${x.timeout ? `timeout ${x.timeout}ms ` : ''}`;
     case 'limit':
       return `rate ${x.rate}/${UNITS[x.unit] ?? x.unit} burst ${x.burst} type ${x.limitType} flags 0x${x.flags.toString(16)} `;
     case 'log': {

@@ -30,6 +30,10 @@ function ct(key: CtKey, len: number, datatype: DataType): Field {
   return { name: `ct ${key}`, len, datatype, load: (dreg) => ({ type: 'ct', key, dreg }) };
 }
 
+function ctOriginal(key: CtKey, len: number, datatype: DataType): Field {
+  return { name: `ct original ${key}`, len, datatype, load: (dreg) => ({ type: 'ct', key, dreg, direction: 'original' }) };
+}
+
 /** The fields a proxy matches on. */
 export const F = {
   ipSaddr: payload('ip saddr', 'network', 12, 4, 'ipv4_addr'),
@@ -46,6 +50,11 @@ export const F = {
   iifname: meta('iifname', 16, 'ifname'),
   oifname: meta('oifname', 16, 'ifname'),
   ctMark: ct('mark', 4, 'mark'),
+  /** The connection's original destination (before the dnat). */
+  ctOrigIpDaddr: ctOriginal('ip daddr', 4, 'ipv4_addr'),
+  ctOrigIp6Daddr: ctOriginal('ip6 daddr', 16, 'ipv6_addr'),
+  /** …and port: nft takes it in a concatenation after a match of one transport protocol. */
+  ctOrigProtoDst: ctOriginal('proto-dst', 2, 'inet_service'),
 } as const;
 
 /** `numgen random mod N` (or `inc`), as a field: the last part of a concatenated map key, so a
@@ -61,10 +70,16 @@ export function registerForWord(w: number): Register {
   return w % 4 === 0 ? 1 + w / 4 : 8 + w;
 }
 
-/** Loads a (concatenation of) field(s) into consecutive registers starting at reg 1. */
-export function load(fields: readonly Field[]): Expr[] {
+/** 32-bit words a concatenation of the fields takes. */
+function words(fields: readonly Field[]): number {
+  return fields.reduce((n, f) => n + ((f.len + 3) >> 2), 0);
+}
+
+/** Loads a (concatenation of) field(s) into consecutive registers starting at reg 1 (or at
+ *  32-bit word `from`). */
+export function load(fields: readonly Field[], from = 0): Expr[] {
   const out: Expr[] = [];
-  let w = 0;
+  let w = from;
   for (const f of fields) {
     out.push(f.load(registerForWord(w)));
     w += (f.len + 3) >> 2;
@@ -162,6 +177,23 @@ export function inSet(fields: readonly Field[], set: string, opts: { invert?: bo
 /** `<fields> vmap @map`. */
 export function vmap(fields: readonly Field[], map: string, opts: { setId?: number } = {}): Expr[] {
   return [...load(fields), { type: 'lookup', sreg: 1, dreg: 0, set: map, ...(opts.setId !== undefined ? { setId: opts.setId } : {}) }];
+}
+
+/**
+ * `add|update|delete @set { <key> [timeout T] [: <data>] }` from the packet path: the key loaded
+ * from register 1 on, a map's data right after it, as nft lays them out.
+ */
+export function dynset(op: 'add' | 'update' | 'delete', key: readonly Field[], set: string, opts: { data?: readonly Field[]; timeoutMs?: number } = {}): Expr[] {
+  const out = load(key);
+  const e: Expr = { type: 'dynset', sregKey: 1, op, set };
+  if (opts.data) {
+    const at = words(key);
+    out.push(...load(opts.data, at));
+    e.sregData = registerForWord(at);
+  }
+  if (opts.timeoutMs) e.timeout = opts.timeoutMs;
+  out.push(e);
+  return out;
 }
 
 export function verdict(v: Verdict): Expr {
@@ -267,12 +299,13 @@ function natTo(kind: 'snat' | 'dnat', family: 'ip' | 'ip6', addr: string, port?:
 /**
  * `dnat ip to <fields> map @map`, as nft writes it: the map gives the key an address, or with
  * `port` an address and a port (a map whose data is `ipv4_addr . inet_service`: the address in
- * register 1, the port in the 32-bit register after it). nft takes the port form after a
+ * register 1, the port in the 32-bit word after it — for ip6, register 2, as the kernel lists
+ * it). nft takes the port form after a
  * transport protocol match only (`meta l4proto @protos dnat ...`).
  */
 export function dnatMap(family: 'ip' | 'ip6', fields: readonly Field[], map: string, opts: { port?: boolean } = {}): Expr[] {
   const nat: Expr = opts.port
-    ? { type: 'nat', nat: 'dnat', family, addrMin: 1, protoMin: family === 'ip' ? 9 : 12, flags: NAT_RANGE_PROTO_SPECIFIED }
+    ? { type: 'nat', nat: 'dnat', family, addrMin: 1, protoMin: registerForWord(family === 'ip' ? 1 : 4), flags: NAT_RANGE_PROTO_SPECIFIED }
     : { type: 'nat', nat: 'dnat', family, addrMin: 1 };
   return [...load(fields), { type: 'lookup', sreg: 1, set: map, dreg: 1 }, nat];
 }

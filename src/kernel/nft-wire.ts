@@ -344,6 +344,7 @@ export interface SetLike {
   interval?: boolean;
   timeout?: number;
   timeoutFlag?: boolean;
+  dynamic?: boolean;
   comment?: string;
   size?: number;
 }
@@ -398,6 +399,7 @@ function writeSet(w: WireWriter, verb: string, s: SetLike, id: number): void {
   let flags = s.interval === true ? 0x4 : 0; // NFT_SET_INTERVAL
   if (s.map) flags |= 0x8; // NFT_SET_MAP
   if (s.timeout || s.timeoutFlag) flags |= 0x10; // NFT_SET_TIMEOUT
+  if (s.dynamic) flags |= 0x20; // NFT_SET_EVAL
   w.num(flags, 'flags');
   w.num(keyTypeId(s.key), 'keyType');
   w.num(keyLength(s.key), 'keyLen');

@@ -61,6 +61,8 @@ export interface SetSpec {
   timeout?: number;
   /** Allow per-element timeouts without a default. */
   timeoutFlag?: boolean;
+  /** Elements added from the packet path (a rule's dynset: `flags dynamic`). */
+  dynamic?: boolean;
   comment?: string;
   /** NFTA_SET_DESC_SIZE hint. */
   size?: number;
@@ -576,6 +578,7 @@ function setFromNative(s: NativeNftSet): SetInfo {
     }
   }
   if (s.flags & 0x4) info.interval = true;
+  if (s.flags & 0x20) info.dynamic = true;
   if (s.timeout) info.timeout = s.timeout;
   else if (s.flags & 0x10) info.timeoutFlag = true;
   if (s.comment) info.comment = s.comment;

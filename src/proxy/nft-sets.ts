@@ -9,13 +9,15 @@ export type Fam = 'ip' | 'ip6';
 export interface FamilyFields {
   saddr: R.Field;
   daddr: R.Field;
+  /** The connection's original destination address (before the dnat). */
+  ctOrigDaddr: R.Field;
   addr: 'ipv4_addr' | 'ipv6_addr';
   reject: 'icmp-port-unreachable' | 'icmpv6-port-unreachable';
 }
 
 export const FIELDS: Record<Fam, FamilyFields> = {
-  ip: { saddr: R.F.ipSaddr, daddr: R.F.ipDaddr, addr: 'ipv4_addr', reject: 'icmp-port-unreachable' },
-  ip6: { saddr: R.F.ip6Saddr, daddr: R.F.ip6Daddr, addr: 'ipv6_addr', reject: 'icmpv6-port-unreachable' },
+  ip: { saddr: R.F.ipSaddr, daddr: R.F.ipDaddr, ctOrigDaddr: R.F.ctOrigIpDaddr, addr: 'ipv4_addr', reject: 'icmp-port-unreachable' },
+  ip6: { saddr: R.F.ip6Saddr, daddr: R.F.ip6Daddr, ctOrigDaddr: R.F.ctOrigIp6Daddr, addr: 'ipv6_addr', reject: 'icmpv6-port-unreachable' },
 };
 
 export function fam(address: string): Fam {

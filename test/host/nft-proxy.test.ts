@@ -6,7 +6,8 @@
 // (hairpin: masqueraded), to a service without endpoints and to a port that is no service (refused at once), to an
 // externalTrafficPolicy Local NodePort without a local endpoint (dropped). Cross-checked with
 // `nft -j list ruleset` and `conntrack -L`, and the engine's writes: a resync writes nothing,
-// one endpoint replaced is element changes only.
+// one endpoint replaced is element changes only. The daemon on a manifests folder (source
+// ranges, stale UDP flows), and ClientIP session affinity through the proxier.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -21,6 +22,8 @@ import { Nftables } from '../../src/kernel/nftables.js';
 import { groupSlices, modelContext, serviceModel } from '../../src/kube/service-model.js';
 import { objectKey } from '../../src/kube/change-tracker.js';
 import { NftablesPlane } from '../../src/proxy/nftables/plane.js';
+import { openKernel } from '../../src/proxy/kernel.js';
+import { Proxier } from '../../src/proxy/proxier.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
 import { waitFor } from '../e2e/helpers/kernel.js';
 
@@ -339,4 +342,50 @@ test('ipvsync proxy --proxy-mode nftables: the daemon on a manifests folder; a c
   assert.equal(await exited, 0, text);
   assert.match(execFileSync('nft', ['list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' }), /numgen random mod 3 map @endpoints-3/);
   assert.deepEqual(tally(requests(CLIENT, '10.96.0.10', 80, 3)).errors, []);
+});
+
+test('sessionAffinity ClientIP: a client keeps its endpoint; when that endpoint goes, its next connection is spread anew and kept again; nft lists both tables', async (t) => {
+  await topology(t);
+  const k = await openKernel({}, { glue: true, mode: 'nftables' });
+  const p = new Proxier(k, { mode: 'nftables', node: { name: 'node-a', addresses: [NODE_IP, '10.244.1.1'] }, config: { clusterCIDRs: ['10.244.0.0/16'] } });
+  const sticky = svc('sticky', { clusterIP: '10.96.0.60', ports: [{ port: 80 }], sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 600 } } });
+  const endpoints = (pods: typeof PODS) => slice('sticky', 'sticky-1', [{ port: 8080 }], pods.map((x) => ({ ip: x.ip, node: x.node })));
+  p.onServiceUpdate(sticky);
+  p.onSliceUpdate(endpoints(PODS.slice(0, 3)));
+  // and an IPv6 one, for its table's rules (no IPv6 traffic here)
+  p.onServiceUpdate(svc('sticky6', { clusterIP: 'fd00::60', ipFamilies: ['IPv6'], ports: [{ port: 80 }], sessionAffinity: 'ClientIP' }));
+  p.onSliceUpdate({ ...slice('sticky6', 'sticky6-1', [{ port: 8080 }], [{ ip: 'fd00:244::2', node: 'node-b' }]), addressType: 'IPv6' });
+  assert.deepEqual((await p.sync(true)).report.errors, []);
+
+  const first = tally(requests(CLIENT, '10.96.0.60', 80, 20));
+  assert.deepEqual(first.errors, []);
+  assert.equal(Object.keys(first.pods).length, 1, `one pod for one client: ${JSON.stringify(first.pods)}`);
+  const kept = Object.keys(first.pods)[0]!;
+  // The kernel remembers the client (its address, the frontend) -> the endpoint, with the timeout.
+  const listed = JSON.parse(execFileSync('nft', ['-j', 'list', 'map', 'ip', 'ipvsync', 'affinity'], { encoding: 'utf8' })) as { nftables: Array<Record<string, any>> };
+  const elem = listed.nftables.find((o) => o.map)!.map.elem as unknown[];
+  assert.equal(elem.length, 1, JSON.stringify(elem));
+  assert.match(JSON.stringify(elem[0]), /"10\.244\.1\.1"|"10\.9\.0\.2"/);
+  assert.match(JSON.stringify(elem[0]), /"timeout":600/);
+  // nft lists every rule of both tables (the ip6 one's affinity rules use 15 of the 16 registers)
+  const all = spawnSync('nft', ['list', 'ruleset'], { encoding: 'utf8' });
+  assert.equal(all.status, 0, all.stderr);
+  assert.match(all.stdout, /update @affinity \{ ip6 saddr \. ct original ip6 daddr/);
+
+  // The kept endpoint goes: the first connection after it finds its endpoint stale, forgets it
+  // and is dropped (the SYN's retransmission, a second later, picks a live one); then the
+  // client keeps that one.
+  const rest = PODS.slice(0, 3).filter((x) => x.ns !== `np-${kept}`);
+  p.onSliceUpdate(endpoints(rest));
+  assert.deepEqual((await p.sync(false)).report.errors, []);
+  const after = tally(requests(CLIENT, '10.96.0.60', 80, 20, 5000));
+  assert.deepEqual(after.errors, []);
+  assert.equal(Object.keys(after.pods).length, 1, JSON.stringify(after.pods));
+  assert.notEqual(Object.keys(after.pods)[0], kept);
+  assert.ok(rest.some((x) => x.ns === `np-${Object.keys(after.pods)[0]}`));
+
+  // Affinity off: spread again (the remembered endpoint is not used).
+  p.onServiceUpdate(svc('sticky', { clusterIP: '10.96.0.60', ports: [{ port: 80 }] }));
+  assert.deepEqual((await p.sync(false)).report.errors, []);
+  assert.equal(Object.keys(tally(requests(CLIENT, '10.96.0.60', 80, 30)).pods).length, 2);
 });

@@ -51,6 +51,8 @@ const BUILD: Record<string, (tx: NftTransaction) => unknown> = {
   'rule-dnat6': (tx) => tx.addRule(ip6('pre', R.rule(R.match(F.ip6Daddr, 'fd00::1'), R.match(F.l4proto, 'tcp'), R.dnat('ip6', 'fd00::2', 8080)))),
   'rule-snat': (tx) => tx.addRule(ip('post', R.snat('ip', '1.1.1.1'))),
   'rule-numgen-dnat-map': (tx) => tx.addRule(ip('pre', R.dnatMap('ip', [...v4svc, R.numgen(3)], 'epa'))),
+  'rule-dynset-update-map': (tx) =>
+    tx.addRule(ip('in', R.rule(R.match(F.l4proto, 'tcp'), R.dynset('update', [F.ipSaddr, F.ctOrigIpDaddr, F.l4proto, F.ctOrigProtoDst], 'aff', { data: [F.ipDaddr, F.thDport], timeoutMs: 600_000 })))),
   'rule-limit-log-reject': (tx) => tx.addRule(ip('in', [R.limit(10, 'second', 5), R.log('x '), R.reject()])),
   'rule-reject-tcp-reset': (tx) => tx.addRule(ip('in', R.rule(R.match(F.l4proto, 'tcp'), R.reject('tcp-reset')))),
   'rule-cidr-accept': (tx) => tx.addRule(ip('c', R.rule(R.match(F.ipDaddr, '10.0.0.0/8'), R.accept()))),
@@ -69,6 +71,8 @@ const BUILD: Record<string, (tx: NftTransaction) => unknown> = {
   'chain-filter-input-drop': (tx) => tx.addChain(chain('in2', { type: 'filter', hook: 'input', priority: 0, policy: 'drop' })),
   'chain-route-output': (tx) => tx.addChain(chain('route2', { type: 'route', hook: 'output', priority: -150 })),
   'chain-inet-forward': (tx) => tx.addChain(chain('fw2', { type: 'filter', hook: 'forward', priority: 10 }, 'inet', 'ti')),
+  'map-dynamic': (tx) =>
+    tx.addSet(set('ip', 't', 'a9', ['ipv4_addr', 'ipv4_addr', 'inet_proto', 'inet_service'], { map: ['ipv4_addr', 'inet_service'], dynamic: true, timeoutFlag: true, size: 262144 })),
   'set-concat': (tx) => tx.addSet(set('ip', 't', 's9', ['ipv4_addr', 'inet_proto', 'inet_service'])),
   'set-ipv4': (tx) => tx.addSet(set('ip', 't', 'a9', ['ipv4_addr'])),
   'set-interval': (tx) => tx.addSet(set('ip', 't', 'c9', ['ipv4_addr'], { interval: true })),
@@ -171,7 +175,7 @@ test(`golden fixtures come from ${golden.nft} and cover every expression kind`, 
       const b = Buffer.from(m, 'hex');
       if ((b.readUInt16LE(4) & 0xff) === 6) for (const e of codec.nftables.decodeRule(b).exprs) kinds.add(e.type);
     }
-  for (const k of ['payload', 'meta', 'cmp', 'bitwise', 'lookup', 'immediate', 'counter', 'ct', 'nat', 'masq', 'reject', 'fib', 'numgen', 'limit', 'log'])
+  for (const k of ['payload', 'meta', 'cmp', 'bitwise', 'lookup', 'immediate', 'counter', 'ct', 'nat', 'masq', 'reject', 'fib', 'numgen', 'dynset', 'limit', 'log'])
     assert.ok(kinds.has(k), `no golden case for ${k}`);
   assert.deepEqual(Object.keys(BUILD).sort(), golden.cases.map((c) => c.name).sort(), 'every fixture has a builder');
 });
@@ -185,11 +189,11 @@ for (const c of golden.cases) {
     const op: NftOp = tx.ops[0]!;
     const built = op.kind === 'rule' ? op.rule.exprs : [];
     if (op.kind === 'rule') {
-      // lookups: nft's set id, as above
+      // lookups and dynsets: nft's set id, as above
       const decoded = codec.nftables.decodeRule(theirs).exprs;
       op.rule = {
         ...op.rule,
-        exprs: built.map((e, i) => (e.type === 'lookup' && decoded[i]?.setId !== undefined ? { ...e, setId: decoded[i]!.setId as number } : e)),
+        exprs: built.map((e, i) => ((e.type === 'lookup' || e.type === 'dynset') && decoded[i]?.setId !== undefined ? { ...e, setId: decoded[i]!.setId as number } : e)),
       };
     }
     const batches = codec.nftables.encodeWire(encodeOps([op]), { ackMode: 'all' });

@@ -78,7 +78,7 @@ test('IPv6 goes to the ip6 table; a frontend two services claim stays the first 
   assert.deepEqual(warnings, [{ service: 'default/b', message: '10.96.0.50:80/tcp already belongs to default/a:http, ignored' }]);
 });
 
-test("the proxier in nftables mode: no IPVS handle, the tables as the engine's only writes, and what is not programmed yet said per service", async () => {
+test("the proxier in nftables mode: no IPVS handle, the tables as the engine's only writes; ClientIP affinity as elements of its sets", async () => {
   const { ipvs: _ipvs, ipsets: _ipsets, ...k } = fakeKernel();
   const p = new Proxier(k, { mode: 'nftables', node: { name: 'node-a', addresses: ['10.0.0.11'] }, config: { clusterCIDRs: ['10.244.0.0/16'] } });
   p.onServiceUpdate(svc('web', { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80 }], sessionAffinity: 'ClientIP' }));
@@ -87,7 +87,12 @@ test("the proxier in nftables mode: no IPVS handle, the tables as the engine's o
   assert.deepEqual(r.report.errors, []);
   assert.ok(r.report.nft.writes > 0);
   assert.equal(r.report.ipvs.writes + r.report.addresses.writes, 0);
-  assert.deepEqual(r.model.warnings, [{ service: 'default/web', message: 'sessionAffinity ClientIP is not programmed by the nftables data plane yet: connections are spread without it' }]);
+  assert.deepEqual(r.model.warnings, []);
+  const l = await k.nft.list();
+  const els = (name: string) => l.sets.find((s) => s.family === 'ip' && s.name === name)!.elements.map((e) => e.key.join(' ')).sort();
+  assert.deepEqual(els('affinity-services'), ['10.96.0.10 tcp 80']);
+  assert.deepEqual(els('affinity-10800s'), ['10.96.0.10 tcp 80'], "kube-proxy's default timeout, 3 hours");
+  assert.deepEqual(els('affinity-endpoints'), ['10.96.0.10 tcp 80 10.244.1.2 8080', '10.96.0.10 tcp 80 10.244.1.3 8080']);
   const [ip] = (await k.nft.list()).tables.filter((t) => t.family === 'ip');
   assert.equal(ip?.name, 'ipvsync');
   assert.equal((await p.sync(true)).report.nft.writes, 0, 'a resync writes nothing');

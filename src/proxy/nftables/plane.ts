@@ -11,7 +11,7 @@ import { localWithoutEndpoints, notProgrammed, type ModelContext, type ServiceMo
 import type { HealthCheck, ModelWarning } from '../../kube/types.js';
 import type { Fam } from '../nft-sets.js';
 import {
-  endpointsMap, FIXED_SETS, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, staticElements,
+  affinityTimeoutSet, endpointsMap, FIXED_SETS, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, staticElements,
   type Firewall, type FrontendPart, type ServiceElement, type SetDecl, type TableShape,
 } from './table.js';
 
@@ -98,6 +98,7 @@ interface Family {
   family: Fam;
   sets: Map<string, ElementSet>;
   sizes: number[];
+  affinityTimeouts: number[];
   firewalls: Map<string, Firewall>;
   table: DesiredNftTable | undefined;
 }
@@ -143,8 +144,9 @@ export class NftablesPlane {
     for (const f of FAMS) {
       const fixed = staticElements(f, ctx);
       const sets = new Map<string, ElementSet>(FIXED_SETS.map((n) => [n, new ElementSet(f, setDecl(f, n), fixed[n])]));
-      const fam: Family = { family: f, sets, sizes: [], firewalls: new Map(), table: undefined };
+      const fam: Family = { family: f, sets, sizes: [], affinityTimeouts: [], firewalls: new Map(), table: undefined };
       for (const n of sizes?.[f].sizes ?? []) this.addSize(fam, n);
+      for (const t of sizes?.[f].affinityTimeouts ?? []) this.addAffinityTimeout(fam, t);
       fams[f] = fam;
     }
     this.families = fams;
@@ -236,7 +238,7 @@ export class NftablesPlane {
       return;
     }
     const model = m as ServiceModel;
-    s.warnings.push(...model.warnings, ...notYetNftables(model));
+    s.warnings.push(...model.warnings);
     s.healthCheck = model.healthCheck;
     for (const p of model.ports) {
       const n = localWithoutEndpoints(p);
@@ -259,6 +261,7 @@ export class NftablesPlane {
       s.owned.push(fe);
       const fam = this.families![fe.family];
       if (fe.endpoints.length && !fam.sets.has(endpointsMap(fe.endpoints.length))) this.addSize(fam, fe.endpoints.length);
+      if (fe.affinity && !fam.sets.has(affinityTimeoutSet(fe.affinity))) this.addAffinityTimeout(fam, fe.affinity);
       if (fe.firewall) {
         fam.firewalls.set(fe.firewall.chain, fe.firewall);
         fam.table = undefined;
@@ -295,6 +298,13 @@ export class NftablesPlane {
     fam.table = undefined;
   }
 
+  private addAffinityTimeout(fam: Family, seconds: number): void {
+    const name = affinityTimeoutSet(seconds);
+    fam.affinityTimeouts.push(seconds);
+    fam.sets.set(name, new ElementSet(fam.family, setDecl(fam.family, name)));
+    fam.table = undefined;
+  }
+
   private put(e: ServiceElement): void {
     const set = this.families![e.family].sets.get(e.set)!;
     const k = set.key(e.element);
@@ -327,7 +337,7 @@ function partsOf(m: ServiceModel, ctx: ModelContext): ReturnType<typeof serviceP
 }
 
 function shapeOf(fam: Family): TableShape {
-  return { sizes: fam.sizes, firewalls: fam.firewalls };
+  return { sizes: fam.sizes, affinityTimeouts: fam.affinityTimeouts, firewalls: fam.firewalls };
 }
 
 function sameValue(a: SetElement, b: SetElement): boolean {
@@ -352,13 +362,5 @@ function flowsGone(was: readonly FrontendPart[] | undefined, now: readonly Front
     const base = { family: fe.family === 'ip' ? 'inet' : 'inet6', proto: fe.protocol, origDst: fe.address, origDport: fe.port } as const;
     for (const [a, p] of fe.endpoints) out.push({ ...base, replySrc: a, replySport: p });
   }
-  return out;
-}
-
-/** What of a service the nftables data plane does not program yet, said rather than left out
- *  silently. */
-function notYetNftables(m: ServiceModel): string[] {
-  const out: string[] = [];
-  if (m.ports.some((p) => p.affinityTimeout > 0)) out.push('sessionAffinity ClientIP is not programmed by the nftables data plane yet: connections are spread without it');
   return out;
 }

@@ -85,6 +85,8 @@ export interface FrontendPart {
   endpoints: Array<readonly [string, number]>;
   elements: ServiceElement[];
   firewall?: Firewall;
+  /** sessionAffinity ClientIP with endpoints: its timeout in seconds. */
+  affinity?: number;
 }
 
 /** What one service puts into the tables: per frontend, and its cluster IPs. */
@@ -114,6 +116,12 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         put(endpointsMap(eps.length), { key: [...tuple, i], data: [ep.address, ep.port] });
         if (ep.local) put('hairpin', { key: [ep.address, p.protocol, ep.port, ep.address] });
       });
+      const affinity = p.affinityTimeout > 0 && eps.length > 0 ? p.affinityTimeout : undefined;
+      if (affinity) {
+        put('affinity-services', { key: tuple });
+        put(affinityTimeoutSet(affinity), { key: tuple });
+        for (const ep of eps) put('affinity-endpoints', { key: [...tuple, ep.address, ep.port] });
+      }
       const part: FrontendPart = {
         key: `${canonicalAddress(fe.address)} ${p.protocol} ${fe.port}`,
         portName: p.name,
@@ -123,6 +131,7 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         port: fe.port,
         endpoints: eps.map((ep) => [ep.address, ep.port] as const),
         elements,
+        ...(affinity ? { affinity } : {}),
       };
       if (fe.kind === 'loadBalancer' && p.sourceRanges.cidrs.length) {
         const chain = firewallChain(fe.address, p.protocol, fe.port);
@@ -140,10 +149,17 @@ export function endpointsMap(n: number): string {
   return `endpoints-${n}`;
 }
 
+/** The frontends whose session affinity times out after `seconds`. */
+export function affinityTimeoutSet(seconds: number): string {
+  return `affinity-${seconds}s`;
+}
+
 /** What a family's table is made of besides the services' elements. */
 export interface TableShape {
   /** The endpoint counts with a map and a dnat rule, in the order their rules were made. */
   sizes: readonly number[];
+  /** The session affinity timeouts (seconds) with a set and rules, in the order made. */
+  affinityTimeouts: readonly number[];
   /** The source-range firewalls, by chain. */
   firewalls: ReadonlyMap<string, Firewall>;
 }
@@ -153,6 +169,8 @@ export function setDecl(family: Fam, name: string): SetDecl {
   const F = FIELDS[family];
   const svcKey = [F.addr, 'inet_proto', 'inet_service'] as const;
   if (name.startsWith('endpoints-')) return { name, key: [...svcKey, 'mark'], map: [F.addr, 'inet_service'] };
+  if (name === 'affinity') return { name, key: [F.addr, ...svcKey], map: [F.addr, 'inet_service'], dynamic: true, timeoutFlag: true, size: AFFINITY_SIZE };
+  if (name === 'affinity-endpoints') return { name, key: [...svcKey, F.addr, 'inet_service'] };
   switch (name) {
     case 'service-protocols':
       return { name, key: ['inet_proto'] };
@@ -169,8 +187,16 @@ export function setDecl(family: Fam, name: string): SetDecl {
   }
 }
 
-/** The sets every table has (the endpoints maps come and go with the counts). */
-export const FIXED_SETS = ['service-protocols', 'cluster-ips', 'external-ips', 'cluster-cidrs', 'hairpin', 'reject-services', 'drop-services', 'cluster-addrs', 'firewall'] as const;
+/** The sets every table has (the endpoints maps and affinity timeout sets come and go with the
+ *  counts and timeouts). */
+export const FIXED_SETS = [
+  'service-protocols', 'cluster-ips', 'external-ips', 'cluster-cidrs', 'hairpin', 'reject-services', 'drop-services', 'cluster-addrs', 'firewall',
+  'affinity', 'affinity-services', 'affinity-endpoints',
+] as const;
+
+/** Clients × affinity frontends the kernel remembers at once, per family (kube-proxy's nft
+ *  default is 65535 per endpoint's set). */
+export const AFFINITY_SIZE = 262_144;
 
 /** Elements of the fixed sets that come from the configuration, not from the services. */
 export function staticElements(family: Fam, ctx: ModelContext): Partial<Record<(typeof FIXED_SETS)[number], SetElement[]>> {
@@ -196,6 +222,7 @@ export function proxyTable(family: Fam, shape: TableShape, ctx: ModelContext, se
     { name: 'firewall-output', hook: { type: 'filter', hook: 'output', priority: -110, policy: 'accept' } },
     { name: 'services' },
     { name: 'endpoints-check' },
+    { name: 'affinity' },
   ];
   const rules: DesiredNftTable['rules'] = [];
   const add = (chain: string, ...parts: Array<Expr | Expr[]>) => rules.push({ chain, exprs: R.rule(...parts) });
@@ -206,6 +233,9 @@ export function proxyTable(family: Fam, shape: TableShape, ctx: ModelContext, se
   if (ctx.config.masqueradeAll) add('services', R.inSet(svcFields, 'cluster-ips'), mark);
   else if (clusterCidrs) add('services', R.inSet(svcFields, 'cluster-ips'), R.inSet([F.saddr], 'cluster-cidrs', { invert: true }), mark);
   add('services', R.inSet(svcFields, 'external-ips'), mark);
+  // A client that reached an affinity frontend before: the endpoint it had (validated after
+  // the dnat, below); otherwise one at random.
+  add('services', R.inSet([R.F.l4proto], 'service-protocols'), R.inSet(svcFields, 'affinity-services'), R.dnatMap(family, [F.saddr, ...svcFields], 'affinity', { port: true }));
   for (const n of shape.sizes) add('services', R.inSet([R.F.l4proto], 'service-protocols'), R.dnatMap(family, [...svcFields, R.numgen(n)], endpointsMap(n), { port: true }));
 
   add('postrouting', R.markMatch('meta', MASQ_MARK), R.masquerade({ fullyRandom: true }));
@@ -219,7 +249,24 @@ export function proxyTable(family: Fam, shape: TableShape, ctx: ModelContext, se
     add(fw.chain, R.drop());
   }
 
-  for (const c of ['filter-prerouting', 'filter-output']) add(c, R.ctState('new'), R.jump('endpoints-check'));
+  for (const c of ['filter-prerouting', 'filter-output']) {
+    add(c, R.ctState('new'), R.jump('endpoints-check'));
+    add(c, R.ctState('new'), R.ctStatus('dnat'), R.jump('affinity'));
+  }
+  // Session affinity, after the dnat: a connection of an affinity frontend whose remembered
+  // endpoint is no longer one of its endpoints forgets it and is dropped (the client's
+  // retransmission is spread anew); any other refreshes the client's endpoint for the
+  // frontend's timeout. Per protocol: nft reads a concatenation with the original port only
+  // after a match of one transport protocol.
+  const origFrontend = [F.ctOrigDaddr, R.F.l4proto, R.F.ctOrigProtoDst];
+  const affinityKey = [F.saddr, ...origFrontend];
+  const endpoint = [F.daddr, R.F.thDport];
+  for (const t of shape.affinityTimeouts)
+    for (const proto of ['tcp', 'udp', 'sctp']) {
+      const frontend = [R.match(R.F.l4proto, proto), R.inSet(origFrontend, affinityTimeoutSet(t))];
+      add('affinity', ...frontend, R.inSet([...origFrontend, ...endpoint], 'affinity-endpoints', { invert: true }), R.dynset('delete', affinityKey, 'affinity', { data: endpoint }), R.drop());
+      add('affinity', ...frontend, R.dynset('update', affinityKey, 'affinity', { data: endpoint, timeoutMs: t * 1000 }));
+    }
   // TCP is refused with a reset (connect() fails at once with ECONNREFUSED, whatever the
   // client's ICMP rate limit), the rest with ICMP port unreachable.
   const refuse = (...match: Expr[][]) => {
