@@ -266,7 +266,7 @@ test('ipvsync sync -f --proxy-mode nftables: the same data plane from manifests,
   assert.match(execFileSync('nft', ['list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' }), /numgen random mod 3 map @endpoints-3/);
 });
 
-test('ipvsync proxy --proxy-mode nftables: the daemon on a manifests folder; a change is a few element writes; source ranges, UDP flows of a removed endpoint flushed', async (t) => {
+test('ipvsync proxy --proxy-mode nftables: the daemon on a manifests folder; a change is a few element writes; source ranges, a healthCheckNodePort, UDP flows of a removed endpoint flushed', async (t) => {
   await topology(t);
   const dir = mkdtempSync(join(tmpdir(), 'nft-daemon-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
@@ -275,9 +275,12 @@ test('ipvsync proxy --proxy-mode nftables: the daemon on a manifests folder; a c
   const dns = svc('dns', { clusterIP: '10.96.0.53', ports: [{ name: 'dns', port: 53, protocol: 'UDP' }] });
   const dnsSlice = (pods: typeof PODS) => slice('dns', 'dns-1', [{ name: 'dns', port: 5353, protocol: 'UDP' }], pods.map((p) => ({ ip: p.ip, node: p.node })));
   const lbSlice = slice('lb', 'lb-1', [{ port: 8080 }], [{ ip: PODS[1]!.ip, node: 'node-b' }]);
+  // externalTrafficPolicy Local with a healthCheckNodePort: pa is this node's
+  const local = svc('lbl', { type: 'LoadBalancer', clusterIP: '10.96.0.41', ports: [{ port: 80, nodePort: 30041 }], externalTrafficPolicy: 'Local', healthCheckNodePort: 32041 }, { ingress: [{ ip: '192.0.2.11' }] });
+  const localSlice = slice('lbl', 'lbl-1', [{ port: 8080 }], [{ ip: PODS[0]!.ip, node: 'node-a' }, { ip: PODS[1]!.ip, node: 'node-b' }]);
   const write = (web: typeof PODS, ranges: string[], dnsPods: typeof PODS) => {
     const objs = services(web);
-    const items = [...objs.services, ...objs.slices, lb(ranges), lbSlice, dns, dnsSlice(dnsPods)];
+    const items = [...objs.services, ...objs.slices, lb(ranges), lbSlice, dns, dnsSlice(dnsPods), local, localSlice];
     // atomically, as a deploy tool would: the daemon reads either version, never half of one
     writeFileSync(join(dir, '.objects.tmp'), JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
     renameSync(join(dir, '.objects.tmp'), join(dir, 'objects.json'));
@@ -306,6 +309,12 @@ test('ipvsync proxy --proxy-mode nftables: the daemon on a manifests folder; a c
   const via = tally(requests(CLIENT, '10.96.0.10', 80, 30));
   assert.deepEqual(via.errors, []);
   assert.deepEqual(Object.keys(via.pods).sort(), ['pa', 'pb', 'pc']);
+  // The healthCheckNodePort answers as kube-proxy's: one local endpoint; the LB IP reaches
+  // only it, with the client's own address
+  const hc = await fetch(`http://${NODE_IP}:32041/`);
+  assert.equal(hc.status, 200);
+  assert.equal(((await hc.json()) as { localEndpoints: number }).localEndpoints, 1);
+  assert.deepEqual(requests(CLIENT, '192.0.2.11', 80, 3), ['pa 10.9.0.2', 'pa 10.9.0.2', 'pa 10.9.0.2']);
   assert.deepEqual(requests(CLIENT, '192.0.2.10', 80, 2), ['pb 10.244.1.1', 'pb 10.244.1.1'], 'the client is in the source range');
   const firstAnswer = datagrams(CLIENT, '10.96.0.53', 53, 1, 40053)[0]!;
   const udpPod = PODS.find((p) => p.ns === `np-${firstAnswer}`)!;
