@@ -29,18 +29,21 @@ import { waitFor } from '../e2e/helpers/kernel.js';
 
 const ip = (...a: string[]) => execFileSync('ip', a, { encoding: 'utf8' });
 const PODS = [
-  { ns: 'np-pa', ip: '10.244.1.2', node: 'node-a' },
-  { ns: 'np-pb', ip: '10.244.1.3', node: 'node-b' },
-  { ns: 'np-pc', ip: '10.244.1.4', node: 'node-c' },
-  { ns: 'np-pd', ip: '10.244.1.5', node: 'node-c' },
+  { ns: 'np-pa', ip: '10.244.1.2', ip6: 'fd00:244:1::2', node: 'node-a' },
+  { ns: 'np-pb', ip: '10.244.1.3', ip6: 'fd00:244:1::3', node: 'node-b' },
+  { ns: 'np-pc', ip: '10.244.1.4', ip6: 'fd00:244:1::4', node: 'node-c' },
+  { ns: 'np-pd', ip: '10.244.1.5', ip6: 'fd00:244:1::5', node: 'node-c' },
 ];
+const NODE_IP6 = 'fd00:9::1';
 const NODE_IP = '10.9.0.1';
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'cli', 'main.js');
 const CLIENT = 'np-client';
 
-const SERVER = (name: string, addr: string) => `
+const SERVER = (name: string, addr: string, addr6: string) => `
 require('node:dgram').createSocket('udp4').on('message', function (m, r) { this.send('${name}', r.port, r.address); }).bind(5353, '${addr}');
-require('node:http').createServer((q, r) => r.end('${name} ' + q.socket.remoteAddress.replace('::ffff:', ''))).listen(8080, '${addr}', () => console.log('ready'));
+const answer = (q, r) => r.end('${name} ' + q.socket.remoteAddress.replace('::ffff:', ''));
+require('node:http').createServer(answer).listen(8080, '${addr6}');
+require('node:http').createServer(answer).listen(8080, '${addr}', () => console.log('ready'));
 `;
 
 /** UDP datagrams from one source port, one after the other: each answer (a pod name) or
@@ -152,10 +155,13 @@ async function topology(t: { after(fn: () => void): void }): Promise<void> {
     // itself goes back out of the port it came in on
     ip('link', 'set', `npv${i}`, 'type', 'bridge_slave', 'hairpin', 'on');
     ip('-n', p.ns, 'addr', 'add', `${p.ip}/24`, 'dev', 'eth0');
+    ip('-n', p.ns, 'addr', 'add', `${p.ip6}/64`, 'dev', 'eth0', 'nodad');
     ip('-n', p.ns, 'link', 'set', 'eth0', 'up');
     ip('-n', p.ns, 'link', 'set', 'lo', 'up');
     ip('-n', p.ns, 'route', 'add', 'default', 'via', '10.244.1.1');
+    ip('-n', p.ns, '-6', 'route', 'add', 'default', 'via', 'fd00:244:1::1');
   }
+  ip('addr', 'add', 'fd00:244:1::1/64', 'dev', 'cbr0', 'nodad');
   ip('netns', 'add', CLIENT);
   ip('link', 'add', 'npc0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', CLIENT);
   ip('addr', 'add', `${NODE_IP}/24`, 'dev', 'npc0');
@@ -163,12 +169,16 @@ async function topology(t: { after(fn: () => void): void }): Promise<void> {
   ip('-n', CLIENT, 'addr', 'add', '10.9.0.2/24', 'dev', 'eth0');
   ip('-n', CLIENT, 'link', 'set', 'eth0', 'up');
   ip('-n', CLIENT, 'route', 'add', 'default', 'via', NODE_IP);
+  ip('addr', 'add', `${NODE_IP6}/64`, 'dev', 'npc0', 'nodad');
+  ip('-n', CLIENT, 'addr', 'add', 'fd00:9::2/64', 'dev', 'eth0', 'nodad');
+  ip('-n', CLIENT, '-6', 'route', 'add', 'default', 'via', NODE_IP6);
   // A node has a default route (here through the client): traffic to a service IP nothing
   // DNATs is forwarded, and the forward hook's reject answers it, not the routing.
   ip('route', 'add', 'default', 'via', '10.9.0.2');
-  execFileSync('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+  ip('-6', 'route', 'add', 'default', 'via', 'fd00:9::2');
+  execFileSync('sysctl', ['-qw', 'net.ipv4.ip_forward=1', 'net.ipv6.conf.all.forwarding=1']);
   for (const p of PODS) {
-    const s = spawn('ip', ['netns', 'exec', p.ns, process.execPath, '-e', SERVER(p.ns.slice(3), p.ip)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const s = spawn('ip', ['netns', 'exec', p.ns, process.execPath, '-e', SERVER(p.ns.slice(3), p.ip, p.ip6)], { stdio: ['ignore', 'pipe', 'inherit'] });
     servers.push(s);
     await new Promise<void>((resolve, reject) => {
       s.stdout!.once('data', () => resolve());
@@ -397,4 +407,33 @@ test('sessionAffinity ClientIP: a client keeps its endpoint; when that endpoint 
   p.onServiceUpdate(svc('sticky', { clusterIP: '10.96.0.60', ports: [{ port: 80 }] }));
   assert.deepEqual((await p.sync(false)).report.errors, []);
   assert.equal(Object.keys(tally(requests(CLIENT, '10.96.0.60', 80, 30)).pods).length, 2);
+});
+
+test('IPv6 and dual-stack: a RequireDualStack service answers on both cluster IPs and the v6 NodePort, spread and masqueraded per family', async (t) => {
+  await topology(t);
+  const k = await openKernel({}, { glue: true, mode: 'nftables' });
+  const p = new Proxier(k, { mode: 'nftables', node: { name: 'node-a', addresses: [NODE_IP, NODE_IP6] }, config: { clusterCIDRs: ['10.244.0.0/16', 'fd00:244::/48'] } });
+  p.onServiceUpdate(svc('dual', { type: 'NodePort', clusterIP: '10.96.0.70', clusterIPs: ['10.96.0.70', 'fd00:96::70'], ipFamilies: ['IPv4', 'IPv6'], ipFamilyPolicy: 'RequireDualStack', ports: [{ port: 80, nodePort: 30070 }] }));
+  const three = PODS.slice(0, 3);
+  p.onSliceUpdate(slice('dual', 'dual-v4', [{ port: 8080 }], three.map((x) => ({ ip: x.ip, node: x.node }))));
+  p.onSliceUpdate({ ...slice('dual', 'dual-v6', [{ port: 8080 }], three.map((x) => ({ ip: x.ip6, node: x.node }))), addressType: 'IPv6' });
+  const r = await p.sync(true);
+  assert.deepEqual(r.report.errors, []);
+  assert.deepEqual(r.model.warnings, []);
+  for (const [host, port, saw] of [['10.96.0.70', 80, '10.244.1.1'], ['fd00:96::70', 80, 'fd00:244:1::1'], [NODE_IP6, 30070, 'fd00:244:1::1']] as const) {
+    const got = tally(requests(CLIENT, host, port, 30));
+    assert.deepEqual(got.errors, [], `${host}:${port}`);
+    assert.deepEqual(Object.keys(got.pods).sort(), ['pa', 'pb', 'pc'], `${host}:${port}: ${JSON.stringify(got.pods)}`);
+    assert.deepEqual([...got.saw], [saw], `${host}:${port}: masqueraded to the node's address of its family`);
+  }
+  // The ip6 table as nft lists it: the v6 frontends, three endpoints each
+  const ruleset = JSON.parse(execFileSync('nft', ['-j', 'list', 'table', 'ip6', 'ipvsync'], { encoding: 'utf8' })) as { nftables: Array<Record<string, any>> };
+  const ep3 = ruleset.nftables.find((o) => o.map?.name === 'endpoints-3')!.map;
+  assert.equal(ep3.elem.length, 3 * 2, 'the v6 cluster IP and the v6 NodePort address');
+  // one v6 endpoint goes: the v6 side leaves it, the v4 side keeps all three
+  p.onSliceUpdate({ ...slice('dual', 'dual-v6', [{ port: 8080 }], PODS.slice(0, 2).map((x) => ({ ip: x.ip6, node: x.node }))), addressType: 'IPv6' });
+  const change = await p.sync(false);
+  assert.deepEqual(change.report.errors, []);
+  assert.deepEqual(Object.keys(tally(requests(CLIENT, 'fd00:96::70', 80, 20)).pods).sort(), ['pa', 'pb']);
+  assert.deepEqual(Object.keys(tally(requests(CLIENT, '10.96.0.70', 80, 30)).pods).sort(), ['pa', 'pb', 'pc']);
 });
