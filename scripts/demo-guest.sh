@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
-# Runs inside the VM (see scripts/demo.sh): the built-in example, end to end.
+# The built-in example, end to end, in a network namespace of its own (see scripts/demo.sh):
 #   - a "node" address (node0, 192.168.50.10) and a pod bridge (cni0, 10.244.1.1/24)
 #   - three pods: network namespaces pod-a/b/c (10.244.1.2-4) serving HTTP on 8080
-#   - `ipvsync sync -f examples/demo`: IPVS virtual servers, VIPs on kube-ipvs0, nftables glue
+#   - `ipvsync sync -f examples/demo`: `nftables` (the argument): the nftables data plane, one
+#     table per family; `ipvs` (in a VM): IPVS virtual servers, VIPs on kube-ipvs0, the glue
 #   - real requests through the ClusterIP, the NodePort and the ClientIP-affinity service
 set -euo pipefail
 cd "$(dirname "$0")/.."
-glue=(); [ "${IPVSYNC_VM:-}" = uml ] && glue=(--no-glue)   # UML has no nftables ip tables
+mode=${1:-ipvs}
+flags=(--proxy-mode "$mode")
+[ "${IPVSYNC_VM:-}" = uml ] && flags+=(--no-glue)   # UML has no nftables ip tables
 
-ip link add node0 type dummy && ip addr add 192.168.50.10/24 dev node0 && ip link set node0 up
+if [ "$mode" = nftables ]; then
+  # no dummy links on every kernel: a bridge holds the node address; the service range is
+  # routed (a node has a default route), so the node's own requests reach the output hook
+  ip link add node0 type bridge && ip addr add 192.168.50.10/24 dev node0 && ip link set node0 up
+  ip route add 10.96.0.0/12 dev node0
+  sysctl -qw net.ipv4.ip_forward=1
+else
+  ip link add node0 type dummy && ip addr add 192.168.50.10/24 dev node0 && ip link set node0 up
+fi
 ip link add cni0 type bridge && ip addr add 10.244.1.1/24 dev cni0 && ip link set cni0 up
 i=2
 for pod in pod-a pod-b pod-c; do
@@ -27,22 +38,27 @@ done
 
 echo "# ipvsync sync -f examples/demo --dry-run   (what it would do)"
 node dist/src/cli/main.js sync -f examples/demo --node-name demo-node --node-ip 192.168.50.10 \
-  --cluster-cidr 10.244.0.0/16 "${glue[@]}" --dry-run | tail -n 4
+  --cluster-cidr 10.244.0.0/16 "${flags[@]}" --dry-run | tail -n 4
 echo
 echo "# ipvsync sync -f examples/demo"
 node dist/src/cli/main.js sync -f examples/demo --node-name demo-node --node-ip 192.168.50.10 \
-  --cluster-cidr 10.244.0.0/16 "${glue[@]}"
+  --cluster-cidr 10.244.0.0/16 "${flags[@]}"
 echo
-echo "# ipvsync ipvs list"
-node dist/src/cli/main.js ipvs list
+if [ "$mode" = nftables ]; then
+  echo "# nft list map ip ipvsync endpoints-3   (every frontend . endpoint index : endpoint)"
+  nft list map ip ipvsync endpoints-3 | sed -n '/elements/,/}/p'
+else
+  echo "# ipvsync ipvs list"
+  node dist/src/cli/main.js ipvs list
+fi
 echo
 echo "# 30 requests each, a new connection per request"
-node examples/demo/client.mjs http://10.96.0.10/ 30        # ClusterIP, round robin
+node examples/demo/client.mjs http://10.96.0.10/ 30        # ClusterIP: round robin (IPVS), at random (nftables)
 node examples/demo/client.mjs http://192.168.50.10:30080/ 30 # NodePort on the node address
 node examples/demo/client.mjs http://10.96.0.30/ 30        # ClientIP affinity: one pod
 echo
 echo "# a second sync of the same manifests changes nothing"
 node dist/src/cli/main.js sync -f examples/demo --node-name demo-node --node-ip 192.168.50.10 \
-  --cluster-cidr 10.244.0.0/16 "${glue[@]}" --dry-run --json | node -e \
+  --cluster-cidr 10.244.0.0/16 "${flags[@]}" --dry-run --json | node -e \
   'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(`"ops": ${JSON.stringify(JSON.parse(s).ops)}`))'
 kill $(jobs -p) 2>/dev/null || true

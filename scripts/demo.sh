@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# The README's demo command (`npm run demo`): builds everything, boots an IPVS-capable kernel and
-# runs the built-in example in it (scripts/demo-guest.sh). Default: Debian's kernel under qemu,
-# which has IPVS and nftables, so the whole data plane (including the nftables glue) runs;
-# IPVSYNC_VM_KERNEL=uml is faster but has no nftables ip tables (the glue is skipped there); where
-# user-mode-linux cannot boot (it panics on CPUs with AMX) the VM harness's probe says so and the
-# demo runs under qemu all the same.
+# The README's demo command (`npm run demo`): builds everything and runs the built-in example
+# (scripts/demo-guest.sh) in the nftables data plane on this machine's own kernel, as root in
+# private network and mount namespaces (no VM, nothing of the machine's networking touched).
+#
+# `npm run demo -- --ipvs`: the IPVS data plane instead, in a kernel that has IPVS: Debian's
+# under qemu (IPVSYNC_VM_KERNEL=uml is faster, but has no nftables ip tables, so the glue is
+# skipped; where user-mode-linux cannot boot, on CPUs with AMX, the VM harness says so and
+# uses qemu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec node dist/test/vm/cli.js --kernel "${IPVSYNC_VM_KERNEL:-qemu}" -- bash scripts/demo-guest.sh
+if [ "${1:-}" = --ipvs ]; then
+  exec node dist/test/vm/cli.js --kernel "${IPVSYNC_VM_KERNEL:-qemu}" -- bash scripts/demo-guest.sh ipvs
+fi
+exec unshare --mount --net --propagation private -- bash -c '
+  set -e
+  ip link set lo up
+  mkdir -p /run/netns && mount -t tmpfs ipvsync-demo /run/netns
+  exec bash scripts/demo-guest.sh nftables
+'

@@ -55,7 +55,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       .requiredOption('-f, --file <path...>', 'YAML/JSON manifest files or folders'),
     CONFIG_FLAGS.filter((f) => f.sync),
   )
-    .option('--no-sysctl', 'do not set the IPVS sysctls kube-proxy sets')
+    .option('--no-sysctl', 'do not set the sysctls kube-proxy sets (IPVS mode: forwarding and the IPVS ones; nftables mode: forwarding)')
     .option('--dry-run', 'print the writes it would make and change nothing')
     .option('--json', 'machine-readable output')
     .action(async (o: SyncOpts) => {
@@ -94,7 +94,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
         }
         return;
       }
-      const sysctls = o.sysctl && !h.netns ? applySysctls(proxySysctls(false)) : [];
+      const sysctls = o.sysctl && !h.netns ? applySysctls(proxySysctls(false, undefined, cfg.mode)) : [];
       let synced: Awaited<ReturnType<typeof proxier.sync>>;
       try {
         synced = await proxier.sync(true);

@@ -10,7 +10,7 @@ import type { InformerError, ResourceName } from '../kube/informers.js';
 import { memoryPressure, type HandleOptions } from '../native.js';
 import { nodeAddresses } from '../proxy/node-addresses.js';
 import { ThreadedProxier } from '../proxy/sync-thread.js';
-import { applySysctls, FORWARDING, proxySysctls } from '../proxy/sysctl.js';
+import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
 import { loadConfig, nodeName, toProxierOptions, writeConfigTo } from './config.js';
 import { HealthzServer, ProxierHealth, ServiceHealthServers } from './healthz.js';
 import { Lifecycle, preflight, systemChecks } from './lifecycle.js';
@@ -57,8 +57,7 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
   const proxierOptions = toProxierOptions(cfg, { addresses: addrs, glue, kubeIpsets });
   const proxier = await lc.until(ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue, mode: cfg.mode, handle: h } }));
   if (!h.netns) {
-    const sysctls = nftMode ? [FORWARDING] : proxySysctls(cfg.ipvs.strictARP, cfg.ipvs.runEstimation);
-    for (const r of applySysctls(sysctls)) if (!r.ok) log.warn('sysctl', { ...r });
+    for (const r of applySysctls(proxySysctls(cfg.ipvs.strictARP, cfg.ipvs.runEstimation, cfg.mode))) if (!r.ok) log.warn('sysctl', { ...r });
   }
   const timeouts = { tcp: cfg.ipvs.tcpTimeoutMs / 1000, tcpFin: cfg.ipvs.tcpFinTimeoutMs / 1000, udp: cfg.ipvs.udpTimeoutMs / 1000 };
   if (ipvs && (timeouts.tcp || timeouts.tcpFin || timeouts.udp)) {

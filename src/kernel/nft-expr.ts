@@ -310,6 +310,16 @@ export function canonicalExpr(e: Expr, opts: { counters?: boolean } = {}): Expr 
       return e.code === undefined ? { ...e, code: 0 } : e;
     case 'counter':
       return opts.counters ? e : { type: 'counter' };
+    case 'dynset': {
+      // the kernel dumps NFTA_DYNSET_TIMEOUT and NFTA_DYNSET_FLAGS always, 0 for none
+      if (!e.timeout || !e.flags) {
+        const out: DynsetExpr = { ...e };
+        if (!out.timeout) delete out.timeout;
+        if (!out.flags) delete out.flags;
+        return out;
+      }
+      return e;
+    }
     case 'bitwise': {
       // the kernel dumps NFTA_BITWISE_OP always; nft sends it for some rules only
       if (e.op === 'bool') {

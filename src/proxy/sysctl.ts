@@ -23,8 +23,10 @@ export const FORWARDING: [string, string] = ['net/ipv4/ip_forward', '1'];
  *  masquerade applies; expire_nodest_conn / expire_quiescent_template drop connections and
  *  persistence templates of removed or weight-0 real servers; strict ARP keeps the node from
  *  answering ARP for the VIPs on kube-ipvs0. `runEstimation`, when given:
- *  runEstimationSysctl. */
-export function proxySysctls(strictARP: boolean, runEstimation?: boolean): Array<[string, string]> {
+ *  runEstimationSysctl. In `mode` nftables: forwarding alone. */
+export function proxySysctls(strictARP: boolean, runEstimation?: boolean, mode: 'ipvs' | 'nftables' = 'ipvs'): Array<[string, string]> {
+  // the nftables data plane needs forwarding only (no IPVS, no VIPs to hide from ARP)
+  if (mode === 'nftables') return [FORWARDING];
   const s: Array<[string, string]> = [
     FORWARDING,
     ['net/ipv4/vs/conntrack', '1'],

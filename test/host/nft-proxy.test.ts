@@ -390,6 +390,13 @@ test('sessionAffinity ClientIP: a client keeps its endpoint; when that endpoint 
   const all = spawnSync('nft', ['list', 'ruleset'], { encoding: 'utf8' });
   assert.equal(all.status, 0, all.stderr);
   assert.match(all.stdout, /update @affinity \{ ip6 saddr \. ct original ip6 daddr/);
+  // a new process reads the tables back (the dynamic map's entries are the kernel's) and
+  // plans nothing
+  const fresh = new Proxier(k, { mode: 'nftables', node: { name: 'node-a', addresses: [NODE_IP, '10.244.1.1'] }, config: { clusterCIDRs: ['10.244.0.0/16'] } });
+  for (const s of [sticky, svc('sticky6', { clusterIP: 'fd00::60', ipFamilies: ['IPv6'], ports: [{ port: 80 }], sessionAffinity: 'ClientIP' })]) fresh.onServiceUpdate(s);
+  fresh.onSliceUpdate(endpoints(PODS.slice(0, 3)));
+  fresh.onSliceUpdate({ ...slice('sticky6', 'sticky6-1', [{ port: 8080 }], [{ ip: 'fd00:244::2', node: 'node-b' }]), addressType: 'IPv6' });
+  assert.deepEqual((await fresh.plan(true)).plan.nft?.ops, []);
 
   // The kept endpoint goes: the first connection after it finds its endpoint stale, forgets it
   // and is dropped (the SYN's retransmission, a second later, picks a live one); then the

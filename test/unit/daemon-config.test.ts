@@ -556,6 +556,7 @@ test('the proxy\'s sysctls: run_estimation only when set; written to /proc/sys o
     ['net/ipv4/ip_forward', 'net/ipv4/vs/conntrack', 'net/ipv4/vs/expire_nodest_conn', 'net/ipv4/vs/expire_quiescent_template'],
   );
   assert.deepEqual(proxySysctls(false, false).at(-1), ['net/ipv4/vs/run_estimation', '0']);
+  assert.deepEqual(proxySysctls(true, true, 'nftables'), [['net/ipv4/ip_forward', '1']], 'no IPVS sysctl in nftables mode');
   assert.deepEqual(proxySysctls(true, true).slice(-3), [['net/ipv4/conf/all/arp_ignore', '1'], ['net/ipv4/conf/all/arp_announce', '2'], ['net/ipv4/vs/run_estimation', '1']]);
   // a /proc/sys of files: one to change, one already right, one the kernel does not have
   const root = mkdtempSync(join(tmpdir(), 'ipvsync-sysctl-'));
