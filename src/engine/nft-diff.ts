@@ -10,7 +10,7 @@ import { samePlain } from './ipvs-model.js';
 
 type Local<T> = Omit<T, 'family' | 'table'>;
 type DesiredSet = DesiredNftTable['sets'][number];
-type SetDecl = Omit<DesiredSet, 'elements' | 'order'>;
+type SetDecl = Omit<DesiredSet, 'elements' | 'order' | 'unique'>;
 
 export interface DesiredNftTable {
   family: NftFamily;
@@ -29,6 +29,9 @@ export interface DesiredNftTable {
        * elements are sorted by `order` first.
        */
       order?: ElementOrder;
+      /** The elements are unique by canonical key already (a builder that keeps them so): a
+       *  table created from nothing is written without checking. */
+      unique?: boolean;
     }
   >;
   /** Rules in order; a chain's rules are compared as one ordered list. */
@@ -108,7 +111,7 @@ type TableRef = { family: NftFamily; table: string };
 
 /** A set without its elements and their order. */
 export function declOf(set: DesiredSet | (Local<SetSpec> & { elements: readonly SetElement[] })): SetDecl {
-  const { elements: _, order: _o, ...decl } = set as DesiredSet;
+  const { elements: _, order: _o, unique: _u, ...decl } = set as DesiredSet;
   return decl;
 }
 
@@ -118,7 +121,7 @@ function build(t: TableSpec, d: DesiredNftTable): NftOp[] {
   for (const c of d.chains) ops.push({ verb: 'add', kind: 'chain', chain: full(t, c) });
   for (const set of d.sets) {
     const s = declOf(set);
-    const elements = set.order ? set.elements : uniqueElements(s, set.elements);
+    const elements = set.order || set.unique ? set.elements : uniqueElements(s, set.elements);
     ops.push({ verb: 'add', kind: 'set', set: full(t, s) });
     if (elements.length) ops.push({ verb: 'add', kind: 'elements', set: full(t, s), elements });
   }

@@ -3,7 +3,7 @@
 // place in it, and the tables' shape (endpoint counts, source-range firewalls). A sync of a few
 // changed services removes their old elements and adds their new ones: the work and the
 // element changes it hands the engine grow with those services, not with the table.
-import { elementKey, type DesiredNftTable } from '../../engine/nft-diff.js';
+import type { DesiredNftTable } from '../../engine/nft-diff.js';
 import type { NftElementChange } from '../../engine/engine.js';
 import type { FlowFilter } from '../../kernel/conntrack.js';
 import type { SetElement } from '../../kernel/nftables.js';
@@ -17,46 +17,55 @@ import {
 
 type DesiredSet = DesiredNftTable['sets'][number];
 
-/** A set's elements: an array in no particular order, and each key's index and owner count
- *  (two services can put the same element, e.g. a hairpin one, into a set). */
+/** A set's elements: an array in no particular order, each key's index in it, and the owner
+ *  count of the keys two services put (e.g. a hairpin element), absent for one. */
 class ElementSet {
   readonly set: DesiredSet;
-  private readonly slots = new Map<string, { i: number; n: number }>();
+  private readonly index = new Map<string, number>();
+  private readonly owners = new Map<string, number>();
 
   constructor(readonly family: Fam, readonly decl: SetDecl, elements: readonly SetElement[] = []) {
-    this.set = { ...decl, elements: [] };
+    this.set = { ...decl, elements: [], unique: true };
     for (const e of elements) this.add(this.key(e), e);
   }
 
+  /** The element's key: its parts joined, the model's addresses being canonical already (and
+   *  protocols named, CIDRs their network), so one kernel key is one text. */
   key(e: SetElement): string {
-    return elementKey(this.decl, e);
+    return e.key.join(' ');
   }
 
   get(k: string): SetElement | undefined {
-    const s = this.slots.get(k);
-    return s && this.set.elements[s.i];
+    const i = this.index.get(k);
+    return i === undefined ? undefined : this.set.elements[i];
   }
 
   add(k: string, e: SetElement): void {
-    const s = this.slots.get(k);
-    if (s) {
-      s.n++;
-      this.set.elements[s.i] = e;
+    const i = this.index.get(k);
+    if (i !== undefined) {
+      this.owners.set(k, (this.owners.get(k) ?? 1) + 1);
+      this.set.elements[i] = e;
       return;
     }
-    this.slots.set(k, { i: this.set.elements.length, n: 1 });
+    this.index.set(k, this.set.elements.length);
     this.set.elements.push(e);
   }
 
   remove(k: string): void {
-    const s = this.slots.get(k);
-    if (!s || --s.n > 0) return;
-    this.slots.delete(k);
+    const i = this.index.get(k);
+    if (i === undefined) return;
+    const n = this.owners.get(k);
+    if (n !== undefined) {
+      if (n > 2) this.owners.set(k, n - 1);
+      else this.owners.delete(k);
+      return;
+    }
+    this.index.delete(k);
     const els = this.set.elements;
     const last = els.pop()!;
-    if (s.i < els.length) {
-      els[s.i] = last;
-      this.slots.get(this.key(last))!.i = s.i;
+    if (i < els.length) {
+      els[i] = last;
+      this.index.set(this.key(last), i);
     }
   }
 }
@@ -260,7 +269,7 @@ export class NftablesPlane {
       this.owners.set(fe.key, { service: name, portName: fe.portName });
       s.owned.push(fe);
       const fam = this.families![fe.family];
-      if (fe.endpoints.length && !fam.sets.has(endpointsMap(fe.endpoints.length))) this.addSize(fam, fe.endpoints.length);
+      if (fe.endpointCount && !fam.sets.has(endpointsMap(fe.endpointCount))) this.addSize(fam, fe.endpointCount);
       if (fe.affinity && !fam.sets.has(affinityTimeoutSet(fe.affinity))) this.addAffinityTimeout(fam, fe.affinity);
       if (fe.firewall) {
         fam.firewalls.set(fe.firewall.chain, fe.firewall);
@@ -352,15 +361,15 @@ function flowsGone(was: readonly FrontendPart[] | undefined, now: readonly Front
     if (fe.protocol === 'tcp') continue;
     const b = before.get(fe.key);
     const base = { family: fe.family === 'ip' ? 'inet' : 'inet6', proto: fe.protocol, origDst: fe.address, origDport: fe.port } as const;
-    if ((!b || b.endpoints.length === 0) && fe.endpoints.length > 0) out.push({ ...base, replySrc: fe.address });
+    if ((!b || b.endpointCount === 0) && fe.endpointCount > 0) out.push({ ...base, replySrc: fe.address });
     if (!b) continue;
-    const keep = new Set(fe.endpoints.map(([a, p]) => `${a} ${p}`));
-    for (const [a, p] of b.endpoints) if (!keep.has(`${a} ${p}`)) out.push({ ...base, replySrc: a, replySport: p });
+    const keep = new Set((fe.endpoints ?? []).map(([a, p]) => `${a} ${p}`));
+    for (const [a, p] of b.endpoints ?? []) if (!keep.has(`${a} ${p}`)) out.push({ ...base, replySrc: a, replySport: p });
   }
   for (const fe of was ?? []) {
     if (fe.protocol === 'tcp' || now.some((x) => x.key === fe.key)) continue;
     const base = { family: fe.family === 'ip' ? 'inet' : 'inet6', proto: fe.protocol, origDst: fe.address, origDport: fe.port } as const;
-    for (const [a, p] of fe.endpoints) out.push({ ...base, replySrc: a, replySport: p });
+    for (const [a, p] of fe.endpoints ?? []) out.push({ ...base, replySrc: a, replySport: p });
   }
   return out;
 }

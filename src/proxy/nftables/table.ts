@@ -81,8 +81,10 @@ export interface FrontendPart {
   protocol: IpvsProtocol;
   address: string;
   port: number;
-  /** The endpoints behind it, as (address, port). */
-  endpoints: Array<readonly [string, number]>;
+  /** How many endpoints are behind it. */
+  endpointCount: number;
+  /** UDP and SCTP: the endpoints behind it, as (address, port), for their stale flows. */
+  endpoints?: Array<readonly [string, number]>;
   elements: ServiceElement[];
   firewall?: Firewall;
   /** sessionAffinity ClientIP with endpoints: its timeout in seconds. */
@@ -129,7 +131,8 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         protocol: p.protocol,
         address: fe.address,
         port: fe.port,
-        endpoints: eps.map((ep) => [ep.address, ep.port] as const),
+        endpointCount: eps.length,
+        ...(p.protocol !== 'tcp' ? { endpoints: eps.map((ep) => [ep.address, ep.port] as const) } : {}),
         elements,
         ...(affinity ? { affinity } : {}),
       };
