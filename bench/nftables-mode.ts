@@ -8,28 +8,47 @@
 //   peers     `iptables-legacy-restore` of kube-proxy's iptables-mode ruleset, and `nft -f` of its
 //             nftables-mode ruleset (a chain per service and per endpoint), each on an empty
 //             table, capped at --cap seconds
-// Prints the table with ratios; writes bench/results/nftables-mode.json and .md. Timings are
-// wall clock of whole processes; the one-endpoint run still compares every element in
-// JavaScript (the daemon's incremental path is not written for this data plane yet).
-import { spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+//   daemon    the daemon's path in this process (the Proxier of `ipvsync proxy`, objects already
+//             parsed): the first sync, a no-op sync, one endpoint replaced (incremental, the
+//             kernel's commit included; the median of 41), a full resync; its writes and RSS
+//   peer      kube-proxy nftables mode's transaction for that one endpoint (`nft -f`), on its
+//             ruleset loaded in pieces of 1,000 services (one transaction would pass the cap),
+//             up to --change-peer-max services
+// Prints the table with ratios; writes bench/results/nftables-mode.json and .md.
+import { spawn, spawnSync } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { iptablesRestore, JUMP_RULES } from './lib/iptables.js';
 import { manifestFiles, syncFlags } from './lib/manifests.js';
-import { nftRuleset, NFT_TABLE } from './lib/nft-mode.js';
+import { nftEndpointChange, nftRuleset, NFT_TABLE } from './lib/nft-mode.js';
+import { median } from './lib/median.js';
+import { panel, svgDocument, type Series } from './lib/render.js';
+import { serviceObject, sliceObject } from './lib/manifests.js';
+import { openKernel } from '../src/proxy/kernel.js';
+import { Proxier } from '../src/proxy/proxier.js';
+import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { CLI, NODE_ENV_VARS, NODE_FLAGS } from './lib/command-env.js';
-import { NODE_IP, withOneEndpointChanged, workload } from './lib/workload.js';
+import { changedIndex, CLUSTER_CIDR, NODE_IP, NODE_NAME, withOneEndpointChanged, workload, type Workload } from './lib/workload.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const RESULTS = join(here, '..', '..', 'bench', 'results');
-const { values: a } = parseArgs({ options: { sizes: { type: 'string', default: '1000,5000,10000' }, cap: { type: 'string', default: '120' }, inner: { type: 'boolean', default: false } } });
+const { values: a } = parseArgs({
+  options: {
+    sizes: { type: 'string', default: '1000,5000,10000,20000' },
+    cap: { type: 'string', default: '120' },
+    'change-peer-max': { type: 'string', default: '10000' },
+    render: { type: 'boolean', default: false },
+    inner: { type: 'boolean', default: false },
+  },
+});
 
-if (!a.inner) {
+if (!a.inner && !a.render) {
   // Every measurement in a namespace of its own making: nothing of the machine's is touched.
-  const r = spawnSync('unshare', ['-n', 'bash', '-c', 'ip link set lo up && exec "$0" "$@"', process.execPath, fileURLToPath(import.meta.url), '--inner', '--sizes', a.sizes!, '--cap', a.cap!], { stdio: 'inherit' });
+  const r = spawnSync('unshare', ['-n', 'bash', '-c', 'ip link set lo up && exec "$0" "$@"', process.execPath, fileURLToPath(import.meta.url), '--inner', '--sizes', a.sizes!, '--cap', a.cap!, '--change-peer-max', a['change-peer-max']!], { stdio: 'inherit' });
   process.exit(r.status ?? 1);
 }
 
@@ -65,14 +84,115 @@ const nftWrites = (r: Run) => (r.out ? (JSON.parse(r.out) as { report: { nft: { 
 const fmt = (r: Run) => (r.timeout ? `> ${CAP_S} s` : r.ms >= 10_000 ? `${(r.ms / 1000).toFixed(1)} s` : `${r.ms.toFixed(0)} ms`);
 const ratio = (peer: Run, ours: Run) => (peer.timeout ? `> ${(peer.ms / ours.ms).toFixed(1)}×` : `${(peer.ms / ours.ms).toFixed(1)}×`);
 
+/** The daemon's path in this process: a Proxier in nftables mode on the namespace's kernel. */
+interface DaemonRun {
+  firstMs: number;
+  /** of the first sync: planning (model, tables, diff) and applying (the kernel's commits) */
+  firstPlanMs: number;
+  firstApplyMs: number;
+  noopWrites: number;
+  oneEndpointMs: number;
+  oneEndpointWrites: number;
+  oneEndpointOps: Record<string, number>;
+  resyncMs: number;
+  resyncWrites: number;
+}
+
+async function daemonPath(w: Workload): Promise<DaemonRun> {
+  const p = new Proxier(await openKernel({}, { glue: true, mode: 'nftables' }), { mode: 'nftables', node: { name: NODE_NAME, addresses: [NODE_IP] }, config: { clusterCIDRs: [CLUSTER_CIDR] } });
+  for (const svc of w.services) {
+    p.onServiceUpdate(serviceObject(svc) as unknown as V1Service);
+    p.onSliceUpdate(sliceObject(svc) as unknown as V1EndpointSlice);
+  }
+  const now = () => performance.now();
+  let t = now();
+  const first = await p.sync(true);
+  const firstMs = now() - t;
+  if (first.report.errors.length) throw first.report.errors[0];
+  const noop = await p.sync(false);
+  // one endpoint replaced and put back, alternately: each an incremental sync
+  const changed = withOneEndpointChanged(w).services[changedIndex(w)]!;
+  const original = w.services[changedIndex(w)]!;
+  const samples: number[] = [];
+  let last = first;
+  for (let i = 0; i < 41; i++) {
+    p.onSliceUpdate(sliceObject(i % 2 === 0 ? changed : original) as unknown as V1EndpointSlice);
+    t = now();
+    last = await p.sync(false);
+    samples.push(now() - t);
+    if (last.report.errors.length) throw last.report.errors[0];
+  }
+  t = now();
+  const resync = await p.sync(true);
+  const resyncMs = now() - t;
+  return {
+    firstMs,
+    firstPlanMs: firstMs - first.report.durations.applyMs,
+    firstApplyMs: first.report.durations.applyMs,
+    noopWrites: noop.report.nft.writes,
+    oneEndpointMs: median(samples),
+    oneEndpointWrites: last.report.nft.writes,
+    oneEndpointOps: last.report.nft.ops,
+    resyncMs,
+    resyncWrites: resync.report.nft.writes,
+  };
+}
+
+/** `ipvsync proxy --proxy-mode nftables --manifests DIR` as a process: its first sync (from
+ *  its log) and its peak and current RSS after it (all its threads). */
+async function daemonProcess(dir: string): Promise<{ syncMs: number; hwmMb: number; rssMb: number } | undefined> {
+  const args = [CLI, 'proxy', '--proxy-mode', 'nftables', '--manifests', dir, '--hostname-override', NODE_NAME, '--node-ip', NODE_IP, '--cluster-cidr', CLUSTER_CIDR, '--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0'];
+  const child = spawn('env', [...NODE_ENV_VARS, process.execPath, ...NODE_FLAGS, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const first = await new Promise<Record<string, unknown> | undefined>((resolve) => {
+    const timer = setTimeout(() => resolve(undefined), CAP_S * 1000);
+    createInterface({ input: child.stderr! }).on('line', (l) => {
+      if (!l.includes('"msg":"sync"')) return;
+      clearTimeout(timer);
+      resolve(JSON.parse(l) as Record<string, unknown>);
+    });
+    child.once('exit', () => resolve(undefined));
+  });
+  // env execs node: the same pid
+  const status = spawnSync('cat', [`/proc/${child.pid}/status`], { encoding: 'utf8' }).stdout;
+  child.kill('SIGTERM');
+  await new Promise((r) => child.once('exit', r));
+  const kb = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+)`).exec(status)?.[1] ?? NaN);
+  return first && { syncMs: Number(first.ms), hwmMb: kb('VmHWM') / 1024, rssMb: kb('VmRSS') / 1024 };
+}
+
+/** kube-proxy nftables mode's transaction for one endpoint replaced, on its ruleset for `w`
+ *  (loaded in pieces of 1,000 services); the median of 5 there and back. */
+function kubeProxyChange(w: Workload): Run | undefined {
+  const PIECE = 1000;
+  for (let i = 0; i < w.services.length; i += PIECE) {
+    const r = run('nft', ['-f', '-'], nftRuleset(w.services.slice(i, i + PIECE), CLUSTER_CIDR, { base: i === 0 }).text);
+    if (r.timeout) return { ms: CAP_S * 1000, timeout: true };
+  }
+  const original = w.services[changedIndex(w)]!;
+  const changed = withOneEndpointChanged(w).services[changedIndex(w)]!;
+  const runs: Run[] = [];
+  for (let i = 0; i < 10; i++) runs.push(run('nft', ['-f', '-'], i % 2 === 0 ? nftEndpointChange(original, changed) : nftEndpointChange(changed, original)));
+  return runs.find((r) => r.timeout) ?? { ms: median(runs.map((r) => r.ms)) };
+}
+
 interface Row {
   S: number;
+  daemon: DaemonRun;
+  daemonProcess: { syncMs: number; hwmMb: number; rssMb: number } | undefined;
+  kubeProxyChange: Run | undefined;
   first: Run;
   noop: Run;
   oneEndpoint: Run;
   oneEndpointWrites: unknown;
   iptablesLegacy: Run;
   nftKubeProxy: Run;
+}
+
+if (a.render) {
+  // the tables and the plot again from the committed JSON (no measurement)
+  const j = JSON.parse(readFileSync(join(RESULTS, 'nftables-mode.json'), 'utf8')) as { date: string; kernel: string; cpu?: string; capS: number; rows: Row[] };
+  render(j.rows, { date: j.date, kernel: j.kernel, cpu: j.cpu ?? `${os.cpus()[0]?.model ?? '?'} × ${os.cpus().length}`, capS: j.capS, rendered: true });
+  process.exit(0);
 }
 
 const rows: Row[] = [];
@@ -90,6 +210,13 @@ for (const S of a.sizes!.split(',').map(Number)) {
   write(withOneEndpointChanged(w).services);
   const oneEndpoint = ipvsync(dir);
   quiet('nft', 'flush', 'ruleset');
+  const daemon = await daemonPath(w);
+  quiet('nft', 'flush', 'ruleset');
+  write(w.services);
+  const proc = await daemonProcess(dir);
+  quiet('nft', 'flush', 'ruleset');
+  const kubeProxy = S <= Number(a['change-peer-max']) ? kubeProxyChange(w) : undefined;
+  quiet('nft', 'flush', 'ruleset');
   // kube-proxy iptables mode, legacy backend: the whole nat and filter tables in one restore
   for (const t of ['nat', 'filter']) quiet('iptables-legacy', '-t', t, '-F'), quiet('iptables-legacy', '-t', t, '-X');
   for (const j of JUMP_RULES) quiet('iptables-legacy', ...j);
@@ -101,27 +228,59 @@ for (const S of a.sizes!.split(',').map(Number)) {
   nftCapped ||= !!nftKubeProxy.timeout;
   quiet('nft', 'delete', 'table', 'ip', NFT_TABLE);
   rmSync(dir, { recursive: true, force: true });
-  const row = { S, first, noop, oneEndpoint, oneEndpointWrites: nftWrites(oneEndpoint), iptablesLegacy, nftKubeProxy };
+  const row = { S, daemon, daemonProcess: proc, kubeProxyChange: kubeProxy, first, noop, oneEndpoint, oneEndpointWrites: nftWrites(oneEndpoint), iptablesLegacy, nftKubeProxy };
   rows.push(row);
   console.log(
     `S=${S}: ipvsync first ${fmt(first)}, no-op ${fmt(noop)} (writes ${nftWrites(noop)?.writes}), one endpoint ${fmt(oneEndpoint)} (${JSON.stringify(row.oneEndpointWrites)}); ` +
       `iptables-legacy-restore ${fmt(iptablesLegacy)} (${ratio(iptablesLegacy, first)}), nft -f kube-proxy ${fmt(nftKubeProxy)} (${ratio(nftKubeProxy, first)})`,
   );
+  console.log(
+    `   daemon path: first ${daemon.firstMs.toFixed(0)} ms (plan ${daemon.firstPlanMs.toFixed(0)}, apply ${daemon.firstApplyMs.toFixed(0)}), no-op writes ${daemon.noopWrites}, ` +
+      `one endpoint ${daemon.oneEndpointMs.toFixed(2)} ms (${daemon.oneEndpointWrites} writes), resync ${daemon.resyncMs.toFixed(0)} ms (${daemon.resyncWrites} writes); ` +
+      `ipvsync proxy peak RSS ${proc ? `${proc.hwmMb.toFixed(0)} MB` : '-'}; ` +
+      `kube-proxy's transaction for it ${kubeProxy ? fmt(kubeProxy) : '-'}`,
+  );
 }
 
-const md = [
-  `# nftables data plane vs kube-proxy's tools (${os.release()}, ${os.cpus()[0]?.model ?? '?'} × ${os.cpus().length}, ${new Date().toISOString().slice(0, 10)})`,
-  '',
-  'Whole processes, wall clock, each on an empty table; `node dist/bench/nftables-mode.js`.',
-  '',
-  '| S × 10 | `ipvsync sync -f --proxy-mode nftables` | no-op rerun | one endpoint replaced (writes) | `iptables-legacy-restore` | ratio | `nft -f` kube-proxy nftables | ratio |',
-  '|---|---|---|---|---|---|---|---|',
-  ...rows.map(
-    (r) =>
-      `| ${r.S} | ${fmt(r.first)} | ${fmt(r.noop)} | ${fmt(r.oneEndpoint)} (${JSON.stringify((r.oneEndpointWrites as { ops?: unknown } | undefined)?.ops ?? {})}) | ${fmt(r.iptablesLegacy)} | ${ratio(r.iptablesLegacy, r.first)} | ${fmt(r.nftKubeProxy)} | ${ratio(r.nftKubeProxy, r.first)} |`,
-  ),
-  '',
-];
-console.log(md.join('\n'));
-writeFileSync(join(RESULTS, 'nftables-mode.json'), JSON.stringify({ date: new Date().toISOString(), kernel: os.release(), capS: CAP_S, rows: rows.map(({ first, noop, oneEndpoint, iptablesLegacy, nftKubeProxy, ...r }) => ({ ...r, first: { ms: first.ms }, noop: { ms: noop.ms }, oneEndpoint: { ms: oneEndpoint.ms }, iptablesLegacy: { ms: iptablesLegacy.ms, timeout: !!iptablesLegacy.timeout }, nftKubeProxy: { ms: nftKubeProxy.ms, timeout: !!nftKubeProxy.timeout } })) }, null, 2) + '\n');
-writeFileSync(join(RESULTS, 'nftables-mode.md'), md.join('\n'));
+render(rows, { date: new Date().toISOString(), kernel: os.release(), cpu: `${os.cpus()[0]?.model ?? '?'} × ${os.cpus().length}`, capS: CAP_S });
+
+/** The markdown tables, the JSON (unless re-rendering it) and the plot. */
+function render(rows: Row[], meta: { date: string; kernel: string; cpu: string; capS: number; rendered?: boolean }): void {
+  const ms = (x: number) => (x >= 10_000 ? `${(x / 1000).toFixed(1)} s` : x >= 10 ? `${x.toFixed(0)} ms` : `${x.toFixed(2)} ms`);
+  const md = [
+    `# nftables data plane vs kube-proxy's tools (${meta.kernel}, ${meta.cpu}, ${meta.date.slice(0, 10)})`,
+    '',
+    '`node dist/bench/nftables-mode.js`, in a private network namespace of the machine\'s own kernel.',
+    '',
+    "## The daemon's path (the Proxier of `ipvsync proxy`, objects parsed), against the peers",
+    '',
+    '| S × 10 | first sync (JS + kernel commit) | `iptables-legacy-restore` | ratio | no-op sync | one endpoint replaced | kube-proxy `nft -f` for it | ratio | full resync | `ipvsync proxy` peak RSS (VmHWM, after its first sync) |',
+    '|---|---|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => {
+      const d = r.daemon;
+      const peer = r.kubeProxyChange;
+      return `| ${r.S} | ${ms(d.firstMs)} (${ms(d.firstPlanMs)} + ${ms(d.firstApplyMs)}) | ${fmt(r.iptablesLegacy)} | ${ratio(r.iptablesLegacy, { ms: d.firstMs })} | ${d.noopWrites} writes | ${ms(d.oneEndpointMs)} (${d.oneEndpointWrites} writes) | ${peer ? fmt(peer) : '–'} | ${peer ? `${peer.timeout ? '> ' : ''}${(peer.ms / d.oneEndpointMs).toFixed(0)}×` : '–'} | ${ms(d.resyncMs)} (${d.resyncWrites} writes) | ${r.daemonProcess ? `${r.daemonProcess.hwmMb.toFixed(0)} MB` : '–'} |`;
+    }),
+    '',
+    '## Whole processes (`ipvsync sync -f --proxy-mode nftables`: start, JSON, translate, kernel), each on an empty table',
+    '',
+    '| S × 10 | `ipvsync sync -f --proxy-mode nftables` | no-op rerun | one endpoint replaced (writes) | `iptables-legacy-restore` | ratio | `nft -f` kube-proxy nftables | ratio |',
+    '|---|---|---|---|---|---|---|---|',
+    ...rows.map(
+      (r) =>
+        `| ${r.S} | ${fmt(r.first)} | ${fmt(r.noop)} | ${fmt(r.oneEndpoint)} (${JSON.stringify((r.oneEndpointWrites as { ops?: unknown } | undefined)?.ops ?? {})}) | ${fmt(r.iptablesLegacy)} | ${ratio(r.iptablesLegacy, r.first)} | ${fmt(r.nftKubeProxy)} | ${ratio(r.nftKubeProxy, r.first)} |`,
+    ),
+    '',
+  ];
+  console.log(md.join('\n'));
+  if (!meta.rendered) writeFileSync(join(RESULTS, 'nftables-mode.json'), JSON.stringify({ date: meta.date, kernel: meta.kernel, cpu: meta.cpu, capS: meta.capS, rows: rows.map(({ first, noop, oneEndpoint, iptablesLegacy, nftKubeProxy, kubeProxyChange, ...r }) => ({ ...r, kubeProxyChange: kubeProxyChange && { ms: kubeProxyChange.ms, timeout: !!kubeProxyChange.timeout }, first: { ms: first.ms }, noop: { ms: noop.ms }, oneEndpoint: { ms: oneEndpoint.ms }, iptablesLegacy: { ms: iptablesLegacy.ms, timeout: !!iptablesLegacy.timeout }, nftKubeProxy: { ms: nftKubeProxy.ms, timeout: !!nftKubeProxy.timeout } })) }, null, 2) + '\n');
+  writeFileSync(join(RESULTS, 'nftables-mode.md'), md.join('\n'));
+  const point = (S: number, r: Run) => ({ S, ms: r.timeout ? meta.capS * 1000 : r.ms, timeout: !!r.timeout });
+  const series: Series[] = [
+    { name: 'ipvsync, the daemon path', color: '#d62728', points: rows.map((r) => ({ S: r.S, ms: r.daemon.firstMs, timeout: false })) },
+    { name: 'ipvsync sync -f (process)', color: '#e377c2', points: rows.map((r) => point(r.S, r.first)) },
+    { name: 'iptables-legacy-restore', color: '#1f77b4', points: rows.map((r) => point(r.S, r.iptablesLegacy)) },
+    { name: 'nft -f (kube-proxy nftables)', color: '#ff7f0e', points: rows.map((r) => point(r.S, r.nftKubeProxy)) },
+  ];
+  writeFileSync(join(RESULTS, 'nftables-mode.svg'), svgDocument(panel(`Full programming, the machine's own kernel (${meta.kernel})`, series, 0, 560, 420), 560, 420, meta.date.slice(0, 10)));
+}

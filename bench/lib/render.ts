@@ -402,7 +402,7 @@ export function renderMarkdown(res: SuiteResult): string {
 }
 
 // ---- SVG ----
-interface Series {
+export interface Series {
   name: string;
   color: string;
   points: Array<{ S: number; ms: number; timeout: boolean }>;
@@ -428,7 +428,7 @@ function series(p: PhaseResult, env: 'qemu' | 'host'): Series[] {
   return out.filter((s) => s.points.length);
 }
 
-function panel(title: string, ss: Series[], x0: number, W: number, H: number): string[] {
+export function panel(title: string, ss: Series[], x0: number, W: number, H: number): string[] {
   const all = ss.flatMap((s) => s.points);
   if (!all.length) return [];
   const Ss = all.map((p) => p.S);
@@ -482,11 +482,16 @@ export function renderSvg(res: SuiteResult): string {
     parts.push(...panel('Real speed, host 6.18 (no IPVS: ipvsync with IPVS in memory)', series(res.phases.host, 'host'), x, W, H));
     x += W;
   }
+  return svgDocument(parts, x, H, res.date);
+}
+
+/** Panels (panel()) as one SVG document, with the legend of capped runs and the date. */
+export function svgDocument(parts: string[], width: number, height: number, date: string): string {
   return [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${x}" height="${H}" viewBox="0 0 ${x} ${H}" font-family="sans-serif" font-size="11">`,
-    `<rect width="${x}" height="${H}" fill="white"/>`,
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`,
+    `<rect width="${width}" height="${height}" fill="white"/>`,
     ...parts,
-    `<text x="6" y="${H - 6}" fill="#666">hollow triangle: the run hit the time cap (the real time is longer). ${esc(res.date)}</text>`,
+    `<text x="6" y="${height - 6}" fill="#666">hollow triangle: the run hit the time cap (the real time is longer). ${esc(date)}</text>`,
     '</svg>',
     '',
   ].join('\n');
