@@ -14,6 +14,9 @@
 //   peer      kube-proxy nftables mode's transaction for that one endpoint (`nft -f`), on its
 //             ruleset loaded in pieces of 1,000 services (one transaction would pass the cap),
 //             up to --change-peer-max services
+//   data      new TCP connections per second from the node to the last service's cluster IP (a
+//             pod namespace answering on its endpoints' addresses), one after the other, with
+//             ipvsync's tables and with kube-proxy's iptables-legacy ruleset, at --conn-sizes
 // Prints the table with ratios; writes bench/results/nftables-mode.json and .md.
 import { spawn, spawnSync } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -41,6 +44,7 @@ const { values: a } = parseArgs({
     sizes: { type: 'string', default: '1000,5000,10000,20000' },
     cap: { type: 'string', default: '120' },
     'change-peer-max': { type: 'string', default: '10000' },
+    'conn-sizes': { type: 'string', default: '1000,10000' },
     render: { type: 'boolean', default: false },
     inner: { type: 'boolean', default: false },
   },
@@ -48,7 +52,7 @@ const { values: a } = parseArgs({
 
 if (!a.inner && !a.render) {
   // Every measurement in a namespace of its own making: nothing of the machine's is touched.
-  const r = spawnSync('unshare', ['-n', 'bash', '-c', 'ip link set lo up && exec "$0" "$@"', process.execPath, fileURLToPath(import.meta.url), '--inner', '--sizes', a.sizes!, '--cap', a.cap!, '--change-peer-max', a['change-peer-max']!], { stdio: 'inherit' });
+  const r = spawnSync('unshare', ['-n', 'bash', '-c', 'ip link set lo up && exec "$0" "$@"', process.execPath, fileURLToPath(import.meta.url), '--inner', '--sizes', a.sizes!, '--cap', a.cap!, '--change-peer-max', a['change-peer-max']!, '--conn-sizes', a['conn-sizes']!], { stdio: 'inherit' });
   process.exit(r.status ?? 1);
 }
 
@@ -160,6 +164,74 @@ async function daemonProcess(dir: string): Promise<{ syncMs: number; hwmMb: numb
   return first && { syncMs: Number(first.ms), hwmMb: kb('VmHWM') / 1024, rssMb: kb('VmRSS') / 1024 };
 }
 
+/** New connections, one after the other, each opened and closed; prints connections/s. */
+const CONNECT = `
+const net = require('node:net');
+const [host, port, n] = [process.argv[1], +process.argv[2], +process.argv[3]];
+let i = 0;
+const t0 = process.hrtime.bigint();
+const one = () => {
+  if (i++ >= n) return console.log(n / (Number(process.hrtime.bigint() - t0) / 1e9));
+  const c = net.connect(port, host);
+  c.on('connect', () => c.destroy()).on('close', one).on('error', (e) => (console.error(e.message), process.exit(1)));
+};
+one();
+`;
+
+/** New TCP connections per second to the last service's cluster IP through ipvsync's tables
+ *  and through kube-proxy's iptables-legacy ruleset: the median of three runs of 2,000 each. */
+async function connectionRate(w: Workload): Promise<{ direct: number; nftables: number; iptablesLegacy: number }> {
+  const last = w.services[w.services.length - 1]!;
+  const ip = (...args: string[]) => {
+    const r = spawnSync('ip', args, { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`ip ${args.join(' ')}: ${r.stderr}`);
+  };
+  spawnSync('ip', ['netns', 'del', 'cr-pod']);
+  ip('netns', 'add', 'cr-pod');
+  ip('link', 'add', 'cr0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', 'cr-pod');
+  ip('addr', 'add', '10.255.9.1/24', 'dev', 'cr0');
+  ip('link', 'set', 'cr0', 'up');
+  ip('-n', 'cr-pod', 'addr', 'add', '10.255.9.2/24', 'dev', 'eth0');
+  for (const e of last.endpoints) {
+    ip('-n', 'cr-pod', 'addr', 'add', `${e.ip}/32`, 'dev', 'eth0');
+    ip('route', 'add', `${e.ip}/32`, 'via', '10.255.9.2');
+  }
+  ip('-n', 'cr-pod', 'link', 'set', 'eth0', 'up');
+  ip('-n', 'cr-pod', 'link', 'set', 'lo', 'up');
+  ip('-n', 'cr-pod', 'route', 'add', 'default', 'via', '10.255.9.1');
+  // a node routes its service range (locally made packets are routed before the nat hook)
+  ip('route', 'add', '172.20.0.0/16', 'dev', 'cr0');
+  const server = spawn('ip', ['netns', 'exec', 'cr-pod', process.execPath, '-e', `require('node:net').createServer((s) => s.end()).listen(${last.endpoints[0]!.port}, () => console.log('ready'))`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise((r) => server.stdout!.once('data', r));
+  // a warm-up run first (the server's JIT), then the median of three
+  const connect = (host: string, port: number, n: number) => Number(spawnSync(process.execPath, ['-e', CONNECT, host, String(port), String(n)], { encoding: 'utf8' }).stdout.trim());
+  const rate = (host = last.clusterIP, port = last.port) => (connect(host, port, 500), median([0, 1, 2].map(() => connect(host, port, 2000))));
+  try {
+    const p = new Proxier(await openKernel({}, { glue: true, mode: 'nftables' }), { mode: 'nftables', node: { name: NODE_NAME, addresses: [NODE_IP] }, config: { clusterCIDRs: [CLUSTER_CIDR] } });
+    for (const svc of w.services) {
+      p.onServiceUpdate(serviceObject(svc) as unknown as V1Service);
+      p.onSliceUpdate(sliceObject(svc) as unknown as V1EndpointSlice);
+    }
+    // the floor: straight to an endpoint, no service in the way
+    const direct = rate(last.endpoints[0]!.ip, last.endpoints[0]!.port);
+    if ((await p.sync(true)).report.errors.length) throw new Error('sync failed');
+    const nftables = rate();
+    quiet('nft', 'flush', 'ruleset');
+    for (const j of JUMP_RULES) quiet('iptables-legacy', ...j);
+    run('iptables-legacy-restore', ['--noflush'], iptablesRestore(w.services).text);
+    const iptablesLegacy = rate();
+    return { direct, nftables, iptablesLegacy };
+  } finally {
+    server.kill();
+    for (const t of ['nat', 'filter']) quiet('iptables-legacy', '-t', t, '-F'), quiet('iptables-legacy', '-t', t, '-X');
+    quiet('nft', 'flush', 'ruleset');
+    spawnSync('ip', ['netns', 'del', 'cr-pod']);
+    spawnSync('ip', ['link', 'del', 'cr0']);
+    for (const e of last.endpoints) spawnSync('ip', ['route', 'del', `${e.ip}/32`]);
+    spawnSync('ip', ['route', 'del', '172.20.0.0/16']);
+  }
+}
+
 /** kube-proxy nftables mode's transaction for one endpoint replaced, on its ruleset for `w`
  *  (loaded in pieces of 1,000 services); the median of 5 there and back. */
 function kubeProxyChange(w: Workload): Run | undefined {
@@ -179,6 +251,7 @@ interface Row {
   S: number;
   daemon: DaemonRun;
   daemonProcess: { syncMs: number; hwmMb: number; rssMb: number } | undefined;
+  connections?: { direct: number; nftables: number; iptablesLegacy: number };
   kubeProxyChange: Run | undefined;
   first: Run;
   noop: Run;
@@ -217,6 +290,7 @@ for (const S of a.sizes!.split(',').map(Number)) {
   quiet('nft', 'flush', 'ruleset');
   const kubeProxy = S <= Number(a['change-peer-max']) ? kubeProxyChange(w) : undefined;
   quiet('nft', 'flush', 'ruleset');
+  const connections = a['conn-sizes']!.split(',').map(Number).includes(S) ? await connectionRate(w) : undefined;
   // kube-proxy iptables mode, legacy backend: the whole nat and filter tables in one restore
   for (const t of ['nat', 'filter']) quiet('iptables-legacy', '-t', t, '-F'), quiet('iptables-legacy', '-t', t, '-X');
   for (const j of JUMP_RULES) quiet('iptables-legacy', ...j);
@@ -228,7 +302,7 @@ for (const S of a.sizes!.split(',').map(Number)) {
   nftCapped ||= !!nftKubeProxy.timeout;
   quiet('nft', 'delete', 'table', 'ip', NFT_TABLE);
   rmSync(dir, { recursive: true, force: true });
-  const row = { S, daemon, daemonProcess: proc, kubeProxyChange: kubeProxy, first, noop, oneEndpoint, oneEndpointWrites: nftWrites(oneEndpoint), iptablesLegacy, nftKubeProxy };
+  const row = { S, daemon, daemonProcess: proc, connections, kubeProxyChange: kubeProxy, first, noop, oneEndpoint, oneEndpointWrites: nftWrites(oneEndpoint), iptablesLegacy, nftKubeProxy };
   rows.push(row);
   console.log(
     `S=${S}: ipvsync first ${fmt(first)}, no-op ${fmt(noop)} (writes ${nftWrites(noop)?.writes}), one endpoint ${fmt(oneEndpoint)} (${JSON.stringify(row.oneEndpointWrites)}); ` +
@@ -238,7 +312,8 @@ for (const S of a.sizes!.split(',').map(Number)) {
     `   daemon path: first ${daemon.firstMs.toFixed(0)} ms (plan ${daemon.firstPlanMs.toFixed(0)}, apply ${daemon.firstApplyMs.toFixed(0)}), no-op writes ${daemon.noopWrites}, ` +
       `one endpoint ${daemon.oneEndpointMs.toFixed(2)} ms (${daemon.oneEndpointWrites} writes), resync ${daemon.resyncMs.toFixed(0)} ms (${daemon.resyncWrites} writes); ` +
       `ipvsync proxy peak RSS ${proc ? `${proc.hwmMb.toFixed(0)} MB` : '-'}; ` +
-      `kube-proxy's transaction for it ${kubeProxy ? fmt(kubeProxy) : '-'}`,
+      `kube-proxy's transaction for it ${kubeProxy ? fmt(kubeProxy) : '-'}` +
+      (connections ? `; new connections/s to the last service: nftables ${connections.nftables.toFixed(0)}, iptables-legacy ${connections.iptablesLegacy.toFixed(0)} (straight to an endpoint ${connections.direct.toFixed(0)})` : ''),
   );
 }
 
@@ -261,6 +336,12 @@ function render(rows: Row[], meta: { date: string; kernel: string; cpu: string; 
       const peer = r.kubeProxyChange;
       return `| ${r.S} | ${ms(d.firstMs)} (${ms(d.firstPlanMs)} + ${ms(d.firstApplyMs)}) | ${fmt(r.iptablesLegacy)} | ${ratio(r.iptablesLegacy, { ms: d.firstMs })} | ${d.noopWrites} writes | ${ms(d.oneEndpointMs)} (${d.oneEndpointWrites} writes) | ${peer ? fmt(peer) : '–'} | ${peer ? `${peer.timeout ? '> ' : ''}${(peer.ms / d.oneEndpointMs).toFixed(0)}×` : '–'} | ${ms(d.resyncMs)} (${d.resyncWrites} writes) | ${r.daemonProcess ? `${r.daemonProcess.hwmMb.toFixed(0)} MB` : '–'} |`;
     }),
+    '',
+    '## The data plane: new TCP connections per second to the last service, one after the other',
+    '',
+    '| S × 10 | straight to an endpoint (no service) | ipvsync (nftables) | kube-proxy iptables-legacy | ratio |',
+    '|---|---|---|---|---|',
+    ...rows.flatMap((r) => (r.connections ? [`| ${r.S} | ${r.connections.direct.toFixed(0)} | ${r.connections.nftables.toFixed(0)} | ${r.connections.iptablesLegacy.toFixed(0)} | ${(r.connections.nftables / r.connections.iptablesLegacy).toFixed(2)}× |`] : [])),
     '',
     '## Whole processes (`ipvsync sync -f --proxy-mode nftables`: start, JSON, translate, kernel), each on an empty table',
     '',
