@@ -116,6 +116,9 @@ const FAMS: readonly Fam[] = ['ip', 'ip6'];
 
 export class NftablesPlane {
   private services = new Map<string, ServiceState>();
+  /** The services with a health check, a Local policy without local endpoints or a warning:
+   *  what the summary lists (few, so a sync does not walk every service). */
+  private notable = new Map<string, ServiceState>();
   private owners = new Map<string, { service: string; portName: string }>();
   /** Frontend keys other services wanted too, and which. */
   private wanted = new Map<string, Set<string>>();
@@ -134,6 +137,7 @@ export class NftablesPlane {
   reset(): void {
     this.families = undefined;
     this.services = new Map();
+    this.notable = new Map();
     this.owners = new Map();
     this.wanted = new Map();
     this.ctxKey = undefined;
@@ -145,6 +149,7 @@ export class NftablesPlane {
     const before = this.services;
     const sizes = this.families;
     this.services = new Map();
+    this.notable = new Map();
     this.owners = new Map();
     this.wanted = new Map();
     this.ctx = ctx;
@@ -227,7 +232,7 @@ export class NftablesPlane {
     const noLocalEndpoints: string[] = [];
     const total = { internal: 0, external: 0 };
     const warnings: ModelWarning[] = [...this.ctx!.warnings];
-    for (const [name, s] of this.services) {
+    for (const [name, s] of [...this.notable].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
       if (s.healthCheck) healthChecks.push(s.healthCheck);
       if (s.noLocal.internal || s.noLocal.external) noLocalEndpoints.push(name);
       total.internal += s.noLocal.internal;
@@ -244,6 +249,7 @@ export class NftablesPlane {
     const parts = given ?? ('error' in m ? { error: m.error } : partsOf(m, this.ctx!));
     if ('error' in parts) {
       s.warnings.push(notProgrammed(parts.error));
+      this.notable.set(name, s);
       return;
     }
     const model = m as ServiceModel;
@@ -277,12 +283,14 @@ export class NftablesPlane {
       }
       for (const e of fe.elements) this.put(e);
     }
+    if (s.healthCheck || s.noLocal.internal || s.noLocal.external || s.warnings.length) this.notable.set(name, s);
   }
 
   private remove(name: string): void {
     const s = this.services.get(name);
     if (!s) return;
     this.services.delete(name);
+    this.notable.delete(name);
     for (const e of s.clusterAddrs) this.take(e);
     for (const fe of s.owned) {
       this.owners.delete(fe.key);
