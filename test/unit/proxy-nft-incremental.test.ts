@@ -166,6 +166,12 @@ test('UDP: the flows of an endpoint that left its frontend are deleted after the
   p.onSliceUpdate(slice('dns', 'dns-1', [{ name: 'dns', port: 5353, protocol: 'UDP' }], eps(1, '10.244.5.')));
   await p.sync(false);
   assert.deepEqual(k.conntrack.deletes, [{ family: 'inet', proto: 'udp', origDst: '10.96.0.53', origDport: 53, replySrc: '10.244.5.3', replySport: 5353 }]);
+  // the service goes, seen by a full sync (built from nothing): its endpoint's flows too
+  k.conntrack.deletes.length = 0;
+  p.onServiceDelete('default/dns');
+  p.onSliceDelete('default/dns-1');
+  await p.sync(true);
+  assert.deepEqual(k.conntrack.deletes, [{ family: 'inet', proto: 'udp', origDst: '10.96.0.53', origDport: 53, replySrc: '10.244.5.2', replySport: 5353 }]);
 });
 
 test('a sync that fails leaves nothing half-known: the next one builds from nothing and lists the kernel', async () => {

@@ -147,7 +147,7 @@ export class NftablesPlane {
    *  endpoint counts of the last tables stay, in their order, so their rules do not move. */
   rebuild(models: ReadonlyArray<readonly [string, ModelOrError]>, ctx: ModelContext, ctxKey: string): PlaneStep {
     const before = this.services;
-    const sizes = this.families;
+    const last = this.families;
     this.services = new Map();
     this.notable = new Map();
     this.owners = new Map();
@@ -159,15 +159,15 @@ export class NftablesPlane {
       const fixed = staticElements(f, ctx);
       const sets = new Map<string, ElementSet>(FIXED_SETS.map((n) => [n, new ElementSet(f, setDecl(f, n), fixed[n])]));
       const fam: Family = { family: f, sets, sizes: [], affinityTimeouts: [], firewalls: new Map(), table: undefined };
-      for (const n of sizes?.[f].sizes ?? []) this.addSize(fam, n);
-      for (const t of sizes?.[f].affinityTimeouts ?? []) this.addAffinityTimeout(fam, t);
+      for (const n of last?.[f].sizes ?? []) this.addSize(fam, n);
+      for (const t of last?.[f].affinityTimeouts ?? []) this.addAffinityTimeout(fam, t);
       fams[f] = fam;
     }
     this.families = fams;
     this.touched = undefined;
     for (const [name, m] of models) this.add(name, m);
     const staleFlows: FlowFilter[] = [];
-    for (const [name, s] of this.services) staleFlows.push(...flowsGone(before.get(name)?.owned, s.owned));
+    for (const name of new Set([...before.keys(), ...this.services.keys()])) staleFlows.push(...flowsGone(before.get(name)?.owned, this.services.get(name)?.owned ?? []));
     return { changes: undefined, staleFlows };
   }
 
