@@ -72,7 +72,9 @@ export function elementKey(set: Pick<SetSpec, 'key' | 'interval'>, e: SetElement
   return e.key.map((v, i) => canonKeyValue(v, set.key[i] === 'inet_proto', !!set.interval)).join(' . ');
 }
 
-function elementValue(e: SetElement): string {
+/** An element's value (its verdict or data) as one text, '' for a plain set's: two elements
+ *  of one key are the same element when these are equal. */
+export function elementValue(e: SetElement): string {
   if (e.verdict) return stableStringify(e.verdict);
   if (e.data !== undefined) return stableStringify(e.data);
   return '';
@@ -156,8 +158,7 @@ export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelt
     list.push(ruleSignature(r));
     haveRules.set(r.chain, list);
   }
-  const wantRules = new Map<string, Array<Local<RuleSpec>>>();
-  for (const r of desired.rules) wantRules.set(r.chain, [...(wantRules.get(r.chain) ?? []), r]);
+  const wantRules = rulesByChain(desired.rules);
 
   let why: string | undefined;
   if (haveChains.size !== desired.chains.length) why = 'chains differ';
@@ -233,13 +234,8 @@ export function staticFromLast(desired: DesiredNftTable, last: DesiredNftTable):
     return { pre, post };
   }
   const lastChains = new Map(last.chains.map((c) => [c.name, c]));
-  const byChain = (rules: DesiredNftTable['rules']) => {
-    const m = new Map<string, DesiredNftTable['rules']>();
-    for (const r of rules) m.set(r.chain, [...(m.get(r.chain) ?? []), r]);
-    return m;
-  };
-  const lastRules = byChain(last.rules);
-  const wantRules = byChain(desired.rules);
+  const lastRules = rulesByChain(last.rules);
+  const wantRules = rulesByChain(desired.rules);
   const refill: NftOp[] = [];
   for (const c of desired.chains) {
     const b = lastChains.get(c.name);
@@ -260,6 +256,17 @@ export function staticFromLast(desired: DesiredNftTable, last: DesiredNftTable):
   }
   for (const s of last.sets) if (!wantSets.has(s.name)) post.push({ verb: 'delete', kind: 'set', set: full(t, declOf(s)) });
   return { pre, post };
+}
+
+/** A table's rules by chain, each chain's in order. */
+function rulesByChain(rules: DesiredNftTable['rules']): Map<string, DesiredNftTable['rules']> {
+  const m = new Map<string, DesiredNftTable['rules']>();
+  for (const r of rules) {
+    const list = m.get(r.chain);
+    if (list) list.push(r);
+    else m.set(r.chain, [r]);
+  }
+  return m;
 }
 
 /** An order of set elements by key: 0 exactly when two keys are the same canonical key. */
