@@ -3,7 +3,7 @@
 // place in it, and the tables' shape (endpoint counts, source-range firewalls). A sync of a few
 // changed services removes their old elements and adds their new ones: the work and the
 // element changes it hands the engine grow with those services, not with the table.
-import type { DesiredNftTable } from '../../engine/nft-diff.js';
+import { elementValue, type DesiredNftTable } from '../../engine/nft-diff.js';
 import type { NftElementChange } from '../../engine/engine.js';
 import type { FlowFilter } from '../../kernel/conntrack.js';
 import type { SetElement } from '../../kernel/nftables.js';
@@ -206,7 +206,7 @@ export class NftablesPlane {
       const del: SetElement[] = [];
       for (const [k, was] of keys) {
         const now = set.get(k);
-        if (was && now && sameValue(was, now)) continue;
+        if (was && now && elementValue(was) === elementValue(now)) continue;
         if (was) del.push(was);
         if (now) add.push(now);
       }
@@ -309,16 +309,17 @@ export class NftablesPlane {
   }
 
   private addSize(fam: Family, n: number): void {
-    const name = endpointsMap(n);
-    fam.sizes.push(n);
-    fam.sets.set(name, new ElementSet(fam.family, setDecl(fam.family, name)));
-    fam.table = undefined;
+    this.grow(fam, fam.sizes, n, endpointsMap(n));
   }
 
   private addAffinityTimeout(fam: Family, seconds: number): void {
-    const name = affinityTimeoutSet(seconds);
-    fam.affinityTimeouts.push(seconds);
-    fam.sets.set(name, new ElementSet(fam.family, setDecl(fam.family, name)));
+    this.grow(fam, fam.affinityTimeouts, seconds, affinityTimeoutSet(seconds));
+  }
+
+  /** A new endpoint count or affinity timeout: its set, and the table's shape changes. */
+  private grow(fam: Family, list: number[], n: number, set: string): void {
+    list.push(n);
+    fam.sets.set(set, new ElementSet(fam.family, setDecl(fam.family, set)));
     fam.table = undefined;
   }
 
@@ -357,27 +358,23 @@ function shapeOf(fam: Family): TableShape {
   return { sizes: fam.sizes, affinityTimeouts: fam.affinityTimeouts, firewalls: fam.firewalls };
 }
 
-function sameValue(a: SetElement, b: SetElement): boolean {
-  return JSON.stringify([a.data, a.verdict]) === JSON.stringify([b.data, b.verdict]);
-}
-
-/** The flows a frontend's change leaves stale (PlaneStep.staleFlows). */
+/** The flows a frontend's change leaves stale (PlaneStep.staleFlows). TCP's are left alone. */
 function flowsGone(was: readonly FrontendPart[] | undefined, now: readonly FrontendPart[]): FlowFilter[] {
   const out: FlowFilter[] = [];
-  const before = new Map((was ?? []).map((fe) => [fe.key, fe]));
+  const to = (fe: FrontendPart, replySrc: string, replySport?: number): FlowFilter => ({
+    family: fe.family === 'ip' ? 'inet' : 'inet6', proto: fe.protocol, origDst: fe.address, origDport: fe.port, replySrc, ...(replySport !== undefined ? { replySport } : {}),
+  });
+  const before = new Map((was ?? []).filter((fe) => fe.protocol !== 'tcp').map((fe) => [fe.key, fe]));
   for (const fe of now) {
     if (fe.protocol === 'tcp') continue;
     const b = before.get(fe.key);
-    const base = { family: fe.family === 'ip' ? 'inet' : 'inet6', proto: fe.protocol, origDst: fe.address, origDport: fe.port } as const;
-    if ((!b || b.endpointCount === 0) && fe.endpointCount > 0) out.push({ ...base, replySrc: fe.address });
+    before.delete(fe.key);
+    if ((!b || b.endpointCount === 0) && fe.endpointCount > 0) out.push(to(fe, fe.address));
     if (!b) continue;
     const keep = new Set((fe.endpoints ?? []).map(([a, p]) => `${a} ${p}`));
-    for (const [a, p] of b.endpoints ?? []) if (!keep.has(`${a} ${p}`)) out.push({ ...base, replySrc: a, replySport: p });
+    for (const [a, p] of b.endpoints ?? []) if (!keep.has(`${a} ${p}`)) out.push(to(fe, a, p));
   }
-  for (const fe of was ?? []) {
-    if (fe.protocol === 'tcp' || now.some((x) => x.key === fe.key)) continue;
-    const base = { family: fe.family === 'ip' ? 'inet' : 'inet6', proto: fe.protocol, origDst: fe.address, origDport: fe.port } as const;
-    for (const [a, p] of fe.endpoints ?? []) out.push({ ...base, replySrc: a, replySport: p });
-  }
+  // frontends gone: every endpoint's
+  for (const fe of before.values()) for (const [a, p] of fe.endpoints ?? []) out.push(to(fe, a, p));
   return out;
 }

@@ -39,7 +39,7 @@ import type { KeyValue } from '../../kernel/nft-types.js';
 import type { SetElement } from '../../kernel/nftables.js';
 import { frontendEndpoints, frontends, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
 import { inAny } from '../../kube/address.js';
-import { canonicalAddress, isLoopback } from '../../net/address.js';
+import { isLoopback } from '../../net/address.js';
 import { firewallChain } from '../ipvs/glue.js';
 import { FIELDS, fam, uniqText, type Fam } from '../nft-sets.js';
 
@@ -73,7 +73,7 @@ export interface Firewall {
 
 /** A frontend of a service port, (address, protocol, port), and all it puts into the table. */
 export interface FrontendPart {
-  /** "address protocol port", the address canonical: one owner per key. */
+  /** "address protocol port" (the model's addresses are canonical): one owner per key. */
   key: string;
   /** The service port's name ("namespace/name:port"). */
   portName: string;
@@ -125,7 +125,7 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         for (const ep of eps) put('affinity-endpoints', { key: [...tuple, ep.address, ep.port] });
       }
       const part: FrontendPart = {
-        key: `${canonicalAddress(fe.address)} ${p.protocol} ${fe.port}`,
+        key: `${fe.address} ${p.protocol} ${fe.port}`,
         portName: p.name,
         family,
         protocol: p.protocol,
