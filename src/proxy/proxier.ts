@@ -78,8 +78,6 @@ export class Proxier {
   private last: ProxyModel | undefined;
   /** The nftables data plane's services and tables between syncs. */
   private readonly plane = new NftablesPlane();
-  /** The flows the nftables plan of this sync leaves stale (deleted once it applied). */
-  private staleFlows: FlowFilter[] = [];
   private readonly vipLink: string;
   private readonly glue: boolean;
   node: NodeInfo;
@@ -193,7 +191,7 @@ export class Proxier {
    * they are replaced. The model it reports has the semantics' parts (health checks, policies
    * without local endpoints, warnings) and no IPVS ones.
    */
-  private async planNftables(full: boolean): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number; triggerTimes: number[] }> {
+  private async planNftables(full: boolean): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number; triggerTimes: number[]; staleFlows: FlowFilter[] }> {
     const serviceChanged = this.services.drain();
     const endpointsChanged = this.slices.drain();
     const triggerTimes = this.slices.lastTriggerTimes;
@@ -215,7 +213,6 @@ export class Proxier {
     }
     // By name, as the IPVS data plane merges them: the first of two claiming a frontend keeps it.
     step ??= this.plane.rebuild([...this.services.keys()].sort(compareText).map((n) => [n, modelOf(n)!] as const), ctx, ctxKey);
-    this.staleFlows = step.staleFlows;
     const nft = this.plane.tables();
     let plan: Plan;
     if (step.changes) plan = await this.engine.plan({ services: [], nft }, { services: new Map(), nft: step.changes });
@@ -225,7 +222,7 @@ export class Proxier {
       plan = await this.engine.plan({ services: [], routes: { routes: [] }, ...vips, nft });
     }
     const model: ProxyModel = { services: [], vips: [], glue: emptyGlue(), ...this.plane.summary() };
-    return { plan, model, serviceChanges: serviceChanged.size, endpointChanges: endpointsChanged.size, triggerTimes };
+    return { plan, model, serviceChanges: serviceChanged.size, endpointChanges: endpointsChanged.size, triggerTimes, staleFlows: step.staleFlows };
   }
 
   /** Plans and applies; remembers the model as the base of the next incremental sync. */
@@ -244,10 +241,10 @@ export class Proxier {
    *  builds from nothing and lists the kernel. Once applied, the flows it left stale go. */
   private async syncNftables(full: boolean): Promise<ProxySyncResult> {
     try {
-      const { plan, model, serviceChanges, endpointChanges, triggerTimes } = await this.plan(full);
+      const { plan, model, serviceChanges, endpointChanges, triggerTimes, staleFlows } = await this.planNftables(full);
       const report = await this.engine.apply(plan);
       if (report.errors.length) this.forgetNftables();
-      else if (this.kernel.conntrack && this.staleFlows.length) report.flowsFlushed = await deleteFlows(this.kernel.conntrack, this.staleFlows, report.errors);
+      else if (this.kernel.conntrack && staleFlows.length) report.flowsFlushed = await deleteFlows(this.kernel.conntrack, staleFlows, report.errors);
       return { model, report, serviceChanges, endpointChanges, triggerTimes };
     } catch (e) {
       this.forgetNftables();
