@@ -102,12 +102,19 @@ interface DaemonRun {
   resyncWrites: number;
 }
 
-async function daemonPath(w: Workload): Promise<DaemonRun> {
+/** The daemon's Proxier in nftables mode on this namespace's kernel, holding the workload's
+ *  objects (not synced yet). */
+async function proxierWith(w: Workload): Promise<Proxier> {
   const p = new Proxier(await openKernel({}, { glue: true, mode: 'nftables' }), { mode: 'nftables', node: { name: NODE_NAME, addresses: [NODE_IP] }, config: { clusterCIDRs: [CLUSTER_CIDR] } });
   for (const svc of w.services) {
     p.onServiceUpdate(serviceObject(svc) as unknown as V1Service);
     p.onSliceUpdate(sliceObject(svc) as unknown as V1EndpointSlice);
   }
+  return p;
+}
+
+async function daemonPath(w: Workload): Promise<DaemonRun> {
+  const p = await proxierWith(w);
   const now = () => performance.now();
   let t = now();
   const first = await p.sync(true);
@@ -207,11 +214,7 @@ async function connectionRate(w: Workload): Promise<{ direct: number; nftables: 
   const connect = (host: string, port: number, n: number) => Number(spawnSync(process.execPath, ['-e', CONNECT, host, String(port), String(n)], { encoding: 'utf8' }).stdout.trim());
   const rate = (host = last.clusterIP, port = last.port) => (connect(host, port, 500), median([0, 1, 2].map(() => connect(host, port, 2000))));
   try {
-    const p = new Proxier(await openKernel({}, { glue: true, mode: 'nftables' }), { mode: 'nftables', node: { name: NODE_NAME, addresses: [NODE_IP] }, config: { clusterCIDRs: [CLUSTER_CIDR] } });
-    for (const svc of w.services) {
-      p.onServiceUpdate(serviceObject(svc) as unknown as V1Service);
-      p.onSliceUpdate(sliceObject(svc) as unknown as V1EndpointSlice);
-    }
+    const p = await proxierWith(w);
     // the floor: straight to an endpoint, no service in the way
     const direct = rate(last.endpoints[0]!.ip, last.endpoints[0]!.port);
     if ((await p.sync(true)).report.errors.length) throw new Error('sync failed');

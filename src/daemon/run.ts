@@ -68,7 +68,7 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
   const health = new ProxierHealth(2 * cfg.ipvs.syncPeriodMs);
   // The traffic counters, when asked for (ipvs.statsMetrics): one dump of every virtual server
   // (with its real servers for 'all') per scrape, on this thread's IPVS handle.
-  const stats = ipvs ? cfg.ipvs.statsMetrics : 'none';
+  const stats = cfg.ipvs.statsMetrics;
   const metrics = new ProxyMetrics({
     pending: () => proxier.pendingChanges,
     ...(ipvs && stats !== 'none' ? { ipvsStats: () => ipvs.services({ withDestinations: stats === 'all', stats: true }) } : {}),
