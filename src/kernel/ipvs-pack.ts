@@ -101,8 +101,10 @@ function any(v: unknown): void {
   buf[pos++] = v === null ? TAG_NULL : TAG_OTHER;
 }
 
+/** An object where one goes; an array is not one (the addon refuses it as it refuses any other
+ *  value there). */
 function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null;
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /** Properties written into the object being written; the enclosing objects' counts. */
@@ -155,17 +157,11 @@ function flagsProp(v: unknown): void {
     else any(f);
   }
 }
-/** An object's properties; an array where an object goes is an object with none of them (the
- *  addon reads none of an array's properties). */
-function obj(v: Record<string, unknown>, write: (o: Record<string, unknown>) => void): void {
-  if (Array.isArray(v)) end(begin());
-  else write(v);
-}
 /** An object property: skipped when undefined. */
 function oProp(k: number, v: unknown, write: (o: Record<string, unknown>) => void): void {
   if (v === undefined) return;
   key(k);
-  if (isObject(v)) obj(v, write);
+  if (isObject(v)) write(v);
   else any(v);
 }
 
@@ -239,7 +235,7 @@ function serviceProp(v: unknown): void {
     return;
   }
   lastService = v;
-  obj(v, service);
+  service(v);
 }
 
 function op(o: Record<string, unknown>): void {
@@ -265,7 +261,7 @@ export function packIpvsOps(ops: readonly unknown[]): Uint8Array {
   try {
     for (i = 0; i < ops.length; i++) {
       const o = ops[i];
-      if (isObject(o)) obj(o, op);
+      if (isObject(o)) op(o);
       else any(o);
     }
   } catch (e) {

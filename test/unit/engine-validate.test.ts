@@ -13,6 +13,7 @@ import type { IpSetMember, IpSetOp } from '../../src/kernel/ipsets.js';
 import { addressProblem, ipsetMemberProblem, ipvsDestinationProblem, ipvsServiceProblem, ipvsServiceV6 } from '../../src/kernel/op-checks.js';
 import { packIpvsOps } from '../../src/kernel/ipvs-pack.js';
 import { native } from '../../src/native.js';
+import { prng } from '../helpers/bytes.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
 import * as R from '../../src/kernel/nft-rules.js';
@@ -534,4 +535,80 @@ test('op-checks: ipset members and link addresses are refused exactly when the a
     const addon = addonRefuses(() => native().codec.rtnl.encodeOps([{ op: 'addAddr', index: 1, address: a }]));
     assert.equal(ts, addon, `${a}: TypeScript ${ts ? 'refuses' : 'takes'} it, the addon ${addon ? 'refuses' : 'takes'} it`);
   }
+});
+
+// A campaign over the same checks: seeded mutants of valid objects (a field set to a value of
+// the fields' own vocabularies, deleted, or another field added), each judged by both. The
+// hand-picked cases above name the boundaries; this finds the combinations nobody listed.
+const VOCABULARY: unknown[] = [
+  null, true, false, -1, 0, 1, 1.5, 7, 8, 24, 32, 33, 64, 80, 128, 129, 255, 256, 65535, 65536, 2147483647, 2147483648, 2147484, 4294967295, 4294967296,
+  '', ' ', 'tcp', 'udp', 'sctp', 'icmp', 'icmpv6', 'inet', 'inet6', 'rr', 'sh', 'mh', 'wlc', 'fifteen-chars-x', 'sixteen-chars-xx', 'sip', 'x'.repeat(300),
+  'persistent', 'one-packet', 'sh-port', 'mh-port', 'masq', 'tunnel', 'route', 'local', 'gue', 'gre', 'ipip', 'csum', 'remcsum', 'nocsum',
+  '10.0.0.1', '10.0.0.0', '10.0.0.256', '010.0.0.1', '10.0.0.1/24', '10.0.0.0/8', '10.0.0.0/0', '10.0.0.0/33', '255.255.255.0', '255.0.0.0',
+  'fd00::1', 'fd00::/64', 'fd00::1/129', 'fe80::1%eth0', '::ffff:1.2.3.4', '1:2:3:4:5:6:7:8:9', 'ok', 'not "ok"',
+  [], ['persistent'], ['sh-port'], ['bogus'], {}, { type: 'gue', port: 5555 }, { type: 'gre' },
+];
+
+function mutants<T extends object>(valid: readonly T[], fields: readonly string[], runs: number, seed: number): T[] {
+  const rand = prng(seed);
+  const pick = <U>(xs: readonly U[]): U => xs[Math.floor(rand() * xs.length)]!;
+  const out: T[] = [];
+  for (let i = 0; i < runs; i++) {
+    const m = JSON.parse(JSON.stringify(pick(valid))) as Record<string, unknown>;
+    for (let k = 1 + Math.floor(rand() * 2); k > 0; k--) {
+      const f = pick(fields);
+      if (rand() < 0.15) delete m[f];
+      else m[f] = pick(VOCABULARY);
+    }
+    out.push(m as T);
+  }
+  return out;
+}
+
+test('op-checks: seeded mutants of services, destinations, members and addresses get the addon\'s verdict', () => {
+  const disagree: string[] = [];
+  const judge = (what: string, ts: boolean, addon: boolean) => {
+    if (ts !== addon) disagree.push(`${what}: TypeScript ${ts ? 'refuses' : 'takes'} it, the addon ${addon ? 'refuses' : 'takes'} it`);
+  };
+  const services: ServiceConfig[] = [
+    { protocol: 'tcp', address: '10.0.0.1', port: 80, scheduler: 'rr', flags: ['persistent'], timeout: 10, netmask: '255.255.255.0' },
+    { protocol: 'udp', address: 'fd00::1', port: 53, netmask: 64, pe: 'sip' },
+    { fwmark: 7, family: 'inet6' },
+    { protocol: 'sctp', address: '10.0.0.1', port: 80, scheduler: 'sh', flags: ['sh-port'] },
+  ];
+  const sFields = ['protocol', 'address', 'port', 'fwmark', 'family', 'scheduler', 'flags', 'timeout', 'netmask', 'pe'];
+  for (const s of mutants(services, sFields, 3000, 41)) {
+    judge(JSON.stringify(s), ipvsServiceProblem(s) !== undefined, addonRefuses(() => native().codec.ipvs.convertOps(packIpvsOps([{ op: 'addService', service: s }]), 0)));
+  }
+  const dests: DestinationConfig[] = [
+    { address: '10.1.0.1', port: 8080, forward: 'masq', weight: 0, upperThreshold: 5, lowerThreshold: 1 },
+    { address: '10.1.0.1', port: 8080, forward: 'tunnel', tunnel: { type: 'gue', port: 5555, checksum: 'remcsum' } },
+    { address: 'fd00::5', port: 8080, family: 'inet6' },
+  ];
+  const dFields = ['address', 'port', 'family', 'forward', 'weight', 'upperThreshold', 'lowerThreshold', 'tunnel'];
+  for (const s of services.slice(0, 2)) {
+    for (const d of mutants(dests, dFields, 1500, 42)) {
+      const op: IpvsOp = { op: 'addDestination', service: s, dest: d };
+      judge(`${JSON.stringify(d)} in ${JSON.stringify(s)}`, ipvsDestinationProblem(d, ipvsServiceV6(s)) !== undefined, addonRefuses(() => native().codec.ipvs.convertOps(packIpvsOps([op]), 0)));
+    }
+  }
+  const sets: Array<{ type: string; family: 'inet' | 'inet6' | undefined; member: IpSetMember }> = [
+    { type: 'hash:ip', family: 'inet', member: { ip: '10.0.0.1', comment: 'ok', timeout: 10 } },
+    { type: 'hash:net', family: 'inet', member: { ip: '10.0.0.0', cidr: 8, nomatch: true } },
+    { type: 'hash:ip,port', family: 'inet', member: { ip: '10.0.0.1', proto: 'tcp', port: 80 } },
+    { type: 'hash:ip,port,ip', family: 'inet6', member: { ip: 'fd00::1', proto: 'udp', port: 53, ip2: 'fd00::2' } },
+    { type: 'hash:ip,port,net', family: 'inet', member: { ip: '10.0.0.1', proto: 'tcp', port: 80, ip2: '10.0.0.0/16' } },
+    { type: 'bitmap:port', family: undefined, member: { port: 80 } },
+  ];
+  const mFields = ['ip', 'cidr', 'proto', 'port', 'ip2', 'cidr2', 'nomatch', 'comment', 'timeout'];
+  for (const [n, { type, family, member }] of sets.entries()) {
+    for (const m of mutants([member], mFields, 800, 43 + n)) {
+      judge(`${type} ${family}: ${JSON.stringify(m)}`, ipsetMemberProblem({ type, family }, m) !== undefined,
+        addonRefuses(() => native().codec.ipset.encodeOps([{ op: 'add', name: 'x', type, family, members: [m] }])));
+    }
+  }
+  for (const a of VOCABULARY) {
+    judge(`address ${JSON.stringify(a)}`, addressProblem('address', a) !== undefined, addonRefuses(() => native().codec.rtnl.encodeOps([{ op: 'addAddr', index: 1, address: a as string }])));
+  }
+  assert.deepEqual(disagree.slice(0, 20), [], `${disagree.length} disagreements`);
 });
