@@ -1,6 +1,6 @@
 // `ipvsync sync`, `ipvsync proxy`, `ipvsync cleanup`: the service proxy from the command line.
 import { Option, type Command } from 'commander';
-import { NetlinkError } from '../errors.js';
+import { NetlinkError, errorJson } from '../errors.js';
 import { Ipvs } from '../kernel/ipvs.js';
 import { Links } from '../kernel/links.js';
 import type { ManifestSet, ManifestWarning } from '../kube/manifests.js';
@@ -79,6 +79,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       const proxier = new Proxier(kernel, toProxierOptions(cfg, { addresses: addrs, glue: o.glue, kubeIpsets: !!o.kubeProxyIpsets }));
       for (const s of manifests.services) proxier.onServiceUpdate(s);
       for (const s of manifests.endpointSlices) proxier.onSliceUpdate(s);
+      for (const n of manifests.nodes) proxier.onNode(n);
       manifests = undefined;
 
       if (o.dryRun) {
@@ -107,7 +108,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       }
       const { report, model } = synced;
       if (o.json) {
-        console.log(JSON.stringify({ report: { ...report, errors: report.errors.map(errJson) }, sysctls, warnings: model.warnings, manifestWarnings }, null, 2));
+        console.log(JSON.stringify({ report: { ...report, errors: report.errors.map(errorJson) }, sysctls, warnings: model.warnings, manifestWarnings }, null, 2));
       } else {
         const kinds = (['addresses', 'routes', 'ipsets', 'nft', 'ipvs'] as const).filter((k) => report[k].writes > 0);
         console.log(
@@ -153,10 +154,6 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
 /** Manifest objects skipped for their shape (the rest was read and is programmed). */
 function printManifestWarnings(ws: readonly ManifestWarning[]): void {
   for (const w of ws) console.error(`warning: skipped ${w.source}: ${w.message}`);
-}
-
-function errJson(e: NetlinkError) {
-  return { message: e.message, code: e.code, errno: e.errno, kind: e.kind, op: e.op, index: e.index, extack: e.extack };
 }
 
 /** Removes what ipvsync owns, by the rule `sync` and `proxy` follow (README "Ownership"), and

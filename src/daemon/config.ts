@@ -5,12 +5,13 @@
 import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
+import { isDeepStrictEqual } from 'node:util';
 import { hostname } from 'node:os';
 import { BadInputError } from '../errors.js';
 import { yaml } from '../yaml.js';
 import { cidrText, parseCidr, validIp } from '../net/address.js';
 import { isKnownScheduler } from '../kube/scheduler.js';
-import type { ProxyConfig } from '../kube/types.js';
+import { LABEL_TOPOLOGY_ZONE, type ProxyConfig } from '../kube/types.js';
 import type { ProxierOptions } from '../proxy/proxier.js';
 
 export type BindMode = 'address' | 'route';
@@ -36,6 +37,8 @@ export interface IpvsyncConfig {
   nodeIPs: string[];
   /** This node's name; '' means the hostname. */
   hostnameOverride: string;
+  /** Labels of this node, over its Node object's (the zone of topology hints). */
+  nodeLabels: Record<string, string>;
   /** null: the server is off (port 0). */
   metricsBindAddress: HostPort | null;
   healthzBindAddress: HostPort | null;
@@ -267,6 +270,47 @@ const ips: Kind<string[]> = {
   },
 };
 
+const LABEL_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+
+/** What is wrong with a label key or value, as the API server checks them (a key: an optional
+ *  DNS-subdomain prefix and "/", then a name of up to 63 characters; a value: such a name or ''). */
+function labelProblem(key: string, value: string): string | undefined {
+  const slash = key.lastIndexOf('/');
+  const [prefix, name] = slash < 0 ? [undefined, key] : [key.slice(0, slash), key.slice(slash + 1)];
+  if (prefix !== undefined && (prefix.length > 253 || !DNS_SUBDOMAIN.test(prefix))) return `"${key}": the prefix is not a DNS subdomain`;
+  if (name.length > 63 || !LABEL_NAME.test(name)) return `"${key}" is not a label key`;
+  if (value !== '' && (value.length > 63 || !LABEL_NAME.test(value))) return `"${value}" is not a label value (of "${key}")`;
+  return undefined;
+}
+
+/** Labels: a mapping in the file; KEY=VALUE items (comma-separated, repeatable) as flags. */
+const labels: Kind<Record<string, string>> = {
+  arg: '<key=value>',
+  list: true,
+  render: (v) => v,
+  read(c, v, path) {
+    const pairs: Array<[string, unknown]> = [];
+    if (isObject(v)) pairs.push(...Object.entries(v));
+    else {
+      const list = items(v);
+      if (!list) return c.bad(path, `must be a mapping of labels or KEY=VALUE items, not ${describe(v)}`);
+      for (const it of list) {
+        const eq = typeof it === 'string' ? it.indexOf('=') : -1;
+        if (eq < 0) return c.bad(path, `${describe(it)} is not KEY=VALUE`);
+        pairs.push([(it as string).slice(0, eq).trim(), (it as string).slice(eq + 1).trim()]);
+      }
+    }
+    const out: Record<string, string> = {};
+    for (const [k, val] of pairs) {
+      if (typeof val !== 'string') return c.bad(`${path}.${k}`, `must be a string, not ${describe(val)}`);
+      const problem = labelProblem(k, val);
+      if (problem) return c.bad(path, problem);
+      out[k] = val;
+    }
+    return out;
+  },
+};
+
 /** "host:port" with kube-proxy's default port; port 0 is null (the server off), written back on `offHost`. */
 function hostPort(defaultPort: number, offHost: string): Kind<HostPort | null> {
   return {
@@ -338,6 +382,10 @@ const FIELDS: { [K in ConfigKey]: FlagSpec<ValueAt<K>> } = {
     // kube-proxy trims and lowercases it
     kind: text((h, written) => (h !== '' && (h.length > 253 || !DNS_SUBDOMAIN.test(h)) ? `"${written}" is not a valid node name (a DNS subdomain)` : undefined), (s) => s.trim().toLowerCase()),
     default: '', flag: 'hostname-override', alias: 'node-name', help: "this node's name, if not the hostname", sync: true,
+  },
+  // ipvsync's: kube-proxy reads them from the Node object (so does ipvsync; these win)
+  nodeLabels: {
+    kind: labels, default: {}, flag: 'node-labels', help: 'labels of this node over its Node object\'s (KEY=VALUE, repeatable or comma-separated; the proxy reads topology.kubernetes.io/zone)', sync: true, omitDefault: true,
   },
   metricsBindAddress: { kind: hostPort(DEFAULT_METRICS_PORT, '127.0.0.1'), default: { host: '127.0.0.1', port: DEFAULT_METRICS_PORT }, flag: 'metrics-bind-address', help: 'metrics server ip:port (port 0: off; default 127.0.0.1:10249)' },
   healthzBindAddress: { kind: hostPort(DEFAULT_HEALTHZ_PORT, '0.0.0.0'), default: { host: '0.0.0.0', port: DEFAULT_HEALTHZ_PORT }, flag: 'healthz-bind-address', help: 'health server ip:port (port 0: off; default 0.0.0.0:10256)' },
@@ -591,7 +639,7 @@ export function renderConfig(cfg: IpvsyncConfig): string {
   const doc: Raw = { apiVersion: 'kubeproxy.config.k8s.io/v1alpha1', kind: 'KubeProxyConfiguration' };
   for (const f of CONFIG_FLAGS) {
     const v = getAt(cfg, f.key);
-    if (!(f.omitDefault && v === f.default)) setAt(doc, f.path, f.kind.render(v));
+    if (!(f.omitDefault && isDeepStrictEqual(v, f.default))) setAt(doc, f.path, f.kind.render(v));
   }
   return yaml().stringify(doc);
 }
@@ -622,7 +670,7 @@ export function toProxyConfig(cfg: IpvsyncConfig): ProxyConfig {
 export function toProxierOptions(cfg: IpvsyncConfig, o: { addresses: string[]; glue: boolean; kubeIpsets: boolean }): ProxierOptions {
   return {
     mode: cfg.mode,
-    node: { name: nodeName(cfg), addresses: o.addresses },
+    node: { name: nodeName(cfg), addresses: o.addresses, ...(cfg.nodeLabels[LABEL_TOPOLOGY_ZONE] ? { zone: cfg.nodeLabels[LABEL_TOPOLOGY_ZONE] } : {}) },
     config: toProxyConfig(cfg),
     vipLink: cfg.vipLink,
     glue: o.glue,

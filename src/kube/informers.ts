@@ -30,7 +30,6 @@ import type { ObjectHandlers } from './types.js';
  *  plain JSON object; keys are "namespace/name" (a node's key is its name). */
 export interface KubeHandlers extends ObjectHandlers {
   onNode(node: V1Node): void;
-  onNodeDelete?(name: string): void;
 }
 
 export type ResourceName = 'services' | 'endpointslices' | 'node';

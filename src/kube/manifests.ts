@@ -1,4 +1,4 @@
-// Static manifests: Services, EndpointSlices and legacy Endpoints from YAML/JSON files or folders
+// Static manifests: Services, EndpointSlices, legacy Endpoints and Nodes from YAML/JSON files or folders
 // (multi-document, `List` kinds too), checked as the API server would check the fields the proxy
 // reads. A file that cannot be read or parsed as YAML, or two objects with one name, is an error;
 // an object of the wrong shape (any well-formed YAML) is a warning naming it, and is skipped:
@@ -8,7 +8,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BadInputError } from '../errors.js';
 import { yaml } from '../yaml.js';
-import type { V1EndpointSlice, V1Endpoints, V1Service } from '@kubernetes/client-node';
+import type { V1EndpointSlice, V1Endpoints, V1Node, V1Service } from '@kubernetes/client-node';
 import { objectKey } from './change-tracker.js';
 import { validIp } from '../net/address.js';
 import { arr, field, int, isMapping, member, present, show, str } from './fields.js';
@@ -33,6 +33,8 @@ export interface ManifestSet {
   endpointSlices: V1EndpointSlice[];
   /** Legacy Endpoints, as read (translate() only reads slices: see resolveLegacyEndpoints). */
   endpoints: V1Endpoints[];
+  /** Nodes: the proxy reads the labels of its own (the zone of topology hints). */
+  nodes: V1Node[];
   /** Documents of other kinds (a Deployment next to its Service): listed, not an error. */
   skipped: Array<{ source: string; kind: string; name: string }>;
   /** Objects of the wrong shape, skipped: where ("file: document 2, item 1") and why (naming
@@ -48,8 +50,8 @@ export interface ManifestWarning {
 const MANIFEST_EXT = /\.(ya?ml|json)$/i;
 
 interface Entry {
-  kind: 'Service' | 'EndpointSlice' | 'Endpoints';
-  object: V1Service | V1EndpointSlice | V1Endpoints;
+  kind: 'Service' | 'EndpointSlice' | 'Endpoints' | 'Node';
+  object: V1Service | V1EndpointSlice | V1Endpoints | V1Node;
   file: string;
   document: number;
   item?: number;
@@ -76,6 +78,7 @@ export async function loadManifests(paths: readonly string[]): Promise<ManifestS
 export interface FolderLoad {
   services: number;
   endpointSlices: number;
+  nodes: number;
   /** The objects skipped for their shape (ManifestSet.warnings). */
   warnings: ManifestWarning[];
 }
@@ -87,7 +90,7 @@ export interface FolderLoad {
  * load before stay.
  */
 export class ManifestFolder {
-  private known = { services: new Set<string>(), slices: new Set<string>() };
+  private known = { services: new Set<string>(), slices: new Set<string>(), nodes: new Set<string>() };
 
   constructor(readonly dir: string) {}
 
@@ -96,12 +99,15 @@ export class ManifestFolder {
     // the trackers' keys (every manifest object has a name: parseManifests refuses one without)
     const services = new Set(m.services.map(objectKey));
     const slices = new Set(m.endpointSlices.map(objectKey));
+    const nodes = new Set(m.nodes.map((n) => n.metadata!.name!));
     for (const k of this.known.services) if (!services.has(k)) h.onServiceDelete(k);
     for (const k of this.known.slices) if (!slices.has(k)) h.onSliceDelete(k);
+    for (const k of this.known.nodes) if (!nodes.has(k)) h.onNodeDelete?.(k);
     for (const s of m.services) h.onServiceUpdate(s);
     for (const s of m.endpointSlices) h.onSliceUpdate(s);
-    this.known = { services, slices };
-    return { services: m.services.length, endpointSlices: m.endpointSlices.length, warnings: m.warnings };
+    for (const n of m.nodes) h.onNode?.(n);
+    this.known = { services, slices, nodes };
+    return { services: m.services.length, endpointSlices: m.endpointSlices.length, nodes: m.nodes.length, warnings: m.warnings };
   }
 }
 
@@ -135,15 +141,16 @@ async function expand(paths: readonly string[]): Promise<string[]> {
 
 /** Sorts entries into a set; the same kind/namespace/name twice is an error naming both places. */
 function collect(entries: readonly Entry[], notes: Notes): ManifestSet {
-  const set: ManifestSet = { services: [], endpointSlices: [], endpoints: [], ...notes };
+  const set: ManifestSet = { services: [], endpointSlices: [], endpoints: [], nodes: [], ...notes };
   const seen = new Map<string, Entry>();
   for (const e of entries) {
-    const id = `${e.kind} ${objectKey(e.object)}`;
+    const id = `${e.kind} ${CLUSTER_SCOPED.has(e.kind) ? e.object.metadata!.name! : objectKey(e.object)}`;
     const first = seen.get(id);
     if (first) throw new ManifestError(e.file, e.document, `duplicate ${id} (first in ${first.file}: document ${first.document})`, e.item);
     seen.set(id, e);
     if (e.kind === 'Service') set.services.push(e.object as V1Service);
     else if (e.kind === 'EndpointSlice') set.endpointSlices.push(e.object as V1EndpointSlice);
+    else if (e.kind === 'Node') set.nodes.push(e.object as V1Node);
     else set.endpoints.push(e.object as V1Endpoints);
   }
   return set;
@@ -205,7 +212,11 @@ const CHECKS: Record<Entry['kind'], { api: string; check: Check }> = {
   Service: { api: 'v1', check: checkService },
   EndpointSlice: { api: 'discovery.k8s.io/v1', check: checkSlice },
   Endpoints: { api: 'v1', check: checkEndpoints },
+  Node: { api: 'v1', check: checkNode },
 };
+
+/** Kinds without a namespace: their key is their name. */
+const CLUSTER_SCOPED = new Set(['Node']);
 
 /** The object as an entry, or undefined: another kind (noted as skipped) or the wrong shape
  *  (a warning naming it). */
@@ -216,11 +227,15 @@ function toEntry(obj: unknown, file: string, document: number, item: number | un
   if (typeof kind !== 'string' || !kind) return skip('missing kind');
   const meta = obj.metadata;
   if (!isMapping(meta) || typeof meta.name !== 'string' || !meta.name) return skip(`${kind} without metadata.name`);
-  if (meta.namespace === undefined || meta.namespace === null) meta.namespace = 'default';
-  if (typeof meta.namespace !== 'string' || !meta.namespace) return skip(`${kind} ${meta.name}: metadata.namespace ${show(meta.namespace)} is not a name`);
-  const label = `${kind} ${meta.namespace}/${meta.name}`;
+  if (CLUSTER_SCOPED.has(kind)) delete meta.namespace;
+  else {
+    if (meta.namespace === undefined || meta.namespace === null) meta.namespace = 'default';
+    if (typeof meta.namespace !== 'string' || !meta.namespace) return skip(`${kind} ${meta.name}: metadata.namespace ${show(meta.namespace)} is not a name`);
+  }
+  const name = CLUSTER_SCOPED.has(kind) ? meta.name : `${meta.namespace as string}/${meta.name}`;
+  const label = `${kind} ${name}`;
   if (!Object.hasOwn(CHECKS, kind)) {
-    notes.skipped.push({ source: `${file}: document ${document}`, kind, name: `${meta.namespace}/${meta.name}` });
+    notes.skipped.push({ source: `${file}: document ${document}`, kind, name });
     return undefined;
   }
   const rule = CHECKS[kind as Entry['kind']];
@@ -289,6 +304,14 @@ function checkEndpoints(obj: Record<string, unknown>): string | undefined {
     if (!ports) return `subsets[${i}].ports must be a list`;
     for (let j = 0; j < ports.length; j++) if (!isPort(member(ports[j], 'port'))) return `subsets[${i}].ports[${j}].port must be 1..65535`;
   }
+  return undefined;
+}
+
+function checkNode(obj: Record<string, unknown>): string | undefined {
+  const labels = member(obj.metadata, 'labels');
+  if (!present(labels)) return undefined;
+  if (!isMapping(labels)) return 'metadata.labels is not a mapping';
+  for (const [k, v] of Object.entries(labels)) if (typeof v !== 'string') return `metadata.labels["${k}"] is not a string`;
   return undefined;
 }
 

@@ -1,12 +1,14 @@
 // The plain-data shapes of the Kubernetes semantics layer: what goes into translate() and what
 // comes out. Kubernetes objects are @kubernetes/client-node's types (used as types only, so this
 // layer loads none of the client's runtime).
-import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 
 export type { V1EndpointSlice, V1Endpoints, V1Node, V1Service } from '@kubernetes/client-node';
 
 /** Label that hands a Service to a non-default proxy; kube-proxy skips every Service carrying it. */
 export const LABEL_SERVICE_PROXY_NAME = 'service.kubernetes.io/service-proxy-name';
+/** The node label naming its zone: topology hints for the zone apply on nodes that have it. */
+export const LABEL_TOPOLOGY_ZONE = 'topology.kubernetes.io/zone';
 /** Label that ties an EndpointSlice to its Service. */
 export const LABEL_SERVICE_NAME = 'kubernetes.io/service-name';
 /** ipvsync's per-service IPVS scheduler ("rr", "mh", …; see SCHEDULERS). */
@@ -23,6 +25,9 @@ export interface ObjectHandlers {
   onServiceDelete(key: string): void;
   onSliceUpdate(slice: V1EndpointSlice): void;
   onSliceDelete(key: string): void;
+  /** A Node (its key is its name); the proxy reads its own node's labels. */
+  onNode?(node: V1Node): void;
+  onNodeDelete?(name: string): void;
 }
 
 /** The subset of KubeProxyConfiguration that changes what is programmed. */
@@ -48,7 +53,8 @@ export interface NodeInfo {
   name: string;
   /** Every local address usable for NodePorts (node IPs, 127.0.0.1, bridges …). */
   addresses: string[];
-  /** Value of the node's topology.kubernetes.io/zone label. */
+  /** Value of the node's topology.kubernetes.io/zone label (a Proxier given one keeps it, over
+   *  what its Node object says). */
   zone?: string;
 }
 

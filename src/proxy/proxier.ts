@@ -1,13 +1,14 @@
 // The service proxy: Kubernetes objects in (from informers or manifests, through change
 // trackers), kube-proxy IPVS-mode semantics (translate), the engine out. Source-agnostic: the
 // caller feeds the handlers and runs syncs (directly or through a SyncRunner).
-import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { Engine, planWrites, type DesiredChanges, type EngineKernel, type Plan, type SyncReport } from '../engine/engine.js';
 import type { DesiredService } from '../engine/ipvs-model.js';
 import { EndpointSliceTracker, ServiceTracker } from '../kube/change-tracker.js';
 import { changedServices } from './ipvs/model-diff.js';
 import { TranslateCache, translate, translatePatch, type ServiceObjects } from './ipvs/translate.js';
-import type { NodeInfo, ProxyConfig, TranslateInput } from '../kube/types.js';
+import { LABEL_TOPOLOGY_ZONE, type NodeInfo, type ProxyConfig, type TranslateInput } from '../kube/types.js';
+import { str } from '../kube/fields.js';
 import type { GlueSpec, ProxyModel } from './ipvs/types.js';
 import { GlueCache, desiredState } from './ipvs/desired.js';
 import { NftablesPlane, type ModelOrError, type PlaneStep } from './nftables/plane.js';
@@ -80,6 +81,7 @@ export class Proxier {
   private readonly plane = new NftablesPlane();
   private readonly vipLink: string;
   private readonly glue: boolean;
+  /** This node; its zone from ProxierOptions.node, else from its Node object (onNode). */
   node: NodeInfo;
 
   constructor(
@@ -117,6 +119,18 @@ export class Proxier {
   }
   onSliceDelete(key: string): void {
     this.slices.delete(key);
+  }
+  /** This node's Node object (another node's is ignored): the zone its label names, unless
+   *  the options gave one. The next sync translates every service when the zone changed. */
+  onNode(n: V1Node): void {
+    if (str(n, 'metadata', 'name') === this.node.name) this.setZone(str(n, 'metadata', 'labels', LABEL_TOPOLOGY_ZONE));
+  }
+  onNodeDelete(name: string): void {
+    if (name === this.node.name) this.setZone(undefined);
+  }
+  private setZone(label: string | undefined): void {
+    const zone = this.opts.node.zone ?? (label || undefined);
+    if (zone !== this.node.zone) this.node = { ...this.node, zone };
   }
 
   /** Changes received since the last sync took them. */

@@ -77,8 +77,19 @@ async function watchKube(m: Extract<ToThread, { t: 'watchKube' }>): Promise<void
       onServiceDelete: (k) => (proxier.onServiceDelete(k), changed()),
       onSliceUpdate: (x) => (proxier.onSliceUpdate(x), changed()),
       onSliceDelete: (k) => (proxier.onSliceDelete(k), changed()),
-      onNode: (node) => send({ t: 'kubeNode', node }),
-      onNodeDelete: () => send({ t: 'kubeNode', node: undefined }),
+      // The zone of topology hints is the node's label: a new zone is a change to sync.
+      onNode: (node) => {
+        const zone = proxier.node.zone;
+        proxier.onNode(node);
+        if (proxier.node.zone !== zone) changed();
+        send({ t: 'kubeNode', node });
+      },
+      onNodeDelete: (name) => {
+        const zone = proxier.node.zone;
+        proxier.onNodeDelete(name);
+        if (proxier.node.zone !== zone) changed();
+        send({ t: 'kubeNode', node: undefined });
+      },
     },
     onError: (e) => send({ t: 'kubeError', resource: e.resource, error: toWireError(e.error), retryInMs: e.retryInMs, consecutiveFailures: e.consecutiveFailures }),
     onHandlerError: (resource, e) => send({ t: 'kubeHandlerError', resource, error: toWireError(e) }),

@@ -276,6 +276,34 @@ test('ipvsync sync -f --proxy-mode nftables: the same data plane from manifests,
   assert.match(execFileSync('nft', ['list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' }), /numgen random mod 3 map @endpoints-3/);
 });
 
+test('topology hints by the command: the zone of the Node in the manifests picks the endpoints traffic reaches; --node-labels overrides it', async (t) => {
+  await topology(t);
+  const dir = mkdtempSync(join(tmpdir(), 'nft-zone-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const zones = ['z1', 'z2', 'z1', 'z3'];
+  const eps = PODS.map((p, i) => ({ ip: p.ip, node: p.node, zones: [zones[i]!] }));
+  const node = { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a', labels: { 'topology.kubernetes.io/zone': 'z1' } } };
+  const items = [node, svc('web', { clusterIP: '10.96.0.10', ports: [{ port: 80 }] }), slice('web', 'web-1', [{ port: 8080 }], eps)];
+  writeFileSync(join(dir, 'objects.json'), JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
+  const cli = (...args: string[]) =>
+    spawnSync(process.execPath, [CLI, 'sync', '-f', dir, '--proxy-mode', 'nftables', '--hostname-override', 'node-a', '--node-ip', NODE_IP, '--cluster-cidr', '10.244.0.0/16', '--no-sysctl', ...args], { encoding: 'utf8', timeout: 60_000 });
+  const reached = () => {
+    const via = tally(requests(CLIENT, '10.96.0.10', 80, 24));
+    assert.deepEqual(via.errors, []);
+    return Object.keys(via.pods).sort();
+  };
+  const z1 = cli();
+  assert.equal(z1.status, 0, z1.stderr);
+  assert.deepEqual(reached(), ['pa', 'pc'], 'the node is in z1');
+  const z2 = cli('--node-labels', 'topology.kubernetes.io/zone=z2');
+  assert.equal(z2.status, 0, z2.stderr);
+  assert.deepEqual(reached(), ['pb'], 'the flag puts the node in z2');
+  // A zone no endpoint is hinted for: every endpoint, as kube-proxy.
+  const z9 = cli('--node-labels', 'topology.kubernetes.io/zone=z9');
+  assert.equal(z9.status, 0, z9.stderr);
+  assert.deepEqual(reached(), ['pa', 'pb', 'pc', 'pd']);
+});
+
 test('ipvsync proxy --proxy-mode nftables: the daemon on a manifests folder; a change is a few element writes; source ranges, a healthCheckNodePort, UDP flows of a removed endpoint flushed', async (t) => {
   await topology(t);
   const dir = mkdtempSync(join(tmpdir(), 'nft-daemon-'));

@@ -85,6 +85,8 @@ oomScoreAdj: -999
 bindMode: route
 serviceCIDRs: [10.96.0.0/12]
 vipLink: ipvs0
+nodeLabels:
+  topology.kubernetes.io/zone: z1
 drainTimeout: 5m
 proxyName: ipvsync
 logLevel: debug
@@ -96,6 +98,7 @@ logLevel: debug
     nodePortAddresses: ['192.168.0.0/24', 'fd00::/64'],
     nodeIPs: [],
     hostnameOverride: 'node-a.example',
+    nodeLabels: { 'topology.kubernetes.io/zone': 'z1' },
     metricsBindAddress: { host: '0.0.0.0', port: 9100 },
     healthzBindAddress: { host: '::', port: 10256 },
     masqueradeAll: true,
@@ -389,6 +392,7 @@ const FLAG_SAMPLES: Record<string, [unknown, unknown, RegExp]> = {
   'cluster-cidr': [['10.1.0.0/16', 'fd00::/48'], '10.0.0.0/8,10.1.0.0/16', /at most one CIDR per IP family/],
   'nodeport-addresses': [['192.168.0.0/24'], ['primary'], /"primary" is not supported/],
   'node-ip': [['10.0.0.7', 'FD00::7'], ['10.0.0.1', '10.0.0.01'], /"10\.0\.0\.01" is not an IP address/],
+  'node-labels': [['topology.kubernetes.io/zone=z1', 'tier=edge'], ['zone'], /string "zone" is not KEY=VALUE/],
   'hostname-override': ['node-7', 'Bad_Name', /not a valid node name/],
   'metrics-bind-address': ['[::1]:9100', 'localhost:1', /"localhost" is not an IP address/],
   'healthz-bind-address': ['10.0.0.1:0', '0.0.0.0:abc', /port "abc" must be a number/],

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { endpointsToSlices, loadManifests, ManifestError, ManifestFolder, parseManifests } from '../../src/kube/manifests.js';
 import { translate } from '../../src/proxy/ipvs/translate.js';
 import { render } from '../fixtures/kube/builders.js';
@@ -202,7 +202,7 @@ test('manifests: a missing path and a duplicate across files name the files', as
   }
 });
 
-test('ManifestFolder: each load gives every object and deletes the ones gone since the last; a load that fails calls no handler', async (t) => {
+test('ManifestFolder: each load gives every object (Nodes too) and deletes the ones gone since the last; a load that fails calls no handler', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'ipvsync-folder-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const doc = (name: string) =>
@@ -210,25 +210,29 @@ test('ManifestFolder: each load gives every object and deletes the ones gone sin
     `apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: ${name}-1, namespace: ns, labels: {kubernetes.io/service-name: ${name}}}\naddressType: IPv4\nendpoints: [{addresses: [10.244.0.5]}]\nports: [{port: 8080}]\n`;
   writeFileSync(join(dir, 'a.yaml'), doc('a'));
   writeFileSync(join(dir, 'b.yaml'), doc('b'));
+  writeFileSync(join(dir, 'n.yaml'), 'apiVersion: v1\nkind: Node\nmetadata: {name: node-a, labels: {topology.kubernetes.io/zone: z1}}\n');
   const calls: string[] = [];
   const h = {
     onServiceUpdate: (s: V1Service) => void calls.push(`service ${s.metadata?.namespace}/${s.metadata?.name}`),
     onServiceDelete: (k: string) => void calls.push(`serviceDelete ${k}`),
     onSliceUpdate: (s: V1EndpointSlice) => void calls.push(`slice ${s.metadata?.namespace}/${s.metadata?.name}`),
     onSliceDelete: (k: string) => void calls.push(`sliceDelete ${k}`),
+    onNode: (n: V1Node) => void calls.push(`node ${n.metadata?.name} ${n.metadata?.labels?.['topology.kubernetes.io/zone']}`),
+    onNodeDelete: (name: string) => void calls.push(`nodeDelete ${name}`),
   };
   const folder = new ManifestFolder(dir);
-  assert.deepEqual(await folder.load(h), { services: 2, endpointSlices: 2, warnings: [] });
-  assert.deepEqual(calls.splice(0), ['service ns/a', 'service ns/b', 'slice ns/a-1', 'slice ns/b-1']);
+  assert.deepEqual(await folder.load(h), { services: 2, endpointSlices: 2, nodes: 1, warnings: [] });
+  assert.deepEqual(calls.splice(0), ['service ns/a', 'service ns/b', 'slice ns/a-1', 'slice ns/b-1', 'node node-a z1']);
   rmSync(join(dir, 'a.yaml'));
-  assert.deepEqual(await folder.load(h), { services: 1, endpointSlices: 1, warnings: [] });
-  assert.deepEqual(calls.splice(0), ['serviceDelete ns/a', 'sliceDelete ns/a-1', 'service ns/b', 'slice ns/b-1']);
+  rmSync(join(dir, 'n.yaml'));
+  assert.deepEqual(await folder.load(h), { services: 1, endpointSlices: 1, nodes: 0, warnings: [] });
+  assert.deepEqual(calls.splice(0), ['serviceDelete ns/a', 'sliceDelete ns/a-1', 'nodeDelete node-a', 'service ns/b', 'slice ns/b-1']);
   writeFileSync(join(dir, 'c.yaml'), 'kind: Service\nmetadata: [\n');
   await assert.rejects(folder.load(h), ManifestError);
   assert.deepEqual(calls, []);
   // what it knows is the last good load's: b goes when the folder is good again without it
   rmSync(join(dir, 'c.yaml'));
   rmSync(join(dir, 'b.yaml'));
-  assert.deepEqual(await folder.load(h), { services: 0, endpointSlices: 0, warnings: [] });
+  assert.deepEqual(await folder.load(h), { services: 0, endpointSlices: 0, nodes: 0, warnings: [] });
   assert.deepEqual(calls.splice(0), ['serviceDelete ns/b', 'sliceDelete ns/b-1']);
 });

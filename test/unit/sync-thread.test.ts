@@ -352,3 +352,39 @@ test("the daemon's command loads neither the proxier nor the engine until it run
   const inProcess = loaded(`await import(${src('proxy/proxier.js')}); await import(${src('kube/manifests.js')}); await import(${src('proxy/kernel.js')});`);
   assert.deepEqual(heavy.filter((m) => !inProcess.includes(m)), []);
 });
+
+test("sync thread: the API's Node gives the zone of topology hints; a new zone label is a change signal, and the sync after it programs that zone's endpoints", async (t) => {
+  const api = await FakeApiServer.start();
+  t.after(() => api.stop());
+  api.create('services', svc('web', { clusterIP: '10.96.5.5', ports: [{ port: 80 }] }) as unknown as KubeObject);
+  api.create('endpointslices', slice('web', 'web-1', [{ port: 8080 }], [
+    { ip: '10.244.1.1', node: 'node-b', zones: ['z1'] },
+    { ip: '10.244.1.2', node: 'node-b', zones: ['z2'] },
+    { ip: '10.244.1.3', node: 'node-b', zones: ['z1'] },
+  ]) as unknown as KubeObject);
+  api.create('nodes', nodeObj('node-a', 'z1'));
+  const remote = await start();
+  t.after(() => remote.close());
+  let changes = 0;
+  const kube = await remote.watchKube({ source: { server: api.url }, nodeName: 'node-a', informer: TEST_OPTS, onChange: () => changes++ });
+  t.after(() => kube.stop());
+  await kube.synced;
+  // the Node may come after the first lists' change signal: sync once it did
+  await api.waitFor(() => changes >= 1, 'the first change signal');
+  let first = await remote.sync(true);
+  if (first.report.ipvs.ops.addDestination !== 2) {
+    await api.waitFor(() => changes >= 2, 'the node');
+    first = await remote.sync(true);
+  }
+  // z1's two endpoints, not z2's
+  assert.deepEqual(first.report.ipvs.ops, { addService: 1, addDestination: 2 });
+  const before = changes;
+  api.update('nodes', nodeObj('node-a', 'z2'));
+  await api.waitFor(() => changes > before, 'the zone change signal');
+  assert.deepEqual((await remote.sync(false)).report.ipvs.ops, { addDestination: 1, deleteDestination: 2 });
+  // a change of another label is no change to sync
+  const same = changes;
+  api.update('nodes', { ...nodeObj('node-a', 'z2'), metadata: { name: 'node-a', labels: { 'topology.kubernetes.io/zone': 'z2', tier: 'edge' } } });
+  await new Promise((r) => setTimeout(r, 200));
+  assert.equal(changes, same);
+});
