@@ -2,6 +2,14 @@
  *  CLI exits 2 for it). */
 export class BadInputError extends Error {}
 
+/** An error as JSON (`--json` output): its name and message, and its own fields (a
+ *  NetlinkError's code, kind, op, index…; a ConfigError's issues; a ManifestError's file). */
+export function errorJson(e: unknown): Record<string, unknown> {
+  if (!(e instanceof Error)) return { message: String(e) };
+  const own = Object.entries(e).filter(([, v]) => v !== undefined && typeof v !== 'function');
+  return { name: e.name, message: e.message, ...Object.fromEntries(own) };
+}
+
 /** A message quoting input, bounded: at most about `max` characters, its head and tail kept
  *  and what is between counted (a 100 MB bad line is not echoed whole). */
 export function excerpt(text: string, max = 240): string {

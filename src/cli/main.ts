@@ -13,7 +13,7 @@
 //   reducer's collection of an idle heap held the daemon's event loop mid-sync.
 import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
-import { BadInputError, NetlinkError } from '../errors.js';
+import { BadInputError, NetlinkError, errorJson } from '../errors.js';
 import type { HandleOptions } from '../native.js';
 import { registerIpvs } from './ipvs.js';
 import { registerProxy } from './proxy.js';
@@ -36,17 +36,23 @@ registerIpvs(program, handleOptions);
 registerProxy(program, handleOptions);
 registerIpset(program, handleOptions);
 
+/** The command asked for JSON (`--json`): its failure is JSON too, where its output goes. */
+let json = false;
+program.hook('preAction', (_program, action) => {
+  json = action.opts<{ json?: boolean }>().json === true;
+});
+
+/** 2: bad input (a configuration or flag value), refused before anything was applied; 3: the
+ *  kernel lacks the feature (module not loaded), distinct from a failed operation (1). */
+function exitCode(e: unknown): number {
+  if (e instanceof BadInputError) return 2;
+  if (e instanceof NetlinkError) return e.kind === 'unsupported' ? 3 : 1;
+  return 1;
+}
+
 program.parseAsync(process.argv).catch((e: unknown) => {
-  // 2: bad input (a configuration or flag value), refused before anything was applied.
-  if (e instanceof BadInputError) {
-    console.error(`ipvsync: ${e.message}`);
-    process.exit(2);
-  }
-  if (e instanceof NetlinkError) {
-    console.error(`ipvsync: ${e.message}`);
-    // 3: the kernel lacks the feature (module not loaded), distinct from a failed operation.
-    process.exit(e.kind === 'unsupported' ? 3 : 1);
-  }
+  const code = exitCode(e);
+  if (json) console.log(JSON.stringify({ error: { ...errorJson(e), exitCode: code } }));
   console.error(e instanceof Error ? `ipvsync: ${e.message}` : e);
-  process.exit(1);
+  process.exit(code);
 });
