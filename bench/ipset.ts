@@ -1,13 +1,16 @@
-// ipvsync vs `ipset restore`: 100k members into hash:ip,port and hash:ip,port,ip, same content,
-// same run, same kernel. Needs root; runs itself in a private network namespace
-// (`unshare -n`) so the host's sets are never touched:
-//   npx tsc -p . && sudo node dist/bench/ipset.js [members=100000] [rounds=3]
+// ipvsync vs `ipset`: 100k members into hash:ip,port and hash:ip,port,ip, same content, same
+// run, same kernel: IpSets.apply() in process, and the commands as whole processes
+// (`ipvsync ipset restore -f` against `ipset restore -f`, `ipvsync ipset save` against
+// `ipset save`, each run alternating with its peer). Needs root; runs itself in a private
+// network namespace (`unshare -n`) so the host's sets are never touched:
+//   npx tsc -p . && sudo node dist/bench/ipset.js [members=100000] [rounds=5]
 // Prints a table and writes bench/results/ipset.json.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IpSets, type IpSetMember, type IpSetType } from '../src/kernel/ipsets.js';
+import { CLI } from './lib/command-env.js';
 import { formatElement } from '../src/formats/ipset.js';
 import { median } from './lib/median.js';
 
@@ -20,7 +23,7 @@ if (process.env.IPVSYNC_BENCH_NETNS !== '1') {
 }
 
 const N = Number(process.argv[2] ?? 100_000);
-const ROUNDS = Number(process.argv[3] ?? 3);
+const ROUNDS = Number(process.argv[3] ?? 5);
 
 function members(type: IpSetType, n: number): IpSetMember[] {
   const out: IpSetMember[] = [];
@@ -31,6 +34,15 @@ function members(type: IpSetType, n: number): IpSetMember[] {
     out.push(m);
   }
   return out;
+}
+
+/** A whole process's wall time (the ipvsync command through its shebang, as users run it). */
+function run(cmd: string, args: string[]): { ms: number; stdout: string } {
+  const t = process.hrtime.bigint();
+  const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 1 << 30 });
+  const ms = Number(process.hrtime.bigint() - t) / 1e6;
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} exited ${r.status}: ${r.stderr.slice(0, 300)}`);
+  return { ms, stdout: r.stdout };
 }
 
 const count = (name: string) => Number(/Number of entries: (\d+)/.exec(execFileSync('ipset', ['list', name, '-t'], { encoding: 'utf8' }))![1]);
@@ -50,8 +62,17 @@ async function main(): Promise<void> {
     );
     const peer: number[] = [];
     const ours: number[] = [];
+    const cli = { restore: [] as number[], save: [] as number[], ipsetSave: [] as number[] };
     let sendmsg = 0;
     for (let r = 0; r < ROUNDS; r++) {
+      execFileSync('ipset', ['destroy']);
+      cli.restore.push(run(CLI, ['ipset', 'restore', '-f', file]).ms);
+      if (count('bench') !== N) throw new Error('ipvsync ipset restore did not load every member');
+      const saved = run(CLI, ['ipset', 'save']);
+      cli.save.push(saved.ms);
+      const theirs = run('ipset', ['save']);
+      cli.ipsetSave.push(theirs.ms);
+      if (saved.stdout.split('\n').length !== theirs.stdout.split('\n').length) throw new Error('the saves differ in length');
       execFileSync('ipset', ['destroy']);
       let t = process.hrtime.bigint();
       execFileSync('ipset', ['restore', '-f', file]);
@@ -76,13 +97,20 @@ async function main(): Promise<void> {
       rounds: ROUNDS,
       all_ipvsync_ms: ours.map((x) => +x.toFixed(1)),
       all_ipset_restore_ms: peer.map((x) => +x.toFixed(1)),
+      cli_restore_ms: +median(cli.restore).toFixed(1),
+      cli_restore_ratio: +(median(peer) / median(cli.restore)).toFixed(2),
+      cli_save_ms: +median(cli.save).toFixed(1),
+      ipset_save_ms: +median(cli.ipsetSave).toFixed(1),
+      cli_save_ratio: +(median(cli.ipsetSave) / median(cli.save)).toFixed(2),
+      all_cli_restore_ms: cli.restore.map((x) => +x.toFixed(1)),
     });
   }
   rmSync(dir, { recursive: true, force: true });
   console.log(`kernel ${execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim()}, private netns, median of ${ROUNDS}`);
-  console.log('| case | ipvsync | ipset restore | ipset restore / ipvsync |');
-  console.log('|---|---|---|---|');
-  for (const r of rows) console.log(`| ${r.case} | ${r.ipvsync_ms} ms | ${r.ipset_restore_ms} ms | ${r.ratio}x |`);
+  console.log('| case | IpSets.apply | `ipvsync ipset restore` | `ipset restore` | ratios (apply, command) | `ipvsync ipset save` | `ipset save` | ratio |');
+  console.log('|---|---|---|---|---|---|---|---|');
+  for (const r of rows)
+    console.log(`| ${r.case} | ${r.ipvsync_ms} ms | ${r.cli_restore_ms} ms | ${r.ipset_restore_ms} ms | ${r.ratio}x, ${r.cli_restore_ratio}x | ${r.cli_save_ms} ms | ${r.ipset_save_ms} ms | ${r.cli_save_ratio}x |`);
   mkdirSync('bench/results', { recursive: true });
   writeFileSync(
     'bench/results/ipset.json',

@@ -278,7 +278,9 @@ export type NativeIpSetOp =
   | { op: 'destroy' | 'flush'; name: string }
   | { op: 'rename'; name: string; to: string }
   | { op: 'swap'; name: string; with: string }
-  | { op: 'add' | 'del'; name: string; type: string; family?: IpSetFamily; members: NativeIpSetMember[]; exist?: boolean };
+  /** `plain`: no member has a field beyond its key's (ip, cidr, proto, port, ip2, cidr2), so
+   *  the addon reads those alone (IpSets.apply checks). */
+  | { op: 'add' | 'del'; name: string; type: string; family?: IpSetFamily; members: NativeIpSetMember[]; exist?: boolean; plain?: boolean };
 
 export interface NativeIpsetHandle {
   protocol(): Promise<number>;

@@ -189,6 +189,8 @@ export class RestoreSyntaxError extends Error {
 
 /** Splits a line into words; "double quoted" words may hold spaces (comments). */
 function words(text: string, line: number): string[] {
+  // most lines: single spaces, no quotes, no tabs
+  if (!text.includes('"') && !text.includes('\t') && !text.includes('  ')) return text.split(' ');
   const out: string[] = [];
   let i = 0;
   while (i < text.length) {
@@ -211,9 +213,22 @@ function words(text: string, line: number): string[] {
   return out;
 }
 
+/** The value of a word of decimal digits (up to 15 of them), else NaN. */
+function decimal(word: string): number {
+  if (word.length === 0 || word.length > 15) return NaN;
+  let v = 0;
+  for (let i = 0; i < word.length; i++) {
+    const c = word.charCodeAt(i) - 48;
+    if (c < 0 || c > 9) return NaN;
+    v = v * 10 + c;
+  }
+  return v;
+}
+
 function uint(word: string | undefined, max: number, what: string, line: number): number {
   if (word === undefined) throw new RestoreSyntaxError(line, `${what} needs a value`);
-  const v = /^0x[0-9a-f]+$/i.test(word) ? parseInt(word, 16) : /^\d+$/.test(word) ? Number(word) : NaN;
+  let v = decimal(word);
+  if (Number.isNaN(v)) v = /^0x[0-9a-f]+$/i.test(word) ? parseInt(word, 16) : /^\d+$/.test(word) ? Number(word) : NaN;
   if (!Number.isSafeInteger(v) || v > max) throw new RestoreSyntaxError(line, `'${word}' is not a valid ${what} (0-${max})`);
   return v;
 }
@@ -224,8 +239,10 @@ function isV6(ip: string): boolean {
 
 function parseAddr(text: string, net: boolean, family: IpSetFamily, line: number): { ip: string; cidr?: number } {
   if (text.includes('-')) throw new RestoreSyntaxError(line, `address ranges are not supported: '${text}'`);
-  const [ip, c, extra] = text.split('/');
-  if (extra !== undefined || !ip) throw new RestoreSyntaxError(line, `cannot parse '${text}' as an address`);
+  const slash = text.indexOf('/');
+  const ip = slash < 0 ? text : text.slice(0, slash);
+  const c = slash < 0 ? undefined : text.slice(slash + 1);
+  if ((c !== undefined && c.includes('/')) || !ip) throw new RestoreSyntaxError(line, `cannot parse '${text}' as an address`);
   if (isV6(ip) !== (family === 'inet6'))
     throw new RestoreSyntaxError(line, `'${ip}' is not an ${family === 'inet6' ? 'IPv6' : 'IPv4'} address (set family ${family})`);
   if (c === undefined) return { ip };
@@ -274,14 +291,19 @@ export function parseElement(type: IpSetType, family: IpSetFamily | undefined, t
   const fam = family ?? 'inet';
   const m: IpSetMember = {};
   let addr = 0;
-  dims.forEach((d, i) => {
+  for (let i = 0; i < dims.length; i++) {
+    const d = dims[i]!;
     const part = parts[i]!;
     if (d === 'port') {
       if (type === 'bitmap:port') {
         if (part.includes('-')) throw new RestoreSyntaxError(line, `port ranges are not supported: '${part}'`);
         m.port = uint(part, 65535, 'port', line);
-      } else Object.assign(m, parsePort(part, fam, line));
-      return;
+      } else {
+        const p = parsePort(part, fam, line);
+        m.proto = p.proto;
+        m.port = p.port;
+      }
+      continue;
     }
     const a = parseAddr(part, d === 'net', fam, line);
     if (addr++ === 0) {
@@ -291,7 +313,7 @@ export function parseElement(type: IpSetType, family: IpSetFamily | undefined, t
       m.ip2 = a.ip;
       if (a.cidr !== undefined) m.cidr2 = a.cidr;
     }
-  });
+  }
   return m;
 }
 
@@ -394,10 +416,10 @@ export function parseRestore(
     if (raw === 'COMMIT' || raw === 'quit') continue;
     let w = words(raw, line);
     let exist = opts.exist ?? false;
-    w = w.filter((x) => (x === '-exist' || x === '-!' ? ((exist = true), false) : true));
+    if (raw.includes('-exist') || raw.includes('-!')) w = w.filter((x) => (x === '-exist' || x === '-!' ? ((exist = true), false) : true));
     // options alone (a line that is only -exist): ipset says the same
     if (!w.length) throw new RestoreSyntaxError(line, 'no command specified');
-    const cmd = w[0]!.replace(/^-/, '');
+    const cmd = w[0]!.startsWith('-') ? w[0]!.slice(1) : w[0]!;
     const name = w[1];
     const need = (k: number, what: string) => {
       if (w.length !== k) throw new RestoreSyntaxError(line, `${cmd} takes ${what}`);

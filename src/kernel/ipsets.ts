@@ -203,7 +203,7 @@ export class IpSets implements IpSetsApi {
               if (!final) return undefined;
               throw unknownSet(`op ${i} (${op.op} ${String(op.name)})`, String(op.name), i);
             }
-            out.push({ op: op.op, name: op.name, members: op.members, type: shape.type, family: shape.family, exist: op.exist });
+            out.push({ op: op.op, name: op.name, members: op.members, type: shape.type, family: shape.family, exist: op.exist, plain: allPlain(op.members) });
             break;
           }
           default:
@@ -235,6 +235,26 @@ export class IpSets implements IpSetsApi {
       }
     });
   }
+}
+
+/** No member carries a field beyond its key's (an array of objects, each without timeout,
+ *  counters, comment, nomatch, skb* or line): what the addon then need not look for. A member
+ *  that cannot be read (a throwing getter) is not plain: the addon's reading names it. */
+function allPlain(members: unknown): boolean {
+  if (!Array.isArray(members)) return false;
+  try {
+    for (const m of members as Array<Record<string, unknown> | null>) {
+      if (m === null || typeof m !== 'object') return false;
+      if (
+        m.timeout !== undefined || m.packets !== undefined || m.bytes !== undefined || m.comment !== undefined || m.nomatch !== undefined ||
+        m.skbmark !== undefined || m.skbmarkmask !== undefined || m.skbprio !== undefined || m.skbqueue !== undefined || m.line !== undefined
+      )
+        return false;
+    }
+  } catch {
+    return false;
+  }
+  return true;
 }
 
 function unknownSet(op: string, name: string, index?: number): NetlinkError {

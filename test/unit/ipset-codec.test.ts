@@ -298,3 +298,36 @@ test('malformed LIST replies are errors, never crashes', () => {
     /fixed-size value/,
   );
 });
+
+test('plain add/del ops (no member has an extension: IpSets.apply says so) encode to the same bytes, and fail with the same text, as when the addon reads every field', () => {
+  const cases: Array<[string, 'inet' | 'inet6', Array<Record<string, unknown>>]> = [
+    ['hash:ip,port', 'inet', [{ ip: '10.0.0.1', proto: 'tcp', port: 80 }, { ip: '10.0.0.2', proto: 'udp', port: 53 }, { ip: '10.0.0.3', port: 8080 }]],
+    ['hash:net', 'inet', [{ ip: '10.0.0.0/8' }, { ip: '192.168.0.0', cidr: 16 }]],
+    ['hash:ip,port,ip', 'inet6', [{ ip: 'fd00::1', proto: 'tcp', port: 80, ip2: 'fd00::2' }]],
+    ['hash:net,port,net', 'inet', [{ ip: '10.0.0.0/8', proto: 'sctp', port: 9, ip2: '10.1.0.0', cidr2: 16 }]],
+    // bad values: the same refusal either way
+    ['hash:ip,port', 'inet', [{ ip: '10.0.0.1', proto: 'tcp', port: 70000 }]],
+    ['hash:ip,port', 'inet', [{ ip: 'fd00::1', proto: 'tcp', port: 80 }]],
+    ['hash:ip', 'inet', [{ ip: '10.0.0.1', port: 80 }]],
+    ['hash:ip,port,ip', 'inet', [{ ip: '10.0.0.1', proto: 'tcp', port: 80 }]],
+    ['hash:net', 'inet', [{ ip: '10.0.0.0/33' }]],
+  ];
+  const outcome = (op: NativeIpSetOp) => {
+    try {
+      return hex(Buffer.from(codec.ipset.encodeOps([op])));
+    } catch (e) {
+      assert.ok(e instanceof NetlinkError, String(e));
+      return `error ${e.message}`;
+    }
+  };
+  let refused = 0;
+  for (const [type, family, members] of cases) {
+    for (const verb of ['add', 'del'] as const) {
+      const op = { op: verb, name: 'S', type, family, members: members as never };
+      const full = outcome(op);
+      if (full.startsWith('error')) refused++;
+      assert.equal(outcome({ ...op, plain: true }), full, `${verb} ${type} ${JSON.stringify(members)}`);
+    }
+  }
+  assert.equal(refused, 10, 'the bad cases are refused');
+});
