@@ -33,6 +33,8 @@ export interface NativeLink {
   kind?: string;
   operstate: number;
   address?: string;
+  /** IFLA_IFALIAS, when set. */
+  alias?: string;
 }
 
 // ---- ipvs ----
@@ -158,7 +160,8 @@ export interface NativeAddress {
 export type NativeRtnlOp =
   | { op: 'addLink'; name: string; kind: 'dummy' | 'bridge'; mtu?: number; exist?: boolean }
   | { op: 'delLink'; name?: string; index?: number }
-  | { op: 'setLink'; name?: string; index?: number; up: boolean }
+  /** Up or down, and/or the alias (IFLA_IFALIAS, 1-255 bytes): at least one. */
+  | { op: 'setLink'; name?: string; index?: number; up?: boolean; alias?: string }
   | { op: 'addAddr'; link?: string; index?: number; address: string; exist?: boolean; protocol?: number }
   | { op: 'delAddr'; link?: string; index?: number; address: string; exist?: boolean }
   | NativeRouteOp;

@@ -32,6 +32,7 @@ Napi::Value LinkToJs(Napi::Env env, const rtnl::Link& l) {
   if (!l.kind.empty()) o.Set("kind", l.kind);
   o.Set("operstate", l.operstate);
   if (!l.address.empty()) o.Set("address", l.address);
+  if (!l.alias.empty()) o.Set("alias", l.alias);
   return o;
 }
 
@@ -78,8 +79,9 @@ struct RtOp {
   std::string name;   // link name ("" when given by index)
   int32_t index = 0;  // link index (0 = resolve the name)
   std::string link_kind;
+  std::string alias;  // setLink: IFLA_IFALIAS (empty: left)
   uint32_t mtu = 0;
-  bool up = false;
+  int up = -1;        // setLink: 1 up, 0 down, -1 left
   bool exist = false;
   inet::Addr addr;
   uint8_t prefixlen = 0;
@@ -348,8 +350,19 @@ RtOp OpArg(Napi::Env env, const Napi::Value& v, size_t i) {
     op.kind = kind == "delLink" ? Kind::kDelLink : Kind::kSetLink;
     TargetArg(env, o, &op, where, "name");
     if (op.kind == Kind::kSetLink) {
-      if (!o.Get("up").IsBoolean()) ThrowInvalid(env, where, "up must be a boolean");
-      op.up = o.Get("up").As<Napi::Boolean>().Value();
+      const Napi::Value up = o.Get("up");
+      if (IsSet(up)) {
+        if (!up.IsBoolean()) ThrowInvalid(env, where, "up must be a boolean");
+        op.up = up.As<Napi::Boolean>().Value() ? 1 : 0;
+      }
+      const Napi::Value alias = o.Get("alias");
+      if (IsSet(alias)) {
+        if (!alias.IsString()) ThrowInvalid(env, where, "alias must be a string");
+        op.alias = alias.As<Napi::String>().Utf8Value();
+        if (op.alias.empty() || op.alias.size() > rtnl::kMaxLinkAlias || op.alias.find('\0') != std::string::npos)
+          ThrowInvalid(env, where, "alias must be 1-255 bytes without NUL");
+      }
+      if (op.up < 0 && op.alias.empty()) ThrowInvalid(env, where, "setLink needs up or alias");
     }
   } else if (kind == "addAddr" || kind == "delAddr") {
     op.kind = kind == "addAddr" ? Kind::kAddAddr : Kind::kDelAddr;
@@ -378,7 +391,7 @@ std::string OpName(const RtOp& op) {
   switch (op.kind) {
     case Kind::kAddLink: return "RTM_NEWLINK " + op.name + " (" + op.link_kind + ")";
     case Kind::kDelLink: return "RTM_DELLINK " + link;
-    case Kind::kSetLink: return "RTM_NEWLINK " + link + (op.up ? " up" : " down");
+    case Kind::kSetLink: return "RTM_NEWLINK " + link + (op.up == 1 ? " up" : op.up == 0 ? " down" : "") + (op.alias.empty() ? "" : " alias " + op.alias);
     case Kind::kAddAddr:
       return "RTM_NEWADDR " + inet::Format(op.addr) + "/" + std::to_string(op.prefixlen) + " dev " + link +
              (op.addr_proto ? " proto " + std::to_string(op.addr_proto) : "");
@@ -393,7 +406,7 @@ void Encode(nl::Batch& b, const RtOp& op, int32_t index) {
   switch (op.kind) {
     case Kind::kAddLink: rtnl::EncodeNewLink(b, op.name, op.link_kind, op.mtu, op.exist); break;
     case Kind::kDelLink: rtnl::EncodeDelLink(b, op.index, op.name); break;
-    case Kind::kSetLink: rtnl::EncodeSetLinkUp(b, op.index, op.name, op.up); break;
+    case Kind::kSetLink: rtnl::EncodeSetLink(b, op.index, op.name, op.up, op.alias); break;
     case Kind::kAddAddr: rtnl::EncodeNewAddr(b, index, op.addr, op.prefixlen, op.exist, op.addr_proto); break;
     case Kind::kDelAddr: rtnl::EncodeDelAddr(b, index, op.addr, op.prefixlen); break;
     case Kind::kAddRoute:

@@ -33,6 +33,7 @@ bool DecodeLink(const nlmsghdr* h, Link* out, std::string* why) {
       case IFLA_IFNAME: out->name = r.Str(); break;
       case IFLA_MTU: out->mtu = r.U32(); break;
       case IFLA_OPERSTATE: out->operstate = r.U8(); break;
+      case IFLA_IFALIAS: out->alias = r.Str(); break;
       case IFLA_ADDRESS: {
         std::string s;
         char part[4];
@@ -88,10 +89,13 @@ void EncodeNewLink(nl::Batch& b, const std::string& name, const std::string& kin
   w.End(li);
 }
 
-void EncodeSetLinkUp(nl::Batch& b, int32_t index, const std::string& name, bool up) {
+void EncodeSetLink(nl::Batch& b, int32_t index, const std::string& name, int up, const std::string& alias) {
   b.Begin(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK);
-  LinkHeader(b, index, up ? IFF_UP : 0, IFF_UP);
-  if (index <= 0) b.Attrs().Str(IFLA_IFNAME, name);
+  LinkHeader(b, index, up == 1 ? IFF_UP : 0, up >= 0 ? IFF_UP : 0);
+  nl::AttrWriter w = b.Attrs();
+  // iproute2 sends the alias first, without its NUL
+  if (!alias.empty()) w.Put(IFLA_IFALIAS, alias.data(), alias.size());
+  if (index <= 0) w.Str(IFLA_IFNAME, name);
 }
 
 void EncodeDelLink(nl::Batch& b, int32_t index, const std::string& name) {

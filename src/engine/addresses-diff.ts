@@ -4,7 +4,7 @@
 // addresses carrying it are ever deleted. Anything else on the link (the kernel's IPv6
 // link-local, an address someone bound by hand) is never touched; a wanted VIP already there
 // as such an address is bound, and stays when no longer wanted. Pure.
-import { IPVSYNC_ADDRESS_PROTOCOL, type LinkOp } from '../kernel/links.js';
+import { IPVSYNC_ADDRESS_PROTOCOL, IPVSYNC_LINK_ALIAS, type LinkOp } from '../kernel/links.js';
 import { canonicalAddress, hostPrefix } from '../net/address.js';
 
 export interface DesiredVips {
@@ -35,7 +35,9 @@ export function diffAddresses(desired: DesiredVips, observed: ObservedVips): Add
   const late: LinkOp[] = [];
   if (!observed.linkExists) {
     if (desired.createLink === false) return { early, late };
-    early.push({ op: 'addLink', name: desired.link, kind: 'dummy' });
+    // the alias marks it as ipvsync's (cleanup deletes only such a link); the kernel takes an
+    // alias on a link that exists, so in a request of its own
+    early.push({ op: 'addLink', name: desired.link, kind: 'dummy' }, { op: 'setLink', name: desired.link, alias: IPVSYNC_LINK_ALIAS });
   }
   const want = new Set(desired.addresses.map(canonicalAddress));
   const have = new Set<string>();

@@ -20,6 +20,10 @@ export type Address = NativeAddress;
  *  the kernel keeps the two spaces apart. */
 export const IPVSYNC_ADDRESS_PROTOCOL = 249;
 
+/** The alias (IFLA_IFALIAS) of a link the engine created: `cleanup` deletes a VIP link only when
+ *  it carries it, so a kube-ipvs0 that was there before ipvsync stays. */
+export const IPVSYNC_LINK_ALIAS = 'ipvsync';
+
 /** Link and address ops (routes: RouteOp in routes.ts, over the same kind of handle). */
 export type LinkOp = Exclude<NativeRtnlOp, NativeRouteOp>;
 
@@ -66,7 +70,7 @@ export class Links implements LinksApi {
     return new ApplyResult(await this.h.apply(ops, opts));
   }
 
-  /** Creates a dummy link (kube-ipvs0) unless it exists, and sets it up. */
+  /** Creates a dummy link (kube-ipvs0, marked as ipvsync's) unless it exists, and sets it up. */
   async ensureDummy(name: string): Promise<Link> {
     const r = await this.apply([
       { op: 'addLink', name, kind: 'dummy' },
@@ -74,6 +78,8 @@ export class Links implements LinksApi {
     ], { stopOnError: false });
     if (r.status(0) === 'error' && r.errorOf(0)!.code !== 'EEXIST') throw r.errorOf(0);
     if (r.status(1) !== 'ok') throw r.errorOf(1) ?? new Error(`setting ${name} up: ${r.status(1)}`);
+    // made here: marked as ipvsync's (one that was there already is left as it is)
+    if (r.status(0) === 'ok') (await this.apply([{ op: 'setLink', name, alias: IPVSYNC_LINK_ALIAS }])).orThrow();
     const l = await this.get(name);
     if (!l) throw new Error(`${name} vanished after it was created`);
     return l;

@@ -6,7 +6,7 @@ import type { EngineKernel } from '../engine/engine.js';
 import { keyToId, serviceKey } from '../engine/ipvs-model.js';
 import { readRecord, recordedKeys } from '../engine/ownership.js';
 import type { IpSetsApi } from '../kernel/ipsets.js';
-import { IPVSYNC_ADDRESS_PROTOCOL, type LinksApi } from '../kernel/links.js';
+import { IPVSYNC_ADDRESS_PROTOCOL, IPVSYNC_LINK_ALIAS, type LinksApi } from '../kernel/links.js';
 import { IPVSYNC_ROUTE_PROTOCOL, type RoutesApi } from '../kernel/routes.js';
 import { GLUE_TABLE } from './ipvs/glue.js';
 
@@ -35,8 +35,8 @@ function kernels(protocol: number | undefined): boolean {
  * Removes the virtual servers in the engine's record (engine/ownership.ts), the glue tables,
  * the routes carrying IPVSYNC_ROUTE_PROTOCOL, the addresses on the VIP link carrying
  * IPVSYNC_ADDRESS_PROTOCOL, then the record itself (kept while a recorded virtual server could
- * not be deleted, so a retry still knows it); and the VIP link when nothing but the kernel's
- * own addresses is left on it. Firewall-mark services are recorded in memory only: a cleanup,
+ * not be deleted, so a retry still knows it); and the VIP link when ipvsync created it (its
+ * alias is IPVSYNC_LINK_ALIAS) and nothing but the kernel's own addresses is left on it. Firewall-mark services are recorded in memory only: a cleanup,
  * another process, leaves them. With `ipsetPrefix` (what `proxy --kube-proxy-ipsets` owns:
  * KUBE-), the sets named with it too, after the services (nothing of ipvsync's uses them then;
  * a set something else still references fails with EBUSY and stays).
@@ -80,7 +80,7 @@ export async function removeOwned(k: CleanupKernel, vipLink: string, opts: { ips
   const dr = await k.ipsets.apply([...claimed, ...record.map((s) => s.name)].map((name) => ({ op: 'destroy' as const, name })), { stopOnError: false });
   if (!dr.ok) throw dr.errors[0];
   let linkGone = false;
-  if (link && addrs.every((a) => a.protocol === IPVSYNC_ADDRESS_PROTOCOL || kernels(a.protocol))) {
+  if (link && link.alias === IPVSYNC_LINK_ALIAS && addrs.every((a) => a.protocol === IPVSYNC_ADDRESS_PROTOCOL || kernels(a.protocol))) {
     const lr = await k.links.apply([{ op: 'delLink', name: vipLink }]);
     if (!lr.ok) throw lr.errors[0];
     linkGone = true;

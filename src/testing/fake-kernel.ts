@@ -106,7 +106,8 @@ export class FakeLinks implements LinksApi {
       case 'setLink': {
         const l = op.name ? this.links.get(op.name) : [...this.links.values()].find((x) => x.index === op.index);
         if (!l) return 'ENODEV';
-        l.up = op.up;
+        if (op.up !== undefined) l.up = op.up;
+        if (op.alias !== undefined) l.alias = op.alias;
         return undefined;
       }
       case 'addAddr':

@@ -14,14 +14,17 @@ after(() => {
   spawnSync('ip', ['link', 'del', LINK]);
 });
 
-test('kube-ipvs0: created as a dummy link, set up, found again, created only once', async () => {
+test('kube-ipvs0: created as a dummy link with the ipvsync alias, set up, found again, created only once', async () => {
   spawnSync('ip', ['link', 'del', LINK]);
   const l = await Links.open();
   const link = await l.ensureDummy(LINK);
   assert.equal(link.kind, 'dummy');
   assert.equal(link.up, true);
-  const theirs = JSON.parse(ip('-j', '-d', 'link', 'show', LINK))[0] as { ifindex: number; flags: string[]; linkinfo: { info_kind: string } };
+  const theirs = JSON.parse(ip('-j', '-d', 'link', 'show', LINK))[0] as { ifindex: number; flags: string[]; linkinfo: { info_kind: string }; ifalias?: string };
   assert.equal(theirs.linkinfo.info_kind, 'dummy');
+  // marked as ipvsync's (what cleanup deletes), read back by both
+  assert.equal(theirs.ifalias, 'ipvsync');
+  assert.equal(link.alias, 'ipvsync');
   assert.equal(theirs.ifindex, link.index);
   assert.ok(theirs.flags.includes('UP'));
   // a second ensure finds it (EEXIST is "done"), same index

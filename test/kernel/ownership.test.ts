@@ -170,3 +170,20 @@ test('ipvsync sync -f, a resync, a removal, address -> route -> address and clea
   assert.match(ipvsync('cleanup'), /^removed 0 virtual services, 0 nftables tables, no link, 0 addresses, 0 routes, 0 ipsets$/m);
   foreignSurvive('second cleanup');
 });
+
+test('cleanup leaves a kube-ipvs0 that was there before ipvsync, even empty; the one ipvsync creates carries its alias (ip -d link) and goes', () => {
+  spawnSync('ip', ['netns', 'exec', NS, 'ip', 'link', 'del', 'kube-ipvs0']);
+  inNs('ip', 'link', 'add', 'kube-ipvs0', 'type', 'dummy');
+  writeFileSync(join(dir, 'web.yaml'), WEB);
+  const sync = () => ipvsync('sync', '-f', dir, '--no-glue', '--node-ip', NODE);
+  const alias = () => (JSON.parse(inNs('ip', '-j', '-d', 'link', 'show', 'kube-ipvs0')) as Array<{ ifalias?: string }>)[0]!.ifalias;
+  sync();
+  assert.equal(alias(), undefined);
+  assert.match(ipvsync('cleanup'), /^removed 2 virtual services, 0 nftables tables, no link, 1 addresses, 0 routes, 0 ipsets$/m);
+  assert.equal(spawnSync('ip', ['netns', 'exec', NS, 'ip', 'link', 'show', 'kube-ipvs0']).status, 0, 'the link stays');
+  inNs('ip', 'link', 'del', 'kube-ipvs0');
+  sync();
+  assert.equal(alias(), 'ipvsync');
+  assert.match(ipvsync('cleanup'), /^removed 2 virtual services, 0 nftables tables, link kube-ipvs0, 1 addresses, 0 routes, 0 ipsets$/m);
+  assert.notEqual(spawnSync('ip', ['netns', 'exec', NS, 'ip', 'link', 'show', 'kube-ipvs0']).status, 0, 'the link is gone');
+});

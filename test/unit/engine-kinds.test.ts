@@ -47,7 +47,7 @@ test('a first sync creates the link, the addresses, the sets, the table and IPVS
   const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] });
   const r1 = await e.sync(state(20));
   assert.deepEqual(r1.errors, []);
-  assert.deepEqual(r1.addresses.ops, { addLink: 1, addAddr: 20 });
+  assert.deepEqual(r1.addresses.ops, { addLink: 1, setLink: 1, addAddr: 20 });
   // the owned set, and the ownership record (ipvsync-ipvs) of the 20 virtual servers
   assert.deepEqual(r1.ipsets.ops, { create: 2, add: 2 });
   assert.equal(r1.nft.writes, 1 + 2 + 2 + 2 + 2, 'table, 2 chains, 2 sets, 2 element batches, 2 rules');
@@ -480,7 +480,7 @@ test('the link is created first; its address adds run while nftables and IPVS ap
     new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] }).sync(desired),
     new Promise<never>((_, rej) => setTimeout(() => rej(new Error('address adds did not overlap IPVS: deadlock')), 2000)),
   ]);
-  assert.equal(events[0], 'links start addLink', 'the link alone, first');
+  assert.equal(events[0], 'links start addLink,setLink', 'the link alone (made and marked), first');
   assert.equal(events[1], 'links end addLink');
   assert.equal(events[2], 'links start addAddr,addAddr,addAddr');
   assert.ok(events.indexOf('ipvs') < events.indexOf('links end addAddr'), events.join(' | '));

@@ -10,6 +10,7 @@ import { Engine, type DesiredState } from '../../src/engine/engine.js';
 import { serviceKey, type DesiredService } from '../../src/engine/ipvs-model.js';
 import { IPVS_RECORD } from '../../src/engine/ownership.js';
 import { removeOwned } from '../../src/proxy/cleanup.js';
+import { IPVSYNC_LINK_ALIAS } from '../../src/kernel/links.js';
 import { Proxier, type ProxierOptions } from '../../src/proxy/proxier.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
@@ -170,6 +171,23 @@ test('cleanup of a node with nothing foreign removes the link, the routes, the g
   const c = await removeOwned(k, 'kube-ipvs0');
   assert.deepEqual(c, { services: 3, ipsets: 0, addresses: 0, routes: 1, tables: 2, link: true });
   assert.deepEqual([await ipvsKeys(k), (await k.ipsets.headers()).map((s) => s.name), (await k.nft.list()).tables, await k.links.get('kube-ipvs0')], [[], [], [], null]);
+});
+
+test('cleanup leaves a VIP link that was there before ipvsync (no ipvsync alias), even with nothing on it; the one the engine creates carries the alias', async () => {
+  const k = fakeKernel();
+  await k.links.apply([{ op: 'addLink', name: 'kube-ipvs0', kind: 'dummy' }]);
+  const p = proxier(k);
+  assert.deepEqual((await p.sync(true)).report.errors, []);
+  assert.equal((await k.links.get('kube-ipvs0'))?.alias, undefined, 'the engine found it and left it as it was');
+  const c = await removeOwned(k, 'kube-ipvs0');
+  assert.equal(c.link, false);
+  assert.ok(c.addresses > 0, 'the VIPs went');
+  assert.deepEqual(await k.links.addresses({ link: 'kube-ipvs0' }), []);
+  assert.ok(await k.links.get('kube-ipvs0'), 'the link stays');
+  await k.links.apply([{ op: 'delLink', name: 'kube-ipvs0' }]);
+  assert.deepEqual((await proxier(k).sync(true)).report.errors, []);
+  assert.equal((await k.links.get('kube-ipvs0'))?.alias, IPVSYNC_LINK_ALIAS);
+  assert.equal((await removeOwned(k, 'kube-ipvs0')).link, true);
 });
 
 test("cleanup with the proxy's ipset prefix removes the KUBE-* sets --kube-proxy-ipsets made; without it they stay; foreign sets stay either way", async () => {

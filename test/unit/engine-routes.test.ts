@@ -34,7 +34,7 @@ test('route mode: one local route per CIDR before IPVS, no addresses; a resync d
   assert.deepEqual(
     planWrites(plan).map((w) => `${w.kind}:${'op' in w.op ? w.op.op : ''}`),
     // the record (one set per family) before IPVS creates the virtual servers
-    ['link:addLink', 'route:addRoute', 'route:addRoute', 'ipset:create', 'ipset:add', 'ipset:create', 'ipset:add', 'ipvs:addService', 'ipvs:addService', 'ipvs:addDestination', 'ipvs:addDestination'],
+    ['link:addLink', 'link:setLink', 'route:addRoute', 'route:addRoute', 'ipset:create', 'ipset:add', 'ipset:create', 'ipset:add', 'ipvs:addService', 'ipvs:addService', 'ipvs:addDestination', 'ipvs:addDestination'],
   );
   const r1 = await e.apply(plan);
   assert.deepEqual(r1.errors, []);

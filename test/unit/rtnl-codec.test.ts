@@ -15,6 +15,7 @@ const fixture = (name: string) => fromHex(readFileSync(join(process.cwd(), 'test
 const golden: Array<[string, NativeRtnlOp]> = [
   ['newlink-dummy', { op: 'addLink', name: 'kube-ipvs0', kind: 'dummy' }],
   ['setlink-up', { op: 'setLink', index: 2, up: true }],
+  ['setlink-alias', { op: 'setLink', index: 2, alias: 'ipvsync' }],
   ['newaddr-v4', { op: 'addAddr', index: 2, address: '10.96.0.10/32' }],
   ['newaddr-v6', { op: 'addAddr', index: 2, address: 'fd00::a' }],
   ['newaddr-v4-24', { op: 'addAddr', index: 2, address: '192.168.7.1/24' }],
@@ -107,7 +108,11 @@ test('bad input is rejected before anything is encoded', () => {
   invalid({ op: 'addLink', name: 'a/b', kind: 'dummy' }, /character the kernel refuses/);
   invalid({ op: 'addLink', name: 'x', kind: 'vxlan' }, /link kind 'vxlan' is not supported/);
   invalid({ op: 'addLink', name: 'x', kind: 'dummy', mtu: 10 }, /mtu is out of range/);
-  invalid({ op: 'setLink', name: 'x' }, /up must be a boolean/);
+  invalid({ op: 'setLink', name: 'x', alias: '' }, /alias must be 1-255 bytes/);
+  invalid({ op: 'setLink', name: 'x', alias: 'a'.repeat(256) }, /alias must be 1-255 bytes/);
+  invalid({ op: 'setLink', name: 'x', alias: 7 as unknown as string }, /alias must be a string/);
+  invalid({ op: 'setLink', name: 'x' }, /setLink needs up or alias/);
+  invalid({ op: 'setLink', name: 'x', up: 'yes' }, /up must be a boolean/);
   invalid({ op: 'delLink', index: -1 }, /index must be a positive integer/);
   invalid({ op: 'addAddr', index: 2, address: '10.0.0.300' }, /'10.0.0.300' is not an IPv4 or IPv6 address/);
   invalid({ op: 'addAddr', index: 2, address: '10.0.0.1/33' }, /prefix length 33 is out of range 0-32/);
