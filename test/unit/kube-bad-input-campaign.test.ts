@@ -1,5 +1,5 @@
 // Manifest values that pass nothing must crash nothing (issue 44). A seeded mutation campaign:
-// a Service, an EndpointSlice, legacy Endpoints and the Service they belong to get one to three
+// a Service, an EndpointSlice, legacy Endpoints and the Service they belong to, and the Node, get one to three
 // of their members (any depth) replaced by values of every wrong type, null, nested garbage or
 // removed, and are written as YAML or JSON next to a good Service; the text goes through the
 // manifests reader (Endpoints to slices too), the change trackers, translate and the Proxier
@@ -15,7 +15,7 @@ import { FakeLinks, FakeNftables } from '../../src/testing/fake-kernel.js';
 import { yaml } from '../../src/yaml.js';
 import { prng } from '../helpers/bytes.js';
 
-const NODE = { name: 'node-a', addresses: ['10.0.0.11', '127.0.0.1'], zone: 'zone-a' };
+const NODE = { name: 'node-a', addresses: ['10.0.0.11', '127.0.0.1'] };
 const CONFIG = { scheduler: 'rr', clusterCIDRs: ['10.244.0.0/16'] };
 
 const GOOD = `apiVersion: v1
@@ -88,6 +88,8 @@ function victims(): Record<string, unknown>[] {
         },
       ],
     },
+    // this node: its zone decides the hints of lb-1
+    { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a', labels: { 'topology.kubernetes.io/zone': 'zone-a', 'kubernetes.io/hostname': 'node-a' } } },
   ];
 }
 
@@ -165,6 +167,7 @@ async function run(text: string, what: string): Promise<Outcome> {
   try {
     for (const s of set.services) p.onServiceUpdate(s as V1Service);
     for (const s of set.endpointSlices) p.onSliceUpdate(s as V1EndpointSlice);
+    for (const n of set.nodes) p.onNode(n);
   } catch (e) {
     assert.fail(`${what}: a handler threw ${String(e)}\n${text}`);
   }
@@ -189,7 +192,7 @@ test('YAML aliases making cycles: typed warnings, the good service programmed', 
   await run(CYCLES.join('---\n'), 'cycles');
 });
 
-test('seeded mutation campaign over Service, EndpointSlice and Endpoints manifests: no JavaScript error, the good service programmed every time', async () => {
+test('seeded mutation campaign over Service, EndpointSlice, Endpoints and Node manifests: no JavaScript error, the good service programmed every time', async () => {
   const rand = prng(44);
   const INPUTS = 250;
   let warned = 0;
