@@ -12,6 +12,7 @@
 // - no memory reducer: the daemon asks for its collections itself (after full syncs), and the
 //   reducer's collection of an idle heap held the daemon's event loop mid-sync.
 import { readFileSync } from 'node:fs';
+import { setFlagsFromString } from 'node:v8';
 import { Command } from 'commander';
 import { BadInputError, NetlinkError, errorJson } from '../errors.js';
 import type { HandleOptions } from '../native.js';
@@ -40,6 +41,10 @@ registerIpset(program, handleOptions);
 let json = false;
 program.hook('preAction', (_program, action) => {
   json = action.opts<{ json?: boolean }>().json === true;
+  // The settings above are the daemon's (`proxy`, a node agent with a memory target). A one-shot
+  // command (sync, restore, save…) only has to finish: V8's own heap growing, without which
+  // its full collections ran every 20% of growth (3 of `sync -f`'s 8.6 s at 20k services).
+  if (action.name() !== 'proxy') setFlagsFromString('--heap-growing-percent=0');
 });
 
 /** 2: bad input (a configuration or flag value), refused before anything was applied; 3: the
