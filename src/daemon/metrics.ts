@@ -6,6 +6,7 @@ import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, exponentialBuckets, linearBuckets } from 'prom-client';
 import type { SyncReport } from '../engine/engine.js';
+import type { ReloadStats } from './reload-coalescer.js';
 import type { SyncRecord, SyncRunner } from './runner.js';
 import type { Service } from '../kernel/ipvs.js';
 import type { ProxyModel } from '../proxy/ipvs/types.js';
@@ -48,6 +49,8 @@ export interface ProxyMetricsOptions {
   /** Every IPVS service with its destinations and counters: one dump per scrape. Without it
    *  there are no traffic series. */
   ipvsStats?: () => Promise<readonly Service[]>;
+  /** The manifests folder's loads so far, read at every scrape (--manifests only). */
+  manifestLoads?: () => ReloadStats;
 }
 
 /**
@@ -82,6 +85,8 @@ export class ProxyMetrics {
   readonly rsInactive: Gauge;
   readonly rsWeight: Gauge;
   readonly addonCpu: Counter;
+  readonly manifestLoads: Counter | undefined;
+  readonly manifestLoadFailures: Counter | undefined;
   private readonly now: () => number;
   /** The series rebuilt from each scrape's IPVS dump. */
   private readonly traffic: Array<Counter | Gauge>;
@@ -131,6 +136,17 @@ export class ProxyMetrics {
     this.rsInactive = gauge('ipvsync_real_server_inactive_connections', 'Inactive connections of an IPVS real server', rs, traffic);
     this.rsWeight = gauge('ipvsync_real_server_weight', 'Weight of an IPVS real server (0 while draining)', rs, traffic);
     this.traffic = [this.virtualServers, this.vsConnections, this.vsPackets, this.vsBytes, this.rsConnections, this.rsPackets, this.rsBytes, this.rsActive, this.rsInactive, this.rsWeight];
+    const loads = opts.manifestLoads;
+    if (loads) {
+      this.manifestLoads = counter('ipvsync_manifest_loads_total', 'Loads of the manifests folder (change events coalesced, periodic resyncs)', [], () => {
+        this.manifestLoads!.reset();
+        this.manifestLoads!.inc(loads().loads);
+      });
+      this.manifestLoadFailures = counter('ipvsync_manifest_load_failures_total', 'Loads of the manifests folder that failed (the objects of the last good load stay)', [], () => {
+        this.manifestLoadFailures!.reset();
+        this.manifestLoadFailures!.inc(loads().failures);
+      });
+    }
     this.addonCpu = counter(
       'ipvsync_addon_cpu_seconds_total',
       'CPU time of the native addon: part js_thread (its calls on the JavaScript thread), pool_user (netlink encoding and decoding on the libuv pool), pool_system (the kernel doing the work asked of it)',

@@ -5,6 +5,7 @@ import { readdirSync, statSync, watch } from 'node:fs';
 import { anyContains, parseCidr } from '../net/address.js';
 import { Ipvs } from '../kernel/ipvs.js';
 import { Links } from '../kernel/links.js';
+import { affectsManifests } from '../kube/manifest-names.js';
 import type { FolderLoad } from '../kube/manifests.js';
 import type { InformerError, ResourceName } from '../kube/informers.js';
 import { memoryPressure, type HandleOptions } from '../native.js';
@@ -16,6 +17,7 @@ import { HealthzServer, ProxierHealth, ServiceHealthServers } from './healthz.js
 import { Lifecycle, preflight, systemChecks } from './lifecycle.js';
 import { createLogger } from './log.js';
 import { MetricsServer, ProxyMetrics } from './metrics.js';
+import { ReloadCoalescer, type ReloadStats } from './reload-coalescer.js';
 import { SyncRunner } from './runner.js';
 import { logSyncFailure, NoticeLog, SyncOpsError } from './sync-log.js';
 
@@ -69,9 +71,11 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
   // The traffic counters, when asked for (ipvs.statsMetrics): one dump of every virtual server
   // (with its real servers for 'all') per scrape, on this thread's IPVS handle.
   const stats = cfg.ipvs.statsMetrics;
+  let manifestLoads: ReloadStats = { loads: 0, failures: 0 };
   const metrics = new ProxyMetrics({
     pending: () => proxier.pendingChanges,
     ...(ipvs && stats !== 'none' ? { ipvsStats: () => ipvs.services({ withDestinations: stats === 'all', stats: true }) } : {}),
+    ...(typeof o.manifests === 'string' ? { manifestLoads: () => manifestLoads } : {}),
   });
   // As kube-proxy: on the node's addresses in nodePortAddresses when it is set, else on all.
   const nodePortCidrs = cfg.nodePortAddresses.map(parseCidr);
@@ -121,6 +125,9 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
     lc.onStop('metrics', () => ms.stop());
   }
   lc.onStop('service health servers', () => serviceHealth.sync([]).then(() => undefined));
+  // Registered before the source's step: the source stops first, so nothing new is asked of
+  // the runner while it waits for the sync under way.
+  lc.onStop('runner', () => runner.stop());
 
   if (typeof o.manifests === 'string') {
     const dir = o.manifests;
@@ -130,13 +137,19 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
     // runs without V8's memory reducer, which collected this idle heap in the middle of syncs:
     // main.ts).
     const read = (): Promise<FolderLoad> => proxier.loadManifests(dir).then((l) => (memoryPressure('critical'), l));
-    const load = () => read().then((l) => notices.manifests(l.warnings));
-    await lc.until(load());
-    if (!statSync(dir).isDirectory() || readdirSync(dir).length === 0) log.warn('manifests folder is empty', { dir });
-    const w = watch(dir, () => {
-      load().then(request, (e: unknown) => log.warn('manifests not reloaded', { error: e }));
+    const reloads = new ReloadCoalescer({
+      load: () => read().then((l) => notices.manifests(l.warnings)),
+      onChangeLoaded: request,
+      onChangeFailed: (e) => log.warn('manifests not reloaded', { dir, error: e }),
     });
-    lc.onStop('manifests watch', () => w.close());
+    manifestLoads = reloads.stats;
+    await lc.until(reloads.now());
+    if (!statSync(dir).isDirectory() || readdirSync(dir).length === 0) log.warn('manifests folder is empty', { dir });
+    // Only names the reader reads: an atomic writer's temporary file is four events of its own.
+    const w = watch(dir, (_, name) => {
+      if (name === null || affectsManifests(name)) reloads.changed();
+    });
+    lc.onStop('manifests watch', () => (reloads.stop(), w.close()));
   } else {
     // The same source and the same logging whether the informers run here or on the sync thread.
     const source = { ...(cfg.kubeconfig ? { kubeconfig: cfg.kubeconfig } : {}), ...(cfg.master ? { server: cfg.master } : {}) };
@@ -151,7 +164,6 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
     await lc.until(kube.synced);
     memoryPressure('critical');
   }
-  lc.onStop('runner', () => runner.stop());
   runner.start();
   started = true;
   log.info('proxy started', { node: proxierOptions.node.name, nodeAddresses: addrs, source: typeof o.manifests === 'string' ? `manifests ${o.manifests}` : 'kubernetes' });

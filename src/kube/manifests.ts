@@ -12,6 +12,7 @@ import type { V1EndpointSlice, V1Endpoints, V1Node, V1Service } from '@kubernete
 import { objectKey } from './change-tracker.js';
 import { validIp } from '../net/address.js';
 import { arr, field, int, isMapping, member, present, show, str } from './fields.js';
+import { isManifestName } from './manifest-names.js';
 import { LABEL_SERVICE_NAME, type ObjectHandlers } from './types.js';
 
 export class ManifestError extends BadInputError {
@@ -46,8 +47,6 @@ export interface ManifestWarning {
   source: string;
   message: string;
 }
-
-const MANIFEST_EXT = /\.(ya?ml|json)$/i;
 
 interface Entry {
   kind: 'Service' | 'EndpointSlice' | 'Endpoints' | 'Node';
@@ -133,7 +132,7 @@ async function expand(paths: readonly string[]): Promise<string[]> {
       files.push(p);
       continue;
     }
-    const names = (await readdir(p)).filter((n) => !n.startsWith('.') && MANIFEST_EXT.test(n)).sort();
+    const names = (await readdir(p)).filter(isManifestName).sort();
     for (const n of names) if ((await stat(join(p, n))).isFile()) files.push(join(p, n));
   }
   return files;

@@ -133,6 +133,18 @@ test('the addon’s CPU: read at every scrape, in seconds, by part; the real cou
   assert.ok(js !== undefined && Number.isFinite(js) && js >= 0);
 });
 
+test('the manifests folder’s loads and failed loads: read at every scrape; absent without a folder', async () => {
+  const loads = { loads: 3, failures: 1 };
+  const m = new ProxyMetrics({ manifestLoads: () => loads });
+  let text = await m.render();
+  assert.equal(sample(text, 'ipvsync_manifest_loads_total'), 3);
+  assert.equal(sample(text, 'ipvsync_manifest_load_failures_total'), 1);
+  loads.loads = 5;
+  text = await m.render();
+  assert.equal(sample(text, 'ipvsync_manifest_loads_total'), 5);
+  assert.doesNotMatch(await new ProxyMetrics().render(), /ipvsync_manifest_load/);
+});
+
 test('attachRunner records every sync of a SyncRunner', async () => {
   const m = new ProxyMetrics({ now: () => 5000 });
   const listeners: Array<(r: SyncRecord) => void> = [];

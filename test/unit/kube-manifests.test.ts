@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import { affectsManifests, isManifestName } from '../../src/kube/manifest-names.js';
 import { endpointsToSlices, loadManifests, ManifestError, ManifestFolder, parseManifests } from '../../src/kube/manifests.js';
 import { translate } from '../../src/proxy/ipvs/translate.js';
 import { render } from '../fixtures/kube/builders.js';
@@ -200,6 +201,20 @@ test('manifests: a missing path and a duplicate across files name the files', as
   } finally {
     rmSync(dir, { recursive: true });
   }
+});
+
+test('manifest names: the reader reads *.yaml, *.yml, *.json that are not hidden; a folder event for those or for a ConfigMap volume\'s ..data can change what it reads', async (t) => {
+  const read = ['a.yaml', 'b.yml', 'C.JSON', 'web-1.json'];
+  const skipped = ['.a.yaml', '.web.json.tmp', 'web.json.tmp', 'web.json~', '4913', 'README.md', '..2024_01_01_00_00_00.123', '..data'];
+  for (const n of read) assert.ok(isManifestName(n) && affectsManifests(n), n);
+  for (const n of skipped) assert.ok(!isManifestName(n), n);
+  assert.deepEqual(skipped.filter(affectsManifests), ['..data']);
+  // the reader reads exactly those names
+  const dir = mkdtempSync(join(tmpdir(), 'ipvsync-names-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const doc = (name: string) => `apiVersion: v1\nkind: Service\nmetadata: {name: ${name}}\nspec: {ports: [{port: 80}]}\n`;
+  for (const [i, n] of [...read, ...skipped.filter((x) => x !== '..data')].entries()) writeFileSync(join(dir, n), doc(`s${i}`));
+  assert.deepEqual((await loadManifests([dir])).services.map((s) => s.metadata?.name).sort(), ['s0', 's1', 's2', 's3']);
 });
 
 test('ManifestFolder: each load gives every object (Nodes too) and deletes the ones gone since the last; a load that fails calls no handler', async (t) => {
