@@ -1,7 +1,7 @@
 // The daemon (`ipvsync proxy`): its composition — configuration, logging, signals, the proxier
 // on its sync thread, the runner, health and metrics servers, the object source — and nothing
 // of kernel programming, which is the sync thread's.
-import { readdirSync, statSync, watch } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import { anyContains, parseCidr } from '../net/address.js';
 import { Ipvs } from '../kernel/ipvs.js';
 import { Links } from '../kernel/links.js';
@@ -13,6 +13,7 @@ import { nodeAddresses } from '../proxy/node-addresses.js';
 import { ThreadedProxier } from '../proxy/sync-thread.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
 import { loadConfig, nodeName, toProxierOptions, writeConfigTo } from './config.js';
+import { FolderWatch } from './folder-watch.js';
 import { HealthzServer, ProxierHealth, ServiceHealthServers } from './healthz.js';
 import { Lifecycle, preflight, systemChecks } from './lifecycle.js';
 import { createLogger } from './log.js';
@@ -143,13 +144,13 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
       onChangeFailed: (e) => log.warn('manifests not reloaded', { dir, error: e }),
     });
     manifestLoads = reloads.stats;
+    // Only names the reader reads: an atomic writer's temporary file is four events of its own.
+    const watch = new FolderWatch(dir, { relevant: affectsManifests, onChange: () => reloads.changed(), onError: (e) => log.warn('manifests folder watch failed', { dir, error: e }) });
+    lc.onStop('manifests watch', () => (reloads.stop(), watch.close()));
+    // Watched before the first load: a change while it reads the folder is followed by another.
+    watch.start();
     await lc.until(reloads.now());
     if (!statSync(dir).isDirectory() || readdirSync(dir).length === 0) log.warn('manifests folder is empty', { dir });
-    // Only names the reader reads: an atomic writer's temporary file is four events of its own.
-    const w = watch(dir, (_, name) => {
-      if (name === null || affectsManifests(name)) reloads.changed();
-    });
-    lc.onStop('manifests watch', () => (reloads.stop(), w.close()));
   } else {
     // The same source and the same logging whether the informers run here or on the sync thread.
     const source = { ...(cfg.kubeconfig ? { kubeconfig: cfg.kubeconfig } : {}), ...(cfg.master ? { server: cfg.master } : {}) };

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -91,6 +91,27 @@ async function started(d: Daemon): Promise<void> {
   await waitFor('the first sync', async () => (d.syncs().length ? true : undefined), { timeoutMs: 120_000, last: d.last });
   assert.equal(d.syncs()[0]!.errors, 0, await d.last());
 }
+
+test('the folder deleted and made again: the daemon reads the new folder, and a file written there later is programmed', async (t) => {
+  const parent = mkdtempSync(join(tmpdir(), 'folder-again-'));
+  t.after(() => rmSync(parent, { recursive: true, force: true }));
+  const dir = join(parent, 'manifests');
+  mkdirSync(dir);
+  writeFileSync(join(dir, 'a.json'), list(service('a', '10.96.0.21', 80)));
+  const d = daemon(t, dir);
+  await started(d);
+  assert.deepEqual(await frontends('10.96.0.21'), ['10.96.0.21 . tcp . 80']);
+
+  rmSync(dir, { recursive: true });
+  mkdirSync(dir);
+  // the new, empty folder is what the objects are now
+  await waitFor('a removed', async () => ((await frontends('10.96.0.21')).length === 0 ? true : undefined), { timeoutMs: 60_000, last: d.last });
+  // a file written into it afterwards: seen through the new folder's own watch
+  writeFileSync(join(dir, 'b.json'), list(service('b', '10.96.0.22', 80)));
+  await waitFor('b programmed', async () => ((await frontends('10.96.0.22')).length === 1 ? true : undefined), { timeoutMs: 60_000, last: d.last });
+  assert.deepEqual(await frontends('10.96.0.22'), ['10.96.0.22 . tcp . 80']);
+  assert.ok(d.syncs().every((s) => s.errors === 0), await d.last());
+});
 
 test('300 atomic replaces of a file next to 2,000 services: the final version is programmed, in a bounded number of folder loads and syncs', async (t) => {
   const { dir, d } = await bulkFolder(t, 'burst');
