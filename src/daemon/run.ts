@@ -85,8 +85,16 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
     ...(nodePortCidrs.length ? { addresses: addrs.filter((a) => anyContains(nodePortCidrs, a)) } : {}),
   });
   const notices = new NoticeLog(log);
+  /** Reads the source again before a periodic resync (the manifests folder: its watch can miss
+   *  a change, e.g. one written through a hard link elsewhere; informers need nothing). */
+  let rereadSource: (() => Promise<void>) | undefined;
   const runner = new SyncRunner(
     async (trigger) => {
+      if (trigger === 'periodic' && rereadSource) {
+        await rereadSource();
+        // (the re-read ends early at a stop: no sync after it)
+        if (lc.isStopping) return;
+      }
       const r = await proxier.sync(trigger !== 'request');
       metrics.recordSyncResult(r);
       notices.update(r.model.warnings, r.report.invalid);
@@ -138,10 +146,11 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
     // runs without V8's memory reducer, which collected this idle heap in the middle of syncs:
     // main.ts).
     const read = (): Promise<FolderLoad> => proxier.loadManifests(dir).then((l) => (memoryPressure('critical'), l));
+    const notLoaded = (e: unknown) => log.warn('manifests not reloaded', { dir, error: e });
     const reloads = new ReloadCoalescer({
       load: () => read().then((l) => notices.manifests(l.warnings)),
       onChangeLoaded: request,
-      onChangeFailed: (e) => log.warn('manifests not reloaded', { dir, error: e }),
+      onChangeFailed: notLoaded,
     });
     manifestLoads = reloads.stats;
     // Only names the reader reads: an atomic writer's temporary file is four events of its own.
@@ -151,6 +160,10 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
     watch.start();
     await lc.until(reloads.now());
     if (!statSync(dir).isDirectory() || readdirSync(dir).length === 0) log.warn('manifests folder is empty', { dir });
+    rereadSource = () => {
+      watch.recheck();
+      return reloads.now().catch(notLoaded);
+    };
   } else {
     // The same source and the same logging whether the informers run here or on the sync thread.
     const source = { ...(cfg.kubeconfig ? { kubeconfig: cfg.kubeconfig } : {}), ...(cfg.master ? { server: cfg.master } : {}) };

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -139,6 +139,27 @@ test('300 atomic replaces of a file next to 2,000 services: the final version is
   assert.ok(syncs.length >= 2 && syncs.length <= 30, `${syncs.length} syncs\n${await d.last()}`);
   assert.ok(syncs.every((s) => s.errors === 0), await d.last());
   assert.equal(await metric('ipvsync_manifest_load_failures_total'), 0, 'no load failed');
+});
+
+test('a change no folder event reports (written through a hard link outside the folder) is programmed by the next periodic resync', async (t) => {
+  const parent = mkdtempSync(join(tmpdir(), 'folder-resync-'));
+  t.after(() => rmSync(parent, { recursive: true, force: true }));
+  const dir = join(parent, 'manifests');
+  const outside = join(parent, 'outside');
+  mkdirSync(dir);
+  mkdirSync(outside);
+  writeFileSync(join(outside, 'web.json'), list(service('web', '10.96.0.30', 30001)));
+  linkSync(join(outside, 'web.json'), join(dir, 'web.json'));
+  const d = daemon(t, dir, '--ipvs-sync-period', '1s');
+  await started(d);
+  assert.deepEqual(await frontends('10.96.0.30'), ['10.96.0.30 . tcp . 30001']);
+
+  // written in place through the other name: inotify tells the other folder's watchers only
+  const before = d.syncs().length;
+  writeFileSync(join(outside, 'web.json'), list(service('web', '10.96.0.30', 30002)));
+  await waitFor('the new port programmed', async () => ((await frontends('10.96.0.30')).join() === '10.96.0.30 . tcp . 30002' ? true : undefined), { timeoutMs: 60_000, last: d.last });
+  const wrote = d.syncs().slice(before).filter((s) => s.writes > 0);
+  assert.deepEqual(wrote.map((s) => s.trigger), ['periodic'], await d.last());
 });
 
 test('SIGTERM in the middle of a burst of replaces: every stop step ends in time, the loads that were due are dropped, and nothing is written after "stopped"', async (t) => {
