@@ -15,7 +15,7 @@ COPY native ./native
 COPY scripts ./scripts
 COPY src ./src
 COPY test ./test
-# `npm ci` runs the install script (node-gyp rebuild) and `prepare` (tsc).
+# `npm ci` runs the install script (node-gyp rebuild); the TypeScript is compiled here.
 RUN npm ci \
  && npx node-gyp rebuild -j 2 \
  && npx tsc -p . \
