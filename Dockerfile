@@ -15,10 +15,15 @@ COPY native ./native
 COPY scripts ./scripts
 COPY src ./src
 COPY test ./test
-# `npm ci` runs the install script (node-gyp rebuild); the TypeScript is compiled here.
+# `npm ci` runs the install script (node-gyp rebuild); the TypeScript is compiled here. The
+# daemon reads the Kubernetes API: @kubernetes/client-node, an optional peer dependency of the
+# package (a development one of the repository), becomes a production dependency before the
+# development ones are pruned.
 RUN npm ci \
  && npx node-gyp rebuild -j 2 \
  && npx tsc -p . \
+ && npm pkg delete 'devDependencies.@kubernetes/client-node' \
+ && npm pkg set "dependencies.@kubernetes/client-node=$(npm pkg get 'peerDependencies.@kubernetes/client-node' | tr -d '"')" \
  && npm prune --omit=dev
 
 FROM node:20-bookworm-slim

@@ -8,7 +8,7 @@
 //   the service has local endpoints and the proxy is healthy, else 503, with the count.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { V1Node } from '@kubernetes/client-node';
+import type { V1Node } from '../kube/api-types.js';
 import type { HealthCheck } from '../kube/types.js';
 import { close, DEFAULT_HTTP_LIMITS, limitedServer, listen, type HttpLimits } from './http.js';
 import type { ProxyMetrics } from './metrics.js';

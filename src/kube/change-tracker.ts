@@ -3,7 +3,7 @@
 // drain() reports the services whose proxy-relevant state differs — so churn that changes
 // nothing we program (resourceVersion, managedFields, status conditions, selectors, an endpoint
 // moving between two slices of one service, an update reverted before the drain) is dropped.
-import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import type { V1EndpointSlice, V1Service } from './api-types.js';
 import {
   ANNOTATION_LB_SOURCE_RANGES,
   ANNOTATION_SCHEDULER,

@@ -1,7 +1,7 @@
 // Endpoints of one service port, from the service's EndpointSlices, and kube-proxy's choice of
 // which of them serve cluster-wide and node-local traffic (pkg/proxy/topology.go:
 // CategorizeEndpoints, topologyModeFromHints, serving-terminating fallback of KEP-1669).
-import type { V1EndpointSlice } from '@kubernetes/client-node';
+import type { V1EndpointSlice } from './api-types.js';
 import type { AddressFamily, IpvsProtocol } from '../kernel/ipvs.js';
 import { compareAddress, ipv4Number, validIp } from '../net/address.js';
 import { compareText, insertionSort } from '../util/sorted.js';

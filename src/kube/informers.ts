@@ -20,7 +20,7 @@
 //   (makeInformer in 1.4.0 cannot pass one).
 import http from 'node:http';
 import https from 'node:https';
-import type { KubeConfig, KubernetesObject, V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import type { KubernetesObject, V1EndpointSlice, V1Node, V1Service } from './api-types.js';
 import { objectKey } from './change-tracker.js';
 import type { ApiAccess } from './kubeconfig.js';
 import { KeyedListWatch, type DoneCallback, type ListPage, type WatchCallback } from './list-watch.js';
@@ -442,8 +442,8 @@ export class ResourceInformer<T extends KubernetesObject> {
 }
 
 export interface KubeSourcesOptions extends InformerOptions {
-  /** loadKubeConfig()'s result (or the client's own KubeConfig). */
-  kubeConfig: ApiAccess | KubeConfig;
+  /** loadKubeConfig()'s result (or the client's own KubeConfig, which has the same members). */
+  kubeConfig: ApiAccess;
   /** This node's name (kube-proxy's hostnameOverride or the hostname). */
   nodeName: string;
   handlers: KubeHandlers;

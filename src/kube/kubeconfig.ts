@@ -17,7 +17,7 @@ import https from 'node:https';
 import { isIPv6 } from 'node:net';
 import { dirname, isAbsolute, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { newClusters, newContexts, newUsers, type Cluster, type Context, type User } from '@kubernetes/client-node/dist/config_types.js';
+import { newClusters, newContexts, newUsers, type Context } from '@kubernetes/client-node/dist/config_types.js';
 import { yaml } from '../yaml.js';
 import { parseProxyUrl, proxyAgent } from './proxy-agent.js';
 
@@ -34,6 +34,35 @@ export interface KubeConfigSource {
   env?: NodeJS.ProcessEnv;
   /** The pod's service-account directory (default /var/run/secrets/kubernetes.io/serviceaccount). */
   serviceAccountDir?: string;
+}
+
+/** A kubeconfig cluster: the members of the client's Cluster (config_types.js), declared here
+ *  so that no declaration of ipvsync refers to the client (its parsers' results fit these, and
+ *  these fit what its KubeConfig takes). */
+export interface Cluster {
+  readonly name: string;
+  readonly caData?: string;
+  caFile?: string;
+  readonly server: string;
+  readonly tlsServerName?: string;
+  readonly skipTLSVerify: boolean;
+  readonly proxyUrl?: string;
+}
+
+/** A kubeconfig user: the members of the client's User (exec plugins and auth providers are the
+ *  client's to run: opaque here). */
+export interface User {
+  readonly name: string;
+  readonly certData?: string;
+  certFile?: string;
+  readonly exec?: unknown;
+  readonly keyData?: string;
+  keyFile?: string;
+  readonly authProvider?: unknown;
+  readonly token?: string;
+  readonly username?: string;
+  readonly password?: string;
+  readonly impersonateUser?: string;
 }
 
 export class KubeConfigError extends Error {

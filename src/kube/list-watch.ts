@@ -6,7 +6,7 @@
 // 10k Services and their EndpointSlices that is tens of MB of parsed JSON, held beside the
 // proxy's own slimmed copies), and a list is delivered a page at a time, so a re-list does not
 // hold the whole list either; what vanished is deleted once the last page is in.
-import type { KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from './api-types.js';
 
 /** One page of a list; `resourceVersion` is the list's (the same on every page). */
 export interface ListPage<T> {

@@ -8,7 +8,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BadInputError } from '../errors.js';
 import { yaml } from '../yaml.js';
-import type { V1EndpointSlice, V1Endpoints, V1Node, V1Service } from '@kubernetes/client-node';
+import type { V1EndpointSlice, V1Endpoints, V1Node, V1Service } from './api-types.js';
 import { objectKey } from './change-tracker.js';
 import { validIp } from '../net/address.js';
 import { arr, field, int, isMapping, member, present, show, str } from './fields.js';

@@ -9,7 +9,7 @@
 // value present with the wrong type is a warning and is ignored like any other bad value. The
 // model holds only values the kernel layer accepts (canonical addresses, CIDRs as their
 // network, ports in range).
-import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import type { V1EndpointSlice, V1Service } from './api-types.js';
 import type { AddressFamily, IpvsProtocol, ServiceFlag } from '../kernel/ipvs.js';
 import { cidrList, inAny, type CidrList } from './address.js';
 import { ipFamily, isIpv6LinkLocal, compareAddress, validIp } from '../net/address.js';

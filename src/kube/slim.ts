@@ -8,7 +8,7 @@
 // Wire data is read through fields.ts: a member of the wrong type is kept as it came (translate
 // warns about it) or, where a list or a mapping is descended into, the list or mapping is read
 // only if it is one; slimming never throws.
-import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import type { V1Endpoint, V1EndpointSlice, V1Service } from './api-types.js';
 import { boundedMemo } from '../util/memo.js';
 import { arr, field, isMapping, member, obj, str } from './fields.js';
 import { ANNOTATION_LB_SOURCE_RANGES, ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS, LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME } from './types.js';
@@ -84,7 +84,7 @@ export function slimService(s: V1Service): V1Service {
   };
 }
 
-type Endpoint = V1EndpointSlice['endpoints'][number];
+type Endpoint = V1Endpoint;
 
 /**
  * An endpoint as the proxy keeps it: only its first address counts (as in kube-proxy), so that

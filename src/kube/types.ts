@@ -1,9 +1,9 @@
 // The plain-data shapes of the Kubernetes semantics layer: what goes into translate() and what
-// comes out. Kubernetes objects are @kubernetes/client-node's types (used as types only, so this
-// layer loads none of the client's runtime).
-import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+// comes out. Kubernetes objects are ipvsync's own structural types (api-types.ts), which the
+// client's objects and plain JSON both fit.
+import type { V1EndpointSlice, V1Node, V1Service } from './api-types.js';
 
-export type { V1EndpointSlice, V1Endpoints, V1Node, V1Service } from '@kubernetes/client-node';
+export type { V1EndpointSlice, V1Endpoints, V1Node, V1Service } from './api-types.js';
 
 /** Label that hands a Service to a non-default proxy; kube-proxy skips every Service carrying it. */
 export const LABEL_SERVICE_PROXY_NAME = 'service.kubernetes.io/service-proxy-name';

@@ -1,7 +1,7 @@
 // The service proxy: Kubernetes objects in (from informers or manifests, through change
 // trackers), kube-proxy IPVS-mode semantics (translate), the engine out. Source-agnostic: the
 // caller feeds the handlers and runs syncs (directly or through a SyncRunner).
-import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import type { V1EndpointSlice, V1Node, V1Service } from '../kube/api-types.js';
 import { Engine, planWrites, type DesiredChanges, type EngineKernel, type Plan, type SyncReport } from '../engine/engine.js';
 import type { DesiredService } from '../engine/ipvs-model.js';
 import { EndpointSliceTracker, ServiceTracker } from '../kube/change-tracker.js';

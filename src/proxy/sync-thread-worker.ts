@@ -65,9 +65,21 @@ const changed = () => {
   });
 };
 
+/** kubeconfig.js reads kubeconfigs with @kubernetes/client-node's own parsers. The client is an
+ *  optional peer dependency of the package, loaded only here: a manifests folder, the library
+ *  and every declaration of ipvsync need none of it. */
+async function kubeConfigModule(): Promise<typeof import('../kube/kubeconfig.js')> {
+  try {
+    return await import('../kube/kubeconfig.js');
+  } catch (e) {
+    if ((e as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND' || !String((e as Error).message).includes("'@kubernetes/client-node")) throw e;
+    throw new Error('the Kubernetes API needs @kubernetes/client-node 1.4.0 (an optional peer dependency of ipvsync): install it beside ipvsync, or read a manifests folder');
+  }
+}
+
 async function watchKube(m: Extract<ToThread, { t: 'watchKube' }>): Promise<void> {
   const { KubeSources } = await import('../kube/informers.js');
-  const { loadKubeConfig } = await import('../kube/kubeconfig.js');
+  const { loadKubeConfig } = await kubeConfigModule();
   const s = new KubeSources({
     ...m.informer,
     kubeConfig: loadKubeConfig(m.source),

@@ -9,7 +9,7 @@
 // back (memoryPressure). Messages keep their order: objects posted before a sync request are in
 // that sync.
 import { Worker } from 'node:worker_threads';
-import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import type { V1EndpointSlice, V1Node, V1Service } from '../kube/api-types.js';
 import type { SyncReport } from '../engine/engine.js';
 import { NetlinkError, type NetlinkErrorFields } from '../errors.js';
 import type { InformerError, InformerOptions, ResourceName } from '../kube/informers.js';

@@ -1,8 +1,8 @@
 // Drives the real KubeSources against a FakeApiServer and records what the handlers receive as
 // one line per event, so tests can assert exact sequences ("no duplicates, nothing lost").
-import type { KubernetesObject } from '@kubernetes/client-node';
 import { KubeSources, type InformerError, type InformerOptions, type KubeHandlers } from '../../src/kube/informers.js';
 import { loadKubeConfig } from '../../src/kube/kubeconfig.js';
+import type { KubernetesObject } from '../../src/kube/api-types.js';
 import { FakeApiServer, type KubeObject } from './fake-apiserver.js';
 
 export interface Harness {

@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import type { V1Service as ClientService } from '@kubernetes/client-node';
 import { exponentialBuckets } from 'prom-client';
 import type { Service } from '../../src/kernel/ipvs.js';
 import type { SyncRecord } from '../../src/daemon/runner.js';
@@ -208,7 +209,8 @@ test('pending changes: rise as changes arrive (not those that change nothing), f
   // an update that changes nothing programmed is no pending change (as kube-proxy's trackers
   // drop one equal to what was synced), nor one reverted before the sync
   p.onSliceUpdate(slice('b', 'b-0', ports, [{ ip: '10.244.0.4', node: 'node-a' }]));
-  p.onServiceUpdate({ ...svc('a', { clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] }), status: { conditions: [] } });
+  const conditionsOnly: ClientService = { ...svc('a', { clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] }), status: { conditions: [] } };
+  p.onServiceUpdate(conditionsOnly);
   assert.deepEqual(await pending(), [0, 0]);
   p.onSliceUpdate(slice('b', 'b-0', ports, [{ ip: '10.244.0.9', node: 'node-a' }]));
   assert.deepEqual(await pending(), [0, 1]);

@@ -113,8 +113,8 @@ test('handlers get plain JSON objects from lists and from watch events', async (
     }
     const listed = h.objects.find((o) => o.metadata?.name === 'web')!;
     const watched = h.objects.find((o) => o.metadata?.name === 'later')!;
-    assert.equal(typeof listed.metadata!.creationTimestamp, 'string', 'timestamps stay strings (the typed list API would make Dates)');
-    assert.equal(typeof watched.metadata!.creationTimestamp, 'string');
+    assert.equal(typeof (listed.metadata as Record<string, unknown>).creationTimestamp, 'string', 'timestamps stay strings (the typed list API would make Dates)');
+    assert.equal(typeof (watched.metadata as Record<string, unknown>).creationTimestamp, 'string');
   } finally {
     await h.close();
   }

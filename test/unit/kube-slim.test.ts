@@ -120,8 +120,8 @@ test('slim objects keep only what the proxy reads; equal endpoint conditions are
   assert.deepEqual(defined(kept.metadata!), ['name', 'namespace']); // no proxy label or annotation of ours on this one
   for (const k of defined(kept.spec!))
     assert.ok(['type', 'clusterIP', 'clusterIPs', 'ports', 'externalIPs', 'sessionAffinity', 'sessionAffinityConfig', 'externalTrafficPolicy', 'internalTrafficPolicy', 'healthCheckNodePort', 'loadBalancerSourceRanges'].includes(k), k);
-  assert.equal(kept.spec!.ipFamilies, undefined);
-  assert.equal(kept.spec!.selector, undefined);
+  assert.equal((kept.spec as Record<string, unknown>).ipFamilies, undefined);
+  assert.equal((kept.spec as Record<string, unknown>).selector, undefined);
   assert.equal((kept.spec!.ports![0] as { targetPort?: unknown }).targetPort, undefined);
   assert.deepEqual(kept.spec!.sessionAffinityConfig, { clientIP: { timeoutSeconds: 60 } });
   // one shape for every kept Service, endpoint and port (members in the same order)

@@ -5,7 +5,7 @@
 // sync's transaction. Every service port yields a list of frontends (cluster IP, external IPs,
 // load-balancer IPs, node ports); one loop turns frontends into virtual servers and glue, so the
 // four kinds never repeat the same block.
-import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import type { V1EndpointSlice, V1Service } from '../../kube/api-types.js';
 import { samePlain, serviceKey, type DesiredService } from '../../engine/ipvs-model.js';
 import { compareText, patchSorted, sortByKey, sortedIndexOf } from '../../util/sorted.js';
 import type { ServiceOptions } from '../../kernel/ipvs.js';
