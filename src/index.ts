@@ -1,3 +1,7 @@
+// `ipvsync`: the netlink library — the kernel handles, their text formats, the sync engine and
+// its runner. What an embedder programs the kernel with, and nothing of Kubernetes: the proxy
+// (its Kubernetes semantics, manifests and daemon pieces) is `ipvsync/proxy`, the in-memory
+// kernel `ipvsync/testing`. docs/api.md documents every name exported here.
 export { NetlinkError, type NetlinkErrorFields, type NetlinkErrorKind } from './errors.js';
 export { ApplyResult, type BatchOptions, type OpStatus } from './kernel/batch.js';
 export { Genl, type GenlFamily, type GenlOptions } from './kernel/genl.js';
@@ -65,7 +69,6 @@ export { Conntrack, type ConntrackApi, type DeleteFlowsResult, type Flow, type F
 export {
   Engine,
   planWrites,
-  keyToId,
   changesOf,
   type DesiredState,
   type DesiredChanges,
@@ -82,65 +85,8 @@ export {
 export { validateDesired } from './engine/validate.js';
 export { serviceKey, destKey, type DesiredService } from './engine/ipvs-model.js';
 export { canonicalAddress } from './net/address.js';
-export { diffIpvs, type IpvsDelta, type FlowFlush } from './engine/ipvs-diff.js';
 export { IPVS_RECORD, IPVS_RECORD_SETS } from './engine/ownership.js';
 export type { DesiredVips } from './engine/addresses-diff.js';
 export type { DesiredIpSet } from './engine/ipsets-diff.js';
 export type { DesiredNftTable } from './engine/nft-diff.js';
 export { SyncRunner, type RunnerOptions, type SyncRecord, type SyncTrigger, type Clock } from './daemon/runner.js';
-// ---- kube ----
-export { translate, TranslateCache } from './proxy/ipvs/translate.js';
-export {
-  serviceModel,
-  modelContext,
-  servedBy,
-  DEFAULT_AFFINITY_TIMEOUT,
-  DEFAULT_SCHEDULER,
-  type ServiceModel,
-  type ServicePortModel,
-  type ModelContext,
-} from './kube/service-model.js';
-export { ServiceTracker, EndpointSliceTracker, serviceFingerprint, endpointSlicesFingerprint, objectKey } from './kube/change-tracker.js';
-export { loadManifests, parseManifests, endpointsToSlices, resolveLegacyEndpoints, ManifestError, type ManifestSet } from './kube/manifests.js';
-export { changedServiceKeys, changedServices } from './proxy/ipvs/model-diff.js';
-export { chooseScheduler, type SchedulerChoice } from './kube/scheduler.js';
-export {
-  ANNOTATION_LB_SOURCE_RANGES,
-  ANNOTATION_SCHEDULER,
-  ANNOTATION_SCHEDULER_FLAGS,
-  LABEL_SERVICE_NAME,
-  LABEL_SERVICE_PROXY_NAME,
-  type HealthCheck,
-  type ModelWarning,
-  type NodeInfo,
-  type ProxyConfig,
-  type TranslateInput,
-} from './kube/types.js';
-export type { FrontendKind, GlueHairpin, GlueNodePort, GlueSourceRange, GlueSpec, GlueVip, ProxyModel } from './proxy/ipvs/types.js';
-// ---- daemon ----
-// (src/kube/informers.ts and src/kube/kubeconfig.ts load @kubernetes/client-node's runtime:
-// imported by the proxy directly, not re-exported here.)
-export {
-  loadConfig,
-  validateConfig,
-  mergeFlags,
-  renderConfig,
-  writeConfigTo,
-  toProxyConfig,
-  nodeName,
-  defaultConfig,
-  parseDuration,
-  formatDuration,
-  CONFIG_FLAGS,
-  ConfigError,
-  type IpvsyncConfig,
-  type ConfigIssue,
-  type FlagSpec,
-  type LoadedConfig,
-  type BindMode,
-} from './daemon/config.js';
-export { ProxyMetrics, MetricsServer, PROMETHEUS_CONTENT_TYPE, type ProxyMetricsOptions } from './daemon/metrics.js';
-export { ThreadedProxier, SyncThreadError, type SyncThreadOptions, type ThreadSyncResult, type ModelSummary } from './proxy/sync-thread.js';
-export { ProxierHealth, HealthzServer, ServiceHealthServers, TO_BE_DELETED_TAINT, type HealthState, type ServiceHealthSyncResult } from './daemon/healthz.js';
-export { createLogger, type Logger, type LogLevel, type Fields } from './daemon/log.js';
-export { Lifecycle, preflight, systemChecks, hasCapability, PreflightError, CAP_NET_ADMIN, type PreflightChecks, type StopReport } from './daemon/lifecycle.js';
