@@ -229,6 +229,7 @@ export interface NativeIpSetMember {
   ip?: string;
   cidr?: number;
   proto?: IpSetProto;
+  /** An integer, 0..65535. */
   port?: number;
   ip2?: string;
   cidr2?: number;

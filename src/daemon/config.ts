@@ -11,6 +11,7 @@ import { BadInputError } from '../errors.js';
 import { yaml } from '../yaml.js';
 import { cidrText, parseCidr, validIp } from '../net/address.js';
 import { isKnownScheduler } from '../kube/scheduler.js';
+import type { Scheduler } from '../kernel/ipvs.js';
 import { LABEL_TOPOLOGY_ZONE, type ProxyConfig } from '../kube/types.js';
 import type { ProxierOptions } from '../proxy/proxier.js';
 
@@ -49,7 +50,7 @@ export interface IpvsyncConfig {
   master: string;
   ipvs: {
     /** Default scheduler; '' means rr. */
-    scheduler: string;
+    scheduler: Scheduler;
     syncPeriodMs: number;
     minSyncPeriodMs: number;
     /** IPVS connection timeouts (whole seconds in ms); 0 leaves the kernel's value. */

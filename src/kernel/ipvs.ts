@@ -40,11 +40,13 @@ export type ServiceFlag =
 export interface AddressServiceId {
   protocol: IpvsProtocol;
   address: string;
+  /** An integer, 0..65535 (0 with persistence: every port). */
   port: number;
   family?: AddressFamily;
 }
 /** A virtual service by firewall mark (family defaults to inet). */
 export interface FwmarkServiceId {
+  /** An integer, 1..2^32-1. */
   fwmark: number;
   family?: AddressFamily;
 }
@@ -54,7 +56,8 @@ export interface ServiceOptions {
   /** Default 'wlc' (as ipvsadm). */
   scheduler?: Scheduler;
   flags?: ServiceFlag[];
-  /** Persistence timeout in seconds (default 360 when 'persistent' is set, as ipvsadm; else 0). */
+  /** Persistence timeout, integer seconds (default 360 when 'persistent' is set, as ipvsadm;
+   *  else 0). */
   timeout?: number;
   /** Persistence granularity: IPv4 a dotted mask ('255.255.255.0', default /32), IPv6 a prefix
    *  length (default 128). */
@@ -68,7 +71,7 @@ export type ForwardMethod = 'masq' | 'local' | 'tunnel' | 'droute';
 export type TunnelType = 'ipip' | 'gue' | 'gre';
 export interface TunnelOptions {
   type: TunnelType;
-  /** gue only (required there). */
+  /** gue only (required there): an integer, 1..65535. */
   port?: number;
   /** gue and gre; remcsum gue only. */
   checksum?: 'none' | 'csum' | 'remcsum';
@@ -76,6 +79,7 @@ export interface TunnelOptions {
 
 export interface DestinationId {
   address: string;
+  /** An integer, 0..65535. */
   port: number;
   /** Follows the address; an IPv4 destination of an IPv6 service needs forward 'tunnel'. */
   family?: AddressFamily;
@@ -83,8 +87,9 @@ export interface DestinationId {
 export interface DestinationConfig extends DestinationId {
   /** Default 'droute' (as ipvsadm). */
   forward?: ForwardMethod;
-  /** 0..2147483647, default 1. */
+  /** An integer, 0..2147483647 (0: no new connections), default 1. */
   weight?: number;
+  /** Connection limits, integers (0: none). */
   upperThreshold?: number;
   lowerThreshold?: number;
   tunnel?: TunnelOptions;
@@ -126,7 +131,7 @@ export type Service = (
   | { family: AddressFamily; protocol: IpvsProtocol; address: string; port: number; fwmark?: undefined }
   | { family: AddressFamily; fwmark: number; protocol?: undefined; address?: undefined; port?: undefined }
 ) & {
-  scheduler: string;
+  scheduler: Scheduler;
   flags: ServiceFlag[];
   timeout: number;
   netmask: string | number;

@@ -1,6 +1,7 @@
 // The plain-data shapes of the Kubernetes semantics layer: what goes into translate() and what
 // comes out. Kubernetes objects are ipvsync's own structural types (api-types.ts), which the
 // client's objects and plain JSON both fit.
+import type { Scheduler } from '../kernel/ipvs.js';
 import type { V1EndpointSlice, V1Node, V1Service } from './api-types.js';
 
 export type { V1EndpointSlice, V1Endpoints, V1Node, V1Service } from './api-types.js';
@@ -33,7 +34,7 @@ export interface ObjectHandlers {
 /** The subset of KubeProxyConfiguration that changes what is programmed. */
 export interface ProxyConfig {
   /** Default IPVS scheduler (kube-proxy's ipvs.scheduler); 'rr' when empty. */
-  scheduler?: string;
+  scheduler?: Scheduler;
   /** NodePorts only on node addresses inside these CIDRs (per family: a family with no CIDR
    *  listed keeps all its addresses, as kube-proxy). Empty: every node address. */
   nodePortAddresses?: string[];
