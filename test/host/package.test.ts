@@ -5,7 +5,9 @@
 // @kubernetes/client-node (an optional peer). Against that install, under `strict` without
 // `skipLibCheck`: a program importing only the core compiles without reading a declaration of
 // Kubernetes (the client's, or the proxy's), one importing `ipvsync/proxy` compiles without
-// reading the client's, both run, the docs' examples compile, and the installed command runs.
+// reading the client's, both run (the proxy's sync thread too, its API connection refused for
+// want of the client, with the message saying so), the docs' examples compile, and the
+// installed command runs.
 // In the host suite for its time (the addon's build), not for root: it needs none.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -143,7 +145,7 @@ console.log('core ok');
 `;
 
 const PROXY = `import assert from 'node:assert/strict';
-import { translate, parseManifests, type V1Service, type V1EndpointSlice } from 'ipvsync/proxy';
+import { ThreadedProxier, translate, parseManifests, type V1Service, type V1EndpointSlice } from 'ipvsync/proxy';
 
 const service: V1Service = { metadata: { name: 'web', namespace: 'default' }, spec: { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] } };
 const set = parseManifests(\`apiVersion: discovery.k8s.io/v1
@@ -156,12 +158,25 @@ endpoints: [{ addresses: [10.244.1.5], conditions: { ready: true } }]
 const slices: V1EndpointSlice[] = set.endpointSlices;
 const model = translate({ services: [service], endpointSlices: slices, node: { name: 'node-a', addresses: ['192.168.1.10'] } });
 assert.deepEqual(model.services.map((s) => ['address' in s ? \`\${s.address}:\${s.port}\` : s.fwmark, s.destinations.map((d) => d.address)]), [['10.96.0.10:80', ['10.244.1.5']]]);
+// the sync thread (an in-memory kernel): without the client, watching the API fails saying so
+const tp = await ThreadedProxier.start({ proxier: { node: { name: 'node-a', addresses: ['192.168.1.10'] }, config: {} }, kernel: { glue: true }, kernelModule: new URL('../kernel.mjs', import.meta.url).href });
+await assert.rejects(tp.watchKube({ source: { server: 'https://127.0.0.1:6443' }, nodeName: 'node-a' }), (e: Error) => e.message.includes('the Kubernetes API needs @kubernetes/client-node'));
+await tp.close();
 console.log('proxy ok');
+`;
+
+/** SyncThreadOptions.kernelModule: the in-memory kernel, on the sync thread. */
+const KERNEL = `import { fakeKernel } from 'ipvsync/testing';
+export async function openKernel(_handle, o) {
+  const k = fakeKernel();
+  return { ipvs: k.ipvs, links: k.links, routes: k.routes, conntrack: k.conntrack, ipsets: k.ipsets, ...(o.glue ? { nft: k.nft } : {}) };
+}
 `;
 
 test('a strict consumer of the core reads nothing of Kubernetes; of the proxy, nothing of the client; both run', (t) => {
   writeFileSync(join(consumer, 'core.ts'), CORE);
   writeFileSync(join(consumer, 'proxy.ts'), PROXY);
+  writeFileSync(join(consumer, 'kernel.mjs'), KERNEL);
   // The client resolvable while compiling, so that a declaration reaching for it would load it
   // (and be seen) rather than fail; gone again before anything runs.
   const client = join(consumer, 'node_modules', ...CLIENT.split('/'));
