@@ -138,6 +138,10 @@ async function topology(t: { after(fn: () => void): void }): Promise<void> {
   const servers: ChildProcess[] = [];
   t.after(() => {
     for (const s of servers) if (s.pid) process.kill(s.pid);
+    // the host ends of the veths first: deleting one end deletes the pair at once, while a
+    // netns deleted with its end in it goes in the kernel's own time, after the next test
+    // may already want the name
+    PODS.forEach((_, i) => spawnSync('ip', ['link', 'del', `npv${i}`]));
     for (const p of PODS) spawnSync('ip', ['netns', 'del', p.ns]);
     spawnSync('ip', ['netns', 'del', CLIENT]);
     spawnSync('ip', ['link', 'del', 'cbr0']);
