@@ -49,7 +49,7 @@ test('the demo script runs to the end', { skip }, () => {
 });
 
 test('the sync programs 4 virtual services with 12 destinations and 3 VIPs, and the glue', { skip }, () => {
-  assert.match(demo.stdout, /^synced 4 virtual services, 3 VIPs: addresses \{"addLink":1,"addAddr":3\}, ipsets \{"create":1,"add":1\}, nft \{.+\}, ipvs \{"addService":4,"addDestination":12\} \(\d+(\.\d+)? ms\)$/m);
+  assert.match(demo.stdout, /^synced 4 virtual services, 3 VIPs: addresses \{"addLink":1,"setLink":1,"addAddr":3\}, ipsets \{"create":1,"add":1\}, nft \{.+\}, ipvs \{"addService":4,"addDestination":12\} \(\d+(\.\d+)? ms\)$/m);
 });
 
 test('round robin over the three pods through the ClusterIP and the NodePort, masqueraded at the bridge address', { skip }, () => {
