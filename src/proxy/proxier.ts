@@ -121,16 +121,18 @@ export class Proxier {
     this.slices.delete(key);
   }
   /** This node's Node object (another node's is ignored): the zone its label names, unless
-   *  the options gave one. The next sync translates every service when the zone changed. */
-  onNode(n: V1Node): void {
-    if (str(n, 'metadata', 'name') === this.node.name) this.setZone(str(n, 'metadata', 'labels', LABEL_TOPOLOGY_ZONE));
+   *  the options gave one. True when the zone changed: the next sync translates every service. */
+  onNode(n: V1Node): boolean {
+    return str(n, 'metadata', 'name') === this.node.name && this.setZone(str(n, 'metadata', 'labels', LABEL_TOPOLOGY_ZONE));
   }
-  onNodeDelete(name: string): void {
-    if (name === this.node.name) this.setZone(undefined);
+  onNodeDelete(name: string): boolean {
+    return name === this.node.name && this.setZone(undefined);
   }
-  private setZone(label: string | undefined): void {
+  private setZone(label: string | undefined): boolean {
     const zone = this.opts.node.zone ?? (label || undefined);
-    if (zone !== this.node.zone) this.node = { ...this.node, zone };
+    if (zone === this.node.zone) return false;
+    this.node = { ...this.node, zone };
+    return true;
   }
 
   /** Changes received since the last sync took them. */

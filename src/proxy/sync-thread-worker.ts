@@ -91,15 +91,11 @@ async function watchKube(m: Extract<ToThread, { t: 'watchKube' }>): Promise<void
       onSliceDelete: (k) => (proxier.onSliceDelete(k), changed()),
       // The zone of topology hints is the node's label: a new zone is a change to sync.
       onNode: (node) => {
-        const zone = proxier.node.zone;
-        proxier.onNode(node);
-        if (proxier.node.zone !== zone) changed();
+        if (proxier.onNode(node)) changed();
         send({ t: 'kubeNode', node });
       },
       onNodeDelete: (name) => {
-        const zone = proxier.node.zone;
-        proxier.onNodeDelete(name);
-        if (proxier.node.zone !== zone) changed();
+        if (proxier.onNodeDelete(name)) changed();
         send({ t: 'kubeNode', node: undefined });
       },
     },
