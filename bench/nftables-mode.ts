@@ -150,9 +150,11 @@ async function daemonPath(w: Workload): Promise<DaemonRun> {
 }
 
 /** `ipvsync proxy --proxy-mode nftables --manifests DIR` as a process: its first sync (from
- *  its log) and its peak and current RSS after it (all its threads). */
-async function daemonProcess(dir: string): Promise<{ syncMs: number; hwmMb: number; rssMb: number } | undefined> {
-  const args = [CLI, 'proxy', '--proxy-mode', 'nftables', '--manifests', dir, '--hostname-override', NODE_NAME, '--node-ip', NODE_IP, '--cluster-cidr', CLUSTER_CIDR, '--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', '127.0.0.1:0'];
+ *  its log), its peak and current RSS after it (all its threads), and the longest block of its
+ *  event loop from start to then (its /metrics' nodejs_eventloop_lag_max_seconds, first scrape). */
+async function daemonProcess(dir: string): Promise<{ syncMs: number; hwmMb: number; rssMb: number; loopMaxMs: number } | undefined> {
+  const metricsAt = '127.0.0.1:10249';
+  const args = [CLI, 'proxy', '--proxy-mode', 'nftables', '--manifests', dir, '--hostname-override', NODE_NAME, '--node-ip', NODE_IP, '--cluster-cidr', CLUSTER_CIDR, '--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', metricsAt];
   const child = spawn('env', [...NODE_ENV_VARS, process.execPath, ...NODE_FLAGS, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
   const first = await new Promise<Record<string, unknown> | undefined>((resolve) => {
     const timer = setTimeout(() => resolve(undefined), CAP_S * 1000);
@@ -165,10 +167,12 @@ async function daemonProcess(dir: string): Promise<{ syncMs: number; hwmMb: numb
   });
   // env execs node: the same pid
   const status = spawnSync('cat', [`/proc/${child.pid}/status`], { encoding: 'utf8' }).stdout;
+  const scraped = first ? await (await fetch(`http://${metricsAt}/metrics`)).text() : '';
+  const loopMaxMs = Number(/^nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(scraped)?.[1] ?? NaN) * 1000;
   child.kill('SIGTERM');
   await new Promise((r) => child.once('exit', r));
   const kb = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+)`).exec(status)?.[1] ?? NaN);
-  return first && { syncMs: Number(first.ms), hwmMb: kb('VmHWM') / 1024, rssMb: kb('VmRSS') / 1024 };
+  return first && { syncMs: Number(first.ms), hwmMb: kb('VmHWM') / 1024, rssMb: kb('VmRSS') / 1024, loopMaxMs };
 }
 
 /** New connections, one after the other, each opened and closed; prints connections/s. */
@@ -253,7 +257,7 @@ function kubeProxyChange(w: Workload): Run | undefined {
 interface Row {
   S: number;
   daemon: DaemonRun;
-  daemonProcess: { syncMs: number; hwmMb: number; rssMb: number } | undefined;
+  daemonProcess: { syncMs: number; hwmMb: number; rssMb: number; loopMaxMs: number } | undefined;
   connections?: { direct: number; nftables: number; iptablesLegacy: number };
   kubeProxyChange: Run | undefined;
   first: Run;
@@ -314,7 +318,7 @@ for (const S of a.sizes!.split(',').map(Number)) {
   console.log(
     `   daemon path: first ${daemon.firstMs.toFixed(0)} ms (plan ${daemon.firstPlanMs.toFixed(0)}, apply ${daemon.firstApplyMs.toFixed(0)}), no-op writes ${daemon.noopWrites}, ` +
       `one endpoint ${daemon.oneEndpointMs.toFixed(2)} ms (${daemon.oneEndpointWrites} writes), resync ${daemon.resyncMs.toFixed(0)} ms (${daemon.resyncWrites} writes); ` +
-      `ipvsync proxy peak RSS ${proc ? `${proc.hwmMb.toFixed(0)} MB` : '-'}; ` +
+      `ipvsync proxy peak RSS ${proc ? `${proc.hwmMb.toFixed(0)} MB, event loop max ${proc.loopMaxMs.toFixed(0)} ms` : '-'}; ` +
       `kube-proxy's transaction for it ${kubeProxy ? fmt(kubeProxy) : '-'}` +
       (connections ? `; new connections/s to the last service: nftables ${connections.nftables.toFixed(0)}, iptables-legacy ${connections.iptablesLegacy.toFixed(0)} (straight to an endpoint ${connections.direct.toFixed(0)})` : ''),
   );
@@ -332,12 +336,12 @@ function render(rows: Row[], meta: { date: string; kernel: string; cpu: string; 
     '',
     "## The daemon's path (the Proxier of `ipvsync proxy`, objects parsed), against the peers",
     '',
-    '| S × 10 | first sync (JS + kernel commit) | `iptables-legacy-restore` | ratio | no-op sync | one endpoint replaced | kube-proxy `nft -f` for it | ratio | full resync | `ipvsync proxy` peak RSS (VmHWM, after its first sync) |',
-    '|---|---|---|---|---|---|---|---|---|---|',
+    '| S × 10 | first sync (JS + kernel commit) | `iptables-legacy-restore` | ratio | no-op sync | one endpoint replaced | kube-proxy `nft -f` for it | ratio | full resync | `ipvsync proxy` peak RSS (VmHWM, after its first sync) | its event loop: longest block, start to first sync |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map((r) => {
       const d = r.daemon;
       const peer = r.kubeProxyChange;
-      return `| ${r.S} | ${ms(d.firstMs)} (${ms(d.firstPlanMs)} + ${ms(d.firstApplyMs)}) | ${fmt(r.iptablesLegacy)} | ${ratio(r.iptablesLegacy, { ms: d.firstMs })} | ${d.noopWrites} writes | ${ms(d.oneEndpointMs)} (${d.oneEndpointWrites} writes) | ${peer ? fmt(peer) : '–'} | ${peer ? `${peer.timeout ? '> ' : ''}${(peer.ms / d.oneEndpointMs).toFixed(0)}×` : '–'} | ${ms(d.resyncMs)} (${d.resyncWrites} writes) | ${r.daemonProcess ? `${r.daemonProcess.hwmMb.toFixed(0)} MB` : '–'} |`;
+      return `| ${r.S} | ${ms(d.firstMs)} (${ms(d.firstPlanMs)} + ${ms(d.firstApplyMs)}) | ${fmt(r.iptablesLegacy)} | ${ratio(r.iptablesLegacy, { ms: d.firstMs })} | ${d.noopWrites} writes | ${ms(d.oneEndpointMs)} (${d.oneEndpointWrites} writes) | ${peer ? fmt(peer) : '–'} | ${peer ? `${peer.timeout ? '> ' : ''}${(peer.ms / d.oneEndpointMs).toFixed(0)}×` : '–'} | ${ms(d.resyncMs)} (${d.resyncWrites} writes) | ${r.daemonProcess ? `${r.daemonProcess.hwmMb.toFixed(0)} MB` : '–'} | ${r.daemonProcess ? `${r.daemonProcess.loopMaxMs.toFixed(0)} ms` : '–'} |`;
     }),
     '',
     '## The data plane: new TCP connections per second to the last service, one after the other',

@@ -4,7 +4,7 @@
 // time, the addon's CPU.
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Counter, Gauge, Histogram, Registry, exponentialBuckets, linearBuckets } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, exponentialBuckets, linearBuckets } from 'prom-client';
 import type { SyncReport } from '../engine/engine.js';
 import type { ReloadStats } from './reload-coalescer.js';
 import type { SyncRecord, SyncRunner } from './runner.js';
@@ -51,6 +51,10 @@ export interface ProxyMetricsOptions {
   ipvsStats?: () => Promise<readonly Service[]>;
   /** The manifests folder's loads so far, read at every scrape (--manifests only). */
   manifestLoads?: () => ReloadStats;
+  /** prom-client's process and Node.js metrics (`process_*`, `nodejs_*`: RSS, CPU, heap, GC,
+   *  the event loop's delay since the last scrape), as kube-proxy serves Go's. The daemon turns
+   *  them on; each instance that does keeps an event-loop monitor and a GC observer running. */
+  runtime?: boolean;
 }
 
 /**
@@ -147,6 +151,7 @@ export class ProxyMetrics {
         this.manifestLoadFailures!.inc(loads().failures);
       });
     }
+    if (opts.runtime) collectDefaultMetrics({ register: this.registry });
     this.addonCpu = counter(
       'ipvsync_addon_cpu_seconds_total',
       'CPU time of the native addon: part js_thread (its calls on the JavaScript thread), pool_user (netlink encoding and decoding on the libuv pool), pool_system (the kernel doing the work asked of it)',

@@ -47,9 +47,12 @@ async function frontends(address: string): Promise<string[]> {
   return (await nftSetElements('cluster-ips').catch(() => [])).filter((e) => e.startsWith(`${address} `));
 }
 
-/** An unlabelled series of the daemon's /metrics (there must be one). */
-async function metric(name: string): Promise<number> {
-  const text = await (await fetch(`http://${METRICS}/metrics`)).text();
+/** The daemon's /metrics, one scrape. */
+const scrape = async (): Promise<string> => (await fetch(`http://${METRICS}/metrics`)).text();
+
+/** An unlabelled series of the daemon's /metrics (there must be one), from `text` or a scrape. */
+async function metric(name: string, text?: string): Promise<number> {
+  text ??= await scrape();
   const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
   assert.ok(m, `${name} in /metrics`);
   return Number(m[1]);
@@ -131,7 +134,8 @@ test('300 atomic replaces of a file next to 2,000 services: the final version is
   await waitFor('the marker programmed', async () => ((await frontends('10.96.0.11')).length === 1 ? true : undefined), { timeoutMs: 120_000, last: d.last });
   assert.deepEqual(await frontends('10.96.0.10'), ['10.96.0.10 . tcp . 20300']);
 
-  const loads = (await metric('ipvsync_manifest_loads_total')) - loads0;
+  const after = await scrape();
+  const loads = (await metric('ipvsync_manifest_loads_total', after)) - loads0;
   const syncs = d.syncs().slice(syncs0);
   // every load starts after the previous one ended, and a burst of events waits for one load:
   // a few loads and syncs, not one per event (1,200) or per replace (300)
@@ -139,6 +143,11 @@ test('300 atomic replaces of a file next to 2,000 services: the final version is
   assert.ok(syncs.length >= 2 && syncs.length <= 30, `${syncs.length} syncs\n${await d.last()}`);
   assert.ok(syncs.every((s) => s.errors === 0), await d.last());
   assert.equal(await metric('ipvsync_manifest_load_failures_total'), 0, 'no load failed');
+  // the process's own metrics, as kube-proxy serves Go's: its RSS and its event loop's delay
+  // over the burst (the longest block since the previous scrape; a figure, not a bound)
+  assert.ok((await metric('process_resident_memory_bytes', after)) > 10 << 20, 'the RSS is served');
+  const lag = await metric('nodejs_eventloop_lag_max_seconds', after);
+  assert.ok(Number.isFinite(lag) && lag > 0, `the event loop's delay is measured: ${lag}`);
 });
 
 test('a change no folder event reports (written through a hard link outside the folder) is programmed by the next periodic resync', async (t) => {
