@@ -97,6 +97,17 @@ export interface StopReport {
   steps: StopStep[];
 }
 
+/**
+ * How the process ends after a stop: `undefined` — return normally (the daemon had started and
+ * every step ended); otherwise exit now with this code. A step that timed out may still be
+ * working (a sync thread mid-write): only the process's exit ends it, so nothing is written
+ * after "stopped". A stop during startup exits too: the startup's pending wait never ends.
+ */
+export function exitAfterStop(r: StopReport, started: boolean): number | undefined {
+  if (r.steps.some((s) => s.timedOut)) return 1;
+  return started ? undefined : 0;
+}
+
 /** Minimal process surface, so tests can send signals to a stand-in. */
 export interface SignalSource {
   on(signal: NodeJS.Signals, fn: () => void): unknown;

@@ -15,7 +15,7 @@ import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
 import { loadConfig, nodeName, toProxierOptions, writeConfigTo } from './config.js';
 import { FolderWatch } from './folder-watch.js';
 import { HealthzServer, ProxierHealth, ServiceHealthServers } from './healthz.js';
-import { Lifecycle, preflight, systemChecks } from './lifecycle.js';
+import { exitAfterStop, Lifecycle, preflight, systemChecks } from './lifecycle.js';
 import { createLogger } from './log.js';
 import { MetricsServer, ProxyMetrics } from './metrics.js';
 import { ReloadCoalescer, type ReloadStats } from './reload-coalescer.js';
@@ -40,8 +40,9 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
     lc.handleSignals({
       onStopped: (r) => {
         log.info('stopped; the data plane stays in place', { ok: r.steps.every((x) => x.ok), duringStartup: !started });
-        if (started) resolve();
-        else process.exit(0);
+        const code = exitAfterStop(r, started);
+        if (code === undefined) resolve();
+        else process.exit(code);
       },
       onForce: () => process.exit(1),
     });
@@ -74,6 +75,7 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
   const stats = cfg.ipvs.statsMetrics;
   let manifestLoads: ReloadStats = { loads: 0, failures: 0 };
   const metrics = new ProxyMetrics({
+    runtime: true,
     pending: () => proxier.pendingChanges,
     ...(ipvs && stats !== 'none' ? { ipvsStats: () => ipvs.services({ withDestinations: stats === 'all', stats: true }) } : {}),
     ...(typeof o.manifests === 'string' ? { manifestLoads: () => manifestLoads } : {}),

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { NetlinkError } from '../../src/errors.js';
 import { Ipvs } from '../../src/kernel/ipvs.js';
 import { createLogger, toLogValue } from '../../src/daemon/log.js';
-import { CAP_NET_ADMIN, Lifecycle, PreflightError, hasCapability, preflight, systemChecks, type SignalSource } from '../../src/daemon/lifecycle.js';
+import { CAP_NET_ADMIN, exitAfterStop, Lifecycle, PreflightError, hasCapability, preflight, systemChecks, type SignalSource } from '../../src/daemon/lifecycle.js';
 
 test('logger: JSON lines with ts, level, msg and fields; level filter; child fields; reserved names kept apart', () => {
   const lines: string[] = [];
@@ -148,6 +148,19 @@ test('lifecycle: SIGTERM stops in reverse order, failures and timeouts reported,
   // The second signal arrived synchronously after the first, before any step ran.
   assert.deepEqual(msgs, ['stopping; the data plane stays programmed', 'second signal while stopping: exiting now', 'stop step timed out', 'stop step failed', 'stopped']);
   assert.deepEqual(JSON.parse(lines.at(-1)!).failed, ['healthz', 'runner']);
+  // a step that timed out may still be running: the process exits at once, with 1
+  assert.equal(exitAfterStop(report, true), 1);
+});
+
+test('lifecycle: after a stop the daemon returns when every step ended, exits during startup, exits 1 past a hung step', () => {
+  const ok = { reason: 'SIGTERM', steps: [{ name: 'runner', ok: true }] };
+  const failed = { reason: 'SIGTERM', steps: [{ name: 'healthz', ok: false, error: new Error('x') }] };
+  const hung = { reason: 'SIGTERM', steps: [{ name: 'sync thread', ok: false, timedOut: true }] };
+  assert.equal(exitAfterStop(ok, true), undefined);
+  assert.equal(exitAfterStop(failed, true), undefined, 'a step that failed has ended');
+  assert.equal(exitAfterStop(ok, false), 0);
+  assert.equal(exitAfterStop(hung, true), 1);
+  assert.equal(exitAfterStop(hung, false), 1);
 });
 
 test('lifecycle: handlers are removed by the returned function', () => {
