@@ -8,13 +8,14 @@ import type { HandleOptions } from '../native.js';
 import { nodeAddresses } from '../proxy/node-addresses.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
 import { CONFIG_FLAGS, loadConfig, toProxierOptions, type FlagSpec } from '../daemon/config.js';
-import { runProxy } from '../daemon/run.js';
 import type { CleanupResult } from '../proxy/cleanup.js';
 import { KUBE_IPSET_PREFIX } from '../proxy/ipvs/kube-ipsets.js';
 
 // The proxier, the engine, the manifests reader and the nftables and route handles are loaded
 // when a command needs them: with the proxier on its sync thread (which loads its own), the
-// daemon's thread never does (~2 MB of resident memory per thread that loads them).
+// daemon's thread never does (~2 MB of resident memory per thread that loads them). The
+// daemon itself (its servers, metrics, watchers: ~60 ms of loading) only for `proxy`, so the
+// other commands (`ipset restore`, `ipvs restore`, …) start without it.
 const proxierModule = () => import('../proxy/proxier.js');
 
 function list(v: string, prev: string[] = []): string[] {
@@ -134,6 +135,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       .option('--write-config-to <file>', 'write the effective configuration and exit'),
     CONFIG_FLAGS,
   ).action(async (o: Record<string, unknown>) => {
+    const { runProxy } = await import('../daemon/run.js');
     await runProxy(o, handleOptions());
   });
 
