@@ -1,7 +1,8 @@
 // The TypeScript blocks of README.md and docs/*.md compile (test/helpers/doc-examples.ts: each
 // file's blocks in order as one user's module) importing the package by its name, under
 // `strict`, against the package's own declarations (dist/): an example that drifts from the API
-// fails here. The host suite's package.test.ts compiles them against the packed package too.
+// fails here. The host suite's package.test.ts compiles them against the packed package too,
+// and the e2e suite runs them (test/e2e/doc-examples-run.test.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
