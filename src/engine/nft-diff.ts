@@ -36,6 +36,22 @@ export interface DesiredNftTable {
   >;
   /** Rules in order; a chain's rules are compared as one ordered list. */
   rules: Array<Local<RuleSpec>>;
+  /**
+   * The chains and sets of the table that are the engine's, by name: those named here, those
+   * starting with one of the prefixes, and the desired ones. Any other chain or set in the
+   * kernel's table, with its rules and elements, is someone else's and survives every sync (as
+   * kube-proxy's nftables mode deletes only the chains and sets it names). Without it the
+   * whole table is the engine's.
+   */
+  owned?: { names: readonly string[]; prefixes: readonly string[] };
+}
+
+/** Whether a chain or set of the kernel's table is the engine's (DesiredNftTable.owned). */
+export function ownsName(desired: DesiredNftTable): (name: string) => boolean {
+  const o = desired.owned;
+  if (!o) return () => true;
+  const names = new Set([...o.names, ...desired.chains.map((c) => c.name), ...desired.sets.map((s) => s.name)]);
+  return (name) => names.has(name) || o.prefixes.some((p) => name.startsWith(p));
 }
 
 export interface NftDelta {
@@ -146,12 +162,18 @@ function uniqueElements(s: Pick<SetSpec, 'key' | 'interval'>, elements: readonly
 
 export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelta {
   const t: TableSpec = { family: desired.family, name: desired.name };
-  const mine = (x: { family: NftFamily; table: string }) => x.family === t.family && x.table === t.name;
+  const owns = ownsName(desired);
+  const inTable = (x: { family: NftFamily; table: string }) => x.family === t.family && x.table === t.name;
+  // the engine's objects of the table; the rest (another owner's chains and sets) is not looked at
+  const mine = (x: { family: NftFamily; table: string; name?: string; chain?: string }) => inTable(x) && owns(x.name ?? x.chain!);
   if (!observed.tables.some((x) => x.family === t.family && x.name === t.name)) return { ops: build(t, desired), created: true };
 
   // Static part: chains (with hooks), set declarations, and each chain's rule list.
-  const haveChains = new Map(observed.chains.filter(mine).map((c) => [c.name, chainSignature(c)]));
-  const haveSets = new Map(observed.sets.filter(mine).map((s) => [s.name, s]));
+  const ownChains = observed.chains.filter(mine);
+  const ownSets = observed.sets.filter(mine);
+  const foreign = observed.chains.some((c) => inTable(c) && !owns(c.name)) || observed.sets.some((x) => inTable(x) && !owns(x.name));
+  const haveChains = new Map(ownChains.map((c) => [c.name, chainSignature(c)]));
+  const haveSets = new Map(ownSets.map((s) => [s.name, s]));
   const haveRules = new Map<string, string[]>();
   for (const r of observed.rules.filter(mine)) {
     const list = haveRules.get(r.chain) ?? [];
@@ -170,7 +192,16 @@ export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelt
   }
   if (why) {
     // Rebuild the whole table in the same transaction: delete + add commit together.
-    return { ops: [{ verb: 'delete', kind: 'table', table: t }, ...build(t, desired)], rebuilt: why };
+    if (!foreign) return { ops: [{ verb: 'delete', kind: 'table', table: t }, ...build(t, desired)], rebuilt: why };
+    // Someone else's chains or sets are in it: rebuild only the engine's. Its chains flushed
+    // (no rule of theirs still refers to a set or jumps to a chain), its maps emptied (no
+    // element still jumps to a chain), then its sets and chains deleted, and all built again.
+    const ops: NftOp[] = [];
+    for (const c of ownChains) if (haveRules.has(c.name)) ops.push({ verb: 'flush', kind: 'chain', chain: full(t, { name: c.name }) });
+    for (const x of ownSets) if (x.map === 'verdict' && x.elements.length) ops.push({ verb: 'delete', kind: 'elements', set: full(t, declOf(x)), elements: x.elements.map(({ key }) => ({ key })) });
+    for (const x of ownSets) ops.push({ verb: 'delete', kind: 'set', set: full(t, declOf(x)) });
+    for (const c of ownChains) ops.push({ verb: 'delete', kind: 'chain', chain: full(t, { name: c.name }) });
+    return { ops: [...ops, ...build(t, desired)], rebuilt: why };
   }
 
   const ops: NftOp[] = [];

@@ -309,6 +309,10 @@ export function checkNftTable(t: DesiredNftTable): NftTableVerdict {
   const tname = `nft ${String(t.family)} ${String(t.name)}`;
   const tp = nftProblem((tx) => tx.addTable({ family: t.family, name: t.name }), TABLE_FIELDS, 'name');
   if (tp) return { invalid: [invalid('nft', tname, tp)], valid: undefined, droppedChains: NONE };
+  const o = t.owned as unknown;
+  const names = (v: unknown) => Array.isArray(v) && v.every((x) => typeof x === 'string' && x.length > 0);
+  if (o !== undefined && (typeof o !== 'object' || o === null || !names((o as { names?: unknown }).names) || !names((o as { prefixes?: unknown }).prefixes)))
+    return { invalid: [invalid('nft', tname, { field: 'owned', message: 'owned must be { names: string[], prefixes: string[] } of non-empty names' })], valid: undefined, droppedChains: NONE };
   const out: InvalidObject[] = [];
   const droppedChains = new Set<string>();
   const droppedSets = new Set<string>();

@@ -20,6 +20,25 @@ export const FIELDS: Record<Fam, FamilyFields> = {
   ip6: { saddr: R.F.ip6Saddr, daddr: R.F.ip6Daddr, ctOrigDaddr: R.F.ctOrigIp6Daddr, addr: 'ipv6_addr', reject: 'icmpv6-port-unreachable' },
 };
 
+/**
+ * The chains and sets of the proxy's tables (`ip` / `ip6 ipvsync`) that are ipvsync's, in
+ * either data plane (a switch of mode replaces the other plane's): the fixed names of both, the
+ * per-service firewall chains (`fw-…`), the endpoint maps by count (`endpoints-N`) and the
+ * affinity sets. Any other chain or set someone puts in the table survives every sync, as in
+ * kube-proxy's nftables mode; `cleanup` removes the table whole, as kube-proxy's does its own.
+ */
+export const PROXY_TABLE_OWNED: { names: readonly string[]; prefixes: readonly string[] } = {
+  names: [
+    // chains of both planes
+    'prerouting', 'output', 'postrouting', 'input', 'services',
+    'filter-prerouting', 'filter-output', 'firewall-prerouting', 'firewall-output', 'endpoints-check', 'affinity',
+    // sets of both planes
+    'service-protocols', 'cluster-ips', 'external-ips', 'cluster-cidrs', 'hairpin', 'firewall', 'vip-ports', 'vips', 'nodeports', 'service-cidrs',
+    'reject-services', 'drop-services', 'cluster-addrs',
+  ],
+  prefixes: ['fw-', 'endpoints-', 'affinity-'],
+};
+
 export function fam(address: string): Fam {
   return familyOf(address) === 'inet6' ? 'ip6' : 'ip';
 }

@@ -280,6 +280,44 @@ test('ipvsync sync -f --proxy-mode nftables: the same data plane from manifests,
   assert.match(execFileSync('nft', ['list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' }), /numgen random mod 3 map @endpoints-3/);
 });
 
+test("someone else's chain and set in a pre-existing ip ipvsync survive sync -f, a resync and a rebuild of the static part; traffic flows throughout", async (t) => {
+  await topology(t);
+  const dir = mkdtempSync(join(tmpdir(), 'nft-foreign-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  execFileSync('nft', ['-f', '-'], { input: 'table ip ipvsync {\n set their-set { type ipv4_addr; elements = { 192.0.2.7 } }\n chain theirs { ip saddr @their-set counter drop; }\n}\n' });
+  const theirs = () => execFileSync('nft', ['list', 'chain', 'ip', 'ipvsync', 'theirs'], { encoding: 'utf8' }) + execFileSync('nft', ['list', 'set', 'ip', 'ipvsync', 'their-set'], { encoding: 'utf8' });
+  const before = theirs();
+  const write = (extra: V1Service[] = [], extraSlices: V1EndpointSlice[] = []) => {
+    const objs = services(PODS.slice(0, 3));
+    writeFileSync(join(dir, 'objects.json'), JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [...objs.services, ...extra, ...objs.slices, ...extraSlices] }));
+  };
+  const cli = () => spawnSync(process.execPath, [CLI, 'sync', '-f', dir, '--proxy-mode', 'nftables', '--hostname-override', 'node-a', '--node-ip', NODE_IP, '--cluster-cidr', '10.244.0.0/16', '--no-sysctl'], { encoding: 'utf8', timeout: 60_000 });
+  const works = () => {
+    const via = tally(requests(CLIENT, '10.96.0.10', 80, 30));
+    assert.deepEqual(via.errors, []);
+    assert.equal(Object.keys(via.pods).length, 3, JSON.stringify(via.pods));
+  };
+  write();
+  const first = cli();
+  assert.equal(first.status, 0, first.stderr);
+  works();
+  assert.equal(theirs(), before, 'the first sync into their table');
+  const again = cli();
+  assert.equal(again.status, 0, again.stderr);
+  assert.match(again.stdout, /nothing to change/);
+  assert.equal(theirs(), before, 'a resync');
+  // A LoadBalancer with source ranges adds a firewall chain: the table's static part changes.
+  write(
+    [svc('lb', { type: 'LoadBalancer', clusterIP: '10.96.0.40', ports: [{ port: 80, nodePort: 30040 }], loadBalancerSourceRanges: ['203.0.113.0/24'] }, { ingress: [{ ip: '192.0.2.10' }] })],
+    [slice('lb', 'lb-1', [{ port: 8080 }], [{ ip: PODS[0]!.ip, node: PODS[0]!.node }])],
+  );
+  const rebuilt = cli();
+  assert.equal(rebuilt.status, 0, rebuilt.stderr);
+  assert.match(execFileSync('nft', ['list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' }), /chain fw-[0-9a-f]+ \{/);
+  assert.equal(theirs(), before, 'a rebuild of the static part');
+  works();
+});
+
 test('topology hints by the command: the zone of the Node in the manifests picks the endpoints traffic reaches; --node-labels overrides it', async (t) => {
   await topology(t);
   const dir = mkdtempSync(join(tmpdir(), 'nft-zone-'));

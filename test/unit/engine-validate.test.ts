@@ -420,6 +420,13 @@ test('validateDesired: a valid desired state has nothing to report; every kind a
   ]);
 });
 
+test('validateDesired: an nftables table whose owned names are not names is refused whole, naming the field', () => {
+  const t = table({ services: [['10.96.0.1', 80]], cluster: [], dispatch: [] });
+  assert.deepEqual(validateDesired({ services: [], nft: { ...t, owned: { names: ['services'], prefixes: ['fw-'] } } }), []);
+  for (const owned of [{ names: 'services', prefixes: [] }, { names: [], prefixes: [''] }, { names: [7], prefixes: [] }, null, 'all'])
+    assert.deepEqual(named(validateDesired({ services: [], nft: { ...t, owned: owned as never } })), [{ kind: 'nft', object: 'nft ip ipvsync', field: 'owned' }], JSON.stringify(owned));
+});
+
 // ---- the ported checks agree with the addon's ---------------------------------------------------
 
 function addonRefuses(f: () => unknown): boolean {

@@ -10,6 +10,8 @@ import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
 import { Proxier } from '../../src/proxy/proxier.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
+import * as R from '../../src/kernel/nft-rules.js';
+import { PROXY_TABLE_OWNED } from '../../src/proxy/nft-sets.js';
 
 const ctx = modelContext({ name: 'node-a', addresses: ['10.0.0.11', '127.0.0.1', '2001:db8::11'] }, { clusterCIDRs: ['10.244.0.0/16', 'fd00:244::/48'] });
 const eps = (n: number, base: string, node = 'node-b') => Array.from({ length: n }, (_, i) => ({ ip: `${base}${i + 2}`, node }));
@@ -132,4 +134,78 @@ test('switching from the IPVS data plane to the nftables one removes what the IP
   feed(p);
   assert.deepEqual((await p.sync(true)).report.errors, []);
   assert.equal(await fresh.links.get('kube-ipvs0'), null);
+});
+
+test("someone else's chain and set in the proxy's table survive resyncs, a rebuild of the table's static part and a switch of data plane", async () => {
+  const k = fakeKernel();
+  const node = { name: 'node-a', addresses: ['10.0.0.11'] };
+  const web = (p: Proxier) => {
+    p.onServiceUpdate(svc('web', { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80 }] }));
+    p.onSliceUpdate(slice('web', 'web-1', [{ name: 'http', port: 8080 }], eps(2, '10.244.1.')));
+  };
+  const nftMode = new Proxier(k, { mode: 'nftables', node, config: {} });
+  web(nftMode);
+  assert.deepEqual((await nftMode.sync(true)).report.errors, []);
+  // theirs: a chain with a rule using their set, in ipvsync's table
+  const theirSet = { family: 'ip' as const, table: 'ipvsync', name: 'their-set', key: ['ipv4_addr' as const] };
+  const planted = await k.nft.commit([
+    { verb: 'add', kind: 'chain', chain: { family: 'ip', table: 'ipvsync', name: 'theirs' } },
+    { verb: 'add', kind: 'set', set: theirSet },
+    { verb: 'add', kind: 'elements', set: theirSet, elements: [{ key: ['192.0.2.7'] }] },
+    { verb: 'add', kind: 'rule', rule: { family: 'ip', table: 'ipvsync', chain: 'theirs', exprs: R.rule(R.inSet([R.F.ipSaddr], 'their-set'), R.drop()) } },
+  ]);
+  assert.ok(planted.ok);
+  const theirs = async () => {
+    const l = await k.nft.list({ table: 'ipvsync' });
+    return {
+      chains: l.chains.filter((c) => c.family === 'ip' && c.name === 'theirs').map((c) => c.name),
+      rules: l.rules.filter((r) => r.family === 'ip' && r.chain === 'theirs').length,
+      set: l.sets.filter((s) => s.family === 'ip' && s.name === 'their-set').map((s) => s.elements.map((e) => e.key.join())),
+    };
+  };
+  const before = await theirs();
+  assert.deepEqual(before, { chains: ['theirs'], rules: 1, set: [['192.0.2.7']] });
+
+  // a full resync: nothing to write, theirs untouched
+  const resync = await nftMode.sync(true);
+  assert.deepEqual([resync.report.errors, resync.report.nft.writes], [[], 0]);
+  assert.deepEqual(await theirs(), before);
+  // a LoadBalancer with source ranges adds a firewall chain: the static part is rebuilt
+  nftMode.onServiceUpdate(svc('lb', { type: 'LoadBalancer', clusterIP: '10.96.0.20', ports: [{ name: 'http', port: 80 }], loadBalancerSourceRanges: ['203.0.113.0/24'] }, { ingress: [{ ip: '198.51.100.9' }] }));
+  nftMode.onSliceUpdate(slice('lb', 'lb-1', [{ name: 'http', port: 8080 }], eps(1, '10.244.2.')));
+  const rebuilt = await nftMode.sync(true);
+  assert.deepEqual(rebuilt.report.errors, []);
+  assert.ok((await k.nft.list({ table: 'ipvsync' })).chains.some((c) => c.family === 'ip' && c.name.startsWith('fw-')), 'the firewall chain is there');
+  assert.deepEqual(await theirs(), before, 'theirs survived the rebuild');
+  // the IPVS data plane replaces the nftables one's chains and sets, not theirs
+  const ipvsMode = new Proxier(k, { node, config: {} });
+  web(ipvsMode);
+  assert.deepEqual((await ipvsMode.sync(true)).report.errors, []);
+  const l = await k.nft.list({ table: 'ipvsync' });
+  assert.ok(!l.sets.some((s) => s.name.startsWith('endpoints-')), 'the nftables data plane is gone');
+  assert.ok(l.sets.some((s) => s.family === 'ip' && s.name === 'vips'), 'the glue is there');
+  assert.deepEqual(await theirs(), before, 'theirs survived the switch');
+});
+
+test("every chain and set either data plane makes is named as ipvsync's (PROXY_TABLE_OWNED); nothing else is", async () => {
+  const owned = (n: string) => PROXY_TABLE_OWNED.names.includes(n) || PROXY_TABLE_OWNED.prefixes.some((p) => n.startsWith(p));
+  const k = fakeKernel();
+  const node = { name: 'node-a', addresses: ['10.0.0.11', '2001:db8::11'] };
+  const feed = (p: Proxier) => {
+    p.onServiceUpdate(svc('a', { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80 }], sessionAffinity: 'ClientIP' }));
+    p.onSliceUpdate(slice('a', 'a-1', [{ name: 'http', port: 8080 }], eps(2, '10.244.1.')));
+    p.onServiceUpdate(svc('lb', { type: 'LoadBalancer', clusterIP: '10.96.0.20', ports: [{ name: 'http', port: 80 }], loadBalancerSourceRanges: ['203.0.113.0/24'] }, { ingress: [{ ip: '198.51.100.9' }] }));
+    p.onSliceUpdate(slice('lb', 'lb-1', [{ name: 'http', port: 8080 }], eps(3, '10.244.2.', 'node-a')));
+  };
+  const names = new Set<string>();
+  for (const mode of ['nftables', 'ipvs'] as const) {
+    const p = new Proxier(k, { mode, node, config: { bindMode: mode === 'ipvs' ? 'route' : undefined } as never });
+    feed(p);
+    assert.deepEqual((await p.sync(true)).report.errors, []);
+    const l = await k.nft.list({ table: 'ipvsync' });
+    for (const x of [...l.chains, ...l.sets]) names.add(x.name);
+  }
+  assert.ok(names.has('vips') && names.has('endpoints-2') && [...names].some((n) => n.startsWith('fw-')) && [...names].some((n) => n.startsWith('affinity-')), [...names].join(' '));
+  assert.deepEqual([...names].filter((n) => !owned(n)), []);
+  assert.ok(!owned('theirs') && !owned('their-set'));
 });

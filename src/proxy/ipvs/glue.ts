@@ -25,7 +25,7 @@ import type { SetElement } from '../../kernel/nftables.js';
 import type { GlueHairpin, GlueSpec } from './types.js';
 import { compareAddressProtoPort } from '../../kube/address.js';
 import { patchSorted } from '../../util/sorted.js';
-import { compareElements, FIELDS, fam, mapDefined, uniq, uniqText, type Fam } from '../nft-sets.js';
+import { compareElements, FIELDS, fam, mapDefined, PROXY_TABLE_OWNED, uniq, uniqText, type Fam } from '../nft-sets.js';
 
 export const MASQ_MARK = 0x4000;
 export const GLUE_TABLE = 'ipvsync';
@@ -196,5 +196,6 @@ export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Des
       ...(serviceCidrs ? [{ name: 'service-cidrs', key: [F.addr], interval: true, elements: serviceCidrs }] : []),
     ],
     rules,
+    owned: PROXY_TABLE_OWNED,
   };
 }

@@ -41,7 +41,7 @@ import { frontendEndpoints, frontends, type ModelContext, type ServiceModel } fr
 import { inAny } from '../../kube/address.js';
 import { isLoopback } from '../../net/address.js';
 import { firewallChain } from '../ipvs/glue.js';
-import { FIELDS, fam, uniqText, type Fam } from '../nft-sets.js';
+import { FIELDS, fam, PROXY_TABLE_OWNED, uniqText, type Fam } from '../nft-sets.js';
 
 /** The table of each family (the IPVS glue's name: a switch of data plane replaces one table
  *  with the other, and the ownership rule stays one name per family). */
@@ -281,5 +281,5 @@ export function proxyTable(family: Fam, shape: TableShape, ctx: ModelContext, se
   // Still addressed to a cluster IP after the nat hooks: a port that is no service.
   refuse(R.inSet([F.daddr], 'cluster-addrs'));
 
-  return { family, name: NFT_PROXY_TABLE, chains, sets, rules };
+  return { family, name: NFT_PROXY_TABLE, chains, sets, rules, owned: PROXY_TABLE_OWNED };
 }
