@@ -67,7 +67,7 @@ describe('ownership and the proxy daemon end to end', { skip }, () => {
     },
   });
 
-  test('foreign IPVS services, tables and links survive sync and cleanup; cleanup removes everything ipvsync made', async () => {
+  test('foreign IPVS services, tables, links, and a chain and set in ip ipvsync survive sync; cleanup removes everything ipvsync made', async () => {
     // Someone else's objects: virtual servers on an address that is neither a VIP nor the
     // node's, a fwmark service, an nftables table, a dummy link with a local address.
     await sh('ipvsadm', '-A', '-t', '192.168.70.1:80', '-s', 'wlc');
@@ -81,6 +81,11 @@ describe('ownership and the proxy daemon end to end', { skip }, () => {
     const tablesBefore = await nftTables();
     const linksBefore = await links();
     const foreignBefore = (await sh('ipvsadm', '-Ln', '-t', '192.168.70.1:80')).trim();
+    // … and a chain and a set of theirs in an `ip ipvsync` that is there before ipvsync
+    const planted = await run('nft', ['-f', '-'], { input: 'table ip ipvsync {\n set their-set { type ipv4_addr; elements = { 192.0.2.7 } }\n chain theirs { ip saddr @their-set counter drop; }\n}\n' });
+    assert.equal(planted.code, 0, planted.stderr);
+    const theirs = async () => (await sh('nft', 'list', 'chain', 'ip', 'ipvsync', 'theirs')) + (await sh('nft', 'list', 'set', 'ip', 'ipvsync', 'their-set'));
+    const theirsBefore = await theirs();
 
     const dir = await manifestDir('lifecycle');
     await writeManifests(dir, 'services.yaml', await fixture('lifecycle.yaml'));
@@ -94,9 +99,11 @@ describe('ownership and the proxy daemon end to end', { skip }, () => {
       assert.deepEqual(await destsOf(k), POD_DESTS, k);
     }
     assert.deepEqual(tally(await httpMany('http://10.96.0.10/', 3)), { 'pod-a': 1, 'pod-b': 1, 'pod-c': 1 });
+    assert.equal(await theirs(), theirsBefore, 'their chain and set in ip ipvsync after the sync');
     // A second sync leaves the foreign services alone too.
     await ipvsyncOk(...syncArgs(dir));
     assert.equal((await sh('ipvsadm', '-Ln', '-t', '192.168.70.1:80')).trim(), foreignBefore);
+    assert.equal(await theirs(), theirsBefore, 'their chain and set after a resync');
 
     await ipvsyncOk('cleanup');
     assert.deepEqual(await ipvsadmKeys(), FOREIGN);
