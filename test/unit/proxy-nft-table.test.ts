@@ -100,13 +100,16 @@ test("the proxier in nftables mode: no IPVS handle, the tables as the engine's o
   assert.equal((await p.sync(true)).report.nft.writes, 0, 'a resync writes nothing');
 });
 
+/** One ClusterIP service with two endpoints elsewhere. */
+const feedWeb = (p: Proxier) => {
+  p.onServiceUpdate(svc('web', { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80 }] }));
+  p.onSliceUpdate(slice('web', 'web-1', [{ name: 'http', port: 8080 }], eps(2, '10.244.1.')));
+};
+
 test('switching from the IPVS data plane to the nftables one removes what the IPVS one made, and nothing else; a missing VIP link is not created', async () => {
   const k = fakeKernel();
   const node = { name: 'node-a', addresses: ['10.0.0.11'] };
-  const feed = (p: Proxier) => {
-    p.onServiceUpdate(svc('web', { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80 }] }));
-    p.onSliceUpdate(slice('web', 'web-1', [{ name: 'http', port: 8080 }], eps(2, '10.244.1.')));
-  };
+  const feed = feedWeb;
   const ipvsMode = new Proxier(k, { node, config: {} });
   feed(ipvsMode);
   assert.deepEqual((await ipvsMode.sync(true)).report.errors, []);
@@ -139,10 +142,7 @@ test('switching from the IPVS data plane to the nftables one removes what the IP
 test("someone else's chain and set in the proxy's table survive resyncs, a rebuild of the table's static part and a switch of data plane", async () => {
   const k = fakeKernel();
   const node = { name: 'node-a', addresses: ['10.0.0.11'] };
-  const web = (p: Proxier) => {
-    p.onServiceUpdate(svc('web', { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80 }] }));
-    p.onSliceUpdate(slice('web', 'web-1', [{ name: 'http', port: 8080 }], eps(2, '10.244.1.')));
-  };
+  const web = feedWeb;
   const nftMode = new Proxier(k, { mode: 'nftables', node, config: {} });
   web(nftMode);
   assert.deepEqual((await nftMode.sync(true)).report.errors, []);
