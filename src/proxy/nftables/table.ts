@@ -149,8 +149,10 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
 
 /** The endpoint counts' maps: `endpoints-N` holds the frontends with N endpoints. */
 export function endpointsMap(n: number): string {
-  return `endpoints-${n}`;
+  // one string per count: every element of the map names it (110k copies at 10k × 10)
+  return (ENDPOINTS_MAPS[n] ??= `endpoints-${n}`);
 }
+const ENDPOINTS_MAPS: string[] = [];
 
 /** The frontends whose session affinity times out after `seconds`. */
 export function affinityTimeoutSet(seconds: number): string {
