@@ -261,7 +261,7 @@ export class NftablesPlane {
       if (n.external) s.noLocal.external++;
     }
     s.clusterAddrs = parts.clusterAddrs;
-    for (const e of parts.clusterAddrs) this.put(e);
+    for (const e of parts.clusterAddrs) this.put(e.family, e.set, e.element);
     for (const fe of parts.frontends) {
       const owner = this.owners.get(fe.key);
       if (owner !== undefined) {
@@ -281,7 +281,7 @@ export class NftablesPlane {
         fam.firewalls.set(fe.firewall.chain, fe.firewall);
         fam.table = undefined;
       }
-      for (const e of fe.elements) this.put(e);
+      for (let i = 0; i < fe.elements.length; i++) this.put(fe.family, fe.sets[i]!, fe.elements[i]!);
     }
     if (s.healthCheck || s.noLocal.internal || s.noLocal.external || s.warnings.length) this.notable.set(name, s);
   }
@@ -291,10 +291,10 @@ export class NftablesPlane {
     if (!s) return;
     this.services.delete(name);
     this.notable.delete(name);
-    for (const e of s.clusterAddrs) this.take(e);
+    for (const e of s.clusterAddrs) this.take(e.family, e.set, e.element);
     for (const fe of s.owned) {
       this.owners.delete(fe.key);
-      for (const e of fe.elements) this.take(e);
+      for (let i = 0; i < fe.elements.length; i++) this.take(fe.family, fe.sets[i]!, fe.elements[i]!);
       if (fe.firewall) {
         const fam = this.families![fe.family];
         fam.firewalls.delete(fe.firewall.chain);
@@ -323,16 +323,16 @@ export class NftablesPlane {
     fam.table = undefined;
   }
 
-  private put(e: ServiceElement): void {
-    const set = this.families![e.family].sets.get(e.set)!;
-    const k = set.key(e.element);
+  private put(family: Fam, name: string, element: SetElement): void {
+    const set = this.families![family].sets.get(name)!;
+    const k = set.key(element);
     this.note(set, k);
-    set.add(k, e.element);
+    set.add(k, element);
   }
 
-  private take(e: ServiceElement): void {
-    const set = this.families![e.family].sets.get(e.set)!;
-    const k = set.key(e.element);
+  private take(family: Fam, name: string, element: SetElement): void {
+    const set = this.families![family].sets.get(name)!;
+    const k = set.key(element);
     this.note(set, k);
     set.remove(k);
   }

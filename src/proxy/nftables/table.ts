@@ -85,7 +85,10 @@ export interface FrontendPart {
   endpointCount: number;
   /** UDP and SCTP: the endpoints behind it, as (address, port), for their stale flows. */
   endpoints?: Array<readonly [string, number]>;
-  elements: ServiceElement[];
+  /** What it puts into its family's table: `elements[i]` into the set named `sets[i]` (two
+   *  arrays, not an object per element: ~110k elements at 10k × 10). */
+  sets: string[];
+  elements: SetElement[];
   firewall?: Firewall;
   /** sessionAffinity ClientIP with endpoints: its timeout in seconds. */
   affinity?: number;
@@ -108,8 +111,9 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
       if (fe.kind === 'nodePort' && isLoopback(fe.address)) continue;
       const tuple: KeyValue[] = [fe.address, p.protocol, fe.port];
       const eps = frontendEndpoints(p, fe);
-      const elements: ServiceElement[] = [];
-      const put = (set: string, element: SetElement) => elements.push({ family, set, element });
+      const sets: string[] = [];
+      const elements: SetElement[] = [];
+      const put = (set: string, element: SetElement) => (sets.push(set), elements.push(element));
       if (fe.kind === 'clusterIP') put('cluster-ips', { key: tuple });
       else if (!p.externalLocal) put('external-ips', { key: tuple });
       // No endpoint at all: refused at once. Endpoints elsewhere but a Local policy: dropped.
@@ -133,6 +137,7 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         port: fe.port,
         endpointCount: eps.length,
         ...(p.protocol !== 'tcp' ? { endpoints: eps.map((ep) => [ep.address, ep.port] as const) } : {}),
+        sets,
         elements,
         ...(affinity ? { affinity } : {}),
       };
