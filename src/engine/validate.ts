@@ -309,9 +309,9 @@ export function checkNftTable(t: DesiredNftTable): NftTableVerdict {
   const tname = `nft ${String(t.family)} ${String(t.name)}`;
   const tp = nftProblem((tx) => tx.addTable({ family: t.family, name: t.name }), TABLE_FIELDS, 'name');
   if (tp) return { invalid: [invalid('nft', tname, tp)], valid: undefined, droppedChains: NONE };
-  const o = t.owned as unknown;
+  const o = t.owned as { names?: unknown; prefixes?: unknown } | null | undefined;
   const names = (v: unknown) => Array.isArray(v) && v.every((x) => typeof x === 'string' && x.length > 0);
-  if (o !== undefined && (typeof o !== 'object' || o === null || !names((o as { names?: unknown }).names) || !names((o as { prefixes?: unknown }).prefixes)))
+  if (o !== undefined && (o === null || typeof o !== 'object' || !names(o.names) || !names(o.prefixes)))
     return { invalid: [invalid('nft', tname, { field: 'owned', message: 'owned must be { names: string[], prefixes: string[] } of non-empty names' })], valid: undefined, droppedChains: NONE };
   const out: InvalidObject[] = [];
   const droppedChains = new Set<string>();

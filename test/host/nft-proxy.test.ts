@@ -93,6 +93,11 @@ function requests(ns: string, host: string, port: number, count: number, timeout
 }
 
 /** Answers by pod name, and the client addresses the pods saw. */
+/** `ipvsync sync -f DIR --proxy-mode nftables` for node-a, as a user runs it. */
+function syncNft(dir: string, ...args: string[]) {
+  return spawnSync(process.execPath, [CLI, 'sync', '-f', dir, '--proxy-mode', 'nftables', '--hostname-override', 'node-a', '--node-ip', NODE_IP, '--cluster-cidr', '10.244.0.0/16', '--no-sysctl', ...args], { encoding: 'utf8', timeout: 60_000 });
+}
+
 function tally(answers: readonly string[]): { pods: Record<string, number>; saw: Set<string>; errors: string[] } {
   const pods: Record<string, number> = {};
   const saw = new Set<string>();
@@ -259,8 +264,7 @@ test('ipvsync sync -f --proxy-mode nftables: the same data plane from manifests,
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const objs = services(PODS.slice(0, 3));
   writeFileSync(join(dir, 'objects.json'), JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [...objs.services, ...objs.slices] }));
-  const cli = (...args: string[]) =>
-    spawnSync(process.execPath, [CLI, 'sync', '-f', dir, '--proxy-mode', 'nftables', '--hostname-override', 'node-a', '--node-ip', NODE_IP, '--cluster-cidr', '10.244.0.0/16', '--no-sysctl', ...args], { encoding: 'utf8', timeout: 60_000 });
+  const cli = (...args: string[]) => syncNft(dir, ...args);
   const first = cli();
   assert.equal(first.status, 0, first.stderr);
   assert.match(first.stdout, /^synced 3 services \(nftables data plane\): nft \{/m);
@@ -291,7 +295,7 @@ test("someone else's chain and set in a pre-existing ip ipvsync survive sync -f,
     const objs = services(PODS.slice(0, 3));
     writeFileSync(join(dir, 'objects.json'), JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [...objs.services, ...extra, ...objs.slices, ...extraSlices] }));
   };
-  const cli = () => spawnSync(process.execPath, [CLI, 'sync', '-f', dir, '--proxy-mode', 'nftables', '--hostname-override', 'node-a', '--node-ip', NODE_IP, '--cluster-cidr', '10.244.0.0/16', '--no-sysctl'], { encoding: 'utf8', timeout: 60_000 });
+  const cli = () => syncNft(dir);
   const works = () => {
     const via = tally(requests(CLIENT, '10.96.0.10', 80, 30));
     assert.deepEqual(via.errors, []);
@@ -327,8 +331,7 @@ test('topology hints by the command: the zone of the Node in the manifests picks
   const node = { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a', labels: { 'topology.kubernetes.io/zone': 'z1' } } };
   const items = [node, svc('web', { clusterIP: '10.96.0.10', ports: [{ port: 80 }] }), slice('web', 'web-1', [{ port: 8080 }], eps)];
   writeFileSync(join(dir, 'objects.json'), JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
-  const cli = (...args: string[]) =>
-    spawnSync(process.execPath, [CLI, 'sync', '-f', dir, '--proxy-mode', 'nftables', '--hostname-override', 'node-a', '--node-ip', NODE_IP, '--cluster-cidr', '10.244.0.0/16', '--no-sysctl', ...args], { encoding: 'utf8', timeout: 60_000 });
+  const cli = (...args: string[]) => syncNft(dir, ...args);
   const reached = () => {
     const via = tally(requests(CLIENT, '10.96.0.10', 80, 24));
     assert.deepEqual(via.errors, []);

@@ -109,9 +109,8 @@ const feedWeb = (p: Proxier) => {
 test('switching from the IPVS data plane to the nftables one removes what the IPVS one made, and nothing else; a missing VIP link is not created', async () => {
   const k = fakeKernel();
   const node = { name: 'node-a', addresses: ['10.0.0.11'] };
-  const feed = feedWeb;
   const ipvsMode = new Proxier(k, { node, config: {} });
-  feed(ipvsMode);
+  feedWeb(ipvsMode);
   assert.deepEqual((await ipvsMode.sync(true)).report.errors, []);
   // foreign: a virtual server and an address on the VIP link someone else made
   await k.ipvs.apply([{ op: 'addService', service: { protocol: 'tcp', address: '192.168.77.1', port: 9000, scheduler: 'rr' } }]);
@@ -120,7 +119,7 @@ test('switching from the IPVS data plane to the nftables one removes what the IP
   assert.deepEqual((await k.links.addresses({ link: 'kube-ipvs0' })).map((a) => a.address).sort(), ['10.96.0.10', '10.96.99.1']);
 
   const nftMode = new Proxier(k, { mode: 'nftables', node, config: {} });
-  feed(nftMode);
+  feedWeb(nftMode);
   const r = await nftMode.sync(true);
   assert.deepEqual(r.report.errors, []);
   assert.deepEqual((await k.ipvs.services()).map((s) => `${s.address}:${s.port}`), ['192.168.77.1:9000'], 'only the foreign virtual server is left');
@@ -134,7 +133,7 @@ test('switching from the IPVS data plane to the nftables one removes what the IP
   // A node that never ran IPVS mode: no VIP link appears.
   const fresh = fakeKernel();
   const p = new Proxier(fresh, { mode: 'nftables', node, config: {} });
-  feed(p);
+  feedWeb(p);
   assert.deepEqual((await p.sync(true)).report.errors, []);
   assert.equal(await fresh.links.get('kube-ipvs0'), null);
 });
@@ -142,9 +141,8 @@ test('switching from the IPVS data plane to the nftables one removes what the IP
 test("someone else's chain and set in the proxy's table survive resyncs, a rebuild of the table's static part and a switch of data plane", async () => {
   const k = fakeKernel();
   const node = { name: 'node-a', addresses: ['10.0.0.11'] };
-  const web = feedWeb;
   const nftMode = new Proxier(k, { mode: 'nftables', node, config: {} });
-  web(nftMode);
+  feedWeb(nftMode);
   assert.deepEqual((await nftMode.sync(true)).report.errors, []);
   // theirs: a chain with a rule using their set, in ipvsync's table
   const theirSet = { family: 'ip' as const, table: 'ipvsync', name: 'their-set', key: ['ipv4_addr' as const] };
@@ -179,7 +177,7 @@ test("someone else's chain and set in the proxy's table survive resyncs, a rebui
   assert.deepEqual(await theirs(), before, 'theirs survived the rebuild');
   // the IPVS data plane replaces the nftables one's chains and sets, not theirs
   const ipvsMode = new Proxier(k, { node, config: {} });
-  web(ipvsMode);
+  feedWeb(ipvsMode);
   assert.deepEqual((await ipvsMode.sync(true)).report.errors, []);
   const l = await k.nft.list({ table: 'ipvsync' });
   assert.ok(!l.sets.some((s) => s.name.startsWith('endpoints-')), 'the nftables data plane is gone');
