@@ -119,14 +119,14 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
       // No endpoint at all: refused at once. Endpoints elsewhere but a Local policy: dropped.
       if (eps.length === 0) put(p.cluster.length === 0 && p.local.length === 0 ? 'reject-services' : 'drop-services', { key: tuple });
       eps.forEach((ep, i) => {
-        put(endpointsMap(eps.length), { key: [...tuple, i], data: [ep.address, ep.port] });
+        put(endpointsMap(eps.length), { key: [fe.address, p.protocol, fe.port, i], data: [ep.address, ep.port] });
         if (ep.local) put('hairpin', { key: [ep.address, p.protocol, ep.port, ep.address] });
       });
       const affinity = p.affinityTimeout > 0 && eps.length > 0 ? p.affinityTimeout : undefined;
       if (affinity) {
         put('affinity-services', { key: tuple });
         put(affinityTimeoutSet(affinity), { key: tuple });
-        for (const ep of eps) put('affinity-endpoints', { key: [...tuple, ep.address, ep.port] });
+        for (const ep of eps) put('affinity-endpoints', { key: [fe.address, p.protocol, fe.port, ep.address, ep.port] });
       }
       const part: FrontendPart = {
         key: `${fe.address} ${p.protocol} ${fe.port}`,
