@@ -159,6 +159,7 @@ export function slimSlice(s: V1EndpointSlice): V1EndpointSlice {
 type Hints = Endpoint['hints'];
 /** Hints: only those with a string name count (a hint without one names no zone or node). */
 function slimHints(h: unknown): Hints {
+  if (h === undefined) return undefined; // most endpoints: nothing to allocate
   const names = (list: readonly unknown[] | undefined) => {
     const out: Array<{ name: string }> = [];
     for (const x of list ?? []) {

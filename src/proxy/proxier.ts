@@ -228,7 +228,7 @@ export class Proxier {
       step = this.plane.patch(names.map((n) => [n, modelOf(n)] as const));
     }
     // By name, as the IPVS data plane merges them: the first of two claiming a frontend keeps it.
-    step ??= this.plane.rebuild([...this.services.keys()].sort(compareText).map((n) => [n, modelOf(n)!] as const), ctx, ctxKey);
+    step ??= this.plane.rebuild([...this.services.keys()].sort(compareText), (n) => modelOf(n)!, ctx, ctxKey);
     const nft = this.plane.tables();
     let plan: Plan;
     if (step.changes) plan = await this.engine.plan({ services: [], nft }, { services: new Map(), nft: step.changes });

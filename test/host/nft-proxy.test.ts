@@ -133,7 +133,7 @@ function desired(objs: ReturnType<typeof services>) {
   const bySvc = groupSlices(objs.slices);
   const models = objs.services.map((s) => serviceModel(s, bySvc.get(objectKey(s)) ?? [], ctx));
   const plane = new NftablesPlane();
-  plane.rebuild(models.map((m) => [m.name, m] as const), ctx, '');
+  plane.rebuild(models.map((m) => m.name), (n) => models.find((m) => m.name === n)!, ctx, '');
   assert.deepEqual(plane.summary().warnings, []);
   return { services: [], nft: plane.tables() };
 }

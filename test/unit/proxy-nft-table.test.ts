@@ -22,7 +22,7 @@ const set = (t: DesiredNftTable, name: string) => t.sets.find((s) => s.name === 
 /** The tables of these services built from nothing, and the services' warnings. */
 function nftablesTables(models: ServiceModel[], c = ctx) {
   const plane = new NftablesPlane();
-  plane.rebuild(models.map((m) => [m.name, m] as const), c, '');
+  plane.rebuild(models.map((m) => m.name), (n) => models.find((m) => m.name === n)!, c, '');
   return { tables: plane.tables(), warnings: plane.summary().warnings.filter((w) => w.service !== '') };
 }
 const shape = (t: DesiredNftTable) => ({ chains: t.chains, rules: t.rules, sets: t.sets.map(({ elements: _e, ...decl }) => decl) });

@@ -143,9 +143,11 @@ export class NftablesPlane {
     this.ctxKey = undefined;
   }
 
-  /** Every service from nothing (by name: the first of two claiming a frontend keeps it). The
-   *  endpoint counts of the last tables stay, in their order, so their rules do not move. */
-  rebuild(models: ReadonlyArray<readonly [string, ModelOrError]>, ctx: ModelContext, ctxKey: string): PlaneStep {
+  /** Every service from nothing, in the order of `names` (the first of two claiming a frontend
+   *  keeps it), each model made when the plane takes it and dropped after (all of them at
+   *  once would be a second copy of every endpoint). The endpoint counts of the last tables
+   *  stay, in their order, so their rules do not move. */
+  rebuild(names: readonly string[], modelOf: (name: string) => ModelOrError, ctx: ModelContext, ctxKey: string): PlaneStep {
     const before = this.services;
     const last = this.families;
     this.services = new Map();
@@ -165,7 +167,7 @@ export class NftablesPlane {
     }
     this.families = fams;
     this.touched = undefined;
-    for (const [name, m] of models) this.add(name, m);
+    for (const name of names) this.add(name, modelOf(name));
     const staleFlows: FlowFilter[] = [];
     for (const name of new Set([...before.keys(), ...this.services.keys()])) staleFlows.push(...flowsGone(before.get(name)?.owned, this.services.get(name)?.owned ?? []));
     return { changes: undefined, staleFlows };

@@ -102,10 +102,10 @@ export interface ServiceParts {
 
 /** A service's frontends and elements under this node and configuration. */
 export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
-  const out: ServiceParts = { frontends: [], clusterAddrs: [] };
+  const famOf = (p: ServiceModel['ports'][number]) => (p.family === 'inet' ? 'ip' : 'ip6');
+  const out: ServiceParts = { frontends: [], clusterAddrs: m.ports.map((p) => ({ family: famOf(p), set: 'cluster-addrs', element: { key: [p.clusterIP] } })) };
   for (const p of m.ports) {
-    const family = p.family === 'inet' ? 'ip' : 'ip6';
-    out.clusterAddrs.push({ family, set: 'cluster-addrs', element: { key: [p.clusterIP] } });
+    const family = famOf(p);
     for (const fe of frontends(p, ctx)) {
       // no NodePort on loopback: DNAT of 127.0.0.1 to a pod needs route_localnet
       if (fe.kind === 'nodePort' && isLoopback(fe.address)) continue;
