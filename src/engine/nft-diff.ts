@@ -391,23 +391,31 @@ function elementOps(
       if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
       continue;
     }
+    // The listing by key; a desired element takes its key's entry out, so what is left is
+    // what to delete. A key seen twice among the desired elements is a duplicate (the first
+    // counts): tracked only for a set not declared unique, a text per element otherwise.
     const have = new Map<string, SetElement>();
     for (const e of before) have.set(elementKey(s, e), e);
     const add: SetElement[] = [];
     const del: SetElement[] = [];
-    const want = new Set<string>();
+    const seen = set.unique ? undefined : new Set<string>();
     for (const e of elements) {
       const k = elementKey(s, e);
-      if (want.has(k)) continue; // a duplicate key: the first one counts
-      want.add(k);
+      if (seen) {
+        if (seen.has(k)) continue;
+        seen.add(k);
+      }
       const h = have.get(k);
       if (!h) add.push(e);
-      else if (elementValue(h) !== elementValue(e)) {
-        del.push(h);
-        add.push(e);
+      else {
+        have.delete(k);
+        if (elementValue(h) !== elementValue(e)) {
+          del.push(h);
+          add.push(e);
+        }
       }
     }
-    for (const [k, h] of have) if (!want.has(k)) del.push(h);
+    for (const h of have.values()) del.push(h);
     if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
     if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
   }

@@ -15,8 +15,8 @@ const sortUniq = (els: SetElement[]): SetElement[] => {
   return [...m.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, e]) => e);
 };
 
-function table(hairpin: SetElement[], ports: SetElement[], sorted: boolean): DesiredNftTable {
-  const order = sorted ? { order: byText } : {};
+function table(hairpin: SetElement[], ports: SetElement[], sorted: boolean, unique = false): DesiredNftTable {
+  const order = { ...(sorted ? { order: byText } : {}), ...(unique ? { unique: true } : {}) };
   return {
     family: 'ip',
     name: 't',
@@ -82,6 +82,10 @@ test('merge diff of sorted element arrays == the general diff, on random changes
     const norm = (ops: NftOp[]) =>
       ops.flatMap((o) => (o.kind === 'elements' ? o.elements.map((e) => `${o.verb} ${o.set.name} ${text(e)} ${JSON.stringify(e.verdict ?? null)}`) : [])).sort();
     assert.deepEqual(norm(fast.ops), norm(general.ops));
+    // declared unique: the by-key diff without its duplicate check writes the same
+    const unique = diffNftFromLast(table(h1, p1, false, true), table(h0, p0, false))!;
+    assert.deepEqual(applyOps(p0, unique.ops, 'ports'), contents(p1));
+    assert.deepEqual(norm(unique.ops), norm(general.ops));
   }
 });
 
@@ -171,6 +175,11 @@ test('a full diff against a listing in kernel order: the listing is sorted by th
     const norm = (ops: NftOp[]) =>
       ops.flatMap((o) => (o.kind === 'elements' ? o.elements.map((e) => `${o.verb} ${o.set.name} ${text(e)} ${JSON.stringify(e.verdict ?? null)}`) : [])).sort();
     assert.deepEqual(norm(fast.ops), norm(general.ops));
+    // declared unique: the by-key diff without its duplicate check writes the same
+    const unique = diffNft(table(h1, p1, false, true), observed);
+    assert.deepEqual(applyOps(p0, unique.ops, 'ports'), contents(p1));
+    assert.deepEqual(applyOps(h0, unique.ops, 'hairpin'), contents(h1));
+    assert.deepEqual(norm(unique.ops), norm(general.ops));
     // the merge leaves the listing as the kernel gave it
     assert.deepEqual(observed.sets[0]!.elements.map(text).sort(), h0.map(text).sort());
     if (fast.ops.length) merged++;
@@ -179,4 +188,21 @@ test('a full diff against a listing in kernel order: the listing is sorted by th
   // identical contents: nothing to write
   const h = sortUniq(Array.from({ length: 500 }, hp));
   assert.deepEqual(diffNft(table(h, [], true), listing(h, [])).ops, []);
+});
+
+test('by-key diff of a set not declared unique: of two desired elements with one key the first counts, once', () => {
+  const goto = (chain: string) => ({ code: 'goto' as const, chain });
+  const d = table([], [{ key: ['tcp', 30001], verdict: goto('a') }, { key: ['tcp', 30001], verdict: goto('b') }, { key: ['tcp', 30002], verdict: goto('c') }], false);
+  const observed = {
+    genId: 1,
+    tables: [{ family: 'ip' as const, name: 't', handle: 1, flags: 0 }],
+    chains: [{ family: 'ip' as const, table: 't', name: 'c', handle: 2 }],
+    rules: [],
+    sets: d.sets.map((s, i) => ({ ...s, family: 'ip' as const, table: 't', handle: 10 + i, elements: i === 1 ? [{ key: ['tcp', 30001], verdict: goto('b'), flags: 0 }, { key: ['tcp', 30003], verdict: goto('d'), flags: 0 }] : [] })),
+  };
+  const ops = diffNft(d, observed).ops.map((o) => (o.kind === 'elements' ? [o.verb, o.elements.map((e) => `${text(e)} ${e.verdict?.chain ?? ''}`)] : []));
+  assert.deepEqual(ops, [
+    ['delete', ['tcp\u000030001 ', 'tcp\u000030003 ']],
+    ['add', ['tcp\u000030001 a', 'tcp\u000030002 c']],
+  ]);
 });
