@@ -400,11 +400,20 @@ export interface ParsedMessage {
 }
 
 // ---- nftables ----
-export interface NativeNftElement {
-  key: Buffer | string;
-  keyEnd?: Buffer | string;
+/** A set's elements as the addon hands them over: the bytes of every key, key end and value
+ *  back to back, six numbers per element in `spans` (offset and length of its key, key end and
+ *  value; length 0: absent) and, for the elements that have any, their other parts. */
+export interface NativeNftElements {
+  count: number;
+  bytes: Buffer;
+  spans: Uint32Array;
+  extras: NativeNftElementExtra[];
+}
+
+export interface NativeNftElementExtra {
+  /** The element's place in the spans. */
+  index: number;
   flags?: number;
-  data?: Buffer | string;
   verdict?: { code: string; chain?: string };
   timeout?: number;
   expiration?: number;
@@ -460,7 +469,7 @@ export interface NativeNftSet {
   size?: number;
   concat?: number[];
   comment?: string;
-  elements?: NativeNftElement[];
+  elements?: NativeNftElements;
 }
 
 export interface NativeNftRule {
@@ -514,7 +523,7 @@ export interface NativeNftCodec {
   decodeChain(msg: Buffer): NativeNftChain;
   decodeTable(msg: Buffer): NativeNftTable;
   decodeSet(msg: Buffer): NativeNftSet;
-  decodeElements(msg: Buffer): { family: number; table: string; set: string; elements: NativeNftElement[] };
+  decodeElements(msg: Buffer): { family: number; table: string; set: string; elements: NativeNftElements };
   decodeGen(msg: Buffer): number;
 }
 // ---- end nftables ----

@@ -200,14 +200,14 @@ export function encodeKey(types: readonly DataType[], values: readonly KeyValue[
   return out;
 }
 
-export function decodeKey(types: readonly DataType[], b: Buffer): KeyValue[] {
+export function decodeKey(types: readonly DataType[], b: Buffer, start = 0, length = b.length - start): KeyValue[] {
   // Exactly as long as the key (a listing holds one per element; a pushed-to array keeps room
   // for 17 values).
   const out = new Array<KeyValue>(types.length);
-  let off = 0;
+  let off = start;
   for (let i = 0; i < types.length; i++) {
     const t = types[i]!;
-    if (off + DATATYPES[t].len > b.length) throw new NetlinkError({ message: 'nftables: set key shorter than its type', code: 'EPROTO', errno: 71, kind: 'decode', op: 'NFT_MSG_GETSETELEM' });
+    if (off + DATATYPES[t].len > start + length) throw new NetlinkError({ message: 'nftables: set key shorter than its type', code: 'EPROTO', errno: 71, kind: 'decode', op: 'NFT_MSG_GETSETELEM' });
     out[i] = decodeValue(t, b, off);
     off += types.length === 1 ? DATATYPES[t].len : (DATATYPES[t].len + 3) & ~3;
   }

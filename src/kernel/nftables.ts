@@ -7,7 +7,6 @@ import { OpStatuses, redoInterrupted } from './batch.js';
 import {
   native,
   type HandleOptions,
-  type NativeNftElement,
   type NativeNftCommitOptions,
   type NativeNftHandle,
   type NativeNftSet,
@@ -583,31 +582,41 @@ function setFromNative(s: NativeNftSet): SetInfo {
   else if (s.flags & 0x10) info.timeoutFlag = true;
   if (s.comment) info.comment = s.comment;
   if (s.size) info.size = s.size;
-  const raw = s.elements ?? [];
-  const plain = (e: NativeNftElement, k: KeyValue[]): SetElement => {
+  const raw = s.elements;
+  if (!raw) return info;
+  const { bytes, spans } = raw;
+  const extras = new Map(raw.extras.map((x) => [x.index, x]));
+  const dataTypes = info.map && info.map !== 'verdict' ? mapTypes(info.map) : undefined;
+  const plain = (i: number, k: KeyValue[]): SetElement => {
     const out: SetElement = { key: k };
-    if (e.verdict) out.verdict = e.verdict as Verdict;
-    else if (e.data && info.map && info.map !== 'verdict') {
-      const d = decodeKey(mapTypes(info.map), e.data as Buffer);
+    const x = extras.get(i);
+    const dataLen = spans[i * 6 + 5]!;
+    if (x?.verdict) out.verdict = x.verdict as Verdict;
+    else if (dataLen && dataTypes) {
+      const d = decodeKey(dataTypes, bytes, spans[i * 6 + 4]!, dataLen);
       out.data = Array.isArray(info.map) ? d : d[0]!;
     }
-    if (e.timeout) out.timeout = e.timeout;
-    if (e.comment) out.comment = e.comment;
+    if (x?.timeout) out.timeout = x.timeout;
+    if (x?.comment) out.comment = x.comment;
     return out;
   };
   if (!info.interval) {
-    info.elements = raw.map((e) => plain(e, decodeKey(key, e.key as Buffer)));
+    const els = new Array<SetElement>(raw.count);
+    for (let i = 0; i < raw.count; i++) els[i] = plain(i, decodeKey(key, bytes, spans[i * 6]!, spans[i * 6 + 1]!));
+    info.elements = els;
     return info;
   }
   // Interval sets list as start/end pairs (INTERVAL_END flagged): rebuild the CIDRs.
   const t = key[0] as 'ipv4_addr' | 'ipv6_addr';
-  const sorted = [...raw].sort((a, b) => Buffer.compare(a.key as Buffer, b.key as Buffer));
-  for (let i = 0; i < sorted.length; i++) {
-    const e = sorted[i]!;
-    if ((e.flags ?? 0) & END) continue;
-    const next = sorted[i + 1];
-    const end = next && (next.flags ?? 0) & END ? (next.key as Buffer) : undefined;
-    info.elements.push(plain(e, [rangeToText(t, e.key as Buffer, end)]));
+  const keyOf = (i: number) => bytes.subarray(spans[i * 6]!, spans[i * 6]! + spans[i * 6 + 1]!);
+  const isEnd = (i: number) => ((extras.get(i)?.flags ?? 0) & END) !== 0;
+  const sorted = Array.from({ length: raw.count }, (_, i) => i).sort((a, b) => Buffer.compare(keyOf(a), keyOf(b)));
+  for (let j = 0; j < sorted.length; j++) {
+    const i = sorted[j]!;
+    if (isEnd(i)) continue;
+    const next = sorted[j + 1];
+    const end = next !== undefined && isEnd(next) ? keyOf(next) : undefined;
+    info.elements.push(plain(i, [rangeToText(t, keyOf(i), end)]));
   }
   return info;
 }

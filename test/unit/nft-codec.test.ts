@@ -90,8 +90,9 @@ test('bulk elements are split into NEWSETELEM messages whose element nest stays 
   for (const m of msgs) {
     assert.ok(m.length < 65_535, `message of ${m.length} bytes`);
     const d = codec.decodeElements(m);
-    total += d.elements.length;
-    for (const e of d.elements) seen.push(decodeKey(s.key, e.key as Buffer).join(' . '));
+    total += d.elements.count;
+    const { bytes, spans } = d.elements;
+    for (let i = 0; i < d.elements.count; i++) seen.push(decodeKey(s.key, bytes, spans[i * 6]!, spans[i * 6 + 1]!).join(' . '));
   }
   assert.equal(total, 20_000);
   assert.equal(seen[0], '10.0.0.0 . tcp . 80');
@@ -113,7 +114,7 @@ test('maxOpsPerTransaction: batches of bounded work, each framed BEGIN … END',
     let units = 0;
     for (const m of msgs.slice(1, -1)) {
       if ((m.readUInt16LE(4) & 0xff) === 12) {
-        const n = codec.decodeElements(m).elements.length;
+        const n = codec.decodeElements(m).elements.count;
         elements += n;
         units += n;
       } else units += 1;
