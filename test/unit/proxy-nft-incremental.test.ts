@@ -196,3 +196,37 @@ test('a sync that fails leaves nothing half-known: the next one builds from noth
     0,
   );
 });
+
+test('a key two services put (a hairpin endpoint, a cluster IP of two ports) stays until the last of them lets it go', async () => {
+  const k = fakeKernel();
+  const p = new Proxier(k, { mode: 'nftables', node, config });
+  // one pod on this node behind services a and b (same target port): one hairpin element
+  const local = [{ ip: '10.244.1.5', node: 'node-a' }];
+  const objects = (q: Proxier, services: string[]) => {
+    for (const n of services) {
+      q.onServiceUpdate(svc(n, { clusterIP: n === 'a' ? '10.96.0.10' : '10.96.0.11', ports: [{ name: 'http', port: 80 }] }));
+      q.onSliceUpdate(slice(n, `${n}-1`, [{ name: 'http', port: 8080 }], local));
+    }
+    // c: one cluster IP for two ports
+    q.onServiceUpdate(svc('c', { clusterIP: '10.96.0.12', ports: [{ name: 'http', port: 80 }, { name: 'dns', port: 53, protocol: 'UDP' }] }));
+    q.onSliceUpdate(slice('c', 'c-1', [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }], eps(2, '10.244.2.')));
+  };
+  const elements = async (set: string) => (await k.nft.list()).sets.find((s) => s.family === 'ip' && s.table === 'ipvsync' && s.name === set)!.elements!.map((e) => e.key.join(' ')).sort();
+  objects(p, ['a', 'b']);
+  assert.deepEqual((await p.sync(true)).report.errors, []);
+  assert.deepEqual(await elements('hairpin'), ['10.244.1.5 tcp 8080 10.244.1.5']);
+  assert.deepEqual(await elements('cluster-addrs'), ['10.96.0.10', '10.96.0.11', '10.96.0.12']);
+  p.onServiceDelete('default/a');
+  p.onSliceDelete('default/a-1');
+  assert.deepEqual((await p.sync(false)).report.errors, []);
+  assert.deepEqual(await elements('hairpin'), ['10.244.1.5 tcp 8080 10.244.1.5'], 'b still has it');
+  assert.equal(await writesFromNothing(k, (q) => objects(q, ['b'])), 0);
+  p.onServiceDelete('default/b');
+  p.onSliceDelete('default/b-1');
+  assert.deepEqual((await p.sync(false)).report.errors, []);
+  assert.deepEqual(await elements('hairpin'), []);
+  // c loses a port: its cluster IP stays, for the other
+  p.onServiceUpdate(svc('c', { clusterIP: '10.96.0.12', ports: [{ name: 'http', port: 80 }] }));
+  assert.deepEqual((await p.sync(false)).report.errors, []);
+  assert.deepEqual(await elements('cluster-addrs'), ['10.96.0.12']);
+});

@@ -17,16 +17,26 @@ import {
 
 type DesiredSet = DesiredNftTable['sets'][number];
 
-/** A set's elements: an array in no particular order, each key's index in it, and the owner
- *  count of the keys two services put (e.g. a hairpin element), absent for one. */
+/** The sets whose keys two services (or two ports of one) can both put: a hairpin endpoint, a
+ *  cluster IP, the configuration's. Every other set is keyed by a frontend, which one service
+ *  owns, with unique endpoints behind it: its keys are unique without checking. */
+const SHARED_KEYS: ReadonlySet<string> = new Set(['hairpin', 'cluster-addrs', 'service-protocols', 'cluster-cidrs']);
+
+/** A set's elements: an array in no particular order (the desired table's own, changed in
+ *  place: the last element fills a removed one's place) with every element's index in it. A
+ *  set of shared keys indexes them by key text and counts the owners of a key put twice; the
+ *  others index the element objects themselves (no text per element: ~165k at 10k × 10). */
 class ElementSet {
   readonly set: DesiredSet;
-  private readonly index = new Map<string, number>();
+  readonly shared: boolean;
+  private readonly byKey = new Map<string, number>();
   private readonly owners = new Map<string, number>();
+  private readonly byElement = new Map<SetElement, number>();
 
   constructor(readonly family: Fam, readonly decl: SetDecl, elements: readonly SetElement[] = []) {
     this.set = { ...decl, elements: [], unique: true };
-    for (const e of elements) this.add(this.key(e), e);
+    this.shared = SHARED_KEYS.has(decl.name);
+    for (const e of elements) this.add(e);
   }
 
   /** The element's key: its parts joined, the model's addresses being canonical already (and
@@ -35,39 +45,62 @@ class ElementSet {
     return e.key.join(' ');
   }
 
+  /** The element of a shared key (a frontend's set: undefined). */
   get(k: string): SetElement | undefined {
-    const i = this.index.get(k);
+    const i = this.byKey.get(k);
     return i === undefined ? undefined : this.set.elements[i];
   }
 
-  add(k: string, e: SetElement): void {
-    const i = this.index.get(k);
+  add(e: SetElement): void {
+    if (!this.shared) {
+      this.byElement.set(e, this.set.elements.length);
+      this.set.elements.push(e);
+      return;
+    }
+    const k = this.key(e);
+    const i = this.byKey.get(k);
     if (i !== undefined) {
       this.owners.set(k, (this.owners.get(k) ?? 1) + 1);
       this.set.elements[i] = e;
       return;
     }
-    this.index.set(k, this.set.elements.length);
+    this.byKey.set(k, this.set.elements.length);
     this.set.elements.push(e);
   }
 
-  remove(k: string): void {
-    const i = this.index.get(k);
-    if (i === undefined) return;
-    const n = this.owners.get(k);
-    if (n !== undefined) {
-      if (n > 2) this.owners.set(k, n - 1);
-      else this.owners.delete(k);
-      return;
+  remove(e: SetElement): void {
+    let i: number | undefined;
+    if (!this.shared) {
+      i = this.byElement.get(e);
+      if (i === undefined) return;
+      this.byElement.delete(e);
+    } else {
+      const k = this.key(e);
+      i = this.byKey.get(k);
+      if (i === undefined) return;
+      const n = this.owners.get(k);
+      if (n !== undefined) {
+        if (n > 2) this.owners.set(k, n - 1);
+        else this.owners.delete(k);
+        return;
+      }
+      this.byKey.delete(k);
     }
-    this.index.delete(k);
     const els = this.set.elements;
     const last = els.pop()!;
     if (i < els.length) {
       els[i] = last;
-      this.index.set(this.key(last), i);
+      if (this.shared) this.byKey.set(this.key(last), i);
+      else this.byElement.set(last, i);
     }
   }
+}
+
+/** What a step did to one key of one set: the element there before it, and after it (a
+ *  frontend's set; a shared key's is read from the set at the end). */
+interface Touch {
+  was: SetElement | undefined;
+  now: SetElement | undefined;
 }
 
 /** A service as the plane took it. */
@@ -125,8 +158,8 @@ export class NftablesPlane {
   private families: Record<Fam, Family> | undefined;
   private ctxKey: string | undefined;
   private ctx: ModelContext | undefined;
-  /** The element changes of the current step, by set: each touched key's element before it. */
-  private touched: Map<ElementSet, Map<string, SetElement | undefined>> | undefined;
+  /** The element changes of the current step, by set and key. */
+  private touched: Map<ElementSet, Map<string, Touch>> | undefined;
 
   /** Whether a step can patch the last one under this context (its JSON). */
   canPatch(ctxKey: string): boolean {
@@ -206,8 +239,9 @@ export class NftablesPlane {
     for (const [set, keys] of this.touched) {
       const add: SetElement[] = [];
       const del: SetElement[] = [];
-      for (const [k, was] of keys) {
-        const now = set.get(k);
+      for (const [k, t] of keys) {
+        const was = t.was;
+        const now = set.shared ? set.get(k) : t.now;
         if (was && now && elementValue(was) === elementValue(now)) continue;
         if (was) del.push(was);
         if (now) add.push(now);
@@ -327,24 +361,29 @@ export class NftablesPlane {
 
   private put(family: Fam, name: string, element: SetElement): void {
     const set = this.families![family].sets.get(name)!;
-    const k = set.key(element);
-    this.note(set, k);
-    set.add(k, element);
+    const t = this.touch(set, element, false);
+    set.add(element);
+    if (t) t.now = element;
   }
 
   private take(family: Fam, name: string, element: SetElement): void {
     const set = this.families![family].sets.get(name)!;
-    const k = set.key(element);
-    this.note(set, k);
-    set.remove(k);
+    const t = this.touch(set, element, true);
+    set.remove(element);
+    if (t) t.now = undefined;
   }
 
-  /** Remembers a key's element before the step first touches it. */
-  private note(set: ElementSet, k: string): void {
-    if (!this.touched) return;
+  /** The step's record of the element's key, made at its first touch with the element there
+   *  before (a frontend's key: the element taken, or none before a put; undefined outside a
+   *  patch). */
+  private touch(set: ElementSet, e: SetElement, taking: boolean): Touch | undefined {
+    if (!this.touched) return undefined;
     let keys = this.touched.get(set);
     if (!keys) this.touched.set(set, (keys = new Map()));
-    if (!keys.has(k)) keys.set(k, set.get(k));
+    const k = set.key(e);
+    let t = keys.get(k);
+    if (!t) keys.set(k, (t = { was: set.shared ? set.get(k) : taking ? e : undefined, now: undefined }));
+    return t;
   }
 }
 
