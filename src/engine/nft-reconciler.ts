@@ -203,7 +203,9 @@ export class NftReconciler {
   /**
    * Commits a delta: as one transaction (commit), or, for tables created from nothing with
    * createInTransactionsOf, everything but the rules in transactions of that size and then the
-   * rules in one (sent only if all before it committed).
+   * rules in one (sent only if all before it committed). Each of those transactions is a commit
+   * of its own, one after the other, stopping at the first that fails: only one transaction's
+   * op stream and netlink batch exist at a time (all of them at once were ~20 MB at 10k × 10).
    */
   private async commitDelta(nft: NftablesApi, delta: NftDelta): Promise<Committed> {
     const units = this.opts.createInTransactionsOf;
@@ -211,18 +213,24 @@ export class NftReconciler {
     const body: number[] = [];
     const rules: number[] = [];
     delta.ops.forEach((o, i) => (o.kind === 'rule' ? rules : body).push(i));
-    const first = await this.commit(nft, body.map((i) => delta.ops[i]!), units);
-    const bodyOk = first.transactions.every((t) => t.committed) && first.errors.length === 0;
-    const second = bodyOk && rules.length ? await this.commit(nft, rules.map((i) => delta.ops[i]!)) : undefined;
-    const ok = new Uint8Array(delta.ops.length);
-    body.forEach((i, j) => (ok[i] = first.ok(j) ? 1 : 0));
-    rules.forEach((i, j) => (ok[i] = second?.ok(j) ? 1 : 0));
-    const back = (e: NetlinkError, map: number[]) => (e.index === undefined ? e : new NetlinkError({ ...e, message: e.message, index: map[e.index]! }));
-    return {
-      ok: (i) => ok[i] === 1,
-      errors: [...first.errors.map((e) => back(e, body)), ...(second?.errors.map((e) => back(e, rules)) ?? [])],
-      transactions: [...first.transactions, ...(second?.transactions ?? [])],
-    };
+    const ok = new Uint8Array(delta.ops.length).fill(1);
+    const errors: NetlinkError[] = [];
+    const transactions: Array<{ committed: boolean }> = [];
+    const back = (e: NetlinkError, map: readonly number[]) => (e.index === undefined ? e : new NetlinkError({ ...e, message: e.message, index: map[e.index]! }));
+    let failed = false;
+    for (const g of [...inTransactionsOf(delta.ops, body, units), { ops: rules.map((i) => delta.ops[i]!), owner: rules }]) {
+      if (!g.ops.length) continue;
+      if (failed) {
+        for (const i of g.owner) ok[i] = 0;
+        continue;
+      }
+      const r = await this.commit(nft, g.ops);
+      g.ops.forEach((_, j) => r.ok(j) || (ok[g.owner[j]!] = 0));
+      errors.push(...r.errors.map((e) => back(e, g.owner)));
+      transactions.push(...r.transactions);
+      failed = r.errors.length > 0 || !r.transactions.every((t) => t.committed);
+    }
+    return { ok: (i) => ok[i] === 1, errors, transactions };
   }
 
   /** Commits the ops as one transaction (or several, maxOpsPerTransaction), an element op of a
@@ -252,6 +260,42 @@ export class NftReconciler {
     const errors = res.errors.map((e) => (e.index === undefined || owner[e.index] === e.index ? e : new NetlinkError({ ...e, message: e.message, index: owner[e.index]! })));
     return { ok: (i) => ok[i] === 1, errors, transactions: res.transactions };
   }
+}
+
+/** The ops at these indexes in transactions of at most `units` of work (an op, or a set
+ *  element: an element op is split where a transaction fills), in order; `owner` maps each
+ *  transaction's ops back to their indexes. */
+function inTransactionsOf(all: readonly NftOp[], indexes: readonly number[], units: number): Array<{ ops: NftOp[]; owner: number[] }> {
+  const out: Array<{ ops: NftOp[]; owner: number[] }> = [];
+  let cur = { ops: [] as NftOp[], owner: [] as number[] };
+  let room = units;
+  const next = () => {
+    if (cur.ops.length) out.push(cur);
+    cur = { ops: [], owner: [] };
+    room = units;
+  };
+  for (const i of indexes) {
+    const op = all[i]!;
+    if (op.kind !== 'elements' || op.set.interval || op.elements.length === 0) {
+      // one piece (an interval set's elements are never split), alone if it is larger
+      const n = op.kind === 'elements' ? op.elements.length : 1;
+      if (n > room) next();
+      cur.ops.push(op);
+      cur.owner.push(i);
+      room -= n;
+      continue;
+    }
+    for (let at = 0; at < op.elements.length; ) {
+      if (room <= 0) next();
+      const n = Math.min(room, op.elements.length - at);
+      cur.ops.push({ ...op, elements: op.elements.slice(at, at + n) });
+      cur.owner.push(i);
+      room -= n;
+      at += n;
+    }
+  }
+  next();
+  return out;
 }
 
 interface Committed {
