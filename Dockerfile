@@ -41,5 +41,5 @@ ENV NODE_ENV=production
 ENV MALLOC_ARENA_MAX=2
 ENV MALLOC_MMAP_THRESHOLD_=131072
 ENV MALLOC_TRIM_THRESHOLD_=131072
-ENTRYPOINT ["node", "--max-semi-space-size=4", "--v8-pool-size=1", "--heap-growing-percent=20", "--no-memory-reducer", "/opt/ipvsync/dist/src/cli/main.js"]
+ENTRYPOINT ["node", "--max-semi-space-size=1", "--v8-pool-size=1", "--heap-growing-percent=20", "--no-memory-reducer", "/opt/ipvsync/dist/src/cli/main.js"]
 CMD ["proxy", "--config", "/etc/ipvsync/config.yaml"]

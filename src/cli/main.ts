@@ -1,8 +1,8 @@
-#!/usr/bin/env -S MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072 node --max-semi-space-size=4 --v8-pool-size=1 --heap-growing-percent=20 --no-memory-reducer
+#!/usr/bin/env -S MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072 node --max-semi-space-size=1 --v8-pool-size=1 --heap-growing-percent=20 --no-memory-reducer
 // The ipvsync command line. Each command group lives in its own module (ipvs.ts, …).
 // Node runs with these settings for a node agent (the Dockerfile passes the same; the
 // measurements behind each: docs/performance.md, "Memory and process settings"):
-// - a 4 MB semi-space: a larger young generation only adds to the resident set;
+// - a 1 MB semi-space: a larger young generation only adds to the resident set;
 // - one V8 background thread: on a small node V8's helpers otherwise compete with the main
 //   thread and the addon's pool for the CPUs during a full sync;
 // - the old generation grows at most 20% past what the last full collection kept: what a full

@@ -98,7 +98,7 @@ test('Dockerfile: Node 20, addon where src/native.ts looks for it, entrypoint an
   const words = shebang.split(' ').slice(2);
   const envVars = words.slice(0, words.indexOf('node'));
   const nodeFlags = words.slice(words.indexOf('node') + 1);
-  assert.ok(nodeFlags.includes('--max-semi-space-size=4'), shebang);
+  assert.ok(nodeFlags.includes('--max-semi-space-size=1'), shebang);
   assert.ok(nodeFlags.includes('--heap-growing-percent=20'), shebang);
   assert.ok(nodeFlags.includes('--no-memory-reducer'), shebang);
   assert.ok(envVars.includes('MALLOC_ARENA_MAX=2'), shebang);
