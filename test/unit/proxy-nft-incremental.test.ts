@@ -230,3 +230,45 @@ test('a key two services put (a hairpin endpoint, a cluster IP of two ports) sta
   assert.deepEqual((await p.sync(false)).report.errors, []);
   assert.deepEqual(await elements('cluster-addrs'), ['10.96.0.12']);
 });
+
+test('an endpoint map holds each frontend as one block: a frontend gone from the middle, the last block moved into its place and changed, the kernel holds what a sync from nothing programs', async () => {
+  const k = fakeKernel();
+  const p = new Proxier(k, { mode: 'nftables', node, config });
+  feed(p, 6); // s0..s5, three endpoints each: six blocks of endpoints-3
+  assert.deepEqual((await p.sync(true)).report.errors, []);
+  p.onServiceDelete('default/s1');
+  p.onSliceDelete('default/s1-1');
+  assert.deepEqual((await p.sync(false)).report.errors, []);
+  // s5's block now sits where s1's was: change one of its endpoints, then drop s2 (a block
+  // before it) and give s4 a fourth endpoint (to endpoints-4)
+  const s5 = eps(3, `10.244.5.`);
+  s5[2] = { ip: '10.244.55.9', node: 'node-b' };
+  p.onSliceUpdate(slice('s5', 's5-1', [{ name: 'http', port: 8080 }], s5));
+  assert.deepEqual((await p.sync(false)).report.errors, []);
+  p.onServiceDelete('default/s2');
+  p.onSliceDelete('default/s2-1');
+  p.onSliceUpdate(slice('s4', 's4-1', [{ name: 'http', port: 8080 }], eps(4, '10.244.4.')));
+  const r = await p.sync(false);
+  assert.deepEqual(r.report.errors, []);
+  const ep3 = (await k.nft.list()).sets.find((s) => s.family === 'ip' && s.name === 'endpoints-3')!;
+  assert.deepEqual(ep3.elements!.map((e) => `${e.key[0]} ${e.key[3]} ${(e.data as unknown[])[0]}`).sort(), [
+    '10.96.1.0 0 10.244.0.2', '10.96.1.0 1 10.244.0.3', '10.96.1.0 2 10.244.0.4',
+    '10.96.1.3 0 10.244.3.2', '10.96.1.3 1 10.244.3.3', '10.96.1.3 2 10.244.3.4',
+    '10.96.1.5 0 10.244.5.2', '10.96.1.5 1 10.244.5.3', '10.96.1.5 2 10.244.55.9',
+  ]);
+  assert.equal(
+    await writesFromNothing(k, (q) => {
+      feed(q, 6);
+      for (const n of ['s1', 's2']) q.onServiceDelete(`default/${n}`), q.onSliceDelete(`default/${n}-1`);
+      q.onSliceUpdate(slice('s5', 's5-1', [{ name: 'http', port: 8080 }], s5));
+      q.onSliceUpdate(slice('s4', 's4-1', [{ name: 'http', port: 8080 }], eps(4, '10.244.4.')));
+    }),
+    0,
+  );
+  // a full resync builds the tables from nothing and compares them with the patched ones
+  // (the blocks as they were moved; nobody committed since): nothing differs
+  const dumps = k.nft.dumps;
+  const full = await p.plan(true);
+  assert.equal(k.nft.dumps, dumps, 'no listing');
+  assert.deepEqual(full.plan.nft?.ops ?? [], []);
+});

@@ -24,14 +24,18 @@ const SHARED_KEYS: ReadonlySet<string> = new Set(['hairpin', 'cluster-addrs', 's
 
 /** A set's elements: an array in no particular order (the desired table's own, changed in
  *  place: the last element fills a removed one's place) with every element's index in it. A
- *  set of shared keys indexes them by key text and counts the owners of a key put twice; the
- *  others index the element objects themselves (no text per element: ~165k at 10k × 10). */
+ *  set of shared keys indexes them by key text and counts the owners of a key put twice; an
+ *  endpoint map holds each frontend's elements as one block of its endpoint count, indexed by
+ *  frontend; the other sets index the element objects themselves (no text per element). */
 class ElementSet {
   readonly set: DesiredSet;
   readonly shared: boolean;
   private readonly byKey = new Map<string, number>();
   private readonly owners = new Map<string, number>();
   private readonly byElement = new Map<SetElement, number>();
+  /** An endpoint map's blocks: each frontend's block number, and each block's frontend. */
+  private readonly blockOf = new Map<FrontendPart, number>();
+  private readonly blockOwner: FrontendPart[] = [];
 
   constructor(readonly family: Fam, readonly decl: SetDecl, elements: readonly SetElement[] = []) {
     this.set = { ...decl, elements: [], unique: true };
@@ -45,7 +49,7 @@ class ElementSet {
     return e.key.join(' ');
   }
 
-  /** The element of a shared key (a frontend's set: undefined). */
+  /** The element of a shared key (another set's: undefined). */
   get(k: string): SetElement | undefined {
     const i = this.byKey.get(k);
     return i === undefined ? undefined : this.set.elements[i];
@@ -93,6 +97,30 @@ class ElementSet {
       if (this.shared) this.byKey.set(this.key(last), i);
       else this.byElement.set(last, i);
     }
+  }
+
+  /** A frontend's endpoint-map elements, as the last block (the map's frontends all have as
+   *  many endpoints as its blocks have elements). */
+  addBlock(fe: FrontendPart): void {
+    this.blockOf.set(fe, this.blockOwner.length);
+    this.blockOwner.push(fe);
+    for (const e of fe.endpointElements) this.set.elements.push(e);
+  }
+
+  /** A frontend's block goes; the last block takes its place. */
+  removeBlock(fe: FrontendPart): void {
+    const b = this.blockOf.get(fe);
+    if (b === undefined) return;
+    this.blockOf.delete(fe);
+    const n = fe.endpointElements.length;
+    const els = this.set.elements;
+    const last = this.blockOwner.pop()!;
+    if (last !== fe) {
+      this.blockOwner[b] = last;
+      this.blockOf.set(last, b);
+      for (let j = 0; j < n; j++) els[b * n + j] = els[els.length - n + j]!;
+    }
+    els.length -= n;
   }
 }
 
@@ -318,6 +346,7 @@ export class NftablesPlane {
         fam.table = undefined;
       }
       for (let i = 0; i < fe.elements.length; i++) this.put(fe.family, fe.sets[i]!, fe.elements[i]!);
+      if (fe.endpointCount) this.putEndpoints(fe);
     }
     if (s.healthCheck || s.noLocal.internal || s.noLocal.external || s.warnings.length) this.notable.set(name, s);
   }
@@ -331,6 +360,7 @@ export class NftablesPlane {
     for (const fe of s.owned) {
       this.owners.delete(fe.key);
       for (let i = 0; i < fe.elements.length; i++) this.take(fe.family, fe.sets[i]!, fe.elements[i]!);
+      if (fe.endpointCount) this.takeEndpoints(fe);
       if (fe.firewall) {
         const fam = this.families![fe.family];
         fam.firewalls.delete(fe.firewall.chain);
@@ -371,6 +401,18 @@ export class NftablesPlane {
     const t = this.touch(set, element, true);
     set.remove(element);
     if (t) t.now = undefined;
+  }
+
+  private putEndpoints(fe: FrontendPart): void {
+    const set = this.families![fe.family].sets.get(endpointsMap(fe.endpointCount))!;
+    set.addBlock(fe);
+    if (this.touched) for (const e of fe.endpointElements) this.touch(set, e, false)!.now = e;
+  }
+
+  private takeEndpoints(fe: FrontendPart): void {
+    const set = this.families![fe.family].sets.get(endpointsMap(fe.endpointCount))!;
+    if (this.touched) for (const e of fe.endpointElements) this.touch(set, e, true)!.now = undefined;
+    set.removeBlock(fe);
   }
 
   /** The step's record of the element's key, made at its first touch with the element there

@@ -85,8 +85,10 @@ export interface FrontendPart {
   endpointCount: number;
   /** UDP and SCTP: the endpoints behind it, as (address, port), for their stale flows. */
   endpoints?: Array<readonly [string, number]>;
-  /** What it puts into its family's table: `elements[i]` into the set named `sets[i]` (two
-   *  arrays, not an object per element: ~110k elements at 10k × 10). */
+  /** Its endpoint map's elements (the map `endpointsMap(endpointCount)`), by endpoint index. */
+  endpointElements: SetElement[];
+  /** What else it puts into its family's table: `elements[i]` into the set named `sets[i]`
+   *  (two arrays, not an object per element). */
   sets: string[];
   elements: SetElement[];
   firewall?: Firewall;
@@ -118,8 +120,9 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
       else if (!p.externalLocal) put('external-ips', { key: tuple });
       // No endpoint at all: refused at once. Endpoints elsewhere but a Local policy: dropped.
       if (eps.length === 0) put(p.cluster.length === 0 && p.local.length === 0 ? 'reject-services' : 'drop-services', { key: tuple });
+      const endpointElements = new Array<SetElement>(eps.length);
       eps.forEach((ep, i) => {
-        put(endpointsMap(eps.length), { key: [fe.address, p.protocol, fe.port, i], data: [ep.address, ep.port] });
+        endpointElements[i] = { key: [fe.address, p.protocol, fe.port, i], data: [ep.address, ep.port] };
         if (ep.local) put('hairpin', { key: [ep.address, p.protocol, ep.port, ep.address] });
       });
       const affinity = p.affinityTimeout > 0 && eps.length > 0 ? p.affinityTimeout : undefined;
@@ -136,6 +139,7 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         address: fe.address,
         port: fe.port,
         endpointCount: eps.length,
+        endpointElements,
         ...(p.protocol !== 'tcp' ? { endpoints: eps.map((ep) => [ep.address, ep.port] as const) } : {}),
         sets,
         elements,
