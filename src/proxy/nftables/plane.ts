@@ -134,14 +134,19 @@ interface Touch {
 /** A service as the plane took it. */
 interface ServiceState {
   /** The frontends it owns, with their elements. */
-  owned: FrontendPart[];
+  readonly owned: readonly FrontendPart[];
   /** Keys of frontends it wanted that another service owns. */
-  lost: string[];
-  clusterAddrs: ServiceElement[];
-  warnings: string[];
-  healthCheck: HealthCheck | undefined;
-  noLocal: { internal: number; external: number };
+  readonly lost: readonly string[];
+  readonly clusterAddrs: readonly ServiceElement[];
+  readonly warnings: readonly string[];
+  readonly healthCheck: HealthCheck | undefined;
+  readonly noLocal: { readonly internal: number; readonly external: number };
 }
+
+const NONE: readonly never[] = Object.freeze([]);
+const NO_LOCAL_NONE = Object.freeze({ internal: 0, external: 0 });
+/** An array as long as its elements (one built by pushing keeps room for 17). */
+const exact = <T>(a: T[]): readonly T[] => (a.length ? a.slice() : NONE);
 
 /** What a sync hands the engine, and the conntrack flows to delete once it applied. */
 export interface PlaneStep {
@@ -308,36 +313,37 @@ export class NftablesPlane {
   }
 
   private add(name: string, m: ModelOrError, given?: ReturnType<typeof serviceParts>): void {
-    const s: ServiceState = { owned: [], lost: [], clusterAddrs: [], warnings: [], healthCheck: undefined, noLocal: { internal: 0, external: 0 } };
-    this.services.set(name, s);
     const parts = given ?? ('error' in m ? { error: m.error } : partsOf(m, this.ctx!));
     if ('error' in parts) {
-      s.warnings.push(notProgrammed(parts.error));
+      const s: ServiceState = { owned: NONE, lost: NONE, clusterAddrs: NONE, warnings: [notProgrammed(parts.error)], healthCheck: undefined, noLocal: NO_LOCAL_NONE };
+      this.services.set(name, s);
       this.notable.set(name, s);
       return;
     }
     const model = m as ServiceModel;
-    s.warnings.push(...model.warnings);
-    s.healthCheck = model.healthCheck;
+    const warnings = [...model.warnings];
+    let internal = 0;
+    let external = 0;
     for (const p of model.ports) {
       const n = localWithoutEndpoints(p);
-      if (n.internal) s.noLocal.internal++;
-      if (n.external) s.noLocal.external++;
+      if (n.internal) internal++;
+      if (n.external) external++;
     }
-    s.clusterAddrs = parts.clusterAddrs;
     for (const e of parts.clusterAddrs) this.put(e.family, e.set, e.element);
+    const owned: FrontendPart[] = [];
+    const lost: string[] = [];
     for (const fe of parts.frontends) {
       const owner = this.owners.get(fe.key);
       if (owner !== undefined) {
-        s.lost.push(fe.key);
+        lost.push(fe.key);
         let w = this.wanted.get(fe.key);
         if (!w) this.wanted.set(fe.key, (w = new Set()));
         w.add(name);
-        s.warnings.push(`${fe.address}:${fe.port}/${fe.protocol} already belongs to ${owner.portName}, ignored`);
+        warnings.push(`${fe.address}:${fe.port}/${fe.protocol} already belongs to ${owner.portName}, ignored`);
         continue;
       }
       this.owners.set(fe.key, { service: name, portName: fe.portName });
-      s.owned.push(fe);
+      owned.push(fe);
       const fam = this.families![fe.family];
       if (fe.endpointCount && !fam.sets.has(endpointsMap(fe.endpointCount))) this.addSize(fam, fe.endpointCount);
       if (fe.affinity && !fam.sets.has(affinityTimeoutSet(fe.affinity))) this.addAffinityTimeout(fam, fe.affinity);
@@ -348,7 +354,17 @@ export class NftablesPlane {
       for (let i = 0; i < fe.elements.length; i++) this.put(fe.family, fe.sets[i]!, fe.elements[i]!);
       if (fe.endpointCount) this.putEndpoints(fe);
     }
-    if (s.healthCheck || s.noLocal.internal || s.noLocal.external || s.warnings.length) this.notable.set(name, s);
+    // Kept for every service (10k of them): exact-size arrays, one shared empty one.
+    const s: ServiceState = {
+      owned: exact(owned),
+      lost: exact(lost),
+      clusterAddrs: parts.clusterAddrs,
+      warnings: exact(warnings),
+      healthCheck: model.healthCheck,
+      noLocal: internal || external ? { internal, external } : NO_LOCAL_NONE,
+    };
+    this.services.set(name, s);
+    if (s.healthCheck || internal || external || s.warnings.length) this.notable.set(name, s);
   }
 
   private remove(name: string): void {

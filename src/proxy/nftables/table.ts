@@ -131,6 +131,8 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         put(affinityTimeoutSet(affinity), { key: tuple });
         for (const ep of eps) put('affinity-endpoints', { key: [fe.address, p.protocol, fe.port, ep.address, ep.port] });
       }
+      const firewall = fe.kind === 'loadBalancer' && p.sourceRanges.cidrs.length ? firewallChain(fe.address, p.protocol, fe.port) : undefined;
+      if (firewall) put('firewall', { key: tuple, verdict: { code: 'jump', chain: firewall } });
       const part: FrontendPart = {
         key: `${fe.address} ${p.protocol} ${fe.port}`,
         portName: p.name,
@@ -141,15 +143,12 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         endpointCount: eps.length,
         endpointElements,
         ...(p.protocol !== 'tcp' ? { endpoints: eps.map((ep) => [ep.address, ep.port] as const) } : {}),
-        sets,
-        elements,
+        // exact-size copies (pushed-to arrays keep room for 17; the plane keeps ~11k of each)
+        sets: sets.slice(),
+        elements: elements.slice(),
         ...(affinity ? { affinity } : {}),
       };
-      if (fe.kind === 'loadBalancer' && p.sourceRanges.cidrs.length) {
-        const chain = firewallChain(fe.address, p.protocol, fe.port);
-        part.firewall = { chain, address: fe.address, cidrs: [...p.sourceRanges.texts].sort(), allowFromNode: [...ctx.nodeAddresses].some((a) => !isLoopback(a) && inAny(p.sourceRanges, a)) };
-        put('firewall', { key: tuple, verdict: { code: 'jump', chain } });
-      }
+      if (firewall) part.firewall = { chain: firewall, address: fe.address, cidrs: [...p.sourceRanges.texts].sort(), allowFromNode: [...ctx.nodeAddresses].some((a) => !isLoopback(a) && inAny(p.sourceRanges, a)) };
       out.frontends.push(part);
     }
   }
