@@ -129,7 +129,9 @@ export interface EngineKernel {
 export interface EngineOptions extends Ownership {
   /** A draining TCP destination is deleted after this even with connections (default 15 min). */
   drainTimeoutMs?: number;
-  /** Upper bound of ops per nftables transaction (default: the whole delta is one). */
+  /** Upper bound of work per nftables transaction (an op or a set element each): a delta goes
+   *  in transactions of at most this much, each committed on its own, one after the other,
+   *  stopping at the first that fails (default: the whole delta is one). */
   maxNftOpsPerTransaction?: number;
   /**
    * When a sync creates the owned tables from nothing (none of them in the kernel, as on a

@@ -201,24 +201,32 @@ export class NftReconciler {
   }
 
   /**
-   * Commits a delta: as one transaction (commit), or, for tables created from nothing with
-   * createInTransactionsOf, everything but the rules in transactions of that size and then the
-   * rules in one (sent only if all before it committed). Each of those transactions is a commit
-   * of its own, one after the other, stopping at the first that fails: only one transaction's
-   * op stream and netlink batch exist at a time (all of them at once were ~20 MB at 10k × 10).
+   * Commits a delta: as one transaction, or in several of bounded work (an op or a set
+   * element each): for tables created from nothing with createInTransactionsOf, everything but
+   * the rules in transactions of that size and then the rules; with maxOpsPerTransaction,
+   * everything in transactions of that size. Each transaction is a commit of its own, one after
+   * the other, stopping at the first that fails: only one transaction's op stream and netlink
+   * batch exist at a time (all of a created 10k × 10 table's at once were ~20 MB).
    */
   private async commitDelta(nft: NftablesApi, delta: NftDelta): Promise<Committed> {
     const units = this.opts.createInTransactionsOf;
-    if (!delta.created || !units) return this.commit(nft, delta.ops);
-    const body: number[] = [];
-    const rules: number[] = [];
-    delta.ops.forEach((o, i) => (o.kind === 'rule' ? rules : body).push(i));
-    const ok = new Uint8Array(delta.ops.length).fill(1);
+    const maxOps = this.opts.maxOpsPerTransaction;
+    const ops = delta.ops;
+    const pieces = (indexes: number[]) => (maxOps ? inTransactionsOf(ops, indexes, maxOps) : [{ ops: indexes.map((i) => ops[i]!), owner: indexes }]);
+    let groups: Array<{ ops: NftOp[]; owner: number[] }>;
+    if (delta.created && units) {
+      const body: number[] = [];
+      const rules: number[] = [];
+      ops.forEach((o, i) => (o.kind === 'rule' ? rules : body).push(i));
+      groups = [...inTransactionsOf(ops, body, units), ...pieces(rules)];
+    } else if (maxOps) groups = pieces(ops.map((_, i) => i));
+    else return this.commit(nft, ops);
+    const ok = new Uint8Array(ops.length).fill(1);
     const errors: NetlinkError[] = [];
     const transactions: Array<{ committed: boolean }> = [];
     const back = (e: NetlinkError, map: readonly number[]) => (e.index === undefined ? e : new NetlinkError({ ...e, message: e.message, index: map[e.index]! }));
     let failed = false;
-    for (const g of [...inTransactionsOf(delta.ops, body, units), { ops: rules.map((i) => delta.ops[i]!), owner: rules }]) {
+    for (const g of groups) {
       if (!g.ops.length) continue;
       if (failed) {
         for (const i of g.owner) ok[i] = 0;
@@ -233,11 +241,11 @@ export class NftReconciler {
     return { ok: (i) => ok[i] === 1, errors, transactions };
   }
 
-  /** Commits the ops as one transaction (or several, maxOpsPerTransaction), an element op of a
-   *  plain set with more than NFT_ELEMENTS_PIECE elements queued as pieces (still one
-   *  transaction: the kernel gets the same elements in the same batch). Statuses and error
-   *  indexes are those of `ops`: an op is ok when all its pieces are. */
-  private async commit(nft: NftablesApi, ops: readonly NftOp[], maxOps = this.opts.maxOpsPerTransaction): Promise<Committed> {
+  /** Commits the ops as one transaction, an element op of a plain set with more than
+   *  NFT_ELEMENTS_PIECE elements queued as pieces (still one transaction: the kernel gets the
+   *  same elements in the same batch). Statuses and error indexes are those of `ops`: an op is
+   *  ok when all its pieces are. */
+  private async commit(nft: NftablesApi, ops: readonly NftOp[]): Promise<Committed> {
     const tx = new NftTransaction();
     /** Per queued op, the index of its op in `ops`. */
     const owner: number[] = [];
@@ -252,7 +260,7 @@ export class NftReconciler {
         owner.push(i);
       }
     });
-    const res = await nft.commit(tx, maxOps ? { maxOpsPerTransaction: maxOps } : {});
+    const res = await nft.commit(tx);
     // The stream's buffer (4 MiB at 10k services) goes now, not after the IPVS writes.
     tx.release();
     const ok = new Uint8Array(ops.length).fill(1);
