@@ -342,8 +342,9 @@ Napi::Value ChainToJs(Napi::Env env, const nft::Chain& c) {
 // A set's elements in one piece: their key, key-end and data bytes back to back in one buffer,
 // `spans` six numbers per element (offset and length of each; length 0: absent), and the rarer
 // parts (flags, verdict, timeouts, comment) as one object per element that has any, with its
-// index. One buffer instead of a Buffer per key and value: a listing of 170k elements made
-// ~300k Buffers, each several times the size of its bytes.
+// index (a verdict wins over data where both came, as the listing reads them). One buffer
+// instead of a Buffer per key and value: a listing of 170k elements made ~300k Buffers, each
+// several times the size of its bytes.
 Napi::Value ElementsToJs(Napi::Env env, const std::vector<nft::Element>& elems) {
   size_t total = 0;
   for (const nft::Element& e : elems) total += e.key.size() + e.key_end.size() + e.data.size();
@@ -364,7 +365,7 @@ Napi::Value ElementsToJs(Napi::Env env, const std::vector<nft::Element>& elems) 
     const nft::Element& e = elems[i];
     put(e.key, span + i * 6);
     put(e.key_end, span + i * 6 + 2);
-    put(e.has_verdict ? std::vector<uint8_t>() : e.data, span + i * 6 + 4);
+    put(e.data, span + i * 6 + 4);
     if (!e.has_flags && !e.has_verdict && !e.timeout_ms && !e.expiration_ms && e.comment.empty()) continue;
     Napi::Object o = Napi::Object::New(env);
     o.Set("index", static_cast<double>(i));
