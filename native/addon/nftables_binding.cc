@@ -209,9 +209,57 @@ Napi::Value CommitResultToJs(Napi::Env env, CommitResult& r) {
 
 // ---- listing -------------------------------------------------------------------------------
 
+// A set's elements as the listing hands them to JS: their key, key-end and data bytes back to
+// back, `spans` six numbers per element (offset and length of each; length 0: absent), and the
+// rarer parts (flags, verdict, timeouts, comment) of the elements that have any, with their
+// index. Each dumped message's elements are packed as they are decoded: a listing of 170k
+// elements as nft::Element (three vectors each) took ~40 MB at once.
+struct ElementExtra {
+  uint32_t index = 0;
+  bool has_flags = false;
+  uint32_t flags = 0;
+  bool has_verdict = false;
+  nft::Verdict verdict;
+  uint64_t timeout_ms = 0;
+  uint64_t expiration_ms = 0;
+  std::string comment;
+};
+
+struct PackedElements {
+  uint32_t count = 0;
+  std::vector<uint8_t> bytes;
+  std::vector<uint32_t> spans;
+  std::vector<ElementExtra> extras;
+
+  // a verdict wins over data where both came, as the listing reads them
+  void Append(nft::Element& e) {
+    const uint32_t i = count++;
+    for (const std::vector<uint8_t>* v : {&e.key, &e.key_end, &e.data}) {
+      spans.push_back(static_cast<uint32_t>(bytes.size()));
+      spans.push_back(static_cast<uint32_t>(v->size()));
+      bytes.insert(bytes.end(), v->begin(), v->end());
+    }
+    if (!e.has_flags && !e.has_verdict && !e.timeout_ms && !e.expiration_ms && e.comment.empty()) return;
+    ElementExtra x;
+    x.index = i;
+    x.has_flags = e.has_flags;
+    x.flags = e.flags;
+    x.has_verdict = e.has_verdict;
+    x.verdict = std::move(e.verdict);
+    x.timeout_ms = e.timeout_ms;
+    x.expiration_ms = e.expiration_ms;
+    x.comment = std::move(e.comment);
+    extras.push_back(std::move(x));
+  }
+  void AppendAll(std::vector<nft::Element>& elems) {
+    for (nft::Element& e : elems) Append(e);
+    elems.clear();
+  }
+};
+
 struct SetWithElements {
   nft::Set set;
-  std::vector<nft::Element> elements;
+  PackedElements elements;
 };
 
 struct Listing {
@@ -283,10 +331,12 @@ Listing RunList(nl::Socket& sock, uint8_t family, const std::string& table, bool
         if (elements) {
           nl::Batch b;
           nft::EncodeDumpElements(b, sw.set.family, sw.set.table, sw.set.name);
+          std::vector<nft::Element> decoded;
           sock.Dump(b, "NFT_MSG_GETSETELEM", [&](const nlmsghdr* h) {
             nft::ElementsRef ref;
             std::string why;
-            if (!nft::DecodeElements(h, &ref, &sw.elements, &why)) nl::ThrowDecode("NFT_MSG_GETSETELEM", why);
+            if (!nft::DecodeElements(h, &ref, &decoded, &why)) nl::ThrowDecode("NFT_MSG_GETSETELEM", why);
+            sw.elements.AppendAll(decoded);
           });
         }
         l.sets.push_back(std::move(sw));
@@ -339,52 +389,33 @@ Napi::Value ChainToJs(Napi::Env env, const nft::Chain& c) {
   return o;
 }
 
-// A set's elements in one piece: their key, key-end and data bytes back to back in one buffer,
-// `spans` six numbers per element (offset and length of each; length 0: absent), and the rarer
-// parts (flags, verdict, timeouts, comment) as one object per element that has any, with its
-// index (a verdict wins over data where both came, as the listing reads them). One buffer
-// instead of a Buffer per key and value: a listing of 170k elements made ~300k Buffers, each
-// several times the size of its bytes.
-Napi::Value ElementsToJs(Napi::Env env, const std::vector<nft::Element>& elems) {
-  size_t total = 0;
-  for (const nft::Element& e : elems) total += e.key.size() + e.key_end.size() + e.data.size();
-  Napi::Buffer<uint8_t> bytes = Napi::Buffer<uint8_t>::New(env, total);
-  Napi::Uint32Array spans = Napi::Uint32Array::New(env, elems.size() * 6);
-  uint8_t* out = bytes.Data();
-  uint32_t* span = spans.Data();
-  size_t off = 0;
-  auto put = [&](const std::vector<uint8_t>& v, uint32_t* at) {
-    at[0] = static_cast<uint32_t>(off);
-    at[1] = static_cast<uint32_t>(v.size());
-    if (!v.empty()) std::memcpy(out + off, v.data(), v.size());
-    off += v.size();
-  };
-  Napi::Array extras = Napi::Array::New(env);
-  uint32_t n_extras = 0;
-  for (size_t i = 0; i < elems.size(); i++) {
-    const nft::Element& e = elems[i];
-    put(e.key, span + i * 6);
-    put(e.key_end, span + i * 6 + 2);
-    put(e.data, span + i * 6 + 4);
-    if (!e.has_flags && !e.has_verdict && !e.timeout_ms && !e.expiration_ms && e.comment.empty()) continue;
+// One Buffer for a set's bytes instead of a Buffer per key and value: a listing of 170k
+// elements made ~300k Buffers, each several times the size of its bytes.
+Napi::Value ElementsToJs(Napi::Env env, const PackedElements& p) {
+  Napi::Buffer<uint8_t> bytes = Napi::Buffer<uint8_t>::Copy(env, p.bytes.data(), p.bytes.size());
+  Napi::Uint32Array spans = Napi::Uint32Array::New(env, p.spans.size());
+  if (!p.spans.empty()) std::memcpy(spans.Data(), p.spans.data(), p.spans.size() * sizeof(uint32_t));
+  Napi::Array extras = Napi::Array::New(env, p.extras.size());
+  for (size_t i = 0; i < p.extras.size(); i++) {
+    const ElementExtra& e = p.extras[i];
     Napi::Object o = Napi::Object::New(env);
-    o.Set("index", static_cast<double>(i));
+    o.Set("index", static_cast<double>(e.index));
     if (e.has_flags) o.Set("flags", e.flags);
     if (e.has_verdict) o.Set("verdict", VerdictToJs(env, e.verdict));
     if (e.timeout_ms) o.Set("timeout", static_cast<double>(e.timeout_ms));
     if (e.expiration_ms) o.Set("expiration", static_cast<double>(e.expiration_ms));
     if (!e.comment.empty()) o.Set("comment", e.comment);
-    extras.Set(n_extras++, o);
+    extras.Set(i, o);
   }
   Napi::Object o = Napi::Object::New(env);
-  o.Set("count", static_cast<double>(elems.size()));
+  o.Set("count", static_cast<double>(p.count));
   o.Set("bytes", bytes);
   o.Set("spans", spans);
   o.Set("extras", extras);
   return o;
 }
 
-Napi::Value SetToJs(Napi::Env env, const nft::Set& s, const std::vector<nft::Element>* elems) {
+Napi::Value SetToJs(Napi::Env env, const nft::Set& s, const PackedElements* elems) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("family", s.family);
   o.Set("table", s.table);
@@ -433,8 +464,10 @@ Napi::Value ListingToJs(Napi::Env env, Listing& l) {
   Napi::Array c = Napi::Array::New(env, l.chains.size());
   for (size_t i = 0; i < l.chains.size(); i++) c.Set(i, ChainToJs(env, l.chains[i]));
   Napi::Array s = Napi::Array::New(env, l.sets.size());
-  for (size_t i = 0; i < l.sets.size(); i++)
+  for (size_t i = 0; i < l.sets.size(); i++) {
     s.Set(i, SetToJs(env, l.sets[i].set, l.want_elements ? &l.sets[i].elements : nullptr));
+    l.sets[i].elements = PackedElements();  // handed over: one set's copy alive at a time
+  }
   Napi::Array r = Napi::Array::New(env, l.rules.size());
   for (size_t i = 0; i < l.rules.size(); i++) r.Set(i, RuleToJs(env, l.rules[i]));
   o.Set("tables", t);
@@ -754,7 +787,9 @@ Napi::Value DecodeElementsJs(const Napi::CallbackInfo& info) {
   o.Set("family", ref.family);
   o.Set("table", ref.table);
   o.Set("set", ref.set);
-  o.Set("elements", ElementsToJs(env, elems));
+  PackedElements packed;
+  packed.AppendAll(elems);
+  o.Set("elements", ElementsToJs(env, packed));
   return o;
 }
 
