@@ -2,8 +2,8 @@
 // rarely and is rebuilt atomically when it differs; set and map elements — the per-service
 // part — are diffed element by element. Pure: (desired, observed listing) -> NftOp[], all of
 // which go into one transaction (the kernel applies it entirely or not at all).
-import type { ChainSpec, NftOp, NftRuleset, RuleSpec, SetElement, SetSpec, TableSpec } from '../kernel/nftables.js';
-import type { NftFamily } from '../kernel/nft-types.js';
+import type { ChainSpec, NftOp, NftRuleset, PackedElements, RuleSpec, SetElement, SetInfo, SetSpec, TableSpec } from '../kernel/nftables.js';
+import { encodeKeyInto, keyLength, type NftFamily } from '../kernel/nft-types.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { canonicalAddress } from '../net/address.js';
 import { samePlain } from './ipvs-model.js';
@@ -25,8 +25,8 @@ export interface DesiredNftTable {
        * address, must compare 0 or never both occur). Diffing two sets declared with the same
        * order (an incremental plan from the last clean apply) is then one merge pass that
        * compares element objects and calls `order` only where they differ, instead of a
-       * canonical key text per element of both; against a listing (a full plan), the listing's
-       * elements are sorted by `order` first.
+       * canonical key text per element of both. A listing (a full plan) is compared by the
+       * kernel's bytes instead (packedDiff), or, decoded, sorted by `order` first.
        */
       order?: ElementOrder;
       /** The elements are unique by canonical key already (a builder that keeps them so): a
@@ -198,7 +198,10 @@ export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelt
     // element still jumps to a chain), then its sets and chains deleted, and all built again.
     const ops: NftOp[] = [];
     for (const c of ownChains) if (haveRules.has(c.name)) ops.push({ verb: 'flush', kind: 'chain', chain: full(t, { name: c.name }) });
-    for (const x of ownSets) if (x.map === 'verdict' && x.elements.length) ops.push({ verb: 'delete', kind: 'elements', set: full(t, declOf(x)), elements: x.elements.map(({ key }) => ({ key })) });
+    for (const x of ownSets) {
+      const listed = x.map === 'verdict' ? listedElements(x) : [];
+      if (listed.length) ops.push({ verb: 'delete', kind: 'elements', set: full(t, declOf(x)), elements: listed.map(({ key }) => ({ key })) });
+    }
     for (const x of ownSets) ops.push({ verb: 'delete', kind: 'set', set: full(t, declOf(x)) });
     for (const c of ownChains) ops.push({ verb: 'delete', kind: 'chain', chain: full(t, { name: c.name }) });
     return { ops: [...ops, ...build(t, desired)], rebuilt: why };
@@ -213,8 +216,17 @@ export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelt
     if (have.length) ops.push({ verb: 'flush', kind: 'chain', chain: full(t, c) });
     for (const r of wantRules.get(c.name) ?? []) ops.push({ verb: 'add', kind: 'rule', rule: full(t, r) });
   }
-  ops.push(...elementOps(t, desired, (name) => haveSets.get(name)!));
+  ops.push(...elementOps(t, desired, (name) => {
+    const h = haveSets.get(name)!;
+    // a plain set's listing compared as listed; an interval set's decoded (its CIDRs rebuilt)
+    return h.packed && !h.interval ? { elements: [], packed: h.packed } : { elements: listedElements(h) };
+  }));
   return { ops };
+}
+
+/** A listed set's elements, decoded now if they were listed packed. */
+function listedElements(x: SetInfo): readonly SetElement[] {
+  return x.packed ? x.packed.decode() : x.elements;
 }
 
 /**
@@ -366,7 +378,7 @@ function sortedUnique(elements: readonly SetElement[], order: ElementOrder): Set
 function elementOps(
   t: TableSpec,
   desired: DesiredNftTable,
-  had: (set: string) => { readonly elements: readonly SetElement[]; readonly order?: ElementOrder },
+  had: (set: string) => { readonly elements: readonly SetElement[]; readonly order?: ElementOrder; readonly packed?: PackedElements },
 ): NftOp[] {
   const ops: NftOp[] = [];
   for (const set of desired.sets) {
@@ -379,6 +391,14 @@ function elementOps(
     const before = beforeSet.elements;
     if (elements === before) continue;
     const order = set.order;
+    if (beforeSet.packed) {
+      const add: SetElement[] = [];
+      const del: SetElement[] = [];
+      packedDiff(s, elements, !set.unique && order === undefined, beforeSet.packed, del, add);
+      if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del });
+      if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
+      continue;
+    }
     if (order !== undefined) {
       // A listing (kernel order) is sorted by the same order first: one merge pass then, with
       // no key text per element and no map of the listing (a full resync at 10k services lists
@@ -420,6 +440,88 @@ function elementOps(
     if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
   }
   return ops;
+}
+
+/**
+ * A plain set's desired elements against its listing as the kernel handed it over: each desired
+ * key and value encoded into one scratch buffer, as a commit would write it, and looked up among
+ * the listed keys by a hash of their bytes. No object or text per listed element (a resync at
+ * 10k services lists a map of ~110k endpoints); a listed element is decoded only to delete it.
+ * `dedupe`: the desired elements may repeat a key (the first counts).
+ */
+function packedDiff(s: SetDecl, want: readonly SetElement[], dedupe: boolean, have: PackedElements, del: SetElement[], add: SetElement[]): void {
+  const { bytes, spans, count } = have;
+  let cap = 16;
+  while (cap < count * 2) cap *= 2;
+  const mask = cap - 1;
+  const slots = new Int32Array(cap).fill(-1);
+  for (let i = 0; i < count; i++) {
+    let h = hashBytes(bytes, spans[i * 6]!, spans[i * 6 + 1]!) & mask;
+    while (slots[h] !== -1) h = (h + 1) & mask;
+    slots[h] = i;
+  }
+  const dataTypes = s.map && s.map !== 'verdict' ? (Array.isArray(s.map) ? s.map : [s.map]) : undefined;
+  const klen = keyLength(s.key);
+  const scratch = Buffer.alloc(klen + (dataTypes ? keyLength(dataTypes) : 0));
+  const find = (): number => {
+    for (let h = hashBytes(scratch, 0, klen) & mask; ; h = (h + 1) & mask) {
+      const i = slots[h]!;
+      if (i === -1 || (spans[i * 6 + 1] === klen && sameBytes(bytes, spans[i * 6]!, scratch, 0, klen))) return i;
+    }
+  };
+  const sameValue = (i: number, e: SetElement): boolean => {
+    if (s.map === 'verdict') {
+      const v = have.verdict(i);
+      return v === undefined ? !e.verdict : !!e.verdict && v.code === e.verdict.code && (v.chain ?? '') === (e.verdict.chain ?? '');
+    }
+    if (e.verdict) return false;
+    const dlen = spans[i * 6 + 5]!;
+    if (!dataTypes || e.data === undefined) return e.data === undefined && dlen === 0;
+    if (Array.isArray(s.map) !== Array.isArray(e.data)) return false;
+    try {
+      const n = encodeKeyInto(dataTypes, Array.isArray(e.data) ? e.data : [e.data], scratch, klen);
+      return n === dlen && sameBytes(bytes, spans[i * 6 + 4]!, scratch, klen, n);
+    } catch {
+      return false;
+    }
+  };
+  const matched = new Uint8Array(count);
+  const seen = dedupe ? new Set<string>() : undefined;
+  for (const e of want) {
+    if (seen) {
+      const k = elementKey(s, e);
+      if (seen.has(k)) continue;
+      seen.add(k);
+    }
+    let i = -1;
+    try {
+      encodeKeyInto(s.key, e.key, scratch, 0);
+      i = find();
+    } catch {
+      // not a key the kernel could hold: added, and the kernel layer's checks report it
+    }
+    if (i < 0) add.push(e);
+    else if (!matched[i]) {
+      matched[i] = 1;
+      if (!sameValue(i, e)) {
+        del.push({ key: have.key(i) });
+        add.push(e);
+      }
+    }
+  }
+  for (let i = 0; i < count; i++) if (!matched[i]) del.push({ key: have.key(i) });
+}
+
+/** FNV-1a of a byte range. */
+function hashBytes(b: Uint8Array, start: number, len: number): number {
+  let h = 0x811c9dc5;
+  for (let k = start; k < start + len; k++) h = Math.imul(h ^ b[k]!, 0x01000193);
+  return h >>> 0;
+}
+
+function sameBytes(a: Uint8Array, ao: number, b: Uint8Array, bo: number, len: number): boolean {
+  for (let k = 0; k < len; k++) if (a[ao + k] !== b[bo + k]) return false;
+  return true;
 }
 
 /** The table's own identity, for cleanup. */

@@ -395,7 +395,7 @@ function keepNftElements(delta: NftDelta, droppedChains: ReadonlyMap<string, Rea
 async function listOwnedTable(nft: NftablesApi, t: { family: NftFamily; name: string }): Promise<NftRuleset> {
   const absent = (genId: number): NftRuleset => ({ genId, tables: [], chains: [], sets: [], rules: [] });
   const list = () =>
-    nft.list({ family: t.family, table: t.name, elements: true }).then(
+    nft.list({ family: t.family, table: t.name, elements: true, packed: true }).then(
       (r) => r,
       (e: unknown) => {
         if ((e as NetlinkError)?.code === 'ENOENT') return undefined;

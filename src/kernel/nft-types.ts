@@ -189,15 +189,24 @@ export function decodeValue(t: DataType, b: Buffer, off: number): KeyValue {
 
 /** A concatenated key: every field padded to 4 bytes (a single field is not padded). */
 export function encodeKey(types: readonly DataType[], values: readonly KeyValue[]): Buffer {
+  const out = Buffer.alloc(keyLength(types));
+  encodeKeyInto(types, values, out, 0);
+  return out;
+}
+
+/** encodeKey into `out` at `off`; returns the key's length. The padding is zeroed. */
+export function encodeKeyInto(types: readonly DataType[], values: readonly KeyValue[], out: Buffer, off: number): number {
   if (values.length !== types.length)
     throw invalid(`key has ${values.length} field(s), the set's type has ${types.length} (${types.join(' . ')})`);
-  const out = Buffer.alloc(keyLength(types));
-  let off = 0;
-  types.forEach((t, i) => {
+  const start = off;
+  for (let i = 0; i < types.length; i++) {
+    const t = types[i]!;
+    const len = types.length === 1 ? DATATYPES[t].len : (DATATYPES[t].len + 3) & ~3;
+    out.fill(0, off, off + len);
     encodeValue(t, values[i]!, out, off);
-    off += types.length === 1 ? DATATYPES[t].len : (DATATYPES[t].len + 3) & ~3;
-  });
-  return out;
+    off += len;
+  }
+  return off - start;
 }
 
 export function decodeKey(types: readonly DataType[], b: Buffer, start = 0, length = b.length - start): KeyValue[] {

@@ -10,6 +10,7 @@ import {
   type NativeNftCommitOptions,
   type NativeNftHandle,
   type NativeNftSet,
+  type NativeNftElementExtra,
   type NativeNftWireEncoder,
   type SocketStats,
 } from '../native.js';
@@ -550,8 +551,12 @@ export interface ChainInfo extends ChainSpec {
 }
 export interface SetInfo extends SetSpec {
   handle: number;
+  /** The elements, decoded (empty when listed with `packed`). */
   elements: SetElement[];
+  /** With ListOptions.packed: the elements as listed, decoded when asked for. */
+  packed?: PackedElements;
 }
+
 export interface RuleInfo extends RuleSpec {
   handle: number;
 }
@@ -564,7 +569,7 @@ export interface NftRuleset {
   rules: RuleInfo[];
 }
 
-function setFromNative(s: NativeNftSet): SetInfo {
+function setFromNative(s: NativeNftSet, packed: boolean): SetInfo {
   const key = keyTypesFromId(s.keyType, s.keyLen);
   if (!key)
     throw new NetlinkError({ message: `nftables list: set ${s.table}/${s.name} has a key type ipvsync does not know (${s.keyType}/${s.keyLen} bytes)`, code: 'EPROTO', errno: 71, kind: 'decode', op: 'NFT_MSG_GETSET' });
@@ -584,41 +589,100 @@ function setFromNative(s: NativeNftSet): SetInfo {
   if (s.size) info.size = s.size;
   const raw = s.elements;
   if (!raw) return info;
-  const { bytes, spans } = raw;
-  const extras = new Map(raw.extras.map((x) => [x.index, x]));
-  const dataTypes = info.map && info.map !== 'verdict' ? mapTypes(info.map) : undefined;
-  const plain = (i: number, k: KeyValue[]): SetElement => {
-    const out: SetElement = { key: k };
-    const x = extras.get(i);
-    const dataLen = spans[i * 6 + 5]!;
-    if (x?.verdict) out.verdict = x.verdict as Verdict;
-    else if (dataLen && dataTypes) {
-      const d = decodeKey(dataTypes, bytes, spans[i * 6 + 4]!, dataLen);
-      out.data = Array.isArray(info.map) ? d : d[0]!;
-    }
-    if (x?.timeout) out.timeout = x.timeout;
-    if (x?.comment) out.comment = x.comment;
-    return out;
-  };
-  if (!info.interval) {
-    const els = new Array<SetElement>(raw.count);
-    for (let i = 0; i < raw.count; i++) els[i] = plain(i, decodeKey(key, bytes, spans[i * 6]!, spans[i * 6 + 1]!));
-    info.elements = els;
-    return info;
-  }
-  // Interval sets list as start/end pairs (INTERVAL_END flagged): rebuild the CIDRs.
-  const t = key[0] as 'ipv4_addr' | 'ipv6_addr';
-  const keyOf = (i: number) => bytes.subarray(spans[i * 6]!, spans[i * 6]! + spans[i * 6 + 1]!);
-  const isEnd = (i: number) => ((extras.get(i)?.flags ?? 0) & END) !== 0;
-  const sorted = Array.from({ length: raw.count }, (_, i) => i).sort((a, b) => Buffer.compare(keyOf(a), keyOf(b)));
-  for (let j = 0; j < sorted.length; j++) {
-    const i = sorted[j]!;
-    if (isEnd(i)) continue;
-    const next = sorted[j + 1];
-    const end = next !== undefined && isEnd(next) ? keyOf(next) : undefined;
-    info.elements.push(plain(i, [rangeToText(t, keyOf(i), end)]));
-  }
+  const listed = new PackedElements(info, raw.count, raw.bytes, raw.spans, raw.extras);
+  if (packed) info.packed = listed;
+  else info.elements = listed.decode();
   return info;
+}
+
+/**
+ * A set's elements as the kernel lists them, not decoded: the bytes of every key, key end and
+ * value back to back, six numbers per element in `spans` (offset and length of its key, key
+ * end and value; length 0: absent), and the rarer parts of the elements that have any. An
+ * interval set's CIDRs are start and end elements here, as in the kernel.
+ */
+export class PackedElements {
+  private readonly extras: ReadonlyMap<number, NativeNftElementExtra>;
+
+  constructor(
+    readonly set: Readonly<SetSpec>,
+    readonly count: number,
+    readonly bytes: Buffer,
+    readonly spans: Uint32Array,
+    extras: readonly NativeNftElementExtra[],
+  ) {
+    this.extras = new Map(extras.map((x) => [x.index, x]));
+  }
+
+  /** The elements as the kernel would list them after adding these (a test double's listing). */
+  static of(set: SetSpec, elements: SetElement[]): PackedElements {
+    const lowered = lowerElements(set, elements, 'add');
+    const parts: Buffer[] = [];
+    const spans = new Uint32Array(lowered.length * 6);
+    const extras: NativeNftElementExtra[] = [];
+    let off = 0;
+    lowered.forEach(([key, flags, code, chain, data, timeout, comment, keyEnd], i) => {
+      [key, keyEnd, data].forEach((b, k) => {
+        spans[i * 6 + k * 2] = off;
+        spans[i * 6 + k * 2 + 1] = b?.length ?? 0;
+        if (b) parts.push(b);
+        off += b?.length ?? 0;
+      });
+      const x: NativeNftElementExtra = { index: i };
+      if (flags !== undefined) x.flags = flags;
+      if (code !== undefined) x.verdict = { code, ...(chain !== undefined ? { chain } : {}) };
+      if (timeout !== undefined) x.timeout = timeout;
+      if (comment !== undefined) x.comment = comment;
+      if (Object.keys(x).length > 1) extras.push(x);
+    });
+    return new PackedElements(set, lowered.length, Buffer.concat(parts), spans, extras);
+  }
+
+  /** Element i's key (a plain set's: an interval set's elements are the ends of its ranges). */
+  key(i: number): KeyValue[] {
+    return decodeKey(this.set.key, this.bytes, this.spans[i * 6]!, this.spans[i * 6 + 1]!);
+  }
+
+  verdict(i: number): Verdict | undefined {
+    return this.extras.get(i)?.verdict as Verdict | undefined;
+  }
+
+  /** The elements as objects; an interval set's CIDRs rebuilt from its start/end elements. */
+  decode(): SetElement[] {
+    const { set, bytes, spans } = this;
+    const dataTypes = set.map && set.map !== 'verdict' ? mapTypes(set.map) : undefined;
+    const plain = (i: number, k: KeyValue[]): SetElement => {
+      const out: SetElement = { key: k };
+      const x = this.extras.get(i);
+      const dataLen = spans[i * 6 + 5]!;
+      if (x?.verdict) out.verdict = x.verdict as Verdict;
+      else if (dataLen && dataTypes) {
+        const d = decodeKey(dataTypes, bytes, spans[i * 6 + 4]!, dataLen);
+        out.data = Array.isArray(set.map) ? d : d[0]!;
+      }
+      if (x?.timeout) out.timeout = x.timeout;
+      if (x?.comment) out.comment = x.comment;
+      return out;
+    };
+    if (!set.interval) {
+      const els = new Array<SetElement>(this.count);
+      for (let i = 0; i < this.count; i++) els[i] = plain(i, this.key(i));
+      return els;
+    }
+    const t = set.key[0] as 'ipv4_addr' | 'ipv6_addr';
+    const keyOf = (i: number) => bytes.subarray(spans[i * 6]!, spans[i * 6]! + spans[i * 6 + 1]!);
+    const isEnd = (i: number) => ((this.extras.get(i)?.flags ?? 0) & END) !== 0;
+    const sorted = Array.from({ length: this.count }, (_, i) => i).sort((a, b) => Buffer.compare(keyOf(a), keyOf(b)));
+    const out: SetElement[] = [];
+    for (let j = 0; j < sorted.length; j++) {
+      const i = sorted[j]!;
+      if (isEnd(i)) continue;
+      const next = sorted[j + 1];
+      const end = next !== undefined && isEnd(next) ? keyOf(next) : undefined;
+      out.push(plain(i, [rangeToText(t, keyOf(i), end)]));
+    }
+    return out;
+  }
 }
 
 export interface ListOptions {
@@ -627,6 +691,9 @@ export interface ListOptions {
   table?: string;
   /** Read set elements (default true; one dump per set). */
   elements?: boolean;
+  /** Leave each set's elements as listed (SetInfo.packed), to be decoded one set at a time: a
+   *  resync over 10k services lists ~170k elements, ~44 MB as objects all at once. */
+  packed?: boolean;
   /** Keep counter values in rule expressions (default: dropped, so rules compare equal). */
   counters?: boolean;
 }
@@ -692,7 +759,7 @@ export class Nftables implements NftablesApi {
         }
         return out;
       }),
-      sets: raw.sets.map(setFromNative),
+      sets: raw.sets.map((x) => setFromNative(x, opts.packed === true)),
       rules: raw.rules.map((r) => {
         const exprs = (r.exprs as Expr[]).map((e) => canonicalExpr(e, { counters: opts.counters === true }));
         const out: RuleInfo = { family: familyName(r.family), table: r.table, chain: r.chain, handle: r.handle, exprs };

@@ -9,7 +9,7 @@ import type { IpSet, IpSetMember, IpSetOp, IpSetsApi, IpSetSpec } from '../kerne
 import type { Address, Link, LinkOp, LinksApi } from '../kernel/links.js';
 import type { Route, RouteFilter, RouteOp, RoutesApi } from '../kernel/routes.js';
 import { canonicalAddress, familyOf, parseCidr, networkText } from '../net/address.js';
-import { NftCommitResult, NftTransaction, type CommitOptions, type NftablesApi, type NftOp, type NftRuleset, type ListOptions, type SetElement } from '../kernel/nftables.js';
+import { NftCommitResult, NftTransaction, PackedElements, type CommitOptions, type NftablesApi, type NftOp, type NftRuleset, type ListOptions, type SetElement } from '../kernel/nftables.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { memberKey } from '../engine/ipsets-diff.js';
 import { elementKey, stableStringify } from '../engine/nft-diff.js';
@@ -376,7 +376,12 @@ export class FakeNftables implements NftablesApi {
       genId: c.genId,
       tables: c.tables.filter((t) => f(t, t.name)),
       chains: c.chains.filter((x) => f(x, x.table)),
-      sets: c.sets.filter((x) => f(x, x.table)).map((s) => (opts.elements === false ? { ...s, elements: [] } : s)),
+      sets: c.sets.filter((x) => f(x, x.table)).map((s) => {
+        if (opts.elements === false) return { ...s, elements: [] };
+        if (!opts.packed) return s;
+        const { elements, ...info } = s;
+        return { ...info, elements: [], packed: PackedElements.of(info, elements) };
+      }),
       rules: c.rules.filter((x) => f(x, x.table)),
     };
   }

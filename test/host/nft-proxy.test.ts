@@ -284,6 +284,43 @@ test('ipvsync sync -f --proxy-mode nftables: the same data plane from manifests,
   assert.match(execFileSync('nft', ['list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' }), /numgen random mod 3 map @endpoints-3/);
 });
 
+test('elements changed by hand with nft are repaired by the next sync -f, with exactly those writes: the listing is diffed as the kernel sent it', async (t) => {
+  await topology(t);
+  const dir = mkdtempSync(join(tmpdir(), 'nft-repair-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const objs = services(PODS.slice(0, 3));
+  writeFileSync(join(dir, 'objects.json'), JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [...objs.services, ...objs.slices] }));
+  assert.equal(syncNft(dir).status, 0);
+  const table = () => execFileSync('nft', ['list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' });
+  const programmed = table();
+  // endpoint 1 of the web service gone, endpoint 2 pointed at a pod that is no endpoint, a
+  // cluster IP that is no service's
+  const nft = (...a: string[]) => execFileSync('nft', a);
+  nft('delete', 'element', 'ip', 'ipvsync', 'endpoints-3', '{ 10.96.0.10 . tcp . 80 . 1 }');
+  nft('delete', 'element', 'ip', 'ipvsync', 'endpoints-3', '{ 10.96.0.10 . tcp . 80 . 2 }');
+  nft('add', 'element', 'ip', 'ipvsync', 'endpoints-3', `{ 10.96.0.10 . tcp . 80 . 2 : ${PODS[3]!.ip} . 8080 }`);
+  nft('add', 'element', 'ip', 'ipvsync', 'cluster-ips', '{ 10.96.0.99 . tcp . 80 }');
+  const broken = tally(requests(CLIENT, '10.96.0.10', 80, 30));
+  assert.ok(broken.pods['pd'] && broken.errors.length && !broken.pods['pb'], 'the hand-made changes are in the data plane');
+  const dry = syncNft(dir, '--dry-run', '--json');
+  assert.equal(dry.status, 0, dry.stderr);
+  type Op = { op: { verb: string; set: { name: string }; elements: Array<{ key: unknown[]; data?: unknown[] }> } };
+  const writes = (JSON.parse(dry.stdout) as { ops: Op[] }).ops.flatMap(({ op }) => op.elements.map((e) => `${op.verb} ${op.set.name} ${e.key.join(' ')}${e.data ? ` : ${e.data.join(' ')}` : ''}`));
+  assert.deepEqual(writes.sort(), [
+    `add endpoints-3 10.96.0.10 tcp 80 1 : ${PODS[1]!.ip} 8080`,
+    `add endpoints-3 10.96.0.10 tcp 80 2 : ${PODS[2]!.ip} 8080`,
+    'delete cluster-ips 10.96.0.99 tcp 80',
+    'delete endpoints-3 10.96.0.10 tcp 80 2',
+  ]);
+  const repaired = syncNft(dir);
+  assert.equal(repaired.status, 0, repaired.stderr);
+  assert.equal(table(), programmed);
+  const via = tally(requests(CLIENT, '10.96.0.10', 80, 30));
+  assert.deepEqual(via.errors, []);
+  assert.deepEqual(Object.keys(via.pods).sort(), ['pa', 'pb', 'pc']);
+  assert.match(syncNft(dir).stdout, /nothing to change/);
+});
+
 test("someone else's chain and set in a pre-existing ip ipvsync survive sync -f, a resync and a rebuild of the static part; traffic flows throughout", async (t) => {
   await topology(t);
   const dir = mkdtempSync(join(tmpdir(), 'nft-foreign-'));

@@ -1,0 +1,149 @@
+// A full plan diffs each set against its listing as the kernel handed it over (PackedElements:
+// bytes and offsets, the desired keys encoded and looked up by their bytes). On random sets of
+// every kind the proxy writes (plain, verdict map, map to one value and to a concatenation,
+// interval), that diff turns the listing into exactly the desired contents and writes what the
+// diff against the same listing decoded into objects writes.
+import assert from 'node:assert/strict';
+import test from 'node:test';
+import { diffNft, type DesiredNftTable } from '../../src/engine/nft-diff.js';
+import { PackedElements, type NftOp, type NftRuleset, type SetElement } from '../../src/kernel/nftables.js';
+import { prng } from '../helpers/bytes.js';
+
+type Sets = Record<'plain' | 'vmap' | 'one' | 'concat' | 'cidrs', SetElement[]>;
+const NAMES = ['plain', 'vmap', 'one', 'concat', 'cidrs'] as const;
+
+const text = (e: SetElement) => e.key.join(' ');
+const value = (e: SetElement) => JSON.stringify(e.verdict ?? e.data ?? null);
+
+function table(s: Sets, opts: { unique?: boolean } = {}): DesiredNftTable {
+  const u = opts.unique ? { unique: true } : {};
+  return {
+    family: 'ip',
+    name: 't',
+    chains: [{ name: 'c' }],
+    rules: [],
+    sets: [
+      { name: 'plain', key: ['ipv4_addr', 'inet_proto', 'inet_service', 'ipv4_addr'], elements: s.plain, ...u },
+      { name: 'vmap', key: ['inet_proto', 'inet_service'], map: 'verdict', elements: s.vmap, ...u },
+      { name: 'one', key: ['ipv4_addr'], map: 'mark', elements: s.one, ...u },
+      { name: 'concat', key: ['ipv4_addr', 'inet_proto', 'inet_service', 'mark'], map: ['ipv4_addr', 'inet_service'], elements: s.concat, ...u },
+      { name: 'cidrs', key: ['ipv4_addr'], interval: true, elements: s.cidrs },
+    ],
+  };
+}
+
+/** Table t as the kernel lists it, each set's elements packed (or decoded: `packed` false). */
+function listing(s: Sets, packed: boolean): NftRuleset {
+  const d = table(s);
+  return {
+    genId: 1,
+    tables: [{ family: 'ip', name: 't', handle: 1, flags: 0 }],
+    chains: [{ family: 'ip', table: 't', name: 'c', handle: 2 }],
+    rules: [],
+    sets: d.sets.map(({ elements, unique: _u, ...spec }, i) => {
+      const p = PackedElements.of({ ...spec, family: 'ip', table: 't' }, elements);
+      return { ...spec, family: 'ip', table: 't', handle: 10 + i, elements: packed ? [] : p.decode(), ...(packed ? { packed: p } : {}) };
+    }),
+  };
+}
+
+/** A set's contents (key text -> value) after the element ops on `before`. */
+function applyOps(before: SetElement[], ops: NftOp[], set: string): Map<string, string> {
+  const m = new Map(before.map((e) => [text(e), value(e)]));
+  for (const o of ops) {
+    if (o.kind !== 'elements' || o.set.name !== set) continue;
+    for (const e of o.elements) {
+      if (o.verb === 'delete') assert.ok(m.delete(text(e)), `${set}: deletes an element that is there: ${text(e)}`);
+      else {
+        assert.ok(!m.has(text(e)), `${set}: adds an element that is not there: ${text(e)}`);
+        m.set(text(e), value(e));
+      }
+    }
+  }
+  return m;
+}
+
+const contents = (els: SetElement[]) => {
+  const m = new Map<string, string>();
+  for (const e of els) if (!m.has(text(e))) m.set(text(e), value(e));
+  return m;
+};
+const norm = (ops: NftOp[]) => ops.flatMap((o) => (o.kind === 'elements' ? o.elements.map((e) => `${o.verb} ${o.set.name} ${text(e)} ${value(e)}`) : [])).sort();
+
+function random(seed: number) {
+  const rnd = prng(seed);
+  const int = (n: number) => Math.floor(rnd() * n);
+  const ip = () => `10.${int(2)}.${int(4)}.${int(256)}`;
+  const gen: { [K in keyof Sets]: () => SetElement } = {
+    plain: () => {
+      const a = ip();
+      return { key: [a, rnd() < 0.5 ? 'tcp' : 'udp', 1 + int(2000), a] };
+    },
+    vmap: () => ({ key: ['tcp', 30000 + int(300)], verdict: rnd() < 0.1 ? { code: 'drop' } : { code: 'goto', chain: `svc-${int(4)}` } }),
+    one: () => ({ key: [ip()], data: int(4) }),
+    concat: () => ({ key: [ip(), 'tcp', 80, int(10)], data: [ip(), 8080 + int(3)] }),
+    cidrs: () => ({ key: [`10.${int(256)}.0.0/16`] }),
+  };
+  const many = (k: keyof Sets, n: number) => Array.from({ length: int(n) }, gen[k]);
+  const uniq = (els: SetElement[]) => [...new Map(els.map((e) => [text(e), e])).values()];
+  const before = (): Sets => ({ plain: uniq(many('plain', 300)), vmap: uniq(many('vmap', 100)), one: uniq(many('one', 200)), concat: uniq(many('concat', 300)), cidrs: uniq(many('cidrs', 20)) });
+  /** `b` with some elements gone, some values changed, some new (fresh objects throughout). */
+  const after = (b: Sets): Sets => {
+    const out = {} as Sets;
+    for (const k of NAMES) {
+      const kept = b[k].filter(() => rnd() > 0.05).map((e) => {
+        if (rnd() < 0.05 && k !== 'plain' && k !== 'cidrs') return { ...gen[k](), key: [...e.key] };
+        return structuredClone(e);
+      });
+      out[k] = [...kept, ...many(k, 10)];
+    }
+    return out;
+  };
+  return { rnd, before, after };
+}
+
+test('a diff against a packed listing turns it into exactly the desired sets and writes what the diff against the decoded listing writes', () => {
+  const r = random(23);
+  let changed = 0;
+  for (let round = 0; round < 150; round++) {
+    const b = r.before();
+    const a = r.after(b);
+    const packed = diffNft(table(a), listing(b, true));
+    const decoded = diffNft(table(a), listing(b, false));
+    assert.equal(packed.rebuilt, undefined);
+    for (const k of NAMES) assert.deepEqual(applyOps(b[k], packed.ops, k), contents(a[k]), `round ${round}, set ${k}`);
+    assert.deepEqual(norm(packed.ops), norm(decoded.ops));
+    // the same elements declared unique (their duplicates dropped): no duplicate check, same writes
+    const firsts = (els: SetElement[]) => els.filter((e, i) => els.findIndex((x) => text(x) === text(e)) === i);
+    const ua = Object.fromEntries(NAMES.map((k) => [k, firsts(a[k])])) as Sets;
+    assert.deepEqual(norm(diffNft(table(ua, { unique: true }), listing(b, true)).ops), norm(packed.ops));
+    if (packed.ops.length) changed++;
+  }
+  assert.ok(changed > 140);
+});
+
+test('a packed listing equal to the desired sets writes nothing; one changed map value is one delete and one add', () => {
+  const r = random(5);
+  const b = r.before();
+  assert.deepEqual(diffNft(table(structuredClone(b)), listing(b, true)).ops, []);
+  const a = structuredClone(b);
+  a.concat[0] = { key: a.concat[0]!.key, data: ['192.0.2.1', 9999] };
+  assert.deepEqual(norm(diffNft(table(a), listing(b, true)).ops), [`add concat ${text(a.concat[0]!)} ["192.0.2.1",9999]`, `delete concat ${text(a.concat[0]!)} null`].sort());
+});
+
+test('a desired key the kernel could not hold is added (for the kernel layer to refuse), never thrown', () => {
+  const b: Sets = { plain: [{ key: ['10.0.0.1', 'tcp', 80, '10.0.0.1'] }], vmap: [], one: [], concat: [], cidrs: [] };
+  const a: Sets = { ...b, plain: [...b.plain, { key: ['10.0.0.300', 'tcp', 80, '10.0.0.1'] }, { key: ['10.0.0.2', 'tcp'] }] };
+  const ops = diffNft(table(a), listing(b, true)).ops;
+  assert.deepEqual(ops.map((o) => (o.kind === 'elements' ? [o.verb, o.elements.length] : [])), [['add', 2]]);
+});
+
+test('PackedElements.of lists what the kernel lists: decoded, the elements given (CIDRs rebuilt from their start and end)', () => {
+  const r = random(7);
+  const b = r.before();
+  for (const [i, s] of listing(b, true).sets.entries()) {
+    const k = NAMES[i]!;
+    const got = s.packed!.decode();
+    assert.deepEqual(new Map(got.map((e) => [text(e), value(e)])), contents(b[k]), k);
+  }
+});
