@@ -26,7 +26,7 @@ export interface DesiredNftTable {
        * order (an incremental plan from the last clean apply) is then one merge pass that
        * compares element objects and calls `order` only where they differ, instead of a
        * canonical key text per element of both. A listing (a full plan) is compared by the
-       * kernel's bytes instead (packedDiff), or, decoded, sorted by `order` first.
+       * kernel's bytes instead (packedDiff).
        */
       order?: ElementOrder;
       /** The elements are unique by canonical key already (a builder that keeps them so): a
@@ -362,18 +362,6 @@ export function sameNftTables(a: readonly DesiredNftTable[], b: readonly Desired
   return true;
 }
 
-/** A sorted copy of `elements` by `order`, one element per key (the first of equal ones). */
-function sortedUnique(elements: readonly SetElement[], order: ElementOrder): SetElement[] {
-  const sorted = elements.slice().sort(order);
-  let n = 0;
-  for (let i = 0; i < sorted.length; i++) {
-    if (n > 0 && order(sorted[n - 1]!, sorted[i]!) === 0) continue;
-    sorted[n++] = sorted[i]!;
-  }
-  sorted.length = n;
-  return sorted;
-}
-
 /** Elements: by canonical key; a changed value (another verdict/data) is a delete + add. */
 function elementOps(
   t: TableSpec,
@@ -399,26 +387,23 @@ function elementOps(
       if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
       continue;
     }
-    if (order !== undefined) {
-      // A listing (kernel order) is sorted by the same order first: one merge pass then, with
-      // no key text per element and no map of the listing (a full resync at 10k services lists
-      // ~70k elements).
-      const have = beforeSet.order === order ? before : sortedUnique(before, order);
+    if (order !== undefined && beforeSet.order === order) {
+      // both sorted by the same order (the last clean apply's): one merge pass, no key texts
       const add: SetElement[] = [];
       const del: SetElement[] = [];
-      if (elements !== have) mergeElements(elements, have, order, del, add);
+      mergeElements(elements, before, order, del, add);
       if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
       if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
       continue;
     }
-    // The listing by key; a desired element takes its key's entry out, so what is left is
-    // what to delete. A key seen twice among the desired elements is a duplicate (the first
-    // counts): tracked only for a set not declared unique, a text per element otherwise.
+    // The elements before by key; a desired element takes its key's entry out, so what is left
+    // is what to delete. A key seen twice among the desired elements is a duplicate (the first
+    // counts): tracked only for a set declared neither unique nor sorted.
     const have = new Map<string, SetElement>();
     for (const e of before) have.set(elementKey(s, e), e);
     const add: SetElement[] = [];
     const del: SetElement[] = [];
-    const seen = set.unique ? undefined : new Set<string>();
+    const seen = set.unique || order !== undefined ? undefined : new Set<string>();
     for (const e of elements) {
       const k = elementKey(s, e);
       if (seen) {
