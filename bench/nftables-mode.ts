@@ -190,8 +190,10 @@ one();
 `;
 
 /** New TCP connections per second to the last service's cluster IP through ipvsync's tables
- *  and through kube-proxy's iptables-legacy ruleset: the median of three runs of 2,000 each. */
-async function connectionRate(w: Workload): Promise<{ direct: number; nftables: number; iptablesLegacy: number }> {
+ *  and through kube-proxy's iptables-legacy ruleset, each against the rate straight to an
+ *  endpoint measured in turn with it (so a busy moment of the machine slows both): the medians
+ *  of five runs of 4,000 each. */
+async function connectionRate(w: Workload): Promise<Connections> {
   const last = w.services[w.services.length - 1]!;
   const ip = (...args: string[]) => {
     const r = spawnSync('ip', args, { encoding: 'utf8' });
@@ -214,20 +216,35 @@ async function connectionRate(w: Workload): Promise<{ direct: number; nftables: 
   ip('route', 'add', '172.20.0.0/16', 'dev', 'cr0');
   const server = spawn('ip', ['netns', 'exec', 'cr-pod', process.execPath, '-e', `require('node:net').createServer((s) => s.end()).listen(${last.endpoints[0]!.port}, () => console.log('ready'))`], { stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise((r) => server.stdout!.once('data', r));
-  // a warm-up run first (the server's JIT), then the median of three
-  const connect = (host: string, port: number, n: number) => Number(spawnSync(process.execPath, ['-e', CONNECT, host, String(port), String(n)], { encoding: 'utf8' }).stdout.trim());
-  const rate = (host = last.clusterIP, port = last.port) => (connect(host, port, 500), median([0, 1, 2].map(() => connect(host, port, 2000))));
+  // each run on an empty conntrack table: a run straight to the endpoint after one through the
+  // service would otherwise meet the last run's TIME_WAIT entries with the same reply tuples
+  const connect = (host: string, port: number, n: number) => {
+    quiet('conntrack', '-F');
+    return Number(spawnSync(process.execPath, ['-e', CONNECT, host, String(port), String(n)], { encoding: 'utf8' }).stdout.trim());
+  };
+  // a warm-up run of each first (the server's JIT), then the two in turn: the floor (straight
+  // to an endpoint, no service in the way) and through the service
+  const rates = (): { direct: number; service: number } => {
+    const e = last.endpoints[0]!;
+    connect(e.ip, e.port, 500);
+    connect(last.clusterIP, last.port, 500);
+    const direct: number[] = [];
+    const service: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      direct.push(connect(e.ip, e.port, 4000));
+      service.push(connect(last.clusterIP, last.port, 4000));
+    }
+    return { direct: median(direct), service: median(service) };
+  };
   try {
     const p = await proxierWith(w);
-    // the floor: straight to an endpoint, no service in the way
-    const direct = rate(last.endpoints[0]!.ip, last.endpoints[0]!.port);
     if ((await p.sync(true)).report.errors.length) throw new Error('sync failed');
-    const nftables = rate();
+    const nftables = rates();
     quiet('nft', 'flush', 'ruleset');
     for (const j of JUMP_RULES) quiet('iptables-legacy', ...j);
     run('iptables-legacy-restore', ['--noflush'], iptablesRestore(w.services).text);
-    const iptablesLegacy = rate();
-    return { direct, nftables, iptablesLegacy };
+    const iptablesLegacy = rates();
+    return { nftables, iptablesLegacy };
   } finally {
     server.kill();
     for (const t of ['nat', 'filter']) quiet('iptables-legacy', '-t', t, '-F'), quiet('iptables-legacy', '-t', t, '-X');
@@ -254,11 +271,32 @@ function kubeProxyChange(w: Workload): Run | undefined {
   return runs.find((r) => r.timeout) ?? { ms: median(runs.map((r) => r.ms)) };
 }
 
+/** Connections/s through the service and straight to an endpoint, measured in turn. */
+interface Rates {
+  direct: number;
+  service: number;
+}
+interface Connections {
+  nftables: Rates;
+  iptablesLegacy: Rates;
+}
+
+/** From the smallest to the largest S with connections: how each rate and share moved. */
+function connectionSpread(rows: readonly Row[]): string[] {
+  const c = rows.filter((r) => r.connections);
+  if (c.length < 2) return [];
+  const [a, b] = [c[0]!, c[c.length - 1]!];
+  const pct = (x: number, y: number) => `${y >= x ? '+' : '−'}${Math.abs((100 * (y - x)) / x).toFixed(0)}%`;
+  const share = (x: Rates) => x.service / x.direct;
+  const line = (name: string, x: Rates, y: Rates) => `${name} ${pct(x.service, y.service)} (its share ${pct(share(x), share(y))})`;
+  return [`From ${a.S} to ${b.S} services: ${line('ipvsync', a.connections!.nftables, b.connections!.nftables)}; ${line('iptables-legacy', a.connections!.iptablesLegacy, b.connections!.iptablesLegacy)}.`, ''];
+}
+
 interface Row {
   S: number;
   daemon: DaemonRun;
   daemonProcess: { syncMs: number; hwmMb: number; rssMb: number; loopMaxMs: number } | undefined;
-  connections?: { direct: number; nftables: number; iptablesLegacy: number };
+  connections?: Connections;
   kubeProxyChange: Run | undefined;
   first: Run;
   noop: Run;
@@ -320,7 +358,7 @@ for (const S of a.sizes!.split(',').map(Number)) {
       `one endpoint ${daemon.oneEndpointMs.toFixed(2)} ms (${daemon.oneEndpointWrites} writes), resync ${daemon.resyncMs.toFixed(0)} ms (${daemon.resyncWrites} writes); ` +
       `ipvsync proxy peak RSS ${proc ? `${proc.hwmMb.toFixed(0)} MB, event loop max ${proc.loopMaxMs.toFixed(0)} ms` : '-'}; ` +
       `kube-proxy's transaction for it ${kubeProxy ? fmt(kubeProxy) : '-'}` +
-      (connections ? `; new connections/s to the last service: nftables ${connections.nftables.toFixed(0)}, iptables-legacy ${connections.iptablesLegacy.toFixed(0)} (straight to an endpoint ${connections.direct.toFixed(0)})` : ''),
+      (connections ? `; new connections/s to the last service: nftables ${connections.nftables.service.toFixed(0)} (straight to an endpoint ${connections.nftables.direct.toFixed(0)}), iptables-legacy ${connections.iptablesLegacy.service.toFixed(0)} (straight ${connections.iptablesLegacy.direct.toFixed(0)})` : ''),
   );
 }
 
@@ -346,10 +384,18 @@ function render(rows: Row[], meta: { date: string; kernel: string; cpu: string; 
     '',
     '## The data plane: new TCP connections per second to the last service, one after the other',
     '',
-    '| S × 10 | straight to an endpoint (no service) | ipvsync (nftables) | kube-proxy iptables-legacy | ratio |',
-    '|---|---|---|---|---|',
-    ...rows.flatMap((r) => (r.connections ? [`| ${r.S} | ${r.connections.direct.toFixed(0)} | ${r.connections.nftables.toFixed(0)} | ${r.connections.iptablesLegacy.toFixed(0)} | ${(r.connections.nftables / r.connections.iptablesLegacy).toFixed(2)}× |`] : [])),
+    'Each through the service in turn with straight to an endpoint (no service in the way), with the same tables loaded: the share cancels what the machine was doing meanwhile.',
     '',
+    '| S × 10 | ipvsync (nftables) | straight, in turn | share | kube-proxy iptables-legacy | straight, in turn | share | ipvsync / iptables-legacy |',
+    '|---|---|---|---|---|---|---|---|',
+    ...rows.flatMap((r) => {
+      const c = r.connections;
+      if (!c) return [];
+      const share = (x: Rates) => `${((100 * x.service) / x.direct).toFixed(0)}%`;
+      return [`| ${r.S} | ${c.nftables.service.toFixed(0)} | ${c.nftables.direct.toFixed(0)} | ${share(c.nftables)} | ${c.iptablesLegacy.service.toFixed(0)} | ${c.iptablesLegacy.direct.toFixed(0)} | ${share(c.iptablesLegacy)} | ${(c.nftables.service / c.iptablesLegacy.service).toFixed(2)}× |`];
+    }),
+    '',
+    ...connectionSpread(rows),
     '## Whole processes (`ipvsync sync -f --proxy-mode nftables`: start, JSON, translate, kernel), each on an empty table',
     '',
     '| S × 10 | `ipvsync sync -f --proxy-mode nftables` | no-op rerun | one endpoint replaced (writes) | `iptables-legacy-restore` | ratio | `nft -f` kube-proxy nftables | ratio |',
