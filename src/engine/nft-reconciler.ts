@@ -100,7 +100,7 @@ export class NftReconciler {
     const all = this.nft ? tables : [];
     // A full plan lists the owned tables, unless no transaction (ours or anyone's) has been
     // committed since the generation at which they were exactly `clean`: one GETGEN instead of
-    // a dump of every element (a periodic resync at 10k services: ~70k of them).
+    // a dump of every element (a periodic resync at 10k services: ~170k of them).
     const untouched = !o.incremental && all.length > 0 && last !== undefined && this.gen !== undefined && (await this.nft!.genId()) === this.gen;
     const fromClean = o.incremental || untouched;
     const fromChanges = changes && last!.length === all.length ? elementDeltas(all, last!, changes) : undefined;
@@ -118,8 +118,8 @@ export class NftReconciler {
     return Promise.all(s.list.map((t) => listOwnedTable(this.nft!, t)));
   }
 
-  /** The plan's nftables part from the listing (dropped as it is diffed: at a first sync ~70k
-   *  elements at 10k services). */
+  /** The plan's nftables part from the listing (dropped as it is diffed: a restart over its own
+   *  tables at 10k services lists ~170k elements). */
   diff(s: NftStart, ruleset: NftRuleset[]): NftPlanned {
     const out: NftPlanned = { unchanged: s.same && s.incremental, invalid: [] };
     if (s.list.length) {
