@@ -2,7 +2,7 @@
 // rarely and is rebuilt atomically when it differs; set and map elements — the per-service
 // part — are diffed element by element. Pure: (desired, observed listing) -> NftOp[], all of
 // which go into one transaction (the kernel applies it entirely or not at all).
-import type { ChainSpec, NftOp, NftRuleset, PackedElements, RuleSpec, SetElement, SetInfo, SetSpec, TableSpec } from '../kernel/nftables.js';
+import { dataValues, mapTypes, type ChainSpec, type NftOp, type NftRuleset, type PackedElements, type RuleSpec, type SetElement, type SetInfo, type SetSpec, type TableSpec } from '../kernel/nftables.js';
 import { encodeKeyInto, keyLength, type NftFamily } from '../kernel/nft-types.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { canonicalAddress } from '../net/address.js';
@@ -445,7 +445,8 @@ function packedDiff(s: SetDecl, want: readonly SetElement[], dedupe: boolean, ha
     while (slots[h] !== -1) h = (h + 1) & mask;
     slots[h] = i;
   }
-  const dataTypes = s.map && s.map !== 'verdict' ? (Array.isArray(s.map) ? s.map : [s.map]) : undefined;
+  const map = s.map !== 'verdict' ? s.map : undefined;
+  const dataTypes = map && mapTypes(map);
   const klen = keyLength(s.key);
   const scratch = Buffer.alloc(klen + (dataTypes ? keyLength(dataTypes) : 0));
   const find = (): number => {
@@ -461,10 +462,9 @@ function packedDiff(s: SetDecl, want: readonly SetElement[], dedupe: boolean, ha
     }
     if (e.verdict) return false;
     const dlen = spans[i * 6 + 5]!;
-    if (!dataTypes || e.data === undefined) return e.data === undefined && dlen === 0;
-    if (Array.isArray(s.map) !== Array.isArray(e.data)) return false;
+    if (!map || !dataTypes || e.data === undefined) return e.data === undefined && dlen === 0;
     try {
-      const n = encodeKeyInto(dataTypes, Array.isArray(e.data) ? e.data : [e.data], scratch, klen);
+      const n = encodeKeyInto(dataTypes, dataValues(map, e.data), scratch, klen);
       return n === dlen && sameBytes(bytes, spans[i * 6 + 4]!, scratch, klen, n);
     } catch {
       return false;

@@ -169,7 +169,7 @@ export function mapTypes(map: DataType | DataType[]): DataType[] {
 
 /** An element's data as one value per part of the map's type (a concatenation's values are
  *  a list; a single type's, the value itself). */
-function dataValues(map: DataType | DataType[], data: KeyValue | KeyValue[]): KeyValue[] {
+export function dataValues(map: DataType | DataType[], data: KeyValue | KeyValue[]): KeyValue[] {
   if (Array.isArray(map) !== Array.isArray(data))
     throw NetlinkError.invalid('nftables', `map data ${JSON.stringify(data)} does not match the map's type ${mapTypes(map).join(' . ')}`);
   return Array.isArray(data) ? data : [data];
