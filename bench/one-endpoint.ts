@@ -71,7 +71,7 @@ async function functions(S: number): Promise<void> {
     }, services.size, node, config);
     const t1 = performance.now();
     if (!model || !cache.patched) throw new Error('translatePatch did not patch');
-    desiredState(model, opts, glue, cache.patched.hairpin);
+    desiredState(model, opts, glue, cache.patched);
     const t2 = performance.now();
     if (glue.path !== 'patched') throw new Error(`desiredState: ${glue.path}`);
     patchMs.push(t1 - t0);

@@ -77,6 +77,9 @@ export class Proxier {
   /** The glue tables last built: reused, or patched when only hairpin changed. */
   private readonly glueCache = new GlueCache();
   private last: ProxyModel | undefined;
+  /** The last plan changed the glue tables in place (GlueCache path 'patched') and was not
+   *  applied since: the engine's last tables, the same objects, are ahead of the kernel. */
+  private tablesUnapplied = false;
   /** The nftables data plane's services and tables between syncs. */
   private readonly plane = new NftablesPlane();
   private readonly vipLink: string;
@@ -140,9 +143,10 @@ export class Proxier {
     return { services: this.services.pendingCount, endpoints: this.slices.pendingCount };
   }
 
-  /** The model for the current objects (pure). */
+  /** The model for the current objects, translated from scratch (pure: the syncs' cache, whose
+   *  last model the next sync patches in place, is left alone). */
   model(): ProxyModel {
-    return translate(this.translateInput(), this.translations);
+    return translate(this.translateInput());
   }
 
   /** A service's Service and EndpointSlices as the trackers hold them (undefined: no Service). */
@@ -161,6 +165,7 @@ export class Proxier {
    */
   async plan(full: boolean): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number; triggerTimes: number[] }> {
     if (this.opts.mode === 'nftables') return this.planNftables(full);
+    if (this.tablesUnapplied) this.engine.forgetNftTables();
     const serviceChanged = this.services.drain();
     const endpointsChanged = this.slices.drain();
     const triggerTimes = this.slices.lastTriggerTimes;
@@ -176,22 +181,28 @@ export class Proxier {
       translate(this.translateInput(), this.translations);
     // A model patched from the last one applied names what it changed; otherwise compare.
     const patched = this.translations.patched;
-    const fromLast = patched && patched.from === this.last ? patched : undefined;
+    const last = this.last;
+    // Its lists are the patched model's (changed in place): a base again once this applies.
+    if (patched) this.last = undefined;
+    const fromLast = patched && patched.from === last ? patched : undefined;
     const desired = desiredState(model, {
       vipLink: this.vipLink,
       glue: this.glue,
       kubeIpsets: !!this.opts.kubeIpsets,
       bindMode: this.opts.bindMode ?? 'address',
       ...(this.opts.serviceCidrs ? { serviceCidrs: this.opts.serviceCidrs } : {}),
-    }, this.glueCache, fromLast?.hairpin);
+    }, this.glueCache, patched);
     let changes: DesiredChanges | undefined;
-    if (!full && this.last) {
-      const services = fromLast ? fromLast.services : changedServices(this.last.services, model.services);
+    if (!full && last) {
+      const services = fromLast ? fromLast.services : changedServices(last.services, model.services);
       // the glue's element changes, when they are from the tables of the last sync (which
       // applied cleanly)
-      const nft = this.glue && this.glueCache.from === this.last.glue ? this.glueCache.changes : undefined;
+      const nft = this.glue && this.glueCache.from === last.glue ? this.glueCache.changes : undefined;
       changes = nft ? { services, nft } : { services };
     }
+    // Tables changed in place are known to the engine only through the changes a plan names.
+    this.tablesUnapplied = this.glueCache.path === 'patched';
+    if (this.tablesUnapplied && !changes?.nft) this.engine.forgetNftTables();
     if (changes === undefined) this.opts.collectGarbage?.();
     const plan = await this.engine.plan(desired, changes);
     return { plan, model, serviceChanges, endpointChanges, triggerTimes };
@@ -247,6 +258,7 @@ export class Proxier {
     const { plan, model, serviceChanges, endpointChanges, triggerTimes } = await this.plan(full);
     if (plan.mode === 'full') this.opts.collectGarbage?.();
     const report = await this.engine.apply(plan);
+    this.tablesUnapplied = false;
     // Only a clean sync is a base for incremental ones; otherwise the next sync is full.
     this.last = report.errors.length ? undefined : model;
     return { model, report, serviceChanges, endpointChanges, triggerTimes };

@@ -1,5 +1,5 @@
-// Sorting helpers: plain text order, a sort by a precomputed numeric key, and a few changes to
-// a long sorted list without comparing every element.
+// Sorting helpers: plain text order, insertion sort of short runs, a sort by a precomputed
+// numeric key.
 /**
  * Plain code-unit order: deterministic, locale-free and cheap. Not localeCompare, which is
  * slower and loads ICU's collation data into the process (~3 MB of resident memory) for an
@@ -49,40 +49,4 @@ export function sortByKey<T>(a: T[], key: (x: T) => number, order: (x: T, y: T) 
   });
   for (let i = 0; i < n; i++) a[i] = copy[idx[i]!]!;
   return a;
-}
-
-/** The first index of `sorted` whose entry is not before x by `order` (sorted.length: none). */
-export function lowerBound<T>(sorted: readonly T[], x: T, order: (a: T, b: T) => number): number {
-  let lo = 0;
-  let hi = sorted.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (order(sorted[mid]!, x) < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-/** The index of an element of `sorted` equal to x by `order`, or -1: one binary search. */
-export function sortedIndexOf<T>(sorted: readonly T[], x: T, order: (a: T, b: T) => number): number {
-  const i = lowerBound(sorted, x, order);
-  return i < sorted.length && order(sorted[i]!, x) === 0 ? i : -1;
-}
-
-/**
- * A copy of `sorted` (unique by `order`) without `remove` and with `add`, each placed by a
- * binary search (an added element equal to one there replaces it): a few changes to a long
- * list cost a pointer copy of it and O(k log n) comparisons, not a comparison per element.
- */
-export function patchSorted<T>(sorted: readonly T[], remove: Iterable<T>, add: Iterable<T>, order: (a: T, b: T) => number): T[] {
-  const out = sorted.slice();
-  for (const x of remove) {
-    const i = sortedIndexOf(out, x, order);
-    if (i >= 0) out.splice(i, 1);
-  }
-  for (const x of add) {
-    const i = lowerBound(out, x, order);
-    out.splice(i, i < out.length && order(out[i]!, x) === 0 ? 1 : 0, x);
-  }
-  return out;
 }

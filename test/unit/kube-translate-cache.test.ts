@@ -8,12 +8,38 @@ import { serviceKey } from '../../src/engine/ipvs-model.js';
 import { GlueCache, desiredState } from '../../src/proxy/ipvs/desired.js';
 import { glueTables, patchGlueHairpin } from '../../src/proxy/ipvs/glue.js';
 import type { NodeInfo, ProxyConfig } from '../../src/kube/types.js';
-import type { GlueHairpin } from '../../src/proxy/ipvs/types.js';
+import type { GlueHairpin, ProxyModel } from '../../src/proxy/ipvs/types.js';
+import type { DesiredState } from '../../src/engine/engine.js';
+import { compareAddressProtoPort } from '../../src/kube/address.js';
+import { compareElements } from '../../src/proxy/nft-sets.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
 import { prng as rng } from '../helpers/bytes.js';
 
 const NODE: NodeInfo = { name: 'node-a', addresses: ['10.0.0.11', '2001:db8::11'] };
 const CONFIG: ProxyConfig = { scheduler: 'rr', clusterCIDRs: ['10.244.0.0/16'] };
+
+/** A model with its hairpin list sorted (a patched one's is in no order; it holds the same
+ *  entries, each once): compared as a translation from scratch makes it. */
+function sorted(m: ProxyModel): ProxyModel {
+  const hairpin = [...m.glue.hairpin].sort(compareAddressProtoPort);
+  assert.equal(new Set(hairpin.map((h) => JSON.stringify(h))).size, hairpin.length, 'hairpin entries unique');
+  return { ...m, glue: { ...m.glue, hairpin } };
+}
+
+/** A desired state with its hairpin sets sorted and claiming their order (a set patched in
+ *  place is in no order and claims none), for comparing with one built from scratch. */
+function sortedSets(d: DesiredState): DesiredState {
+  const tables = [d.nft ?? []].flat().map((t) => ({
+    ...t,
+    sets: t.sets.map((s) => {
+      if (s.name !== 'hairpin') return s;
+      const elements = [...s.elements].sort(compareElements);
+      for (let i = 1; i < elements.length; i++) assert.ok(compareElements(elements[i - 1]!, elements[i]!) < 0, 'hairpin elements unique');
+      return { ...s, elements, order: compareElements };
+    }),
+  }));
+  return { ...d, ...(d.nft ? { nft: tables } : {}) };
+}
 
 function makeService(r: () => number, i: number, version: number): V1Service {
   const pick = <T>(xs: T[]): T => xs[Math.floor(r() * xs.length)]!;
@@ -107,16 +133,16 @@ test('translate with a cache equals translate from scratch through random change
       // The desired state built from a patched model (its glue tables patched from the last
       // ones when only hairpin changed) is the one built from scratch.
       const opts = { vipLink: 'kube-ipvs0', glue: true, kubeIpsets: true };
-      // (address mode with what translate's patch changed of the hairpin list, route mode
-      // finding it by a walk over the two lists)
-      const hairpin = cache.path === 'patched' ? cache.patched!.hairpin : undefined;
-      assert.deepStrictEqual(desiredState(cached, opts, glueCache, hairpin), desiredState(translate(input()), opts), `seed ${seed} step ${step}: desired state`);
+      // (with what translate's patch changed of the hairpin list; each cache patches tables of
+      // its own in place)
+      const patch = cache.path === 'patched' ? cache.patched : undefined;
+      assert.deepStrictEqual(sortedSets(desiredState(cached, opts, glueCache, patch)), desiredState(translate(input()), opts), `seed ${seed} step ${step}: desired state`);
       // route mode: a CIDR holding some of the cluster IPs (the others stay addresses)
       const route = { vipLink: 'kube-ipvs0', glue: true, bindMode: 'route' as const, serviceCidrs: ['10.96.0.0/29'] };
-      assert.deepStrictEqual(desiredState(cached, route, routeCache), desiredState(translate(input()), route), `seed ${seed} step ${step}: route mode`);
+      assert.deepStrictEqual(sortedSets(desiredState(cached, route, routeCache, patch)), desiredState(translate(input()), route), `seed ${seed} step ${step}: route mode`);
       gluePaths[glueCache.path]++;
       const fresh = translate(input());
-      assert.deepStrictEqual(cached, fresh, `seed ${seed} step ${step}`);
+      assert.deepStrictEqual(sorted(cached), fresh, `seed ${seed} step ${step}`);
       const pooled = (m: typeof fresh) => JSON.stringify(m.glue.hairpin.filter((h) => h.address.startsWith('10.244.200.')));
       if (cache.path === 'patched' && pooled(fresh) !== pooled(last)) patchedShared++;
       last = fresh;
@@ -179,7 +205,7 @@ test('translatePatch (only the changed services, as the proxier syncs) equals tr
         taken.full++;
         model = translate(input(), cache);
       }
-      assert.deepStrictEqual(model, translate(input()), `seed ${seed} step ${step}`);
+      assert.deepStrictEqual(sorted(model), translate(input()), `seed ${seed} step ${step}`);
     }
   }
   assert.ok(taken.patch >= 100 && taken.full >= 40, JSON.stringify(taken));
@@ -199,6 +225,10 @@ test('an endpoint-only change patches the last model: one service translated, on
   const input = () => ({ services, endpointSlices: slices, node: NODE, config: CONFIG });
   const first = translate(input(), cache);
   assert.equal(cache.path, 'merged');
+  const firstServices = [...first.services];
+  const glueCache = new GlueCache();
+  const opts = { vipLink: 'kube-ipvs0', glue: true };
+  desiredState(first, opts, glueCache);
 
   const sc = eps('c', '10.244.0.9');
   slices = [sa, sb, sc];
@@ -206,21 +236,29 @@ test('an endpoint-only change patches the last model: one service translated, on
   assert.deepStrictEqual(second, translate(input()));
   assert.equal(cache.path, 'patched');
   assert.equal(cache.translated, 1);
+  assert.equal(cache.patched!.from, first);
   assert.equal(second.glue, first.glue, "the glue is the last model's own object");
   assert.equal(second.vips, first.vips);
-  assert.deepEqual(second.services.filter((v, i) => v !== first.services[i]).map((v) => `${serviceKey(v)} ${v.destinations.map((d) => d.address)}`), ['inet|tcp|10.96.0.3|53 10.244.0.9', 'inet|udp|10.96.0.3|53 ']); // c's (its UDP port has no endpoint: no UDP slice port)
+  // its list, with c's virtual servers swapped in place (the last model's list is the same)
+  assert.equal(second.services, first.services);
+  assert.deepEqual(second.services.filter((v, i) => v !== firstServices[i]).map((v) => `${serviceKey(v)} ${v.destinations.map((d) => d.address)}`), ['inet|tcp|10.96.0.3|53 10.244.0.9', 'inet|udp|10.96.0.3|53 ']); // c's (its UDP port has no endpoint: no UDP slice port)
+  assert.deepEqual([...cache.patched!.services.keys()].sort(), ['inet|tcp|10.96.0.3|53', 'inet|udp|10.96.0.3|53']);
+  desiredState(second, opts, glueCache, cache.patched);
+  assert.equal(glueCache.path, 'reused');
 
   // b's virtual server is a's: b's new endpoint changes nothing in the model.
   slices = [sa, eps('b', '10.244.0.8'), sc];
   const third = translate(input(), cache);
   assert.equal(cache.path, 'patched');
   assert.deepStrictEqual(third, translate(input()));
-  assert.deepEqual(third.services, second.services);
+  assert.equal(third, second);
 
   // Nothing changed: the last model again (the very object: its lists not copied).
   assert.equal(translate(input(), cache), third);
   assert.equal(cache.path, 'patched');
   assert.equal(cache.translated, 0);
+  const tables = desiredState(third, opts, glueCache, cache.patched).nft;
+  assert.equal(glueCache.path, 'reused');
 
   // An endpoint moving to this node: a hairpin entry too, patched into a new glue object.
   slices = [eps('a', '10.244.0.5', 'node-a'), slices[1]!, sc];
@@ -230,29 +268,38 @@ test('an endpoint-only change patches the last model: one service translated, on
   assert.notEqual(fourth.glue, third.glue);
   assert.deepEqual(fourth.glue.hairpin, [{ address: '10.244.0.5', protocol: 'tcp', port: 8080 }]);
   assert.equal(fourth.glue.vips, third.glue.vips, 'the rest of the glue is the same objects');
-  const glueCache = new GlueCache();
-  desiredState(third, { vipLink: 'kube-ipvs0', glue: true }, glueCache);
-  assert.deepStrictEqual(desiredState(fourth, { vipLink: 'kube-ipvs0', glue: true }, glueCache), desiredState(translate(input()), { vipLink: 'kube-ipvs0', glue: true }));
+  assert.deepEqual(cache.patched!.hairpin, { removed: [], added: [{ address: '10.244.0.5', protocol: 'tcp', port: 8080 }] });
+  // The glue tables are the last ones with their hairpin sets changed in place, by what
+  // translate's patch did (its ModelPatch.hairpin): the element changes are the set's.
+  const d = desiredState(fourth, opts, glueCache, cache.patched);
   assert.equal(glueCache.path, 'patched');
-  // The glue's hairpin set is patched with what translate's patch of its list did (its
-  // ModelPatch.hairpin), not from a walk over the two lists (200k entries at 50k services × 10):
-  // neither list is read, and the element changes are the set's.
+  assert.equal(d.nft, tables);
+  assert.deepStrictEqual(sortedSets(d), desiredState(translate(input()), opts));
+  assert.deepStrictEqual(glueCache.changes, [
+    { family: 'ip', table: 'ipvsync', set: 'hairpin', add: [{ key: ['10.244.0.5', 'tcp', 8080, '10.244.0.5'] }], delete: [] },
+  ]);
+  // Without the patch (or another's), the tables are built again from the model.
+  const other = new GlueCache();
+  desiredState(third, opts, other);
+  desiredState(fourth, opts, other);
+  assert.equal(other.path, 'built');
+
+  // patchGlueHairpin reads neither hairpin list: only the change (200k entries at 50k services × 10).
   let read = 0;
   const counted = (list: GlueHairpin[]) => new Proxy(list, { get: (t, k, r) => (typeof k === 'string' && /^\d+$/.test(k) && read++, Reflect.get(t, k, r)) });
   const moved = { address: '10.244.0.9', protocol: 'tcp' as const, port: 8080 };
-  const before = { ...fourth.glue, hairpin: counted(fourth.glue.hairpin) };
+  const before = { ...fourth.glue, hairpin: counted([...fourth.glue.hairpin]) };
   const after = { ...before, hairpin: counted([moved]) };
-  const tables = glueTables({ ...fourth.glue });
-  read = 0;
-  const patched = patchGlueHairpin(before, tables, after, { removed: [fourth.glue.hairpin[0]!], added: [moved] })!;
+  const own = glueTables({ ...fourth.glue });
+  const changes = patchGlueHairpin(before, own, after, { removed: [fourth.glue.hairpin[0]!], added: [moved] }, [])!;
   assert.equal(read, 0, 'hairpin entries read');
-  assert.deepStrictEqual(patched.tables, glueTables({ ...fourth.glue, hairpin: [moved] }));
-  assert.deepStrictEqual(patched.changes, [
+  assert.deepStrictEqual(sortedSets({ services: [], nft: own }).nft, glueTables({ ...fourth.glue, hairpin: [moved] }));
+  assert.deepStrictEqual(changes, [
     { family: 'ip', table: 'ipvsync', set: 'hairpin', add: [{ key: ['10.244.0.9', 'tcp', 8080, '10.244.0.9'] }], delete: [{ key: ['10.244.0.5', 'tcp', 8080, '10.244.0.5'] }] },
   ]);
-  // without the change: found by a walk, the same tables
-  assert.deepStrictEqual(patchGlueHairpin(before, tables, after)!.tables, patched.tables);
-  assert.ok(read > 0);
+  // anything but hairpin differing: not patched, the tables left as they were
+  assert.equal(patchGlueHairpin(before, own, { ...after, masqueradeAll: !after.masqueradeAll }, { removed: [moved], added: [] }, []), undefined);
+  assert.equal(own[0]!.sets.find((x) => x.name === 'hairpin')!.elements.length, 1);
 
   // A service's port changed: merged.
   services[2] = svc('c', { clusterIP: '10.96.0.3', ports: [{ port: 54, protocol: 'UDP' }, { port: 53, name: 'tcp' }] });

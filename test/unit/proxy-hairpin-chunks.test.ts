@@ -13,6 +13,7 @@ import { TranslateCache, translate } from '../../src/proxy/ipvs/translate.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { FakeLinks, FakeNftables } from '../../src/testing/fake-kernel.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
+import { compareAddressProtoPort } from '../../src/kube/address.js';
 
 const NODE = { name: 'node-a', addresses: ['10.0.0.11', '2001:db8::11'] };
 const CONFIG = { scheduler: 'rr', clusterCIDRs: ['10.244.0.0/16'] };
@@ -55,6 +56,7 @@ test('a node-local endpoint moving: the proxier hands the engine the moved virtu
     (await kernel.nft.list()).sets.find((s) => s.family === family && s.name === 'hairpin')!.elements!.map((e) => e.key.join(' . '));
   const ip0 = await hairpinSet('ip');
   assert.equal(ip0.length, (N - N / 10) * 2 * 2, 'two local endpoints × two ports per IPv4 service');
+  let last: Awaited<ReturnType<Proxier['sync']>> | undefined;
   for (let k = 0; k < 6; k++) {
     const i = 1 + 37 * k;
     const was = endpoints(i, moved)[0]!.ip;
@@ -62,6 +64,7 @@ test('a node-local endpoint moving: the proxier hands the engine the moved virtu
     const c = cluster(moved);
     p.onSliceUpdate(c.endpointSlices[i]!);
     const r = await p.sync(false);
+    last = r;
     assert.deepEqual(r.report.errors, []);
     const ch = given.at(-1)!;
     assert.deepEqual([...ch.services.keys()].sort(), [`inet|tcp|10.96.0.${i}|80`, `inet|udp|10.96.0.${i}|53`], `sync ${k}: the services changed`);
@@ -78,12 +81,13 @@ test('a node-local endpoint moving: the proxier hands the engine the moved virtu
     assert.equal(ip.length, ip0.length);
     assert.ok(!ip.some((e) => e.startsWith(`${was} `)) && ip.filter((e) => e.startsWith(`10.250.0.${k + 1} `)).length === 2);
   }
-  // The patched model, read as arrays now, is the model from scratch; the kernel holds what a
-  // proxier starting from the same objects programs.
+  // The patched model (its hairpin list in no order) is the model from scratch; the kernel
+  // holds what a proxier starting from the same objects programs.
   const c = cluster(moved);
   const scratch = translate({ ...c, node: NODE, config: CONFIG });
-  assert.deepStrictEqual(p.model().glue.hairpin, scratch.glue.hairpin);
-  assert.deepStrictEqual(p.model().services, scratch.services);
+  assert.deepStrictEqual([...last!.model.glue.hairpin].sort(compareAddressProtoPort), scratch.glue.hairpin);
+  assert.deepStrictEqual(last!.model.services, scratch.services);
+  assert.deepStrictEqual(p.model(), scratch);
   assert.deepEqual(await kernel.ipvs.services({ withDestinations: true }), await (await proxierWith(moved)).kernel.ipvs.services({ withDestinations: true }));
   const fresh = await proxierWith(moved);
   const { genId: _g1, ...now } = await kernel.nft.list();
@@ -93,4 +97,55 @@ test('a node-local endpoint moving: the proxier hands the engine the moved virtu
   const again = await p.sync(true);
   assert.deepEqual(again.report.errors, []);
   assert.equal(again.report.nft.writes, 0);
+});
+
+test('after in-place patches: a plan never applied makes the next sync full, and tables built again are diffed against the patched ones', async () => {
+  const moved = new Map<number, string>();
+  const { kernel, p } = await proxierWith(moved);
+  const move = async (i: number, ip: string) => {
+    moved.set(i, ip);
+    p.onSliceUpdate(cluster(moved).endpointSlices[i]!);
+  };
+  const same = async () => {
+    const fresh = await proxierWith(moved);
+    assert.deepEqual(await kernel.ipvs.services({ withDestinations: true }), await fresh.kernel.ipvs.services({ withDestinations: true }));
+    // each set's elements as a set: the fake lists them in the order they came
+    const listed = async (k: FakeNftables) => {
+      const { genId: _g, ...r } = await k.list();
+      return { ...r, sets: r.sets.map((x) => ({ ...x, elements: x.elements?.map((e) => JSON.stringify(e)).sort() })) };
+    };
+    assert.deepEqual(await listed(kernel.nft), await listed(fresh.kernel.nft));
+  };
+  await move(3, '10.250.1.1');
+  assert.equal((await p.sync(false)).report.mode, 'incremental');
+  // a dry run: planned (the model and glue tables patched in place), never applied
+  await move(5, '10.250.1.2');
+  const dry = await p.plan(false);
+  assert.equal(dry.plan.mode, 'incremental');
+  await move(7, '10.250.1.3');
+  const r = await p.sync(false);
+  assert.equal(r.report.mode, 'full', 'the last model applied is no base any more');
+  assert.deepEqual(r.report.errors, []);
+  await same();
+  // more moves, then a service added: translated whole, the glue tables built again and
+  // compared with the ones patched in place (their hairpin sets in no order)
+  await move(9, '10.250.1.4');
+  await move(11, '10.250.1.5');
+  assert.equal((await p.sync(false)).report.mode, 'incremental');
+  p.onServiceUpdate(svc('extra', { clusterIP: '10.96.200.1', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] }));
+  const added = await p.sync(false);
+  assert.equal(added.report.mode, 'incremental');
+  assert.deepEqual(added.report.errors, []);
+  assert.equal((p as unknown as { translations: TranslateCache }).translations.path, 'merged');
+  p.onServiceDelete('default/extra');
+  assert.deepEqual((await p.sync(false)).report.errors, []);
+  await same();
+  // a full resync taking an endpoint change: patched in place, compared with the kernel
+  await move(13, '10.250.1.6');
+  const resync = await p.sync(true);
+  assert.equal(resync.report.mode, 'full');
+  assert.ok(resync.report.nft.writes > 0);
+  await same();
+  const again = await p.sync(true);
+  assert.equal(again.report.nft.writes + again.report.ipvs.writes, 0);
 });

@@ -4,8 +4,9 @@ import type { DesiredState, NftElementChange } from '../../engine/engine.js';
 import type { DesiredIpSet } from '../../engine/ipsets-diff.js';
 import type { DesiredNftTable } from '../../engine/nft-diff.js';
 import { anyContains, canonicalNetwork, parseCidr } from '../../net/address.js';
-import type { GlueHairpin, GlueSpec, ProxyModel } from './types.js';
-import { glueTables, patchGlueHairpin } from './glue.js';
+import type { GlueSpec, ProxyModel } from './types.js';
+import type { ModelPatch } from './translate.js';
+import { glueTables, patchGlueHairpin, type HairpinIndexes } from './glue.js';
 import { kubeProxyIpSets } from './kube-ipsets.js';
 
 export interface DesiredOptions {
@@ -30,17 +31,12 @@ export const ROUTE_DEV = 'lo';
 
 /**
  * The engine's desired state for a model. With a cache (the same one every call), the glue
- * tables of the last call are reused when the model's glue is the last one's, or patched when
- * only its hairpin list differs (`hairpin`: what it lost and gained, translate's
- * ModelPatch.hairpin, when the model was patched from the cache's last one); the cache then
- * holds the element changes that made (GlueCache.changes).
+ * tables of the last call are reused when the model's glue is the last one's, or patched in
+ * place when only its hairpin list differs and `patch` says how (translate's ModelPatch, when
+ * the model was patched from the one whose glue the cache last saw); the cache then holds the
+ * element changes that made (GlueCache.changes).
  */
-export function desiredState(
-  model: ProxyModel,
-  opts: DesiredOptions,
-  cache?: GlueCache,
-  hairpin?: { removed: readonly GlueHairpin[]; added: readonly GlueHairpin[] },
-): DesiredState {
+export function desiredState(model: ProxyModel, opts: DesiredOptions, cache?: GlueCache, patch?: Pick<ModelPatch, 'from' | 'hairpin'>): DesiredState {
   const route = opts.bindMode === 'route';
   const cidrs = route ? (opts.serviceCidrs ?? []).map(canonicalNetwork) : [];
   if (route && !cidrs.length) throw new RangeError("bindMode 'route' needs the service CIDRs");
@@ -72,17 +68,17 @@ export function desiredState(
       how = 'reused';
     } else {
       // A model patched from the last one where a local endpoint moved: the last tables with
-      // a new hairpin set.
-      const patched = last && last.key === key ? patchGlueHairpin(last.glue, last.tables, model.glue, hairpin) : undefined;
-      if (patched) {
+      // their hairpin sets changed in place.
+      changes = last && last.key === key && patch?.from.glue === last.glue ? patchGlueHairpin(last.glue, last.tables, model.glue, patch.hairpin, last.hairpinAt) : undefined;
+      if (changes) {
         how = 'patched';
-        ({ tables, changes } = patched);
+        tables = last!.tables;
       } else tables = glueTables(model.glue, route ? { serviceCidrs: cidrs } : {});
     }
     d.nft = tables;
     if (cache) {
       cache.from = last?.glue;
-      cache.last = { key, glue: model.glue, tables };
+      cache.last = { key, glue: model.glue, tables, hairpinAt: how === 'built' ? [] : last!.hairpinAt };
       cache.path = how;
       cache.changes = changes;
     }
@@ -98,11 +94,12 @@ export function desiredState(
  * What the last desiredState built from a GlueSpec, kept between calls (the Proxier passes the
  * same cache every sync): a model patched from the last one (TranslateCache path 'patched') has
  * the last one's glue object, or one that differs in hairpin only, so its tables are the ones
- * already built, or those with a new hairpin set. The engine takes desired state read-only.
+ * already built, or those with their hairpin sets changed in place (what the engine allows of
+ * tables it was given: DesiredChanges.nft). The engine takes desired state read-only.
  */
 export class GlueCache {
   /** @internal */
-  last: { key: string; glue: GlueSpec; tables: DesiredNftTable[] } | undefined;
+  last: { key: string; glue: GlueSpec; tables: DesiredNftTable[]; hairpinAt: HairpinIndexes } | undefined;
   /** @internal */
   ipsets: { glue: GlueSpec; sets: DesiredIpSet[] } | undefined;
   /** @internal route mode: the VIPs bound as addresses for a model's VIP list */

@@ -23,8 +23,7 @@ import type { Expr } from '../../kernel/nft-expr.js';
 import * as R from '../../kernel/nft-rules.js';
 import type { SetElement } from '../../kernel/nftables.js';
 import type { GlueHairpin, GlueSpec } from './types.js';
-import { compareAddressProtoPort } from '../../kube/address.js';
-import { patchSorted } from '../../util/sorted.js';
+import { hashParts, KeyIndex } from '../../util/key-index.js';
 import { compareElements, FIELDS, fam, mapDefined, PROXY_TABLE_OWNED, uniq, uniqText, type Fam } from '../nft-sets.js';
 
 export const MASQ_MARK = 0x4000;
@@ -58,64 +57,48 @@ function hairpinElement(h: GlueHairpin): SetElement {
   return { key: [h.address, h.protocol, h.port, h.address] };
 }
 
+/** Each glue table's hairpin set's index (KeyIndex over its elements), by the tables' order:
+ *  made by the first patch of the tables and kept with them. */
+export type HairpinIndexes = Array<KeyIndex<SetElement> | undefined>;
+
+const elementHash = (e: SetElement): number => hashParts(e.key[0] as string, e.key[1] as string, e.key[2] as number);
+const sameElement = (a: SetElement, b: SetElement): boolean => a.key[2] === b.key[2] && a.key[0] === b.key[0] && a.key[1] === b.key[1];
+
 /**
- * The glue tables of `g` from those of `before`, when the two specs differ in hairpin only
- * (every other field the very same object, as in a model patched from the last one when a
- * local endpoint moved): the same tables with their hairpin sets patched, and the element
- * changes that makes (what the engine writes). `change`: the entries `g.hairpin` lost and
- * gained (translate's ModelPatch), else found by a walk over the two sorted lists that
- * compares entries by identity, the order only where they differ. undefined when anything
- * else differs.
+ * Makes the glue tables of `before` those of `g`, when the two specs differ in hairpin only
+ * (every other field the very same object, as in a model patched from the last one when a local
+ * endpoint moved): `change` (translate's ModelPatch.hairpin: the entries that went and came)
+ * made to the tables' hairpin sets in place, an element removed with the last one filling its
+ * place and added at the end (a set so changed claims no order any more). Returns the element
+ * changes (what the engine writes); undefined, changing nothing, when anything else differs.
+ * `at`: the sets' indexes, kept with the tables.
  */
 export function patchGlueHairpin(
   before: GlueSpec,
   tables: readonly DesiredNftTable[],
   g: GlueSpec,
-  change?: { removed: readonly GlueHairpin[]; added: readonly GlueHairpin[] },
-): { tables: DesiredNftTable[]; changes: NftElementChange[] } | undefined {
+  change: { removed: readonly GlueHairpin[]; added: readonly GlueHairpin[] },
+  at: HairpinIndexes,
+): NftElementChange[] | undefined {
   for (const k of Object.keys(g) as Array<keyof GlueSpec>) if (k !== 'hairpin' && g[k] !== before[k]) return undefined;
   if (Object.keys(before).length !== Object.keys(g).length) return undefined;
-  const [removed, added] = change ? [change.removed, change.added] : hairpinChange(before.hairpin, g.hairpin);
   const changes: NftElementChange[] = [];
-  const out = tables.map((t) => ({
-    ...t,
-    sets: t.sets.map((s) => {
-      if (s.name !== 'hairpin') return s;
-      const mine = (h: GlueHairpin) => fam(h.address) === t.family;
-      const del = removed.filter(mine).map(hairpinElement);
-      const add = added.filter(mine).map(hairpinElement);
-      if (!del.length && !add.length) return s;
-      changes.push({ family: t.family, table: t.name, set: s.name, add, delete: del });
-      return { ...s, elements: patchSorted(s.elements, del, add, compareElements) };
-    }),
-  }));
-  return { tables: out, changes };
-}
-
-/** What `b` has that `a` lacks and the reverse, both sorted by GlueSpec.hairpin's order (the
- *  hairpin elements' order too): a walk over the two that compares entries by identity, the
- *  order only where they differ. */
-function hairpinChange(a: readonly GlueHairpin[], b: readonly GlueHairpin[]): [GlueHairpin[], GlueHairpin[]] {
-  const removed: GlueHairpin[] = [];
-  const added: GlueHairpin[] = [];
-  let i = 0;
-  let j = 0;
-  while (i < a.length && j < b.length) {
-    if (a[i] === b[j]) {
-      i++;
-      j++;
-      continue;
+  tables.forEach((t, i) => {
+    const s = t.sets.find((x) => x.name === 'hairpin');
+    const mine = (h: GlueHairpin) => fam(h.address) === t.family;
+    const del = change.removed.filter(mine).map(hairpinElement);
+    const add = change.added.filter(mine).map(hairpinElement);
+    if (!s || (!del.length && !add.length)) return;
+    const index = (at[i] ??= new KeyIndex(s.elements, elementHash, sameElement));
+    for (const e of del) {
+      const j = index.indexOf(e);
+      if (j >= 0) index.removeAt(j);
     }
-    const c = compareAddressProtoPort(a[i]!, b[j]!);
-    if (c === 0) {
-      i++;
-      j++;
-    } else if (c < 0) removed.push(a[i++]!);
-    else added.push(b[j++]!);
-  }
-  while (i < a.length) removed.push(a[i++]!);
-  while (j < b.length) added.push(b[j++]!);
-  return [removed, added];
+    for (const e of add) if (index.indexOf(e) < 0) index.push(e);
+    delete s.order;
+    changes.push({ family: t.family, table: t.name, set: s.name, add, delete: del });
+  });
+  return changes;
 }
 
 export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): DesiredNftTable {
@@ -190,7 +173,7 @@ export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Des
       { name: 'vips', key: [F.addr], elements: vipAddrs, order },
       { name: 'nodeports', key: ['inet_proto', 'inet_service'], elements: nodePorts, order },
       { name: 'cluster-cidrs', key: [F.addr], interval: true, elements: clusterCidrs },
-      { name: 'hairpin', key: [F.addr, 'inet_proto', 'inet_service', F.addr], elements: hairpin, order },
+      { name: 'hairpin', key: [F.addr, 'inet_proto', 'inet_service', F.addr], elements: hairpin, order, unique: true },
       { name: 'service-protocols', key: ['inet_proto'], elements: [{ key: ['tcp'] }, { key: ['udp'] }, { key: ['sctp'] }] },
       { name: 'firewall', key: [...svcKey], map: 'verdict', elements: firewall, order },
       ...(serviceCidrs ? [{ name: 'service-cidrs', key: [F.addr], interval: true, elements: serviceCidrs }] : []),

@@ -7,7 +7,8 @@
 // four kinds never repeat the same block.
 import type { V1EndpointSlice, V1Service } from '../../kube/api-types.js';
 import { samePlain, serviceKey, type DesiredService } from '../../engine/ipvs-model.js';
-import { compareText, patchSorted, sortByKey, sortedIndexOf } from '../../util/sorted.js';
+import { compareText, sortByKey } from '../../util/sorted.js';
+import { hashParts, KeyIndex } from '../../util/key-index.js';
 import type { ServiceOptions } from '../../kernel/ipvs.js';
 import { addressProtoPortKey, compareAddressProtoPort, inAny } from '../../kube/address.js';
 import { addressKey, compareAddress, isLoopback } from '../../net/address.js';
@@ -127,7 +128,8 @@ function compact(acc: Accumulator): ServiceOut {
  * service whose Service object and EndpointSlice objects are the very same (===) as last time,
  * under the same node and config, is not translated again, so a sync after one EndpointSlice
  * update translates one service (the change trackers replace the objects that changed and
- * keep the others). The result is identical to translating everything.
+ * keep the others). The result is identical to translating everything. A model it patched
+ * shares the lists of the one before, changed in place (ProxyModel).
  */
 export class TranslateCache {
   /** @internal the node and config the entries were made under */
@@ -141,9 +143,9 @@ export class TranslateCache {
   /** Services translated (not taken from the cache) by the last call. */
   translated = 0;
   /** How the last call built the model: 'patched' when every service that changed only changed
-   *  its endpoints (its virtual servers' destinations and its hairpin entries: the last model
-   *  with those virtual servers swapped and the hairpin list patched, no merge, no sort of the
-   *  whole), 'merged' otherwise. */
+   *  its endpoints (its virtual servers' destinations and its hairpin entries: the last model's
+   *  lists with those virtual servers swapped and hairpin entries removed and added in place, no
+   *  merge, no sort, no copy of the whole), 'merged' otherwise. */
   get path(): 'patched' | 'merged' {
     return this.patched ? 'patched' : 'merged';
   }
@@ -161,7 +163,8 @@ export class TranslateCache {
   }
 }
 
-/** What a patched model changed of the one it was patched from, as plain data. */
+/** What a patched model changed of the one it was patched from, as plain data. The two
+ *  models share their lists: `from`'s hold the patched model's entries now. */
 export interface ModelPatch {
   from: ProxyModel;
   /** The virtual servers swapped, by serviceKey, with their new desired objects: exactly those
@@ -174,12 +177,15 @@ export interface ModelPatch {
 /** The last model, where each of its virtual servers sits in model.services, and how many
  *  services contribute each hairpin entry (two services may share an endpoint): for the
  *  entries more than one service has, in hairpinShared; every other entry of the model's
- *  hairpin list has one (most have one, and a count per entry was ~5 MB at 10k services). */
+ *  hairpin list has one (most have one, and a count per entry was ~5 MB at 10k services).
+ *  hairpinAt: where each entry sits in model.glue.hairpin, made by the first patch that
+ *  changes the list (a full translation has none: it is not part of its peak memory). */
 interface LastModel {
   model: ProxyModel;
   count: number;
   index: Map<string, number>;
   hairpinShared: Map<string, number>;
+  hairpinAt: KeyIndex<GlueHairpin> | undefined;
 }
 
 interface CacheEntry {
@@ -245,7 +251,7 @@ export function translate(input: TranslateInput, cache?: TranslateCache): ProxyM
   // What the next call patches from: where each virtual server sits, who has each hairpin entry.
   const index = new Map<string, number>();
   for (let i = 0; i < keys.length; i++) index.set(keys[i]!, i);
-  cache.last = { model, count: services.length, index, hairpinShared: ctx.out.hairpinShared };
+  cache.last = { model, count: services.length, index, hairpinShared: ctx.out.hairpinShared, hairpinAt: undefined };
   return model;
 }
 
@@ -339,9 +345,11 @@ function mergeAll(ctx: Context, outs: readonly ServiceOut[]): { model: ProxyMode
  * changed: the last model again), when nothing else changed: the same services (none added or
  * removed), each changed one translating to exactly what it did before but for its virtual
  * servers' destinations and its local endpoints (hairpin), under the same node and config (a
- * change of those clears the cache). Everything else is the last model's own objects (the glue
- * too, unless hairpin changed); the lists that change are copies with the entries swapped (a
- * pointer copy). undefined: merge as usual. Updates last.hairpinShared.
+ * change of those clears the cache). A new model object (and glue object, when hairpin
+ * changed) over the last one's lists, changed in place: virtual servers swapped at their
+ * places, hairpin entries removed (the last one filling the hole) and appended — the work of
+ * the change, at any number of services. undefined: merge as usual. Updates
+ * last.hairpinShared and last.hairpinAt.
  */
 function patch(
   last: LastModel,
@@ -358,9 +366,10 @@ function patch(
   const removed = new Map<string, GlueHairpin>();
   const added = new Map<string, GlueHairpin>();
   const shared = last.hairpinShared;
+  const at = () => (last.hairpinAt ??= new KeyIndex(base.glue.hairpin, hairpinHash, sameHairpin));
   /** How many services have hairpin entry k (h) at this point of the patch. */
   const refs = (k: string, h: GlueHairpin): number =>
-    shared.get(k) ?? (added.has(k) || (!removed.has(k) && sortedIndexOf(base.glue.hairpin, h, byVip) >= 0) ? 1 : 0);
+    shared.get(k) ?? (added.has(k) || (!removed.has(k) && at().indexOf(h) >= 0) ? 1 : 0);
   const setRefs = (k: string, n: number) => (n >= 2 ? shared.set(k, n) : shared.delete(k));
   for (const c of changed) {
     // sameButEndpoints: the same virtual servers in the same order
@@ -391,19 +400,23 @@ function patch(
   // Nothing of the model changed (the changed services translate as before, or to a conflict
   // another service wins): the last model itself.
   if (!swaps.size && !removed.size && !added.size) return { model: base, swapped, hairpin };
-  let model = base;
-  if (swaps.size) {
-    const next = services.slice();
-    for (const [i, vs] of swaps) next[i] = vs;
-    model = { ...base, services: next };
+  for (const [i, vs] of swaps) services[i] = vs;
+  let model: ProxyModel = { ...base };
+  if (removed.size || added.size) {
+    const list = at();
+    for (const h of hairpin.removed) list.removeAt(list.indexOf(h));
+    for (const h of hairpin.added) list.push(h);
+    model = { ...model, glue: { ...base.glue } };
   }
-  if (removed.size || added.size) model = { ...model, glue: { ...base.glue, hairpin: patchSorted(base.glue.hairpin, hairpin.removed, hairpin.added, byVip) } };
   return { model, swapped, hairpin };
 }
 
 function hairpinKey(h: GlueHairpin): string {
   return `${h.protocol}|${h.address}|${h.port}`;
 }
+
+const hairpinHash = (h: GlueHairpin): number => hashParts(h.address, h.protocol, h.port);
+const sameHairpin = (a: GlueHairpin, b: GlueHairpin): boolean => a.port === b.port && a.address === b.address && a.protocol === b.protocol;
 
 const byVip = compareAddressProtoPort;
 

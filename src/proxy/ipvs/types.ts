@@ -49,7 +49,7 @@ export interface GlueHairpin {
   port: number;
 }
 
-/** Plain data for the nftables (or ipset) glue renderer. Every list is sorted. */
+/** Plain data for the nftables (or ipset) glue renderer. Every list is sorted but hairpin. */
 export interface GlueSpec {
   clusterCIDRs: string[];
   masqueradeAll: boolean;
@@ -58,6 +58,8 @@ export interface GlueSpec {
   /** The node addresses NodePort virtual servers were created on. */
   nodePortAddresses: string[];
   sourceRanges: GlueSourceRange[];
+  /** Unique; sorted as a full translation makes it, in no order once patched (translate's
+   *  patch removes and appends entries in place). */
   hairpin: GlueHairpin[];
   /** "namespace/name" of services with externalTrafficPolicy Local. */
   localTrafficServices: string[];
@@ -65,6 +67,8 @@ export interface GlueSpec {
   healthCheckNodePorts: number[];
 }
 
+/** A model patched from another (translatePatch) shares its lists, changed in place: a model
+ *  holds until the next translation of its cache. */
 export interface ProxyModel {
   services: DesiredService[];
   /** Addresses to bind on kube-ipvs0 (cluster, external and load-balancer IPs). */
