@@ -24,6 +24,7 @@ import type { EngineKernel, SyncReport } from '../../src/engine/engine.js';
 import { loadManifests } from '../../src/kube/manifests.js';
 import { changedServices } from '../../src/proxy/ipvs/model-diff.js';
 import { desiredState } from '../../src/proxy/ipvs/desired.js';
+import { translate } from '../../src/proxy/ipvs/translate.js';
 import { Proxier, type ProxierOptions } from '../../src/proxy/proxier.js';
 import { applySysctls, runEstimationSysctl } from '../../src/proxy/sysctl.js';
 import { ThreadedProxier } from '../../src/proxy/sync-thread.js';
@@ -291,13 +292,16 @@ for (let k = 0; k < SAMPLES; k++) {
 }
 const idle = medianBy(idleSamples, (r) => r.ms);
 
-// Another endpoint changed, through the engine's incremental path with the IPVS services only.
+// Another endpoint changed, through the engine's incremental path with the IPVS services only
+// (what changed found by translating the changed service alone, before and after).
 const engineSamples = [];
+const name = `${peersChange.namespace}/${peersChange.name}`;
+const modelOf = () => translate({ services: [proxier.services.get(name)!], endpointSlices: proxier.slices.members(name), node: proxier.node, config: proxierOptions.config });
 for (let k = 0; k < SAMPLES; k++) {
-  const before = proxier.model();
+  const before = modelOf();
   const changed2 = { ...changed, endpoints: changed.endpoints.map((e, i) => (i === 1 ? { ...e, ip: `10.127.254.${1 + k}` } : e)) };
   proxier.onSliceUpdate(sliceObject(changed2) as unknown as V1EndpointSlice);
-  const model = proxier.model();
+  const model = modelOf();
   const services = changedServices(before.services, model.services);
   const desired = desiredState(model, { vipLink: 'kube-ipvs0', glue: true });
   // the services alone, with what changed
