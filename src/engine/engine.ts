@@ -149,8 +149,10 @@ export interface EngineOptions extends Ownership {
   createNftInTransactionsOf?: number;
   now?: () => number;
   /**
-   * The caller never changes the desired objects it passed once a plan is made (the proxier
-   * never does; a model patched from the last one shares its unchanged objects with it):
+   * The caller never changes the desired objects it passed once a plan is made, but for the
+   * services array (which the engine does not keep) and set element arrays as DesiredChanges.nft
+   * allows, a set so changed dropping its `order` (the proxier patches both in place; a model
+   * patched from the last one shares its unchanged objects with it):
    * apply() keeps them as the base of the next incremental plan as they are, and IPVS ops may
    * hold desired services and destinations themselves. Default false: it keeps a copy
    * (structuredClone), which at 10k services costs ~100 ms and a second copy of the nftables
