@@ -10,7 +10,9 @@
 //             table, capped at --cap seconds
 //   daemon    the daemon's path in this process (the Proxier of `ipvsync proxy`, objects already
 //             parsed): the first sync, a no-op sync, one endpoint replaced (incremental, the
-//             kernel's commit included; the median of 41), a full resync; its writes and RSS
+//             kernel's commit included; the median of 41), a full resync; its writes; and
+//             `ipvsync proxy` as a process: its peak RSS at its first start (empty table) and
+//             when it restarts over the tables its first run left (stopped with SIGTERM)
 //   peer      kube-proxy nftables mode's transaction for that one endpoint (`nft -f`), on its
 //             ruleset loaded in pieces of 1,000 services (one transaction would pass the cap),
 //             up to --change-peer-max services
@@ -18,6 +20,8 @@
 //             pod namespace answering on its endpoints' addresses), one after the other, with
 //             ipvsync's tables and with kube-proxy's iptables-legacy ruleset, at --conn-sizes
 // Prints the table with ratios; writes bench/results/nftables-mode.json and .md.
+// `--daemon-only` measures only the daemon process (first start and restart) at each size and
+// prints one JSON line per size, writing no results (for repeated runs when comparing builds).
 import { spawn, spawnSync } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
@@ -47,12 +51,13 @@ const { values: a } = parseArgs({
     'conn-sizes': { type: 'string', default: '1000,10000' },
     render: { type: 'boolean', default: false },
     inner: { type: 'boolean', default: false },
+    'daemon-only': { type: 'boolean', default: false },
   },
 });
 
 if (!a.inner && !a.render) {
   // Every measurement in a namespace of its own making: nothing of the machine's is touched.
-  const r = spawnSync('unshare', ['-n', 'bash', '-c', 'ip link set lo up && exec "$0" "$@"', process.execPath, fileURLToPath(import.meta.url), '--inner', '--sizes', a.sizes!, '--cap', a.cap!, '--change-peer-max', a['change-peer-max']!, '--conn-sizes', a['conn-sizes']!], { stdio: 'inherit' });
+  const r = spawnSync('unshare', ['-n', 'bash', '-c', 'ip link set lo up && exec "$0" "$@"', process.execPath, fileURLToPath(import.meta.url), '--inner', '--sizes', a.sizes!, '--cap', a.cap!, '--change-peer-max', a['change-peer-max']!, '--conn-sizes', a['conn-sizes']!, ...(a['daemon-only'] ? ['--daemon-only'] : [])], { stdio: 'inherit' });
   process.exit(r.status ?? 1);
 }
 
@@ -149,10 +154,20 @@ async function daemonPath(w: Workload): Promise<DaemonRun> {
   };
 }
 
-/** `ipvsync proxy --proxy-mode nftables --manifests DIR` as a process: its first sync (from
- *  its log), its peak and current RSS after it (all its threads), and the longest block of its
- *  event loop from start to then (its /metrics' nodejs_eventloop_lag_max_seconds, first scrape). */
-async function daemonProcess(dir: string): Promise<{ syncMs: number; hwmMb: number; rssMb: number; loopMaxMs: number } | undefined> {
+/** `ipvsync proxy --proxy-mode nftables --manifests DIR` as a process, until its first sync: that
+ *  sync (from its log: ms, writes), its peak and current RSS after it (all its threads), and the
+ *  longest block of its event loop from start to then (its /metrics'
+ *  nodejs_eventloop_lag_max_seconds, first scrape). Stopped with SIGTERM, which leaves its
+ *  tables programmed. */
+interface DaemonProcessRun {
+  syncMs: number;
+  writes: number;
+  hwmMb: number;
+  rssMb: number;
+  loopMaxMs: number;
+}
+
+async function daemonProcess(dir: string): Promise<DaemonProcessRun | undefined> {
   const metricsAt = '127.0.0.1:10249';
   const args = [CLI, 'proxy', '--proxy-mode', 'nftables', '--manifests', dir, '--hostname-override', NODE_NAME, '--node-ip', NODE_IP, '--cluster-cidr', CLUSTER_CIDR, '--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', metricsAt];
   const child = spawn('env', [...NODE_ENV_VARS, process.execPath, ...NODE_FLAGS, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -172,7 +187,30 @@ async function daemonProcess(dir: string): Promise<{ syncMs: number; hwmMb: numb
   child.kill('SIGTERM');
   await new Promise((r) => child.once('exit', r));
   const kb = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+)`).exec(status)?.[1] ?? NaN);
-  return first && { syncMs: Number(first.ms), hwmMb: kb('VmHWM') / 1024, rssMb: kb('VmRSS') / 1024, loopMaxMs };
+  return first && { syncMs: Number(first.ms), writes: Number(first.writes), hwmMb: kb('VmHWM') / 1024, rssMb: kb('VmRSS') / 1024, loopMaxMs };
+}
+
+/** The daemon's first start on an empty table, then its restart over the tables that run left:
+ *  the restart's first sync is a full plan that lists them and finds nothing to write (its
+ *  writes are checked: a table gone at SIGTERM would be written again whole). */
+async function daemonStartAndRestart(dir: string): Promise<{ first: DaemonProcessRun | undefined; restart: DaemonProcessRun | undefined }> {
+  quiet('nft', 'flush', 'ruleset');
+  const first = await daemonProcess(dir);
+  const restart = first && (await daemonProcess(dir));
+  if (restart && restart.writes !== 0) throw new Error(`the daemon's restart over its own tables wrote ${restart.writes} times (expected none)`);
+  return { first, restart };
+}
+
+if (a['daemon-only']) {
+  for (const S of a.sizes!.split(',').map(Number)) {
+    const dir = mkdtempSync(join(os.tmpdir(), `nft-mode-${S}-`));
+    for (const [k, v] of Object.entries(manifestFiles(workload(S).services))) writeFileSync(join(dir, k), v);
+    const r = await daemonStartAndRestart(dir);
+    quiet('nft', 'flush', 'ruleset');
+    rmSync(dir, { recursive: true, force: true });
+    console.log(JSON.stringify({ S, ...r }));
+  }
+  process.exit(0);
 }
 
 /** New connections, one after the other, each opened and closed; prints connections/s. */
@@ -300,7 +338,9 @@ function connectionSpread(rows: readonly Row[]): string[] {
 interface Row {
   S: number;
   daemon: DaemonRun;
-  daemonProcess: { syncMs: number; hwmMb: number; rssMb: number; loopMaxMs: number } | undefined;
+  daemonProcess: DaemonProcessRun | undefined;
+  /** the same daemon started again over the tables its first run left */
+  daemonRestart?: DaemonProcessRun | undefined;
   connections?: Connections;
   kubeProxyChange: Run | undefined;
   first: Run;
@@ -334,9 +374,8 @@ for (const S of a.sizes!.split(',').map(Number)) {
   const oneEndpoint = ipvsync(dir);
   quiet('nft', 'flush', 'ruleset');
   const daemon = await daemonPath(w);
-  quiet('nft', 'flush', 'ruleset');
   write(w.services);
-  const proc = await daemonProcess(dir);
+  const { first: proc, restart } = await daemonStartAndRestart(dir);
   quiet('nft', 'flush', 'ruleset');
   const kubeProxy = S <= Number(a['change-peer-max']) ? kubeProxyChange(w) : undefined;
   quiet('nft', 'flush', 'ruleset');
@@ -352,7 +391,7 @@ for (const S of a.sizes!.split(',').map(Number)) {
   nftCapped ||= !!nftKubeProxy.timeout;
   quiet('nft', 'delete', 'table', 'ip', NFT_TABLE);
   rmSync(dir, { recursive: true, force: true });
-  const row = { S, daemon, daemonProcess: proc, connections, kubeProxyChange: kubeProxy, first, noop, oneEndpoint, oneEndpointWrites: nftWrites(oneEndpoint), iptablesLegacy, nftKubeProxy };
+  const row = { S, daemon, daemonProcess: proc, daemonRestart: restart, connections, kubeProxyChange: kubeProxy, first, noop, oneEndpoint, oneEndpointWrites: nftWrites(oneEndpoint), iptablesLegacy, nftKubeProxy };
   rows.push(row);
   console.log(
     `S=${S}: ipvsync first ${fmt(first)}, no-op ${fmt(noop)} (writes ${nftWrites(noop)?.writes}), one endpoint ${fmt(oneEndpoint)} (${JSON.stringify(row.oneEndpointWrites)}); ` +
@@ -361,7 +400,8 @@ for (const S of a.sizes!.split(',').map(Number)) {
   console.log(
     `   daemon path: first ${daemon.firstMs.toFixed(0)} ms (plan ${daemon.firstPlanMs.toFixed(0)}, apply ${daemon.firstApplyMs.toFixed(0)}), no-op writes ${daemon.noopWrites}, ` +
       `one endpoint ${daemon.oneEndpointMs.toFixed(2)} ms (${daemon.oneEndpointWrites} writes), resync ${daemon.resyncMs.toFixed(0)} ms (${daemon.resyncWrites} writes); ` +
-      `ipvsync proxy peak RSS ${proc ? `${proc.hwmMb.toFixed(0)} MB, event loop max ${proc.loopMaxMs.toFixed(0)} ms` : '-'}; ` +
+      `ipvsync proxy peak RSS ${proc ? `${proc.hwmMb.toFixed(0)} MB, event loop max ${proc.loopMaxMs.toFixed(0)} ms` : '-'}, ` +
+      `restarted over its tables ${restart ? `${restart.hwmMb.toFixed(0)} MB (first sync ${restart.syncMs} ms)` : '-'}; ` +
       `kube-proxy's transaction for it ${kubeProxy ? fmt(kubeProxy) : '-'}` +
       (connections ? `; new connections/s to the last service: nftables ${connections.nftables.service.toFixed(0)} (straight to an endpoint ${connections.nftables.direct.toFixed(0)}), iptables-legacy ${connections.iptablesLegacy.service.toFixed(0)} (straight ${connections.iptablesLegacy.direct.toFixed(0)})` : ''),
   );
@@ -379,12 +419,12 @@ function render(rows: Row[], meta: { date: string; kernel: string; cpu: string; 
     '',
     "## The daemon's path (the Proxier of `ipvsync proxy`, objects parsed), against the peers",
     '',
-    '| S × 10 | first sync (JS + kernel commit) | `iptables-legacy-restore` | ratio | no-op sync | one endpoint replaced | kube-proxy `nft -f` for it | ratio | full resync | `ipvsync proxy` peak RSS (VmHWM, after its first sync) | its event loop: longest block, start to first sync |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
+    '| S × 10 | first sync (JS + kernel commit) | `iptables-legacy-restore` | ratio | no-op sync | one endpoint replaced | kube-proxy `nft -f` for it | ratio | full resync | `ipvsync proxy` peak RSS (VmHWM, after its first sync) | its event loop: longest block, start to first sync | restarted over its own tables: peak RSS | its first sync (lists and diffs the tables) |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map((r) => {
       const d = r.daemon;
       const peer = r.kubeProxyChange;
-      return `| ${r.S} | ${ms(d.firstMs)} (${ms(d.firstPlanMs)} + ${ms(d.firstApplyMs)}) | ${fmt(r.iptablesLegacy)} | ${ratio(r.iptablesLegacy, { ms: d.firstMs })} | ${d.noopWrites} writes | ${ms(d.oneEndpointMs)} (${d.oneEndpointWrites} writes) | ${peer ? fmt(peer) : '–'} | ${peer ? `${peer.timeout ? '> ' : ''}${(peer.ms / d.oneEndpointMs).toFixed(0)}×` : '–'} | ${ms(d.resyncMs)} (${d.resyncWrites} writes) | ${r.daemonProcess ? `${r.daemonProcess.hwmMb.toFixed(0)} MB` : '–'} | ${r.daemonProcess ? `${r.daemonProcess.loopMaxMs.toFixed(0)} ms` : '–'} |`;
+      return `| ${r.S} | ${ms(d.firstMs)} (${ms(d.firstPlanMs)} + ${ms(d.firstApplyMs)}) | ${fmt(r.iptablesLegacy)} | ${ratio(r.iptablesLegacy, { ms: d.firstMs })} | ${d.noopWrites} writes | ${ms(d.oneEndpointMs)} (${d.oneEndpointWrites} writes) | ${peer ? fmt(peer) : '–'} | ${peer ? `${peer.timeout ? '> ' : ''}${(peer.ms / d.oneEndpointMs).toFixed(0)}×` : '–'} | ${ms(d.resyncMs)} (${d.resyncWrites} writes) | ${r.daemonProcess ? `${r.daemonProcess.hwmMb.toFixed(0)} MB` : '–'} | ${r.daemonProcess ? `${r.daemonProcess.loopMaxMs.toFixed(0)} ms` : '–'} | ${r.daemonRestart ? `${r.daemonRestart.hwmMb.toFixed(0)} MB` : '–'} | ${r.daemonRestart ? ms(r.daemonRestart.syncMs) : '–'} |`;
     }),
     '',
     '## The data plane: new TCP connections per second to the last service, one after the other',
