@@ -401,17 +401,20 @@ export interface ParsedMessage {
 
 // ---- nftables ----
 /** A set's elements as the addon hands them over: the bytes of every key, key end and value
- *  back to back, six numbers per element in `spans` (offset and length of its key, key end and
- *  value; length 0: absent) and, for the elements that have any, their other parts. */
+ *  back to back; where each is: `widths` when every element has the same three lengths (element
+ *  i's parts then start at i × their sum, one after the other), else `spans`, six numbers per
+ *  element (offset and length of its key, key end and value; length 0: absent); and, for the
+ *  elements that have any, their other parts. */
 export interface NativeNftElements {
   count: number;
   bytes: Buffer;
-  spans: Uint32Array;
+  widths?: [number, number, number];
+  spans?: Uint32Array;
   extras: NativeNftElementExtra[];
 }
 
 export interface NativeNftElementExtra {
-  /** The element's place in the spans. */
+  /** The element's index. */
   index: number;
   flags?: number;
   verdict?: { code: string; chain?: string };
@@ -504,6 +507,8 @@ export interface NativeNftHandle {
    *  `encoder`: a pipelined encoder fed the stream's first bytes (whole ops), built with the same opts. */
   commitWire(stream: Uint8Array, opts?: NativeNftCommitOptions, encoder?: NativeNftWireEncoder): Promise<NativeNftCommitOutcome>;
   list(opts?: { family?: number; table?: string; elements?: boolean }): Promise<NativeNftListing>;
+  /** One set's elements (one dump), packed. */
+  listElements(opts: { family: number; table: string; set: string }): Promise<NativeNftElements>;
   genId(): Promise<number>;
   stats(): SocketStats;
   ready(): Promise<void>;
@@ -559,6 +564,8 @@ export interface NativeBinding {
   IpsetHandle: new (opts?: HandleOptions) => NativeIpsetHandle;
   ConntrackHandle: new (opts?: HandleOptions) => NativeConntrackHandle;
   memoryPressure(level: MemoryPressureLevel): void;
+  /** Frees an ArrayBuffer's memory now (detached: its views read as empty). */
+  detachArrayBuffer(buffer: ArrayBuffer): void;
   cpuUsage(): AddonCpuUsage;
   codec: NativeCodec;
 }

@@ -6,6 +6,7 @@
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -209,11 +210,57 @@ Napi::Value CommitResultToJs(Napi::Env env, CommitResult& r) {
 
 // ---- listing -------------------------------------------------------------------------------
 
+// Values appended in blocks of a fixed size, each its own allocation: a growing listing is
+// never reallocated (a vector's doubling copies everything and holds the old and the new
+// storage at once), and each block is freed as soon as it is copied out to JavaScript. A block
+// of 256 KiB is above glibc's mmap threshold as the daemon runs it, so a freed block goes back
+// to the system at once, and its pages not written to were never resident.
+template <class T>
+class Blocks {
+ public:
+  static constexpr size_t kPerBlock = (256u << 10) / sizeof(T);
+
+  size_t size() const { return size_; }
+
+  void Append(const T* p, size_t n) {
+    while (n > 0) {
+      const size_t at = size_ % kPerBlock;
+      if (at == 0) blocks_.emplace_back(new T[kPerBlock]);
+      const size_t k = std::min(n, kPerBlock - at);
+      std::memcpy(blocks_.back().get() + at, p, k * sizeof(T));
+      size_ += k;
+      p += k;
+      n -= k;
+    }
+  }
+  void Push(T v) { Append(&v, 1); }
+
+  // Copies everything to `out` (size() values) and frees each block once copied.
+  void MoveTo(T* out) {
+    size_t left = size_;
+    for (std::unique_ptr<T[]>& b : blocks_) {
+      const size_t k = std::min(left, kPerBlock);
+      std::memcpy(out, b.get(), k * sizeof(T));
+      out += k;
+      left -= k;
+      b.reset();
+    }
+    blocks_.clear();
+    size_ = 0;
+  }
+
+ private:
+  std::vector<std::unique_ptr<T[]>> blocks_;
+  size_t size_ = 0;
+};
+
 // A set's elements as the listing hands them to JS: their key, key-end and data bytes back to
-// back, `spans` six numbers per element (offset and length of each; length 0: absent), and the
-// rarer parts (flags, verdict, timeouts, comment) of the elements that have any, with their
-// index. Each dumped message's elements are packed as they are decoded: a listing of 170k
-// elements as nft::Element (three vectors each) took ~40 MB at once.
+// back; where they are: when every element has the same three lengths (a set's keys and values
+// have one size, so nearly always), those lengths alone, else `spans`, six numbers per element
+// (offset and length of each; length 0: absent); and the rarer parts (flags, verdict, timeouts,
+// comment) of the elements that have any, with their index. Each dumped message's elements are
+// packed as they are decoded: a listing of 170k elements as nft::Element (three vectors each)
+// took ~40 MB at once. (Spans for a 110k-element map are as large as its bytes.)
 struct ElementExtra {
   uint32_t index = 0;
   bool has_flags = false;
@@ -227,17 +274,38 @@ struct ElementExtra {
 
 struct PackedElements {
   uint32_t count = 0;
-  std::vector<uint8_t> bytes;
-  std::vector<uint32_t> spans;
+  Blocks<uint8_t> bytes;
+  // Every element's key, key end and data lengths, while they are all the same (`uniform`);
+  // spans only once one differs.
+  bool uniform = true;
+  uint32_t widths[3] = {0, 0, 0};
+  Blocks<uint32_t> spans;
   std::vector<ElementExtra> extras;
 
   // a verdict wins over data where both came, as the listing reads them
   void Append(nft::Element& e) {
+    const std::vector<uint8_t>* parts[3] = {&e.key, &e.key_end, &e.data};
+    const uint32_t lens[3] = {static_cast<uint32_t>(e.key.size()), static_cast<uint32_t>(e.key_end.size()),
+                              static_cast<uint32_t>(e.data.size())};
+    if (count == 0) std::copy(lens, lens + 3, widths);
+    if (uniform && !std::equal(lens, lens + 3, widths)) {
+      // the elements so far, laid out one after the other with the same lengths
+      uniform = false;
+      uint32_t off = 0;
+      for (uint32_t j = 0; j < count; j++)
+        for (uint32_t w : widths) {
+          spans.Push(off);
+          spans.Push(w);
+          off += w;
+        }
+    }
     const uint32_t i = count++;
-    for (const std::vector<uint8_t>* v : {&e.key, &e.key_end, &e.data}) {
-      spans.push_back(static_cast<uint32_t>(bytes.size()));
-      spans.push_back(static_cast<uint32_t>(v->size()));
-      bytes.insert(bytes.end(), v->begin(), v->end());
+    for (int k = 0; k < 3; k++) {
+      if (!uniform) {
+        spans.Push(static_cast<uint32_t>(bytes.size()));
+        spans.Push(lens[k]);
+      }
+      bytes.Append(parts[k]->data(), parts[k]->size());
     }
     if (!e.has_flags && !e.has_verdict && !e.timeout_ms && !e.expiration_ms && e.comment.empty()) return;
     ElementExtra x;
@@ -302,6 +370,19 @@ void DumpKind(nl::Socket& sock, uint16_t msg, uint8_t family, const std::string&
   });
 }
 
+// One set's elements (one NFT_MSG_GETSETELEM dump), packed as each message is decoded.
+void DumpElements(nl::Socket& sock, uint8_t family, const std::string& table, const std::string& set, PackedElements* out) {
+  nl::Batch b;
+  nft::EncodeDumpElements(b, family, table, set);
+  std::vector<nft::Element> decoded;
+  sock.Dump(b, "NFT_MSG_GETSETELEM", [&](const nlmsghdr* h) {
+    nft::ElementsRef ref;
+    std::string why;
+    if (!nft::DecodeElements(h, &ref, &decoded, &why)) nl::ThrowDecode("NFT_MSG_GETSETELEM", why);
+    out->AppendAll(decoded);
+  });
+}
+
 Listing RunList(nl::Socket& sock, uint8_t family, const std::string& table, bool elements) {
   for (int attempt = 0;; attempt++) {
     Listing l;
@@ -328,17 +409,7 @@ Listing RunList(nl::Socket& sock, uint8_t family, const std::string& table, bool
       for (nft::Set& s : sets) {
         SetWithElements sw;
         sw.set = std::move(s);
-        if (elements) {
-          nl::Batch b;
-          nft::EncodeDumpElements(b, sw.set.family, sw.set.table, sw.set.name);
-          std::vector<nft::Element> decoded;
-          sock.Dump(b, "NFT_MSG_GETSETELEM", [&](const nlmsghdr* h) {
-            nft::ElementsRef ref;
-            std::string why;
-            if (!nft::DecodeElements(h, &ref, &decoded, &why)) nl::ThrowDecode("NFT_MSG_GETSETELEM", why);
-            sw.elements.AppendAll(decoded);
-          });
-        }
+        if (elements) DumpElements(sock, sw.set.family, sw.set.table, sw.set.name, &sw.elements);
         l.sets.push_back(std::move(sw));
       }
       DumpKind(sock, NFT_MSG_GETRULE, family, table, &l.rules, nft::DecodeRule);
@@ -390,11 +461,21 @@ Napi::Value ChainToJs(Napi::Env env, const nft::Chain& c) {
 }
 
 // One Buffer for a set's bytes instead of a Buffer per key and value: a listing of 170k
-// elements made ~300k Buffers, each several times the size of its bytes.
-Napi::Value ElementsToJs(Napi::Env env, const PackedElements& p) {
-  Napi::Buffer<uint8_t> bytes = Napi::Buffer<uint8_t>::Copy(env, p.bytes.data(), p.bytes.size());
-  Napi::Uint32Array spans = Napi::Uint32Array::New(env, p.spans.size());
-  if (!p.spans.empty()) std::memcpy(spans.Data(), p.spans.data(), p.spans.size() * sizeof(uint32_t));
+// elements made ~300k Buffers, each several times the size of its bytes. The elements are
+// moved out of `p` (its blocks freed as they are copied).
+Napi::Value ElementsToJs(Napi::Env env, PackedElements& p) {
+  Napi::Buffer<uint8_t> bytes = Napi::Buffer<uint8_t>::New(env, p.bytes.size());
+  p.bytes.MoveTo(bytes.Data());
+  Napi::Object o = Napi::Object::New(env);
+  if (p.uniform) {
+    Napi::Array w = Napi::Array::New(env, 3);
+    for (uint32_t k = 0; k < 3; k++) w.Set(k, p.widths[k]);
+    o.Set("widths", w);
+  } else {
+    Napi::Uint32Array spans = Napi::Uint32Array::New(env, p.spans.size());
+    p.spans.MoveTo(spans.Data());
+    o.Set("spans", spans);
+  }
   Napi::Array extras = Napi::Array::New(env, p.extras.size());
   for (size_t i = 0; i < p.extras.size(); i++) {
     const ElementExtra& e = p.extras[i];
@@ -407,15 +488,13 @@ Napi::Value ElementsToJs(Napi::Env env, const PackedElements& p) {
     if (!e.comment.empty()) o.Set("comment", e.comment);
     extras.Set(i, o);
   }
-  Napi::Object o = Napi::Object::New(env);
   o.Set("count", static_cast<double>(p.count));
   o.Set("bytes", bytes);
-  o.Set("spans", spans);
   o.Set("extras", extras);
   return o;
 }
 
-Napi::Value SetToJs(Napi::Env env, const nft::Set& s, const PackedElements* elems) {
+Napi::Value SetToJs(Napi::Env env, const nft::Set& s, PackedElements* elems) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("family", s.family);
   o.Set("table", s.table);
@@ -465,8 +544,9 @@ Napi::Value ListingToJs(Napi::Env env, Listing& l) {
   for (size_t i = 0; i < l.chains.size(); i++) c.Set(i, ChainToJs(env, l.chains[i]));
   Napi::Array s = Napi::Array::New(env, l.sets.size());
   for (size_t i = 0; i < l.sets.size(); i++) {
+    // handed over set by set: one set's elements in both places at a time
     s.Set(i, SetToJs(env, l.sets[i].set, l.want_elements ? &l.sets[i].elements : nullptr));
-    l.sets[i].elements = PackedElements();  // handed over: one set's copy alive at a time
+    l.sets[i].elements = PackedElements();
   }
   Napi::Array r = Napi::Array::New(env, l.rules.size());
   for (size_t i = 0; i < l.rules.size(); i++) r.Set(i, RuleToJs(env, l.rules[i]));
@@ -653,6 +733,7 @@ class NftHandle : public Wrapped<NftHandle> {
                                          {
                                              Method<&NftHandle::CommitWire>("commitWire"),
                                              Method<&NftHandle::List>("list"),
+                                             Method<&NftHandle::ListElements>("listElements"),
                                              Method<&NftHandle::GenId>("genId"),
                                              Method<&NftHandle::Stats>("stats"), Method<&NftHandle::Ready>("ready"), Method<&NftHandle::Close>("close"),
                                          }));
@@ -712,6 +793,28 @@ class NftHandle : public Wrapped<NftHandle> {
           return l;
         },
         [](Napi::Env env, Listing& l) { return ListingToJs(env, l); });
+  }
+
+  // listElements({ family, table, set }) -> { count, bytes, spans, extras }: one set's elements,
+  // one dump (an interrupted dump rejects with kind 'dump-interrupted'; no generation: the
+  // caller reads it around its dumps).
+  Napi::Value ListElements(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const std::string op = "nftables list elements";
+    const uint8_t family = static_cast<uint8_t>(UIntOpt(env, info[0], "family", 255, 0, op));
+    const std::string table = NameOpt(env, info[0], "table", NFT_TABLE_MAXNAMELEN - 1, op);
+    const std::string set = NameOpt(env, info[0], "set", NFT_SET_MAXNAMELEN - 1, op);
+    if (!family || table.empty() || set.empty()) ThrowInvalid(env, op, "family, table and set are required");
+    auto ch = ch_;
+    return PromiseWorker<PackedElements>::Run(
+        env,
+        [ch, family, table, set]() {
+          std::lock_guard<std::mutex> lock(ch->mu);
+          PackedElements p;
+          DumpElements(ch->Sock(), family, table, set, &p);
+          return p;
+        },
+        [](Napi::Env env, PackedElements& p) { return ElementsToJs(env, p); });
   }
 
   Napi::Value GenId(const Napi::CallbackInfo& info) {

@@ -435,13 +435,13 @@ function elementOps(
  * `dedupe`: the desired elements may repeat a key (the first counts).
  */
 function packedDiff(s: SetDecl, want: readonly SetElement[], dedupe: boolean, have: PackedElements, del: SetElement[], add: SetElement[]): void {
-  const { bytes, spans, count } = have;
+  const { bytes, count } = have;
   let cap = 16;
   while (cap < count * 2) cap *= 2;
   const mask = cap - 1;
   const slots = new Int32Array(cap).fill(-1);
   for (let i = 0; i < count; i++) {
-    let h = hashBytes(bytes, spans[i * 6]!, spans[i * 6 + 1]!) & mask;
+    let h = hashBytes(bytes, have.keyAt(i), have.keyLength(i)) & mask;
     while (slots[h] !== -1) h = (h + 1) & mask;
     slots[h] = i;
   }
@@ -452,7 +452,7 @@ function packedDiff(s: SetDecl, want: readonly SetElement[], dedupe: boolean, ha
   const find = (): number => {
     for (let h = hashBytes(scratch, 0, klen) & mask; ; h = (h + 1) & mask) {
       const i = slots[h]!;
-      if (i === -1 || (spans[i * 6 + 1] === klen && sameBytes(bytes, spans[i * 6]!, scratch, 0, klen))) return i;
+      if (i === -1 || (have.keyLength(i) === klen && sameBytes(bytes, have.keyAt(i), scratch, 0, klen))) return i;
     }
   };
   const sameValue = (i: number, e: SetElement): boolean => {
@@ -461,11 +461,11 @@ function packedDiff(s: SetDecl, want: readonly SetElement[], dedupe: boolean, ha
       return v === undefined ? !e.verdict : !!e.verdict && v.code === e.verdict.code && (v.chain ?? '') === (e.verdict.chain ?? '');
     }
     if (e.verdict) return false;
-    const dlen = spans[i * 6 + 5]!;
+    const dlen = have.dataLength(i);
     if (!map || !dataTypes || e.data === undefined) return e.data === undefined && dlen === 0;
     try {
       const n = encodeKeyInto(dataTypes, dataValues(map, e.data), scratch, klen);
-      return n === dlen && sameBytes(bytes, spans[i * 6 + 4]!, scratch, klen, n);
+      return n === dlen && sameBytes(bytes, have.dataAt(i), scratch, klen, n);
     } catch {
       return false;
     }

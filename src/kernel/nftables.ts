@@ -11,6 +11,7 @@ import {
   type NativeNftHandle,
   type NativeNftSet,
   type NativeNftElementExtra,
+  type NativeNftElements,
   type NativeNftWireEncoder,
   type SocketStats,
 } from '../native.js';
@@ -589,7 +590,7 @@ function setFromNative(s: NativeNftSet, packed: boolean): SetInfo {
   if (s.size) info.size = s.size;
   const raw = s.elements;
   if (!raw) return info;
-  const listed = new PackedElements(info, raw.count, raw.bytes, raw.spans, raw.extras);
+  const listed = new PackedElements(info, raw);
   if (packed) info.packed = listed;
   else info.elements = listed.decode();
   return info;
@@ -597,24 +598,32 @@ function setFromNative(s: NativeNftSet, packed: boolean): SetInfo {
 
 /**
  * A set's elements as the kernel lists them, not decoded: the bytes of every key, key end and
- * value back to back, six numbers per element in `spans` (offset and length of its key, key
- * end and value; length 0: absent), and the rarer parts of the elements that have any. An
- * interval set's CIDRs are start and end elements here, as in the kernel.
+ * value back to back (where each element's are: keyAt, keyLength, dataAt, dataLength), and the
+ * rarer parts of the elements that have any. An interval set's CIDRs are start and end
+ * elements here, as in the kernel.
  */
 export class PackedElements {
+  readonly count: number;
+  readonly bytes: Buffer;
+  /** Per element, the offset and length of its key, key end and value (NativeNftElements):
+   *  only when the elements' lengths differ; else `widths`. */
+  private readonly spans: Uint32Array | undefined;
+  private readonly widths: readonly [number, number, number];
+  /** The three widths' sum: element i's key starts at i × stride (without spans). */
+  private readonly stride: number;
   private readonly extras: ReadonlyMap<number, NativeNftElementExtra>;
 
-  constructor(
-    readonly set: Readonly<SetSpec>,
-    readonly count: number,
-    readonly bytes: Buffer,
-    readonly spans: Uint32Array,
-    extras: readonly NativeNftElementExtra[],
-  ) {
-    this.extras = new Map(extras.map((x) => [x.index, x]));
+  constructor(readonly set: Readonly<SetSpec>, raw: NativeNftElements) {
+    this.count = raw.count;
+    this.bytes = raw.bytes;
+    this.spans = raw.spans;
+    this.widths = raw.widths ?? [0, 0, 0];
+    this.stride = this.widths[0] + this.widths[1] + this.widths[2];
+    this.extras = new Map(raw.extras.map((x) => [x.index, x]));
   }
 
-  /** The elements as the kernel would list them after adding these (a test double's listing). */
+  /** The elements as the kernel would list them after adding these (a test double's listing),
+   *  laid out as the addon lays them out. */
   static of(set: SetSpec, elements: SetElement[]): PackedElements {
     const lowered = lowerElements(set, elements, 'add');
     const parts: Buffer[] = [];
@@ -635,12 +644,47 @@ export class PackedElements {
       if (comment !== undefined) x.comment = comment;
       if (Object.keys(x).length > 1) extras.push(x);
     });
-    return new PackedElements(set, lowered.length, Buffer.concat(parts), spans, extras);
+    const widths: [number, number, number] = lowered.length ? [spans[1]!, spans[3]!, spans[5]!] : [0, 0, 0];
+    const uniform = lowered.every((_, i) => spans[i * 6 + 1] === widths[0] && spans[i * 6 + 3] === widths[1] && spans[i * 6 + 5] === widths[2]);
+    const bytes = Buffer.concat(parts);
+    return new PackedElements(set, { count: lowered.length, bytes, ...(uniform ? { widths } : { spans }), extras });
+  }
+
+  /** Where element i's key starts in `bytes`. */
+  keyAt(i: number): number {
+    return this.spans ? this.spans[i * 6]! : i * this.stride;
+  }
+
+  keyLength(i: number): number {
+    return this.spans ? this.spans[i * 6 + 1]! : this.widths[0];
+  }
+
+  /** Where element i's value (a data map's) starts in `bytes`. */
+  dataAt(i: number): number {
+    return this.spans ? this.spans[i * 6 + 4]! : i * this.stride + this.widths[0] + this.widths[1];
+  }
+
+  /** The length of element i's value: 0 without one. */
+  dataLength(i: number): number {
+    return this.spans ? this.spans[i * 6 + 5]! : this.widths[2];
+  }
+
+  /**
+   * Frees the listing's memory now rather than at the garbage collection that finds it
+   * unreachable (a listing that outlived two young-generation collections, as one diffed for a
+   * while does, waits for a full one). The elements cannot be read after. Memory shared with
+   * other buffers (a small pooled Buffer) is left to the collector.
+   */
+  release(): void {
+    for (const v of [this.bytes, this.spans]) {
+      const ab = v?.buffer;
+      if (ab instanceof ArrayBuffer && v!.byteOffset === 0 && v!.byteLength === ab.byteLength) native().detachArrayBuffer(ab);
+    }
   }
 
   /** Element i's key (a plain set's: an interval set's elements are the ends of its ranges). */
   key(i: number): KeyValue[] {
-    return decodeKey(this.set.key, this.bytes, this.spans[i * 6]!, this.spans[i * 6 + 1]!);
+    return decodeKey(this.set.key, this.bytes, this.keyAt(i), this.keyLength(i));
   }
 
   verdict(i: number): Verdict | undefined {
@@ -649,15 +693,15 @@ export class PackedElements {
 
   /** The elements as objects; an interval set's CIDRs rebuilt from its start/end elements. */
   decode(): SetElement[] {
-    const { set, bytes, spans } = this;
+    const { set, bytes } = this;
     const dataTypes = set.map && set.map !== 'verdict' ? mapTypes(set.map) : undefined;
     const plain = (i: number, k: KeyValue[]): SetElement => {
       const out: SetElement = { key: k };
       const x = this.extras.get(i);
-      const dataLen = spans[i * 6 + 5]!;
+      const dataLen = this.dataLength(i);
       if (x?.verdict) out.verdict = x.verdict as Verdict;
       else if (dataLen && dataTypes) {
-        const d = decodeKey(dataTypes, bytes, spans[i * 6 + 4]!, dataLen);
+        const d = decodeKey(dataTypes, bytes, this.dataAt(i), dataLen);
         out.data = Array.isArray(set.map) ? d : d[0]!;
       }
       if (x?.timeout) out.timeout = x.timeout;
@@ -670,7 +714,7 @@ export class PackedElements {
       return els;
     }
     const t = set.key[0] as 'ipv4_addr' | 'ipv6_addr';
-    const keyOf = (i: number) => bytes.subarray(spans[i * 6]!, spans[i * 6]! + spans[i * 6 + 1]!);
+    const keyOf = (i: number) => bytes.subarray(this.keyAt(i), this.keyAt(i) + this.keyLength(i));
     const isEnd = (i: number) => ((this.extras.get(i)?.flags ?? 0) & END) !== 0;
     const sorted = Array.from({ length: this.count }, (_, i) => i).sort((a, b) => Buffer.compare(keyOf(a), keyOf(b)));
     const out: SetElement[] = [];
@@ -702,6 +746,9 @@ export interface ListOptions {
 export interface NftablesApi {
   commit(tx: NftTransaction | readonly NftOp[], opts?: CommitOptions): Promise<NftCommitResult>;
   list(opts?: ListOptions): Promise<NftRuleset>;
+  /** One set's elements as listed (one dump, redone if interrupted): not tied to a generation,
+   *  read genId around such dumps. A set that is not there: ENOENT. */
+  listElements(set: SetSpec): Promise<PackedElements>;
   genId(): Promise<number>;
 }
 
@@ -767,6 +814,17 @@ export class Nftables implements NftablesApi {
         return out;
       }),
     };
+  }
+
+  /** One set's elements as the kernel sends them (a map of 110k elements is ~5 MB packed,
+   *  ~33 MB decoded into objects): one dump, redone if interrupted. */
+  listElements(set: SetSpec): Promise<PackedElements> {
+    checkFamily(set.family);
+    checkName('table', set.table);
+    checkName('set', set.name);
+    return redoInterrupted(async () => {
+      return new PackedElements(set, await this.h.listElements({ family: FAMILY_NUMBER[set.family], table: set.table, set: set.name }));
+    });
   }
 
   /** NFT_MSG_GETGEN: the ruleset generation id (changes with every committed transaction). */

@@ -9,7 +9,7 @@ import type { IpSet, IpSetMember, IpSetOp, IpSetsApi, IpSetSpec } from '../kerne
 import type { Address, Link, LinkOp, LinksApi } from '../kernel/links.js';
 import type { Route, RouteFilter, RouteOp, RoutesApi } from '../kernel/routes.js';
 import { canonicalAddress, familyOf, parseCidr, networkText } from '../net/address.js';
-import { NftCommitResult, NftTransaction, PackedElements, type CommitOptions, type NftablesApi, type NftOp, type NftRuleset, type ListOptions, type SetElement } from '../kernel/nftables.js';
+import { NftCommitResult, NftTransaction, PackedElements, type CommitOptions, type NftablesApi, type NftOp, type NftRuleset, type ListOptions, type SetElement, type SetSpec } from '../kernel/nftables.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { memberKey } from '../engine/ipsets-diff.js';
 import { elementKey, stableStringify } from '../engine/nft-diff.js';
@@ -354,7 +354,10 @@ export class FakeNftables implements NftablesApi {
   private rs: NftRuleset = { genId: 1, tables: [], chains: [], sets: [], rules: [] };
   private handle = 1;
   readonly log: NftOp[][] = [];
+  /** list() calls */
   dumps = 0;
+  /** listElements() calls */
+  elementDumps = 0;
 
   get writes(): number {
     return this.log.reduce((n, ops) => n + ops.length, 0);
@@ -384,6 +387,13 @@ export class FakeNftables implements NftablesApi {
       }),
       rules: c.rules.filter((x) => f(x, x.table)),
     };
+  }
+
+  async listElements(set: SetSpec): Promise<PackedElements> {
+    this.elementDumps++;
+    const s = this.rs.sets.find((x) => x.family === set.family && x.table === set.table && x.name === set.name);
+    if (!s) throw err('ENOENT', 'NFT_MSG_GETSETELEM', 0);
+    return PackedElements.of(set, structuredClone(s.elements));
   }
 
   async commit(tx: NftTransaction | readonly NftOp[], opts: CommitOptions = {}): Promise<NftCommitResult> {

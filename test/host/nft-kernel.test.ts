@@ -164,6 +164,36 @@ function isDeepEqual(a: unknown, b: unknown): boolean {
   }
 }
 
+test('listElements lists one set as list() does, packed (elements of one shape, and an interval map whose end elements have no value); a set that is not there is ENOENT; release frees it', async () => {
+  const nft = await fresh();
+  (await nft.commit(proxyTable())).orThrow();
+  // an interval map: its ranges' end elements carry no value, so the elements differ in shape
+  const ranges: SetSpec = { family: 'ip', table: T, name: 'ranges', key: ['ipv4_addr'], interval: true, map: 'mark' };
+  (await nft.commit(new NftTransaction().addSet(ranges).addElements(ranges, [{ key: ['10.0.0.0/8'], data: 1 }, { key: ['192.168.1.0/24'], data: 2 }]))).orThrow();
+  // 20k elements: a dump of many messages, its bytes over several of the addon's blocks
+  const big: SetSpec = { family: 'ip', table: T, name: 'big', key: ['ipv4_addr', 'inet_proto', 'inet_service', 'mark'], map: ['ipv4_addr', 'inet_service'] };
+  const bigElements = Array.from({ length: 20_000 }, (_, i) => ({ key: [`10.96.${i >> 8}.${i & 255}`, 'tcp', 80, i % 10], data: [`10.244.${i >> 8}.${i & 255}`, 8080] }));
+  (await nft.commit(new NftTransaction().addSet(big).addElements(big, bigElements))).orThrow();
+  const l = await nft.list({ table: T });
+  for (const s of l.sets) {
+    const { handle: _h, elements, ...spec } = s;
+    const packed = await nft.listElements(spec);
+    assert.deepEqual(sortedElems(packed.decode()), sortedElems(elements), `elements of ${s.name}`);
+    if (!s.interval) assert.equal(packed.count, elements.length);
+  }
+  const { handle: _h, elements: _e, ...rangeSpec } = l.sets.find((s) => s.name === 'ranges')!;
+  const r = await nft.listElements(rangeSpec);
+  assert.ok(new Set(Array.from({ length: r.count }, (_, i) => r.dataLength(i))).size > 1, 'start elements with a value, end elements without');
+  await assert.rejects(nft.listElements({ ...svc4, name: 'absent' }), (e: unknown) => e instanceof NetlinkError && e.code === 'ENOENT');
+  await assert.rejects(nft.listElements({ ...svc4, table: 'absent' }), (e: unknown) => e instanceof NetlinkError && e.code === 'ENOENT');
+  // released: its memory goes at once, and it reads as empty after
+  const b = await nft.listElements(big);
+  assert.equal(b.count, 20_000);
+  assert.equal(b.bytes.length, 20_000 * 24);
+  b.release();
+  assert.equal(b.bytes.length, 0);
+});
+
 test('a failing op in the middle rolls the whole transaction back and names the op', async () => {
   const nft = await fresh();
   (await nft.commit(proxyTable())).orThrow();

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 import { diffNft, type DesiredNftTable } from '../../src/engine/nft-diff.js';
-import { PackedElements, type NftOp, type NftRuleset, type SetElement } from '../../src/kernel/nftables.js';
+import { PackedElements, type NftOp, type NftRuleset, type SetElement, type SetSpec } from '../../src/kernel/nftables.js';
 import { prng } from '../helpers/bytes.js';
 
 type Sets = Record<'plain' | 'vmap' | 'one' | 'concat' | 'cidrs', SetElement[]>;
@@ -146,4 +146,41 @@ test('PackedElements.of lists what the kernel lists: decoded, the elements given
     const got = s.packed!.decode();
     assert.deepEqual(new Map(got.map((e) => [text(e), value(e)])), contents(b[k]), k);
   }
+});
+
+test('a listing laid out by per-element spans (elements of different shapes) reads and diffs as one laid out by widths', () => {
+  const r = random(13);
+  const b = r.before();
+  const a = r.after(b);
+  const spec: SetSpec = { family: 'ip', table: 't', name: 'concat', key: ['ipv4_addr', 'inet_proto', 'inet_service', 'mark'], map: ['ipv4_addr', 'inet_service'] };
+  const byWidths = PackedElements.of(spec, b.concat);
+  // the same bytes, each element's key and value placed by spans
+  const spans = new Uint32Array(byWidths.count * 6);
+  for (let i = 0; i < byWidths.count; i++) spans.set([byWidths.keyAt(i), byWidths.keyLength(i), 0, 0, byWidths.dataAt(i), byWidths.dataLength(i)], i * 6);
+  const bySpans = new PackedElements(spec, { count: byWidths.count, bytes: byWidths.bytes, spans, extras: [] });
+  assert.deepEqual(bySpans.decode(), byWidths.decode());
+  assert.deepEqual(new Map(bySpans.decode().map((e) => [text(e), value(e)])), contents(b.concat));
+  const diff = (packed: PackedElements) => {
+    const l = listing(b, true);
+    l.sets.find((s) => s.name === 'concat')!.packed = packed;
+    return norm(diffNft(table(a), l).ops);
+  };
+  assert.deepEqual(diff(bySpans), diff(byWidths));
+  // an interval map: the ends of its ranges carry no value, so its elements differ in shape
+  const ranges: SetSpec = { family: 'ip', table: 't', name: 'ranges', key: ['ipv4_addr'], interval: true, map: 'mark' };
+  const els = [{ key: ['10.0.0.0/8'], data: 1 }, { key: ['192.168.1.0/24'], data: 2 }];
+  const p = PackedElements.of(ranges, els);
+  assert.ok(new Set(Array.from({ length: p.count }, (_, i) => p.dataLength(i))).size > 1);
+  assert.deepEqual(p.decode(), els);
+});
+
+test('release frees a listing that owns its memory (it reads as empty after) and leaves one in a shared pool alone', () => {
+  const spec: SetSpec = { family: 'ip', table: 't', name: 'plain', key: ['ipv4_addr'] };
+  const big = PackedElements.of(spec, Array.from({ length: 2000 }, (_, i) => ({ key: [`10.0.${i >> 8}.${i & 255}`] })));
+  assert.equal(big.bytes.length, 8000);
+  big.release();
+  assert.equal(big.bytes.length, 0);
+  const small = PackedElements.of(spec, [{ key: ['10.0.0.1'] }]);
+  small.release();
+  assert.deepEqual(small.decode(), [{ key: ['10.0.0.1'] }]);
 });

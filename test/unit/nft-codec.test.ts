@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { native } from '../../src/native.js';
 import { NetlinkError } from '../../src/errors.js';
-import { NftTransaction, encodeOps, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
+import { NftTransaction, PackedElements, encodeOps, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
 import { canonicalExprs, renderData, type Expr } from '../../src/kernel/nft-expr.js';
 import * as R from '../../src/kernel/nft-rules.js';
 import {
@@ -91,8 +91,9 @@ test('bulk elements are split into NEWSETELEM messages whose element nest stays 
     assert.ok(m.length < 65_535, `message of ${m.length} bytes`);
     const d = codec.decodeElements(m);
     total += d.elements.count;
-    const { bytes, spans } = d.elements;
-    for (let i = 0; i < d.elements.count; i++) seen.push(decodeKey(s.key, bytes, spans[i * 6]!, spans[i * 6 + 1]!).join(' . '));
+    const { bytes } = d.elements;
+    const p = new PackedElements(s, d.elements);
+    for (let i = 0; i < d.elements.count; i++) seen.push(decodeKey(s.key, bytes, p.keyAt(i), p.keyLength(i)).join(' . '));
   }
   assert.equal(total, 20_000);
   assert.equal(seen[0], '10.0.0.0 . tcp . 80');
