@@ -348,7 +348,7 @@ export class Engine {
     // The record: taken from the listing of every set when the engine manages ipsets, else
     // its two sets alone.
     const readOwn = this.ipvs.readsRecord(!!changed);
-    const [observed, addresses, routes, sets, ruleset, own] = await Promise.all([
+    const [observed, addresses, routes, sets, nftListed, own] = await Promise.all([
       this.ipvs.observe(changed, sliced),
       this.addresses.observe(s.addresses),
       this.routes.observe(s.routes),
@@ -362,8 +362,7 @@ export class Engine {
       t1,
       ipvs: sliced ? this.ipvs.index(observed) : observed,
       ...(addresses ? { addresses } : {}),
-      // (the tables' listing goes as it is diffed: ~170k elements at a restart over 10k services)
-      nft: this.nft.diff(s.nft, ruleset),
+      nft: this.nft.diff(s.nft, nftListed),
     };
     const r = this.routes.diff(s.routes, routes);
     const i = this.ipsets.diff(s.ipsets, sets);

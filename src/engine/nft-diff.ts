@@ -2,7 +2,7 @@
 // rarely and is rebuilt atomically when it differs; set and map elements — the per-service
 // part — are diffed element by element. Pure: (desired, observed listing) -> NftOp[], all of
 // which go into one transaction (the kernel applies it entirely or not at all).
-import { dataValues, mapTypes, type ChainSpec, type NftOp, type NftRuleset, type PackedElements, type RuleSpec, type SetElement, type SetInfo, type SetSpec, type TableSpec } from '../kernel/nftables.js';
+import { dataValues, mapTypes, PackedElements, type ChainSpec, type NftOp, type NftRuleset, type RuleSpec, type SetElement, type SetInfo, type SetSpec, type TableSpec } from '../kernel/nftables.js';
 import { encodeKeyInto, keyLength, type NftFamily } from '../kernel/nft-types.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { canonicalAddress } from '../net/address.js';
@@ -160,7 +160,18 @@ function uniqueElements(s: Pick<SetSpec, 'key' | 'interval'>, elements: readonly
   return out;
 }
 
-export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelta {
+/** A listed set's elements, as a diff step is answered: as the kernel sent them
+ *  (Nftables.listElements), or decoded. */
+export type ListedElements = PackedElements | readonly SetElement[];
+
+/**
+ * The delta from a listing of the table, its sets' elements asked for one set at a time: the
+ * steps yield a listed set whose elements the diff needs next and take them as the answer, so
+ * a caller can list each set's elements when asked and let them go once the next set is asked
+ * for (a restart over 10k services lists ~171k elements, 110k in one map). Pure: the caller
+ * lists.
+ */
+export function* diffNftSteps(desired: DesiredNftTable, observed: NftRuleset): Generator<SetInfo, NftDelta, ListedElements> {
   const t: TableSpec = { family: desired.family, name: desired.name };
   const owns = ownsName(desired);
   const inTable = (x: { family: NftFamily; table: string }) => x.family === t.family && x.table === t.name;
@@ -199,7 +210,8 @@ export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelt
     const ops: NftOp[] = [];
     for (const c of ownChains) if (haveRules.has(c.name)) ops.push({ verb: 'flush', kind: 'chain', chain: full(t, { name: c.name }) });
     for (const x of ownSets) {
-      const listed = x.map === 'verdict' ? listedElements(x) : [];
+      if (x.map !== 'verdict') continue;
+      const listed = decoded(yield x);
       if (listed.length) ops.push({ verb: 'delete', kind: 'elements', set: full(t, declOf(x)), elements: listed.map(({ key }) => ({ key })) });
     }
     for (const x of ownSets) ops.push({ verb: 'delete', kind: 'set', set: full(t, declOf(x)) });
@@ -216,17 +228,21 @@ export function diffNft(desired: DesiredNftTable, observed: NftRuleset): NftDelt
     if (have.length) ops.push({ verb: 'flush', kind: 'chain', chain: full(t, c) });
     for (const r of wantRules.get(c.name) ?? []) ops.push({ verb: 'add', kind: 'rule', rule: full(t, r) });
   }
-  ops.push(...elementOps(t, desired, (name) => {
-    const h = haveSets.get(name)!;
+  for (const set of desired.sets) {
+    if (set.dynamic) continue;
+    const h = haveSets.get(set.name)!;
+    // one set's listing at a time: this step's answer is dropped before the next is asked for
+    let listed: ListedElements | undefined = yield h;
     // a plain set's listing compared as listed; an interval set's decoded (its CIDRs rebuilt)
-    return h.packed && !h.interval ? { elements: [], packed: h.packed } : { elements: listedElements(h) };
-  }));
+    ops.push(...setElementOps(spec(t, set), set, listed instanceof PackedElements && !h.interval ? { elements: [], packed: listed } : { elements: decoded(listed) }));
+    listed = undefined;
+  }
   return { ops };
 }
 
 /** A listed set's elements, decoded now if they were listed packed. */
-function listedElements(x: SetInfo): readonly SetElement[] {
-  return x.packed ? x.packed.decode() : x.elements;
+function decoded(listed: ListedElements): readonly SetElement[] {
+  return listed instanceof PackedElements ? listed.decode() : listed;
 }
 
 /**
@@ -362,68 +378,76 @@ export function sameNftTables(a: readonly DesiredNftTable[], b: readonly Desired
   return true;
 }
 
-/** Elements: by canonical key; a changed value (another verdict/data) is a delete + add. */
-function elementOps(
-  t: TableSpec,
-  desired: DesiredNftTable,
-  had: (set: string) => { readonly elements: readonly SetElement[]; readonly order?: ElementOrder; readonly packed?: PackedElements },
-): NftOp[] {
+/** A desired set's full spec in table t. */
+function spec(t: TableSpec, set: DesiredSet): SetSpec {
+  return full(t, declOf(set));
+}
+
+/** Every non-dynamic set's element ops against what it had (`had`, by name). */
+function elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) => SetBefore): NftOp[] {
   const ops: NftOp[] = [];
-  for (const set of desired.sets) {
-    // a dynamic set's elements are the packet path's (a rule's dynset), not the desired state's
-    if (set.dynamic) continue;
-    const s = declOf(set);
-    const spec = full(t, s);
-    const elements = set.elements;
-    const beforeSet = had(s.name);
-    const before = beforeSet.elements;
-    if (elements === before) continue;
-    const order = set.order;
-    if (beforeSet.packed) {
-      const add: SetElement[] = [];
-      const del: SetElement[] = [];
-      packedDiff(s, elements, !set.unique && order === undefined, beforeSet.packed, del, add);
-      if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del });
-      if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
-      continue;
-    }
-    if (order !== undefined && beforeSet.order === order) {
-      // both sorted by the same order (the last clean apply's): one merge pass, no key texts
-      const add: SetElement[] = [];
-      const del: SetElement[] = [];
-      mergeElements(elements, before, order, del, add);
-      if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
-      if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
-      continue;
-    }
-    // The elements before by key; a desired element takes its key's entry out, so what is left
-    // is what to delete. A key seen twice among the desired elements is a duplicate (the first
-    // counts): tracked only for a set declared neither unique nor sorted.
-    const have = new Map<string, SetElement>();
-    for (const e of before) have.set(elementKey(s, e), e);
+  // a dynamic set's elements are the packet path's (a rule's dynset), not the desired state's
+  for (const set of desired.sets) if (!set.dynamic) ops.push(...setElementOps(spec(t, set), set, had(set.name)));
+  return ops;
+}
+
+/** What a set had: its elements (with their order, when they are the last clean apply's), or
+ *  its listing as the kernel sent it. */
+type SetBefore = { readonly elements: readonly SetElement[]; readonly order?: ElementOrder; readonly packed?: PackedElements };
+
+/** One set's elements: by canonical key; a changed value (another verdict/data) is a delete +
+ *  add. */
+function setElementOps(spec: SetSpec, set: DesiredSet, beforeSet: SetBefore): NftOp[] {
+  const ops: NftOp[] = [];
+  const s = declOf(set);
+  const elements = set.elements;
+  const before = beforeSet.elements;
+  if (elements === before) return ops;
+  const order = set.order;
+  if (beforeSet.packed) {
     const add: SetElement[] = [];
     const del: SetElement[] = [];
-    const seen = set.unique || order !== undefined ? undefined : new Set<string>();
-    for (const e of elements) {
-      const k = elementKey(s, e);
-      if (seen) {
-        if (seen.has(k)) continue;
-        seen.add(k);
-      }
-      const h = have.get(k);
-      if (!h) add.push(e);
-      else {
-        have.delete(k);
-        if (elementValue(h) !== elementValue(e)) {
-          del.push(h);
-          add.push(e);
-        }
-      }
-    }
-    for (const h of have.values()) del.push(h);
+    packedDiff(s, elements, !set.unique && order === undefined, beforeSet.packed, del, add);
+    if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del });
+    if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
+    return ops;
+  }
+  if (order !== undefined && beforeSet.order === order) {
+    // both sorted by the same order (the last clean apply's): one merge pass, no key texts
+    const add: SetElement[] = [];
+    const del: SetElement[] = [];
+    mergeElements(elements, before, order, del, add);
     if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
     if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
+    return ops;
   }
+  // The elements before by key; a desired element takes its key's entry out, so what is left
+  // is what to delete. A key seen twice among the desired elements is a duplicate (the first
+  // counts): tracked only for a set declared neither unique nor sorted.
+  const have = new Map<string, SetElement>();
+  for (const e of before) have.set(elementKey(s, e), e);
+  const add: SetElement[] = [];
+  const del: SetElement[] = [];
+  const seen = set.unique || order !== undefined ? undefined : new Set<string>();
+  for (const e of elements) {
+    const k = elementKey(s, e);
+    if (seen) {
+      if (seen.has(k)) continue;
+      seen.add(k);
+    }
+    const h = have.get(k);
+    if (!h) add.push(e);
+    else {
+      have.delete(k);
+      if (elementValue(h) !== elementValue(e)) {
+        del.push(h);
+        add.push(e);
+      }
+    }
+  }
+  for (const h of have.values()) del.push(h);
+  if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
+  if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
   return ops;
 }
 

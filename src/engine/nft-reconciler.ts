@@ -3,9 +3,9 @@
 // moved), diffed (nft-diff) and committed; between syncs it keeps the tables last applied
 // without an error and the ruleset generation at which the kernel has exactly those.
 import { NetlinkError } from '../errors.js';
-import { NftTransaction, type NftablesApi, type NftOp, type NftRuleset, type SetElement } from '../kernel/nftables.js';
+import { NftTransaction, PackedElements, type NftablesApi, type NftOp, type NftRuleset, type SetElement, type SetInfo } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
-import { declOf, diffNft, diffNftFromLast, elementKey, sameNftTables, staticFromLast, type DesiredNftTable, type NftDelta } from './nft-diff.js';
+import { declOf, diffNftFromLast, diffNftSteps, elementKey, sameNftTables, staticFromLast, type DesiredNftTable, type ListedElements, type NftDelta } from './nft-diff.js';
 import type { InvalidObject } from './engine.js';
 import { checkNftElements, checkNftTable } from './validate.js';
 
@@ -54,6 +54,14 @@ export interface NftStart {
    *  committed since). */
   fromClean: boolean;
   incremental: boolean;
+}
+
+/** The listed tables' deltas (NftReconciler.observe). */
+export interface NftListed {
+  /** Per table listed, in NftStart.list's order. */
+  deltas: NftDelta[];
+  /** The generation at which every dump of the listing saw the kernel (absent: not one). */
+  genId?: number;
 }
 
 /** A plan's nftables part. */
@@ -113,20 +121,42 @@ export class NftReconciler {
     return { tables: all, invalid, droppedChains, list: same || elementsOnly ? [] : all, elementsOnly, same, fromClean, incremental: o.incremental };
   }
 
-  /** The tables to list, as the kernel has them. */
-  observe(s: NftStart): Promise<NftRuleset[]> {
-    return Promise.all(s.list.map((t) => listOwnedTable(this.nft!, t)));
+  /**
+   * Lists the tables to list and diffs them: each table's static part (chains, set
+   * declarations, rules) in one listing, then each set's elements when the diff asks for them
+   * (diffNftSteps), so one set's listing is alive at a time (a restart over its own tables at
+   * 10k services lists ~171k elements, 110k of them in one map). The view is exact at the
+   * static listing's generation only if the generation is the same after the last dump: another
+   * commit in between leaves the plan's base unknown.
+   */
+  async observe(s: NftStart): Promise<NftListed | undefined> {
+    if (!s.list.length) return undefined;
+    const nft = this.nft!;
+    const statics: NftRuleset[] = [];
+    for (const t of s.list) statics.push(await listOwnedTable(nft, t));
+    const deltas: NftDelta[] = [];
+    for (let i = 0; i < s.list.length; i++) {
+      const steps = diffNftSteps(s.list[i]!, statics[i]!);
+      let step = steps.next();
+      while (!step.done) {
+        const listed = await setElements(nft, step.value);
+        step = steps.next(listed);
+        // the diff is done with a set's listing once it asks for the next set or returns
+        if (listed instanceof PackedElements) listed.release();
+      }
+      deltas.push(step.value);
+    }
+    const gen = statics[0]!.genId;
+    const exact = gen !== 0 && statics.every((r) => r.genId === gen) && (await nft.genId()) === gen;
+    return { deltas, ...(exact ? { genId: gen } : {}) };
   }
 
-  /** The plan's nftables part from the listing (dropped as it is diffed: a restart over its own
-   *  tables at 10k services lists ~170k elements). */
-  diff(s: NftStart, ruleset: NftRuleset[]): NftPlanned {
+  /** The plan's nftables part from the listed tables' deltas (observe). */
+  diff(s: NftStart, listed: NftListed | undefined): NftPlanned {
     const out: NftPlanned = { unchanged: s.same && s.incremental, invalid: [] };
     if (s.list.length) {
-      const gens = new Set(ruleset.map((r) => r?.genId));
-      if (!s.fromClean && gens.size === 1 && typeof ruleset[0]?.genId === 'number') out.base = ruleset[0].genId;
-      const deltas = s.list.map((t, i) => diffNft(t, ruleset[i]!));
-      ruleset.length = 0;
+      if (!s.fromClean && listed!.genId !== undefined) out.base = listed!.genId;
+      const deltas = listed!.deltas;
       // Every table's delta goes into the same transaction (tables created from nothing: their
       // rules in the last one, see createNftInTransactionsOf): the glue changes all at once.
       const rebuilt = deltas.map((d, i) => (d.rebuilt ? `${s.list[i]!.family} ${s.list[i]!.name}: ${d.rebuilt}` : '')).filter(Boolean);
@@ -385,8 +415,21 @@ function keepNftElements(delta: NftDelta, droppedChains: ReadonlyMap<string, Rea
   return invalid;
 }
 
+/** A listed set's elements, as the kernel has them now. A set gone since the static listing
+ *  (someone committed: the generation moved, so the plan's base is unknown) has none. */
+async function setElements(nft: NftablesApi, set: SetInfo): Promise<ListedElements> {
+  const { handle: _h, elements: _e, ...spec } = set;
+  try {
+    return await nft.listElements(spec);
+  } catch (e) {
+    if ((e as NetlinkError)?.code === 'ENOENT') return [];
+    throw e;
+  }
+}
+
 /**
- * One owned table as the kernel has it. A table that is not there lists as an empty ruleset
+ * One owned table as the kernel has it, without its sets' elements (setElements lists them).
+ * A table that is not there lists as an empty ruleset
  * at the generation it was found absent at: listed twice with that same generation read in
  * between (the listing of a missing table carries none), else at generation 0, which the
  * kernel never has (not known). (A table-filtered listing of a missing table fails with
@@ -395,7 +438,7 @@ function keepNftElements(delta: NftDelta, droppedChains: ReadonlyMap<string, Rea
 async function listOwnedTable(nft: NftablesApi, t: { family: NftFamily; name: string }): Promise<NftRuleset> {
   const absent = (genId: number): NftRuleset => ({ genId, tables: [], chains: [], sets: [], rules: [] });
   const list = () =>
-    nft.list({ family: t.family, table: t.name, elements: true, packed: true }).then(
+    nft.list({ family: t.family, table: t.name, elements: false }).then(
       (r) => r,
       (e: unknown) => {
         if ((e as NetlinkError)?.code === 'ENOENT') return undefined;

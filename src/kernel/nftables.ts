@@ -552,10 +552,8 @@ export interface ChainInfo extends ChainSpec {
 }
 export interface SetInfo extends SetSpec {
   handle: number;
-  /** The elements, decoded (empty when listed with `packed`). */
+  /** The elements, decoded (empty when listed without elements). */
   elements: SetElement[];
-  /** With ListOptions.packed: the elements as listed, decoded when asked for. */
-  packed?: PackedElements;
 }
 
 export interface RuleInfo extends RuleSpec {
@@ -570,7 +568,7 @@ export interface NftRuleset {
   rules: RuleInfo[];
 }
 
-function setFromNative(s: NativeNftSet, packed: boolean): SetInfo {
+function setFromNative(s: NativeNftSet): SetInfo {
   const key = keyTypesFromId(s.keyType, s.keyLen);
   if (!key)
     throw new NetlinkError({ message: `nftables list: set ${s.table}/${s.name} has a key type ipvsync does not know (${s.keyType}/${s.keyLen} bytes)`, code: 'EPROTO', errno: 71, kind: 'decode', op: 'NFT_MSG_GETSET' });
@@ -589,10 +587,7 @@ function setFromNative(s: NativeNftSet, packed: boolean): SetInfo {
   if (s.comment) info.comment = s.comment;
   if (s.size) info.size = s.size;
   const raw = s.elements;
-  if (!raw) return info;
-  const listed = new PackedElements(info, raw);
-  if (packed) info.packed = listed;
-  else info.elements = listed.decode();
+  if (raw) info.elements = new PackedElements(info, raw).decode();
   return info;
 }
 
@@ -735,9 +730,6 @@ export interface ListOptions {
   table?: string;
   /** Read set elements (default true; one dump per set). */
   elements?: boolean;
-  /** Leave each set's elements as listed (SetInfo.packed), to be decoded one set at a time: a
-   *  resync over 10k services lists ~170k elements, ~44 MB as objects all at once. */
-  packed?: boolean;
   /** Keep counter values in rule expressions (default: dropped, so rules compare equal). */
   counters?: boolean;
 }
@@ -806,7 +798,7 @@ export class Nftables implements NftablesApi {
         }
         return out;
       }),
-      sets: raw.sets.map((x) => setFromNative(x, opts.packed === true)),
+      sets: raw.sets.map((x) => setFromNative(x)),
       rules: raw.rules.map((r) => {
         const exprs = (r.exprs as Expr[]).map((e) => canonicalExpr(e, { counters: opts.counters === true }));
         const out: RuleInfo = { family: familyName(r.family), table: r.table, chain: r.chain, handle: r.handle, exprs };

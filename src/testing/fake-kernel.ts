@@ -379,12 +379,7 @@ export class FakeNftables implements NftablesApi {
       genId: c.genId,
       tables: c.tables.filter((t) => f(t, t.name)),
       chains: c.chains.filter((x) => f(x, x.table)),
-      sets: c.sets.filter((x) => f(x, x.table)).map((s) => {
-        if (opts.elements === false) return { ...s, elements: [] };
-        if (!opts.packed) return s;
-        const { elements, ...info } = s;
-        return { ...info, elements: [], packed: PackedElements.of(info, elements) };
-      }),
+      sets: c.sets.filter((x) => f(x, x.table)).map((s) => (opts.elements === false ? { ...s, elements: [] } : s)),
       rules: c.rules.filter((x) => f(x, x.table)),
     };
   }

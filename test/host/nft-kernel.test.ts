@@ -3,7 +3,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { Nftables, NftTransaction, encodeOps, type SetSpec, type ChainSpec, type RuleSpec } from '../../src/kernel/nftables.js';
+import { Nftables, NftTransaction, encodeOps, type NftablesApi, type SetSpec, type ChainSpec, type RuleSpec } from '../../src/kernel/nftables.js';
+import { Engine } from '../../src/engine/engine.js';
+import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
 import { canonicalExprs, type Expr } from '../../src/kernel/nft-expr.js';
 import * as R from '../../src/kernel/nft-rules.js';
 import { NetlinkError } from '../../src/errors.js';
@@ -192,6 +194,47 @@ test('listElements lists one set as list() does, packed (elements of one shape, 
   assert.equal(b.bytes.length, 20_000 * 24);
   b.release();
   assert.equal(b.bytes.length, 0);
+});
+
+test('a restart over its own table lists it a set at a time: a commit landing between two set dumps leaves the plan\'s base unknown, and the next full plan lists again and repairs it', async () => {
+  const nft = await fresh();
+  const addrs = (n: number, at: number) => Array.from({ length: n }, (_, i) => ({ key: [`10.${at}.${i >> 8}.${i & 255}`] }));
+  const table: DesiredNftTable = {
+    family: 'ip',
+    name: T,
+    chains: [{ name: 'c' }],
+    rules: [],
+    sets: [
+      { name: 'a', key: ['ipv4_addr'], elements: addrs(500, 1) },
+      { name: 'b', key: ['ipv4_addr'], elements: addrs(500, 2) },
+    ],
+  };
+  assert.deepEqual((await new Engine({ nft }, {}).sync({ services: [], nft: table })).errors, []);
+  // Without another commit: the base is the generation the listing saw.
+  const quiet = await new Engine({ nft }, {}).plan({ services: [], nft: table });
+  assert.deepEqual(quiet.nft?.ops, []);
+  assert.equal(quiet.nftPlanned?.base, await nft.genId());
+  // A restarted engine whose second set dump comes after someone deleted an element of the first.
+  let dumps = 0;
+  const racing: NftablesApi = {
+    commit: (tx, o) => nft.commit(tx, o),
+    list: (o) => nft.list(o),
+    genId: () => nft.genId(),
+    listElements: (set) => {
+      if (dumps++ === 1) nftCli('delete', 'element', 'ip', T, 'a', '{ 10.1.0.7 }');
+      return nft.listElements(set);
+    },
+  };
+  const e = new Engine({ nft: racing }, {});
+  const p = await e.plan({ services: [], nft: table });
+  assert.equal(dumps, 2, 'one dump per set');
+  assert.deepEqual(p.nft?.ops, [], 'set a was listed before the delete');
+  assert.equal(p.nftPlanned?.base, undefined, 'the generation moved between the dumps');
+  assert.deepEqual((await e.apply(p)).errors, []);
+  const again = await e.plan({ services: [], nft: table });
+  assert.equal(dumps, 4, 'listed again: the last plan\'s view was not exact');
+  assert.deepEqual(again.nft?.ops.map((o) => (o.kind === 'elements' ? `${o.verb} ${o.set.name} ${o.elements.map((x) => x.key.join(' ')).join(',')}` : o.kind)), ['add a 10.1.0.7']);
+  assert.equal(again.nftPlanned?.base, await nft.genId());
 });
 
 test('a failing op in the middle rolls the whole transaction back and names the op', async () => {

@@ -4,7 +4,8 @@
 // unchanged element.
 import assert from 'node:assert/strict';
 import test from 'node:test';
-import { diffNft, diffNftFromLast, type DesiredNftTable } from '../../src/engine/nft-diff.js';
+import { diffNftFromLast, type DesiredNftTable } from '../../src/engine/nft-diff.js';
+import { diffNft } from '../helpers/nft-diff.js';
 import { PackedElements, type NftOp, type SetElement } from '../../src/kernel/nftables.js';
 import { prng } from '../helpers/bytes.js';
 

@@ -5,8 +5,9 @@
 // diff against the same listing decoded into objects writes.
 import assert from 'node:assert/strict';
 import test from 'node:test';
-import { diffNft, type DesiredNftTable } from '../../src/engine/nft-diff.js';
-import { PackedElements, type NftOp, type NftRuleset, type SetElement, type SetSpec } from '../../src/kernel/nftables.js';
+import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
+import { diffNft, type ListingWithElements } from '../helpers/nft-diff.js';
+import { PackedElements, type NftOp, type SetElement, type SetSpec } from '../../src/kernel/nftables.js';
 import { prng } from '../helpers/bytes.js';
 
 type Sets = Record<'plain' | 'vmap' | 'one' | 'concat' | 'cidrs', SetElement[]>;
@@ -33,7 +34,7 @@ function table(s: Sets, opts: { unique?: boolean } = {}): DesiredNftTable {
 }
 
 /** Table t as the kernel lists it, each set's elements packed (or decoded: `packed` false). */
-function listing(s: Sets, packed: boolean): NftRuleset {
+function listing(s: Sets, packed: boolean): ListingWithElements {
   const d = table(s);
   return {
     genId: 1,
