@@ -2,10 +2,10 @@
 // a plan (and leaves what the kernel has under their keys as it is) instead of letting one bad
 // value reject a whole sync; validateDesired lets a caller check first. Every check is the kernel
 // layer's own: IPVS, address, route and ipset values through src/kernel/op-checks.ts (the addon's
-// checks), nftables through the NftTransaction builder and the op stream writer (encodeOps).
+// checks), nftables through the NftTransaction builder and the op stream writer (opChecker).
 import { NetlinkError } from '../errors.js';
 import type { DestinationConfig } from '../kernel/ipvs.js';
-import { encodeOps, NftTransaction, type NftOp, type SetElement, type SetSpec } from '../kernel/nftables.js';
+import { NftTransaction, opChecker, type NftOp, type SetElement, type SetSpec } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
 import {
   addressProblem,
@@ -357,15 +357,15 @@ export function checkNftTable(t: DesiredNftTable): NftTableVerdict {
   return { invalid: out, valid: { ...t, chains, sets, rules }, droppedChains };
 }
 
-/** Elements checked together when some of a set's fail (one op stream written per block). */
+/** Elements checked together (written as one op into a buffer reused for every block: a set's
+ *  ~100k elements in one stream were ~12 MB at once). */
 const ELEMENT_BLOCK = 256;
 
 /**
  * The elements of one (valid) set the façade refuses, for an add (`verb` 'add': key, value,
  * timeout, comment) or a delete ('delete': the key alone). `bad`: their indexes; `keptKeys`:
  * elementKey of refused elements whose key alone is valid (the kernel's element of that key is
- * left as it is). One pass over all of them first; when it fails, block by block, then element by
- * element in a block that fails.
+ * left as it is). Block by block, then element by element in a block that fails.
  */
 export function checkNftElements(
   table: { family: NftFamily; name: string },
@@ -376,25 +376,24 @@ export function checkNftElements(
 ): { invalid: InvalidObject[]; bad: Set<number>; keptKeys: string[] } {
   const spec = specOf(table, set);
   const jumps = droppedChains.size > 0 && spec.map === 'verdict';
-  const none = { invalid: [], bad: new Set<number>(), keptKeys: [] };
-  if (elementsProblem(spec, elements, verb) === undefined && !jumps) return none;
   const keySpec = { family: spec.family, table: spec.table, name: spec.name, key: spec.key, interval: spec.interval } as SetSpec;
+  const check = opChecker();
   const out: InvalidObject[] = [];
   const bad = new Set<number>();
   const keptKeys: string[] = [];
   for (let i = 0; i < elements.length; i++) {
     // a block at a time, element by element only in a block that fails
-    if (i % ELEMENT_BLOCK === 0 && !jumps && elementsProblem(spec, elements.slice(i, i + ELEMENT_BLOCK), verb) === undefined) {
+    if (i % ELEMENT_BLOCK === 0 && !jumps && elementsProblem(check, spec, elements.slice(i, i + ELEMENT_BLOCK), verb) === undefined) {
       i += ELEMENT_BLOCK - 1;
       continue;
     }
     const e = elements[i]!;
-    let p = elementsProblem(spec, [e], verb);
+    let p = elementsProblem(check, spec, [e], verb);
     const chain = jumps && e?.verdict?.chain;
     if (!p && chain && droppedChains.has(chain)) p = { field: 'verdict', message: `it jumps to chain ${chain}, which is left out` };
     if (!p) continue;
     bad.add(i);
-    const keyBad = verb === 'delete' || elementsProblem(keySpec, [{ key: e?.key } as SetElement], 'delete') !== undefined;
+    const keyBad = verb === 'delete' || elementsProblem(check, keySpec, [{ key: e?.key } as SetElement], 'delete') !== undefined;
     if (!keyBad) keptKeys.push(elementKey(spec, e));
     else p = { field: 'key', message: p.message };
     out.push(invalid('nft', `nft ${table.family} ${table.name} set ${spec.name} element ${Array.isArray(e?.key) ? e.key.join(' . ') : String(e?.key)}`, p));
@@ -402,9 +401,9 @@ export function checkNftElements(
   return { invalid: out, bad, keptKeys };
 }
 
-function elementsProblem(spec: SetSpec, elements: readonly SetElement[], verb: 'add' | 'delete'): FieldProblem | undefined {
+function elementsProblem(check: (op: NftOp) => void, spec: SetSpec, elements: readonly SetElement[], verb: 'add' | 'delete'): FieldProblem | undefined {
   try {
-    encodeOps([{ verb, kind: 'elements', set: spec, elements: elements as SetElement[] } satisfies NftOp]);
+    check({ verb, kind: 'elements', set: spec, elements: elements as SetElement[] });
     return undefined;
   } catch (e) {
     const message = reason(e);

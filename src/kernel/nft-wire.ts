@@ -610,6 +610,28 @@ export class OpStreamWriter {
     this.count++;
   }
 
+  /** Writes one op as write does (throwing what it throws) and takes it out again: the stream
+   *  is as it was, and its buffer is kept for the next (many ops checked allocate once). */
+  check(op: WireOp): void {
+    const at = this.w.off;
+    const nextId = this.nextId;
+    let idKey: string | undefined;
+    try {
+      idKey = op.kind === 'set' ? setKey(op.set) : undefined;
+    } catch {
+      // write throws it
+    }
+    const prevId = idKey === undefined ? undefined : this.setIds.get(idKey);
+    this.write(op);
+    this.w.off = at;
+    this.nextId = nextId;
+    this.count--;
+    if (idKey !== undefined) {
+      if (prevId === undefined) this.setIds.delete(idKey);
+      else this.setIds.set(idKey, prevId);
+    }
+  }
+
   /** Stream bytes written so far. */
   get bytes(): number {
     return this.w.off;

@@ -458,6 +458,13 @@ export function encodeOps(tx: NftTransaction | readonly NftOp[]): Uint8Array {
   return tx instanceof NftTransaction ? tx.encoded() : writeOps(tx, lowerInterval);
 }
 
+/** Checks ops one at a time as encodeOps writes them (throwing what it throws), each written
+ *  into the same buffer and taken out again: checking many ops allocates no stream per op. */
+export function opChecker(): (op: NftOp) => void {
+  const w = new OpStreamWriter(512, lowerInterval);
+  return (op) => w.check(op);
+}
+
 // ---- interval set elements ----------------------------------------------------------------
 
 const END = 1; // NFT_SET_ELEM_INTERVAL_END

@@ -11,9 +11,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { native } from '../../src/native.js';
 import { NetlinkError } from '../../src/errors.js';
-import { NftTransaction, encodeOps, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
+import { NftTransaction, encodeOps, opChecker, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
 import type { Expr } from '../../src/kernel/nft-expr.js';
 import * as R from '../../src/kernel/nft-rules.js';
+import { OpStreamWriter, writeOps } from '../../src/kernel/nft-wire.js';
 import { prng } from '../helpers/bytes.js';
 
 const codec = native().codec.nftables;
@@ -144,6 +145,56 @@ test("ackMode: an ack on every op, on each transaction's last op only, or none",
   assert.ok(last.length > 1);
   for (const batch of last) assert.deepEqual(batch, batch.map((_, i) => i === batch.length - 2), 'only the message before BATCH_END');
   assert.throws(() => codec.encodeWire(encodeOps(tx), { ackMode: 'some' as 'all' }), /ackMode/);
+});
+
+test('opChecker throws what encodeOps throws for an op, and a checked op leaves nothing behind', () => {
+  const check = opChecker();
+  const s: SetSpec = { family: 'ip', table: T, name: 'fresh', key: ['ipv4_addr'] };
+  const ops: NftOp[] = [
+    { verb: 'add', kind: 'set', set: s },
+    { verb: 'add', kind: 'elements', set: s, elements: Array.from({ length: 300 }, (_, i) => ({ key: [`10.0.${i >> 8}.${i & 255}`] })) },
+    { verb: 'add', kind: 'elements', set: svc4, elements: [{ key: ['10.0.0.1', 'tcp', 80] }] },
+    { verb: 'add', kind: 'elements', set: svc4, elements: [{ key: ['10.0.0.1', 'tcp', 70000] }] },
+    { verb: 'add', kind: 'elements', set: s, elements: [{ key: ['10.0.0.1'] }, { key: ['not an address'] }] },
+    { verb: 'add', kind: 'rule', rule: ruleIn('c', Array(129).fill(R.accept())) },
+  ];
+  let refused = 0;
+  for (const op of ops) {
+    let want: unknown;
+    try {
+      encodeOps([op]);
+    } catch (e) {
+      want = e;
+    }
+    let got: unknown;
+    try {
+      check(op);
+    } catch (e) {
+      got = e;
+    }
+    assert.equal(got instanceof NetlinkError, want instanceof NetlinkError, JSON.stringify(op).slice(0, 80));
+    if (want instanceof NetlinkError) {
+      refused++;
+      assert.deepEqual([(got as NetlinkError).message, (got as NetlinkError).member], [want.message, want.member]);
+    }
+  }
+  assert.equal(refused, 3, 'the port, the address and the rule refused');
+});
+
+test('OpStreamWriter.check: the stream after it is as if the op had not been written (bytes, set ids, op count)', () => {
+  const noLowering = () => assert.fail('no interval set here');
+  const s: SetSpec = { family: 'ip', table: T, name: 'fresh', key: ['ipv4_addr'] };
+  const table: NftOp = { verb: 'add', kind: 'table', table: { family: 'ip', name: T } };
+  const elements: NftOp = { verb: 'add', kind: 'elements', set: s, elements: [{ key: ['10.0.0.1'] }] };
+  const w = new OpStreamWriter(64, noLowering);
+  w.write(table);
+  w.check({ verb: 'add', kind: 'set', set: s });
+  w.check(elements);
+  assert.throws(() => w.check({ ...elements, elements: [{ key: ['nope'] }] }), NetlinkError);
+  w.write(elements);
+  assert.equal(w.count, 2);
+  // had the set stayed, its elements would name it by its id
+  assert.deepEqual(Buffer.from(w.result()), Buffer.from(writeOps([table, elements], noLowering)));
 });
 
 test('bad input through the op stream: typed errors naming the op and the field', () => {
