@@ -44,6 +44,8 @@ export interface ProxierOptions {
    * lowers the sync's peak heap, its garbage gone before the next phase allocates. The sync
    * thread collects its heap there (`memoryPressure('critical')`: a lower peak, the sync no
    * slower; docs/performance.md); in process each collection would hold the event loop. Not called in an incremental sync.
+   * The nftables data plane calls it once, when it built its tables from nothing (before the
+   * diff).
    */
   collectGarbage?: () => void;
 }
@@ -240,6 +242,8 @@ export class Proxier {
     }
     // By name, as the IPVS data plane merges them: the first of two claiming a frontend keeps it.
     step ??= this.plane.rebuild([...this.services.keys()].sort(compareText), (n) => modelOf(n)!, ctx, ctxKey);
+    // Built from nothing: the rebuild's garbage goes before the diff and the commit allocate.
+    if (!step.changes) this.opts.collectGarbage?.();
     const nft = this.plane.tables();
     let plan: Plan;
     if (step.changes) plan = await this.engine.plan({ services: [], nft }, { services: new Map(), nft: step.changes });

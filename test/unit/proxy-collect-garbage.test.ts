@@ -1,7 +1,8 @@
 // ProxierOptions.collectGarbage: a full sync calls it twice, after the desired state is built and
 // before the engine diffs, then after the plan is built and before the engine applies (the sync
 // thread collects its heap there: a lower peak); an incremental sync never calls it; without the
-// option the sync is the same.
+// option the sync is the same. The nftables data plane calls it once, when its tables are built
+// from nothing, before the diff.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Proxier, type ProxierOptions } from '../../src/proxy/proxier.js';
@@ -12,10 +13,10 @@ import { slice, svc } from '../fixtures/kube/builders.js';
 const OPTIONS: ProxierOptions = { node: { name: 'node-a', addresses: ['10.0.0.11'] }, config: { scheduler: 'rr', clusterCIDRs: ['10.244.0.0/16'] }, vipLink: 'kube-ipvs0', glue: true };
 
 /** A proxier over 20 services whose engine's plan and apply, and the option, write to `log`. */
-function traced(collect: boolean) {
+function traced(collect: boolean, mode?: 'nftables') {
   const log: string[] = [];
   const kernel = { ipvs: new FakeIpvs(), links: new FakeLinks(), nft: new FakeNftables() };
-  const p = new Proxier(kernel, { ...OPTIONS, ...(collect ? { collectGarbage: () => void log.push('collect') } : {}) });
+  const p = new Proxier(kernel, { ...OPTIONS, ...(mode ? { mode } : {}), ...(collect ? { collectGarbage: () => void log.push('collect') } : {}) });
   const plan = p.engine.plan.bind(p.engine);
   const apply = p.engine.apply.bind(p.engine);
   p.engine.plan = async (...a: Parameters<typeof plan>) => {
@@ -49,6 +50,21 @@ test('collectGarbage: twice in a full sync, before the diff and before the apply
   // a dry run plans without applying: one collection, before the diff
   await p.plan(true);
   assert.deepEqual(log.splice(0), ['collect', 'plan']);
+});
+
+test('collectGarbage, nftables: once in a full sync, before the diff; never in an incremental one', async () => {
+  const { p, log } = traced(true, 'nftables');
+  const first = await p.sync(false);
+  assert.equal(first.report.mode, 'full');
+  assert.ok(first.report.nft.writes > 0);
+  assert.deepEqual(log.splice(0), ['collect', 'plan', 'apply']);
+  p.onSliceUpdate(slice('s3', 's3-0', [{ name: 'http', port: 8080 }], [{ ip: '10.244.1.3', node: 'node-a' }]));
+  const one = await p.sync(false);
+  assert.equal(one.report.mode, 'incremental');
+  assert.ok(one.report.nft.writes > 0);
+  assert.deepEqual(log.splice(0), ['plan', 'apply']);
+  await p.sync(true);
+  assert.deepEqual(log.splice(0), ['collect', 'plan', 'apply']);
 });
 
 test('collectGarbage changes nothing the sync does: the same kernel state and reports as without it', async () => {
