@@ -357,7 +357,8 @@ function servicePort(port: unknown, index: number, shared: SharedInfo, base: Por
   for (const bad of sourceRanges.rejected) warn(`loadBalancerSourceRanges: "${show(bad)}" is not a CIDR, ignored`);
   return {
     service: base.service,
-    name: portName ? `${base.service}:${portName}` : base.service,
+    // joined, not a template: a flat string, not two concatenations over the service's (kept per port)
+    name: portName ? [base.service, portName].join(':') : base.service,
     portName,
     protocol,
     family: base.family,

@@ -134,7 +134,8 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
       const firewall = fe.kind === 'loadBalancer' && p.sourceRanges.cidrs.length ? firewallChain(fe.address, p.protocol, fe.port) : undefined;
       if (firewall) put('firewall', { key: tuple, verdict: { code: 'jump', chain: firewall } });
       const part: FrontendPart = {
-        key: `${fe.address} ${p.protocol} ${fe.port}`,
+        // joined, not a template: a flat string (a template's is a chain of four concatenations, ~100 bytes more, ×11k kept)
+        key: [fe.address, p.protocol, fe.port].join(' '),
         portName: p.name,
         family,
         protocol: p.protocol,
