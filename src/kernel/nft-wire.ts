@@ -580,6 +580,16 @@ export class OpStreamWriter {
 
   /** Writes one op; on an error nothing of it stays in the stream. */
   write(op: WireOp): void {
+    this.writeOp(op, true);
+  }
+
+  /** Writes one op as write does (throwing what it throws) and takes it out again: the stream
+   *  is as it was, and its buffer is kept for the next (many ops checked allocate once). */
+  check(op: WireOp): void {
+    this.writeOp(op, false);
+  }
+
+  private writeOp(op: WireOp, keep: boolean): void {
     if (this.done) throw invalid(this.count, 'the op stream was released');
     if (op === null || typeof op !== 'object') throw NetlinkError.invalid(`nftables op ${this.count}`, 'must be an object', { index: this.count });
     const w = this.w;
@@ -600,37 +610,20 @@ export class OpStreamWriter {
       // Whatever a value of the wrong shape made the writer throw leaves as the op's 'invalid'
       // NetlinkError (with the element as `member`).
       const e = NetlinkError.atOp(err, { index: this.count, ...(w.member === undefined ? {} : { member: w.member }) });
-      w.off = at;
-      this.nextId = nextId;
-      if (idKey !== undefined) {
-        if (prevId === undefined) this.setIds.delete(idKey);
-        else this.setIds.set(idKey, prevId);
-      }
+      this.rewind(at, nextId, idKey, prevId);
       throw e;
     }
-    this.count++;
+    if (keep) this.count++;
+    else this.rewind(at, nextId, idKey, prevId);
   }
 
-  /** Writes one op as write does (throwing what it throws) and takes it out again: the stream
-   *  is as it was, and its buffer is kept for the next (many ops checked allocate once). */
-  check(op: WireOp): void {
-    const at = this.w.off;
-    const nextId = this.nextId;
-    let idKey: string | undefined;
-    try {
-      idKey = op.kind === 'set' ? setKey(op.set) : undefined;
-    } catch {
-      // write throws it
-    }
-    const prevId = idKey === undefined ? undefined : this.setIds.get(idKey);
-    this.write(op);
+  /** The stream back to its end `at`, its next set id, and `idKey`'s id as it was. */
+  private rewind(at: number, nextId: number, idKey: string | undefined, prevId: number | undefined): void {
     this.w.off = at;
     this.nextId = nextId;
-    this.count--;
-    if (idKey !== undefined) {
-      if (prevId === undefined) this.setIds.delete(idKey);
-      else this.setIds.set(idKey, prevId);
-    }
+    if (idKey === undefined) return;
+    if (prevId === undefined) this.setIds.delete(idKey);
+    else this.setIds.set(idKey, prevId);
   }
 
   /** Stream bytes written so far. */
