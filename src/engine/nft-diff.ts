@@ -460,15 +460,7 @@ function setElementOps(spec: SetSpec, set: DesiredSet, beforeSet: SetBefore): Nf
  */
 function packedDiff(s: SetDecl, want: readonly SetElement[], dedupe: boolean, have: PackedElements, del: SetElement[], add: SetElement[]): void {
   const { bytes, count } = have;
-  let cap = 16;
-  while (cap < count * 2) cap *= 2;
-  const mask = cap - 1;
-  const slots = new Int32Array(cap).fill(-1);
-  for (let i = 0; i < count; i++) {
-    let h = hashBytes(bytes, have.keyAt(i), have.keyLength(i)) & mask;
-    while (slots[h] !== -1) h = (h + 1) & mask;
-    slots[h] = i;
-  }
+  const { slots, mask, repeats } = listedKeys(have);
   const map = s.map !== 'verdict' ? s.map : undefined;
   const dataTypes = map && mapTypes(map);
   const klen = keyLength(s.key);
@@ -495,6 +487,8 @@ function packedDiff(s: SetDecl, want: readonly SetElement[], dedupe: boolean, ha
     }
   };
   const matched = new Uint8Array(count);
+  // a key listed twice is the kernel's one element: the first listing of it is compared
+  for (const i of repeats) matched[i] = 1;
   const seen = dedupe ? new Set<string>() : undefined;
   for (const e of want) {
     if (seen) {
@@ -519,6 +513,34 @@ function packedDiff(s: SetDecl, want: readonly SetElement[], dedupe: boolean, ha
     }
   }
   for (let i = 0; i < count; i++) if (!matched[i]) del.push({ key: have.key(i) });
+}
+
+/**
+ * A listing's keys by a hash of their bytes (open addressing: element indexes, -1 empty), and
+ * the elements whose key an earlier one has (`repeats`, not in the table). A set's keys are
+ * unique in the kernel: a listing that repeats one was dumped while the kernel resized the set's
+ * hash table (each message of a dump resumes by counting elements over a table that is then in
+ * another order), and it misses as many elements as it repeats.
+ */
+export function listedKeys(have: PackedElements): { slots: Int32Array; mask: number; repeats: number[] } {
+  const { bytes, count } = have;
+  let cap = 16;
+  while (cap < count * 2) cap *= 2;
+  const mask = cap - 1;
+  const slots = new Int32Array(cap).fill(-1);
+  const repeats: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const at = have.keyAt(i);
+    const len = have.keyLength(i);
+    let h = hashBytes(bytes, at, len) & mask;
+    for (; slots[h] !== -1; h = (h + 1) & mask) {
+      const j = slots[h]!;
+      if (have.keyLength(j) === len && sameBytes(bytes, have.keyAt(j), bytes, at, len)) break;
+    }
+    if (slots[h] === -1) slots[h] = i;
+    else repeats.push(i);
+  }
+  return { slots, mask, repeats };
 }
 
 /** FNV-1a of a byte range. */

@@ -5,7 +5,7 @@
 import { NetlinkError } from '../errors.js';
 import { NftTransaction, PackedElements, type NftablesApi, type NftOp, type NftRuleset, type SetElement, type SetInfo } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
-import { declOf, diffNftFromLast, diffNftSteps, elementKey, sameNftTables, staticFromLast, type DesiredNftTable, type ListedElements, type NftDelta } from './nft-diff.js';
+import { declOf, diffNftFromLast, diffNftSteps, elementKey, listedKeys, sameNftTables, staticFromLast, type DesiredNftTable, type ListedElements, type NftDelta } from './nft-diff.js';
 import type { InvalidObject } from './engine.js';
 import { checkNftElements, checkNftTable } from './validate.js';
 
@@ -135,11 +135,13 @@ export class NftReconciler {
     const statics: NftRuleset[] = [];
     for (const t of s.list) statics.push(await listOwnedTable(nft, t));
     const deltas: NftDelta[] = [];
+    let consistent = true;
     for (let i = 0; i < s.list.length; i++) {
       const steps = diffNftSteps(s.list[i]!, statics[i]!);
       let step = steps.next();
       while (!step.done) {
-        const listed = await setElements(nft, step.value);
+        const { listed, repeats } = await setElements(nft, step.value);
+        if (repeats) consistent = false;
         step = steps.next(listed);
         // the diff is done with a set's listing once it asks for the next set or returns
         if (listed instanceof PackedElements) listed.release();
@@ -147,7 +149,7 @@ export class NftReconciler {
       deltas.push(step.value);
     }
     const gen = statics[0]!.genId;
-    const exact = gen !== 0 && statics.every((r) => r.genId === gen) && (await nft.genId()) === gen;
+    const exact = consistent && gen !== 0 && statics.every((r) => r.genId === gen) && (await nft.genId()) === gen;
     return { deltas, ...(exact ? { genId: gen } : {}) };
   }
 
@@ -415,15 +417,30 @@ function keepNftElements(delta: NftDelta, droppedChains: ReadonlyMap<string, Rea
   return invalid;
 }
 
-/** A listed set's elements, as the kernel has them now. A set gone since the static listing
- *  (someone committed: the generation moved, so the plan's base is unknown) has none. */
-async function setElements(nft: NftablesApi, set: SetInfo): Promise<ListedElements> {
+/** Dumps of a set whose keys repeat (listedKeys) before its listing is taken as it is. */
+export const NFT_LISTING_TRIES = 3;
+
+/**
+ * A listed set's elements, as the kernel has them now. A set gone since the static listing
+ * (someone committed: the generation moved, so the plan's base is unknown) has none. A listing
+ * that repeats keys was dumped while the kernel resized the set's hash table (it misses as many
+ * elements as it repeats): dumped again, NFT_LISTING_TRIES times at most; `repeats` when the last
+ * one still does (the diff compares it, and the plan's view of the table is not exact).
+ */
+async function setElements(nft: NftablesApi, set: SetInfo): Promise<{ listed: ListedElements; repeats: boolean }> {
   const { handle: _h, elements: _e, ...spec } = set;
-  try {
-    return await nft.listElements(spec);
-  } catch (e) {
-    if ((e as NetlinkError)?.code === 'ENOENT') return [];
-    throw e;
+  for (let tries = 1; ; tries++) {
+    let listed: PackedElements;
+    try {
+      listed = await nft.listElements(spec);
+    } catch (e) {
+      if ((e as NetlinkError)?.code === 'ENOENT') return { listed: [], repeats: false };
+      throw e;
+    }
+    // an interval set's start and end elements may share a key; its tree is never resized
+    const repeats = !set.interval && listedKeys(listed).repeats.length > 0;
+    if (!repeats || tries >= NFT_LISTING_TRIES) return { listed, repeats };
+    listed.release();
   }
 }
 
