@@ -2,7 +2,7 @@
 // rarely and is rebuilt atomically when it differs; set and map elements — the per-service
 // part — are diffed element by element. Pure: (desired, observed listing) -> NftOp[], all of
 // which go into one transaction (the kernel applies it entirely or not at all).
-import { dataValues, mapTypes, PackedElements, type ChainSpec, type NftOp, type NftRuleset, type RuleSpec, type SetElement, type SetInfo, type SetSpec, type TableSpec } from '../kernel/nftables.js';
+import { dataValues, mapTypes, PackedElements, sameBytes, type ChainSpec, type NftOp, type NftRuleset, type RuleSpec, type SetElement, type SetInfo, type SetSpec, type TableSpec } from '../kernel/nftables.js';
 import { encodeKeyInto, keyLength, type NftFamily } from '../kernel/nft-types.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { canonicalAddress } from '../net/address.js';
@@ -460,17 +460,10 @@ function setElementOps(spec: SetSpec, set: DesiredSet, beforeSet: SetBefore): Nf
  */
 function packedDiff(s: SetDecl, want: readonly SetElement[], dedupe: boolean, have: PackedElements, del: SetElement[], add: SetElement[]): void {
   const { bytes, count } = have;
-  const { slots, mask, repeats } = listedKeys(have);
   const map = s.map !== 'verdict' ? s.map : undefined;
   const dataTypes = map && mapTypes(map);
   const klen = keyLength(s.key);
   const scratch = Buffer.alloc(klen + (dataTypes ? keyLength(dataTypes) : 0));
-  const find = (): number => {
-    for (let h = hashBytes(scratch, 0, klen) & mask; ; h = (h + 1) & mask) {
-      const i = slots[h]!;
-      if (i === -1 || (have.keyLength(i) === klen && sameBytes(bytes, have.keyAt(i), scratch, 0, klen))) return i;
-    }
-  };
   const sameValue = (i: number, e: SetElement): boolean => {
     if (s.map === 'verdict') {
       const v = have.verdict(i);
@@ -488,7 +481,7 @@ function packedDiff(s: SetDecl, want: readonly SetElement[], dedupe: boolean, ha
   };
   const matched = new Uint8Array(count);
   // a key listed twice is the kernel's one element: the first listing of it is compared
-  for (const i of repeats) matched[i] = 1;
+  for (const i of have.repeatedKeys()) matched[i] = 1;
   const seen = dedupe ? new Set<string>() : undefined;
   for (const e of want) {
     if (seen) {
@@ -499,7 +492,7 @@ function packedDiff(s: SetDecl, want: readonly SetElement[], dedupe: boolean, ha
     let i = -1;
     try {
       encodeKeyInto(s.key, e.key, scratch, 0);
-      i = find();
+      i = have.indexOfKey(scratch, 0, klen);
     } catch {
       // not a key the kernel could hold: added, and the kernel layer's checks report it
     }
@@ -513,46 +506,6 @@ function packedDiff(s: SetDecl, want: readonly SetElement[], dedupe: boolean, ha
     }
   }
   for (let i = 0; i < count; i++) if (!matched[i]) del.push({ key: have.key(i) });
-}
-
-/**
- * A listing's keys by a hash of their bytes (open addressing: element indexes, -1 empty), and
- * the elements whose key an earlier one has (`repeats`, not in the table). A set's keys are
- * unique in the kernel: a listing that repeats one was dumped while the kernel resized the set's
- * hash table (each message of a dump resumes by counting elements over a table that is then in
- * another order), and it misses as many elements as it repeats.
- */
-export function listedKeys(have: PackedElements): { slots: Int32Array; mask: number; repeats: number[] } {
-  const { bytes, count } = have;
-  let cap = 16;
-  while (cap < count * 2) cap *= 2;
-  const mask = cap - 1;
-  const slots = new Int32Array(cap).fill(-1);
-  const repeats: number[] = [];
-  for (let i = 0; i < count; i++) {
-    const at = have.keyAt(i);
-    const len = have.keyLength(i);
-    let h = hashBytes(bytes, at, len) & mask;
-    for (; slots[h] !== -1; h = (h + 1) & mask) {
-      const j = slots[h]!;
-      if (have.keyLength(j) === len && sameBytes(bytes, have.keyAt(j), bytes, at, len)) break;
-    }
-    if (slots[h] === -1) slots[h] = i;
-    else repeats.push(i);
-  }
-  return { slots, mask, repeats };
-}
-
-/** FNV-1a of a byte range. */
-function hashBytes(b: Uint8Array, start: number, len: number): number {
-  let h = 0x811c9dc5;
-  for (let k = start; k < start + len; k++) h = Math.imul(h ^ b[k]!, 0x01000193);
-  return h >>> 0;
-}
-
-function sameBytes(a: Uint8Array, ao: number, b: Uint8Array, bo: number, len: number): boolean {
-  for (let k = 0; k < len; k++) if (a[ao + k] !== b[bo + k]) return false;
-  return true;
 }
 
 /** The table's own identity, for cleanup. */

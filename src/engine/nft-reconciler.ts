@@ -5,7 +5,7 @@
 import { NetlinkError } from '../errors.js';
 import { NftTransaction, PackedElements, type NftablesApi, type NftOp, type NftRuleset, type SetElement, type SetInfo } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
-import { declOf, diffNftFromLast, diffNftSteps, elementKey, listedKeys, sameNftTables, staticFromLast, type DesiredNftTable, type ListedElements, type NftDelta } from './nft-diff.js';
+import { declOf, diffNftFromLast, diffNftSteps, elementKey, sameNftTables, staticFromLast, type DesiredNftTable, type ListedElements, type NftDelta } from './nft-diff.js';
 import type { InvalidObject } from './engine.js';
 import { checkNftElements, checkNftTable } from './validate.js';
 
@@ -417,7 +417,7 @@ function keepNftElements(delta: NftDelta, droppedChains: ReadonlyMap<string, Rea
   return invalid;
 }
 
-/** Dumps of a set whose keys repeat (listedKeys) before its listing is taken as it is. */
+/** Dumps of a set whose keys repeat (PackedElements.repeatedKeys) before its listing is taken as it is. */
 export const NFT_LISTING_TRIES = 3;
 
 /**
@@ -438,7 +438,7 @@ async function setElements(nft: NftablesApi, set: SetInfo): Promise<{ listed: Li
       throw e;
     }
     // an interval set's start and end elements may share a key; its tree is never resized
-    const repeats = !set.interval && listedKeys(listed).repeats.length > 0;
+    const repeats = !set.interval && listed.repeatedKeys().length > 0;
     if (!repeats || tries >= NFT_LISTING_TRIES) return { listed, repeats };
     listed.release();
   }

@@ -614,6 +614,8 @@ export class PackedElements {
   /** The three widths' sum: element i's key starts at i × stride (without spans). */
   private readonly stride: number;
   private readonly extras: ReadonlyMap<number, NativeNftElementExtra>;
+  /** keyTable's, made when first asked for. */
+  private keys: { slots: Int32Array; mask: number; repeats: number[] } | undefined;
 
   constructor(readonly set: Readonly<SetSpec>, raw: NativeNftElements) {
     this.count = raw.count;
@@ -671,6 +673,50 @@ export class PackedElements {
     return this.spans ? this.spans[i * 6 + 5]! : this.widths[2];
   }
 
+  /** The element whose key is the `len` bytes of `b` from `at` (the first of them), or -1. */
+  indexOfKey(b: Uint8Array, at: number, len: number): number {
+    const { slots, mask } = this.keyTable();
+    for (let h = hashBytes(b, at, len) & mask; ; h = (h + 1) & mask) {
+      const i = slots[h]!;
+      if (i === -1 || (this.keyLength(i) === len && sameBytes(this.bytes, this.keyAt(i), b, at, len))) return i;
+    }
+  }
+
+  /**
+   * The elements whose key an earlier element has. A set's keys are unique in the kernel: a
+   * listing that repeats one was dumped while the kernel resized the set's hash table (each
+   * message of a dump resumes by counting elements over a table that is then in another
+   * order), and it misses as many elements as it repeats. (An interval set's start and end
+   * elements may share a key.)
+   */
+  repeatedKeys(): readonly number[] {
+    return this.keyTable().repeats;
+  }
+
+  /** The keys by a hash of their bytes (open addressing: element indexes, -1 empty), each key
+   *  once, and the elements whose key an earlier one has. */
+  private keyTable(): { slots: Int32Array; mask: number; repeats: number[] } {
+    if (this.keys) return this.keys;
+    const { bytes, count } = this;
+    let cap = 16;
+    while (cap < count * 2) cap *= 2;
+    const mask = cap - 1;
+    const slots = new Int32Array(cap).fill(-1);
+    const repeats: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const at = this.keyAt(i);
+      const len = this.keyLength(i);
+      let h = hashBytes(bytes, at, len) & mask;
+      for (; slots[h] !== -1; h = (h + 1) & mask) {
+        const j = slots[h]!;
+        if (this.keyLength(j) === len && sameBytes(bytes, this.keyAt(j), bytes, at, len)) break;
+      }
+      if (slots[h] === -1) slots[h] = i;
+      else repeats.push(i);
+    }
+    return (this.keys = { slots, mask, repeats });
+  }
+
   /**
    * Frees the listing's memory now rather than at the garbage collection that finds it
    * unreachable (a listing that outlived two young-generation collections, as one diffed for a
@@ -678,6 +724,7 @@ export class PackedElements {
    * other buffers (a small pooled Buffer) is left to the collector.
    */
   release(): void {
+    this.keys = undefined;
     for (const v of [this.bytes, this.spans]) {
       const ab = v?.buffer;
       if (ab instanceof ArrayBuffer && v!.byteOffset === 0 && v!.byteLength === ab.byteLength) native().detachArrayBuffer(ab);
@@ -729,6 +776,19 @@ export class PackedElements {
     }
     return out;
   }
+}
+
+/** FNV-1a of a byte range. */
+function hashBytes(b: Uint8Array, start: number, len: number): number {
+  let h = 0x811c9dc5;
+  for (let k = start; k < start + len; k++) h = Math.imul(h ^ b[k]!, 0x01000193);
+  return h >>> 0;
+}
+
+/** Whether `len` bytes of `a` from `ao` are those of `b` from `bo`. */
+export function sameBytes(a: Uint8Array, ao: number, b: Uint8Array, bo: number, len: number): boolean {
+  for (let k = 0; k < len; k++) if (a[ao + k] !== b[bo + k]) return false;
+  return true;
 }
 
 export interface ListOptions {
