@@ -179,9 +179,15 @@ export class WireWriter {
     this.buf = Buffer.alloc(0);
     this.dv = new DataView(this.buf.buffer, this.buf.byteOffset, 0);
     this.off = 0;
-    const ab = b.buffer;
-    if (ab instanceof ArrayBuffer && b.byteOffset === 0 && ab.byteLength === b.length) native().detachArrayBuffer(ab);
+    freeNow(b);
   }
+}
+
+/** Frees a view's memory now, detaching its ArrayBuffer, when the view is the whole of it;
+ *  memory shared with other views (a slice of Node's Buffer pool) is left to the collector. */
+export function freeNow(v: ArrayBufferView | undefined): void {
+  const ab = v?.buffer;
+  if (ab instanceof ArrayBuffer && v!.byteOffset === 0 && v!.byteLength === ab.byteLength) native().detachArrayBuffer(ab);
 }
 
 // ---- expressions ---------------------------------------------------------------------------

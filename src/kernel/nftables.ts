@@ -15,7 +15,7 @@ import {
   type NativeNftWireEncoder,
   type SocketStats,
 } from '../native.js';
-import { OpStreamWriter, writeOps, type ElementLike, type LoweredElement, type SetLike } from './nft-wire.js';
+import { freeNow, OpStreamWriter, writeOps, type ElementLike, type LoweredElement, type SetLike } from './nft-wire.js';
 import { canonicalExpr, renderExpr, type Expr, type Verdict } from './nft-expr.js';
 import {
   DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, cidrRange, decodeKey, encodeKey, familyName, keyTypesFromId,
@@ -725,10 +725,8 @@ export class PackedElements {
    */
   release(): void {
     this.keys = undefined;
-    for (const v of [this.bytes, this.spans]) {
-      const ab = v?.buffer;
-      if (ab instanceof ArrayBuffer && v!.byteOffset === 0 && v!.byteLength === ab.byteLength) native().detachArrayBuffer(ab);
-    }
+    freeNow(this.bytes);
+    freeNow(this.spans);
   }
 
   /** Element i's key (a plain set's: an interval set's elements are the ends of its ranges). */
