@@ -7,7 +7,8 @@
 import { NetlinkError } from '../errors.js';
 import { native } from '../native.js';
 import type { Expr, Verdict } from './nft-expr.js';
-import { DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, encodeValue, keyLength, keyTypeId, type DataType, type KeyValue } from './nft-types.js';
+import type { NftOp, RuleSpec, SetElement, SetSpec } from './nft-model.js';
+import { DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, encodeValue, keyLength, keyTypeId, type KeyValue } from './nft-types.js';
 
 const MAGIC = 0x3157464e; // "NFW1"
 const KIND = { table: 0, chain: 1, set: 2, elements: 3, rule: 4 } as const;
@@ -335,48 +336,6 @@ export function writeExpr(w: WireWriter, e: Expr): void {
 
 // ---- ops -----------------------------------------------------------------------------------
 
-/** The typed op shapes this module writes (structurally NftOp of nftables.ts). */
-interface ChainLike {
-  family: string;
-  table: string;
-  name: string;
-  hook?: { type: string; hook: string; priority: number; policy?: 'accept' | 'drop' };
-}
-export interface SetLike {
-  family: string;
-  table: string;
-  name: string;
-  key: DataType[];
-  map?: 'verdict' | DataType | DataType[];
-  interval?: boolean;
-  timeout?: number;
-  timeoutFlag?: boolean;
-  dynamic?: boolean;
-  comment?: string;
-  size?: number;
-}
-export interface ElementLike {
-  key: KeyValue[];
-  verdict?: Verdict;
-  data?: KeyValue | KeyValue[];
-  timeout?: number;
-  comment?: string;
-}
-interface RuleLike {
-  family: string;
-  table: string;
-  chain: string;
-  exprs: Expr[];
-  comment?: string;
-  handle?: number;
-}
-export type WireOp =
-  | { verb: string; kind: 'table'; table: { family: string; name: string } }
-  | { verb: string; kind: 'chain'; chain: ChainLike }
-  | { verb: string; kind: 'set'; set: SetLike }
-  | { verb: string; kind: 'elements'; set: SetLike; elements: ElementLike[] }
-  | { verb: string; kind: 'rule'; rule: RuleLike; position?: number };
-
 function family(w: WireWriter, f: string): number {
   const n = FAMILY_NUMBER[f as keyof typeof FAMILY_NUMBER];
   if (n === undefined) throw invalid(w.op, `family must be ip, ip6 or inet (got ${f})`);
@@ -393,7 +352,7 @@ function head(w: WireWriter, kind: number, verb: string, fam: string): void {
   w.off += 3;
 }
 
-function writeSet(w: WireWriter, verb: string, s: SetLike, id: number): void {
+function writeSet(w: WireWriter, verb: string, s: SetSpec, id: number): void {
   head(w, KIND.set, verb, s.family);
   w.str(s.table, 'table');
   w.str(s.name, 'name');
@@ -464,7 +423,7 @@ export function writeLoweredElements(w: WireWriter, els: readonly LoweredElement
 
 /** A plain (non-interval) set's elements, keys encoded straight into the stream. Validates
  *  what lowerElements validates, with the same messages. */
-export function writeElements(w: WireWriter, s: SetLike, elements: readonly ElementLike[], verb: string): void {
+export function writeElements(w: WireWriter, s: SetSpec, elements: readonly SetElement[], verb: string): void {
   const adding = verb === 'add' || verb === 'create';
   const types = s.key;
   const nt = types.length;
@@ -480,7 +439,7 @@ export function writeElements(w: WireWriter, s: SetLike, elements: readonly Elem
     offs.push(o);
     o += nt === 1 ? DATATYPES[t].len : (DATATYPES[t].len + 3) & ~3;
   }
-  const render = (e: ElementLike) => e.key.join(' . ');
+  const render = (e: SetElement) => e.key.join(' . ');
   w.u32(elements.length);
   for (let i = 0; i < elements.length; i++) {
     w.member = i;
@@ -541,7 +500,7 @@ export function writeElements(w: WireWriter, s: SetLike, elements: readonly Elem
   }
 }
 
-function writeRule(w: WireWriter, verb: string, r: RuleLike, position: number | undefined): void {
+function writeRule(w: WireWriter, verb: string, r: RuleSpec, position: number | undefined): void {
   head(w, KIND.rule, verb, r.family);
   w.str(r.table, 'table');
   w.str(r.chain, 'chain');
@@ -561,7 +520,7 @@ function writeRule(w: WireWriter, verb: string, r: RuleLike, position: number | 
   for (let i = 0; i < exprs.length; i++) writeExpr(w, exprs[i]!);
 }
 
-const setKey = (s: SetLike) => `${s.family}\0${s.table}\0${s.name}`;
+const setKey = (s: SetSpec) => `${s.family}\0${s.table}\0${s.name}`;
 
 /**
  * An op stream being written, op by op: what a transaction is queued into (so its ops are
@@ -578,24 +537,24 @@ export class OpStreamWriter {
 
   constructor(
     sizeHint: number,
-    private readonly lowerInterval: (s: SetLike, elements: ElementLike[], verb: string) => LoweredElement[],
+    private readonly lowerInterval: (s: SetSpec, elements: SetElement[], verb: string) => LoweredElement[],
   ) {
     this.w = new WireWriter(Math.max(64, Math.min(1 << 24, sizeHint)));
     this.w.u32(MAGIC);
   }
 
   /** Writes one op; on an error nothing of it stays in the stream. */
-  write(op: WireOp): void {
+  write(op: NftOp): void {
     this.writeOp(op, true);
   }
 
   /** Writes one op as write does (throwing what it throws) and takes it out again: the stream
    *  is as it was, and its buffer is kept for the next (many ops checked allocate once). */
-  check(op: WireOp): void {
+  check(op: NftOp): void {
     this.writeOp(op, false);
   }
 
-  private writeOp(op: WireOp, keep: boolean): void {
+  private writeOp(op: NftOp, keep: boolean): void {
     if (this.done) throw invalid(this.count, 'the op stream was released');
     if (op === null || typeof op !== 'object') throw NetlinkError.invalid(`nftables op ${this.count}`, 'must be an object', { index: this.count });
     const w = this.w;
@@ -655,7 +614,7 @@ export class OpStreamWriter {
 
   private done = false;
 
-  private put(op: WireOp): void {
+  private put(op: NftOp): void {
     const w = this.w;
     switch (op.kind) {
       case 'table':
@@ -720,8 +679,8 @@ export class OpStreamWriter {
 /** Writes the ops as one op stream. `lowerInterval(set, elements, verb)` lowers an interval
  *  set's elements (start/end elements, see lowerElements in nftables.ts). */
 export function writeOps(
-  ops: readonly WireOp[],
-  lowerInterval: (s: SetLike, elements: ElementLike[], verb: string) => LoweredElement[],
+  ops: readonly NftOp[],
+  lowerInterval: (s: SetSpec, elements: SetElement[], verb: string) => LoweredElement[],
 ): Uint8Array {
   if (!Array.isArray(ops)) throw NetlinkError.invalid('nftables', 'expected an array of ops');
   // ~130 bytes per rule of a proxy table; the writer grows if that is short.

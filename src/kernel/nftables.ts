@@ -15,7 +15,7 @@ import {
   type NativeNftWireEncoder,
   type SocketStats,
 } from '../native.js';
-import { freeNow, OpStreamWriter, writeOps, type ElementLike, type LoweredElement, type SetLike } from './nft-wire.js';
+import { freeNow, OpStreamWriter, writeOps, type LoweredElement } from './nft-wire.js';
 import { canonicalExpr, renderExpr, type Expr, type Verdict } from './nft-expr.js';
 import {
   DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, cidrRange, decodeKey, encodeKey, familyName, keyTypesFromId,
@@ -23,80 +23,12 @@ import {
 } from './nft-types.js';
 
 export type { NftFamily, DataType, KeyValue } from './nft-types.js';
+export type { ChainSpec, HookName, NftOp, NftVerb, RuleSpec, SetElement, SetSpec, TableSpec } from './nft-model.js';
+import type { ChainSpec, HookName, NftOp, NftVerb, RuleSpec, SetElement, SetSpec, TableSpec } from './nft-model.js';
 
-export type HookName = 'prerouting' | 'input' | 'forward' | 'output' | 'postrouting';
 const HOOKS: HookName[] = ['prerouting', 'input', 'forward', 'output', 'postrouting'];
 /** nft's named priorities (ip/ip6/inet). */
 export const PRIORITY = { raw: -300, mangle: -150, dstnat: -100, filter: 0, security: 50, srcnat: 100 } as const;
-
-export interface TableSpec {
-  family: NftFamily;
-  name: string;
-}
-
-export interface ChainSpec {
-  family: NftFamily;
-  table: string;
-  name: string;
-  /** A base chain: attached to a netfilter hook. */
-  hook?: {
-    type: 'filter' | 'nat' | 'route';
-    hook: HookName;
-    priority: number;
-    policy?: 'accept' | 'drop';
-  };
-}
-
-export interface SetSpec {
-  family: NftFamily;
-  table: string;
-  name: string;
-  /** One datatype, or a concatenation (ipv4_addr . inet_proto . inet_service). */
-  key: DataType[];
-  /** A map: the element value is a verdict, a datatype, or a concatenation of datatypes
-   *  (`ipv4_addr . inet_service`: an address and a port for dnat). */
-  map?: 'verdict' | DataType | DataType[];
-  /** Interval set: elements are CIDRs / prefixes (single address-type key only). */
-  interval?: boolean;
-  /** Elements may carry timeouts; default timeout in ms (0: none). */
-  timeout?: number;
-  /** Allow per-element timeouts without a default. */
-  timeoutFlag?: boolean;
-  /** Elements added from the packet path (a rule's dynset: `flags dynamic`). */
-  dynamic?: boolean;
-  comment?: string;
-  /** NFTA_SET_DESC_SIZE hint. */
-  size?: number;
-}
-
-export interface SetElement {
-  /** One value per key field; an interval set's element is a CIDR ('10.0.0.0/8'). */
-  key: KeyValue[];
-  verdict?: Verdict;
-  /** Map value (for datatype maps); one value per datatype of a concatenation. */
-  data?: KeyValue | KeyValue[];
-  /** ms */
-  timeout?: number;
-  comment?: string;
-}
-
-export interface RuleSpec {
-  family: NftFamily;
-  table: string;
-  chain: string;
-  exprs: Expr[];
-  comment?: string;
-  /** Existing rules only (replace / delete), or read back from the kernel. */
-  handle?: number;
-}
-
-export type NftVerb = 'add' | 'create' | 'delete' | 'destroy' | 'flush';
-export type NftOp =
-  | { verb: NftVerb; kind: 'table'; table: TableSpec }
-  | { verb: NftVerb; kind: 'chain'; chain: ChainSpec }
-  | { verb: NftVerb; kind: 'set'; set: SetSpec }
-  | { verb: 'add' | 'create' | 'delete' | 'destroy'; kind: 'elements'; set: SetSpec; elements: SetElement[] }
-  | { verb: 'add' | 'insert' | 'replace' | 'delete' | 'destroy'; kind: 'rule'; rule: RuleSpec; position?: number };
 
 export interface CommitOptions {
   /**
@@ -257,7 +189,7 @@ export interface NftTransactionOptions {
 }
 
 /** An interval set's elements, lowered to start/end elements for the op stream. */
-const lowerInterval = (s: SetLike, els: ElementLike[], verb: string): LoweredElement[] =>
+const lowerInterval = (s: SetSpec, els: SetElement[], verb: string): LoweredElement[] =>
   lowerElements(s as SetSpec, els as SetElement[], verb);
 
 /** Stream bytes per piece handed to the pipelined encoder (~2,000 rules); smaller
