@@ -7,10 +7,9 @@
 // - per-service health servers on healthCheckNodePorts (externalTrafficPolicy Local): 200 while
 //   the service has local endpoints and the proxy is healthy, else 503, with the count.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { V1Node } from '../kube/api-types.js';
 import type { HealthCheck } from '../kube/types.js';
-import { close, DEFAULT_HTTP_LIMITS, limitedServer, listen, type HttpLimits } from './http.js';
+import { close, DaemonServer, DEFAULT_HTTP_LIMITS, limitedServer, listen, notFound, type HttpLimits, type ListenOptions } from './http.js';
 import type { ProxyMetrics } from './metrics.js';
 
 export const TO_BE_DELETED_TAINT = 'ToBeDeletedByClusterAutoscaler';
@@ -77,21 +76,18 @@ function jsonHeaders(): http.OutgoingHttpHeaders {
   return { 'content-type': 'application/json', 'x-content-type-options': 'nosniff' };
 }
 
-export interface HealthzServerOptions {
-  host: string;
-  port: number;
+export interface HealthzServerOptions extends ListenOptions {
   metrics?: Pick<ProxyMetrics, 'healthzTotal' | 'livezTotal'>;
-  limits?: HttpLimits;
 }
 
 /** /healthz and /livez (kube-proxy's proxier health server). */
-export class HealthzServer {
-  private server: http.Server | undefined;
-
+export class HealthzServer extends DaemonServer {
   constructor(
     private readonly health: ProxierHealth,
     private readonly opts: HealthzServerOptions,
-  ) {}
+  ) {
+    super(opts);
+  }
 
   /** Status code and body for a path (the HTTP layer is a thin wrapper: testable without it). */
   answer(path: string): { status: number; body: string } | undefined {
@@ -110,26 +106,10 @@ export class HealthzServer {
     return { status, body: JSON.stringify(body) };
   }
 
-  async start(): Promise<void> {
-    const server = limitedServer(this.opts.limits ?? DEFAULT_HTTP_LIMITS, (req, res) => {
-      const a = this.answer((req.url ?? '/').split('?')[0]!);
-      if (!a) {
-        res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('404 page not found\n');
-        return;
-      }
-      res.writeHead(a.status, jsonHeaders()).end(a.body);
-    });
-    await listen(server, this.opts.host, this.opts.port);
-    this.server = server;
-  }
-
-  get port(): number {
-    return (this.server?.address() as AddressInfo | null)?.port ?? 0;
-  }
-
-  async stop(): Promise<void> {
-    await close(this.server);
-    this.server = undefined;
+  protected handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const a = this.answer((req.url ?? '/').split('?')[0]!);
+    if (!a) return notFound(res);
+    res.writeHead(a.status, jsonHeaders()).end(a.body);
   }
 }
 

@@ -1,7 +1,7 @@
 // The daemon's HTTP servers (/healthz, /metrics, healthCheckNodePorts): one way to make, start
 // and stop them, each under the same bounds on what one client can make it do.
 import http from 'node:http';
-import type { Socket } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 
 /**
  * Bounds on what one client can make the daemon's servers do. They listen on addresses
@@ -52,6 +52,41 @@ export function limitedServer(limits: HttpLimits, handler: (req: http.IncomingMe
   return server;
 }
 
+/** Where a daemon server listens, and under which bounds. */
+export interface ListenOptions {
+  host: string;
+  port: number;
+  limits?: HttpLimits;
+}
+
+/** A daemon server on one address (/healthz, /metrics): a limitedServer started and stopped once. */
+export abstract class DaemonServer {
+  private server: http.Server | undefined;
+
+  constructor(private readonly listenOn: ListenOptions) {}
+
+  protected abstract handle(req: http.IncomingMessage, res: http.ServerResponse): void;
+
+  async start(): Promise<void> {
+    const server = limitedServer(this.listenOn.limits ?? DEFAULT_HTTP_LIMITS, (req, res) => this.handle(req, res));
+    await listen(server, this.listenOn.host, this.listenOn.port);
+    this.server = server;
+  }
+
+  get port(): number {
+    return (this.server?.address() as AddressInfo | null)?.port ?? 0;
+  }
+
+  async stop(): Promise<void> {
+    await close(this.server);
+    this.server = undefined;
+  }
+}
+
+/** The answer to a path no server serves, as Go's net/http (kube-proxy) gives it. */
+export function notFound(res: http.ServerResponse): void {
+  res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('404 page not found\n');
+}
 
 export function listen(server: http.Server, host: string, port: number): Promise<void> {
   return new Promise((resolve, reject) => {

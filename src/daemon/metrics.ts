@@ -3,7 +3,6 @@
 // the per-virtual-server and per-real-server traffic counters read from the kernel at scrape
 // time, the addon's CPU.
 import type http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, exponentialBuckets, linearBuckets } from 'prom-client';
 import type { SyncReport } from '../engine/engine.js';
 import type { ReloadStats } from './reload-coalescer.js';
@@ -12,7 +11,7 @@ import type { Service } from '../kernel/ipvs.js';
 import type { ProxyModel } from '../proxy/ipvs/types.js';
 import type { PendingChanges } from '../proxy/proxier.js';
 import { addonCpuUsage as nativeAddonCpuUsage, type AddonCpuUsage } from '../native.js';
-import { close, DEFAULT_HTTP_LIMITS, limitedServer, listen, type HttpLimits } from './http.js';
+import { DaemonServer, notFound, type ListenOptions } from './http.js';
 
 export const PROMETHEUS_CONTENT_TYPE: string = Registry.PROMETHEUS_CONTENT_TYPE;
 
@@ -252,52 +251,36 @@ export class ProxyMetrics {
   }
 }
 
-export interface MetricsServerOptions {
-  host: string;
-  port: number;
+export interface MetricsServerOptions extends ListenOptions {
   /** Text of /proxyMode (kube-proxy answers its mode there). */
   proxyMode?: string;
-  limits?: HttpLimits;
 }
 
 /** Serves /metrics (and kube-proxy's /proxyMode) for a registry-like source. */
-export class MetricsServer {
-  private server: http.Server | undefined;
-
+export class MetricsServer extends DaemonServer {
   constructor(
     private readonly source: { render(): Promise<string> },
     private readonly opts: MetricsServerOptions,
-  ) {}
-
-  async start(): Promise<void> {
-    const server = limitedServer(this.opts.limits ?? DEFAULT_HTTP_LIMITS, (req, res) => {
-      const path = (req.url ?? '/').split('?')[0];
-      if (req.method !== 'GET' && req.method !== 'HEAD') {
-        res.writeHead(405, { allow: 'GET, HEAD' }).end();
-      } else if (path === '/metrics') {
-        if (req.method === 'HEAD') return void res.writeHead(200, { 'content-type': PROMETHEUS_CONTENT_TYPE }).end();
-        this.source.render().then(
-          (text) => res.writeHead(200, { 'content-type': PROMETHEUS_CONTENT_TYPE }).end(text),
-          // The scrape fails as a whole (Prometheus marks the target down) rather than
-          // serve the metrics without the series it could not read.
-          (e: unknown) => res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end(`${e instanceof Error ? e.message : String(e)}\n`),
-        );
-      } else if (path === '/proxyMode') {
-        res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(this.opts.proxyMode ?? 'ipvs');
-      } else {
-        res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('404 page not found\n');
-      }
-    });
-    await listen(server, this.opts.host, this.opts.port);
-    this.server = server;
+  ) {
+    super(opts);
   }
 
-  get port(): number {
-    return (this.server?.address() as AddressInfo | null)?.port ?? 0;
-  }
-
-  async stop(): Promise<void> {
-    await close(this.server);
-    this.server = undefined;
+  protected handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { allow: 'GET, HEAD' }).end();
+    } else if (path === '/metrics') {
+      if (req.method === 'HEAD') return void res.writeHead(200, { 'content-type': PROMETHEUS_CONTENT_TYPE }).end();
+      this.source.render().then(
+        (text) => res.writeHead(200, { 'content-type': PROMETHEUS_CONTENT_TYPE }).end(text),
+        // The scrape fails as a whole (Prometheus marks the target down) rather than
+        // serve the metrics without the series it could not read.
+        (e: unknown) => res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end(`${e instanceof Error ? e.message : String(e)}\n`),
+      );
+    } else if (path === '/proxyMode') {
+      res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(this.opts.proxyMode ?? 'ipvs');
+    } else {
+      notFound(res);
+    }
   }
 }
