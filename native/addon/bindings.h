@@ -7,11 +7,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "addon/args.h"
 #include "addon/channel.h"
+#include "addon/errors.h"
 #include "addon/method.h"
+#include "netlink/message.h"
 
 namespace addon {
 
@@ -29,6 +32,37 @@ void InitCpu(Napi::Env env, Napi::Object exports);
 // exports.codec.<family> from its own binding file (CodecNamespace creates that object).
 Napi::Object CodecNamespace(Napi::Env env, Napi::Object exports, const char* family);
 Napi::Buffer<uint8_t> ToBuffer(Napi::Env env, const std::vector<uint8_t>& v);
+
+// A decode hook's input: argument 0 as one netlink message (MessageArg), read by a pure decoder
+// `decode(h, out..., &why)`; a message it rejects throws the kInvalid error named after the
+// hook (`op`) with the decoder's reason.
+template <class Decode, class... Out>
+void DecodeMessageArg(const Napi::CallbackInfo& info, const char* op, Decode&& decode, Out*... out) {
+  std::vector<uint8_t> storage;
+  const nlmsghdr* h = MessageArg(info, 0, &storage, op);
+  std::string why;
+  if (!decode(h, out..., &why)) ThrowInvalid(info.Env(), op, why);
+}
+
+// The same for a decoder of one object: that object.
+template <class T>
+T DecodedArg(const Napi::CallbackInfo& info, const char* op, bool (*decode)(const nlmsghdr*, T*, std::string*)) {
+  T out{};
+  DecodeMessageArg(info, op, decode, &out);
+  return out;
+}
+
+// An encode hook's output: what `encode(batch)` appends, sealed (sequence numbers and port id
+// zero, the golden-byte form), with `first_flags` added to the first message's flags
+// (NLM_F_DUMP for a dump request, as nl::Socket::Dump sends it).
+template <class Encode>
+Napi::Value EncodedBytes(Napi::Env env, Encode&& encode, uint16_t first_flags = 0) {
+  nl::Batch b;
+  encode(b);
+  b.Seal();
+  if (first_flags) b.header(0)->nlmsg_flags |= first_flags;
+  return ToBuffer(env, b.buffer());
+}
 
 // { sendmsgCalls, recvmsgCalls, messagesSent } of a handle's socket (zeros before first use).
 // Read on the main thread while no work is queued; the counters are plain integers.

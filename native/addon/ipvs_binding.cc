@@ -261,6 +261,14 @@ Napi::Object DaemonToJs(Napi::Env env, const ipvs::Daemon& d) {
   return o;
 }
 
+Napi::Object TimeoutsToJs(Napi::Env env, const ipvs::Timeouts& t) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("tcp", t.tcp);
+  o.Set("tcpFin", t.tcp_fin);
+  o.Set("udp", t.udp);
+  return o;
+}
+
 struct ListOptions {
   bool with_dests = false;
   bool stats = false;
@@ -644,13 +652,7 @@ class IpvsHandle : public Wrapped<IpvsHandle> {
           if (!ipvs::DecodeConfig(Msg(res.data[0].bytes), &t, &why)) nl::ThrowDecode("IPVS_CMD_GET_CONFIG", why);
           return t;
         },
-        [](Napi::Env env, ipvs::Timeouts& t) -> Napi::Value {
-          Napi::Object o = Napi::Object::New(env);
-          o.Set("tcp", t.tcp);
-          o.Set("tcpFin", t.tcp_fin);
-          o.Set("udp", t.udp);
-          return o;
-        });
+        [](Napi::Env env, ipvs::Timeouts& t) -> Napi::Value { return TimeoutsToJs(env, t); });
   }
 
   // daemons() -> Daemon[] (master and/or backup)
@@ -714,16 +716,9 @@ uint16_t FamilyIdArg(const Napi::CallbackInfo& info, size_t i) {
   return static_cast<uint16_t>(info[i].As<Napi::Number>().Uint32Value());
 }
 
-Napi::Value Sealed(Napi::Env env, nl::Batch& b) {
-  b.Seal();
-  return ToBuffer(env, b.buffer());
-}
-
 // A message as a request batch would send it (seq and pid zero): the golden-byte form.
 Napi::Value EncodeGetInfo(const Napi::CallbackInfo& info) {
-  nl::Batch b;
-  ipvs::EncodeGetInfo(b, FamilyIdArg(info, 0));
-  return Sealed(info.Env(), b);
+  return EncodedBytes(info.Env(), [&](nl::Batch& b) { ipvs::EncodeGetInfo(b, FamilyIdArg(info, 0)); });
 }
 
 // encodeOps(packed, familyId, { ack }?): every request apply() would send, back to back; 'each'
@@ -747,51 +742,30 @@ Napi::Value ConvertOps(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(b.buffer().size()));
 }
 
-// Dump requests carry NLM_F_DUMP as nl::Socket::Dump sends them.
-Napi::Value AsDump(Napi::Env env, nl::Batch& b) {
-  b.Seal();
-  b.header(0)->nlmsg_flags |= NLM_F_DUMP;
-  return ToBuffer(env, b.buffer());
-}
-
 Napi::Value EncodeGetServices(const Napi::CallbackInfo& info) {
-  nl::Batch b;
-  ipvs::EncodeGetServices(b, FamilyIdArg(info, 0));
-  return AsDump(info.Env(), b);
+  return EncodedBytes(info.Env(), [&](nl::Batch& b) { ipvs::EncodeGetServices(b, FamilyIdArg(info, 0)); }, NLM_F_DUMP);
 }
 
 Napi::Value EncodeGetService(const Napi::CallbackInfo& info) {
   const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "encodeGetService");
-  nl::Batch b;
-  ipvs::EncodeGetService(b, FamilyIdArg(info, 1), k);
-  return Sealed(info.Env(), b);
+  return EncodedBytes(info.Env(), [&](nl::Batch& b) { ipvs::EncodeGetService(b, FamilyIdArg(info, 1), k); });
 }
 
 Napi::Value EncodeGetDests(const Napi::CallbackInfo& info) {
   const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "encodeGetDests");
-  nl::Batch b;
-  ipvs::EncodeGetDests(b, FamilyIdArg(info, 1), k);
-  return AsDump(info.Env(), b);
+  return EncodedBytes(info.Env(), [&](nl::Batch& b) { ipvs::EncodeGetDests(b, FamilyIdArg(info, 1), k); }, NLM_F_DUMP);
 }
 
 Napi::Value EncodeGetConfig(const Napi::CallbackInfo& info) {
-  nl::Batch b;
-  ipvs::EncodeGetConfig(b, FamilyIdArg(info, 0));
-  return Sealed(info.Env(), b);
+  return EncodedBytes(info.Env(), [&](nl::Batch& b) { ipvs::EncodeGetConfig(b, FamilyIdArg(info, 0)); });
 }
 
 Napi::Value EncodeGetDaemons(const Napi::CallbackInfo& info) {
-  nl::Batch b;
-  ipvs::EncodeGetDaemons(b, FamilyIdArg(info, 0));
-  return AsDump(info.Env(), b);
+  return EncodedBytes(info.Env(), [&](nl::Batch& b) { ipvs::EncodeGetDaemons(b, FamilyIdArg(info, 0)); }, NLM_F_DUMP);
 }
 
 Napi::Value DecodeInfo(const Napi::CallbackInfo& info) {
-  std::vector<uint8_t> storage;
-  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeInfo");
-  ipvs::Info out;
-  std::string why;
-  if (!ipvs::DecodeInfo(h, &out, &why)) ThrowInvalid(info.Env(), "decodeInfo", why);
+  const ipvs::Info out = DecodedArg(info, "decodeInfo", ipvs::DecodeInfo);
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("version", ipvs::FormatVersion(out.version));
   o.Set("connTableSize", out.conn_table_size);
@@ -799,11 +773,7 @@ Napi::Value DecodeInfo(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DecodeService(const Napi::CallbackInfo& info) {
-  std::vector<uint8_t> storage;
-  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeService");
-  ipvs::Service s;
-  std::string why;
-  if (!ipvs::DecodeService(h, &s, &why)) ThrowInvalid(info.Env(), "decodeService", why);
+  const ipvs::Service s = DecodedArg(info, "decodeService", ipvs::DecodeService);
   Names names(info.Env());
   Napi::Object o = ServiceToJs(names, s, true);
   o.Set("stats64", s.stats64);
@@ -812,11 +782,7 @@ Napi::Value DecodeService(const Napi::CallbackInfo& info) {
 
 // decodeDest(msg, serviceFamily?): the service's family fills in a missing ADDR_FAMILY.
 Napi::Value DecodeDest(const Napi::CallbackInfo& info) {
-  std::vector<uint8_t> storage;
-  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeDest");
-  ipvs::Dest d;
-  std::string why;
-  if (!ipvs::DecodeDest(h, &d, &why)) ThrowInvalid(info.Env(), "decodeDest", why);
+  const ipvs::Dest d = DecodedArg(info, "decodeDest", ipvs::DecodeDest);
   ipvs::ServiceKey k;
   if (info.Length() > 1 && info[1].IsString() && info[1].As<Napi::String>().Utf8Value() == "inet6")
     k.af = ipvs::kAfInet6;
@@ -827,25 +793,11 @@ Napi::Value DecodeDest(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DecodeConfig(const Napi::CallbackInfo& info) {
-  std::vector<uint8_t> storage;
-  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeConfig");
-  ipvs::Timeouts t;
-  std::string why;
-  if (!ipvs::DecodeConfig(h, &t, &why)) ThrowInvalid(info.Env(), "decodeConfig", why);
-  Napi::Object o = Napi::Object::New(info.Env());
-  o.Set("tcp", t.tcp);
-  o.Set("tcpFin", t.tcp_fin);
-  o.Set("udp", t.udp);
-  return o;
+  return TimeoutsToJs(info.Env(), DecodedArg(info, "decodeConfig", ipvs::DecodeConfig));
 }
 
 Napi::Value DecodeDaemon(const Napi::CallbackInfo& info) {
-  std::vector<uint8_t> storage;
-  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeDaemon");
-  ipvs::Daemon d;
-  std::string why;
-  if (!ipvs::DecodeDaemon(h, &d, &why)) ThrowInvalid(info.Env(), "decodeDaemon", why);
-  return DaemonToJs(info.Env(), d);
+  return DaemonToJs(info.Env(), DecodedArg(info, "decodeDaemon", ipvs::DecodeDaemon));
 }
 
 }  // namespace
