@@ -853,38 +853,25 @@ Napi::Value EncodeWire(const Napi::CallbackInfo& info) {
   return out;
 }
 
-template <class T, bool (*Decode)(const nlmsghdr*, T*, std::string*)>
-T DecodeArg(const Napi::CallbackInfo& info, const char* op) {
-  std::vector<uint8_t> storage;
-  const nlmsghdr* h = MessageArg(info, 0, &storage, op);
-  T x;
-  std::string why;
-  if (!Decode(h, &x, &why)) ThrowInvalid(info.Env(), op, why);
-  return x;
-}
-
 Napi::Value DecodeRuleJs(const Napi::CallbackInfo& info) {
-  return RuleToJs(info.Env(), DecodeArg<nft::Rule, nft::DecodeRule>(info, "decodeRule"));
+  return RuleToJs(info.Env(), DecodedArg(info, "decodeRule", nft::DecodeRule));
 }
 Napi::Value DecodeChainJs(const Napi::CallbackInfo& info) {
-  return ChainToJs(info.Env(), DecodeArg<nft::Chain, nft::DecodeChain>(info, "decodeChain"));
+  return ChainToJs(info.Env(), DecodedArg(info, "decodeChain", nft::DecodeChain));
 }
 Napi::Value DecodeTableJs(const Napi::CallbackInfo& info) {
-  return TableToJs(info.Env(), DecodeArg<nft::Table, nft::DecodeTable>(info, "decodeTable"));
+  return TableToJs(info.Env(), DecodedArg(info, "decodeTable", nft::DecodeTable));
 }
 Napi::Value DecodeSetJs(const Napi::CallbackInfo& info) {
-  return SetToJs(info.Env(), DecodeArg<nft::Set, nft::DecodeSet>(info, "decodeSet"), nullptr);
+  return SetToJs(info.Env(), DecodedArg(info, "decodeSet", nft::DecodeSet), nullptr);
 }
 Napi::Value DecodeGenJs(const Napi::CallbackInfo& info) {
-  return Napi::Number::New(info.Env(), DecodeArg<uint32_t, nft::DecodeGen>(info, "decodeGen"));
+  return Napi::Number::New(info.Env(), DecodedArg(info, "decodeGen", nft::DecodeGen));
 }
 Napi::Value DecodeElementsJs(const Napi::CallbackInfo& info) {
-  std::vector<uint8_t> storage;
-  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeElements");
   nft::ElementsRef ref;
   std::vector<nft::Element> elems;
-  std::string why;
-  if (!nft::DecodeElements(h, &ref, &elems, &why)) ThrowInvalid(info.Env(), "decodeElements", why);
+  DecodeMessageArg(info, "decodeElements", nft::DecodeElements, &ref, &elems);
   Napi::Env env = info.Env();
   Napi::Object o = Napi::Object::New(env);
   o.Set("family", ref.family);
