@@ -824,48 +824,38 @@ Napi::Value EncodeOps(const Napi::CallbackInfo& info) {
     if (o.Get("revision").IsNumber()) revision = static_cast<uint8_t>(o.Get("revision").As<Napi::Number>().Uint32Value());
     if (o.Get("maxMessageBytes").IsNumber()) max_bytes = o.Get("maxMessageBytes").As<Napi::Number>().Uint32Value();
   }
-  nl::Batch b;
-  for (uint32_t i = 0; i < arr.Length(); i++) {
-    PlannedOp p = AtOp(env, i, -1, [&] { return OpArg(env, arr.Get(i), i, keys); });
-    switch (p.kind) {
-      case OpKind::kCreate:
-        p.create.revision = revision;
-        ipset::EncodeCreate(b, proto, p.create, p.exist);
-        break;
-      case OpKind::kAdd:
-      case OpKind::kDel:
-        ipset::EncodeAdt(b, proto, p.cmd, p.name, *p.type, p.members, 0, p.members.size(), p.exist, nullptr, max_bytes);
-        break;
-      default: ipset::EncodeNamed(b, proto, p.cmd, p.name, p.name2);
+  return EncodedBytes(env, [&](nl::Batch& b) {
+    for (uint32_t i = 0; i < arr.Length(); i++) {
+      PlannedOp p = AtOp(env, i, -1, [&] { return OpArg(env, arr.Get(i), i, keys); });
+      switch (p.kind) {
+        case OpKind::kCreate:
+          p.create.revision = revision;
+          ipset::EncodeCreate(b, proto, p.create, p.exist);
+          break;
+        case OpKind::kAdd:
+        case OpKind::kDel:
+          ipset::EncodeAdt(b, proto, p.cmd, p.name, *p.type, p.members, 0, p.members.size(), p.exist, nullptr, max_bytes);
+          break;
+        default: ipset::EncodeNamed(b, proto, p.cmd, p.name, p.name2);
+      }
     }
-  }
-  b.Seal();
-  return ToBuffer(env, b.buffer());
+  });
 }
 
 Napi::Value EncodeProtocolHook(const Napi::CallbackInfo& info) {
-  nl::Batch b;
-  ipset::EncodeProtocol(b);
-  b.Seal();
-  return ToBuffer(info.Env(), b.buffer());
+  return EncodedBytes(info.Env(), [](nl::Batch& b) { ipset::EncodeProtocol(b); });
 }
 
 Napi::Value EncodeTypeHook(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const ipset::TypeInfo& t = TypeArg(env, info[0], "encodeType");
   const uint8_t family = FamilyArg(env, info[1], t, "encodeType");
-  nl::Batch b;
-  ipset::EncodeType(b, ProtoOpt(info, 2), t.name, family);
-  b.Seal();
-  return ToBuffer(env, b.buffer());
+  return EncodedBytes(env, [&](nl::Batch& b) { ipset::EncodeType(b, ProtoOpt(info, 2), t.name, family); });
 }
 
 Napi::Value EncodeListHook(const Napi::CallbackInfo& info) {
-  nl::Batch b;
-  std::string name = info.Length() > 0 && info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
-  ipset::EncodeList(b, ProtoOpt(info, 1), name);
-  b.Seal();
-  return ToBuffer(info.Env(), b.buffer());
+  const std::string name = info.Length() > 0 && info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
+  return EncodedBytes(info.Env(), [&](nl::Batch& b) { ipset::EncodeList(b, ProtoOpt(info, 1), name); });
 }
 
 Napi::Value EncodeTestHook(const Napi::CallbackInfo& info) {
@@ -875,10 +865,7 @@ Napi::Value EncodeTestHook(const Napi::CallbackInfo& info) {
   const uint8_t family = FamilyArg(env, info[2], t, "encodeTest");
   Keys keys(env);
   ipset::Member m = MemberArg(env, info[3], t, family, keys, "encodeTest");
-  nl::Batch b;
-  ipset::EncodeTest(b, ProtoOpt(info, 4), name, t, m);
-  b.Seal();
-  return ToBuffer(env, b.buffer());
+  return EncodedBytes(env, [&](nl::Batch& b) { ipset::EncodeTest(b, ProtoOpt(info, 4), name, t, m); });
 }
 
 // decodeList(buf) -> sets, folding every message of a datagram (a dump's replies back to back).
@@ -901,28 +888,24 @@ Napi::Value DecodeListHook(const Napi::CallbackInfo& info) {
   return SetsToJs(env, acc.sets(), true);
 }
 
-Napi::Value DecodeProtocolHook(const Napi::CallbackInfo& info) {
-  std::vector<uint8_t> storage;
-  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeProtocol");
+// decodeProtocol / decodeType: the reply's highest and lowest version, as { <max_key>, <min_key> }.
+Napi::Value VersionsHook(const Napi::CallbackInfo& info, const char* op,
+                         bool (*decode)(const nlmsghdr*, uint8_t*, uint8_t*, std::string*), const char* max_key,
+                         const char* min_key) {
   uint8_t max = 0, min = 0;
-  std::string why;
-  if (!ipset::DecodeProtocol(h, &max, &min, &why)) ThrowInvalid(info.Env(), "decodeProtocol", why);
+  DecodeMessageArg(info, op, decode, &max, &min);
   Napi::Object o = Napi::Object::New(info.Env());
-  o.Set("max", max);
-  o.Set("min", min);
+  o.Set(max_key, max);
+  o.Set(min_key, min);
   return o;
 }
 
+Napi::Value DecodeProtocolHook(const Napi::CallbackInfo& info) {
+  return VersionsHook(info, "decodeProtocol", ipset::DecodeProtocol, "max", "min");
+}
+
 Napi::Value DecodeTypeHook(const Napi::CallbackInfo& info) {
-  std::vector<uint8_t> storage;
-  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeType");
-  uint8_t max = 0, min = 0;
-  std::string why;
-  if (!ipset::DecodeType(h, &max, &min, &why)) ThrowInvalid(info.Env(), "decodeType", why);
-  Napi::Object o = Napi::Object::New(info.Env());
-  o.Set("revision", max);
-  o.Set("revisionMin", min);
-  return o;
+  return VersionsHook(info, "decodeType", ipset::DecodeType, "revision", "revisionMin");
 }
 
 // errorInfo(code, cmdName, bitmap?) -> { code, message }
