@@ -255,42 +255,24 @@ class ConntrackHandle : public Wrapped<ConntrackHandle> {
 };
 
 Napi::Value DecodeFlowHook(const Napi::CallbackInfo& info) {
-  std::vector<uint8_t> storage;
-  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeFlow");
-  ct::Flow f;
-  std::string why;
-  if (!ct::DecodeFlow(h, &f, &why)) ThrowInvalid(info.Env(), "decodeFlow", why);
-  return FlowToJs(info.Env(), f);
+  return FlowToJs(info.Env(), DecodedArg(info, "decodeFlow", ct::DecodeFlow));
 }
 
 // matches(flowMessage, filter) -> boolean: the C++ filter on a decoded reply.
 Napi::Value MatchesHook(const Napi::CallbackInfo& info) {
-  std::vector<uint8_t> storage;
-  const nlmsghdr* h = MessageArg(info, 0, &storage, "matches");
-  ct::Flow f;
-  std::string why;
-  if (!ct::DecodeFlow(h, &f, &why)) ThrowInvalid(info.Env(), "matches", why);
+  const ct::Flow f = DecodedArg(info, "matches", ct::DecodeFlow);
   return Napi::Boolean::New(info.Env(), ct::Matches(f, FilterArg(info.Env(), info[1], "matches")));
 }
 
 // encodeDelete(flowMessage) -> the DELETE request for that flow (golden form).
 Napi::Value EncodeDeleteHook(const Napi::CallbackInfo& info) {
-  std::vector<uint8_t> storage;
-  const nlmsghdr* h = MessageArg(info, 0, &storage, "encodeDelete");
-  ct::Flow f;
-  std::string why;
-  if (!ct::DecodeFlow(h, &f, &why)) ThrowInvalid(info.Env(), "encodeDelete", why);
-  nl::Batch b;
-  ct::EncodeDelete(b, f);
-  b.Seal();
-  return ToBuffer(info.Env(), b.buffer());
+  const ct::Flow f = DecodedArg(info, "encodeDelete", ct::DecodeFlow);
+  return EncodedBytes(info.Env(), [&](nl::Batch& b) { ct::EncodeDelete(b, f); });
 }
 
 Napi::Value EncodeDumpHook(const Napi::CallbackInfo& info) {
-  nl::Batch b;
-  ct::EncodeDump(b, static_cast<uint8_t>(info[0].IsNumber() ? info[0].As<Napi::Number>().Uint32Value() : 0));
-  b.Seal();
-  return ToBuffer(info.Env(), b.buffer());
+  const auto family = static_cast<uint8_t>(info[0].IsNumber() ? info[0].As<Napi::Number>().Uint32Value() : 0);
+  return EncodedBytes(info.Env(), [&](nl::Batch& b) { ct::EncodeDump(b, family); });
 }
 
 }  // namespace

@@ -750,21 +750,11 @@ class RtnlHandle : public Wrapped<RtnlHandle> {
 };
 
 Napi::Value DecodeLink(const Napi::CallbackInfo& info) {
-  std::vector<uint8_t> storage;
-  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeLink");
-  rtnl::Link l;
-  std::string why;
-  if (!rtnl::DecodeLink(h, &l, &why)) ThrowInvalid(info.Env(), "decodeLink", why);
-  return LinkToJs(info.Env(), l);
+  return LinkToJs(info.Env(), DecodedArg(info, "decodeLink", rtnl::DecodeLink));
 }
 
 Napi::Value DecodeAddrHook(const Napi::CallbackInfo& info) {
-  std::vector<uint8_t> storage;
-  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeAddr");
-  rtnl::Address a;
-  std::string why;
-  if (!rtnl::DecodeAddr(h, &a, &why)) ThrowInvalid(info.Env(), "decodeAddr", why);
-  return AddressToJs(info.Env(), a, "");
+  return AddressToJs(info.Env(), DecodedArg(info, "decodeAddr", rtnl::DecodeAddr), "");
 }
 
 // encodeOps(ops) -> the requests as sent (golden form); address ops need an explicit index.
@@ -772,30 +762,22 @@ Napi::Value EncodeOpsHook(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!info[0].IsArray()) ThrowInvalid(env, "encodeOps", "expected an array of ops");
   Napi::Array arr = info[0].As<Napi::Array>();
-  nl::Batch b;
-  for (uint32_t i = 0; i < arr.Length(); i++) {
-    RtOp op = AtOp(env, i, -1, [&] { return OpArg(env, arr.Get(i), i); });
-    if (NeedsIndex(op)) ThrowInvalid(env, "encodeOps", "address and route ops name their link by index here");
-    Encode(b, op, op.index);
-  }
-  b.Seal();
-  return ToBuffer(env, b.buffer());
+  return EncodedBytes(env, [&](nl::Batch& b) {
+    for (uint32_t i = 0; i < arr.Length(); i++) {
+      RtOp op = AtOp(env, i, -1, [&] { return OpArg(env, arr.Get(i), i); });
+      if (NeedsIndex(op)) ThrowInvalid(env, "encodeOps", "address and route ops name their link by index here");
+      Encode(b, op, op.index);
+    }
+  });
 }
 
 Napi::Value EncodeDumpAddrsHook(const Napi::CallbackInfo& info) {
-  nl::Batch b;
-  rtnl::EncodeDumpAddrs(b, static_cast<uint8_t>(info[0].IsNumber() ? info[0].As<Napi::Number>().Uint32Value() : 0));
-  b.Seal();
-  return ToBuffer(info.Env(), b.buffer());
+  const auto family = static_cast<uint8_t>(info[0].IsNumber() ? info[0].As<Napi::Number>().Uint32Value() : 0);
+  return EncodedBytes(info.Env(), [&](nl::Batch& b) { rtnl::EncodeDumpAddrs(b, family); });
 }
 
 Napi::Value DecodeRouteHook(const Napi::CallbackInfo& info) {
-  std::vector<uint8_t> storage;
-  const nlmsghdr* h = MessageArg(info, 0, &storage, "decodeRoute");
-  rtnl::Route r;
-  std::string why;
-  if (!rtnl::DecodeRoute(h, &r, &why)) ThrowInvalid(info.Env(), "decodeRoute", why);
-  return RouteToJs(info.Env(), r, "");
+  return RouteToJs(info.Env(), DecodedArg(info, "decodeRoute", rtnl::DecodeRoute), "");
 }
 
 Napi::Value EncodeDumpRoutesHook(const Napi::CallbackInfo& info) {
@@ -809,10 +791,7 @@ Napi::Value EncodeDumpRoutesHook(const Napi::CallbackInfo& info) {
     f.protocol = static_cast<uint8_t>(num("protocol"));
     f.type = static_cast<uint8_t>(num("type"));
   }
-  nl::Batch b;
-  rtnl::EncodeDumpRoutes(b, f);
-  b.Seal();
-  return ToBuffer(info.Env(), b.buffer());
+  return EncodedBytes(info.Env(), [&](nl::Batch& b) { rtnl::EncodeDumpRoutes(b, f); });
 }
 
 }  // namespace
