@@ -12,10 +12,6 @@
 
 namespace addon {
 
-namespace {
-
-}  // namespace
-
 Napi::Buffer<uint8_t> ToBuffer(Napi::Env env, const std::vector<uint8_t>& v) {
   return Napi::Buffer<uint8_t>::Copy(env, v.data(), v.size());
 }
