@@ -67,6 +67,14 @@ void Begin(nl::Batch& b, uint16_t family_id, uint8_t cmd) {
   b.GenlHeader(cmd, IPVS_GENL_VERSION);
 }
 
+// A GET naming one service by its key.
+void GetForService(nl::Batch& b, uint16_t family_id, uint8_t cmd, const ServiceKey& k) {
+  Begin(b, family_id, cmd);
+  Service s;
+  s.key = k;
+  PutService(b.Attrs(), s, false);
+}
+
 uint64_t Num(nl::AttrReader& r) {
   // 32-bit STATS carry most counters as u32, STATS64 everything as u64: accept either width.
   if (r.len() == 8) return r.U64();
@@ -90,6 +98,28 @@ void ReadStats(nl::AttrReader r, Stats* s) {
     }
   }
 }
+
+// A service's or destination's counters: 32-bit STATS, STATS64 or both (the 64-bit ones win).
+struct StatsAttrs {
+  Stats s32, s64;
+  bool have32 = false, have64 = false;
+
+  void Read32(nl::AttrReader nest) {
+    ReadStats(nest, &s32);
+    have32 = true;
+  }
+  void Read64(nl::AttrReader nest) {
+    ReadStats(nest, &s64);
+    have64 = true;
+  }
+  template <class T>
+  void Into(T* out) const {
+    if (!have32 && !have64) return;
+    out->stats = have64 ? s64 : s32;
+    if (have64) out->stats64 = true;
+    out->have_stats = true;
+  }
+};
 
 // Finds the top-level nest `type` of a reply and returns a reader over it.
 bool TopNest(const nlmsghdr* h, uint16_t type, nl::AttrReader* out, std::string* why, const char* what) {
@@ -368,17 +398,11 @@ void EncodeOp(nl::Batch& b, uint16_t family_id, const Op& op) {
 void EncodeGetServices(nl::Batch& b, uint16_t family_id) { Begin(b, family_id, IPVS_CMD_GET_SERVICE); }
 
 void EncodeGetService(nl::Batch& b, uint16_t family_id, const ServiceKey& k) {
-  Begin(b, family_id, IPVS_CMD_GET_SERVICE);
-  Service s;
-  s.key = k;
-  PutService(b.Attrs(), s, false);
+  GetForService(b, family_id, IPVS_CMD_GET_SERVICE, k);
 }
 
 void EncodeGetDests(nl::Batch& b, uint16_t family_id, const ServiceKey& k) {
-  Begin(b, family_id, IPVS_CMD_GET_DEST);
-  Service s;
-  s.key = k;
-  PutService(b.Attrs(), s, false);
+  GetForService(b, family_id, IPVS_CMD_GET_DEST, k);
 }
 
 void EncodeGetConfig(nl::Batch& b, uint16_t family_id) { Begin(b, family_id, IPVS_CMD_GET_CONFIG); }
@@ -392,8 +416,7 @@ bool DecodeService(const nlmsghdr* h, Service* out, std::string* why) {
   out->netmask = 0;
   bool have_af = false, have_sched = false;
   bool have_proto = false, have_addr = false, have_port = false;
-  Stats s32, s64;
-  bool have32 = false, have64 = false;
+  StatsAttrs stats;
   while (r.Next()) {
     switch (r.type()) {
       case IPVS_SVC_ATTR_AF:
@@ -425,14 +448,8 @@ bool DecodeService(const nlmsghdr* h, Service* out, std::string* why) {
       }
       case IPVS_SVC_ATTR_TIMEOUT: out->timeout = r.U32(); break;
       case IPVS_SVC_ATTR_NETMASK: out->netmask = r.U32(); break;
-      case IPVS_SVC_ATTR_STATS:
-        ReadStats(r.Nested(), &s32);
-        have32 = true;
-        break;
-      case IPVS_SVC_ATTR_STATS64:
-        ReadStats(r.Nested(), &s64);
-        have64 = true;
-        break;
+      case IPVS_SVC_ATTR_STATS: stats.Read32(r.Nested()); break;
+      case IPVS_SVC_ATTR_STATS64: stats.Read64(r.Nested()); break;
       default: break;
     }
   }
@@ -452,14 +469,7 @@ bool DecodeService(const nlmsghdr* h, Service* out, std::string* why) {
     *why = "service without IPVS_SVC_ATTR_SCHED_NAME";
     return false;
   }
-  if (have64) {
-    out->stats = s64;
-    out->stats64 = true;
-    out->have_stats = true;
-  } else if (have32) {
-    out->stats = s32;
-    out->have_stats = true;
-  }
+  stats.Into(out);
   return true;
 }
 
@@ -468,8 +478,7 @@ bool DecodeDest(const nlmsghdr* h, Dest* out, std::string* why) {
   if (!TopNest(h, IPVS_CMD_ATTR_DEST, &r, why, "IPVS_CMD_ATTR_DEST")) return false;
   *out = Dest{};
   bool have_addr = false, have_port = false;
-  Stats s32, s64;
-  bool have32 = false, have64 = false;
+  StatsAttrs stats;
   while (r.Next()) {
     switch (r.type()) {
       case IPVS_DEST_ATTR_ADDR:
@@ -494,14 +503,8 @@ bool DecodeDest(const nlmsghdr* h, Dest* out, std::string* why) {
         break;
       case IPVS_DEST_ATTR_TUN_PORT: out->tun_port = r.Be16(); break;
       case IPVS_DEST_ATTR_TUN_FLAGS: out->tun_flags = r.U16(); break;
-      case IPVS_DEST_ATTR_STATS:
-        ReadStats(r.Nested(), &s32);
-        have32 = true;
-        break;
-      case IPVS_DEST_ATTR_STATS64:
-        ReadStats(r.Nested(), &s64);
-        have64 = true;
-        break;
+      case IPVS_DEST_ATTR_STATS: stats.Read32(r.Nested()); break;
+      case IPVS_DEST_ATTR_STATS64: stats.Read64(r.Nested()); break;
       default: break;
     }
   }
@@ -517,14 +520,7 @@ bool DecodeDest(const nlmsghdr* h, Dest* out, std::string* why) {
     *why = "destination with an unknown address family " + std::to_string(out->af);
     return false;
   }
-  if (have64) {
-    out->stats = s64;
-    out->stats64 = true;
-    out->have_stats = true;
-  } else if (have32) {
-    out->stats = s32;
-    out->have_stats = true;
-  }
+  stats.Into(out);
   return true;
 }
 
