@@ -189,10 +189,7 @@ bool DecodeFlow(const nlmsghdr* h, Flow* out, std::string* why) {
       default: break;
     }
   }
-  if (!r.ok()) {
-    *why = r.error();
-    return false;
-  }
+  if (!r.ok(why)) return false;
   if (!has_orig || !out->orig.src.family || !out->orig.dst.family) {
     *why = "conntrack entry without a complete original tuple";
     return false;

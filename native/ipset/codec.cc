@@ -340,10 +340,7 @@ bool DecodeProtocol(const nlmsghdr* h, uint8_t* max, uint8_t* min, std::string* 
       *min = r.U8();
     }
   }
-  if (!r.ok()) {
-    *why = r.error();
-    return false;
-  }
+  if (!r.ok(why)) return false;
   if (!got) {
     *why = "PROTOCOL reply without ATTR_PROTOCOL";
     return false;
@@ -365,10 +362,7 @@ bool DecodeType(const nlmsghdr* h, uint8_t* rev_max, uint8_t* rev_min, std::stri
       *rev_min = r.U8();
     }
   }
-  if (!r.ok()) {
-    *why = r.error();
-    return false;
-  }
+  if (!r.ok(why)) return false;
   if (!got) {
     *why = "TYPE reply without ATTR_REVISION";
     return false;
@@ -420,10 +414,7 @@ bool DecodeList(const nlmsghdr* h, SetHeader* header, bool* has_header, std::vec
       default: break;
     }
   }
-  if (!r.ok()) {
-    *why = r.error();
-    return false;
-  }
+  if (!r.ok(why)) return false;
   if (!named) {
     *why = "LIST message without ATTR_SETNAME";
     return false;

@@ -131,10 +131,7 @@ bool TopNest(const nlmsghdr* h, uint16_t type, nl::AttrReader* out, std::string*
       found = true;
     }
   }
-  if (!r.ok()) {
-    *why = r.error();
-    return false;
-  }
+  if (!r.ok(why)) return false;
   if (!found) {
     *why = std::string("no ") + what + " attribute";
     return false;
@@ -252,10 +249,7 @@ bool DecodeInfo(const nlmsghdr* h, Info* out, std::string* why) {
       default: break;
     }
   }
-  if (!r.ok()) {
-    *why = r.error();
-    return false;
-  }
+  if (!r.ok(why)) return false;
   if (!have_version) {
     *why = "no IPVS_INFO_ATTR_VERSION";
     return false;
@@ -453,10 +447,7 @@ bool DecodeService(const nlmsghdr* h, Service* out, std::string* why) {
       default: break;
     }
   }
-  if (!r.ok()) {
-    *why = r.error();
-    return false;
-  }
+  if (!r.ok(why)) return false;
   if (!have_af || (out->key.af != kAfInet && out->key.af != kAfInet6)) {
     *why = "service without a valid IPVS_SVC_ATTR_AF";
     return false;
@@ -508,10 +499,7 @@ bool DecodeDest(const nlmsghdr* h, Dest* out, std::string* why) {
       default: break;
     }
   }
-  if (!r.ok()) {
-    *why = r.error();
-    return false;
-  }
+  if (!r.ok(why)) return false;
   if (!have_addr || !have_port) {
     *why = "destination without address or port";
     return false;
@@ -536,10 +524,7 @@ bool DecodeConfig(const nlmsghdr* h, Timeouts* out, std::string* why) {
       default: break;
     }
   }
-  if (!r.ok()) {
-    *why = r.error();
-    return false;
-  }
+  if (!r.ok(why)) return false;
   if (seen == 0) {
     *why = "no timeout attributes";
     return false;
@@ -572,10 +557,7 @@ bool DecodeDaemon(const nlmsghdr* h, Daemon* out, std::string* why) {
       default: break;
     }
   }
-  if (!r.ok()) {
-    *why = r.error();
-    return false;
-  }
+  if (!r.ok(why)) return false;
   if (!have_state) {
     *why = "daemon without IPVS_DAEMON_ATTR_STATE";
     return false;

@@ -86,6 +86,11 @@ class AttrReader {
   AttrReader Nested() const;
 
   bool ok() const { return err_->empty(); }
+  // ok(), the error copied into *why when not: a decoder's check once its loop is done.
+  bool ok(std::string* why) const {
+    if (!ok()) *why = error();
+    return ok();
+  }
   const std::string& error() const { return *err_; }
   void Fail(const std::string& why);
 

@@ -19,10 +19,7 @@ bool GenlResolver::ParseFamily(const nlmsghdr* h, GenlFamily* out, std::string* 
       default: break;
     }
   }
-  if (!r.ok()) {
-    *why = r.error();
-    return false;
-  }
+  if (!r.ok(why)) return false;
   if (out->id == 0) {
     *why = "no CTRL_ATTR_FAMILY_ID";
     return false;

@@ -432,11 +432,6 @@ bool Header(const nlmsghdr* h, uint16_t msg, uint8_t* family, std::string* why) 
   return true;
 }
 
-bool Finish(const nl::AttrReader& r, std::string* why) {
-  if (!r.ok()) *why = r.error();
-  return r.ok();
-}
-
 }  // namespace
 
 bool DecodeTable(const nlmsghdr* h, Table* t, std::string* why) {
@@ -451,7 +446,7 @@ bool DecodeTable(const nlmsghdr* h, Table* t, std::string* why) {
       case NFTA_TABLE_USERDATA: t->userdata = r.Bytes(); break;
     }
   }
-  return Finish(r, why);
+  return r.ok(why);
 }
 
 bool DecodeChain(const nlmsghdr* h, Chain* c, std::string* why) {
@@ -482,7 +477,7 @@ bool DecodeChain(const nlmsghdr* h, Chain* c, std::string* why) {
       case NFTA_CHAIN_USERDATA: c->userdata = r.Bytes(); break;
     }
   }
-  return Finish(r, why);
+  return r.ok(why);
 }
 
 bool DecodeSet(const nlmsghdr* h, Set* s, std::string* why) {
@@ -522,7 +517,7 @@ bool DecodeSet(const nlmsghdr* h, Set* s, std::string* why) {
       }
     }
   }
-  return Finish(r, why);
+  return r.ok(why);
 }
 
 bool DecodeElements(const nlmsghdr* h, ElementsRef* ref, std::vector<Element>* out, std::string* why) {
@@ -561,7 +556,7 @@ bool DecodeElements(const nlmsghdr* h, ElementsRef* ref, std::vector<Element>* o
       }
     }
   }
-  return Finish(r, why);
+  return r.ok(why);
 }
 
 bool DecodeRule(const nlmsghdr* h, Rule* rule, std::string* why) {
@@ -579,7 +574,7 @@ bool DecodeRule(const nlmsghdr* h, Rule* rule, std::string* why) {
         break;
     }
   }
-  return Finish(r, why);
+  return r.ok(why);
 }
 
 void UdataPut(std::vector<uint8_t>& buf, uint8_t type, const void* data, size_t len) {

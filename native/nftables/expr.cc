@@ -206,10 +206,7 @@ bool DecodeExpr(nl::AttrReader r, Expr* e, std::string* why) {
       have_data = true;
     }
   }
-  if (!r.ok()) {
-    *why = r.error();
-    return false;
-  }
+  if (!r.ok(why)) return false;
   if (e->name.empty()) {
     *why = "expression without a name";
     return false;
@@ -265,10 +262,7 @@ bool DecodeExprs(nl::AttrReader r, std::vector<Expr>* out, std::string* why) {
     if (!DecodeExpr(r.Nested(), &e, why)) return false;
     out->push_back(std::move(e));
   }
-  if (!r.ok()) {
-    *why = r.error();
-    return false;
-  }
+  if (!r.ok(why)) return false;
   return true;
 }
 

@@ -84,10 +84,7 @@ bool DecodeAddr(const nlmsghdr* h, Address* out, std::string* why) {
       default: break;
     }
   }
-  if (!r.ok()) {
-    *why = r.error();
-    return false;
-  }
+  if (!r.ok(why)) return false;
   if (!has_local && !has_address) {
     *why = "RTM_NEWADDR without IFA_LOCAL or IFA_ADDRESS";
     return false;

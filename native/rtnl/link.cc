@@ -53,10 +53,7 @@ bool DecodeLink(const nlmsghdr* h, Link* out, std::string* why) {
       default: break;
     }
   }
-  if (!r.ok()) {
-    *why = r.error();
-    return false;
-  }
+  if (!r.ok(why)) return false;
   return true;
 }
 

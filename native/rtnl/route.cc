@@ -93,10 +93,7 @@ bool DecodeRoute(const nlmsghdr* h, Route* out, std::string* why) {
       default: break;
     }
   }
-  if (!r.ok()) {
-    *why = r.error();
-    return false;
-  }
+  if (!r.ok(why)) return false;
   if (!has_dst && out->dst_len != 0) {
     *why = "RTM_NEWROUTE /" + std::to_string(out->dst_len) + " without RTA_DST";
     return false;
