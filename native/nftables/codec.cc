@@ -38,6 +38,16 @@ void Begin(nl::Batch& b, uint16_t msg, uint16_t flags, uint8_t family) {
   b.NfgenHeader(family, NFNETLINK_V0, 0);
 }
 
+// A message about one set's elements, its table and set named; the caller adds the rest.
+nl::AttrWriter BeginElements(nl::Batch& b, uint16_t msg, uint16_t flags, uint8_t family, const std::string& table,
+                             const std::string& set) {
+  Begin(b, msg, flags, family);
+  nl::AttrWriter w = b.Attrs();
+  w.Str(NFTA_SET_ELEM_LIST_TABLE, table);
+  w.Str(NFTA_SET_ELEM_LIST_SET, set);
+  return w;
+}
+
 void EncodeTableMsg(nl::Batch& b, uint16_t msg, uint16_t flags, const Table& t) {
   Begin(b, msg, flags, t.family);
   nl::AttrWriter w = b.Attrs();
@@ -307,10 +317,7 @@ void TxBuilder::Add(const Op& op, size_t i) {
         room(i, 1);
         nl::Batch& b = out.back().batch;
         if (op.verb == Verb::kFlush) {
-          Begin(b, NFT_MSG_DELSETELEM, ack, op.set.family);
-          nl::AttrWriter w = b.Attrs();
-          w.Str(NFTA_SET_ELEM_LIST_TABLE, op.set.table);
-          w.Str(NFTA_SET_ELEM_LIST_SET, op.set.name);
+          BeginElements(b, NFT_MSG_DELSETELEM, ack, op.set.family, op.set.table, op.set.name);
         } else {
           const uint16_t f = op.verb == Verb::kAdd ? NLM_F_CREATE : excl ? NLM_F_CREATE | NLM_F_EXCL : 0;
           EncodeSetMsg(b, MsgFor(op.kind, op.verb), static_cast<uint16_t>(ack | f), op.set);
@@ -326,10 +333,7 @@ void TxBuilder::Add(const Op& op, size_t i) {
         do {  // one message per ~max_elem_bytes of elements (an empty op still sends one)
           room(i, 1);  // a message weighs 1 + one per element beyond the first
           nl::Batch& b = out.back().batch;
-          Begin(b, msg, f, op.ref.family);
-          nl::AttrWriter w = b.Attrs();
-          w.Str(NFTA_SET_ELEM_LIST_TABLE, op.ref.table);
-          w.Str(NFTA_SET_ELEM_LIST_SET, op.ref.set);
+          nl::AttrWriter w = BeginElements(b, msg, f, op.ref.family, op.ref.table, op.ref.set);
           if (adding && op.ref.set_id) w.Be32(NFTA_SET_ELEM_LIST_SET_ID, op.ref.set_id);
           const size_t list = w.Begin(NFTA_SET_ELEM_LIST_ELEMENTS | nl::kNested);
           size_t bytes = 0;
@@ -357,6 +361,7 @@ void TxBuilder::Add(const Op& op, size_t i) {
         nl::Batch& b = out.back().batch;
         switch (op.verb) {
           case Verb::kAdd:
+          case Verb::kCreate:
             EncodeRuleMsg(b, NFT_MSG_NEWRULE, static_cast<uint16_t>(ack | NLM_F_CREATE | NLM_F_APPEND), op.rule, true);
             break;
           case Verb::kInsert:
@@ -364,9 +369,6 @@ void TxBuilder::Add(const Op& op, size_t i) {
             break;
           case Verb::kReplace:
             EncodeRuleMsg(b, NFT_MSG_NEWRULE, static_cast<uint16_t>(ack | NLM_F_REPLACE), op.rule, true);
-            break;
-          case Verb::kCreate:
-            EncodeRuleMsg(b, NFT_MSG_NEWRULE, static_cast<uint16_t>(ack | NLM_F_CREATE | NLM_F_APPEND), op.rule, true);
             break;
           case Verb::kDelete:
           case Verb::kDestroy:
@@ -380,10 +382,7 @@ void TxBuilder::Add(const Op& op, size_t i) {
   }
 }
 
-void EncodeGetGen(nl::Batch& b) {
-  b.Begin(MsgType(NFT_MSG_GETGEN), NLM_F_REQUEST);
-  b.NfgenHeader(AF_UNSPEC, NFNETLINK_V0, 0);
-}
+void EncodeGetGen(nl::Batch& b) { Begin(b, NFT_MSG_GETGEN, 0, AF_UNSPEC); }
 
 bool DecodeGen(const nlmsghdr* h, uint32_t* gen_id, std::string* why) {
   if (h->nlmsg_type != MsgType(NFT_MSG_NEWGEN)) {
@@ -403,18 +402,13 @@ bool DecodeGen(const nlmsghdr* h, uint32_t* gen_id, std::string* why) {
 }
 
 void EncodeDump(nl::Batch& b, uint16_t msg, uint8_t family, const std::string& table) {
-  b.Begin(MsgType(msg), NLM_F_REQUEST);
-  b.NfgenHeader(family, NFNETLINK_V0, 0);
+  Begin(b, msg, 0, family);
   // NFTA_{CHAIN,SET,RULE}_TABLE are all attribute 1: the kernel filters the dump by table.
   if (!table.empty() && msg != NFT_MSG_GETTABLE) b.Attrs().Str(1, table);
 }
 
 void EncodeDumpElements(nl::Batch& b, uint8_t family, const std::string& table, const std::string& set) {
-  b.Begin(MsgType(NFT_MSG_GETSETELEM), NLM_F_REQUEST);
-  b.NfgenHeader(family, NFNETLINK_V0, 0);
-  nl::AttrWriter w = b.Attrs();
-  w.Str(NFTA_SET_ELEM_LIST_TABLE, table);
-  w.Str(NFTA_SET_ELEM_LIST_SET, set);
+  BeginElements(b, NFT_MSG_GETSETELEM, 0, family, table, set);
 }
 
 namespace {
