@@ -30,10 +30,14 @@ constexpr TypeInfo kTypes[] = {
 
 uint16_t MsgType(uint8_t cmd) { return static_cast<uint16_t>((NFNL_SUBSYS_IPSET << 8) | cmd); }
 
-void Begin(nl::Batch& b, uint8_t cmd, uint16_t flags) {
+// A request's start: its headers, then the protocol version every command carries first.
+nl::AttrWriter Begin(nl::Batch& b, uint8_t cmd, uint16_t flags, uint8_t proto) {
   b.Begin(MsgType(cmd), flags);
   // libipset always sends AF_INET here; the set's family travels in ATTR_FAMILY.
   b.NfgenHeader(AF_INET, NFNETLINK_V0, 0);
+  nl::AttrWriter w = b.Attrs();
+  w.U8(IPSET_ATTR_PROTOCOL, proto);
+  return w;
 }
 
 void PutAddr(nl::AttrWriter& w, uint16_t type, const inet::Addr& a) {
@@ -226,22 +230,17 @@ bool HasDim(const TypeInfo& t, Dim d) {
 }
 
 void EncodeProtocol(nl::Batch& b) {
-  Begin(b, IPSET_CMD_PROTOCOL, NLM_F_REQUEST | NLM_F_ACK);
-  b.Attrs().U8(IPSET_ATTR_PROTOCOL, kProtocol);
+  Begin(b, IPSET_CMD_PROTOCOL, NLM_F_REQUEST | NLM_F_ACK, kProtocol);
 }
 
 void EncodeType(nl::Batch& b, uint8_t proto, const std::string& type, uint8_t family) {
-  Begin(b, IPSET_CMD_TYPE, NLM_F_REQUEST | NLM_F_ACK);
-  nl::AttrWriter w = b.Attrs();
-  w.U8(IPSET_ATTR_PROTOCOL, proto);
+  nl::AttrWriter w = Begin(b, IPSET_CMD_TYPE, NLM_F_REQUEST | NLM_F_ACK, proto);
   w.Str(IPSET_ATTR_TYPENAME, type);
   w.U8(IPSET_ATTR_FAMILY, family);
 }
 
 void EncodeCreate(nl::Batch& b, uint8_t proto, const SetHeader& h, bool exist) {
-  Begin(b, IPSET_CMD_CREATE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (exist ? 0 : NLM_F_EXCL));
-  nl::AttrWriter w = b.Attrs();
-  w.U8(IPSET_ATTR_PROTOCOL, proto);
+  nl::AttrWriter w = Begin(b, IPSET_CMD_CREATE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (exist ? 0 : NLM_F_EXCL), proto);
   w.Str(IPSET_ATTR_SETNAME, h.name);
   w.Str(IPSET_ATTR_TYPENAME, h.type);
   w.U8(IPSET_ATTR_REVISION, h.revision);
@@ -268,9 +267,7 @@ void EncodeCreate(nl::Batch& b, uint8_t proto, const SetHeader& h, bool exist) {
 
 void EncodeNamed(nl::Batch& b, uint8_t proto, uint8_t cmd, const std::string& name, const std::string& name2) {
   // libipset marks DESTROY exclusive; the kernel ignores the flag there, we keep the bytes equal.
-  Begin(b, cmd, NLM_F_REQUEST | NLM_F_ACK | (cmd == IPSET_CMD_DESTROY ? NLM_F_EXCL : 0));
-  nl::AttrWriter w = b.Attrs();
-  w.U8(IPSET_ATTR_PROTOCOL, proto);
+  nl::AttrWriter w = Begin(b, cmd, NLM_F_REQUEST | NLM_F_ACK | (cmd == IPSET_CMD_DESTROY ? NLM_F_EXCL : 0), proto);
   w.Str(IPSET_ATTR_SETNAME, name);
   if (!name2.empty()) w.Str(IPSET_ATTR_SETNAME2, name2);
 }
@@ -281,16 +278,13 @@ void EncodeAdt(nl::Batch& b, uint8_t proto, uint8_t cmd, const std::string& set,
   size_t i = from;
   while (i < to) {
     const size_t start = i;
-    const size_t msg = b.Begin(MsgType(cmd), NLM_F_REQUEST | NLM_F_ACK | (exist ? 0 : NLM_F_EXCL));
-    b.NfgenHeader(AF_INET, NFNETLINK_V0, 0);
-    nl::AttrWriter w = b.Attrs();
-    w.U8(IPSET_ATTR_PROTOCOL, proto);
+    nl::AttrWriter w = Begin(b, cmd, NLM_F_REQUEST | NLM_F_ACK | (exist ? 0 : NLM_F_EXCL), proto);
+    const size_t msg_off = b.offset(b.size() - 1);
     w.Str(IPSET_ATTR_SETNAME, set);
     // The kernel requires a command-level LINENO with ATTR_ADT; libipset sends the first line.
     w.Be32(IPSET_ATTR_LINENO | kNetByteOrder, members[i].lineno);
     const size_t adt = w.Begin(IPSET_ATTR_ADT | kNested);
     std::vector<uint8_t>& buf = b.buffer();
-    const size_t msg_off = b.offset(msg);
     while (i < to) {
       const size_t before = buf.size();
       const size_t data = w.Begin(IPSET_ATTR_DATA | kNested);
@@ -309,9 +303,7 @@ void EncodeAdt(nl::Batch& b, uint8_t proto, uint8_t cmd, const std::string& set,
 }
 
 void EncodeTest(nl::Batch& b, uint8_t proto, const std::string& set, const TypeInfo& t, const Member& m) {
-  Begin(b, IPSET_CMD_TEST, NLM_F_REQUEST | NLM_F_ACK);
-  nl::AttrWriter w = b.Attrs();
-  w.U8(IPSET_ATTR_PROTOCOL, proto);
+  nl::AttrWriter w = Begin(b, IPSET_CMD_TEST, NLM_F_REQUEST | NLM_F_ACK, proto);
   w.Str(IPSET_ATTR_SETNAME, set);
   const size_t data = w.Begin(IPSET_ATTR_DATA | kNested);
   Member copy = m;
@@ -321,9 +313,7 @@ void EncodeTest(nl::Batch& b, uint8_t proto, const std::string& set, const TypeI
 }
 
 void EncodeList(nl::Batch& b, uint8_t proto, const std::string& name) {
-  Begin(b, IPSET_CMD_LIST, NLM_F_REQUEST);
-  nl::AttrWriter w = b.Attrs();
-  w.U8(IPSET_ATTR_PROTOCOL, proto);
+  nl::AttrWriter w = Begin(b, IPSET_CMD_LIST, NLM_F_REQUEST, proto);
   if (!name.empty()) w.Str(IPSET_ATTR_SETNAME, name);
 }
 
