@@ -1,8 +1,8 @@
 // The addon's entry point: registers every family's bindings.
 #include <napi.h>
 
-#include "addon/async.h"
 #include "addon/bindings.h"
+#include "addon/channel.h"
 #include "addon/errors.h"
 #include "addon/instance.h"
 
@@ -21,23 +21,19 @@ Napi::Value SocketStats(Napi::Env env, Channel& ch) {
 }
 
 Napi::Value ReadyChannel(Napi::Env env, const std::shared_ptr<Channel>& ch) {
-  return PromiseWorker<bool>::Run(
-      env,
-      [ch]() {
-        std::lock_guard<std::mutex> lock(ch->mu);
-        ch->Sock();
+  return OnChannel<bool>(
+      env, ch,
+      [](Channel& ch) {
+        ch.Sock();
         return true;
       },
       [](Napi::Env env, bool&) -> Napi::Value { return env.Undefined(); });
 }
 
 Napi::Value CloseChannel(Napi::Env env, const std::shared_ptr<Channel>& ch) {
-  return PromiseWorker<std::shared_ptr<Channel::Sockets>>::Run(
-      env,
-      [ch]() {
-        std::lock_guard<std::mutex> lock(ch->mu);
-        return ch->CloseLocked();
-      },
+  return OnChannel<std::shared_ptr<Channel::Sockets>>(
+      env, ch,
+      [](Channel& ch) { return ch.CloseLocked(); },
       [ch](Napi::Env env, std::shared_ptr<Channel::Sockets>& s) -> Napi::Value {
         ch->Retire(*s);
         return env.Undefined();

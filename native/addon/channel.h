@@ -13,7 +13,9 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 
+#include "addon/async.h"
 #include "netlink/genl.h"
 #include "netlink/multidump.h"
 #include "netlink/socket.h"
@@ -139,5 +141,21 @@ struct Channel {
   bool strict_check = false;
   bool closed = false;  // guarded by mu
 };
+
+// A request on a handle's channel: work(Channel&) runs on the libuv pool with `mu` held for all
+// of it (it may call Sock() and Multi() and use what `mu` guards), then done(env, result) turns
+// its result into JS on the main thread, as PromiseWorker<Result>::Run. The job holds the channel
+// until it has run.
+template <class Result, class Work>
+Napi::Promise OnChannel(Napi::Env env, std::shared_ptr<Channel> ch, Work work,
+                        typename PromiseWorker<Result>::Done done) {
+  return PromiseWorker<Result>::Run(
+      env,
+      [ch = std::move(ch), work = std::move(work)]() {
+        std::lock_guard<std::mutex> lock(ch->mu);
+        return work(*ch);
+      },
+      std::move(done));
+}
 
 }  // namespace addon
