@@ -7,7 +7,6 @@
 #include <memory>
 #include <vector>
 
-#include "addon/async.h"
 #include "addon/batch.h"
 #include "addon/bindings.h"
 #include "addon/channel.h"
@@ -171,13 +170,9 @@ class ConntrackHandle : public Wrapped<ConntrackHandle> {
  private:
   Napi::Value List(const Napi::CallbackInfo& info) {
     const ct::Filter f = FilterArg(info.Env(), info[0], "IPCTNL_MSG_CT_GET");
-    auto ch = ch_;
-    return PromiseWorker<std::vector<ct::Flow>>::Run(
-        info.Env(),
-        [ch, f]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          return DumpMatching(ch->Sock(), f);
-        },
+    return OnChannel<std::vector<ct::Flow>>(
+        info.Env(), ch_,
+        [f](Channel& ch) { return DumpMatching(ch.Sock(), f); },
         [](Napi::Env env, std::vector<ct::Flow>& flows) -> Napi::Value {
           Napi::Array a = Napi::Array::New(env, flows.size());
           for (size_t i = 0; i < flows.size(); i++) a.Set(i, FlowToJs(env, flows[i]));
@@ -187,13 +182,9 @@ class ConntrackHandle : public Wrapped<ConntrackHandle> {
 
   Napi::Value Count(const Napi::CallbackInfo& info) {
     const ct::Filter f = FilterArg(info.Env(), info[0], "IPCTNL_MSG_CT_GET");
-    auto ch = ch_;
-    return PromiseWorker<size_t>::Run(
-        info.Env(),
-        [ch, f]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          return DumpMatching(ch->Sock(), f).size();
-        },
+    return OnChannel<size_t>(
+        info.Env(), ch_,
+        [f](Channel& ch) { return DumpMatching(ch.Sock(), f).size(); },
         [](Napi::Env env, size_t& n) -> Napi::Value { return Napi::Number::New(env, static_cast<double>(n)); });
   }
 
@@ -207,16 +198,14 @@ class ConntrackHandle : public Wrapped<ConntrackHandle> {
     const ct::Filter f = FilterArg(env, info[0], "IPCTNL_MSG_CT_DELETE");
     nl::TransactOptions opts = BatchOptions(info[1]);
     opts.stop_on_error = false;
-    auto ch = ch_;
-    return PromiseWorker<std::shared_ptr<DeleteResult>>::Run(
-        env,
-        [ch, f, opts]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
+    return OnChannel<std::shared_ptr<DeleteResult>>(
+        env, ch_,
+        [f, opts](Channel& ch) {
           auto r = std::make_shared<DeleteResult>();
-          r->matched = DumpMatching(ch->Sock(), f);
+          r->matched = DumpMatching(ch.Sock(), f);
           nl::Batch b;
           for (const ct::Flow& flow : r->matched) ct::EncodeDelete(b, flow);
-          r->res = ch->Sock().Transact(b, opts);
+          r->res = ch.Sock().Transact(b, opts);
           return r;
         },
         [](Napi::Env env, std::shared_ptr<DeleteResult>& r) -> Napi::Value {
