@@ -4,7 +4,6 @@
 
 #include <memory>
 
-#include "addon/async.h"
 #include "addon/batch.h"
 #include "addon/bindings.h"
 #include "addon/channel.h"
@@ -57,13 +56,11 @@ class GenlHandle : public Wrapped<GenlHandle> {
     // Lookups are independent: unlike writes, they continue past a failure unless asked not to.
     nl::TransactOptions opts = BatchOptions(info[1]);
     opts.stop_on_error = BoolOpt(info[1], "stopOnError", false);
-    auto ch = ch_;
-    return PromiseWorker<FamiliesResult>::Run(
-        env,
-        [ch, batch, ops, opts]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
+    return OnChannel<FamiliesResult>(
+        env, ch_,
+        [batch, ops, opts](Channel& ch) {
           FamiliesResult r;
-          r.outcome.res = ch->Sock().Transact(*batch, opts);
+          r.outcome.res = ch.Sock().Transact(*batch, opts);
           r.outcome.op_names = ops;
           r.families.resize(batch->size());
           for (const nl::DataReply& d : r.outcome.res.data) {
