@@ -11,9 +11,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <mutex>
 
-#include "addon/async.h"
 #include "addon/batch.h"
 #include "addon/bindings.h"
 #include "addon/channel.h"
@@ -672,14 +670,10 @@ class IpsetHandle : public Wrapped<IpsetHandle> {
 
  private:
   Napi::Value Protocol(const Napi::CallbackInfo& info) {
-    auto ch = ch_;
     auto st = st_;
-    return PromiseWorker<uint8_t>::Run(
-        info.Env(),
-        [ch, st]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          return EnsureProtocol(*ch, *st);
-        },
+    return OnChannel<uint8_t>(
+        info.Env(), ch_,
+        [st](Channel& ch) { return EnsureProtocol(ch, *st); },
         [](Napi::Env env, uint8_t& v) -> Napi::Value { return Napi::Number::New(env, v); });
   }
 
@@ -695,13 +689,11 @@ class IpsetHandle : public Wrapped<IpsetHandle> {
     work->opts = BatchOptions(info[1]);
     // ADT messages are up to 32 KiB: let a sendmsg carry 1 MiB of them.
     work->opts.max_chunk_bytes = 1 << 20;
-    auto ch = ch_;
     auto st = st_;
-    return PromiseWorker<std::shared_ptr<ApplyWork>>::Run(
-        env,
-        [ch, st, work]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          RunApply(*ch, *st, *work);
+    return OnChannel<std::shared_ptr<ApplyWork>>(
+        env, ch_,
+        [st, work](Channel& ch) {
+          RunApply(ch, *st, *work);
           return work;
         },
         [](Napi::Env env, std::shared_ptr<ApplyWork>& w) { return ApplyToJs(env, *w); });
@@ -716,20 +708,18 @@ class IpsetHandle : public Wrapped<IpsetHandle> {
       CheckName(env, name, "IPSET_CMD_LIST");
     }
     const bool headers_only = BoolOpt(info[1], "headersOnly", false);
-    auto ch = ch_;
     auto st = st_;
-    return PromiseWorker<std::vector<ipset::ListedSet>>::Run(
-        env,
-        [ch, st, name, headers_only]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          const uint8_t proto = EnsureProtocol(*ch, *st);
+    return OnChannel<std::vector<ipset::ListedSet>>(
+        env, ch_,
+        [st, name, headers_only](Channel& ch) {
+          const uint8_t proto = EnsureProtocol(ch, *st);
           nl::Batch b;
           ipset::EncodeList(b, proto, name);
           if (headers_only) b.Attrs().U32(IPSET_ATTR_FLAGS, IPSET_FLAG_LIST_HEADER);
           ipset::ListAccumulator acc;
           const std::string op = name.empty() ? "IPSET_CMD_LIST" : "IPSET_CMD_LIST " + name;
           try {
-            ch->Sock().Dump(b, op, [&](const nlmsghdr* h) {
+            ch.Sock().Dump(b, op, [&](const nlmsghdr* h) {
               std::string why;
               if (!acc.Add(h, &why)) nl::ThrowDecode(op, why);
             });
@@ -761,19 +751,17 @@ class IpsetHandle : public Wrapped<IpsetHandle> {
     auto members = std::make_shared<std::vector<ipset::Member>>();
     for (uint32_t j = 0; j < arr.Length(); j++)
       members->push_back(MemberArg(env, arr.Get(j), t, family, keys, where + " member " + std::to_string(j)));
-    auto ch = ch_;
     auto st = st_;
     const ipset::TypeInfo* tp = &t;
-    return PromiseWorker<std::vector<uint8_t>>::Run(
-        env,
-        [ch, st, members, tp, name, where]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          const uint8_t proto = EnsureProtocol(*ch, *st);
+    return OnChannel<std::vector<uint8_t>>(
+        env, ch_,
+        [st, members, tp, name, where](Channel& ch) {
+          const uint8_t proto = EnsureProtocol(ch, *st);
           nl::Batch b;
           for (const ipset::Member& m : *members) ipset::EncodeTest(b, proto, name, *tp, m);
           nl::TransactOptions opts;
           opts.stop_on_error = false;
-          nl::TransactResult res = ch->Sock().Transact(b, opts);
+          nl::TransactResult res = ch.Sock().Transact(b, opts);
           std::vector<uint8_t> present(members->size(), 0);
           for (size_t i = 0; i < res.results.size(); i++) {
             const nl::RequestResult& r = res.results[i];
