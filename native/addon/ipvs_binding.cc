@@ -426,15 +426,13 @@ class IpvsHandle : public Wrapped<IpvsHandle> {
 
  private:
   Napi::Value Info(const Napi::CallbackInfo& info) {
-    auto ch = ch_;
-    return PromiseWorker<ipvs::Info>::Run(
-        info.Env(),
-        [ch]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          const nl::GenlFamily& fam = IpvsFamily(*ch);
+    return OnChannel<ipvs::Info>(
+        info.Env(), ch_,
+        [](Channel& ch) {
+          const nl::GenlFamily& fam = IpvsFamily(ch);
           nl::Batch b;
           ipvs::EncodeGetInfo(b, fam.id);
-          nl::TransactResult res = ch->Sock().Transact(b, nl::TransactOptions{});
+          nl::TransactResult res = ch.Sock().Transact(b, nl::TransactOptions{});
           if (res.results[0].outcome != nl::Outcome::kOk)
             throw nl::Exception(KernelError("IPVS_CMD_GET_INFO", 0, res.results[0].status));
           if (res.data.empty()) nl::ThrowDecode("IPVS_CMD_GET_INFO", "no reply message");
@@ -464,7 +462,8 @@ class IpvsHandle : public Wrapped<IpvsHandle> {
     const bool ack_each = AckEach(info[1]);
     auto ch = ch_;
     // Batches reach the kernel in the order apply() was called, however many are in flight (the
-    // engine converts the next batch while the kernel takes this one).
+    // engine converts the next batch while the kernel takes this one). Hence its own job, not
+    // OnChannel's: it waits for its turn on the channel's lock (a unique_lock) before its work.
     const uint64_t ticket = ch->TakeTicket();
     try {
       return PromiseWorker<BatchOutcome>::Run(
@@ -515,24 +514,22 @@ class IpvsHandle : public Wrapped<IpvsHandle> {
   // service (the kernel has no all-destinations dump), all in one worker job.
   Napi::Value Services(const Napi::CallbackInfo& info) {
     const ListOptions o = ListOpts(info[0]);
-    auto ch = ch_;
     auto pool = listings_;
-    return PromiseWorker<std::shared_ptr<Listing>>::Run(
-        info.Env(),
-        [ch, o, pool]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          const nl::GenlFamily& fam = IpvsFamily(*ch);
+    return OnChannel<std::shared_ptr<Listing>>(
+        info.Env(), ch_,
+        [o, pool](Channel& ch) {
+          const nl::GenlFamily& fam = IpvsFamily(ch);
           std::shared_ptr<Listing> lp = pool->Take();
           Listing& l = *lp;
           nl::Batch req;
           ipvs::EncodeGetServices(req, fam.id);
-          ch->Sock().Dump(req, "IPVS_CMD_GET_SERVICE", [&](const nlmsghdr* h) {
+          ch.Sock().Dump(req, "IPVS_CMD_GET_SERVICE", [&](const nlmsghdr* h) {
             ipvs::Service s;
             std::string why;
             if (!ipvs::DecodeService(h, &s, &why)) nl::ThrowDecode("IPVS_CMD_GET_SERVICE", why);
             l.services.push_back(std::move(s));
           });
-          if (o.with_dests) DumpAllDests(*ch, fam.id, &l);
+          if (o.with_dests) DumpAllDests(ch, fam.id, &l);
           return lp;
         },
         [o](Napi::Env env, std::shared_ptr<Listing>& l) -> Napi::Value {
@@ -546,17 +543,15 @@ class IpvsHandle : public Wrapped<IpvsHandle> {
   Napi::Value Service(const Napi::CallbackInfo& info) {
     const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "service");
     const ListOptions o = ListOpts(info[1]);
-    auto ch = ch_;
-    return PromiseWorker<Listing>::Run(
-        info.Env(),
-        [ch, k, o]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          const nl::GenlFamily& fam = IpvsFamily(*ch);
+    return OnChannel<Listing>(
+        info.Env(), ch_,
+        [k, o](Channel& ch) {
+          const nl::GenlFamily& fam = IpvsFamily(ch);
           Listing l;
           nl::Batch b;
           ipvs::EncodeGetService(b, fam.id, k);
           const std::string op = "IPVS_CMD_GET_SERVICE " + ipvs::DescribeService(k);
-          nl::TransactResult res = ch->Sock().Transact(b, nl::TransactOptions{});
+          nl::TransactResult res = ch.Sock().Transact(b, nl::TransactOptions{});
           const nl::RequestResult& rr = res.results[0];
           if (rr.outcome == nl::Outcome::kError && rr.status.error == ESRCH) {
             l.found = false;
@@ -570,7 +565,7 @@ class IpvsHandle : public Wrapped<IpvsHandle> {
           l.services.push_back(std::move(s));
           if (o.with_dests) {
             l.dests.resize(1);
-            DumpDests(*ch, fam.id, k, &l.dests[0]);
+            DumpDests(ch, fam.id, k, &l.dests[0]);
           }
           return l;
         },
@@ -584,14 +579,12 @@ class IpvsHandle : public Wrapped<IpvsHandle> {
   Napi::Value Destinations(const Napi::CallbackInfo& info) {
     const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "destinations");
     const ListOptions o = ListOpts(info[1]);
-    auto ch = ch_;
-    return PromiseWorker<std::vector<ipvs::Dest>>::Run(
-        info.Env(),
-        [ch, k]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          const nl::GenlFamily& fam = IpvsFamily(*ch);
+    return OnChannel<std::vector<ipvs::Dest>>(
+        info.Env(), ch_,
+        [k](Channel& ch) {
+          const nl::GenlFamily& fam = IpvsFamily(ch);
           std::vector<ipvs::Dest> out;
-          DumpDests(*ch, fam.id, k, &out);
+          DumpDests(ch, fam.id, k, &out);
           return out;
         },
         [k, o](Napi::Env env, std::vector<ipvs::Dest>& ds) -> Napi::Value {
@@ -612,13 +605,11 @@ class IpvsHandle : public Wrapped<IpvsHandle> {
     l->services.resize(arr.Length());
     for (uint32_t i = 0; i < arr.Length(); i++) l->services[i].key = KeyArg(env, arr.Get(i), "destinationsMany");
     const ListOptions o = ListOpts(info[1]);
-    auto ch = ch_;
-    return PromiseWorker<std::shared_ptr<Listing>>::Run(
-        env,
-        [ch, l]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          const nl::GenlFamily& fam = IpvsFamily(*ch);
-          DumpAllDests(*ch, fam.id, l.get());
+    return OnChannel<std::shared_ptr<Listing>>(
+        env, ch_,
+        [l](Channel& ch) {
+          const nl::GenlFamily& fam = IpvsFamily(ch);
+          DumpAllDests(ch, fam.id, l.get());
           return l;
         },
         [o](Napi::Env env, std::shared_ptr<Listing>& l) -> Napi::Value {
@@ -635,15 +626,13 @@ class IpvsHandle : public Wrapped<IpvsHandle> {
 
   // timeouts() -> { tcp, tcpFin, udp }
   Napi::Value Timeouts(const Napi::CallbackInfo& info) {
-    auto ch = ch_;
-    return PromiseWorker<ipvs::Timeouts>::Run(
-        info.Env(),
-        [ch]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          const nl::GenlFamily& fam = IpvsFamily(*ch);
+    return OnChannel<ipvs::Timeouts>(
+        info.Env(), ch_,
+        [](Channel& ch) {
+          const nl::GenlFamily& fam = IpvsFamily(ch);
           nl::Batch b;
           ipvs::EncodeGetConfig(b, fam.id);
-          nl::TransactResult res = ch->Sock().Transact(b, nl::TransactOptions{});
+          nl::TransactResult res = ch.Sock().Transact(b, nl::TransactOptions{});
           if (res.results[0].outcome != nl::Outcome::kOk)
             throw nl::Exception(KernelError("IPVS_CMD_GET_CONFIG", -1, res.results[0].status));
           if (res.data.empty()) nl::ThrowDecode("IPVS_CMD_GET_CONFIG", "no reply message");
@@ -657,16 +646,14 @@ class IpvsHandle : public Wrapped<IpvsHandle> {
 
   // daemons() -> Daemon[] (master and/or backup)
   Napi::Value Daemons(const Napi::CallbackInfo& info) {
-    auto ch = ch_;
-    return PromiseWorker<std::vector<ipvs::Daemon>>::Run(
-        info.Env(),
-        [ch]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          const nl::GenlFamily& fam = IpvsFamily(*ch);
+    return OnChannel<std::vector<ipvs::Daemon>>(
+        info.Env(), ch_,
+        [](Channel& ch) {
+          const nl::GenlFamily& fam = IpvsFamily(ch);
           std::vector<ipvs::Daemon> out;
           nl::Batch req;
           ipvs::EncodeGetDaemons(req, fam.id);
-          ch->Sock().Dump(req, "IPVS_CMD_GET_DAEMON", [&](const nlmsghdr* h) {
+          ch.Sock().Dump(req, "IPVS_CMD_GET_DAEMON", [&](const nlmsghdr* h) {
             ipvs::Daemon d;
             std::string why;
             if (!ipvs::DecodeDaemon(h, &d, &why)) nl::ThrowDecode("IPVS_CMD_GET_DAEMON", why);
