@@ -761,6 +761,8 @@ class NftHandle : public Wrapped<NftHandle> {
     // caller passes one only with those).
     std::shared_ptr<EncoderState> enc = TakeEncoder(env, info[2], len);
     auto ch = ch_;
+    // Its own job, not OnChannel's: the batches are built before the channel is locked, so that
+    // encoding one commit overlaps another job's time in the kernel on this handle.
     return PromiseWorker<CommitResult>::Run(
         env,
         [ch, keep, data, len, opt, enc]() {
@@ -783,12 +785,10 @@ class NftHandle : public Wrapped<NftHandle> {
     const uint8_t family = static_cast<uint8_t>(UIntOpt(env, info[0], "family", 255, 0, op));
     const std::string table = NameOpt(env, info[0], "table", NFT_TABLE_MAXNAMELEN - 1, op);
     const bool elements = BoolOpt(info[0], "elements", true);
-    auto ch = ch_;
-    return PromiseWorker<Listing>::Run(
-        env,
-        [ch, family, table, elements]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          Listing l = RunList(ch->Sock(), family, table, elements);
+    return OnChannel<Listing>(
+        env, ch_,
+        [family, table, elements](Channel& ch) {
+          Listing l = RunList(ch.Sock(), family, table, elements);
           l.want_elements = elements;
           return l;
         },
@@ -805,26 +805,20 @@ class NftHandle : public Wrapped<NftHandle> {
     const std::string table = NameOpt(env, info[0], "table", NFT_TABLE_MAXNAMELEN - 1, op);
     const std::string set = NameOpt(env, info[0], "set", NFT_SET_MAXNAMELEN - 1, op);
     if (!family || table.empty() || set.empty()) ThrowInvalid(env, op, "family, table and set are required");
-    auto ch = ch_;
-    return PromiseWorker<PackedElements>::Run(
-        env,
-        [ch, family, table, set]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
+    return OnChannel<PackedElements>(
+        env, ch_,
+        [family, table, set](Channel& ch) {
           PackedElements p;
-          DumpElements(ch->Sock(), family, table, set, &p);
+          DumpElements(ch.Sock(), family, table, set, &p);
           return p;
         },
         [](Napi::Env env, PackedElements& p) { return ElementsToJs(env, p); });
   }
 
   Napi::Value GenId(const Napi::CallbackInfo& info) {
-    auto ch = ch_;
-    return PromiseWorker<uint32_t>::Run(
-        info.Env(),
-        [ch]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          return GetGen(ch->Sock());
-        },
+    return OnChannel<uint32_t>(
+        info.Env(), ch_,
+        [](Channel& ch) { return GetGen(ch.Sock()); },
         [](Napi::Env env, uint32_t& g) -> Napi::Value { return Napi::Number::New(env, g); });
   }
 
