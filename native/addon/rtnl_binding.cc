@@ -10,7 +10,6 @@
 #include <memory>
 #include <vector>
 
-#include "addon/async.h"
 #include "addon/batch.h"
 #include "addon/bindings.h"
 #include "addon/channel.h"
@@ -535,15 +534,13 @@ class RtnlHandle : public Wrapped<RtnlHandle> {
 
  private:
   Napi::Value Links(const Napi::CallbackInfo& info) {
-    auto ch = ch_;
-    return PromiseWorker<std::vector<rtnl::Link>>::Run(
-        info.Env(),
-        [ch]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
+    return OnChannel<std::vector<rtnl::Link>>(
+        info.Env(), ch_,
+        [](Channel& ch) {
           nl::Batch b;
           rtnl::EncodeDumpLinks(b);
           std::vector<rtnl::Link> links;
-          ch->Sock().Dump(b, "RTM_GETLINK", [&](const nlmsghdr* h) {
+          ch.Sock().Dump(b, "RTM_GETLINK", [&](const nlmsghdr* h) {
             rtnl::Link l;
             std::string why;
             if (!rtnl::DecodeLink(h, &l, &why)) nl::ThrowDecode("RTM_GETLINK", why);
@@ -561,14 +558,12 @@ class RtnlHandle : public Wrapped<RtnlHandle> {
   // link(name) -> Link | null
   Napi::Value GetLink(const Napi::CallbackInfo& info) {
     const std::string name = LinkNameArg(info.Env(), info[0], "RTM_GETLINK");
-    auto ch = ch_;
-    return PromiseWorker<std::vector<rtnl::Link>>::Run(
-        info.Env(),
-        [ch, name]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
+    return OnChannel<std::vector<rtnl::Link>>(
+        info.Env(), ch_,
+        [name](Channel& ch) {
           nl::Batch b;
           rtnl::EncodeGetLink(b, name);
-          nl::TransactResult r = ch->Sock().Transact(b, nl::TransactOptions{});
+          nl::TransactResult r = ch.Sock().Transact(b, nl::TransactOptions{});
           std::vector<rtnl::Link> out;
           const nl::RequestResult& rr = r.results[0];
           if (rr.outcome == nl::Outcome::kError && rr.status.error == ENODEV) return out;
@@ -604,13 +599,11 @@ class RtnlHandle : public Wrapped<RtnlHandle> {
       }
       if (IsSet(o.Get("link"))) link = LinkNameArg(env, o.Get("link"), "RTM_GETADDR");
     }
-    auto ch = ch_;
-    return PromiseWorker<AddrList>::Run(
-        env,
-        [ch, family, link]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
+    return OnChannel<AddrList>(
+        env, ch_,
+        [family, link](Channel& ch) {
           AddrList out;
-          for (const auto& [name, index] : LinkIndexes(ch->Sock())) out.names[index] = name;
+          for (const auto& [name, index] : LinkIndexes(ch.Sock())) out.names[index] = name;
           int32_t want = 0;
           if (!link.empty()) {
             for (const auto& [index, name] : out.names)
@@ -624,7 +617,7 @@ class RtnlHandle : public Wrapped<RtnlHandle> {
           }
           nl::Batch b;
           rtnl::EncodeDumpAddrs(b, family);
-          ch->Sock().Dump(b, "RTM_GETADDR", [&](const nlmsghdr* h) {
+          ch.Sock().Dump(b, "RTM_GETADDR", [&](const nlmsghdr* h) {
             rtnl::Address a;
             std::string why;
             if (!rtnl::DecodeAddr(h, &a, &why)) nl::ThrowDecode("RTM_GETADDR", why);
@@ -673,20 +666,18 @@ class RtnlHandle : public Wrapped<RtnlHandle> {
         f.type = static_cast<uint8_t>(NamedArg(env, o.Get("type"), kRouteTypes, 0, 0, "RTM_GETROUTE", "route type"));
       }
     }
-    auto ch = ch_;
-    return PromiseWorker<RouteList>::Run(
-        env,
-        [ch, f]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
+    return OnChannel<RouteList>(
+        env, ch_,
+        [f](Channel& ch) {
           RouteList out;
-          for (const auto& [name, index] : LinkIndexes(ch->Sock())) out.names[index] = name;
-          if (!ch->strict_check_tried) {
-            ch->strict_check_tried = true;
-            ch->strict_check = ch->Sock().EnableStrictCheck();
+          for (const auto& [name, index] : LinkIndexes(ch.Sock())) out.names[index] = name;
+          if (!ch.strict_check_tried) {
+            ch.strict_check_tried = true;
+            ch.strict_check = ch.Sock().EnableStrictCheck();
           }
           rtnl::RouteDumpFilter kf;
           kf.family = f.family;
-          if (ch->strict_check) {
+          if (ch.strict_check) {
             if (f.by_table) kf.table = f.table;
             if (f.by_protocol) kf.protocol = f.protocol;
             if (f.by_type) kf.type = f.type;
@@ -694,7 +685,7 @@ class RtnlHandle : public Wrapped<RtnlHandle> {
           nl::Batch b;
           rtnl::EncodeDumpRoutes(b, kf);
           try {
-            ch->Sock().Dump(b, "RTM_GETROUTE", [&](const nlmsghdr* h) {
+            ch.Sock().Dump(b, "RTM_GETROUTE", [&](const nlmsghdr* h) {
             // An AF_UNSPEC dump also returns other families' routes (IPMR, MPLS): not ours.
             if (h->nlmsg_len >= NLMSG_LENGTH(sizeof(rtmsg))) {
               const uint8_t fam = static_cast<const rtmsg*>(NLMSG_DATA(h))->rtm_family;
@@ -730,12 +721,10 @@ class RtnlHandle : public Wrapped<RtnlHandle> {
     w->ops.reserve(arr.Length());
     for (uint32_t i = 0; i < arr.Length(); i++) w->ops.push_back(AtOp(env, i, -1, [&] { return OpArg(env, arr.Get(i), i); }));
     w->opts = BatchOptions(info[1]);
-    auto ch = ch_;
-    return PromiseWorker<std::shared_ptr<ApplyWork>>::Run(
-        env,
-        [ch, w]() {
-          std::lock_guard<std::mutex> lock(ch->mu);
-          RunApply(ch->Sock(), *w);
+    return OnChannel<std::shared_ptr<ApplyWork>>(
+        env, ch_,
+        [w](Channel& ch) {
+          RunApply(ch.Sock(), *w);
           return w;
         },
         [](Napi::Env env, std::shared_ptr<ApplyWork>& w) { return BatchOutcomeToJs(env, w->outcome); });
