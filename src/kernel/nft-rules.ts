@@ -4,7 +4,7 @@
 //     == nft 'ip daddr . meta l4proto . th dport @svc accept'
 import { NetlinkError } from '../errors.js';
 import {
-  CT_STATE, CT_STATUS, FIB_DADDR, NAT_RANGE_PERSISTENT, NAT_RANGE_PROTO_RANDOM, NAT_RANGE_PROTO_RANDOM_FULLY,
+  CT_STATE, CT_STATUS, FIB_DADDR, FIB_SADDR, NAT_RANGE_PERSISTENT, NAT_RANGE_PROTO_RANDOM, NAT_RANGE_PROTO_RANDOM_FULLY,
   NAT_RANGE_PROTO_SPECIFIED, RTN,
   type CtKey, type Expr, type MetaKey, type PayloadBase, type Register, type Verdict,
 } from './nft-expr.js';
@@ -57,11 +57,13 @@ export const F = {
   ctOrigProtoDst: ctOriginal('proto-dst', 2, 'inet_service'),
 } as const;
 
-/** `numgen random mod N` (or `inc`), as a field: the last part of a concatenated map key, so a
- *  lookup picks one of N elements per key (`... . numgen random mod 3 map @m`). */
-export function numgen(modulus: number, ngType: 'random' | 'incremental' = 'random'): Field {
+/** `numgen random mod N [offset O]` (or `inc`), as a field: the last part of a concatenated map
+ *  key, so a lookup picks one of N elements per key (`... . numgen random mod 3 map @m`); with
+ *  an offset, one of the N elements keyed O..O+N-1. */
+export function numgen(modulus: number, ngType: 'random' | 'incremental' = 'random', offset = 0): Field {
   if (!Number.isInteger(modulus) || modulus < 1 || modulus > 0xffffffff) throw NetlinkError.invalid('nftables', `numgen modulus ${modulus} out of range`);
-  return { name: `numgen ${ngType} mod ${modulus}`, len: 4, datatype: 'mark', load: (dreg) => ({ type: 'numgen', dreg, modulus, ngType, offset: 0 }) };
+  if (!Number.isInteger(offset) || offset < 0 || offset + modulus - 1 > 0xffffffff) throw NetlinkError.invalid('nftables', `numgen offset ${offset} out of range`);
+  return { name: `numgen ${ngType} mod ${modulus}${offset ? ` offset ${offset}` : ''}`, len: 4, datatype: 'mark', load: (dreg) => ({ type: 'numgen', dreg, modulus, ngType, offset }) };
 }
 
 /** nft's register for the field starting at 32-bit word `w` of a concatenation: the 16-byte
@@ -240,8 +242,17 @@ export function ctMarkFromMeta(): Expr[] {
 
 /** `fib daddr type local` (or another route type). */
 export function fibDaddrType(type: keyof typeof RTN = 'local'): Expr[] {
+  return fibType(FIB_DADDR, type);
+}
+
+/** `fib saddr type local`: the packet's source is an address of this host (what it sends). */
+export function fibSaddrType(type: keyof typeof RTN = 'local'): Expr[] {
+  return fibType(FIB_SADDR, type);
+}
+
+function fibType(flags: number, type: keyof typeof RTN): Expr[] {
   return [
-    { type: 'fib', flags: FIB_DADDR, result: 'type', dreg: 1 },
+    { type: 'fib', flags, result: 'type', dreg: 1 },
     { type: 'cmp', sreg: 1, op: 'eq', data: u32le(RTN[type]) },
   ];
 }

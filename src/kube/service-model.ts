@@ -101,6 +101,13 @@ export function frontends(p: ServicePortModel, ctx: ModelContext): Frontend[] {
 /** The endpoints behind a frontend of the port: the traffic policy of its kind applied. */
 export const frontendEndpoints = (p: ServicePortModel, fe: Frontend): readonly EndpointInfo[] => (fe.kind === 'clusterIP' ? internalEndpoints(p) : externalEndpoints(p));
 
+/** The endpoints that pod traffic (from the cluster CIDRs) and the node's own traffic to an
+ *  external frontend of an externalTrafficPolicy Local port reach: every endpoint the Cluster
+ *  policy would use, as if the traffic had gone out to a load balancer and come back in
+ *  (kube-proxy's "short-circuit" in its iptables and nftables modes). None for any other
+ *  frontend, whose traffic all follows frontendEndpoints. */
+export const shortCircuitEndpoints = (p: ServicePortModel, fe: Frontend): readonly EndpointInfo[] => (fe.kind !== 'clusterIP' && p.externalLocal ? p.cluster : NONE);
+
 /** The Local traffic policies of a port left without a node-local endpoint (what kube-proxy's
  *  sync_proxy_rules_no_local_endpoints_total counts). */
 export function localWithoutEndpoints(p: ServicePortModel): { internal: boolean; external: boolean } {

@@ -33,7 +33,7 @@ export const PROXY_TABLE_OWNED: { names: readonly string[]; prefixes: readonly s
     'prerouting', 'output', 'postrouting', 'input', 'services',
     'filter-prerouting', 'filter-output', 'firewall-prerouting', 'firewall-output', 'endpoints-check', 'affinity',
     // sets of both planes
-    'service-protocols', 'cluster-ips', 'external-ips', 'cluster-cidrs', 'hairpin', 'firewall', 'vip-ports', 'vips', 'nodeports', 'service-cidrs',
+    'service-protocols', 'cluster-ips', 'external-ips', 'external-local', 'cluster-cidrs', 'hairpin', 'firewall', 'vip-ports', 'vips', 'nodeports', 'service-cidrs',
     'reject-services', 'drop-services', 'cluster-addrs',
   ],
   prefixes: ['fw-', 'endpoints-', 'affinity-'],

@@ -235,9 +235,13 @@ test('nftables data plane: spread, NodePort, masquerade, reject and drop on real
   const ruleset = JSON.parse(execFileSync('nft', ['-j', 'list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' })) as { nftables: Array<Record<string, any>> };
   const maps = new Map(ruleset.nftables.filter((o) => o.map).map((o) => [o.map.name as string, o.map]));
   assert.equal(maps.get('endpoints-3')!.elem.length, 3 * 3, 'web: its cluster IP and two NodePort addresses (10.9.0.1, 10.244.1.1), three endpoints each');
-  assert.equal(maps.get('endpoints-1')!.elem.length, 1, "local: its cluster IP (its NodePorts drop: no endpoint here); empty: none");
-  const mods = ruleset.nftables.filter((o) => o.rule?.chain === 'services').map((o) => JSON.stringify(o.rule.expr).match(/"mod":(\d+)/)?.[1]).filter(Boolean);
-  assert.deepEqual(mods.sort(), ['1', '3'], 'one dnat rule per endpoint count');
+  assert.equal(
+    maps.get('endpoints-1')!.elem.length,
+    3,
+    'local: its cluster IP, and its two NodePorts for pods and the node only (short-circuit blocks: from elsewhere they drop, no endpoint here); empty: none',
+  );
+  const mods = ruleset.nftables.filter((o) => o.rule?.chain === 'services').map((o) => JSON.stringify(o.rule.expr).match(/"mod":(\d+)(,"offset":(-?\d+))?/)).filter(Boolean).map((m) => (m![3] && m![3] !== '0' ? `${m![1]} offset ${m![3]}` : m![1]));
+  assert.deepEqual(mods.sort(), ['1', '1 offset 1073741824', '1 offset 1073741824', '3'], 'one dnat rule per endpoint count, two per short-circuit block size');
   const flows = execFileSync('conntrack', ['-L', '-d', '10.96.0.10', '-p', 'tcp'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
   for (const p of three) assert.match(flows, new RegExp(`dst=10\\.96\\.0\\.10 .*src=${p.ip.replace(/\./g, '\\.')} `), `a flow DNATed to ${p.ip}`);
 

@@ -272,3 +272,51 @@ test('an endpoint map holds each frontend as one block: a frontend gone from the
   assert.equal(k.nft.dumps, dumps, 'no listing');
   assert.deepEqual(full.plan.nft?.ops ?? [], []);
 });
+
+/** Every non-empty set's elements in the kernel, as text: what the packet path reads (maps
+ *  and rules of endpoint counts no longer in use stay empty until a restart). */
+async function elementsOf(k: EngineKernel): Promise<Record<string, string[]>> {
+  const out: Record<string, string[]> = {};
+  for (const s of (await k.nft!.list()).sets) {
+    if (!s.elements?.length || s.dynamic) continue;
+    out[`${s.family} ${s.name}`] = s.elements.map((e) => JSON.stringify([e.key, e.data ?? null, e.verdict ?? null])).sort();
+  }
+  return out;
+}
+
+test('Local policy: the short-circuit block follows the cluster endpoints through patches (a local endpoint coming and going, counts changing, affinity), as a sync from nothing programs it', async () => {
+  const k = fakeKernel();
+  const p = new Proxier(k, { mode: 'nftables', node, config });
+  const lb = (affinity = false) =>
+    svc('lb', {
+      clusterIP: '10.96.0.9',
+      type: 'LoadBalancer',
+      externalTrafficPolicy: 'Local',
+      ports: [{ name: 'http', port: 80, nodePort: 30080 }],
+      ...(affinity ? { sessionAffinity: 'ClientIP' } : {}),
+    }, { ingress: [{ ip: '192.0.2.10' }] });
+  const here = { ip: '10.244.9.50', node: 'node-a' };
+  const steps: Array<Array<{ ip: string; node: string }>> = [
+    eps(2, '10.244.9.'), // none here: a block of 2 for pods and the node, the rest dropped
+    [...eps(2, '10.244.9.'), here], // one here: 1 local, 3 short-circuit
+    [here], // only the local one: 1 and 1
+    [], // none at all: refused
+    eps(4, '10.244.9.'), // and with affinity
+  ];
+  p.onServiceUpdate(lb());
+  for (const [i, endpoints] of steps.entries()) {
+    if (i === 4) p.onServiceUpdate(lb(true));
+    p.onSliceUpdate(slice('lb', 'lb-1', [{ name: 'http', port: 8080 }], endpoints));
+    const r = await p.sync(i === 0);
+    assert.deepEqual(r.report.errors, []);
+    const fresh = fakeKernel();
+    const q = new Proxier(fresh, { mode: 'nftables', node, config });
+    q.onServiceUpdate(lb(i === 4));
+    q.onSliceUpdate(slice('lb', 'lb-1', [{ name: 'http', port: 8080 }], endpoints));
+    assert.deepEqual((await q.sync(true)).report.errors, []);
+    assert.deepEqual(await elementsOf(k), await elementsOf(fresh), `step ${i}: the patched tables hold what a sync from nothing programs`);
+    const elements = (await k.nft.list()).sets.filter((s) => s.family === 'ip' && s.name.startsWith('endpoints-')).flatMap((s) => s.elements!);
+    const sc = elements.filter((e) => e.key[0] === '192.0.2.10' && (e.key[3] as number) >= 0x4000_0000).map((e) => (e.data as unknown[])[0]).sort();
+    assert.deepEqual(sc, endpoints.map((e) => e.ip).sort(), `step ${i}: the load-balancer IP's short-circuit block holds every endpoint`);
+  }
+});

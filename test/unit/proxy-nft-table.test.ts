@@ -69,6 +69,38 @@ test('traffic policies: no endpoint rejects every frontend; Local without one he
   assert.deepEqual(set(ip!, 'endpoints-2').filter((e) => e.startsWith('10.96.0.40')), ['10.96.0.40 tcp 80 0 10.244.4.2 8080', '10.96.0.40 tcp 80 1 10.244.4.3 8080'], 'the cluster IP keeps every endpoint');
 });
 
+test('Local policy: pods and the node reach every endpoint through an external frontend (a short-circuit block), masqueraded from the node only', () => {
+  const local = model('local', '10.96.0.30', eps(2, '10.244.3.'), { type: 'LoadBalancer', externalTrafficPolicy: 'Local', ports: [{ name: 'http', port: 80, nodePort: 30090 }] });
+  const here = model('here', '10.96.0.40', [{ ip: '10.244.4.2', node: 'node-a' }, { ip: '10.244.4.3', node: 'node-b' }, { ip: '10.244.4.4', node: 'node-b' }], { type: 'NodePort', externalTrafficPolicy: 'Local', ports: [{ name: 'http', port: 80, nodePort: 30100 }] });
+  const cluster = model('cluster', '10.96.0.50', eps(2, '10.244.5.'), { type: 'NodePort', ports: [{ name: 'http', port: 80, nodePort: 30110 }] });
+  const none = model('none', '10.96.0.60', [], { type: 'NodePort', externalTrafficPolicy: 'Local', ports: [{ name: 'http', port: 80, nodePort: 30120 }] });
+  const [ip] = nftablesTables([local, here, cluster, none], ctx).tables;
+  const sc = (n: number) => 0x4000_0000 + n;
+  assert.deepEqual(set(ip!, 'endpoints-2').filter((e) => e.includes(' 30090 ')), [`10.0.0.11 tcp 30090 ${sc(0)} 10.244.3.2 8080`, `10.0.0.11 tcp 30090 ${sc(1)} 10.244.3.3 8080`], 'no endpoint here: the cluster block only');
+  assert.deepEqual(set(ip!, 'drop-services'), ['10.0.0.11 tcp 30090'], 'traffic from elsewhere is still dropped');
+  assert.ok(set(ip!, 'reject-services').includes('10.0.0.11 tcp 30120'), 'no endpoint anywhere: refused to everyone');
+  assert.deepEqual(set(ip!, 'endpoints-1').filter((e) => e.includes(' 30100 ')), ['10.0.0.11 tcp 30100 0 10.244.4.2 8080'], 'from elsewhere: the local endpoint');
+  assert.deepEqual(set(ip!, 'endpoints-3').filter((e) => e.includes(' 30100 ')), [0, 1, 2].map((i) => `10.0.0.11 tcp 30100 ${sc(i)} 10.244.4.${i + 2} 8080`), 'from pods and the node: every endpoint');
+  assert.deepEqual(set(ip!, 'external-local'), ['10.0.0.11 tcp 30090', '10.0.0.11 tcp 30100'], "the node's traffic to them is masqueraded; not a frontend without any endpoint");
+  assert.equal(set(ip!, 'endpoints-2').filter((e) => e.includes(' 30110 ')).every((e) => !e.includes(` ${sc(0)} `)), true, 'no short-circuit for the Cluster policy');
+  // two rules per short-circuit count (pods by the cluster CIDRs, the node by fib), each a
+  // dnat with numgen offset, before the per-count rules
+  const services = ip!.rules.filter((r) => r.chain === 'services');
+  const numgens = services.flatMap((r, i) => r.exprs.filter((e) => e.type === 'numgen').map((e) => ({ i, ...(e as { modulus: number; offset?: number }) })));
+  const offsets = numgens.filter((n) => n.offset).map((n) => n.modulus);
+  assert.deepEqual(offsets.sort(), [2, 2, 3, 3]);
+  assert.ok(Math.max(...numgens.filter((n) => n.offset).map((n) => n.i)) < Math.min(...numgens.filter((n) => !n.offset).map((n) => n.i)), 'the short-circuit rules come first');
+  const sources = services.filter((r) => r.exprs.some((e) => e.type === 'numgen' && (e as { offset?: number }).offset));
+  assert.equal(sources.filter((r) => r.exprs.some((e) => e.type === 'fib')).length, 2, 'the node itself');
+  assert.equal(sources.filter((r) => r.exprs.some((e) => e.type === 'lookup' && (e as { set?: string }).set === 'cluster-cidrs')).length, 2, 'pods');
+  // no cluster CIDR: nothing is pod traffic, the node still short-circuits
+  const noCidr = modelContext({ name: 'node-a', addresses: ['10.0.0.11'] }, {});
+  const [bare] = nftablesTables([serviceModel(svc('here', { clusterIP: '10.96.0.40', type: 'NodePort', externalTrafficPolicy: 'Local', ports: [{ name: 'http', port: 80, nodePort: 30100 }] }), [slice('here', 'here-1', [{ name: 'http', port: 8080 }], [{ ip: '10.244.4.2', node: 'node-b' }])], noCidr)], noCidr).tables;
+  const scRules = bare!.rules.filter((r) => r.exprs.some((e) => e.type === 'numgen' && (e as { offset?: number }).offset));
+  assert.equal(scRules.length, 1);
+  assert.ok(scRules[0]!.exprs.some((e) => e.type === 'fib'));
+});
+
 test('IPv6 goes to the ip6 table; a frontend two services claim stays the first one, with a warning', () => {
   const v6 = model('v6', 'fd00::10', eps(1, 'fd00:244::'));
   const a = model('a', '10.96.0.50', eps(1, '10.244.5.'));

@@ -25,17 +25,18 @@ const SHARED_KEYS: ReadonlySet<string> = new Set(['hairpin', 'cluster-addrs', 's
 /** A set's elements: an array in no particular order (the desired table's own, changed in
  *  place: the last element fills a removed one's place) with every element's index in it. A
  *  set of shared keys indexes them by key text and counts the owners of a key put twice; an
- *  endpoint map holds each frontend's elements as one block of its endpoint count, indexed by
- *  frontend; the other sets index the element objects themselves (no text per element). */
+ *  endpoint map holds blocks of its endpoint count (a frontend's endpoints, or its
+ *  short-circuit's), indexed by the block's array; the other sets index the element objects
+ *  themselves (no text per element). */
 class ElementSet {
   readonly set: DesiredSet;
   readonly shared: boolean;
   private readonly byKey = new Map<string, number>();
   private readonly owners = new Map<string, number>();
   private readonly byElement = new Map<SetElement, number>();
-  /** An endpoint map's blocks: each frontend's block number, and each block's frontend. */
-  private readonly blockOf = new Map<FrontendPart, number>();
-  private readonly blockOwner: FrontendPart[] = [];
+  /** An endpoint map's blocks: each block's number, and the block at each number. */
+  private readonly blockOf = new Map<readonly SetElement[], number>();
+  private readonly blocks: Array<readonly SetElement[]> = [];
 
   constructor(readonly family: Fam, readonly decl: SetDecl, elements: readonly SetElement[] = []) {
     this.set = { ...decl, elements: [], unique: true };
@@ -99,24 +100,24 @@ class ElementSet {
     }
   }
 
-  /** A frontend's endpoint-map elements, as the last block (the map's frontends all have as
-   *  many endpoints as its blocks have elements). */
-  addBlock(fe: FrontendPart): void {
-    this.blockOf.set(fe, this.blockOwner.length);
-    this.blockOwner.push(fe);
-    for (const e of fe.endpointElements) this.set.elements.push(e);
+  /** A block of endpoint-map elements, as the last block (every block of the map has as many
+   *  elements as its name's count). */
+  addBlock(block: readonly SetElement[]): void {
+    this.blockOf.set(block, this.blocks.length);
+    this.blocks.push(block);
+    for (const e of block) this.set.elements.push(e);
   }
 
-  /** A frontend's block goes; the last block takes its place. */
-  removeBlock(fe: FrontendPart): void {
-    const b = this.blockOf.get(fe);
+  /** A block goes; the last block takes its place. */
+  removeBlock(block: readonly SetElement[]): void {
+    const b = this.blockOf.get(block);
     if (b === undefined) return;
-    this.blockOf.delete(fe);
-    const n = fe.endpointElements.length;
+    this.blockOf.delete(block);
+    const n = block.length;
     const els = this.set.elements;
-    const last = this.blockOwner.pop()!;
-    if (last !== fe) {
-      this.blockOwner[b] = last;
+    const last = this.blocks.pop()!;
+    if (last !== block) {
+      this.blocks[b] = last;
       this.blockOf.set(last, b);
       for (let j = 0; j < n; j++) els[b * n + j] = els[els.length - n + j]!;
     }
@@ -173,6 +174,7 @@ interface Family {
   family: Fam;
   sets: Map<string, ElementSet>;
   sizes: number[];
+  shortCircuitSizes: number[];
   affinityTimeouts: number[];
   firewalls: Map<string, Firewall>;
   table: DesiredNftTable | undefined;
@@ -226,8 +228,9 @@ export class NftablesPlane {
     for (const f of FAMS) {
       const fixed = staticElements(f, ctx);
       const sets = new Map<string, ElementSet>(FIXED_SETS.map((n) => [n, new ElementSet(f, setDecl(f, n), fixed[n])]));
-      const fam: Family = { family: f, sets, sizes: [], affinityTimeouts: [], firewalls: new Map(), table: undefined };
+      const fam: Family = { family: f, sets, sizes: [], shortCircuitSizes: [], affinityTimeouts: [], firewalls: new Map(), table: undefined };
       for (const n of last?.[f].sizes ?? []) this.addSize(fam, n);
+      fam.shortCircuitSizes.push(...(last?.[f].shortCircuitSizes ?? []));
       for (const t of last?.[f].affinityTimeouts ?? []) this.addAffinityTimeout(fam, t);
       fams[f] = fam;
     }
@@ -346,13 +349,19 @@ export class NftablesPlane {
       owned.push(fe);
       const fam = this.families![fe.family];
       if (fe.endpointCount && !fam.sets.has(endpointsMap(fe.endpointCount))) this.addSize(fam, fe.endpointCount);
+      const m = fe.shortCircuit?.length;
+      if (m && !fam.sets.has(endpointsMap(m))) this.addSize(fam, m);
+      if (m && !fam.shortCircuitSizes.includes(m)) {
+        fam.shortCircuitSizes.push(m);
+        fam.table = undefined;
+      }
       if (fe.affinity && !fam.sets.has(affinityTimeoutSet(fe.affinity))) this.addAffinityTimeout(fam, fe.affinity);
       if (fe.firewall) {
         fam.firewalls.set(fe.firewall.chain, fe.firewall);
         fam.table = undefined;
       }
       for (let i = 0; i < fe.elements.length; i++) this.put(fe.family, fe.sets[i]!, fe.elements[i]!);
-      if (fe.endpointCount) this.putEndpoints(fe);
+      this.putEndpoints(fe);
     }
     // Kept for every service (10k of them): exact-size arrays, one shared empty one.
     const s: ServiceState = {
@@ -376,7 +385,7 @@ export class NftablesPlane {
     for (const fe of s.owned) {
       this.owners.delete(fe.key);
       for (let i = 0; i < fe.elements.length; i++) this.take(fe.family, fe.sets[i]!, fe.elements[i]!);
-      if (fe.endpointCount) this.takeEndpoints(fe);
+      this.takeEndpoints(fe);
       if (fe.firewall) {
         const fam = this.families![fe.family];
         fam.firewalls.delete(fe.firewall.chain);
@@ -419,16 +428,23 @@ export class NftablesPlane {
     if (t) t.now = undefined;
   }
 
+  /** A frontend's endpoint blocks into their maps. */
   private putEndpoints(fe: FrontendPart): void {
-    const set = this.families![fe.family].sets.get(endpointsMap(fe.endpointCount))!;
-    set.addBlock(fe);
-    if (this.touched) for (const e of fe.endpointElements) this.touch(set, e, false)!.now = e;
+    for (const block of [fe.endpointElements, fe.shortCircuit]) {
+      if (!block?.length) continue;
+      const set = this.families![fe.family].sets.get(endpointsMap(block.length))!;
+      set.addBlock(block);
+      if (this.touched) for (const e of block) this.touch(set, e, false)!.now = e;
+    }
   }
 
   private takeEndpoints(fe: FrontendPart): void {
-    const set = this.families![fe.family].sets.get(endpointsMap(fe.endpointCount))!;
-    if (this.touched) for (const e of fe.endpointElements) this.touch(set, e, true)!.now = undefined;
-    set.removeBlock(fe);
+    for (const block of [fe.endpointElements, fe.shortCircuit]) {
+      if (!block?.length) continue;
+      const set = this.families![fe.family].sets.get(endpointsMap(block.length))!;
+      if (this.touched) for (const e of block) this.touch(set, e, true)!.now = undefined;
+      set.removeBlock(block);
+    }
   }
 
   /** The step's record of the element's key, made at its first touch with the element there
@@ -454,7 +470,7 @@ function partsOf(m: ServiceModel, ctx: ModelContext): ReturnType<typeof serviceP
 }
 
 function shapeOf(fam: Family): TableShape {
-  return { sizes: fam.sizes, affinityTimeouts: fam.affinityTimeouts, firewalls: fam.firewalls };
+  return { sizes: fam.sizes, shortCircuitSizes: fam.shortCircuitSizes, affinityTimeouts: fam.affinityTimeouts, firewalls: fam.firewalls };
 }
 
 /** The flows a frontend's change leaves stale (PlaneStep.staleFlows). TCP's are left alone. */

@@ -13,7 +13,13 @@
 //       then, for each endpoint count N in use, one rule: dnat to the address and port map
 //       `endpoints-N` gives daddr . l4proto . dport . (numgen random mod N). A frontend with N
 //       endpoints has its N elements (one per endpoint) in that map only, so the rules of the
-//       other counts miss it, and each new connection picks one of its endpoints evenly
+//       other counts miss it, and each new connection picks one of its endpoints evenly.
+//       An external frontend of an externalTrafficPolicy Local service serves only this node's
+//       endpoints, except to pods (sources in the cluster CIDRs) and to the node itself (`fib
+//       saddr type local`, masqueraded), which reach every endpoint as kube-proxy's
+//       "short-circuit" has it: those endpoints are a second block of the frontend's elements,
+//       keyed from SHORT_CIRCUIT on, and two rules per count M of such blocks pick one with
+//       numgen random mod M offset SHORT_CIRCUIT before the rules above
 //   nat postrouting: masquerade what carries the mark; hairpin (an endpoint that reached
 //       itself through its service: the pods' bridge ports need hairpin mode, as for
 //       kube-proxy, docs/kube-proxy.md)
@@ -37,7 +43,7 @@ import * as R from '../../kernel/nft-rules.js';
 import type { IpvsProtocol } from '../../kernel/ipvs.js';
 import type { KeyValue } from '../../kernel/nft-types.js';
 import type { SetElement } from '../../kernel/nftables.js';
-import { frontendEndpoints, frontends, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
+import { frontendEndpoints, frontends, shortCircuitEndpoints, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
 import { inAny } from '../../kube/address.js';
 import { isLoopback } from '../../net/address.js';
 import { firewallChain } from '../ipvs/glue.js';
@@ -71,6 +77,9 @@ export interface Firewall {
   allowFromNode: boolean;
 }
 
+/** Where the endpoint index of a frontend's short-circuit block starts (far above any count). */
+export const SHORT_CIRCUIT = 0x4000_0000;
+
 /** A frontend of a service port, (address, protocol, port), and all it puts into the table. */
 export interface FrontendPart {
   /** "address protocol port" (the model's addresses are canonical): one owner per key. */
@@ -83,10 +92,14 @@ export interface FrontendPart {
   port: number;
   /** How many endpoints are behind it. */
   endpointCount: number;
-  /** UDP and SCTP: the endpoints behind it, as (address, port), for their stale flows. */
+  /** UDP and SCTP: the endpoints behind it (and its short-circuit's), as (address, port), for
+   *  their stale flows. */
   endpoints?: Array<readonly [string, number]>;
   /** Its endpoint map's elements (the map `endpointsMap(endpointCount)`), by endpoint index. */
   endpointElements: SetElement[];
+  /** An external frontend of a Local policy: the elements pods and the node reach (in the map
+   *  `endpointsMap(shortCircuit.length)`), keyed SHORT_CIRCUIT + index. */
+  shortCircuit?: SetElement[];
   /** What else it puts into its family's table: `elements[i]` into the set named `sets[i]`
    *  (two arrays, not an object per element). */
   sets: string[];
@@ -113,11 +126,13 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
       if (fe.kind === 'nodePort' && isLoopback(fe.address)) continue;
       const tuple: KeyValue[] = [fe.address, p.protocol, fe.port];
       const eps = frontendEndpoints(p, fe);
+      const scEps = shortCircuitEndpoints(p, fe);
       const sets: string[] = [];
       const elements: SetElement[] = [];
       const put = (set: string, element: SetElement) => (sets.push(set), elements.push(element));
       if (fe.kind === 'clusterIP') put('cluster-ips', { key: tuple });
       else if (!p.externalLocal) put('external-ips', { key: tuple });
+      else if (scEps.length) put('external-local', { key: tuple });
       // No endpoint at all: refused at once. Endpoints elsewhere but a Local policy: dropped.
       if (eps.length === 0) put(p.cluster.length === 0 && p.local.length === 0 ? 'reject-services' : 'drop-services', { key: tuple });
       const endpointElements = new Array<SetElement>(eps.length);
@@ -125,11 +140,15 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         endpointElements[i] = { key: [fe.address, p.protocol, fe.port, i], data: [ep.address, ep.port] };
         if (ep.local) put('hairpin', { key: [ep.address, p.protocol, ep.port, ep.address] });
       });
-      const affinity = p.affinityTimeout > 0 && eps.length > 0 ? p.affinityTimeout : undefined;
+      const shortCircuit = scEps.map((ep, i): SetElement => ({ key: [fe.address, p.protocol, fe.port, SHORT_CIRCUIT + i], data: [ep.address, ep.port] }));
+      // every endpoint a client of the frontend can be sent to (the short-circuit's are the
+      // Cluster policy's: a superset of the local ones but for serving-terminating fallbacks)
+      const reached = scEps.length ? uniqEndpoints([...eps, ...scEps]) : eps;
+      const affinity = p.affinityTimeout > 0 && reached.length > 0 ? p.affinityTimeout : undefined;
       if (affinity) {
         put('affinity-services', { key: tuple });
         put(affinityTimeoutSet(affinity), { key: tuple });
-        for (const ep of eps) put('affinity-endpoints', { key: [fe.address, p.protocol, fe.port, ep.address, ep.port] });
+        for (const ep of reached) put('affinity-endpoints', { key: [fe.address, p.protocol, fe.port, ep.address, ep.port] });
       }
       const firewall = fe.kind === 'loadBalancer' && p.sourceRanges.cidrs.length ? firewallChain(fe.address, p.protocol, fe.port) : undefined;
       if (firewall) put('firewall', { key: tuple, verdict: { code: 'jump', chain: firewall } });
@@ -143,7 +162,8 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         port: fe.port,
         endpointCount: eps.length,
         endpointElements,
-        ...(p.protocol !== 'tcp' ? { endpoints: eps.map((ep) => [ep.address, ep.port] as const) } : {}),
+        ...(shortCircuit.length ? { shortCircuit } : {}),
+        ...(p.protocol !== 'tcp' ? { endpoints: reached.map((ep) => [ep.address, ep.port] as const) } : {}),
         // exact-size copies (pushed-to arrays keep room for 17; the plane keeps ~11k of each)
         sets: sets.slice(),
         elements: elements.slice(),
@@ -154,6 +174,15 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
     }
   }
   return out;
+}
+
+/** Endpoints once each, by address and port, in their first order. */
+function uniqEndpoints<T extends { address: string; port: number }>(eps: readonly T[]): T[] {
+  const seen = new Set<string>();
+  return eps.filter((ep) => {
+    const k = `${ep.address} ${ep.port}`;
+    return !seen.has(k) && (seen.add(k), true);
+  });
 }
 
 /** The endpoint counts' maps: `endpoints-N` holds the frontends with N endpoints. */
@@ -172,6 +201,8 @@ export function affinityTimeoutSet(seconds: number): string {
 export interface TableShape {
   /** The endpoint counts with a map and a dnat rule, in the order their rules were made. */
   sizes: readonly number[];
+  /** The counts of short-circuit blocks, with their two dnat rules, in the order made. */
+  shortCircuitSizes: readonly number[];
   /** The session affinity timeouts (seconds) with a set and rules, in the order made. */
   affinityTimeouts: readonly number[];
   /** The source-range firewalls, by chain. */
@@ -204,8 +235,8 @@ export function setDecl(family: Fam, name: string): SetDecl {
 /** The sets every table has (the endpoints maps and affinity timeout sets come and go with the
  *  counts and timeouts). */
 export const FIXED_SETS = [
-  'service-protocols', 'cluster-ips', 'external-ips', 'cluster-cidrs', 'hairpin', 'reject-services', 'drop-services', 'cluster-addrs', 'firewall',
-  'affinity', 'affinity-services', 'affinity-endpoints',
+  'service-protocols', 'cluster-ips', 'external-ips', 'external-local', 'cluster-cidrs', 'hairpin', 'reject-services', 'drop-services', 'cluster-addrs',
+  'firewall', 'affinity', 'affinity-services', 'affinity-endpoints',
 ] as const;
 
 /** Clients × affinity frontends the kernel remembers at once, per family (kube-proxy's nft
@@ -247,9 +278,17 @@ export function proxyTable(family: Fam, shape: TableShape, ctx: ModelContext, se
   if (ctx.config.masqueradeAll) add('services', R.inSet(svcFields, 'cluster-ips'), mark);
   else if (clusterCidrs) add('services', R.inSet(svcFields, 'cluster-ips'), R.inSet([F.saddr], 'cluster-cidrs', { invert: true }), mark);
   add('services', R.inSet(svcFields, 'external-ips'), mark);
+  // the node's own traffic to a Local policy's external frontend goes to any endpoint
+  // (below), and leaves with a node address that the endpoint must answer: masqueraded
+  add('services', R.fibSaddrType('local'), R.inSet(svcFields, 'external-local'), mark);
   // A client that reached an affinity frontend before: the endpoint it had (validated after
   // the dnat, below); otherwise one at random.
   add('services', R.inSet([R.F.l4proto], 'service-protocols'), R.inSet(svcFields, 'affinity-services'), R.dnatMap(family, [F.saddr, ...svcFields], 'affinity', { port: true }));
+  for (const m of shape.shortCircuitSizes) {
+    const dnat = R.dnatMap(family, [...svcFields, R.numgen(m, 'random', SHORT_CIRCUIT)], endpointsMap(m), { port: true });
+    if (clusterCidrs) add('services', R.inSet([F.saddr], 'cluster-cidrs'), R.inSet([R.F.l4proto], 'service-protocols'), dnat);
+    add('services', R.fibSaddrType('local'), R.inSet([R.F.l4proto], 'service-protocols'), dnat);
+  }
   for (const n of shape.sizes) add('services', R.inSet([R.F.l4proto], 'service-protocols'), R.dnatMap(family, [...svcFields, R.numgen(n)], endpointsMap(n), { port: true }));
 
   add('postrouting', R.markMatch('meta', MASQ_MARK), R.masquerade({ fullyRandom: true }));
