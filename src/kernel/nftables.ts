@@ -695,7 +695,9 @@ export class PackedElements {
     const t = set.key[0] as 'ipv4_addr' | 'ipv6_addr';
     const keyOf = (i: number) => bytes.subarray(this.keyAt(i), this.keyAt(i) + this.keyLength(i));
     const isEnd = (i: number) => ((this.extras.get(i)?.flags ?? 0) & END) !== 0;
-    const sorted = Array.from({ length: this.count }, (_, i) => i).sort((a, b) => Buffer.compare(keyOf(a), keyOf(b)));
+    // Adjacent ranges share a key: the first one's end and the next one's start. The end goes
+    // first (the kernel lists the two in either order), else the first range would run on.
+    const sorted = Array.from({ length: this.count }, (_, i) => i).sort((a, b) => Buffer.compare(keyOf(a), keyOf(b)) || Number(isEnd(b)) - Number(isEnd(a)));
     const out: SetElement[] = [];
     for (let j = 0; j < sorted.length; j++) {
       const i = sorted[j]!;

@@ -332,6 +332,25 @@ test('ip6 and inet: concatenated v6 sets, verdict maps, interval sets, dnat6', a
   assert.ok(l.tables.every((t) => t.family === 'ip6'));
 });
 
+test('adjacent CIDRs of an interval set (one range ends where the next starts) list back as they were added, as nft lists them, and the engine replaces them exactly', async () => {
+  const nft = await fresh();
+  const cidrs = ['10.0.0.0/8', '172.29.0.0/16', '172.30.0.0/16', '172.31.0.0/16', '192.168.0.0/25', '192.168.0.128/25'];
+  const tx = new NftTransaction().addTable({ family: 'ip', name: T }).addSet(cidr4).addElements(cidr4, cidrs.map((c) => ({ key: [c] })));
+  (await nft.commit(tx)).orThrow();
+  const listed = async () => (await nft.list({ table: T })).sets.find((s) => s.name === cidr4.name)!.elements.map((e) => e.key[0] as string).sort();
+  assert.deepEqual(await listed(), [...cidrs].sort());
+  const byNft = (JSON.parse(nftCli('-j', 'list', 'set', 'ip', T, cidr4.name)) as NftJson).nftables.find((o) => 'set' in o)!.set!.elem as Array<{ prefix: { addr: string; len: number } }>;
+  assert.deepEqual(byNft.map((e) => `${e.prefix.addr}/${e.prefix.len}`).sort(), [...cidrs].sort());
+  // the engine's diff from that listing: the middle range and one half go, one is added
+  const engine = new Engine({ nft }, {});
+  const want = ['10.0.0.0/8', '172.29.0.0/16', '172.31.0.0/16', '192.168.0.0/25', '172.28.0.0/16'];
+  const desired: DesiredNftTable = { family: 'ip', name: T, chains: [], rules: [], sets: [{ ...cidr4, elements: want.map((c) => ({ key: [c] })) }] };
+  const r = await engine.sync({ services: [], nft: [desired] });
+  assert.deepEqual(r.errors, []);
+  assert.deepEqual(await listed(), [...want].sort());
+  assert.equal((await engine.sync({ services: [], nft: [desired] })).nft.writes, 0, 'nothing left to change');
+});
+
 test('100k elements in one transaction: split into NEWSETELEM messages under 64 KiB, one sendmsg', async () => {
   const nft = await fresh();
   const s: SetSpec = { family: 'ip', table: T, name: 'big', key: ['ipv4_addr', 'inet_proto', 'inet_service'] };

@@ -175,6 +175,22 @@ test('a listing laid out by per-element spans (elements of different shapes) rea
   assert.deepEqual(p.decode(), els);
 });
 
+test("adjacent ranges of an interval set (one range's end is the next one's start) decode to their CIDRs whatever order the kernel lists the elements in", () => {
+  const spec: SetSpec = { family: 'ip', table: 't', name: 'cidrs', key: ['ipv4_addr'], interval: true };
+  const els = [{ key: ['172.29.0.0/16'] }, { key: ['172.30.0.0/16'] }, { key: ['172.31.0.0/16'] }, { key: ['10.0.0.0/8'] }];
+  const sorted = PackedElements.of(spec, els);
+  const want = [{ key: ['10.0.0.0/8'] }, { key: ['172.29.0.0/16'] }, { key: ['172.30.0.0/16'] }, { key: ['172.31.0.0/16'] }];
+  assert.deepEqual(sorted.decode(), want);
+  // the same elements in the order a dump gives them (an rbtree's: highest key first, a
+  // range's start before the end element of the range below it)
+  const order = Array.from({ length: sorted.count }, (_, i) => i).reverse();
+  const spans = new Uint32Array(sorted.count * 6);
+  order.forEach((i, j) => spans.set([sorted.keyAt(i), sorted.keyLength(i), 0, 0, 0, 0], j * 6));
+  const extras = order.flatMap((i, j) => ((sorted as unknown as { extras: Map<number, { flags?: number }> }).extras.get(i)?.flags ? [{ index: j, flags: 1 }] : []));
+  const dumped = new PackedElements(spec, { count: sorted.count, bytes: sorted.bytes, spans, extras });
+  assert.deepEqual(dumped.decode(), want);
+});
+
 test('release frees a listing that owns its memory (it reads as empty after) and leaves one in a shared pool alone', () => {
   const spec: SetSpec = { family: 'ip', table: 't', name: 'plain', key: ['ipv4_addr'] };
   const big = PackedElements.of(spec, Array.from({ length: 2000 }, (_, i) => ({ key: [`10.0.${i >> 8}.${i & 255}`] })));
