@@ -122,6 +122,9 @@ interface CtEvent {
 export class FlowLab {
   private agents = new Map<Side, { child: ChildProcess; errors: Map<number, string> }>();
   private watchers: ChildProcess[] = [];
+  private trace: ChildProcess | undefined;
+  /** The node address the watchers' readiness packets come from. */
+  private pokeFrom = '';
   /** Events by "source sport" (proto-agnostic: source ports are never reused in a run). */
   private conntrack = new Map<string, CtEvent>();
   private drops = new Map<string, string>();
@@ -129,7 +132,8 @@ export class FlowLab {
   /** Keys of the packets traced. */
   private traced = new Set<string>();
   private waiters = new Set<() => void>();
-  private addresses = new Set<string>();
+  /** The addresses a case added: its side, the address, the command that added it. */
+  private caseAddrs: Array<[Side, string, string[]]> = [];
   private nextPort = 20000;
   private nextId = 1;
   private dir = mkdtempSync(join(tmpdir(), 'ipvsync-flows-'));
@@ -137,6 +141,8 @@ export class FlowLab {
   private nodeIPs = new Set<string>();
   private pods = blockList(POD_NETS);
   private endpoints = new Set<string>();
+  /** The case's external and load-balancer IPs. */
+  private frontends = new Set<string>();
 
   static async open(nodeIPs: readonly string[]): Promise<FlowLab> {
     const lab = new FlowLab();
@@ -169,11 +175,13 @@ export class FlowLab {
     await inNs(NS.node, 'addr', 'add', `${NODE_POD_SIDE.v4}/32`, 'dev', 'pv0');
     await inNs(NS.node, 'addr', 'add', `${NODE_POD_SIDE.v6}/128`, 'dev', 'pv0', 'nodad');
     for (const n of POD_NETS) await inNs(NS.node, ...(v6(n) ? ['-6'] : []), 'route', 'add', n, 'dev', 'pv0');
+    // a base address of its own: the routes through the node stay when a case's addresses go
+    await inNs(NS.pods, 'addr', 'add', '100.64.0.2/32', 'dev', 'eth0');
+    await inNs(NS.pods, 'addr', 'add', 'fd00:ffff::2/128', 'dev', 'eth0', 'nodad');
     await inNs(NS.pods, 'route', 'add', NODE_POD_SIDE.v4, 'dev', 'eth0');
     await inNs(NS.pods, 'route', 'add', 'default', 'via', NODE_POD_SIDE.v4);
     await inNs(NS.pods, '-6', 'route', 'add', NODE_POD_SIDE.v6, 'dev', 'eth0');
     await inNs(NS.pods, '-6', 'route', 'add', 'default', 'via', NODE_POD_SIDE.v6);
-    for (const a of nodeIPs) this.addresses.add(a);
     // a foreign table of the test's own: trace every new connection through the node's hooks
     await run('ip', ['netns', 'exec', NS.node, 'nft', '-f', '-'], {
       input: `table inet pf-trace {
@@ -185,8 +193,9 @@ export class FlowLab {
       if (r.code !== 0) throw new Error(`pf-trace: ${r.stderr}`);
     });
     for (const side of Object.keys(NS) as Side[]) await this.startAgent(side);
-    this.watch();
-    await this.ready(nodeIPs.find((a) => !v6(a))!);
+    this.pokeFrom = nodeIPs.find((a) => !v6(a))!;
+    this.watchConntrack();
+    await this.watchTrace();
   }
 
   private async startAgent(side: Side): Promise<void> {
@@ -207,10 +216,9 @@ export class FlowLab {
     });
   }
 
-  private watch(): void {
+  private watchConntrack(): void {
     const ct = spawn('ip', ['netns', 'exec', NS.node, 'stdbuf', '-oL', 'conntrack', '-E', '-e', 'NEW'], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const tr = spawn('ip', ['netns', 'exec', NS.node, 'nft', 'monitor', 'trace'], { stdio: ['ignore', 'pipe', 'inherit'] });
-    this.watchers.push(ct, tr);
+    this.watchers.push(ct);
     const CT = /src=(\S+) dst=(\S+) sport=(\d+) dport=(\d+) .*?src=(\S+) dst=(\S+) sport=(\d+) dport=(\d+)/;
     createInterface({ input: ct.stdout! }).on('line', (l) => {
       const m = CT.exec(l);
@@ -218,7 +226,17 @@ export class FlowLab {
       this.conntrack.set(`${norm(m[1]!)} ${m[3]}`, { origDst: norm(m[2]!), origDport: Number(m[4]), replySrc: norm(m[5]!), replyDst: norm(m[6]!), replySport: Number(m[7]) });
       this.wake();
     });
+  }
+
+  /** `nft monitor trace`, (re)started after each sync: it names a rule by its text only if the
+   *  rule was there when it started ("unknown rule handle" otherwise), and a drop verdict is a
+   *  REJECT when the rule that gave it rejects. */
+  private async watchTrace(): Promise<void> {
+    this.trace?.kill();
+    const tr = spawn('ip', ['netns', 'exec', NS.node, 'nft', 'monitor', 'trace'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    this.trace = tr;
     createInterface({ input: tr.stdout! }).on('line', (l) => {
+      if (tr !== this.trace) return;
       const id = /^trace id (\S+) /.exec(l)?.[1];
       if (!id) return;
       if (l.includes(' packet: ')) {
@@ -231,12 +249,14 @@ export class FlowLab {
         }
       } else if (l.endsWith('(verdict drop)')) {
         const key = this.traceKeys.get(id);
+        if (l.includes(' unknown rule handle ')) throw new Error(`packet-flow lab: nft monitor does not know the rule that dropped ${key}: ${l}`);
         if (key && !this.drops.has(key)) {
-          this.drops.set(key, l.includes(' reject') ? 'REJECT' : 'DROP');
+          this.drops.set(key, / reject( with [^(]*)? \(verdict drop\)$/.test(l) ? 'REJECT' : 'DROP');
           this.wake();
         }
       }
     });
+    await this.ready();
   }
 
   private wake(): void {
@@ -270,7 +290,8 @@ export class FlowLab {
   }
 
   /** Both event streams are subscribed: a packet from the node was seen by both. */
-  private async ready(nodeIP: string): Promise<void> {
+  private async ready(): Promise<void> {
+    const nodeIP = this.pokeFrom;
     const pokes: string[] = [];
     const poke = () => {
       const sport = this.nextPort++;
@@ -297,35 +318,50 @@ export class FlowLab {
   }
 
   private sideOf(source: string): Side {
-    if (this.nodeIPs.has(source)) return 'node';
+    if (this.nodeIPs.has(source) || this.frontends.has(source)) return 'node';
     if (inList(this.pods, source) || this.endpoints.has(source)) return 'pods';
     return 'ext';
   }
 
-  private async ensureAddress(side: Side, a: string): Promise<void> {
-    if (side === 'node' || this.addresses.has(a)) return;
-    this.addresses.add(a);
-    await sh('ip', '-n', NS[side], 'addr', 'add', v6(a) ? `${a}/128` : `${a}/32`, 'dev', 'eth0', ...(v6(a) ? ['nodad'] : []));
+  /** An address a case's packets come from (or go to, an endpoint's) in its namespace; gone
+   *  with the case. On the node: a load-balancer or external IP it sends from, on lo (a
+   *  VIP-like load balancer's address is local to the node, and the node's traffic to it
+   *  leaves with it as source). */
+  private async addAddress(side: Side, a: string): Promise<void> {
+    if (this.caseAddrs.some(([, b]) => b === a) || (side === 'node' && this.nodeIPs.has(a))) return;
+    const cmd = ['-n', NS[side], 'addr', 'add', v6(a) ? `${a}/128` : `${a}/32`, 'dev', side === 'node' ? 'lo' : 'eth0', ...(v6(a) ? ['nodad'] : [])];
+    await sh('ip', ...cmd);
+    this.caseAddrs.push([side, a, cmd]);
     // the node reaches a pod outside the pod networks through pv0 (the ext side is its default)
     if (side === 'pods' && !inList(this.pods, a)) await sh('ip', '-n', NS.node, ...(v6(a) ? ['-6'] : []), 'route', 'replace', a, 'dev', 'pv0');
   }
 
+  private async removeCaseAddresses(): Promise<void> {
+    for (const [side, a, cmd] of this.caseAddrs.splice(0)) {
+      await sh('ip', ...cmd.map((w) => (w === 'add' ? 'del' : w)).filter((w) => w !== 'nodad'));
+      if (side === 'pods' && !inList(this.pods, a)) await sh('ip', '-n', NS.node, ...(v6(a) ? ['-6'] : []), 'route', 'del', a, 'dev', 'pv0');
+    }
+  }
+
   /** Programs a case: its objects as manifests, `ipvsync sync -f` with its configuration. */
   async program(c: FlowCase, extraArgs: readonly string[] = []): Promise<void> {
+    await this.removeCaseAddresses();
     this.nodeIPs = new Set(c.nodeIPs.map((a) => sloppyIp(a)!));
     this.endpoints = new Set();
+    this.frontends = new Set();
     for (const o of c.objects) {
+      if (o.kind === 'Service') {
+        const spec = (o.spec ?? {}) as { externalIPs?: string[] };
+        const ingress = ((o.status as { loadBalancer?: { ingress?: Array<{ ip?: string }> } } | undefined)?.loadBalancer?.ingress ?? []).map((i) => i.ip ?? '');
+        for (const a of [...(spec.externalIPs ?? []), ...ingress]) if (sloppyIp(a)) this.frontends.add(sloppyIp(a)!);
+      }
       if (o.kind !== 'EndpointSlice') continue;
       for (const e of (o.endpoints as Array<{ addresses?: string[] }> | undefined) ?? []) for (const a of e.addresses ?? []) {
         const ip = sloppyIp(a);
         if (ip && !this.nodeIPs.has(ip)) this.endpoints.add(ip);
       }
     }
-    for (const a of this.endpoints) await this.ensureAddress('pods', a);
-    for (const f of c.flows) {
-      const s = sloppyIp(f.source)!;
-      await this.ensureAddress(this.sideOf(s), s);
-    }
+    for (const a of this.endpoints) await this.addAddress('pods', a);
     const file = join(this.dir, 'objects.yaml');
     writeFileSync(file, c.objects.map((o) => stringify(o)).join('---\n'));
     const args = ['netns', 'exec', NS.node, process.execPath, CLI, 'sync', '-f', file, '--proxy-mode', 'nftables', '--no-sysctl', '--hostname-override', c.nodeName];
@@ -335,6 +371,12 @@ export class FlowLab {
     if (c.serviceCIDRs.length) args.push('--service-cidrs', c.serviceCIDRs.join(','));
     const r = await run('ip', [...args, ...extraArgs], { timeoutMs: 120_000 });
     if (r.code !== 0) throw new Error(`ipvsync sync -f (${c.file}) exited ${r.code}:\n${r.stderr}${r.stdout}`);
+    await this.watchTrace();
+    // the sources after the sync: a VIP a source puts on the node is no node address for it
+    for (const f of c.flows) {
+      const a = sloppyIp(f.source)!;
+      await this.addAddress(this.sideOf(a), a);
+    }
     await sh('ip', 'netns', 'exec', NS.node, 'conntrack', '-F').catch(() => undefined);
   }
 
@@ -346,7 +388,7 @@ export class FlowLab {
     const sport = this.nextPort++;
     if (this.nextPort > 60000) throw new Error('packet-flow lab: source ports used up');
     const proto = f.protocol.toLowerCase();
-    if (proto !== 'tcp' && proto !== 'udp') throw new Error(`packet-flow lab: ${f.protocol} is not sent (TCP and UDP only)`);
+    if (proto !== 'tcp' && proto !== 'udp' && proto !== 'sctp') throw new Error(`packet-flow lab: ${f.protocol} is not a protocol it sends`);
     const key = `${src} ${sport}`;
     const id = this.send(side, { proto, src, sport, dst, dport: f.port });
     try {
@@ -366,30 +408,36 @@ export class FlowLab {
   }
 
   /** A flow's outcome: packets until every expected endpoint was reached (or one that was not
-   *  expected was, or the verdict is not a DNAT). */
+   *  expected was, or the verdict is not a DNAT). Masquerade is judged per packet: one DNATed
+   *  back to its own source must be masqueraded whatever the flow says (kube-proxy's endpoint
+   *  chains mark every endpoint's traffic to itself; upstream's tracer, following every numgen
+   *  branch at once, can only say so for a flow whose one endpoint is its source), any other as
+   *  the flow says. The outcome's `masq` is the flow's when every packet was right, else the
+   *  first wrong packet's. */
   async flow(f: FlowSpec): Promise<Outcome> {
     const expected = expectedEndpoints(f.output);
+    const src = sloppyIp(f.source)!;
     const seen = new Set<string>();
-    let masq: boolean | undefined;
-    let mixedMasq = false;
+    let wrongMasq: boolean | undefined;
     let packets = 0;
     for (;;) {
       const r = await this.one(f);
       packets++;
-      if (masq !== undefined && masq !== r.masq) mixedMasq = true;
-      masq ??= r.masq;
       if (!r.output.includes(':')) return { output: r.output, masq: r.masq, packets };
+      const hairpin = r.output === hostPort(src, r.output.slice(r.output.lastIndexOf(':') + 1));
+      if (wrongMasq === undefined && r.masq !== (hairpin || f.masq)) wrongMasq = r.masq;
       seen.add(r.output);
       const unexpected = [...seen].some((e) => !expected.includes(e));
       if (unexpected || expected.every((e) => seen.has(e)) || packets >= 20 * expected.length + 10) break;
     }
     const order = [...expected.filter((e) => seen.has(e)), ...[...seen].filter((e) => !expected.includes(e))];
-    return { output: order.join(', '), masq: mixedMasq ? !f.masq : masq!, packets };
+    return { output: order.join(', '), masq: wrongMasq ?? f.masq, packets };
   }
 
   async dispose(): Promise<void> {
     for (const { child } of this.agents.values()) child.kill();
     for (const w of this.watchers) w.kill();
+    this.trace?.kill();
     for (const ns of Object.values(NS)) await run('ip', ['netns', 'del', ns]);
     rmSync(this.dir, { recursive: true, force: true });
   }
