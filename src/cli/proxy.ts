@@ -81,6 +81,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       for (const s of manifests.services) proxier.onServiceUpdate(s);
       for (const s of manifests.endpointSlices) proxier.onSliceUpdate(s);
       for (const n of manifests.nodes) proxier.onNode(n);
+      for (const c of manifests.serviceCIDRs) proxier.onServiceCIDR(c);
       manifests = undefined;
 
       if (o.dryRun) {

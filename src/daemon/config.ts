@@ -77,7 +77,9 @@ export interface IpvsyncConfig {
   /** 'address': every VIP as an address on vipLink (kube-proxy). 'route': local routes covering
    *  serviceCIDRs (large clusters). */
   bindMode: BindMode;
-  /** Service CIDRs; required by bindMode 'route'. */
+  /** The service CIDRs, when the API serves no ServiceCIDR objects (those win): the nftables
+   *  data plane drops new connections to an address in them that no Service holds; required
+   *  by bindMode 'route' (its local routes). */
   serviceCIDRs: string[];
   vipLink: string;
   /** A removed TCP real server is deleted after this even with connections left. */
@@ -418,7 +420,7 @@ const FIELDS: { [K in ConfigKey]: FlagSpec<ValueAt<K>> } = {
     kind: text<BindMode>((m) => (m !== 'address' && m !== 'route' ? `must be "address" or "route", not "${m}"` : undefined)),
     default: 'address', flag: 'bind-mode', help: 'address (VIPs on the link) or route (local routes over serviceCIDRs)', sync: true,
   },
-  serviceCIDRs: { kind: cidrs(), default: [], flag: 'service-cidrs', help: 'service CIDRs (required by --bind-mode route)', sync: true },
+  serviceCIDRs: { kind: cidrs(), default: [], flag: 'service-cidrs', help: 'service CIDRs, when the API serves no ServiceCIDR objects: traffic to an address in them no Service holds is dropped (nftables mode); required by --bind-mode route', sync: true },
   vipLink: {
     kind: text((l) => (!/^[^\s/:]{1,15}$/.test(l) || l === '.' || l === '..' ? `"${l}" is not a link name (1-15 characters, no spaces, "/" or ":")` : undefined)),
     default: 'kube-ipvs0', flag: 'vip-link', help: 'dummy link holding the VIPs (default kube-ipvs0)', sync: true,
@@ -662,6 +664,7 @@ export function toProxyConfig(cfg: IpvsyncConfig): ProxyConfig {
     nodePortAddresses: cfg.nodePortAddresses,
     clusterCIDRs: cfg.clusterCIDRs,
     masqueradeAll: cfg.masqueradeAll,
+    serviceCIDRs: cfg.serviceCIDRs,
     ...(cfg.proxyName ? { proxyName: cfg.proxyName } : {}),
   };
 }
@@ -679,6 +682,5 @@ export function toProxierOptions(cfg: IpvsyncConfig, o: { addresses: string[]; g
     excludeCidrs: cfg.ipvs.excludeCIDRs,
     drainTimeoutMs: cfg.drainTimeoutMs,
     bindMode: cfg.bindMode,
-    serviceCidrs: cfg.serviceCIDRs,
   };
 }

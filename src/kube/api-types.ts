@@ -129,3 +129,9 @@ export interface V1Node extends KubernetesObject {
   metadata?: V1ObjectMeta & { deletionTimestamp?: string | Date };
   spec?: { taints?: V1Taint[] };
 }
+
+/** networking.k8s.io/v1 ServiceCIDR: a range the API server allocates cluster IPs from (the
+ *  default one from its --service-cluster-ip-range, named "kubernetes"). */
+export interface V1ServiceCIDR extends KubernetesObject {
+  spec?: { cidrs?: string[] };
+}

@@ -1,4 +1,4 @@
-// Supervised informers for Services, EndpointSlices and this Node, built on a list-watch loop
+// Supervised informers for Services, EndpointSlices, this Node and the ServiceCIDRs, built on a list-watch loop
 // (list-watch.ts: @kubernetes/client-node's ListWatch semantics — a re-list deletes what vanished
 // and is silent about objects whose resourceVersion did not change; a resumed watch continues from
 // the last resourceVersion seen — keeping keys and resourceVersions instead of the objects), with
@@ -16,11 +16,14 @@
 // - Plain objects, on node:http(s) with the configuration's credentials and TLS settings: lists
 //   as raw JSON (the typed list API would hand out class instances with Dates) and watches as
 //   the client's Watch reads them, a JSON event per line (its node-fetch cost ~2 MB of heap).
-// - An initial-list barrier over all three resources, and a field selector for the Node
+// - An initial-list barrier over all the resources, and a field selector for the Node
 //   (makeInformer in 1.4.0 cannot pass one).
+// - ServiceCIDRs (networking.k8s.io/v1, Kubernetes 1.33+) are optional: an API server that does
+//   not serve them answers the list 404, and the informer then counts as synced with none (the
+//   configuration's service CIDRs apply) and stops.
 import http from 'node:http';
 import https from 'node:https';
-import type { KubernetesObject, V1EndpointSlice, V1Node, V1Service } from './api-types.js';
+import type { KubernetesObject, V1EndpointSlice, V1Node, V1Service, V1ServiceCIDR } from './api-types.js';
 import { objectKey } from './change-tracker.js';
 import type { ApiAccess } from './kubeconfig.js';
 import { KeyedListWatch, type DoneCallback, type ListPage, type WatchCallback } from './list-watch.js';
@@ -32,7 +35,7 @@ export interface KubeHandlers extends ObjectHandlers {
   onNode(node: V1Node): void;
 }
 
-export type ResourceName = 'services' | 'endpointslices' | 'node';
+export type ResourceName = 'services' | 'endpointslices' | 'node' | 'servicecidrs';
 
 export interface InformerError {
   resource: ResourceName;
@@ -79,12 +82,16 @@ export interface ResourceStats {
   events: { update: number; delete: number };
   resourceVersion: string;
   lastError?: string;
+  /** False: the API server does not serve this (optional) resource. */
+  served: boolean;
 }
 
 interface ResourceSpec<T extends KubernetesObject> {
   name: ResourceName;
   path: string;
   fieldSelector?: string;
+  /** A 404 to the list means the API server does not serve it: synced, with no objects. */
+  optional?: boolean;
   onUpdate(obj: T): void;
   onDelete(obj: T): void;
 }
@@ -262,6 +269,7 @@ export class ResourceInformer<T extends KubernetesObject> {
       gone: 0,
       events: { update: 0, delete: 0 },
       resourceVersion: '',
+      served: true,
     };
     this.synced = new Promise((resolve, reject) => {
       this.resolveSynced = resolve;
@@ -319,7 +327,16 @@ export class ResourceInformer<T extends KubernetesObject> {
         limit: pageSize > 0 ? String(pageSize) : undefined,
         continue: cont || undefined,
       });
-      const body = (await getJson(this.kc, url, this.opts.requestTimeoutMs ?? 60_000)) as ListResult<T>;
+      let body: ListResult<T>;
+      try {
+        body = (await getJson(this.kc, url, this.opts.requestTimeoutMs ?? 60_000)) as ListResult<T>;
+      } catch (e) {
+        if (this.spec.optional && page === 0 && (e as { statusCode?: number }).statusCode === 404) {
+          this.stats.served = false;
+          this.listed();
+        }
+        throw e;
+      }
       if (this.stopped) throw new Error('stopped');
       rv ??= body.metadata?.resourceVersion;
       if (!rv) throw new Error(`list ${this.spec.path}: no resourceVersion in the answer`);
@@ -402,6 +419,8 @@ export class ResourceInformer<T extends KubernetesObject> {
 
   private onListWatchError(e: unknown): void {
     if (this.stopped) return;
+    // not served (listPages): nothing to watch
+    if (!this.stats.served) return void this.stop();
     const err = e instanceof Error ? e : new Error(String(e));
     this.fail(err);
     // The loop is idle after an error: start it again once the backoff allows (start()
@@ -449,11 +468,13 @@ export interface KubeSourcesOptions extends InformerOptions {
   handlers: KubeHandlers;
 }
 
-/** Services (all namespaces), EndpointSlices (discovery.k8s.io/v1, all namespaces) and this Node. */
+/** Services (all namespaces), EndpointSlices (discovery.k8s.io/v1, all namespaces), this Node
+ *  and the ServiceCIDRs (networking.k8s.io/v1, when served). */
 export class KubeSources {
   readonly services: ResourceInformer<V1Service>;
   readonly endpointSlices: ResourceInformer<V1EndpointSlice>;
   readonly node: ResourceInformer<V1Node>;
+  readonly serviceCIDRs: ResourceInformer<V1ServiceCIDR>;
   private readonly all: Array<ResourceInformer<KubernetesObject>>;
   private readonly syncedAll: Promise<void>;
 
@@ -479,7 +500,14 @@ export class KubeSources {
       onUpdate: (o) => h.onNode(o),
       onDelete: (o) => h.onNodeDelete?.(o.metadata?.name ?? ''),
     }, opts);
-    this.all = [this.services, this.endpointSlices, this.node] as Array<ResourceInformer<KubernetesObject>>;
+    this.serviceCIDRs = new ResourceInformer<V1ServiceCIDR>(kc, {
+      name: 'servicecidrs',
+      path: '/apis/networking.k8s.io/v1/servicecidrs',
+      optional: true,
+      onUpdate: (o) => h.onServiceCIDR?.(o),
+      onDelete: (o) => h.onServiceCIDRDelete?.(o.metadata?.name ?? ''),
+    }, opts);
+    this.all = [this.services, this.endpointSlices, this.node, this.serviceCIDRs] as Array<ResourceInformer<KubernetesObject>>;
     this.syncedAll = Promise.all(this.all.map((i) => i.synced)).then(() => undefined);
     this.syncedAll.catch(() => undefined);
   }
@@ -488,8 +516,9 @@ export class KubeSources {
     for (const i of this.all) i.start();
   }
 
-  /** Resolves once Services, EndpointSlices and the Node have each completed a first list and
-   *  delivered it; rejects if stopped before. Program nothing before this. */
+  /** Resolves once Services, EndpointSlices, the Node and the ServiceCIDRs have each completed a
+   *  first list and delivered it (or, ServiceCIDRs, been found not served); rejects if stopped
+   *  before. Program nothing before this. */
   synced(): Promise<void> {
     return this.syncedAll;
   }

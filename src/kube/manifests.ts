@@ -1,4 +1,4 @@
-// Static manifests: Services, EndpointSlices, legacy Endpoints and Nodes from YAML/JSON files or folders
+// Static manifests: Services, EndpointSlices, legacy Endpoints, Nodes and ServiceCIDRs from YAML/JSON files or folders
 // (multi-document, `List` kinds too), checked as the API server would check the fields the proxy
 // reads. A file that cannot be read or parsed as YAML, or two objects with one name, is an error;
 // an object of the wrong shape (any well-formed YAML) is a warning naming it, and is skipped:
@@ -8,9 +8,9 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BadInputError } from '../errors.js';
 import { yaml } from '../yaml.js';
-import type { V1EndpointSlice, V1Endpoints, V1Node, V1Service } from './api-types.js';
+import type { V1EndpointSlice, V1Endpoints, V1Node, V1Service, V1ServiceCIDR } from './api-types.js';
 import { objectKey } from './change-tracker.js';
-import { validIp } from '../net/address.js';
+import { parseCidrText, validIp } from '../net/address.js';
 import { arr, field, int, isMapping, member, present, show, str } from './fields.js';
 import { isManifestName } from './manifest-names.js';
 import { LABEL_SERVICE_NAME, type ObjectHandlers } from './types.js';
@@ -36,6 +36,8 @@ export interface ManifestSet {
   endpoints: V1Endpoints[];
   /** Nodes: the proxy reads the labels of its own (the zone of topology hints). */
   nodes: V1Node[];
+  /** ServiceCIDRs (networking.k8s.io/v1): the cluster's service CIDRs, over the configuration's. */
+  serviceCIDRs: V1ServiceCIDR[];
   /** Documents of other kinds (a Deployment next to its Service): listed, not an error. */
   skipped: Array<{ source: string; kind: string; name: string }>;
   /** Objects of the wrong shape, skipped: where ("file: document 2, item 1") and why (naming
@@ -49,8 +51,8 @@ export interface ManifestWarning {
 }
 
 interface Entry {
-  kind: 'Service' | 'EndpointSlice' | 'Endpoints' | 'Node';
-  object: V1Service | V1EndpointSlice | V1Endpoints | V1Node;
+  kind: 'Service' | 'EndpointSlice' | 'Endpoints' | 'Node' | 'ServiceCIDR';
+  object: V1Service | V1EndpointSlice | V1Endpoints | V1Node | V1ServiceCIDR;
   file: string;
   document: number;
   item?: number;
@@ -78,6 +80,7 @@ export interface FolderLoad {
   services: number;
   endpointSlices: number;
   nodes: number;
+  serviceCIDRs: number;
   /** The objects skipped for their shape (ManifestSet.warnings). */
   warnings: ManifestWarning[];
 }
@@ -89,7 +92,7 @@ export interface FolderLoad {
  * load before stay.
  */
 export class ManifestFolder {
-  private known = { services: new Set<string>(), slices: new Set<string>(), nodes: new Set<string>() };
+  private known = { services: new Set<string>(), slices: new Set<string>(), nodes: new Set<string>(), serviceCIDRs: new Set<string>() };
 
   constructor(readonly dir: string) {}
 
@@ -99,14 +102,17 @@ export class ManifestFolder {
     const services = new Set(m.services.map(objectKey));
     const slices = new Set(m.endpointSlices.map(objectKey));
     const nodes = new Set(m.nodes.map((n) => n.metadata!.name!));
+    const serviceCIDRs = new Set(m.serviceCIDRs.map((n) => n.metadata!.name!));
     for (const k of this.known.services) if (!services.has(k)) h.onServiceDelete(k);
     for (const k of this.known.slices) if (!slices.has(k)) h.onSliceDelete(k);
     for (const k of this.known.nodes) if (!nodes.has(k)) h.onNodeDelete?.(k);
+    for (const k of this.known.serviceCIDRs) if (!serviceCIDRs.has(k)) h.onServiceCIDRDelete?.(k);
     for (const s of m.services) h.onServiceUpdate(s);
     for (const s of m.endpointSlices) h.onSliceUpdate(s);
     for (const n of m.nodes) h.onNode?.(n);
-    this.known = { services, slices, nodes };
-    return { services: m.services.length, endpointSlices: m.endpointSlices.length, nodes: m.nodes.length, warnings: m.warnings };
+    for (const c of m.serviceCIDRs) h.onServiceCIDR?.(c);
+    this.known = { services, slices, nodes, serviceCIDRs };
+    return { services: m.services.length, endpointSlices: m.endpointSlices.length, nodes: m.nodes.length, serviceCIDRs: m.serviceCIDRs.length, warnings: m.warnings };
   }
 }
 
@@ -140,7 +146,7 @@ async function expand(paths: readonly string[]): Promise<string[]> {
 
 /** Sorts entries into a set; the same kind/namespace/name twice is an error naming both places. */
 function collect(entries: readonly Entry[], notes: Notes): ManifestSet {
-  const set: ManifestSet = { services: [], endpointSlices: [], endpoints: [], nodes: [], ...notes };
+  const set: ManifestSet = { services: [], endpointSlices: [], endpoints: [], nodes: [], serviceCIDRs: [], ...notes };
   const seen = new Map<string, Entry>();
   for (const e of entries) {
     const id = `${e.kind} ${CLUSTER_SCOPED.has(e.kind) ? e.object.metadata!.name! : objectKey(e.object)}`;
@@ -150,6 +156,7 @@ function collect(entries: readonly Entry[], notes: Notes): ManifestSet {
     if (e.kind === 'Service') set.services.push(e.object as V1Service);
     else if (e.kind === 'EndpointSlice') set.endpointSlices.push(e.object as V1EndpointSlice);
     else if (e.kind === 'Node') set.nodes.push(e.object as V1Node);
+    else if (e.kind === 'ServiceCIDR') set.serviceCIDRs.push(e.object as V1ServiceCIDR);
     else set.endpoints.push(e.object as V1Endpoints);
   }
   return set;
@@ -212,10 +219,11 @@ const CHECKS: Record<Entry['kind'], { api: string; check: Check }> = {
   EndpointSlice: { api: 'discovery.k8s.io/v1', check: checkSlice },
   Endpoints: { api: 'v1', check: checkEndpoints },
   Node: { api: 'v1', check: checkNode },
+  ServiceCIDR: { api: 'networking.k8s.io/v1', check: checkServiceCIDR },
 };
 
 /** Kinds without a namespace: their key is their name. */
-const CLUSTER_SCOPED = new Set(['Node']);
+const CLUSTER_SCOPED = new Set(['Node', 'ServiceCIDR']);
 
 /** The object as an entry, or undefined: another kind (noted as skipped) or the wrong shape
  *  (a warning naming it). */
@@ -311,6 +319,18 @@ function checkNode(obj: Record<string, unknown>): string | undefined {
   if (!present(labels)) return undefined;
   if (!isMapping(labels)) return 'metadata.labels is not a mapping';
   for (const [k, v] of Object.entries(labels)) if (typeof v !== 'string') return `metadata.labels["${k}"] is not a string`;
+  return undefined;
+}
+
+/** As the API server validates a ServiceCIDR: one or two CIDRs, of different families. */
+function checkServiceCIDR(obj: Record<string, unknown>): string | undefined {
+  const cidrs = listAt(obj.spec, 'cidrs');
+  if (!cidrs) return 'spec.cidrs is not a list';
+  if (cidrs.length < 1 || cidrs.length > 2) return `spec.cidrs must hold one or two CIDRs, not ${cidrs.length}`;
+  const families = cidrs.map((c) => parseCidrText(c)?.family);
+  const bad = families.indexOf(undefined);
+  if (bad >= 0) return `spec.cidrs[${bad}] ${show(cidrs[bad])} is not a CIDR`;
+  if (families.length === 2 && families[0] === families[1]) return 'spec.cidrs must be of different families';
   return undefined;
 }
 

@@ -9,7 +9,7 @@
 // value present with the wrong type is a warning and is ignored like any other bad value. The
 // model holds only values the kernel layer accepts (canonical addresses, CIDRs as their
 // network, ports in range).
-import type { V1EndpointSlice, V1Service } from './api-types.js';
+import type { V1EndpointSlice, V1Service, V1ServiceCIDR } from './api-types.js';
 import type { AddressFamily, IpvsProtocol, ServiceFlag } from '../kernel/ipvs.js';
 import { cidrList, inAny, type CidrList } from './address.js';
 import { ipFamily, isIpv6LinkLocal, compareAddress, validIp } from '../net/address.js';
@@ -133,6 +133,9 @@ export interface ModelContext {
   defaultScheduler: string;
   /** config.clusterCIDRs, canonical (cidrText), the bad ones left out. */
   clusterCIDRs: string[];
+  /** The service CIDRs, canonical: the ServiceCIDR objects' when the API serves them, else
+   *  config.serviceCIDRs (the bad ones left out). */
+  serviceCIDRs: string[];
   nodeAddresses: ReadonlySet<string>;
   /** Per family, sorted: the node addresses NodePorts are served on. */
   nodePortAddresses: Record<AddressFamily, string[]>;
@@ -140,7 +143,9 @@ export interface ModelContext {
   warnings: ModelWarning[];
 }
 
-export function modelContext(node: NodeInfo, config: ProxyConfig): ModelContext {
+/** `serviceCIDRObjects`: the CIDRs of the cluster's ServiceCIDR objects (networking.k8s.io/v1),
+ *  undefined when the API serves none (then config.serviceCIDRs). */
+export function modelContext(node: NodeInfo, config: ProxyConfig, serviceCIDRObjects?: readonly string[]): ModelContext {
   const warnings: ModelWarning[] = [];
   let defaultScheduler = config.scheduler?.trim() || DEFAULT_SCHEDULER;
   if (!isKnownScheduler(defaultScheduler)) {
@@ -150,12 +155,15 @@ export function modelContext(node: NodeInfo, config: ProxyConfig): ModelContext 
   const nodeAddresses = new Set(node.addresses.map(validIp).filter((a): a is string => a !== undefined));
   const clusterCIDRs = cidrList(config.clusterCIDRs);
   for (const bad of clusterCIDRs.rejected) warnings.push({ service: '', message: `clusterCIDRs: "${bad}" is not a CIDR, ignored` });
+  const serviceCIDRs = cidrList(serviceCIDRObjects ?? config.serviceCIDRs);
+  for (const bad of serviceCIDRs.rejected) warnings.push({ service: '', message: `serviceCIDRs: "${bad}" is not a CIDR, ignored` });
   return {
     nodeName: node.name,
     zone: node.zone || undefined,
     config,
     defaultScheduler,
     clusterCIDRs: clusterCIDRs.texts,
+    serviceCIDRs: serviceCIDRs.texts,
     nodeAddresses,
     nodePortAddresses: nodePortAddresses([...nodeAddresses], config.nodePortAddresses, warnings),
     warnings,
@@ -175,6 +183,13 @@ function nodePortAddresses(addresses: string[], cidrs: string[] | undefined, war
       .sort(compareAddress);
   };
   return { inet: pick('inet'), inet6: pick('inet6') };
+}
+
+/** A ServiceCIDR object's CIDRs (spec.cidrs, one per family at most), as they are written: the
+ *  model context checks them (cidrList) with the configuration's. */
+export function serviceCIDRsOf(o: V1ServiceCIDR): string[] {
+  const cidrs = field(o, 'spec', 'cidrs');
+  return Array.isArray(cidrs) ? cidrs.filter((c): c is string => typeof c === 'string') : [];
 }
 
 /** Slices by service ("namespace/name"), each service's in name order. */

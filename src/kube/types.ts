@@ -2,9 +2,9 @@
 // comes out. Kubernetes objects are ipvsync's own structural types (api-types.ts), which the
 // client's objects and plain JSON both fit.
 import type { Scheduler } from '../kernel/ipvs.js';
-import type { V1EndpointSlice, V1Node, V1Service } from './api-types.js';
+import type { V1EndpointSlice, V1Node, V1Service, V1ServiceCIDR } from './api-types.js';
 
-export type { V1EndpointSlice, V1Endpoints, V1Node, V1Service } from './api-types.js';
+export type { V1EndpointSlice, V1Endpoints, V1Node, V1Service, V1ServiceCIDR } from './api-types.js';
 
 /** Label that hands a Service to a non-default proxy; kube-proxy skips every Service carrying it. */
 export const LABEL_SERVICE_PROXY_NAME = 'service.kubernetes.io/service-proxy-name';
@@ -29,6 +29,9 @@ export interface ObjectHandlers {
   /** A Node (its key is its name); the proxy reads its own node's labels. */
   onNode?(node: V1Node): void;
   onNodeDelete?(name: string): void;
+  /** A ServiceCIDR (its key is its name): the cluster's service CIDRs. */
+  onServiceCIDR?(cidr: V1ServiceCIDR): void;
+  onServiceCIDRDelete?(name: string): void;
 }
 
 /** The subset of KubeProxyConfiguration that changes what is programmed. */
@@ -42,6 +45,10 @@ export interface ProxyConfig {
   clusterCIDRs?: string[];
   /** Masquerade all traffic to service VIPs (a glue detail). */
   masqueradeAll?: boolean;
+  /** The cluster's service CIDRs, when the API serves no ServiceCIDR objects: new
+   *  connections to an address in them that no Service holds are dropped (the nftables data
+   *  plane, as kube-proxy's nftables mode); IPVS route mode's local routes cover them. */
+  serviceCIDRs?: string[];
   /** When set, Services labelled `service.kubernetes.io/service-proxy-name: <proxyName>` are
    *  served too (kube-proxy skips every labelled Service). */
   proxyName?: string;

@@ -1,7 +1,7 @@
 // The service proxy: Kubernetes objects in (from informers or manifests, through change
 // trackers), kube-proxy IPVS-mode semantics (translate), the engine out. Source-agnostic: the
 // caller feeds the handlers and runs syncs (directly or through a SyncRunner).
-import type { V1EndpointSlice, V1Node, V1Service } from '../kube/api-types.js';
+import type { V1EndpointSlice, V1Node, V1Service, V1ServiceCIDR } from '../kube/api-types.js';
 import { Engine, planWrites, type DesiredChanges, type EngineKernel, type Plan, type SyncReport } from '../engine/engine.js';
 import type { DesiredService } from '../engine/ipvs-model.js';
 import { EndpointSliceTracker, ServiceTracker } from '../kube/change-tracker.js';
@@ -13,7 +13,7 @@ import type { GlueSpec, ProxyModel } from './ipvs/types.js';
 import { GlueCache, desiredState } from './ipvs/desired.js';
 import { NftablesPlane, type ModelOrError, type PlaneStep } from './nftables/plane.js';
 import { deleteFlows, type FlowFilter } from '../kernel/conntrack.js';
-import { modelContext, serviceModel } from '../kube/service-model.js';
+import { modelContext, serviceCIDRsOf, serviceModel } from '../kube/service-model.js';
 import { compareText } from '../util/sorted.js';
 import { KUBE_IPSET_PREFIX } from './ipvs/kube-ipsets.js';
 
@@ -35,9 +35,8 @@ export interface ProxierOptions {
   kubeIpsets?: boolean;
   excludeCidrs?: string[];
   drainTimeoutMs?: number;
-  /** 'address' (default, kube-proxy) or 'route' (local routes over serviceCidrs). */
+  /** 'address' (default, kube-proxy) or 'route' (local routes over the service CIDRs). */
   bindMode?: 'address' | 'route';
-  serviceCidrs?: string[];
   /**
    * Called in a full sync before the engine diffs (the translation and the desired state
    * built) and before it applies (the plan built): a garbage collection at those two points
@@ -88,6 +87,8 @@ export class Proxier {
   private readonly glue: boolean;
   /** This node; its zone from ProxierOptions.node, else from its Node object (onNode). */
   node: NodeInfo;
+  /** The ServiceCIDR objects' CIDRs, by object name. */
+  private readonly serviceCIDRObjects = new Map<string, string[]>();
 
   constructor(
     private readonly kernel: EngineKernel,
@@ -138,6 +139,26 @@ export class Proxier {
     if (zone === this.node.zone) return false;
     this.node = { ...this.node, zone };
     return true;
+  }
+
+  /** A ServiceCIDR object (networking.k8s.io/v1): the cluster's service CIDRs are those of
+   *  all of them, over the configuration's. True when they changed: the next sync rebuilds. */
+  onServiceCIDR(o: V1ServiceCIDR): boolean {
+    const name = str(o, 'metadata', 'name') ?? '';
+    const before = JSON.stringify(this.serviceCIDRs());
+    this.serviceCIDRObjects.set(name, serviceCIDRsOf(o));
+    return JSON.stringify(this.serviceCIDRs()) !== before;
+  }
+  onServiceCIDRDelete(name: string): boolean {
+    const before = JSON.stringify(this.serviceCIDRs());
+    this.serviceCIDRObjects.delete(name);
+    return JSON.stringify(this.serviceCIDRs()) !== before;
+  }
+  /** The ServiceCIDR objects' CIDRs, sorted, once each; undefined when there is none (the
+   *  API serves none: the configuration's apply). */
+  private serviceCIDRs(): string[] | undefined {
+    if (this.serviceCIDRObjects.size === 0) return undefined;
+    return [...new Set([...this.serviceCIDRObjects.values()].flat())].sort(compareText);
   }
 
   /** Changes received since the last sync took them. */
@@ -192,7 +213,7 @@ export class Proxier {
       glue: this.glue,
       kubeIpsets: !!this.opts.kubeIpsets,
       bindMode: this.opts.bindMode ?? 'address',
-      ...(this.opts.serviceCidrs ? { serviceCidrs: this.opts.serviceCidrs } : {}),
+      serviceCidrs: this.serviceCIDRs() ?? this.opts.config.serviceCIDRs ?? [],
     }, this.glueCache, patched);
     let changes: DesiredChanges | undefined;
     if (!full && last) {
@@ -224,8 +245,9 @@ export class Proxier {
     const serviceChanged = this.services.drain();
     const endpointsChanged = this.slices.drain();
     const triggerTimes = this.slices.lastTriggerTimes;
-    const ctx = modelContext(this.node, this.opts.config);
-    const ctxKey = JSON.stringify([this.node, this.opts.config]);
+    const serviceCIDRs = this.serviceCIDRs();
+    const ctx = modelContext(this.node, this.opts.config, serviceCIDRs);
+    const ctxKey = JSON.stringify([this.node, this.opts.config, serviceCIDRs]);
     const modelOf = (name: string): ModelOrError | undefined => {
       const s = this.services.get(name);
       if (!s) return undefined;

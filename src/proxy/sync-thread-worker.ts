@@ -98,6 +98,9 @@ async function watchKube(m: Extract<ToThread, { t: 'watchKube' }>): Promise<void
         if (proxier.onNodeDelete(name)) changed();
         send({ t: 'kubeNode', node: undefined });
       },
+      // The service CIDRs: traffic to their unallocated addresses is dropped (nftables mode).
+      onServiceCIDR: (o) => proxier.onServiceCIDR(o) && changed(),
+      onServiceCIDRDelete: (name) => proxier.onServiceCIDRDelete(name) && changed(),
     },
     onError: (e) => send({ t: 'kubeError', resource: e.resource, error: toWireError(e.error), retryInMs: e.retryInMs, consecutiveFailures: e.consecutiveFailures }),
     onHandlerError: (resource, e) => send({ t: 'kubeHandlerError', resource, error: toWireError(e) }),

@@ -1,6 +1,6 @@
 // A fake Kubernetes API server for the informer tests: a real HTTP server on 127.0.0.1 that
-// speaks the list/watch protocol the way kube-apiserver does for Services, EndpointSlices and
-// Nodes — one global resourceVersion counter (etcd's revision), lists with a consistent
+// speaks the list/watch protocol the way kube-apiserver does for Services, EndpointSlices,
+// Nodes and ServiceCIDRs (unless told to serve none, as before Kubernetes 1.33) — one global resourceVersion counter (etcd's revision), lists with a consistent
 // resourceVersion and limit/continue paging, `?watch=true&resourceVersion=N` as a chunked stream
 // of JSON lines (ADDED / MODIFIED / DELETED / BOOKMARK / ERROR) replaying every event after N,
 // a 200 + ERROR{code:410, reason:Expired} event for resourceVersions older than the compaction
@@ -11,7 +11,7 @@
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 
-export type Resource = 'services' | 'endpointslices' | 'nodes';
+export type Resource = 'services' | 'endpointslices' | 'nodes' | 'servicecidrs';
 
 interface ResourceInfo {
   kind: string;
@@ -25,6 +25,7 @@ const RESOURCES: Record<Resource, ResourceInfo> = {
   services: { kind: 'Service', apiVersion: 'v1', namespaced: true, prefix: '/api/v1' },
   endpointslices: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', namespaced: true, prefix: '/apis/discovery.k8s.io/v1' },
   nodes: { kind: 'Node', apiVersion: 'v1', namespaced: false, prefix: '/api/v1' },
+  servicecidrs: { kind: 'ServiceCIDR', apiVersion: 'networking.k8s.io/v1', namespaced: false, prefix: '/apis/networking.k8s.io/v1' },
 };
 
 export type KubeObject = {
@@ -79,6 +80,8 @@ export class FakeApiServer {
   readonly requests: RequestRecord[] = [];
   /** Keep watches open past the timeoutSeconds the client asked for (a hung server). */
   ignoreWatchTimeouts = false;
+  /** Answer ServiceCIDRs 404, as an API server before networking.k8s.io/v1 ServiceCIDR. */
+  serveServiceCIDRs = true;
   /** Called after each request has been answered (or its watch stream opened). */
   onRequest: ((r: RequestRecord) => void) | undefined;
   private _port = 0;
@@ -268,6 +271,7 @@ export class FakeApiServer {
 
   private route(pathname: string): { resource: Resource; namespace?: string } | undefined {
     for (const [resource, info] of Object.entries(RESOURCES) as Array<[Resource, ResourceInfo]>) {
+      if (resource === 'servicecidrs' && !this.serveServiceCIDRs) continue;
       if (pathname === `${info.prefix}/${resource}`) return { resource };
       if (info.namespaced) {
         const m = pathname.startsWith(`${info.prefix}/namespaces/`) && pathname.slice(info.prefix.length).match(/^\/namespaces\/([^/]+)\/([^/]+)$/);

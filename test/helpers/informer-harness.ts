@@ -8,7 +8,8 @@ import { FakeApiServer, type KubeObject } from './fake-apiserver.js';
 export interface Harness {
   api: FakeApiServer;
   sources: KubeSources;
-  /** "svc+ ns/name@rv", "svc- ns/name", "slice+ …", "slice- …", "node+ name@rv", "node- name". */
+  /** "svc+ ns/name@rv", "svc- ns/name", "slice+ …", "slice- …", "node+ name@rv", "node- name",
+   *  "cidr+ name@rv", "cidr- name". */
   events: string[];
   /** The objects handed to the handlers, in order. */
   objects: KubernetesObject[];
@@ -50,6 +51,10 @@ export function nodeObj(name: string, zone = 'z1'): KubeObject {
   };
 }
 
+export function serviceCIDRObj(name: string, cidrs: string[]): KubeObject {
+  return { apiVersion: 'networking.k8s.io/v1', kind: 'ServiceCIDR', metadata: { name }, spec: { cidrs } };
+}
+
 /** Fast, deterministic backoff for tests (no jitter). */
 export const TEST_OPTS: InformerOptions = { backoffInitialMs: 10, backoffMaxMs: 80, jitter: 0, requestTimeoutMs: 5000 };
 
@@ -66,6 +71,8 @@ export async function startHarness(api: FakeApiServer, opts: InformerOptions = {
     onSliceDelete: (k) => events.push(`slice- ${k}`),
     onNode: (o) => (objects.push(o), events.push(`node+ ${o.metadata?.name}@${rv(o)}`)),
     onNodeDelete: (n) => events.push(`node- ${n}`),
+    onServiceCIDR: (o) => (objects.push(o), events.push(`cidr+ ${o.metadata?.name}@${rv(o)}`)),
+    onServiceCIDRDelete: (n) => events.push(`cidr- ${n}`),
   };
   const sources = new KubeSources({
     kubeConfig: loadKubeConfig({ server: api.url, env: {} }),

@@ -133,6 +133,7 @@ logLevel: debug
     nodePortAddresses: ['192.168.0.0/24', 'fd00::/64'],
     clusterCIDRs: ['10.244.0.0/16', 'fd00:10:244::/56'],
     masqueradeAll: true,
+    serviceCIDRs: ['10.96.0.0/12'],
     proxyName: 'ipvsync',
   });
 });
@@ -467,14 +468,13 @@ test('`sync` and `proxy` spell every shared field\'s flag the same, and build th
   assert.deepEqual(toProxierOptions(config, { addresses: ['10.0.0.1'], glue: false, kubeIpsets: true }), {
     mode: 'ipvs',
     node: { name: 'node-1', addresses: ['10.0.0.1'] },
-    config: { scheduler: 'sh', nodePortAddresses: [], clusterCIDRs: ['10.244.0.0/16'], masqueradeAll: false },
+    config: { scheduler: 'sh', nodePortAddresses: [], clusterCIDRs: ['10.244.0.0/16'], masqueradeAll: false, serviceCIDRs: ['10.96.0.0/12'] },
     vipLink: 'ipvs1',
     glue: false,
     kubeIpsets: true,
     excludeCidrs: [],
     drainTimeoutMs: 15 * 60_000,
     bindMode: 'route',
-    serviceCidrs: ['10.96.0.0/12'],
   });
 });
 

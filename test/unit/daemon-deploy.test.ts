@@ -54,7 +54,7 @@ test('DaemonSet: host network, privileged, /lib/modules read-only, system-node-c
   assert.equal(pod.serviceAccountName, byKind(docs, 'ServiceAccount')[0].metadata.name);
 });
 
-test('RBAC: list/watch Services, EndpointSlices and Nodes; write Events; bound to the pod service account', () => {
+test('RBAC: list/watch Services, EndpointSlices, Nodes and ServiceCIDRs; write Events; bound to the pod service account', () => {
   const docs = manifests();
   const [role] = byKind(docs, 'ClusterRole');
   const [binding] = byKind(docs, 'ClusterRoleBinding');
@@ -65,6 +65,7 @@ test('RBAC: list/watch Services, EndpointSlices and Nodes; write Events; bound t
     assert.ok(allows('', 'services', verb), `services ${verb}`);
     assert.ok(allows('', 'nodes', verb), `nodes ${verb}`);
     assert.ok(allows('discovery.k8s.io', 'endpointslices', verb), `endpointslices ${verb}`);
+    assert.ok(allows('networking.k8s.io', 'servicecidrs', verb), `servicecidrs ${verb}`);
   }
   assert.ok(allows('', 'events', 'create') && allows('events.k8s.io', 'events', 'create'));
   assert.equal(allows('', 'services', 'delete'), false, 'read-only on what it watches');

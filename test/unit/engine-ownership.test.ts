@@ -129,7 +129,7 @@ test('foreign objects of every kind survive sync, resync, a removal, address -> 
   assert.deepEqual((await p.sync(true)).report.errors, []);
 
   // bind mode route, by a new proxier (a restart): its addresses go, the foreign one stays
-  const route = proxier(k, { bindMode: 'route', serviceCidrs: ['10.96.0.0/16'] });
+  const route = proxier(k, { bindMode: 'route', config: { scheduler: 'rr', clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/16'] } });
   const r4 = await route.sync(true);
   assert.deepEqual(r4.report.errors, []);
   assert.deepEqual(r4.report.ipvs.writes, 0, 'the restarted proxy knows its virtual servers');
@@ -164,7 +164,7 @@ test('foreign objects of every kind survive sync, resync, a removal, address -> 
 
 test('cleanup of a node with nothing foreign removes the link, the routes, the glue and the record', async () => {
   const k = fakeKernel();
-  const p = proxier(k, { bindMode: 'route', serviceCidrs: ['10.96.0.0/16'] });
+  const p = proxier(k, { bindMode: 'route', config: { scheduler: 'rr', clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/16'] } });
   assert.deepEqual((await p.sync(true)).report.errors, []);
   // the kernel's own link-local does not keep the link
   await k.links.apply([{ op: 'addAddr', link: 'kube-ipvs0', address: 'fe80::1/64', protocol: 3 }]);

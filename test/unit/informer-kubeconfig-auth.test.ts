@@ -21,7 +21,7 @@ const tmp = () => mkdtempSync(join(tmpdir(), 'ipvsync-kc-'));
 const b64 = (s: string | Buffer) => Buffer.from(s).toString('base64');
 
 /** Lists and watches Services, Slices and the Node through `kubeConfig` until synced and the
- *  three watches are open; returns the Service names seen. */
+ *  four watches are open; returns the Service names seen. */
 async function syncThrough(api: FakeApiServer, kubeConfig: KubeSourcesOptions['kubeConfig']): Promise<string[]> {
   const seen: string[] = [];
   const sources = new KubeSources({
@@ -39,7 +39,7 @@ async function syncThrough(api: FakeApiServer, kubeConfig: KubeSourcesOptions['k
   sources.start();
   try {
     await sources.synced();
-    await api.waitFor(() => api.openWatches() === 3, 'three watches');
+    await api.waitFor(() => api.openWatches() === 4, 'four watches');
   } finally {
     await sources.stop();
   }
@@ -93,7 +93,7 @@ current-context: x
     const kc = loadKubeConfig({ kubeconfig: file, env: {} });
     assert.equal(kc.tokenFile, join(dir, 'sa-token'));
     assert.deepEqual(await syncThrough(api, kc), ['web']);
-    assert.equal(api.requests.length, 6);
+    assert.equal(api.requests.length, 8, 'a list and a watch of each of the four resources');
     for (const r of api.requests) assert.equal(r.authorization, 'Bearer from-file', `${r.resource} ${r.watch ? 'watch' : 'list'}`);
   } finally {
     await api.stop();
@@ -175,7 +175,7 @@ test('in-cluster over real TLS: the service account CA verifies the server, ever
     const kc = loadKubeConfig({ env: { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(front.port) }, serviceAccountDir: sa });
     assert.equal(kc.getCurrentCluster().server, front.server);
     assert.deepEqual(await syncThrough(api, kc), ['web']);
-    assert.equal(api.requests.length, 6);
+    assert.equal(api.requests.length, 8, 'a list and a watch of each of the four resources');
     for (const r of api.requests) assert.equal(r.authorization, 'Bearer sa-token', `${r.resource} ${r.watch ? 'watch' : 'list'}`);
   } finally {
     await front.close();
@@ -203,7 +203,7 @@ current-context: x
     const kc = loadKubeConfig({ kubeconfig: file, env: {} });
     assert.equal(kc.getCurrentCluster().caFile, join(dir, 'ca.crt'), 'relative to the kubeconfig');
     assert.deepEqual(await syncThrough(api, kc), ['web']);
-    assert.ok(peers.length >= 6, `${peers.length} requests`);
+    assert.ok(peers.length >= 8, `${peers.length} requests`);
     assert.deepEqual([...new Set(peers)], ['system:kube-proxy'], 'every request presented the client certificate');
     // the same user without the cluster's CA: the self-signed server is refused
     const untrusted = new ApiConfig({ name: 'c', server, skipTLSVerify: false }, kc.getCurrentUser());
@@ -288,9 +288,9 @@ current-context: x
     const kc = loadKubeConfig({ kubeconfig: file, env: {} });
     assert.equal(kc.usesFullClient, false);
     assert.deepEqual(await syncThrough(api, kc), ['web']);
-    assert.equal(api.requests.length, 6);
+    assert.equal(api.requests.length, 8, 'a list and a watch of each of the four resources');
     for (const r of api.requests) assert.equal(r.authorization, 'Bearer via-proxy', `${r.resource} ${r.watch ? 'watch' : 'list'}`);
-    assert.equal(proxy.log.length, 6, 'a tunnel per request (a fresh agent per request)');
+    assert.equal(proxy.log.length, 8, 'a tunnel per request (a fresh agent per request)');
     assert.deepEqual([...new Set(proxy.log)], [`CONNECT 127.0.0.1:${front.port}`], 'every connection was a tunnel to the API server');
     assert.deepEqual([...new Set(proxy.auth)], [`Basic ${b64('kube-proxy:pa:ss')}`], 'the proxy credentials, URL-decoded');
 
@@ -318,10 +318,10 @@ current-context: x
     api.requests.length = 0;
     writeFileSync(file, config(api.url, 'insecure-skip-tls-verify: true'));
     assert.deepEqual(await syncThrough(api, loadKubeConfig({ kubeconfig: file, env: {} })), ['web']);
-    assert.equal(api.requests.length, 6);
-    assert.equal(proxy.log.length, 6, proxy.log.join('\n'));
+    assert.equal(api.requests.length, 8, 'a list and a watch of each of the four resources');
+    assert.equal(proxy.log.length, 8, proxy.log.join('\n'));
     for (const line of proxy.log) assert.match(line, new RegExp(`^GET ${api.url}/api`), 'absolute URI to the API server');
-    assert.equal(proxy.log.filter((l) => l.includes('watch=true')).length, 3, 'the three watches');
+    assert.equal(proxy.log.filter((l) => l.includes('watch=true')).length, 4, 'the four watches: Services, EndpointSlices, the Node, ServiceCIDRs');
   } finally {
     await proxy.close();
     await front.close();
@@ -348,7 +348,7 @@ current-context: x
     assert.deepEqual(await syncThrough(api, kc), ['web']);
     for (const r of api.requests) assert.equal(r.authorization, 'Bearer tls-proxy');
     assert.deepEqual([...new Set(proxy.log)], [`CONNECT 127.0.0.1:${front.port}`]);
-    assert.equal(proxy.log.length, 6);
+    assert.equal(proxy.log.length, 8);
     // without the CA, the proxy's certificate is not trusted: nothing reaches the proxy's handler
     proxy.log.length = 0;
     const untrusted = new ApiConfig({ ...kc.getCurrentCluster(), caData: undefined }, kc.getCurrentUser());

@@ -57,9 +57,9 @@ test('a kubeconfig context with a bearer token: lists and watches both authentic
   sources.start();
   try {
     await sources.synced();
-    await api.waitFor(() => api.openWatches() === 3, 'three watches');
+    await api.waitFor(() => api.openWatches() === 4, 'four watches');
     assert.deepEqual(seen.sort(), [`node ${NODE}`, 'svc web']);
-    assert.equal(api.requests.length, 6);
+    assert.equal(api.requests.length, 8, 'a list and a watch of each of the four resources');
     for (const r of api.requests) assert.equal(r.authorization, 'Bearer s3cret', `${r.resource} ${r.watch ? 'watch' : 'list'} carries the token`);
   } finally {
     await sources.stop();

@@ -15,7 +15,7 @@ async function ready(): Promise<Harness> {
   api.create('nodes', nodeObj(NODE)); // 105
   const h = await startHarness(api);
   await h.sources.synced();
-  await api.waitFor(() => api.openWatches() === 3, 'three watches');
+  await api.waitFor(() => api.openWatches() === 4, 'four watches');
   assert.equal(h.events.length, 5);
   return h;
 }
@@ -31,7 +31,7 @@ for (const how of ['clean', 'abrupt'] as const) {
       api.create('services', svcObj('d', '10.96.0.4')); // 106
       await h.waitEvents(6);
       const watchesBefore = svcWatches(h).length;
-      assert.equal(api.dropWatches(how), 3);
+      assert.equal(api.dropWatches(how), 4);
       // Written while the client is reconnecting: replayed from the resumed resourceVersion.
       api.delete('services', 'a'); // 107
       api.create('services', svcObj('e', '10.96.0.5')); // 108
@@ -42,7 +42,7 @@ for (const how of ['clean', 'abrupt'] as const) {
       assert.ok(resumed.length >= 1);
       assert.equal(resumed[0]!.query.resourceVersion, '106', 'resumed from the last event seen');
       // The other resources reconnected too and saw nothing new.
-      await api.waitFor(() => api.openWatches() === 3, 'three watches again');
+      await api.waitFor(() => api.openWatches() === 4, 'four watches again');
       assert.equal(h.events.filter((e) => !e.startsWith('svc')).length, 2);
     } finally {
       await h.close();
@@ -87,9 +87,9 @@ test('410 Gone with nothing changed: the re-list delivers nothing', async () => 
   const h = await ready();
   const { api } = h;
   try {
-    api.expireNextWatches(3);
+    api.expireNextWatches(4);
     api.dropWatches('clean');
-    await api.waitFor(() => api.requests.filter((r) => !r.watch && r.status === 200).length === 6, 'three re-lists');
+    await api.waitFor(() => api.requests.filter((r) => !r.watch && r.status === 200).length === 8, 'four re-lists');
     const s = await sentinel(h);
     assert.deepEqual(h.events.slice(5), [s]);
   } finally {

@@ -1,9 +1,10 @@
 // KubeSources against a fake API server speaking the real list/watch protocol: the initial-list
-// barrier, live events, the Node field selector, plain objects, paging, stop.
+// barrier, live events, the Node field selector, ServiceCIDRs (served or not), plain objects,
+// paging, stop.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { FakeApiServer } from '../helpers/fake-apiserver.js';
-import { NODE, nodeObj, sentinel, sliceObj, startHarness, svcObj } from '../helpers/informer-harness.js';
+import { NODE, nodeObj, sentinel, serviceCIDRObj, sliceObj, startHarness, svcObj } from '../helpers/informer-harness.js';
 
 async function seeded(): Promise<FakeApiServer> {
   const api = await FakeApiServer.start();
@@ -28,9 +29,9 @@ test('initial list: every object once, then synced; lists and watches carry the 
     assert.equal(h.events.length, 4);
 
     const lists = api.requests.filter((r) => !r.watch);
-    assert.deepEqual(lists.map((r) => r.resource).sort(), ['endpointslices', 'nodes', 'services']);
+    assert.deepEqual(lists.map((r) => r.resource).sort(), ['endpointslices', 'nodes', 'servicecidrs', 'services']);
     assert.equal(lists.find((r) => r.resource === 'nodes')!.query.fieldSelector, `metadata.name=${NODE}`);
-    await api.waitFor(() => api.openWatches() === 3, 'three watches');
+    await api.waitFor(() => api.openWatches() === 4, 'four watches');
     const watches = api.requests.filter((r) => r.watch);
     for (const w of watches) {
       assert.equal(w.query.resourceVersion, '105', `${w.resource} watch resumes from the list's resourceVersion`);
@@ -75,7 +76,7 @@ test('live events arrive once each, in order; other nodes are filtered out', asy
   const h = await startHarness(api);
   try {
     await h.sources.synced();
-    await api.waitFor(() => api.openWatches() === 3, 'three watches');
+    await api.waitFor(() => api.openWatches() === 4, 'four watches');
     const before = h.events.length;
     const web = api.get('services', 'web')!;
     (web.spec as { clusterIP: string }).clusterIP = '10.96.0.11';
@@ -104,7 +105,7 @@ test('handlers get plain JSON objects from lists and from watch events', async (
   const h = await startHarness(api);
   try {
     await h.sources.synced();
-    await api.waitFor(() => api.openWatches() === 3, 'three watches');
+    await api.waitFor(() => api.openWatches() === 4, 'four watches');
     api.create('services', svcObj('later', '10.96.0.40'));
     await h.waitEvents(5);
     for (const o of h.objects) {
@@ -187,7 +188,7 @@ test('stop: no more events, no open watches, and synced() rejects when it never 
   const api = await seeded();
   const h = await startHarness(api);
   await h.sources.synced();
-  await api.waitFor(() => api.openWatches() === 3, 'three watches');
+  await api.waitFor(() => api.openWatches() === 4, 'four watches');
   await h.sources.stop();
   await api.waitFor(() => api.openWatches() === 0, 'watches closed by the client');
   const n = h.events.length;
@@ -213,7 +214,7 @@ test('a throwing handler is reported and does not stop the informer', async () =
   const h = await startHarness(api);
   try {
     await h.sources.synced();
-    await api.waitFor(() => api.openWatches() === 3, 'three watches');
+    await api.waitFor(() => api.openWatches() === 4, 'four watches');
     // Replace the slice handler with one that throws once.
     const sources = h.sources as unknown as { endpointSlices: { spec: { onUpdate: (o: unknown) => void } } };
     const orig = sources.endpointSlices.spec.onUpdate;
@@ -230,6 +231,46 @@ test('a throwing handler is reported and does not stop the informer', async () =
     assert.equal(h.handlerErrors.length, 1);
     assert.match(String(h.handlerErrors[0]), /handler bug/);
     assert.equal(h.events.at(-1), s, 'later events still arrive');
+  } finally {
+    await h.close();
+  }
+});
+
+test('ServiceCIDRs: listed and watched (created, changed, deleted) like the other resources', async () => {
+  const api = await seeded();
+  api.create('servicecidrs', serviceCIDRObj('kubernetes', ['10.96.0.0/12']));
+  const h = await startHarness(api);
+  try {
+    await h.sources.synced();
+    assert.deepEqual(h.events.filter((e) => e.startsWith('cidr')), ['cidr+ kubernetes@106']);
+    await api.waitFor(() => api.openWatches('servicecidrs') === 1, 'the ServiceCIDR watch');
+    api.create('servicecidrs', serviceCIDRObj('extra', ['10.100.0.0/16', 'fd00:100::/108']));
+    api.delete('servicecidrs', 'kubernetes');
+    await h.waitEvents(h.events.length + 2);
+    assert.deepEqual(h.events.filter((e) => e.startsWith('cidr')), ['cidr+ kubernetes@106', 'cidr+ extra@107', 'cidr- kubernetes']);
+    assert.equal(h.sources.stats().find((s) => s.resource === 'servicecidrs')!.served, true);
+  } finally {
+    await h.close();
+  }
+});
+
+test('ServiceCIDRs not served (an API server before networking.k8s.io/v1 ServiceCIDR): synced with none, asked once, no failure', async () => {
+  const api = await seeded();
+  api.serveServiceCIDRs = false;
+  const h = await startHarness(api);
+  try {
+    await h.sources.synced();
+    await api.waitFor(() => api.openWatches() === 3, 'the three other watches');
+    // the others keep working
+    const s = await sentinel(h);
+    assert.ok(h.events.includes(s));
+    const asked = api.requests.filter((r) => r.query && r.status === 404);
+    assert.equal(asked.length, 1, 'one list, answered 404, never retried or watched');
+    const stats = h.sources.stats().find((x) => x.resource === 'servicecidrs')!;
+    assert.equal(stats.served, false);
+    assert.equal(stats.synced, true);
+    assert.deepEqual(h.errors, [], 'not a failure: the configuration applies');
+    assert.equal(h.events.filter((e) => e.startsWith('cidr')).length, 0);
   } finally {
     await h.close();
   }

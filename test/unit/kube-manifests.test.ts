@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import type { V1EndpointSlice, V1Node, V1Service, V1ServiceCIDR } from '@kubernetes/client-node';
 import { affectsManifests, isManifestName } from '../../src/kube/manifest-names.js';
 import { endpointsToSlices, loadManifests, ManifestError, ManifestFolder, parseManifests } from '../../src/kube/manifests.js';
 import { translate } from '../../src/proxy/ipvs/translate.js';
@@ -217,7 +217,7 @@ test('manifest names: the reader reads *.yaml, *.yml, *.json that are not hidden
   assert.deepEqual((await loadManifests([dir])).services.map((s) => s.metadata?.name).sort(), ['s0', 's1', 's2', 's3']);
 });
 
-test('ManifestFolder: each load gives every object (Nodes too) and deletes the ones gone since the last; a load that fails calls no handler', async (t) => {
+test('ManifestFolder: each load gives every object (Nodes and ServiceCIDRs too) and deletes the ones gone since the last; a load that fails calls no handler', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'ipvsync-folder-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const doc = (name: string) =>
@@ -226,6 +226,7 @@ test('ManifestFolder: each load gives every object (Nodes too) and deletes the o
   writeFileSync(join(dir, 'a.yaml'), doc('a'));
   writeFileSync(join(dir, 'b.yaml'), doc('b'));
   writeFileSync(join(dir, 'n.yaml'), 'apiVersion: v1\nkind: Node\nmetadata: {name: node-a, labels: {topology.kubernetes.io/zone: z1}}\n');
+  writeFileSync(join(dir, 'r.yaml'), 'apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: kubernetes}\nspec: {cidrs: [10.96.0.0/12]}\n');
   const calls: string[] = [];
   const h = {
     onServiceUpdate: (s: V1Service) => void calls.push(`service ${s.metadata?.namespace}/${s.metadata?.name}`),
@@ -234,20 +235,46 @@ test('ManifestFolder: each load gives every object (Nodes too) and deletes the o
     onSliceDelete: (k: string) => void calls.push(`sliceDelete ${k}`),
     onNode: (n: V1Node) => void calls.push(`node ${n.metadata?.name} ${n.metadata?.labels?.['topology.kubernetes.io/zone']}`),
     onNodeDelete: (name: string) => void calls.push(`nodeDelete ${name}`),
+    onServiceCIDR: (c: V1ServiceCIDR) => void calls.push(`serviceCIDR ${c.metadata?.name} ${c.spec?.cidrs?.join(',')}`),
+    onServiceCIDRDelete: (name: string) => void calls.push(`serviceCIDRDelete ${name}`),
   };
   const folder = new ManifestFolder(dir);
-  assert.deepEqual(await folder.load(h), { services: 2, endpointSlices: 2, nodes: 1, warnings: [] });
-  assert.deepEqual(calls.splice(0), ['service ns/a', 'service ns/b', 'slice ns/a-1', 'slice ns/b-1', 'node node-a z1']);
+  assert.deepEqual(await folder.load(h), { services: 2, endpointSlices: 2, nodes: 1, serviceCIDRs: 1, warnings: [] });
+  assert.deepEqual(calls.splice(0), ['service ns/a', 'service ns/b', 'slice ns/a-1', 'slice ns/b-1', 'node node-a z1', 'serviceCIDR kubernetes 10.96.0.0/12']);
   rmSync(join(dir, 'a.yaml'));
   rmSync(join(dir, 'n.yaml'));
-  assert.deepEqual(await folder.load(h), { services: 1, endpointSlices: 1, nodes: 0, warnings: [] });
-  assert.deepEqual(calls.splice(0), ['serviceDelete ns/a', 'sliceDelete ns/a-1', 'nodeDelete node-a', 'service ns/b', 'slice ns/b-1']);
+  rmSync(join(dir, 'r.yaml'));
+  assert.deepEqual(await folder.load(h), { services: 1, endpointSlices: 1, nodes: 0, serviceCIDRs: 0, warnings: [] });
+  assert.deepEqual(calls.splice(0), ['serviceDelete ns/a', 'sliceDelete ns/a-1', 'nodeDelete node-a', 'serviceCIDRDelete kubernetes', 'service ns/b', 'slice ns/b-1']);
   writeFileSync(join(dir, 'c.yaml'), 'kind: Service\nmetadata: [\n');
   await assert.rejects(folder.load(h), ManifestError);
   assert.deepEqual(calls, []);
   // what it knows is the last good load's: b goes when the folder is good again without it
   rmSync(join(dir, 'c.yaml'));
   rmSync(join(dir, 'b.yaml'));
-  assert.deepEqual(await folder.load(h), { services: 0, endpointSlices: 0, nodes: 0, warnings: [] });
+  assert.deepEqual(await folder.load(h), { services: 0, endpointSlices: 0, nodes: 0, serviceCIDRs: 0, warnings: [] });
   assert.deepEqual(calls.splice(0), ['serviceDelete ns/b', 'sliceDelete ns/b-1']);
+});
+
+test('manifests: ServiceCIDR objects are read as the API server checks them (one or two CIDRs, of two families), the bad ones skipped with a warning', () => {
+  const doc = (name: string, cidrs: string) => `apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: ${name}}\nspec: {cidrs: ${cidrs}}\n`;
+  const m = parseManifests(
+    [
+      doc('kubernetes', '[10.96.0.0/12, "fd00:96::/108"]'),
+      doc('no-list', '10.96.0.0/12'),
+      doc('three', '[10.1.0.0/16, 10.2.0.0/16, "fd00::/64"]'),
+      doc('same-family', '[10.1.0.0/16, 10.2.0.0/16]'),
+      doc('not-cidr', '[10.1.0.300/16]'),
+      'apiVersion: networking.k8s.io/v1beta1\nkind: ServiceCIDR\nmetadata: {name: beta}\nspec: {cidrs: [10.3.0.0/16]}\n',
+    ].join('---\n'),
+    'cidrs.yaml',
+  );
+  assert.deepEqual(m.serviceCIDRs.map((c) => c.metadata?.name), ['kubernetes']);
+  assert.deepEqual(m.warnings.map((w) => w.message), [
+    'ServiceCIDR no-list: spec.cidrs is not a list, skipped',
+    'ServiceCIDR three: spec.cidrs must hold one or two CIDRs, not 3, skipped',
+    'ServiceCIDR same-family: spec.cidrs must be of different families, skipped',
+    'ServiceCIDR not-cidr: spec.cidrs[0] 10.1.0.300/16 is not a CIDR, skipped',
+    'ServiceCIDR beta: apiVersion networking.k8s.io/v1beta1 (expected networking.k8s.io/v1), skipped',
+  ]);
 });

@@ -239,3 +239,33 @@ test("every chain and set either data plane makes is named as ipvsync's (PROXY_T
   assert.deepEqual([...names].filter((n) => !owned(n)), []);
   assert.ok(!owned('theirs') && !owned('their-set'));
 });
+
+test('service CIDRs: an address in them no Service holds is dropped after the cluster-IP checks; the ServiceCIDR objects win over the configuration, and their change rebuilds', async () => {
+  const k = fakeKernel();
+  const p = new Proxier(k, { mode: 'nftables', node: { name: 'node-a', addresses: ['10.0.0.11'] }, config: { clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/16', 'fd00:96::/112'] } });
+  p.onServiceUpdate(svc('web', { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80 }] }));
+  assert.deepEqual((await p.sync(true)).report.errors, []);
+  const tables = async () => (await k.nft!.list()).sets.filter((s) => s.name === 'service-cidrs').map((s) => `${s.family} ${s.elements!.map((e) => e.key[0]).join(',')}`).sort();
+  assert.deepEqual(await tables(), ['ip 10.96.0.0/16', 'ip6 fd00:96::/112'], 'the configuration');
+  // the rule: the last of the checks after the dnat (cluster-IP ports refused first)
+  const checks = (await k.nft!.list()).rules.filter((r) => r.family === 'ip' && r.chain === 'endpoints-check');
+  const last = checks.at(-1)!;
+  assert.ok(last.exprs.some((e) => e.type === 'lookup' && (e as { set: string }).set === 'service-cidrs'));
+  assert.deepEqual(last.exprs.at(-1), { type: 'immediate', dreg: 0, verdict: { code: 'drop' } });
+  // ServiceCIDR objects: theirs, over the configuration's; a change is synced as a rebuild
+  assert.equal(p.onServiceCIDR({ apiVersion: 'networking.k8s.io/v1', kind: 'ServiceCIDR', metadata: { name: 'kubernetes' }, spec: { cidrs: ['10.100.0.0/16'] } }), true);
+  assert.equal(p.onServiceCIDR({ apiVersion: 'networking.k8s.io/v1', kind: 'ServiceCIDR', metadata: { name: 'kubernetes' }, spec: { cidrs: ['10.100.0.0/16'] } }), false, 'the same again: no change');
+  assert.equal(p.onServiceCIDR({ apiVersion: 'networking.k8s.io/v1', kind: 'ServiceCIDR', metadata: { name: 'more' }, spec: { cidrs: ['10.101.0.0/16', 'fd00:101::/112'] } }), true);
+  assert.deepEqual((await p.sync(false)).report.errors, []);
+  assert.deepEqual(await tables(), ['ip 10.100.0.0/16,10.101.0.0/16', 'ip6 fd00:101::/112']);
+  // the last one gone: the configuration's again
+  p.onServiceCIDRDelete('kubernetes');
+  assert.equal(p.onServiceCIDRDelete('more'), true);
+  assert.deepEqual((await p.sync(false)).report.errors, []);
+  assert.deepEqual(await tables(), ['ip 10.96.0.0/16', 'ip6 fd00:96::/112']);
+  // no configuration and no objects: an empty set (nothing dropped)
+  const bare = fakeKernel();
+  const q = new Proxier(bare, { mode: 'nftables', node: { name: 'node-a', addresses: ['10.0.0.11'] }, config: {} });
+  assert.deepEqual((await q.sync(true)).report.errors, []);
+  assert.deepEqual((await bare.nft!.list()).sets.filter((s) => s.name === 'service-cidrs').map((s) => s.elements?.length ?? 0), [0, 0]);
+});

@@ -15,7 +15,7 @@ import { SYNC_THREAD_NICE, SyncThreadError, ThreadedProxier, fromWireReport, toW
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
 import { FakeApiServer, type KubeObject } from '../helpers/fake-apiserver.js';
-import { nodeObj, TEST_OPTS } from '../helpers/informer-harness.js';
+import { nodeObj, serviceCIDRObj, TEST_OPTS } from '../helpers/informer-harness.js';
 
 const EXAMPLE = join(import.meta.dirname, '../../../test/fixtures/kube/example');
 const KERNEL = pathToFileURL(join(import.meta.dirname, '../fixtures/kube/sync-thread-kernel.js')).href;
@@ -247,7 +247,7 @@ test('sync thread: watchKube lists and watches the API on the thread (the writes
   });
   await kube.synced;
   // the thread made the requests: this thread holds no informer
-  assert.deepEqual(api.requests.filter((r) => !r.watch).map((r) => r.resource).sort(), ['endpointslices', 'nodes', 'services']);
+  assert.deepEqual(api.requests.filter((r) => !r.watch).map((r) => r.resource).sort(), ['endpointslices', 'nodes', 'servicecidrs', 'services']);
   await api.waitFor(() => nodes.length === 1, 'the node');
   assert.deepEqual(nodes, ['node-a']);
   // the change signal and the synced answer are separate messages from the thread: either may come first
@@ -387,4 +387,28 @@ test("sync thread: the API's Node gives the zone of topology hints; a new zone l
   api.update('nodes', { ...nodeObj('node-a', 'z2'), metadata: { name: 'node-a', labels: { 'topology.kubernetes.io/zone': 'z2', tier: 'edge' } } });
   await new Promise((r) => setTimeout(r, 200));
   assert.equal(changes, same);
+});
+
+test('sync thread: the API\'s ServiceCIDRs give the nftables plane its service CIDRs; a change of one is a change signal, and the sync after it writes only that set\'s elements', async (t) => {
+  const api = await FakeApiServer.start();
+  t.after(() => api.stop());
+  api.create('services', svc('web', { clusterIP: '10.96.5.5', ports: [{ port: 80 }] }) as unknown as KubeObject);
+  api.create('servicecidrs', serviceCIDRObj('kubernetes', ['10.96.0.0/16']));
+  const remote = await ThreadedProxier.start({ proxier: { ...proxierOptions, mode: 'nftables' }, kernel: { glue: true }, kernelModule: KERNEL });
+  t.after(() => remote.close());
+  let changes = 0;
+  const kube = await remote.watchKube({ source: { server: api.url }, nodeName: 'node-a', informer: TEST_OPTS, onChange: () => changes++ });
+  t.after(() => kube.stop());
+  await kube.synced;
+  assert.deepEqual((await remote.sync(true)).report.errors, []);
+  const before = changes;
+  api.update('servicecidrs', serviceCIDRObj('kubernetes', ['10.97.0.0/16']));
+  await api.waitFor(() => changes > before, 'the ServiceCIDR change signal');
+  const moved = await remote.sync(false);
+  assert.deepEqual(moved.report.errors, []);
+  assert.deepEqual(moved.report.nft.ops, { 'add-elements': 1, 'delete-elements': 1 }, 'the old range out of service-cidrs, the new one in');
+  const gone = changes;
+  api.delete('servicecidrs', 'kubernetes');
+  await api.waitFor(() => changes > gone, 'the ServiceCIDR delete signal');
+  assert.deepEqual((await remote.sync(false)).report.nft.ops, { 'delete-elements': 1 }, 'no object and no configured range: none');
 });

@@ -20,7 +20,7 @@ type DesiredSet = DesiredNftTable['sets'][number];
 /** The sets whose keys two services (or two ports of one) can both put: a hairpin endpoint, a
  *  cluster IP, the configuration's. Every other set is keyed by a frontend, which one service
  *  owns, with unique endpoints behind it: its keys are unique without checking. */
-const SHARED_KEYS: ReadonlySet<string> = new Set(['hairpin', 'cluster-addrs', 'service-protocols', 'cluster-cidrs']);
+const SHARED_KEYS: ReadonlySet<string> = new Set(['hairpin', 'cluster-addrs', 'service-protocols', 'cluster-cidrs', 'service-cidrs']);
 
 /** A set's elements: an array in no particular order (the desired table's own, changed in
  *  place: the last element fills a removed one's place) with every element's index in it. A

@@ -29,7 +29,8 @@
 //       removed with such a frontend, not with its endpoints
 //   filter prerouting (after the dnat) and output: new connections to a frontend without
 //       endpoints are rejected (no endpoint anywhere) or dropped (a Local traffic policy with
-//       none on this node), and to a cluster IP on a port that is no service, rejected. In
+//       none on this node), to a cluster IP on a port that is no service, rejected, and to an
+//       address of the service CIDRs that is no cluster IP, dropped. In
 //       prerouting, not forward: a packet the node would route back out of the interface it
 //       came in on makes the kernel send an ICMP redirect first, which uses up the client's
 //       ICMP rate limit, and the port-unreachable would not go out (icmpv4_xrlim_allow)
@@ -220,6 +221,7 @@ export function setDecl(family: Fam, name: string): SetDecl {
     case 'service-protocols':
       return { name, key: ['inet_proto'] };
     case 'cluster-cidrs':
+    case 'service-cidrs':
       return { name, key: [F.addr], interval: true };
     case 'hairpin':
       return { name, key: [F.addr, 'inet_proto', 'inet_service', F.addr] };
@@ -235,8 +237,8 @@ export function setDecl(family: Fam, name: string): SetDecl {
 /** The sets every table has (the endpoints maps and affinity timeout sets come and go with the
  *  counts and timeouts). */
 export const FIXED_SETS = [
-  'service-protocols', 'cluster-ips', 'external-ips', 'external-local', 'cluster-cidrs', 'hairpin', 'reject-services', 'drop-services', 'cluster-addrs',
-  'firewall', 'affinity', 'affinity-services', 'affinity-endpoints',
+  'service-protocols', 'cluster-ips', 'external-ips', 'external-local', 'cluster-cidrs', 'service-cidrs', 'hairpin', 'reject-services', 'drop-services',
+  'cluster-addrs', 'firewall', 'affinity', 'affinity-services', 'affinity-endpoints',
 ] as const;
 
 /** Clients × affinity frontends the kernel remembers at once, per family (kube-proxy's nft
@@ -248,6 +250,7 @@ export function staticElements(family: Fam, ctx: ModelContext): Partial<Record<(
   return {
     'service-protocols': [{ key: ['sctp'] }, { key: ['tcp'] }, { key: ['udp'] }],
     'cluster-cidrs': uniqText(ctx.clusterCIDRs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] }))),
+    'service-cidrs': uniqText(ctx.serviceCIDRs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] }))),
   };
 }
 
@@ -330,6 +333,9 @@ export function proxyTable(family: Fam, shape: TableShape, ctx: ModelContext, se
   add('endpoints-check', R.inSet(svcFields, 'drop-services'), R.drop());
   // Still addressed to a cluster IP after the nat hooks: a port that is no service.
   refuse(R.inSet([F.daddr], 'cluster-addrs'));
+  // ...or to an address of the service CIDRs that no Service holds (kube-proxy's "unallocated
+  // ClusterIPs"): dropped
+  add('endpoints-check', R.inSet([F.daddr], 'service-cidrs'), R.drop());
 
   return { family, name: NFT_PROXY_TABLE, chains, sets, rules, owned: PROXY_TABLE_OWNED };
 }
