@@ -17,7 +17,8 @@ const ip = (i: number) => `10.96.${(i >> 8) & 255}.${i & 255}`;
 function feed(p: Proxier, n: number): void {
   for (let i = 0; i < n; i++) {
     p.onServiceUpdate(svc(`s${i}`, { clusterIP: ip(i + 256), ports: [{ name: 'http', port: 80 }] }));
-    p.onSliceUpdate(slice(`s${i}`, `s${i}-1`, [{ name: 'http', port: 8080 }], eps(3, `10.244.${i & 255}.`)));
+    // an endpoint address per service (a pod is behind one service here)
+    p.onSliceUpdate(slice(`s${i}`, `s${i}-1`, [{ name: 'http', port: 8080 }], eps(3, `10.${244 + (i >> 8)}.${i & 255}.`)));
   }
 }
 
@@ -30,7 +31,7 @@ async function writesFromNothing(k: EngineKernel, objects: (p: Proxier) => void)
   return plan.plan.nft?.ops.length ?? 0;
 }
 
-test('one endpoint changed: two element writes and no listing, the same at 100 and 2,000 services; the kernel then holds what a sync from nothing programs', async () => {
+test('one endpoint changed: four element writes (the endpoint map and the hairpin set) and no listing, the same at 100 and 2,000 services; the kernel then holds what a sync from nothing programs', async () => {
   const writes: string[][] = [];
   for (const n of [100, 2000]) {
     const k = fakeKernel();
@@ -58,7 +59,7 @@ test('one endpoint changed: two element writes and no listing, the same at 100 a
     assert.equal(full.report.nft.writes, 0);
     assert.equal(k.nft.dumps, listed);
   }
-  assert.deepEqual(writes[0], ['add-elements 1', 'delete-elements 1'], 'one delete and one add of the endpoint map element');
+  assert.deepEqual(writes[0], ['add-elements 2', 'delete-elements 2'], 'a delete and an add of the endpoint map element, and of the hairpin element');
   assert.deepEqual(writes[1], writes[0], 'the same messages at 2,000 services');
 });
 
@@ -200,7 +201,8 @@ test('a sync that fails leaves nothing half-known: the next one builds from noth
 test('a key two services put (a hairpin endpoint, a cluster IP of two ports) stays until the last of them lets it go', async () => {
   const k = fakeKernel();
   const p = new Proxier(k, { mode: 'nftables', node, config });
-  // one pod on this node behind services a and b (same target port): one hairpin element
+  // one pod behind services a and b: one hairpin element (every endpoint has one, whatever its
+  // node: kube-proxy masquerades any endpoint that reaches itself)
   const local = [{ ip: '10.244.1.5', node: 'node-a' }];
   const objects = (q: Proxier, services: string[]) => {
     for (const n of services) {
@@ -212,23 +214,29 @@ test('a key two services put (a hairpin endpoint, a cluster IP of two ports) sta
     q.onSliceUpdate(slice('c', 'c-1', [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }], eps(2, '10.244.2.')));
   };
   const elements = async (set: string) => (await k.nft.list()).sets.find((s) => s.family === 'ip' && s.table === 'ipvsync' && s.name === set)!.elements!.map((e) => e.key.join(' ')).sort();
+  const c = ['10.244.2.2 10.244.2.2', '10.244.2.3 10.244.2.3'];
   objects(p, ['a', 'b']);
   assert.deepEqual((await p.sync(true)).report.errors, []);
-  assert.deepEqual(await elements('hairpin'), ['10.244.1.5 tcp 8080 10.244.1.5']);
+  assert.deepEqual(await elements('hairpin'), ['10.244.1.5 10.244.1.5', ...c]);
   assert.deepEqual(await elements('cluster-addrs'), ['10.96.0.10', '10.96.0.11', '10.96.0.12']);
   p.onServiceDelete('default/a');
   p.onSliceDelete('default/a-1');
   assert.deepEqual((await p.sync(false)).report.errors, []);
-  assert.deepEqual(await elements('hairpin'), ['10.244.1.5 tcp 8080 10.244.1.5'], 'b still has it');
+  assert.deepEqual(await elements('hairpin'), ['10.244.1.5 10.244.1.5', ...c], 'b still has it');
   assert.equal(await writesFromNothing(k, (q) => objects(q, ['b'])), 0);
   p.onServiceDelete('default/b');
   p.onSliceDelete('default/b-1');
   assert.deepEqual((await p.sync(false)).report.errors, []);
-  assert.deepEqual(await elements('hairpin'), []);
-  // c loses a port: its cluster IP stays, for the other
+  assert.deepEqual(await elements('hairpin'), c);
+  // c loses a port: its cluster IP stays, for the other, and so do its endpoints' hairpin
+  // elements (the same addresses behind both ports)
   p.onServiceUpdate(svc('c', { clusterIP: '10.96.0.12', ports: [{ name: 'http', port: 80 }] }));
   assert.deepEqual((await p.sync(false)).report.errors, []);
   assert.deepEqual(await elements('cluster-addrs'), ['10.96.0.12']);
+  assert.deepEqual(await elements('hairpin'), c);
+  p.onServiceDelete('default/c');
+  assert.deepEqual((await p.sync(false)).report.errors, []);
+  assert.deepEqual(await elements('hairpin'), []);
 });
 
 test('an endpoint map holds each frontend as one block: a frontend gone from the middle, the last block moved into its place and changed, the kernel holds what a sync from nothing programs', async () => {

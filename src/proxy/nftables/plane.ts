@@ -11,7 +11,7 @@ import { localWithoutEndpoints, notProgrammed, type ModelContext, type ServiceMo
 import type { HealthCheck, ModelWarning } from '../../kube/types.js';
 import type { Fam } from '../nft-sets.js';
 import {
-  affinityTimeoutSet, endpointsMap, FIXED_SETS, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, staticElements,
+  affinityTimeoutSet, endpointsMap, FIXED_SETS, hairpinElement, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, staticElements,
   type Firewall, type FrontendPart, type ServiceElement, type SetDecl, type TableShape,
 } from './table.js';
 
@@ -31,6 +31,7 @@ const SHARED_KEYS: ReadonlySet<string> = new Set(['hairpin', 'cluster-addrs', 's
 class ElementSet {
   readonly set: DesiredSet;
   readonly shared: boolean;
+  private readonly hairpin: boolean;
   private readonly byKey = new Map<string, number>();
   private readonly owners = new Map<string, number>();
   private readonly byElement = new Map<SetElement, number>();
@@ -41,13 +42,15 @@ class ElementSet {
   constructor(readonly family: Fam, readonly decl: SetDecl, elements: readonly SetElement[] = []) {
     this.set = { ...decl, elements: [], unique: true };
     this.shared = SHARED_KEYS.has(decl.name);
+    this.hairpin = decl.name === 'hairpin';
     for (const e of elements) this.add(e);
   }
 
   /** The element's key: its parts joined, the model's addresses being canonical already (and
-   *  protocols named, CIDRs their network), so one kernel key is one text. */
+   *  protocols named, CIDRs their network), so one kernel key is one text; a hairpin element's
+   *  is its address (both parts are: no new text for ~100k of them at 10k services × 10). */
   key(e: SetElement): string {
-    return e.key.join(' ');
+    return this.hairpin ? (e.key[0] as string) : e.key.join(' ');
   }
 
   /** The element of a shared key (another set's: undefined). */
@@ -428,13 +431,15 @@ export class NftablesPlane {
     if (t) t.now = undefined;
   }
 
-  /** A frontend's endpoint blocks into their maps. */
+  /** A frontend's endpoint blocks into their maps, and its endpoints into the hairpin set
+   *  (derived from the blocks, not kept: one more element per endpoint of every frontend). */
   private putEndpoints(fe: FrontendPart): void {
     for (const block of [fe.endpointElements, fe.shortCircuit]) {
       if (!block?.length) continue;
       const set = this.families![fe.family].sets.get(endpointsMap(block.length))!;
       set.addBlock(block);
       if (this.touched) for (const e of block) this.touch(set, e, false)!.now = e;
+      for (const e of block) this.put(fe.family, 'hairpin', hairpinElement(e));
     }
   }
 
@@ -444,6 +449,7 @@ export class NftablesPlane {
       const set = this.families![fe.family].sets.get(endpointsMap(block.length))!;
       if (this.touched) for (const e of block) this.touch(set, e, true)!.now = undefined;
       set.removeBlock(block);
+      for (const e of block) this.take(fe.family, 'hairpin', hairpinElement(e));
     }
   }
 

@@ -21,7 +21,8 @@
 //       keyed from SHORT_CIRCUIT on, and two rules per count M of such blocks pick one with
 //       numgen random mod M offset SHORT_CIRCUIT before the rules above
 //   nat postrouting: masquerade what carries the mark; hairpin (an endpoint that reached
-//       itself through its service: the pods' bridge ports need hairpin mode, as for
+//       itself through a service, whatever its slice says of its node, as kube-proxy's endpoint
+//       chains do it: a set of every endpoint address; the pods' bridge ports need hairpin mode, as for
 //       kube-proxy, docs/kube-proxy.md)
 //   filter firewall (prerouting and output, before the dnat): a load-balancer IP with
 //       loadBalancerSourceRanges jumps to its own chain (a verdict map element), which returns
@@ -139,7 +140,6 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
       const endpointElements = new Array<SetElement>(eps.length);
       eps.forEach((ep, i) => {
         endpointElements[i] = { key: [fe.address, p.protocol, fe.port, i], data: [ep.address, ep.port] };
-        if (ep.local) put('hairpin', { key: [ep.address, p.protocol, ep.port, ep.address] });
       });
       const shortCircuit = scEps.map((ep, i): SetElement => ({ key: [fe.address, p.protocol, fe.port, SHORT_CIRCUIT + i], data: [ep.address, ep.port] }));
       // every endpoint a client of the frontend can be sent to (the short-circuit's are the
@@ -186,6 +186,13 @@ function uniqEndpoints<T extends { address: string; port: number }>(eps: readonl
   });
 }
 
+/** The hairpin set's element of an endpoint: its address twice (daddr . saddr of a packet
+ *  DNATed back to where it came from), from an endpoint map element's data. */
+export function hairpinElement(endpoint: SetElement): SetElement {
+  const address = (endpoint.data as KeyValue[])[0]!;
+  return { key: [address, address] };
+}
+
 /** The endpoint counts' maps: `endpoints-N` holds the frontends with N endpoints. */
 export function endpointsMap(n: number): string {
   // one string per count: every element of the map names it (110k copies at 10k × 10)
@@ -224,7 +231,7 @@ export function setDecl(family: Fam, name: string): SetDecl {
     case 'service-cidrs':
       return { name, key: [F.addr], interval: true };
     case 'hairpin':
-      return { name, key: [F.addr, 'inet_proto', 'inet_service', F.addr] };
+      return { name, key: [F.addr, F.addr] };
     case 'cluster-addrs':
       return { name, key: [F.addr] };
     case 'firewall':
@@ -295,7 +302,7 @@ export function proxyTable(family: Fam, shape: TableShape, ctx: ModelContext, se
   for (const n of shape.sizes) add('services', R.inSet([R.F.l4proto], 'service-protocols'), R.dnatMap(family, [...svcFields, R.numgen(n)], endpointsMap(n), { port: true }));
 
   add('postrouting', R.markMatch('meta', MASQ_MARK), R.masquerade({ fullyRandom: true }));
-  add('postrouting', R.ctStatus('dnat'), R.inSet([F.daddr, R.F.l4proto, R.F.thDport, F.saddr], 'hairpin'), R.masquerade({ fullyRandom: true }));
+  add('postrouting', R.ctStatus('dnat'), R.inSet([F.daddr, F.saddr], 'hairpin'), R.masquerade({ fullyRandom: true }));
 
   for (const c of ['firewall-prerouting', 'firewall-output']) add(c, R.inSet([R.F.l4proto], 'service-protocols'), R.vmap(svcFields, 'firewall'));
   for (const fw of [...shape.firewalls.values()].sort((a, b) => (a.chain < b.chain ? -1 : 1))) {
