@@ -3,7 +3,7 @@
 // CategorizeEndpoints, topologyModeFromHints, serving-terminating fallback of KEP-1669).
 import type { V1EndpointSlice } from './api-types.js';
 import type { AddressFamily, IpvsProtocol } from '../kernel/ipvs.js';
-import { compareAddress, ipv4Number, validIp } from '../net/address.js';
+import { compareAddress, ipv4Number, sloppyIp } from '../net/address.js';
 import { compareText, insertionSort } from '../util/sorted.js';
 import { endpointAddress } from './slim.js';
 import { arr, field, int, isMapping, member, present, str } from './fields.js';
@@ -114,7 +114,7 @@ export function endpointsForPort(
     const endpoints = arr(slice, 'endpoints');
     if (!endpoints) continue;
     for (const ep of endpoints) {
-      const address = validIp(endpointAddress(ep as never));
+      const address = sloppyIp(endpointAddress(ep as never));
       // a valid address: IPv6 exactly when it has a colon
       if (!address || (address.includes(':') ? 'inet6' : 'inet') !== family) continue;
       const c = member(ep, 'conditions');

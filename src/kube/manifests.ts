@@ -10,7 +10,7 @@ import { BadInputError } from '../errors.js';
 import { yaml } from '../yaml.js';
 import type { V1EndpointSlice, V1Endpoints, V1Node, V1Service, V1ServiceCIDR } from './api-types.js';
 import { objectKey } from './change-tracker.js';
-import { parseCidrText, validIp } from '../net/address.js';
+import { parseCidrText, sloppyIp } from '../net/address.js';
 import { arr, field, int, isMapping, member, present, show, str } from './fields.js';
 import { isManifestName } from './manifest-names.js';
 import { LABEL_SERVICE_NAME, type ObjectHandlers } from './types.js';
@@ -305,7 +305,7 @@ function checkEndpoints(obj: Record<string, unknown>): string | undefined {
     for (const f of ['addresses', 'notReadyAddresses'] as const) {
       const list = listAt(s, f);
       if (!list) return `subsets[${i}].${f} must be a list`;
-      for (let j = 0; j < list.length; j++) if (!validIp(member(list[j], 'ip'))) return `subsets[${i}].${f}[${j}].ip is not an IP address`;
+      for (let j = 0; j < list.length; j++) if (!sloppyIp(member(list[j], 'ip'))) return `subsets[${i}].${f}[${j}].ip is not an IP address`;
     }
     const ports = listAt(s, 'ports');
     if (!ports) return `subsets[${i}].ports must be a list`;
@@ -351,7 +351,7 @@ export function endpointsToSlices(ep: V1Endpoints): V1EndpointSlice[] {
     for (const [family, addressType] of [['inet', 'IPv4'], ['inet6', 'IPv6']] as const) {
       const endpoints: V1EndpointSlice['endpoints'] = [];
       for (const { a, ready } of all) {
-        const ip = validIp(member(a, 'ip'));
+        const ip = sloppyIp(member(a, 'ip'));
         if (!ip || (ip.includes(':') ? 'inet6' : 'inet') !== family) continue;
         const nodeName = str(a, 'nodeName');
         const hostname = str(a, 'hostname');

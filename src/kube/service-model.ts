@@ -12,7 +12,7 @@
 import type { V1EndpointSlice, V1Service, V1ServiceCIDR } from './api-types.js';
 import type { AddressFamily, IpvsProtocol, ServiceFlag } from '../kernel/ipvs.js';
 import { cidrList, inAny, type CidrList } from './address.js';
-import { ipFamily, isIpv6LinkLocal, compareAddress, validIp } from '../net/address.js';
+import { ipFamily, isIpv6LinkLocal, compareAddress, sloppyIp, validIp } from '../net/address.js';
 import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
 import { objectKey, sliceServiceKey } from './change-tracker.js';
 import { chooseScheduler, isKnownScheduler } from './scheduler.js';
@@ -285,7 +285,7 @@ function clusterIPsOf(spec: Record<string, unknown>, warn: (m: string) => void):
   if (raw.length === 0 || raw[0] === 'None') return [];
   const ips: string[] = [];
   for (const r of raw) {
-    const ip = validIp(r);
+    const ip = sloppyIp(r);
     if (ip) ips.push(ip);
     else warn(`clusterIP ${quote(r)} is not an IP address, ignored`);
   }
@@ -324,7 +324,7 @@ function ipsOfFamily(list: readonly unknown[], family: AddressFamily, what: stri
   if (!list.length) return NONE;
   const out: string[] = [];
   for (const raw of list) {
-    const ip = validIp(raw);
+    const ip = sloppyIp(raw);
     if (!ip) warn(`${what} ${quote(raw)} is not an IP address, ignored`);
     else if (ipFamily(ip) === family) out.push(ip);
   }

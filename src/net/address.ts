@@ -131,6 +131,24 @@ export function validIp(address: unknown): string | undefined {
   return /^::ffff:[0-9a-f]{1,4}:[0-9a-f]{1,4}$/.test(c) ? undefined : c;
 }
 
+/** Canonical text of an IP as kube-proxy reads Kubernetes objects' addresses (ParseIPSloppy,
+ *  k8s.io/utils/net): IPv4 octets with leading zeros are decimal ("172.30.0.041" is
+ *  172.30.0.41, as older API servers stored such addresses), and an IPv4-mapped IPv6 address is
+ *  its IPv4 address; otherwise validIp. Undefined for anything else. */
+export function sloppyIp(address: unknown): string | undefined {
+  const ip = validIp(address);
+  if (ip !== undefined) return ip;
+  if (typeof address !== 'string') return undefined;
+  const a = address.trim();
+  const octets = a.split('.');
+  if (octets.length === 4 && octets.every((o) => /^\d+$/.test(o) && Number(o) <= 255)) return octets.map(Number).join('.');
+  if (addressFamily(a) !== 6) return undefined;
+  const w = ipv6Words(canonicalAddress(a));
+  // ::ffff:a.b.c.d: words 0-4 zero, word 5 0xffff
+  if (w && w.slice(0, 5).every((x) => x === 0) && w[5] === 0xffff) return [w[6]! >> 8, w[6]! & 255, w[7]! >> 8, w[7]! & 255].join('.');
+  return undefined;
+}
+
 /** 127.0.0.0/8 or ::1, for canonical addresses. */
 export function isLoopback(address: string): boolean {
   return address === '::1' || address.startsWith('127.');
@@ -205,7 +223,7 @@ export function parseCidr(text: string): Cidr {
 
 /**
  * A CIDR as kube-proxy reads one (netutils.ParseCIDRSloppy, then the network): whitespace
- * trimmed, the address a valid IP (validIp), the length decimal digits in range, host bits
+ * trimmed, the address an IP as sloppyIp reads it, the length decimal digits in range, host bits
  * dropped ("203.0.113.7/24" is 203.0.113.0/24: the API server accepts it, kube-proxy programs
  * the network, and nftables refuses host bits). A bare address is its /32 or /128. undefined:
  * not a CIDR.
@@ -214,7 +232,8 @@ export function parseCidrText(raw: unknown): Cidr | undefined {
   if (typeof raw !== 'string') return undefined;
   const text = raw.trim();
   const slash = text.indexOf('/');
-  const address = validIp(slash < 0 ? text : text.slice(0, slash));
+  // read as kube-proxy reads it (ParseCIDRSloppy): leading zeros are decimal
+  const address = sloppyIp(slash < 0 ? text : text.slice(0, slash));
   if (!address || (slash >= 0 && !/^\d{1,3}$/.test(text.slice(slash + 1)))) return undefined;
   try {
     return parseCidr(slash < 0 ? address : `${address}/${Number(text.slice(slash + 1))}`);

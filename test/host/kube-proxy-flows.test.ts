@@ -16,7 +16,7 @@ const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..',
 const CASES = loadCases(FIXTURES);
 
 test('kube-proxy nftables packet flows, with real packets', async (t) => {
-  assert.ok(CASES.length >= 40, `${CASES.length} cases`);
+  assert.ok(CASES.length >= 43, `${CASES.length} cases`);
   const lab = await FlowLab.open(CASES[0]!.nodeIPs);
   t.after(() => lab.dispose());
   for (const c of CASES) {

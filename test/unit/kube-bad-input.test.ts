@@ -197,13 +197,13 @@ test('config CIDRs reach the model as their network: clusterCIDRs with host bits
     services: [good, lb],
     endpointSlices: [goodSlice],
     node: { name: 'node-a', addresses: ['10.0.0.11', '192.168.7.1', 'fd00:1::11'] },
-    config: { clusterCIDRs: ['10.244.3.1/16', ' fd00:244::1/64 ', '10.0.0.0/33', '10.244.0.0/16'], nodePortAddresses: ['10.0.0.99/24', '10.0.0.01/8'] },
+    config: { clusterCIDRs: ['10.244.3.1/16', ' fd00:244::1/64 ', '10.0.0.0/33', '10.244.0.0/16'], nodePortAddresses: ['10.0.0.99/24', '192.168.7.01/32', '10.0.0.1/8/8'] },
   });
   assert.deepEqual(m.glue.clusterCIDRs, ['10.244.0.0/16', 'fd00:244::/64']);
-  assert.deepEqual(m.glue.nodePortAddresses, ['10.0.0.11', 'fd00:1::11']);
+  assert.deepEqual(m.glue.nodePortAddresses, ['10.0.0.11', '192.168.7.1', 'fd00:1::11'], 'a leading zero is decimal, as kube-proxy reads it');
   assert.deepEqual(m.warnings, [
     { service: '', message: 'clusterCIDRs: "10.0.0.0/33" is not a CIDR, ignored' },
-    { service: '', message: 'nodePortAddresses: "10.0.0.01/8" is not a CIDR, ignored' },
+    { service: '', message: 'nodePortAddresses: "10.0.0.1/8/8" is not a CIDR, ignored' },
   ]);
   assertKernelValues(m, 'config CIDRs');
 });

@@ -13,6 +13,7 @@ import {
   type ServicePortModel,
 } from '../../src/kube/service-model.js';
 import { NODE, slice, svc } from '../fixtures/kube/builders.js';
+import { translate } from '../../src/proxy/ipvs/translate.js';
 
 const ctx = (config = {}, node = NODE) => modelContext(node, config);
 const eps = (list: readonly { address: string; port: number }[]) => list.map((e) => `${e.address}:${e.port}`);
@@ -145,4 +146,25 @@ test('the context reads the node and configuration once: NodePort addresses per 
     c.warnings.map((w) => w.message),
     ['config scheduler: unknown scheduler "bogus", using "rr"', 'nodePortAddresses: "nope" is not a CIDR, ignored'],
   );
+});
+
+test('addresses with leading zeros (as older API servers stored them) are read as kube-proxy reads them: decimal, in every field, source ranges and endpoints included; both data planes program them', () => {
+  const s = svc(
+    'old',
+    { type: 'LoadBalancer', clusterIP: '172.30.0.041', externalIPs: ['192.168.099.022'], loadBalancerSourceRanges: ['203.0.113.000/025'], ports: [{ name: 'p80', port: 80, nodePort: 3001 }] },
+    { ingress: [{ ip: '1.2.3.004' }] },
+  );
+  const m = serviceModel(s, [slice('old', 'old-1', [{ name: 'p80', port: 80 }], [{ ip: '10.180.00.001', node: 'node-b' }])], ctx({ clusterCIDRs: ['10.0.0.0/8'] }));
+  assert.deepEqual(m.warnings, []);
+  const [p] = m.ports;
+  assert.equal(p!.clusterIP, '172.30.0.41');
+  assert.deepEqual(p!.externalIPs, ['192.168.99.22']);
+  assert.deepEqual(p!.loadBalancerIPs, ['1.2.3.4']);
+  assert.deepEqual(p!.sourceRanges.texts, ['203.0.113.0/25']);
+  assert.deepEqual(eps(p!.cluster), ['10.180.0.1:80']);
+  // the IPVS data plane: its virtual servers and VIPs
+  const ipvs = translate({ services: [s], endpointSlices: [slice('old', 'old-1', [{ name: 'p80', port: 80 }], [{ ip: '10.180.00.001', node: 'node-b' }])], node: NODE, config: {} });
+  assert.deepEqual(ipvs.warnings, []);
+  assert.deepEqual(ipvs.vips.sort(), ['1.2.3.4', '172.30.0.41', '192.168.99.22']);
+  for (const v of ipvs.services.filter((x) => 'address' in x && x.address !== NODE.addresses[0])) assert.deepEqual(v.destinations.map((d) => d.address), ['10.180.0.1']);
 });

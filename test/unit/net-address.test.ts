@@ -10,6 +10,7 @@ import {
   canonicalNetwork,
   cidrContains,
   cidrText,
+  sloppyIp,
   compareAddress,
   familyOf,
   formatIPv6Words,
@@ -138,13 +139,30 @@ test('parseCidr: /0, /32, /128, a bare address, host bits dropped; refuses what 
     assert.throws(() => parseCidr(bad), RangeError, bad);
 });
 
-test("parseCidrText is kube-proxy's: trimmed, a valid IP, decimal length, host bits to the network", () => {
+test("parseCidrText is kube-proxy's (ParseCIDRSloppy): trimmed, an IP as sloppyIp reads it, decimal length, host bits to the network", () => {
   assert.equal(cidrText(parseCidrText(' 203.0.113.7/24 ')!), '203.0.113.0/24');
   assert.equal(cidrText(parseCidrText('203.0.113.7')!), '203.0.113.7/32');
   assert.equal(cidrText(parseCidrText('fd00::1/128')!), 'fd00::1/128');
   assert.equal(cidrText(parseCidrText('10.0.0.0/008')!), '10.0.0.0/8');
-  for (const bad of ['10.0.0.0/33', '10.0.0.0/0x8', '10.0.0.0/ 8', '10.0.0.0/', '010.0.0.0/8', '::ffff:10.0.0.0/104', 'fd00::/1280', 7, undefined])
+  assert.equal(cidrText(parseCidrText('010.0.0.0/8')!), '10.0.0.0/8', 'leading zeros are decimal');
+  assert.equal(cidrText(parseCidrText('203.0.113.000/025')!), '203.0.113.0/25');
+  for (const bad of ['10.0.0.0/33', '10.0.0.0/0x8', '10.0.0.0/ 8', '10.0.0.0/', '010.0.0.256/8', '::ffff:10.0.0.0/104', 'fd00::/1280', 7, undefined])
     assert.equal(parseCidrText(bad), undefined, String(bad));
+});
+
+test("sloppyIp is kube-proxy's ParseIPSloppy: leading zeros decimal, an IPv4-mapped IPv6 address its IPv4 one; validIp stays strict", () => {
+  assert.equal(sloppyIp('172.30.0.041'), '172.30.0.41');
+  assert.equal(sloppyIp('10.180.00.001'), '10.180.0.1');
+  assert.equal(sloppyIp(' 1.2.3.004 '), '1.2.3.4');
+  assert.equal(sloppyIp('0000010.0.0.1'), '10.0.0.1');
+  assert.equal(sloppyIp('::ffff:1.2.3.4'), '1.2.3.4');
+  assert.equal(sloppyIp('::FFFF:0102:0304'), '1.2.3.4');
+  assert.equal(sloppyIp('10.0.0.1'), '10.0.0.1');
+  assert.equal(sloppyIp('FD00:0::1'), 'fd00::1');
+  for (const bad of ['10.0.0.256', '10.0.0.0256', '10.0.0', '10.0.0.1.1', '0x10.0.0.1', '1e1.0.0.1', '', ' ', 'fe80::1%eth0', '::fffe:1.2.3.4x', 7, undefined])
+    assert.equal(sloppyIp(bad), undefined, String(bad));
+  assert.equal(validIp('172.30.0.041'), undefined);
+  assert.equal(validIp('::ffff:1.2.3.4'), undefined);
 });
 
 test('membership: family, boundaries, /0 and the host prefix', () => {
