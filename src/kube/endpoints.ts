@@ -119,7 +119,8 @@ export function endpointsForPort(
       if (!address || (address.includes(':') ? 'inet6' : 'inet') !== family) continue;
       const c = member(ep, 'conditions');
       const ready = condition(c, 'ready', true);
-      const serving = condition(c, 'serving', ready ?? true);
+      // absent: true, as kube-proxy's endpoint slice cache reads it (the API's default)
+      const serving = condition(c, 'serving', true);
       const terminating = condition(c, 'terminating', false);
       const node = member(ep, 'nodeName');
       if (ready === undefined || serving === undefined || terminating === undefined || (present(node) && typeof node !== 'string') || (present(c) && !isMapping(c))) {

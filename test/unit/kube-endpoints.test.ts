@@ -3,7 +3,8 @@
 // list) must choose exactly what the filters do.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { clusterEndpoints, endpointOrderKey, localEndpoints, type EndpointInfo } from '../../src/kube/endpoints.js';
+import { clusterEndpoints, endpointOrderKey, endpointsForPort, localEndpoints, type EndpointInfo } from '../../src/kube/endpoints.js';
+import { slice } from '../fixtures/kube/builders.js';
 
 const NONE: ReadonlySet<string> = new Set();
 function ep(address: string, o: Partial<EndpointInfo> = {}): EndpointInfo {
@@ -50,4 +51,23 @@ test('localEndpoints: ready node-local ones, else serving-terminating node-local
   assert.deepEqual(none, []);
   assert.ok(Object.isFrozen(none));
   assert.equal(localEndpoints([]), none);
+});
+
+test("endpointsForPort reads conditions as kube-proxy's endpoint slice cache: ready and serving absent are true, terminating absent is false", () => {
+  const s = slice('web', 'web-1', [{ name: 'http', port: 8080 }], []);
+  s.endpoints = [
+    { addresses: ['10.0.0.1'], conditions: {} },
+    { addresses: ['10.0.0.2'], conditions: { ready: false, terminating: true } },
+    { addresses: ['10.0.0.3'], conditions: { ready: false, serving: false, terminating: true } },
+    { addresses: ['10.0.0.4'] },
+  ];
+  const all = endpointsForPort([s], 'http', 'tcp', 'inet', 'node-a');
+  assert.deepEqual(all.map((e) => [e.address, e.ready, e.serving, e.terminating]), [
+    ['10.0.0.1', true, true, false],
+    ['10.0.0.2', false, true, true],
+    ['10.0.0.3', false, false, true],
+    ['10.0.0.4', true, true, false],
+  ]);
+  // no ready endpoint left: the one serving-terminating by default is the fallback
+  assert.deepEqual(addrs(clusterEndpoints(all.filter((e) => !e.ready), 'node-a', undefined)), ['10.0.0.2']);
 });
