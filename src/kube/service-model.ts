@@ -62,6 +62,9 @@ export interface ServicePortModel {
   cluster: readonly EndpointInfo[];
   /** Node-local endpoints for Local traffic policy (ready; else serving-terminating). */
   local: readonly EndpointInfo[];
+  /** Every node-local endpoint, whatever its conditions (kube-proxy's IPVS mode loops each back
+   *  through KUBE-LOOP-BACK). */
+  nodeLocal: readonly EndpointInfo[];
 }
 
 /** One service: its ports, the service-wide facts, and what was wrong with it. */
@@ -108,12 +111,17 @@ export const frontendEndpoints = (p: ServicePortModel, fe: Frontend): readonly E
  *  frontend, whose traffic all follows frontendEndpoints. */
 export const shortCircuitEndpoints = (p: ServicePortModel, fe: Frontend): readonly EndpointInfo[] => (fe.kind !== 'clusterIP' && p.externalLocal ? p.cluster : NONE);
 
-/** The Local traffic policies of a port left without a node-local endpoint (what kube-proxy's
- *  sync_proxy_rules_no_local_endpoints_total counts). */
+/** The Local traffic policies of a port left without a node-local endpoint while it has
+ *  endpoints elsewhere (what kube-proxy's sync_proxy_rules_no_local_endpoints_total counts; a
+ *  port without any endpoint is not counted). */
 export function localWithoutEndpoints(p: ServicePortModel): { internal: boolean; external: boolean } {
-  const none = p.local.length === 0;
+  const none = p.local.length === 0 && p.cluster.length > 0;
   return { internal: none && p.internalLocal, external: none && p.externalLocal };
 }
+
+/** The port is reached from outside the cluster: a node port, load-balancer or external IPs
+ *  (kube-proxy's ExternallyAccessible). */
+export const externallyAccessible = (p: ServicePortModel): boolean => p.nodePort > 0 || p.loadBalancerIPs.length > 0 || p.externalIPs.length > 0;
 
 /** The warning for a service whose objects threw on a shape no check foresaw: it is skipped. */
 export function notProgrammed(e: unknown): string {
@@ -257,6 +265,7 @@ export function serviceModel(svc: V1Service, slices: readonly V1EndpointSlice[],
       const all = endpointsForPort(slices, p.portName, p.protocol, family, ctx.nodeName, warn);
       p.cluster = clusterEndpoints(all, ctx.nodeName, ctx.zone);
       p.local = localEndpoints(all);
+      p.nodeLocal = all.some((e) => e.local) ? all.filter((e) => e.local) : NONE;
       m.ports.push(p);
       if (localReady) for (const e of all) if (e.local && e.ready) localReady.add(e.address);
     }
@@ -397,5 +406,6 @@ function servicePort(port: unknown, index: number, shared: SharedInfo, base: Por
     schedulerFlags: base.schedulerFlags,
     cluster: NONE,
     local: NONE,
+    nodeLocal: NONE,
   };
 }

@@ -19,7 +19,7 @@ const ctx = (config = {}, node = NODE) => modelContext(node, config);
 const eps = (list: readonly { address: string; port: number }[]) => list.map((e) => `${e.address}:${e.port}`);
 /** The port's plain facts, without its endpoint lists. */
 const facts = (p: ServicePortModel) => {
-  const { cluster: _c, local: _l, sourceRanges, ...rest } = p;
+  const { cluster: _c, local: _l, nodeLocal: _n, sourceRanges, ...rest } = p;
   return { ...rest, sourceRanges: sourceRanges.texts };
 };
 

@@ -223,7 +223,7 @@ const cases: Case[] = [
     },
   },
   {
-    name: 'externalTrafficPolicy Local without a local endpoint: external virtual servers exist, empty',
+    name: "externalTrafficPolicy Local without a local endpoint: the external virtual servers get the Cluster endpoints (kube-proxy's IPVS mode, kubernetes#97081)",
     services: [
       svc(
         'etp',
@@ -233,7 +233,7 @@ const cases: Case[] = [
     ],
     slices: [slice('etp', 'etp-1', [{ port: 8080 }], [{ ip: '192.168.0.7', node: 'node-b' }])],
     node: { name: 'node-a', addresses: ['10.0.0.11'] },
-    table: ['TCP 10.0.0.11:30050 rr', 'TCP 10.96.0.50:80 rr', '  -> 192.168.0.7:8080 Masq 1', 'TCP 192.0.2.50:80 rr'],
+    table: ['TCP 10.0.0.11:30050 rr', '  -> 192.168.0.7:8080 Masq 1', 'TCP 10.96.0.50:80 rr', '  -> 192.168.0.7:8080 Masq 1', 'TCP 192.0.2.50:80 rr', '  -> 192.168.0.7:8080 Masq 1'],
     check: (m) => {
       assert.deepEqual(m.healthChecks, [{ nodePort: 32000, service: 'default/etp', localEndpoints: 0 }]);
       assert.deepEqual(m.noLocalEndpoints, ['default/etp']);
@@ -274,6 +274,40 @@ const cases: Case[] = [
       assert.deepEqual(m.noLocalEndpoints, ['default/itp']);
       assert.deepEqual(m.noLocalEndpointsTotal, { internal: 1, external: 0 });
     },
+  },
+  {
+    name: "internalTrafficPolicy Local without a local endpoint on a NodePort: the ClusterIP virtual server gets the Cluster endpoints (kube-proxy's IPVS mode)",
+    services: [svc('itp', { type: 'NodePort', clusterIP: '10.96.0.61', internalTrafficPolicy: 'Local', ports: [{ port: 80, nodePort: 30061 }] })],
+    slices: [slice('itp', 'itp-1', [{ port: 80 }], [{ ip: '192.168.0.7', node: 'node-b' }])],
+    node: { name: 'node-a', addresses: ['10.0.0.11'] },
+    table: ['TCP 10.0.0.11:30061 rr', '  -> 192.168.0.7:80 Masq 1', 'TCP 10.96.0.61:80 rr', '  -> 192.168.0.7:80 Masq 1'],
+    check: (m) => assert.deepEqual(m.noLocalEndpointsTotal, { internal: 1, external: 0 }),
+  },
+  {
+    name: 'Local policies and no endpoint anywhere: empty virtual servers, no "no local endpoints" count',
+    services: [svc('none', { type: 'NodePort', clusterIP: '10.96.0.62', internalTrafficPolicy: 'Local', externalTrafficPolicy: 'Local', ports: [{ port: 80, nodePort: 30062 }] })],
+    slices: [],
+    node: { name: 'node-a', addresses: ['10.0.0.11'] },
+    table: ['TCP 10.0.0.11:30062 rr', 'TCP 10.96.0.62:80 rr'],
+    check: (m) => {
+      assert.deepEqual(m.noLocalEndpoints, []);
+      assert.deepEqual(m.noLocalEndpointsTotal, { internal: 0, external: 0 });
+    },
+  },
+  {
+    name: "hairpin: every node-local endpoint, whatever its conditions or the policies (kube-proxy's KUBE-LOOP-BACK)",
+    services: [svc('hp', { clusterIP: '10.96.0.63', ports: [{ port: 80 }] })],
+    slices: [
+      slice('hp', 'hp-1', [{ port: 80 }], [
+        { ip: '10.244.0.1', node: 'node-a' },
+        { ip: '10.244.0.2', node: 'node-a', ready: false, serving: false, terminating: true },
+        { ip: '10.244.0.3', node: 'node-a', ready: false, serving: true, terminating: true },
+        { ip: '10.244.0.4', node: 'node-b' },
+      ]),
+    ],
+    node: { name: 'node-a', addresses: ['10.0.0.11'] },
+    table: ['TCP 10.96.0.63:80 rr', '  -> 10.244.0.1:80 Masq 1', '  -> 10.244.0.4:80 Masq 1'],
+    check: (m) => assert.deepEqual(m.glue.hairpin.map((h) => h.address).sort(), ['10.244.0.1', '10.244.0.2', '10.244.0.3']),
   },
   {
     name: 'not-ready endpoints are excluded; absent conditions mean ready',

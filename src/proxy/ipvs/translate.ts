@@ -15,11 +15,9 @@ import { addressKey, compareAddress, isLoopback } from '../../net/address.js';
 import { sortSlices, type EndpointInfo } from '../../kube/endpoints.js';
 import { objectKey } from '../../kube/change-tracker.js';
 import {
-  externalEndpoints,
-  frontendEndpoints,
+  externallyAccessible,
   frontends,
   groupSlices,
-  internalEndpoints,
   localWithoutEndpoints,
   modelContext,
   notProgrammed,
@@ -553,15 +551,26 @@ function ipvsOptions(sp: ServicePortModel): ServiceOptions {
 // ---- per service port ----
 
 function translatePort(sp: ServicePortModel, ctx: Context): void {
-  const internal = internalEndpoints(sp);
-  const external = externalEndpoints(sp);
   for (const fe of frontends(sp, ctx)) {
-    addVirtualServer(sp, fe, frontendEndpoints(sp, fe), ctx);
+    addVirtualServer(sp, fe, realServers(sp, fe), ctx);
     addGlue(sp, fe, ctx);
   }
-  addHairpin(sp, internal, ctx);
-  if (external !== internal) addHairpin(sp, external, ctx);
+  addHairpin(sp, sp.nodeLocal, ctx);
   countNoLocal(sp, ctx);
+}
+
+/**
+ * A frontend's real servers as kube-proxy's IPVS mode chooses them (syncEndpoint): its traffic
+ * policy's endpoints, and for a Local policy without an endpoint on this node the Cluster
+ * policy's (kubernetes#97081: pods here reach the service; traffic from elsewhere is forwarded
+ * and its reply lost) — for the cluster IP only when the port is externally accessible, as
+ * kube-proxy has no Cluster endpoints for a port that never uses them. (The nftables data plane
+ * follows kube-proxy's nftables mode instead: docs/kube-proxy.md.)
+ */
+function realServers(sp: ServicePortModel, fe: Frontend): readonly EndpointInfo[] {
+  if (!fe.localOnly) return sp.cluster;
+  if (sp.local.length) return sp.local;
+  return fe.kind !== 'clusterIP' || externallyAccessible(sp) ? sp.cluster : sp.local;
 }
 
 /** Bound on kube-ipvs0: the cluster IP, and external and load-balancer IPs that are no node
@@ -605,10 +614,10 @@ function addGlue(sp: ServicePortModel, fe: Frontend, ctx: Context): void {
   }
 }
 
-/** Node-local endpoints in use may reach themselves through a VIP: they need masquerade. */
-function addHairpin(sp: ServicePortModel, used: readonly EndpointInfo[], ctx: Context): void {
-  for (const e of used) {
-    if (!e.local) continue;
+/** Node-local endpoints may reach themselves through a VIP: they need masquerade (every one,
+ *  whatever its conditions, as kube-proxy's KUBE-LOOP-BACK). */
+function addHairpin(sp: ServicePortModel, local: readonly EndpointInfo[], ctx: Context): void {
+  for (const e of local) {
     const acc = ctx.out;
     const list = acc.hairpin;
     // Unique: a service's few entries by a scan (no key text per local endpoint), more by key.
