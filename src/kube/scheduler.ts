@@ -41,7 +41,10 @@ export function chooseScheduler(annotations: unknown, defaultScheduler: string):
     else warnings.push(`${ANNOTATION_SCHEDULER}: unknown scheduler "${wanted}", using "${defaultScheduler}"`);
   }
   const flags: ServiceFlag[] = [];
-  for (const raw of text(ANNOTATION_SCHEDULER_FLAGS).split(',')) {
+  const given = text(ANNOTATION_SCHEDULER_FLAGS);
+  // kube-proxy's IPVS mode hashes the source port too with mh (FlagSourceHash): its default
+  if (scheduler === 'mh' && !given.trim()) flags.push('mh-port');
+  for (const raw of given.split(',')) {
     const flag = raw.trim();
     if (!flag) continue;
     if (flag === 'persistent') {

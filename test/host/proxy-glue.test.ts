@@ -67,7 +67,7 @@ test('loadBalancerSourceRanges: a per-service firewall chain, jumped to from the
   const glue = {
     clusterCIDRs: [],
     masqueradeAll: false,
-    vips: [{ kind: 'loadBalancer' as const, address: '198.51.100.7', protocol: 'tcp' as const, port: 443, localOnly: false, servicePort: 'ns/lb:https' }],
+    vips: [{ kind: 'loadBalancer' as const, address: '198.51.100.7', protocol: 'tcp' as const, port: 443, localOnly: false, bound: true, servicePort: 'ns/lb:https' }],
     nodePorts: [],
     nodePortAddresses: [],
     sourceRanges: [{ address: '198.51.100.7', protocol: 'tcp' as const, port: 443, cidrs: ['203.0.113.0/24', '192.0.2.10/32'], allowFromNode: true, servicePort: 'ns/lb:https' }],

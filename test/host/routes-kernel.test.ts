@@ -203,17 +203,24 @@ test('an engine sync owns only protocol-249 routes: foreign routes survive; resy
 });
 
 function glueSpec(): GlueSpec {
-  const vip = (address: string, port: number) => ({ kind: 'clusterIP' as const, address, protocol: 'tcp' as const, port, localOnly: false, servicePort: 'default/web:http' });
+  const vip = (address: string, port: number) => ({ kind: 'clusterIP' as const, address, protocol: 'tcp' as const, port, localOnly: false, bound: true, servicePort: 'default/web:http' });
   return {
     clusterCIDRs: [], masqueradeAll: false, vips: [vip('10.96.0.10', 8080), vip('fd00:96::a', 8080)], nodePorts: [], nodePortAddresses: [],
     sourceRanges: [], hairpin: [], localTrafficServices: [], healthCheckNodePorts: [],
   };
 }
 
+/** A source of the node's that is no cluster IP: the node's traffic from a cluster IP itself
+ *  (the source the kernel picks for a local destination) is masqueraded when there is no
+ *  cluster CIDR (kube-proxy's KUBE-CLUSTER-IP src,dst), and on lo — where the local server
+ *  standing in for IPVS is — masquerade has no address to take. */
+const CLIENT = { v4: '192.0.2.1', v6: 'fd00:2::1' };
+
 /** Connects and reports 'connected' or the error code. */
 function tryConnect(host: string, port: number): Promise<string> {
+  for (const [a, len] of [[CLIENT.v4, 32], [CLIENT.v6, 128]] as const) spawnSync('ip', ['addr', 'add', `${a}/${len}`, 'dev', 'lo', ...(len === 128 ? ['nodad'] : [])]);
   return new Promise((resolve) => {
-    const s = connect({ host, port, timeout: 3000 });
+    const s = connect({ host, port, timeout: 3000, localAddress: host.includes(':') ? CLIENT.v6 : CLIENT.v4 });
     s.once('connect', () => {
       s.destroy();
       resolve('connected');

@@ -7,6 +7,8 @@ import { translate } from '../../src/proxy/ipvs/translate.js';
 import type { NodeInfo, ProxyConfig } from '../../src/kube/types.js';
 import type { ProxyModel } from '../../src/proxy/ipvs/types.js';
 import { NODE, render, slice, svc } from '../fixtures/kube/builders.js';
+import { glueTables } from '../../src/proxy/ipvs/glue.js';
+import { kubeProxyIpSets } from '../../src/proxy/ipvs/kube-ipsets.js';
 
 interface Case {
   name: string;
@@ -34,7 +36,7 @@ const cases: Case[] = [
     table: ['TCP 10.105.250.129:80 rr', '  -> 192.168.0.7:80 Masq 1', '  -> 192.168.1.3:80 Masq 1', '  -> 192.168.1.4:80 Masq 1'],
     vips: ['10.105.250.129'],
     check: (m) => {
-      assert.deepEqual(m.glue.vips, [{ kind: 'clusterIP', address: '10.105.250.129', protocol: 'tcp', port: 80, localOnly: false, servicePort: 'default/nginx-basic:http' }]);
+      assert.deepEqual(m.glue.vips, [{ kind: 'clusterIP', address: '10.105.250.129', protocol: 'tcp', port: 80, localOnly: false, bound: true, servicePort: 'default/nginx-basic:http' }]);
       assert.deepEqual(m.glue.nodePorts, []);
       assert.deepEqual(m.glue.hairpin, [{ address: '192.168.1.3', protocol: 'tcp', port: 80 }], 'only the node-local endpoint hairpins');
       assert.deepEqual(m.warnings, []);
@@ -586,4 +588,35 @@ test('translate: never throws on malformed objects, never mutates its input', ()
     { service: 'default/badport', message: 'port 70000 out of range, ignored' },
     { service: 'default/badport', message: 'port 81: protocol ICMP not supported, ignored' },
   ]);
+});
+
+test("the glue and kube-proxy's ipsets as kube-proxy's IPVS mode has them: other ports refused only on bound VIPs; Local external IPs not in KUBE-EXTERNAL-IP; no cluster CIDR: the node's traffic from a cluster IP masqueraded; mh hashes ports", () => {
+  const node: NodeInfo = { name: 'node-a', addresses: ['10.0.0.11'] };
+  const services = [
+    // an external IP that is the node's own address: served, not bound
+    svc('mine', { clusterIP: '10.96.0.80', externalIPs: ['10.0.0.11', '203.0.113.80'], ports: [{ port: 8080 }] }),
+    svc('local', { type: 'NodePort', clusterIP: '10.96.0.81', externalIPs: ['203.0.113.81'], externalTrafficPolicy: 'Local', ports: [{ port: 80, nodePort: 30081 }] }),
+    svc('hashed', { clusterIP: '10.96.0.82', ports: [{ port: 80 }] }, { annotations: { 'ipvsync.io/scheduler': 'mh' } }),
+    svc('flagged', { clusterIP: '10.96.0.83', ports: [{ port: 80 }] }, { annotations: { 'ipvsync.io/scheduler': 'mh', 'ipvsync.io/scheduler-flags': 'mh-fallback' } }),
+  ];
+  const m = translate({ services, endpointSlices: [], node });
+  assert.deepEqual(m.vips.sort(), ['10.96.0.80', '10.96.0.81', '10.96.0.82', '10.96.0.83', '203.0.113.80', '203.0.113.81']);
+  const [ip] = glueTables(m.glue);
+  const elements = (name: string) => ip!.sets.find((s) => s.name === name)!.elements.map((e) => e.key.join(' '));
+  assert.ok(!elements('vips').includes('10.0.0.11'), "the node's address is no VIP: its other ports are not refused");
+  assert.ok(elements('vip-ports').includes('10.0.0.11 tcp 8080'));
+  const sets = new Map(kubeProxyIpSets(m.glue).map((s) => [s.name, s.members.map((x) => Object.values(x).join(','))]));
+  assert.ok(!sets.get('KUBE-IPVS-IPS')!.includes('10.0.0.11'));
+  assert.deepEqual(sets.get('KUBE-EXTERNAL-IP'), ['203.0.113.80,tcp,8080', '10.0.0.11,tcp,8080'].sort(), 'the Local one is in -LOCAL only');
+  assert.deepEqual(sets.get('KUBE-EXTERNAL-IP-LOCAL'), ['203.0.113.81,tcp,80']);
+  // no cluster CIDR: kube-proxy's `KUBE-CLUSTER-IP src,dst -j KUBE-MARK-MASQ`
+  const services4 = ip!.rules.filter((r) => r.chain === 'services');
+  const bySource = services4.filter((r) => r.exprs.some((e) => e.type === 'payload' && (e as { offset: number }).offset === 12) && r.exprs.some((e) => e.type === 'lookup' && (e as { set: string }).set === 'cluster-ips'));
+  assert.equal(bySource.length, 1, 'one rule: a cluster IP as source, the service port as destination');
+  const [withCidr] = glueTables(translate({ services, endpointSlices: [], node, config: { clusterCIDRs: ['10.244.0.0/16'] } }).glue);
+  assert.equal(withCidr!.rules.filter((r) => r.chain === 'services' && r.exprs.some((e) => e.type === 'lookup' && (e as { set: string }).set === 'cluster-cidrs')).length, 1);
+  // mh: kube-proxy's flag (source port hashed) unless the flags are given
+  const flags = Object.fromEntries(m.services.map((s) => ['address' in s ? s.address : '', s.flags ?? []]));
+  assert.deepEqual(flags['10.96.0.82'], ['mh-port']);
+  assert.deepEqual(flags['10.96.0.83'], ['mh-fallback']);
 });

@@ -37,7 +37,7 @@ test('glue sets: in order and unique from sorted lists, and the same from shuffl
       const port = [53, 80, 443, 8080][Math.floor(r() * 4)]!;
       hairpin.push({ address, protocol, port });
       const kind = (['clusterIP', 'externalIP', 'loadBalancer'] as const)[r() < 0.8 ? 0 : 1 + Math.floor(r() * 2)]!;
-      vips.push({ kind, address: v6 ? `fd01::${(i >> 1).toString(16)}` : `10.96.${i >> 9}.${(i >> 1) & 255}`, protocol, port, localOnly: r() < 0.3, servicePort: `default/s${i}:p` });
+      vips.push({ kind, address: v6 ? `fd01::${(i >> 1).toString(16)}` : `10.96.${i >> 9}.${(i >> 1) & 255}`, protocol, port, localOnly: r() < 0.3, bound: true, servicePort: `default/s${i}:p` });
     }
     const byVip = (a: GlueVip, b: GlueVip) => compareAddressProtoPort(a, b) || (a.kind < b.kind ? -1 : a.kind > b.kind ? 1 : 0);
     // as translate gives them: sorted, one per entry (two service ports share each address: the

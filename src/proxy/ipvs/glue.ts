@@ -112,7 +112,8 @@ export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Des
   const clusterIps = uniq(mapDefined(vips, (x) => (x.v.kind === 'clusterIP' ? x.key : undefined)));
   const externalMasq = uniq(mapDefined(vips, (x) => (x.v.kind !== 'clusterIP' && !x.v.localOnly ? x.key : undefined)));
   const allVipPorts = uniq(vips.map((x) => x.key));
-  const vipAddrs = uniq(vips.map((x) => ({ key: [x.v.address] })));
+  // only the bound ones: an external IP that is a node address serves the node's own ports too
+  const vipAddrs = uniq(mapDefined(vips, (x) => (x.v.bound ? { key: [x.v.address] } : undefined)));
   const nodePortFamily = family === 'ip' ? 'inet' : 'inet6';
   const nodePorts = uniq(g.nodePorts.filter((n) => n.family === nodePortFamily && !n.localOnly).map((n) => ({ key: [n.protocol, n.port] })));
   const clusterCidrs = uniqText(g.clusterCIDRs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] })));
@@ -135,6 +136,9 @@ export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Des
   add('output', R.jump('services'));
   if (g.masqueradeAll) add('services', R.inSet(svcFields, 'cluster-ips'), mark);
   else if (clusterCidrs.length) add('services', R.inSet(svcFields, 'cluster-ips'), R.inSet([F.saddr], 'cluster-cidrs', { invert: true }), mark);
+  // no cluster CIDR to tell pods by: the node's own traffic, which leaves with the cluster IP
+  // itself as source (kube-proxy's `KUBE-CLUSTER-IP src,dst`)
+  else add('services', R.inSet([F.saddr, R.F.l4proto, R.F.thDport], 'cluster-ips'), mark);
   add('services', R.inSet(svcFields, 'external-ips'), mark);
   add('services', R.fibDaddrType('local'), R.inSet([R.F.l4proto, R.F.thDport], 'nodeports'), mark);
   add('postrouting', R.markMatch('meta', MASQ_MARK), R.masquerade({ fullyRandom: true }));

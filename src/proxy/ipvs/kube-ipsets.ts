@@ -31,7 +31,8 @@ export function kubeProxyIpSets(g: GlueSpec): DesiredIpSet[] {
     const vips = g.vips.filter((v) => mine(v.address));
     const ipPort = (v: { address: string; protocol: 'tcp' | 'udp' | 'sctp'; port: number }): IpSetMember => ({ ip: v.address, proto: v.protocol, port: v.port });
     out.push(set('KUBE-CLUSTER-IP', 'hash:ip,port', fam, vips.filter((v) => v.kind === 'clusterIP').map(ipPort)));
-    out.push(set('KUBE-EXTERNAL-IP', 'hash:ip,port', fam, vips.filter((v) => v.kind === 'externalIP').map(ipPort)));
+    // as kube-proxy: an externalTrafficPolicy Local one is in -LOCAL only (not masqueraded)
+    out.push(set('KUBE-EXTERNAL-IP', 'hash:ip,port', fam, vips.filter((v) => v.kind === 'externalIP' && !v.localOnly).map(ipPort)));
     out.push(set('KUBE-EXTERNAL-IP-LOCAL', 'hash:ip,port', fam, vips.filter((v) => v.kind === 'externalIP' && v.localOnly).map(ipPort)));
     out.push(set('KUBE-LOAD-BALANCER', 'hash:ip,port', fam, vips.filter((v) => v.kind === 'loadBalancer').map(ipPort)));
     out.push(set('KUBE-LOAD-BALANCER-LOCAL', 'hash:ip,port', fam, vips.filter((v) => v.kind === 'loadBalancer' && v.localOnly).map(ipPort)));
@@ -47,7 +48,7 @@ export function kubeProxyIpSets(g: GlueSpec): DesiredIpSet[] {
     );
     out.push(set('KUBE-LOAD-BALANCER-SOURCE-IP', 'hash:ip,port,ip', fam, ranges.filter((r) => r.allowFromNode).map((r) => ({ ...ipPort(r), ip2: r.address }))));
     out.push(set('KUBE-LOOP-BACK', 'hash:ip,port,ip', fam, g.hairpin.filter((h) => mine(h.address)).map((h) => ({ ...ipPort(h), ip2: h.address }))));
-    out.push(set('KUBE-IPVS-IPS', 'hash:ip', fam, vips.map((v) => ({ ip: v.address }))));
+    out.push(set('KUBE-IPVS-IPS', 'hash:ip', fam, vips.filter((v) => v.bound).map((v) => ({ ip: v.address }))));
     const nodePorts = g.nodePorts.filter((n) => n.family === fam);
     out.push(set('KUBE-NODE-PORT-SCTP-HASH', 'hash:ip,port', fam, nodePorts.filter((n) => n.protocol === 'sctp').flatMap((n) =>
       g.nodePortAddresses.filter(mine).map((ip) => ({ ip, proto: 'sctp' as const, port: n.port })))));

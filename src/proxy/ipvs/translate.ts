@@ -607,7 +607,7 @@ function addGlue(sp: ServicePortModel, fe: Frontend, ctx: Context): void {
     if (!ctx.out.nodePorts.has(key)) ctx.out.nodePorts.set(key, np);
     return;
   }
-  ctx.out.glueVips.push({ kind: fe.kind, address: fe.address, protocol, port: fe.port, localOnly: fe.localOnly, servicePort });
+  ctx.out.glueVips.push({ kind: fe.kind, address: fe.address, protocol, port: fe.port, localOnly: fe.localOnly, bound: binds(fe, ctx), servicePort });
   if (fe.kind === 'loadBalancer' && sp.sourceRanges.cidrs.length) {
     const allowFromNode = [...ctx.nodeAddresses].some((a) => !isLoopback(a) && inAny(sp.sourceRanges, a));
     ctx.out.sourceRanges.push({ address: fe.address, protocol, port: fe.port, cidrs: [...sp.sourceRanges.texts].sort(), allowFromNode, servicePort });

@@ -17,6 +17,9 @@ export interface GlueVip {
    *  load-balancer IPs (their traffic keeps its source address: no SNAT), internalTrafficPolicy
    *  Local for cluster IPs (informational: cluster-IP masquerade rules do not change). */
   localOnly: boolean;
+  /** Bound on the VIP link (a cluster IP; an external or load-balancer IP that is no node
+   *  address): the addresses whose other ports are refused (kube-proxy's KUBE-IPVS-IPS). */
+  bound: boolean;
   /** "namespace/name:port". */
   servicePort: string;
 }
