@@ -17,7 +17,7 @@ import { FolderWatch } from './folder-watch.js';
 import { HealthzServer, ProxierHealth, ServiceHealthServers } from './healthz.js';
 import { exitAfterStop, Lifecycle, preflight, systemChecks } from './lifecycle.js';
 import { createLogger } from './log.js';
-import { MetricsServer, ProxyMetrics } from './metrics.js';
+import { ipFamiliesOf, MetricsServer, ProxyMetrics } from './metrics.js';
 import { ReloadCoalescer, type ReloadStats } from './reload-coalescer.js';
 import { SyncRunner } from './runner.js';
 import { logSyncFailure, NoticeLog, SyncOpsError } from './sync-log.js';
@@ -76,6 +76,8 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
   let manifestLoads: ReloadStats = { loads: 0, failures: 0 };
   const metrics = new ProxyMetrics({
     runtime: true,
+    mode: cfg.mode,
+    ipFamilies: ipFamiliesOf(addrs),
     pending: () => proxier.pendingChanges,
     ...(ipvs && stats !== 'none' ? { ipvsStats: () => ipvs.services({ withDestinations: stats === 'all', stats: true }) } : {}),
     ...(typeof o.manifests === 'string' ? { manifestLoads: () => manifestLoads } : {}),

@@ -5,6 +5,12 @@
 
 export type SyncTrigger = 'initial' | 'request' | 'periodic' | 'retry';
 
+/** Whether a run for this trigger is a full sync (every object compared with the kernel): all
+ *  but a change request — the first, the periodic resync, and a retry (a failed sync leaves no
+ *  base for an incremental one). The daemon's sync and its metrics (full and partial sync
+ *  durations) read triggers so. */
+export const fullSync = (trigger: SyncTrigger): boolean => trigger !== 'request';
+
 export interface Clock {
   now(): number;
   setTimeout(fn: () => void, ms: number): unknown;

@@ -7,7 +7,8 @@
 // externalTrafficPolicy Local NodePort without a local endpoint (dropped). Cross-checked with
 // `nft -j list ruleset` and `conntrack -L`, and the engine's writes: a resync writes nothing,
 // one endpoint replaced is element changes only. The daemon on a manifests folder (source
-// ranges, stale UDP flows), and ClientIP session affinity through the proxier.
+// ranges, stale UDP flows, its /metrics as kube-proxy's nftables mode serves them), and ClientIP
+// session affinity through the proxier.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -390,6 +391,29 @@ test('topology hints by the command: the zone of the Node in the manifests picks
   assert.deepEqual(reached(), ['pa', 'pb', 'pc', 'pd']);
 });
 
+/** One scrape of the daemon's /metrics: the families (TYPE lines) and every sample by its
+ *  series (`name{labels}` as exposed). */
+async function scrape(): Promise<{ types: string[]; samples: Map<string, number> }> {
+  const r = await fetch('http://127.0.0.1:10249/metrics');
+  const text = await r.text();
+  assert.equal(r.status, 200, text);
+  const types: string[] = [];
+  const samples = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line.startsWith('# TYPE ')) types.push(line.split(' ')[2]!);
+    if (!line || line.startsWith('#')) continue;
+    const at = line.lastIndexOf(' ');
+    samples.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return { types, samples };
+}
+
+function metric(m: { samples: Map<string, number> }, series: string): number {
+  const v = m.samples.get(series);
+  assert.ok(v !== undefined, `no ${series} in the scrape:\n${[...m.samples.keys()].filter((k) => k.startsWith(series.split('{')[0]!)).join('\n')}`);
+  return v;
+}
+
 test('ipvsync proxy --proxy-mode nftables: the daemon on a manifests folder; a change is a few element writes; source ranges, a healthCheckNodePort, UDP flows of a removed endpoint flushed', async (t) => {
   await topology(t);
   const dir = mkdtempSync(join(tmpdir(), 'nft-daemon-'));
@@ -430,6 +454,24 @@ test('ipvsync proxy --proxy-mode nftables: the daemon on a manifests folder; a c
   assert.equal(await (await fetch('http://127.0.0.1:10249/proxyMode')).text(), 'nftables');
   assert.equal((await fetch('http://127.0.0.1:10256/healthz')).status, 200);
 
+  // /metrics as kube-proxy's nftables mode serves it (the node is IPv4 only: --node-ip), with
+  // the data plane's writes counted and no IPVS family
+  const first = await scrape();
+  assert.deepEqual(first.types.filter((n) => /^ipvsync_(ipvs|virtual|real)_/.test(n)), [], 'no IPVS family in nftables mode');
+  assert.ok(first.types.includes('kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total'));
+  const nftWrites = [...first.samples].filter(([k]) => k.startsWith('ipvsync_nft_writes_total{'));
+  assert.ok(nftWrites.length > 0 && nftWrites.every(([k, v]) => /^ipvsync_nft_writes_total\{op="[a-z]+-(table|chain|set|rule|elements)"\}$/.test(k) && v > 0), JSON.stringify(nftWrites));
+  assert.ok(metric(first, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv4"}') >= 1, 'the first sync is full');
+  assert.ok(metric(first, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}') > 0);
+  assert.ok(metric(first, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{ip_family="IPv4"}') > 0);
+  assert.equal(metric(first, 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total{ip_family="IPv4"}'), 0);
+  assert.equal(metric(first, 'kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total{ip_family="IPv4"}'), 0);
+  assert.ok(![...first.samples.keys()].some((k) => k.includes('ip_family="IPv6"')), 'an IPv4 node: no IPv6 series');
+  const build = [...first.samples].filter(([k]) => k.startsWith('kubernetes_build_info{'));
+  assert.equal(build.length, 1, JSON.stringify(build));
+  assert.match(build[0]![0], /compiler="node",.*git_version="v\d+\.\d+\.\d+[^"]*",go_version="v\d+.*platform="linux\/[a-z0-9]+"/);
+  assert.equal(build[0]![1], 1);
+
   const via = tally(requests(CLIENT, '10.96.0.10', 80, 30));
   assert.deepEqual(via.errors, []);
   assert.deepEqual(Object.keys(via.pods).sort(), ['pa', 'pb', 'pc']);
@@ -455,6 +497,11 @@ test('ipvsync proxy --proxy-mode nftables: the daemon on a manifests folder; a c
   const change = syncs().slice(before);
   assert.ok(change.every((l) => l.mode === 'incremental' && l.errors === 0), text);
   assert.deepEqual(change.map((l) => l.writes).filter((w) => w > 0), [3], text);
+  // a sync for a change is partial; the element writes counted
+  const changed = await scrape();
+  assert.ok(metric(changed, 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count{ip_family="IPv4"}') >= 1, [...changed.samples.keys()].filter((k) => k.includes('_partial_')).join('\n'));
+  const elementWrites = (m: typeof first) => metric(m, 'ipvsync_nft_writes_total{op="add-elements"}') + (m.samples.get('ipvsync_nft_writes_total{op="delete-elements"}') ?? 0);
+  assert.ok(elementWrites(changed) >= elementWrites(first) + 3);
   const moved = tally(requests(CLIENT, '10.96.0.10', 80, 30));
   assert.deepEqual(Object.keys(moved.pods).sort(), ['pa', 'pb', 'pd']);
 

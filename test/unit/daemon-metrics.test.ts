@@ -1,18 +1,32 @@
-// The daemon's metrics in their prom-client registry: kube-proxy's metric set (names, types,
-// buckets), each fed where the change happens — a sync's result (changes, IPVS writes, network
-// programming latency from the trackers' trigger times), the pending changes read from the
-// proxier (in process or as its sync thread reports them), the IPVS traffic counters from one
-// kernel dump per scrape — and the /metrics server on 127.0.0.1.
+// The daemon's metrics in their prom-client registry: kube-proxy's metric set as v1.33+ serves
+// it (names, types, HELP with component-base's stability prefix, buckets, `ip_family` once per
+// served family, the families of each mode) and kubernetes_build_info, each fed where the change
+// happens — a runner's runs (full or partial), a sync's result (changes, IPVS and nftables
+// writes, cleanup failures, network programming latency from the trackers' trigger times), the
+// pending changes read from the proxier (in process or as its sync thread reports them), the
+// IPVS traffic counters from one kernel dump per scrape — and the /metrics server on 127.0.0.1.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { V1Service as ClientService } from '@kubernetes/client-node';
 import { exponentialBuckets } from 'prom-client';
 import type { Service } from '../../src/kernel/ipvs.js';
-import type { SyncRecord } from '../../src/daemon/runner.js';
+import { fullSync, type SyncRecord } from '../../src/daemon/runner.js';
+import { NetlinkError } from '../../src/errors.js';
 import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../src/kube/change-tracker.js';
-import { ProxyMetrics, MetricsServer, NETWORK_PROGRAMMING_BUCKETS, PROMETHEUS_CONTENT_TYPE, SYNC_DURATION_BUCKETS, type SyncResultForMetrics } from '../../src/daemon/metrics.js';
+import {
+  ipFamiliesOf,
+  ipvsyncBuildInfo,
+  ProxyMetrics,
+  MetricsServer,
+  NETWORK_PROGRAMMING_BUCKETS,
+  PROMETHEUS_CONTENT_TYPE,
+  SYNC_DURATION_BUCKETS,
+  type BuildInfo,
+  type SyncResultForMetrics,
+} from '../../src/daemon/metrics.js';
 import { Proxier, type ProxierOptions } from '../../src/proxy/proxier.js';
 import { ThreadedProxier } from '../../src/proxy/sync-thread.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
@@ -27,54 +41,123 @@ function sample(text: string, series: string): number | undefined {
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
-const noErrors = { ipvs: { ops: {}, writes: 0, errors: [] }, errors: [] };
+const noWrites = { ops: {}, writes: 0, errors: [] };
+const noErrors = { ipvs: noWrites, nft: noWrites, errors: [] };
 function result(r: Partial<SyncResultForMetrics> = {}): SyncResultForMetrics {
   return { report: noErrors, serviceChanges: 0, endpointChanges: 0, triggerTimes: [], model: { noLocalEndpointsTotal: { internal: 0, external: 0 } }, ...r };
 }
+const CPU = { addonCpuUsage: () => ({ jsThreadNs: 0, jsThreadCalls: 0, poolUserNs: 0, poolSysNs: 0, poolTasks: 0 }) };
+const BUILD: BuildInfo = { major: '0', minor: '7', git_version: 'v0.7.2', git_commit: '', git_tree_state: '', build_date: '1970-01-01T00:00:00Z', go_version: 'v20.11.1', compiler: 'node', platform: 'linux/amd64' };
+/** An nftables write that failed, as the addon reports it. */
+const nftError = (op: string) => new NetlinkError({ message: `${op}: No such file or directory`, code: 'ENOENT', errno: 2, kind: 'kernel', op, index: 0 });
 
-test('every family has its HELP and TYPE, kube-proxy’s names and bucket layouts', async () => {
-  const text = await new ProxyMetrics({ addonCpuUsage: () => ({ jsThreadNs: 0, jsThreadCalls: 0, poolUserNs: 0, poolSysNs: 0, poolTasks: 0 }) }).render();
-  const families: Array<[string, string]> = [
-    ['kubeproxy_sync_proxy_rules_duration_seconds', 'histogram'],
-    ['kubeproxy_sync_proxy_rules_last_timestamp_seconds', 'gauge'],
-    ['kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds', 'gauge'],
-    ['kubeproxy_network_programming_duration_seconds', 'histogram'],
-    ['kubeproxy_sync_proxy_rules_service_changes_total', 'counter'],
-    ['kubeproxy_sync_proxy_rules_service_changes_pending', 'gauge'],
-    ['kubeproxy_sync_proxy_rules_endpoint_changes_total', 'counter'],
-    ['kubeproxy_sync_proxy_rules_endpoint_changes_pending', 'gauge'],
-    ['kubeproxy_sync_proxy_rules_no_local_endpoints_total', 'gauge'],
-    ['kubeproxy_proxy_healthz_total', 'counter'],
-    ['kubeproxy_proxy_livez_total', 'counter'],
-    ['ipvsync_sync_failures_total', 'counter'],
-    ['ipvsync_ipvs_writes_total', 'counter'],
-    ['ipvsync_virtual_servers', 'gauge'],
-    ['ipvsync_virtual_server_connections_total', 'counter'],
-    ['ipvsync_virtual_server_packets_total', 'counter'],
-    ['ipvsync_virtual_server_bytes_total', 'counter'],
-    ['ipvsync_real_server_connections_total', 'counter'],
-    ['ipvsync_real_server_packets_total', 'counter'],
-    ['ipvsync_real_server_bytes_total', 'counter'],
-    ['ipvsync_real_server_active_connections', 'gauge'],
-    ['ipvsync_real_server_inactive_connections', 'gauge'],
-    ['ipvsync_real_server_weight', 'gauge'],
-    ['ipvsync_addon_cpu_seconds_total', 'counter'],
-  ];
-  for (const [name, type] of families) {
-    assert.match(text, new RegExp(`^# HELP ${name} \\S`, 'm'), name);
-    assert.match(text, new RegExp(`^# TYPE ${name} ${type}$`, 'm'), name);
+/** Every family of an exposition: its TYPE by name, and its HELP text. */
+function families(text: string): Map<string, { type: string; help: string }> {
+  const out = new Map<string, { type: string; help: string }>();
+  for (const m of text.matchAll(/^# HELP (\S+) (.*)\n# TYPE \1 (\S+)$/gm)) out.set(m[1]!, { help: m[2]!, type: m[3]! });
+  assert.equal(out.size, text.split('\n').filter((l) => l.startsWith('# TYPE ')).length, 'every TYPE has its HELP');
+  return out;
+}
+
+const KUBE_PROXY_ALL_MODES: Array<[string, string]> = [
+  ['kubeproxy_sync_proxy_rules_duration_seconds', 'histogram'],
+  ['kubeproxy_sync_proxy_rules_last_timestamp_seconds', 'gauge'],
+  ['kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds', 'gauge'],
+  ['kubeproxy_network_programming_duration_seconds', 'histogram'],
+  ['kubeproxy_sync_proxy_rules_service_changes_total', 'counter'],
+  ['kubeproxy_sync_proxy_rules_service_changes_pending', 'gauge'],
+  ['kubeproxy_sync_proxy_rules_endpoint_changes_total', 'counter'],
+  ['kubeproxy_sync_proxy_rules_endpoint_changes_pending', 'gauge'],
+  ['kubeproxy_sync_proxy_rules_no_local_endpoints_total', 'gauge'],
+  ['kubeproxy_proxy_healthz_total', 'counter'],
+  ['kubeproxy_proxy_livez_total', 'counter'],
+  ['kubernetes_build_info', 'gauge'],
+];
+const KUBE_PROXY_NFTABLES: Array<[string, string]> = [
+  ['kubeproxy_sync_full_proxy_rules_duration_seconds', 'histogram'],
+  ['kubeproxy_sync_partial_proxy_rules_duration_seconds', 'histogram'],
+  ['kubeproxy_sync_proxy_rules_nftables_sync_failures_total', 'counter'],
+  ['kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total', 'counter'],
+];
+const IPVSYNC_ALL_MODES: Array<[string, string]> = [
+  ['ipvsync_sync_failures_total', 'counter'],
+  ['ipvsync_nft_writes_total', 'counter'],
+  ['ipvsync_addon_cpu_seconds_total', 'counter'],
+];
+const IPVSYNC_IPVS: Array<[string, string]> = [
+  ['ipvsync_ipvs_writes_total', 'counter'],
+  ['ipvsync_virtual_servers', 'gauge'],
+  ['ipvsync_virtual_server_connections_total', 'counter'],
+  ['ipvsync_virtual_server_packets_total', 'counter'],
+  ['ipvsync_virtual_server_bytes_total', 'counter'],
+  ['ipvsync_real_server_connections_total', 'counter'],
+  ['ipvsync_real_server_packets_total', 'counter'],
+  ['ipvsync_real_server_bytes_total', 'counter'],
+  ['ipvsync_real_server_active_connections', 'gauge'],
+  ['ipvsync_real_server_inactive_connections', 'gauge'],
+  ['ipvsync_real_server_weight', 'gauge'],
+];
+
+test('the families per mode, as kube-proxy’s RegisterMetrics: full/partial and the nftables failure counters in nftables mode only, the IPVS families in IPVS mode only', async () => {
+  for (const [mode, expected] of [
+    ['ipvs', [...KUBE_PROXY_ALL_MODES, ...IPVSYNC_ALL_MODES, ...IPVSYNC_IPVS]],
+    ['nftables', [...KUBE_PROXY_ALL_MODES, ...KUBE_PROXY_NFTABLES, ...IPVSYNC_ALL_MODES]],
+  ] as const) {
+    const text = await new ProxyMetrics({ mode, ...CPU }).render();
+    const got = families(text);
+    assert.deepEqual(new Map([...got].map(([name, f]) => [name, f.type])), new Map(expected), mode);
+    assert.ok(text.endsWith('\n'));
   }
-  assert.equal(text.split('\n').filter((l) => l.startsWith('# TYPE ')).length, families.length);
-  assert.ok(text.endsWith('\n'));
-  // kube-proxy's buckets, each an `le` line, then +Inf, _sum and _count
+  // the default is IPVS mode
+  assert.ok(families(await new ProxyMetrics(CPU).render()).has('ipvsync_ipvs_writes_total'));
+  assert.equal(new ProxyMetrics(CPU).mode, 'ipvs');
+  // nftables mode reads no IPVS, even when given a dump
+  let dumps = 0;
+  const nft = new ProxyMetrics({ mode: 'nftables', ipvsStats: async () => (dumps++, []), ...CPU });
+  assert.doesNotMatch(await nft.render(), /ipvsync_(ipvs|virtual|real)_/);
+  assert.equal(dumps, 0);
+  assert.equal(nft.ipvsTraffic, undefined);
+});
+
+test('HELP: kube-proxy’s text (and kubernetes_build_info’s) after component-base’s "[ALPHA] ", ipvsync’s own without it', async () => {
+  const got = families(await new ProxyMetrics({ mode: 'nftables', ...CPU }).render());
+  const help = (name: string) => got.get(name)!.help;
+  assert.equal(help('kubeproxy_sync_proxy_rules_duration_seconds'), '[ALPHA] SyncProxyRules latency in seconds');
+  assert.equal(help('kubeproxy_sync_full_proxy_rules_duration_seconds'), '[ALPHA] SyncProxyRules latency in seconds for full resyncs');
+  assert.equal(help('kubeproxy_sync_partial_proxy_rules_duration_seconds'), '[ALPHA] SyncProxyRules latency in seconds for partial resyncs');
+  assert.equal(help('kubeproxy_sync_proxy_rules_last_timestamp_seconds'), '[ALPHA] The last time proxy rules were successfully synced');
+  assert.equal(help('kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds'), '[ALPHA] The last time a sync of proxy rules was queued');
+  assert.equal(help('kubeproxy_network_programming_duration_seconds'), '[ALPHA] In Cluster Network Programming Latency in seconds');
+  assert.equal(help('kubeproxy_sync_proxy_rules_no_local_endpoints_total'), '[ALPHA] Number of services with a Local traffic policy and no endpoints');
+  assert.equal(help('kubeproxy_sync_proxy_rules_nftables_sync_failures_total'), '[ALPHA] Cumulative proxy nftables sync failures');
+  assert.equal(help('kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total'), '[ALPHA] Cumulative proxy nftables cleanup failures');
+  assert.equal(help('kubeproxy_proxy_healthz_total'), '[ALPHA] Cumulative proxy healthz HTTP status');
+  assert.equal(
+    help('kubernetes_build_info'),
+    "[ALPHA] A metric with a constant '1' value labeled by major, minor, git version, git commit, git tree state, build date, Go version, and compiler from which Kubernetes was built, and platform on which it is running.",
+  );
+  for (const [name, f] of got) assert.equal(f.help.startsWith('[ALPHA] '), name.startsWith('kubeproxy_') || name === 'kubernetes_build_info', name);
+});
+
+test('kube-proxy’s bucket layouts: sync durations ExponentialBuckets(0.001, 2, 15); network programming MergeBuckets’ leading 0 and 81 finite buckets', async () => {
+  const m = new ProxyMetrics({ mode: 'nftables', now: () => 10_000, ...CPU });
+  m.recordSync({ durationMs: 3, ok: true, full: true });
+  m.recordSync({ durationMs: 3, ok: true, full: false });
+  // a change programmed the moment it was triggered: the 0 bucket
+  m.recordSyncResult(result({ triggerTimes: [10_000] }), 10_000);
+  const text = await m.render();
+  const les = (name: string) => [...text.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)",ip_family="IPv4"\\} \\d+$`, 'gm'))].map((x) => x[1]);
   assert.deepEqual(SYNC_DURATION_BUCKETS, exponentialBuckets(0.001, 2, 15));
-  const les = (name: string) => [...text.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)"\\} 0$`, 'gm'))].map((m) => m[1]);
-  assert.deepEqual(les('kubeproxy_sync_proxy_rules_duration_seconds'), [...SYNC_DURATION_BUCKETS.map(String), '+Inf']);
-  assert.equal(NETWORK_PROGRAMMING_BUCKETS.length, 2 + 59 + 12 + 7);
-  assert.deepEqual(les('kubeproxy_network_programming_duration_seconds').slice(0, 4), ['0.25', '0.5', '1', '2']);
-  assert.deepEqual(les('kubeproxy_network_programming_duration_seconds').slice(-3), ['270', '300', '+Inf']);
-  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_count'), 0);
-  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_sum'), 0);
+  for (const name of ['kubeproxy_sync_proxy_rules_duration_seconds', 'kubeproxy_sync_full_proxy_rules_duration_seconds', 'kubeproxy_sync_partial_proxy_rules_duration_seconds'])
+    assert.deepEqual(les(name), [...SYNC_DURATION_BUCKETS.map(String), '+Inf'], name);
+  assert.equal(NETWORK_PROGRAMMING_BUCKETS.length, 1 + 2 + 59 + 12 + 7);
+  const np = les('kubeproxy_network_programming_duration_seconds');
+  assert.deepEqual(np.slice(0, 5), ['0', '0.25', '0.5', '1', '2']);
+  assert.deepEqual(np.slice(-3), ['270', '300', '+Inf']);
+  assert.equal(np.length, 81 + 1);
+  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_bucket{le="0",ip_family="IPv4"}'), 1);
+  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_count{ip_family="IPv4"}'), 1);
+  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_sum{ip_family="IPv4"}'), 0);
 });
 
 test('kube-proxy metrics from the runner and the sync’s result: duration, timestamps, changes, writes, no-local-endpoints, network programming', async () => {
@@ -88,36 +171,163 @@ test('kube-proxy metrics from the runner and the sync’s result: duration, time
     result({
       serviceChanges: 2,
       endpointChanges: 5,
-      report: { ipvs: { ops: { addService: 3, addDestination: 9, deleteService: 0 }, writes: 12, errors: [] }, errors: [] },
+      report: { ipvs: { ops: { addService: 3, addDestination: 9, deleteService: 0 }, writes: 12, errors: [] }, nft: { ops: { 'add-elements': 2 }, writes: 2, errors: [] }, errors: [] },
       model: { noLocalEndpointsTotal: { internal: 1, external: 4 } },
       // 2.3 s ago; 0 (no time) and a time in the future are not observed
       triggerTimes: [now - 2300, 0, now + 1000],
     }),
   );
-  // A sync that failed: its writes count, its changes count, its trigger times are not observed.
+  // A sync that failed: its writes count, its changes count, its trigger times are not
+  // observed, and the no-local-endpoints gauges keep the last successful sync's.
   const failed = new Error('x') as never;
-  m.recordSyncResult(result({ endpointChanges: 1, report: { ipvs: { ops: { addDestination: 1 }, writes: 1, errors: [failed] }, errors: [failed] }, triggerTimes: [now - 100] }));
+  m.recordSyncResult(
+    result({
+      endpointChanges: 1,
+      report: { ipvs: { ops: { addDestination: 1 }, writes: 1, errors: [failed] }, nft: noWrites, errors: [failed] },
+      triggerTimes: [now - 100],
+      model: { noLocalEndpointsTotal: { internal: 7, external: 7 } },
+    }),
+  );
   const text = await m.render();
-  assert.equal(sample(text, 'kubeproxy_sync_proxy_rules_duration_seconds_bucket{le="0.016"}'), 1);
-  assert.equal(sample(text, 'kubeproxy_sync_proxy_rules_duration_seconds_bucket{le="8.192"}'), 2);
-  assert.equal(sample(text, 'kubeproxy_sync_proxy_rules_duration_seconds_count'), 2);
-  assert.equal(sample(text, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds'), 1700000001.5);
-  assert.equal(sample(text, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds'), 1700000000);
+  const v4 = 'ip_family="IPv4"';
+  assert.equal(sample(text, `kubeproxy_sync_proxy_rules_duration_seconds_bucket{le="0.016",${v4}}`), 1);
+  assert.equal(sample(text, `kubeproxy_sync_proxy_rules_duration_seconds_bucket{le="8.192",${v4}}`), 2);
+  assert.equal(sample(text, `kubeproxy_sync_proxy_rules_duration_seconds_count{${v4}}`), 2);
+  assert.equal(sample(text, `kubeproxy_sync_proxy_rules_last_timestamp_seconds{${v4}}`), 1700000001.5);
+  assert.equal(sample(text, `kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{${v4}}`), 1700000000);
   assert.equal(sample(text, 'kubeproxy_sync_proxy_rules_service_changes_total'), 2);
   assert.equal(sample(text, 'kubeproxy_sync_proxy_rules_endpoint_changes_total'), 6);
-  assert.equal(sample(text, 'kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="internal"}'), 0, 'the last sync’s');
-  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_bucket{le="2"}'), 0);
-  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_bucket{le="3"}'), 1);
-  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_count'), 1);
-  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_sum'), 2.3);
+  assert.equal(sample(text, `kubeproxy_sync_proxy_rules_no_local_endpoints_total{${v4},traffic_policy="internal"}`), 1, 'the last successful sync’s');
+  assert.equal(sample(text, `kubeproxy_sync_proxy_rules_no_local_endpoints_total{${v4},traffic_policy="external"}`), 4);
+  assert.equal(sample(text, `kubeproxy_network_programming_duration_seconds_bucket{le="2",${v4}}`), 0);
+  assert.equal(sample(text, `kubeproxy_network_programming_duration_seconds_bucket{le="3",${v4}}`), 1);
+  assert.equal(sample(text, `kubeproxy_network_programming_duration_seconds_count{${v4}}`), 1);
+  assert.equal(sample(text, `kubeproxy_network_programming_duration_seconds_sum{${v4}}`), 2.3);
   assert.equal(sample(text, 'ipvsync_sync_failures_total'), 1);
   assert.equal(sample(text, 'ipvsync_ipvs_writes_total{op="addDestination"}'), 10);
   assert.equal(sample(text, 'ipvsync_ipvs_writes_total{op="addService"}'), 3);
   assert.doesNotMatch(text, /op="deleteService"/, 'zero-write ops are not series');
-  m.recordSyncResult(result({ model: { noLocalEndpointsTotal: { internal: 1, external: 4 } } }));
+  assert.equal(sample(text, 'ipvsync_nft_writes_total{op="add-elements"}'), 2, 'IPVS mode: the glue’s nftables writes');
+  assert.doesNotMatch(text, /ip_family="IPv6"/, 'single stack: IPv4 only');
+  m.recordSyncResult(result({ model: { noLocalEndpointsTotal: { internal: 0, external: 3 } } }));
   const again = await m.render();
-  assert.equal(sample(again, 'kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="internal"}'), 1);
-  assert.equal(sample(again, 'kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="external"}'), 4);
+  assert.equal(sample(again, `kubeproxy_sync_proxy_rules_no_local_endpoints_total{${v4},traffic_policy="internal"}`), 0);
+  assert.equal(sample(again, `kubeproxy_sync_proxy_rules_no_local_endpoints_total{${v4},traffic_policy="external"}`), 3);
+});
+
+test('ip_family: each observation once per served family — IPv6 alone, or both for a dual-stack node; the families from the node’s addresses', async () => {
+  assert.deepEqual(ipFamiliesOf(['10.0.0.1', '192.168.1.2']), ['IPv4']);
+  assert.deepEqual(ipFamiliesOf(['fd00::1']), ['IPv6']);
+  assert.deepEqual(ipFamiliesOf(['fd00::1', '10.0.0.1']), ['IPv4', 'IPv6']);
+  assert.deepEqual(ipFamiliesOf([]), ['IPv4']);
+
+  const v6 = new ProxyMetrics({ ipFamilies: ['IPv6'], now: () => 2000 });
+  v6.recordQueued();
+  v6.recordSync({ durationMs: 5, ok: true });
+  const v6text = await v6.render();
+  assert.equal(sample(v6text, 'kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv6"}'), 1);
+  assert.equal(sample(v6text, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv6"}'), 2);
+  assert.doesNotMatch(v6text, /ip_family="IPv4"/);
+
+  let now = 1_000_000;
+  const m = new ProxyMetrics({ mode: 'nftables', ipFamilies: ['IPv4', 'IPv6'], now: () => now });
+  m.recordQueued();
+  now += 4000;
+  m.recordSync({ durationMs: 20, ok: true, full: true });
+  m.recordSync({ durationMs: 40, ok: false, full: false });
+  m.recordSyncResult(result({ triggerTimes: [now - 1000], model: { noLocalEndpointsTotal: { internal: 2, external: 1 } } }));
+  const text = await m.render();
+  for (const f of ['IPv4', 'IPv6']) {
+    const ipf = `ip_family="${f}"`;
+    assert.equal(sample(text, `kubeproxy_sync_proxy_rules_duration_seconds_count{${ipf}}`), 2, f);
+    assert.equal(sample(text, `kubeproxy_sync_proxy_rules_duration_seconds_sum{${ipf}}`), 0.06, f);
+    assert.equal(sample(text, `kubeproxy_sync_full_proxy_rules_duration_seconds_count{${ipf}}`), 1, f);
+    assert.equal(sample(text, `kubeproxy_sync_partial_proxy_rules_duration_seconds_count{${ipf}}`), 1, f);
+    assert.equal(sample(text, `kubeproxy_sync_proxy_rules_last_timestamp_seconds{${ipf}}`), 1004, f);
+    assert.equal(sample(text, `kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{${ipf}}`), 1000, f);
+    assert.equal(sample(text, `kubeproxy_network_programming_duration_seconds_count{${ipf}}`), 1, f);
+    assert.equal(sample(text, `kubeproxy_network_programming_duration_seconds_sum{${ipf}}`), 1, f);
+    // the model's counts are the node's: each family's series carries them
+    assert.equal(sample(text, `kubeproxy_sync_proxy_rules_no_local_endpoints_total{${ipf},traffic_policy="internal"}`), 2, f);
+    assert.equal(sample(text, `kubeproxy_sync_proxy_rules_no_local_endpoints_total{${ipf},traffic_policy="external"}`), 1, f);
+    assert.equal(sample(text, `kubeproxy_sync_proxy_rules_nftables_sync_failures_total{${ipf}}`), 1, f);
+  }
+  assert.equal(sample(text, 'ipvsync_sync_failures_total'), 1, 'one failed sync, whatever the families');
+  // families without a label stay as they were
+  assert.equal(sample(text, 'kubeproxy_sync_proxy_rules_service_changes_total'), 0);
+});
+
+test('nftables mode: each run in exactly one of full and partial (a change request is partial; the first, periodic and retry runs are full); the failure counters', async () => {
+  const m = new ProxyMetrics({ mode: 'nftables', now: () => 5000 });
+  const listeners: Array<(r: SyncRecord) => void> = [];
+  m.attachRunner({ onSync: (fn: (r: SyncRecord) => void) => void listeners.push(fn) });
+  const run = (trigger: SyncRecord['trigger'], durationMs: number, error?: unknown) => listeners[0]!({ trigger, startedAt: 0, coalesced: 0, durationMs, ...(error ? { error } : {}) });
+  const v4 = 'ip_family="IPv4"';
+  // the series exist from the start, at 0
+  let text = await m.render();
+  assert.equal(sample(text, `kubeproxy_sync_proxy_rules_nftables_sync_failures_total{${v4}}`), 0);
+  assert.equal(sample(text, `kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total{${v4}}`), 0);
+  // (durations sum exactly in binary floating point)
+  run('initial', 500);
+  run('request', 125);
+  run('request', 250, new Error('ENOENT'));
+  run('retry', 1000);
+  run('periodic', 2000);
+  text = await m.render();
+  assert.equal(sample(text, `kubeproxy_sync_full_proxy_rules_duration_seconds_count{${v4}}`), 3);
+  assert.equal(sample(text, `kubeproxy_sync_full_proxy_rules_duration_seconds_sum{${v4}}`), 3.5);
+  assert.equal(sample(text, `kubeproxy_sync_partial_proxy_rules_duration_seconds_count{${v4}}`), 2);
+  assert.equal(sample(text, `kubeproxy_sync_partial_proxy_rules_duration_seconds_sum{${v4}}`), 0.375);
+  assert.equal(sample(text, `kubeproxy_sync_proxy_rules_duration_seconds_count{${v4}}`), 5);
+  assert.equal(sample(text, `kubeproxy_sync_proxy_rules_nftables_sync_failures_total{${v4}}`), 1);
+  assert.equal(sample(text, 'ipvsync_sync_failures_total'), 1);
+  assert.equal(sample(text, `kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total{${v4}}`), 0, 'a failed sync is no cleanup failure');
+  assert.equal(fullSync('request'), false);
+  for (const t of ['initial', 'periodic', 'retry'] as const) assert.equal(fullSync(t), true, t);
+
+  // Cleanup: a failed deletion of a table, chain or set (or map); not of a rule or an element
+  // (the sync's own programming), nor an add.
+  const cleanup = async (...ops: string[]) => {
+    const errors = ops.map(nftError);
+    const before = sample(await m.render(), `kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total{${v4}}`)!;
+    m.recordSyncResult(result({ report: { ipvs: noWrites, nft: { ops: { 'add-elements': 1 }, writes: 1, errors }, errors } }));
+    return sample(await m.render(), `kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total{${v4}}`)! - before;
+  };
+  assert.equal(await cleanup('NFT_MSG_DELCHAIN ip ipvsync svc-web-80'), 1);
+  assert.equal(await cleanup('NFT_MSG_DESTROYSET ip6 ipvsync endpoints-3'), 1);
+  assert.equal(await cleanup('NFT_MSG_DELTABLE inet ipvsync'), 1);
+  assert.equal(await cleanup('NFT_MSG_DELSET ip ipvsync a', 'NFT_MSG_DELCHAIN ip ipvsync b'), 1, 'one sync, one failure');
+  assert.equal(await cleanup('NFT_MSG_DELSETELEM ip ipvsync endpoints-3 (2 elements)'), 0);
+  assert.equal(await cleanup('NFT_MSG_DELRULE ip ipvsync services handle 7'), 0);
+  assert.equal(await cleanup('NFT_MSG_NEWCHAIN ip ipvsync svc-web-80'), 0);
+  assert.equal(sample(await m.render(), 'ipvsync_nft_writes_total{op="add-elements"}'), 7, 'the writes that succeeded, in a failed sync too');
+
+  // IPVS mode: none of these families, and a failed deletion of the glue counts nowhere
+  const ipvs = new ProxyMetrics({ now: () => 5000 });
+  const errors = [nftError('NFT_MSG_DELCHAIN ip ipvsync x')];
+  ipvs.recordSyncResult(result({ report: { ipvs: noWrites, nft: { ops: {}, writes: 0, errors }, errors } }));
+  ipvs.recordSync({ durationMs: 1, ok: false, full: false });
+  assert.doesNotMatch(await ipvs.render(), /nftables_|_full_|_partial_/);
+});
+
+test('kubernetes_build_info: 1, labelled with ipvsync’s version, the runtime, compiler node and Go’s platform names', async () => {
+  const text = await new ProxyMetrics({ build: BUILD, ...CPU }).render();
+  assert.equal(
+    sample(text, 'kubernetes_build_info{build_date="1970-01-01T00:00:00Z",compiler="node",git_commit="",git_tree_state="",git_version="v0.7.2",go_version="v20.11.1",major="0",minor="7",platform="linux/amd64"}'),
+    1,
+  );
+  assert.deepEqual(ipvsyncBuildInfo('1.34.0-rc.1', { version: 'v22.1.0', platform: 'linux', arch: 'arm64' }), {
+    major: '1', minor: '34', git_version: 'v1.34.0-rc.1', git_commit: '', git_tree_state: '', build_date: '1970-01-01T00:00:00Z', go_version: 'v22.1.0', compiler: 'node', platform: 'linux/arm64',
+  });
+  assert.equal(ipvsyncBuildInfo('0.1.0', { version: 'v20.0.0', platform: 'linux', arch: 'x64' }).platform, 'linux/amd64');
+  // by default: the package's version and this process's runtime
+  const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
+  const own = ipvsyncBuildInfo();
+  assert.equal(own.git_version, `v${pkg.version}`);
+  assert.deepEqual([own.major, own.minor], pkg.version.split('.').slice(0, 2));
+  assert.equal(own.go_version, process.version);
+  assert.equal(own.platform, `linux/${process.arch === 'x64' ? 'amd64' : process.arch}`);
+  assert.match(await new ProxyMetrics(CPU).render(), new RegExp(`^kubernetes_build_info\\{.*git_version="v${pkg.version.replace(/\./g, '\\.')}".*\\} 1$`, 'm'));
 });
 
 test('the addon’s CPU: read at every scrape, in seconds, by part; the real counters by default', async () => {
@@ -146,16 +356,20 @@ test('the manifests folder’s loads and failed loads: read at every scrape; abs
   assert.doesNotMatch(await new ProxyMetrics().render(), /ipvsync_manifest_load/);
 });
 
-test('attachRunner records every sync of a SyncRunner', async () => {
-  const m = new ProxyMetrics({ now: () => 5000 });
+test('attachRunner records every sync of a SyncRunner, and a queued sync as it attaches (kube-proxy’s SyncLoop start)', async () => {
+  let now = 3000;
+  const m = new ProxyMetrics({ now: () => now });
+  assert.doesNotMatch(await m.render(), /^kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds\{/m);
   const listeners: Array<(r: SyncRecord) => void> = [];
   m.attachRunner({ onSync: (fn: (r: SyncRecord) => void) => void listeners.push(fn) });
+  assert.equal(sample(await m.render(), 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{ip_family="IPv4"}'), 3);
+  now = 5000;
   listeners[0]!({ trigger: 'request', startedAt: 0, coalesced: 1, durationMs: 2 });
   listeners[0]!({ trigger: 'retry', startedAt: 0, coalesced: 0, durationMs: 4, error: new Error('x') });
   const text = await m.render();
-  assert.equal(sample(text, 'kubeproxy_sync_proxy_rules_duration_seconds_count'), 2);
+  assert.equal(sample(text, 'kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"}'), 2);
   assert.equal(sample(text, 'ipvsync_sync_failures_total'), 1);
-  assert.equal(sample(text, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds'), 5);
+  assert.equal(sample(text, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}'), 5);
 });
 
 test('pending changes: rise as changes arrive (not those that change nothing), fall to 0 when a sync takes them; trigger times from the annotation, else the arrival; the initial objects are not measured', async () => {
@@ -199,12 +413,15 @@ test('pending changes: rise as changes arrive (not those that change nothing), f
   m.recordSyncResult(second, triggered + 4000);
   m.recordSyncResult({ ...second, serviceChanges: 0, endpointChanges: 0, triggerTimes: [arrivedAt!] }, arrivedAt! + 2000);
   const text = await m.render();
-  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_count'), 2);
-  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_sum'), 6);
-  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_bucket{le="2"}'), 1);
-  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_bucket{le="4"}'), 2);
+  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_count{ip_family="IPv4"}'), 2);
+  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_sum{ip_family="IPv4"}'), 6);
+  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_bucket{le="2",ip_family="IPv4"}'), 1);
+  assert.equal(sample(text, 'kubeproxy_network_programming_duration_seconds_bucket{le="4",ip_family="IPv4"}'), 2);
   assert.equal(sample(text, 'kubeproxy_sync_proxy_rules_endpoint_changes_total'), 4);
   assert.ok(sample(text, 'ipvsync_ipvs_writes_total{op="addDestination"}')! >= 4);
+  // IPVS mode: the glue's nftables writes are writes too
+  assert.equal(sample(text, 'ipvsync_nft_writes_total{op="add-table"}'), first.report.nft.ops['add-table']);
+  assert.ok(first.report.nft.ops['add-table']! > 0);
 
   // an update that changes nothing programmed is no pending change (as kube-proxy's trackers
   // drop one equal to what was synced), nor one reverted before the sync
@@ -286,7 +503,7 @@ test('IPVS traffic: one kernel dump per scrape, its series replace the last ones
   assert.equal(sample(text, 'ipvsync_virtual_servers'), 3);
   assert.doesNotMatch(text, /address="7"/, 'no stats for the fwmark service: no traffic series');
   // not kept between scrapes (prom-client's store of a metric's series; get() would collect)
-  for (const metric of [m.rsConnections, m.rsBytes, m.rsWeight, m.vsPackets]) assert.deepEqual(Object.keys((metric as unknown as { hashMap: object }).hashMap), []);
+  for (const metric of [m.ipvsTraffic!.rsConnections, m.ipvsTraffic!.rsBytes, m.ipvsTraffic!.rsWeight, m.ipvsTraffic!.vsPackets]) assert.deepEqual(Object.keys((metric as unknown as { hashMap: object }).hashMap), []);
 
   table = [{ ...services[0]!, stats: stats(5) }, services[1]!];
   table[0]!.destinations = [services[0]!.destinations![0]!];
