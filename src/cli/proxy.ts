@@ -7,7 +7,7 @@ import type { ManifestSet, ManifestWarning } from '../kube/manifests.js';
 import type { HandleOptions } from '../native.js';
 import { nodeAddresses } from '../proxy/node-addresses.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
-import { CONFIG_FLAGS, loadConfig, toProxierOptions, type FlagSpec } from '../daemon/config.js';
+import { COMMAND_FLAGS, loadConfig, toProxierOptions, type FlagSpec } from '../daemon/config.js';
 import type { CleanupResult } from '../proxy/cleanup.js';
 import { KUBE_IPSET_PREFIX } from '../proxy/ipvs/kube-ipsets.js';
 
@@ -35,16 +35,16 @@ interface SyncOpts {
  *  the options both commands have that are not configuration. */
 function configOptions(cmd: Command, fields: readonly FlagSpec[]): Command {
   for (const f of fields) {
-    const flags = `--${f.flag}${f.kind.arg ? ` ${f.kind.arg}` : ''}`;
+    const flags = `${f.short ? `-${f.short}, ` : ''}--${f.flag}${f.kind.arg ? ` ${f.kind.arg}` : ''}`;
     const help = f.alias ? `${f.help}; also --${f.alias}` : f.help;
     if (f.kind.list) cmd.option(flags, help, list);
     else cmd.option(flags, help);
-    if (f.alias) cmd.addOption(new Option(flags.replace(f.flag, f.alias)).hideHelp());
+    if (f.alias) cmd.addOption(new Option(`--${f.alias}${f.kind.arg ? ` ${f.kind.arg}` : ''}`).hideHelp());
     if (f.negatedHelp) cmd.option(`--no-${f.flag}`, f.negatedHelp);
   }
   return cmd
-    .option('--no-glue', 'do not program the nftables glue (masquerade, hairpin, source ranges)')
-    .option('--kube-proxy-ipsets', "also maintain kube-proxy's ipsets (KUBE-CLUSTER-IP …) for iptables rules that reference them");
+    .option('--no-glue', 'IPVS mode: do not program the nftables glue (masquerade, hairpin, source ranges)')
+    .option('--kube-proxy-ipsets', "IPVS mode: also maintain kube-proxy's ipsets (KUBE-CLUSTER-IP …) for iptables rules that reference them");
 }
 
 /** `ipvsync sync`, `proxy`, `cleanup` */
@@ -52,9 +52,9 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
   configOptions(
     program
       .command('sync')
-      .description('program the kernel once from Service/EndpointSlice/Endpoints manifests (kube-proxy IPVS semantics)')
+      .description('program the kernel once from Service/EndpointSlice/Endpoints manifests, as kube-proxy would: IPVS mode (virtual servers, VIPs on a dummy link, nftables glue; the default) or --proxy-mode nftables (one nftables table per family, no IPVS)')
       .requiredOption('-f, --file <path...>', 'YAML/JSON manifest files or folders'),
-    CONFIG_FLAGS.filter((f) => f.sync),
+    COMMAND_FLAGS.filter((f) => f.sync),
   )
     .option('--no-sysctl', 'do not set the sysctls kube-proxy sets (IPVS mode: forwarding and the IPVS ones; nftables mode: forwarding)')
     .option('--dry-run', 'print the writes it would make and change nothing')
@@ -130,11 +130,11 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
   configOptions(
     program
       .command('proxy')
-      .description('run the service proxy (kube-proxy IPVS mode): watch the Kubernetes API, or a manifests folder')
+      .description('run the service proxy, a drop-in for kube-proxy in IPVS mode (the default) or nftables mode (--proxy-mode nftables): watch the Kubernetes API, or a manifests folder')
       .option('--manifests <dir>', 'watch this folder of Service/EndpointSlice manifests instead of a cluster')
-      .option('--config <file>', 'KubeProxyConfiguration-style YAML (flags override it)')
+      .option('--config <file>', "YAML: kube-proxy's KubeProxyConfiguration, and ipvsync's IpvsyncConfiguration as a second document (flags override it)")
       .option('--write-config-to <file>', 'write the effective configuration and exit'),
-    CONFIG_FLAGS,
+    COMMAND_FLAGS,
   ).action(async (o: Record<string, unknown>) => {
     const { runProxy } = await import('../daemon/run.js');
     await runProxy(o, handleOptions());

@@ -1,6 +1,7 @@
-// The daemon's configuration: a YAML file whose fields are named like kube-proxy's
-// KubeProxyConfiguration (the subset that means something for an IPVS proxy, plus ipvsync's
-// own), command-line flags named like kube-proxy's that override it, kube-proxy's defaults, and
+// The daemon's configuration: a YAML file of up to two documents — kube-proxy's
+// KubeProxyConfiguration (v1alpha1: the fields that mean something to ipvsync, each mode reading
+// its own section as kube-proxy does) and ipvsync's IpvsyncConfiguration (its own fields) —,
+// command-line flags named like kube-proxy's that override it, kube-proxy's defaults, and
 // validation that names the field and says what is wrong — all problems at once.
 import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
@@ -18,7 +19,8 @@ import type { ProxierOptions } from '../proxy/proxier.js';
 export type BindMode = 'address' | 'route';
 /** kube-proxy's mode: the data plane. */
 export type ProxyMode = 'ipvs' | 'nftables';
-export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+/** How log lines are written: klog's text (kube-proxy's) or one JSON object per line. */
+export type LogFormat = 'text' | 'json';
 export type IpvsStatsMetrics = 'none' | 'services' | 'all';
 
 export interface HostPort {
@@ -43,11 +45,16 @@ export interface IpvsyncConfig {
   /** null: the server is off (port 0). */
   metricsBindAddress: HostPort | null;
   healthzBindAddress: HostPort | null;
-  masqueradeAll: boolean;
   /** kube-proxy's clientConnection.kubeconfig ('' : in-cluster). */
   kubeconfig: string;
   /** API server URL overriding the kubeconfig (kube-proxy's --master). */
   master: string;
+  /** IPVS mode's masquerade-all: kube-proxy reads it from the iptables section in IPVS mode. */
+  iptables: { masqueradeAll: boolean };
+  /** nftables mode's periods and masquerade-all (kube-proxy's nftables section). */
+  nftables: { syncPeriodMs: number; minSyncPeriodMs: number; masqueradeAll: boolean };
+  /** kube-proxy's logging section: verbosity 4 and more logs debug lines. */
+  logging: { verbosity: number; format: LogFormat };
   ipvs: {
     /** Default scheduler; '' means rr. */
     scheduler: Scheduler;
@@ -86,7 +93,18 @@ export interface IpvsyncConfig {
   drainTimeoutMs: number;
   /** Serve Services labelled service.kubernetes.io/service-proxy-name=<proxyName>. */
   proxyName: string;
-  logLevel: LogLevel;
+}
+
+/** What the mode reads from its own section (kube-proxy's conversion: IPVS mode the ipvs
+ *  section's periods and iptables.masqueradeAll, nftables mode the nftables section's). */
+export function modeSettings(cfg: IpvsyncConfig): { syncPeriodMs: number; minSyncPeriodMs: number; masqueradeAll: boolean } {
+  if (cfg.mode === 'nftables') return { ...cfg.nftables };
+  return { syncPeriodMs: cfg.ipvs.syncPeriodMs, minSyncPeriodMs: cfg.ipvs.minSyncPeriodMs, masqueradeAll: cfg.iptables.masqueradeAll };
+}
+
+/** The logger's level for kube-proxy's verbosity: its debug lines (V(4)) from 4 on. */
+export function logLevel(cfg: IpvsyncConfig): 'debug' | 'info' {
+  return cfg.logging.verbosity >= 4 ? 'debug' : 'info';
 }
 
 export interface ConfigIssue {
@@ -207,7 +225,7 @@ const bool: Kind<boolean> = {
 };
 
 /** A Go duration, in milliseconds. */
-function duration(opts: { wholeSeconds?: boolean; positive?: boolean } = {}): Kind<number> {
+function duration(opts: { wholeSeconds?: boolean } = {}): Kind<number> {
   return {
     arg: '<value>',
     render: formatDuration,
@@ -216,7 +234,6 @@ function duration(opts: { wholeSeconds?: boolean; positive?: boolean } = {}): Ki
       if (String(v).trim().startsWith('-')) return c.bad(path, `"${v}" is negative`);
       const ms = parseDuration(String(v));
       if (ms === undefined) return c.bad(path, `"${v}" is not a duration (examples: "30s", "1m", "1h30m", "250ms")`);
-      if (opts.positive && ms <= 0) return c.bad(path, 'must be greater than 0');
       if (opts.wholeSeconds && ms % 1000 !== 0) return c.bad(path, `"${v}" is not a whole number of seconds (IPVS timeouts are in seconds)`);
       return ms;
     },
@@ -333,12 +350,13 @@ function hostPort(defaultPort: number, offHost: string): Kind<HostPort | null> {
 export interface FlagSpec<T = any> {
   /** Where the file has it ("ipvs.syncPeriod"), and where its flag puts it; default the key. */
   path?: string;
-  /** Other places a kube-proxy file may have it, read when `path` is absent. */
-  also?: string[];
   kind: Kind<T>;
   default: T;
-  /** kube-proxy's flag name, without dashes (ipvsync's own where kube-proxy has none). */
+  /** kube-proxy's flag name, without dashes (ipvsync's own where kube-proxy has none). Two
+   *  fields of different modes may share one (--masquerade-all): it sets the running mode's. */
   flag: string;
+  /** A one-letter spelling of the flag (-v). */
+  short?: string;
   help: string;
   /** A bool flag that defaults to true or to the kernel's value: `--no-<flag>` sets it false, with this help. */
   negatedHelp?: string;
@@ -348,20 +366,35 @@ export interface FlagSpec<T = any> {
   sync?: true;
   /** Not written by --write-config-to while it has its default (fields kube-proxy does not write). */
   omitDefault?: true;
+  /** Read only in this mode: its flag given in the other mode is ignored, with a warning. */
+  mode?: ProxyMode;
+  /** ipvsync's own field, which kube-proxy does not know: in the IpvsyncConfiguration document. */
+  own?: true;
 }
 
-type IpvsKey = keyof IpvsyncConfig['ipvs'];
-type ConfigKey = Exclude<keyof IpvsyncConfig, 'ipvs'> | `ipvs.${IpvsKey}`;
-type ValueAt<K> = K extends `ipvs.${infer S extends IpvsKey}` ? IpvsyncConfig['ipvs'][S] : K extends keyof IpvsyncConfig ? IpvsyncConfig[K] : never;
+type Section = 'ipvs' | 'nftables' | 'iptables' | 'logging';
+type ConfigKey = Exclude<keyof IpvsyncConfig, Section> | { [S in Section]: `${S}.${keyof IpvsyncConfig[S] & string}` }[Section];
+type ValueAt<K> = K extends `${infer S extends Section}.${infer F}` ? (F extends keyof IpvsyncConfig[S] ? IpvsyncConfig[S][F] : never) : K extends keyof IpvsyncConfig ? IpvsyncConfig[K] : never;
 
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const nodePortCidrs = cidrs();
 const ipFamily = (cidr: string) => isIP(cidr.split('/')[0]!);
 
+/** kube-proxy's --v: a whole number from 0. */
+const verbosity: Kind<number> = {
+  arg: '<level>',
+  render: (v) => v,
+  read(c, v, path) {
+    const n = typeof v === 'string' && /^\d+$/.test(v.trim()) ? Number(v) : v;
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) return c.bad(path, `must be a whole number from 0 (kube-proxy's verbosity), not ${describe(v)}`);
+    return n;
+  },
+};
+
 /**
  * Every field of IpvsyncConfig (the type checks that each is here, with a kind and a default of
  * its type), in the order --write-config-to writes them and validation reports them. kube-proxy's
- * defaults for IPVS mode (pkg/proxy/apis/config/v1alpha1/defaults.go).
+ * defaults (pkg/proxy/apis/config/v1alpha1/defaults.go).
  */
 const FIELDS: { [K in ConfigKey]: FlagSpec<ValueAt<K>> } = {
   mode: {
@@ -371,7 +404,7 @@ const FIELDS: { [K in ConfigKey]: FlagSpec<ValueAt<K>> } = {
   clusterCIDRs: {
     path: 'clusterCIDR',
     kind: { ...cidrs((l) => (l.length > 2 || (l.length === 2 && ipFamily(l[0]!) === ipFamily(l[1]!)) ? 'at most one CIDR per IP family (one, or one IPv4 and one IPv6 for dual-stack)' : undefined)), render: (v) => v.join(',') },
-    default: [], flag: 'cluster-cidr', help: 'pod CIDR(s), comma separated; traffic to VIPs from outside is masqueraded', sync: true,
+    default: [], flag: 'cluster-cidr', help: 'pod CIDR(s), comma separated; traffic to service addresses from outside is masqueraded', sync: true,
   },
   nodePortAddresses: {
     kind: { ...nodePortCidrs, read: (c, v, p) => (Array.isArray(v) && v.includes('primary') ? c.bad(p, '"primary" is not supported: list CIDRs') : nodePortCidrs.read(c, v, p)) },
@@ -379,7 +412,7 @@ const FIELDS: { [K in ConfigKey]: FlagSpec<ValueAt<K>> } = {
   },
   // ipvsync's: kube-proxy takes its node IPs from the Node object
   nodeIPs: {
-    kind: ips, default: [], flag: 'node-ip', help: 'node addresses for NodePorts (repeatable or comma-separated; default every local address)', sync: true, omitDefault: true,
+    kind: ips, default: [], flag: 'node-ip', help: 'node addresses for NodePorts (repeatable or comma-separated; default every local address)', sync: true, omitDefault: true, own: true,
   },
   hostnameOverride: {
     // kube-proxy trims and lowercases it
@@ -388,86 +421,104 @@ const FIELDS: { [K in ConfigKey]: FlagSpec<ValueAt<K>> } = {
   },
   // ipvsync's: kube-proxy reads them from the Node object (so does ipvsync; these win)
   nodeLabels: {
-    kind: labels, default: {}, flag: 'node-labels', help: 'labels of this node over its Node object\'s (KEY=VALUE, repeatable or comma-separated; the proxy reads topology.kubernetes.io/zone)', sync: true, omitDefault: true,
+    kind: labels, default: {}, flag: 'node-labels', help: 'labels of this node over its Node object\'s (KEY=VALUE, repeatable or comma-separated; the proxy reads topology.kubernetes.io/zone)', sync: true, omitDefault: true, own: true,
   },
   metricsBindAddress: { kind: hostPort(DEFAULT_METRICS_PORT, '127.0.0.1'), default: { host: '127.0.0.1', port: DEFAULT_METRICS_PORT }, flag: 'metrics-bind-address', help: 'metrics server ip:port (port 0: off; default 127.0.0.1:10249)' },
   healthzBindAddress: { kind: hostPort(DEFAULT_HEALTHZ_PORT, '0.0.0.0'), default: { host: '0.0.0.0', port: DEFAULT_HEALTHZ_PORT }, flag: 'healthz-bind-address', help: 'health server ip:port (port 0: off; default 0.0.0.0:10256)' },
-  masqueradeAll: { also: ['iptables.masqueradeAll'], kind: bool, default: false, flag: 'masquerade-all', help: 'masquerade all traffic to service VIPs', sync: true },
   kubeconfig: { path: 'clientConnection.kubeconfig', kind: text(), default: '', flag: 'kubeconfig', help: 'kubeconfig file (default: in-cluster config)' },
   // ipvsync's, for kube-proxy's --master flag
-  master: { kind: text(), default: '', flag: 'master', help: 'API server URL (overrides the kubeconfig)', omitDefault: true },
+  master: { kind: text(), default: '', flag: 'master', help: 'API server URL (overrides the kubeconfig)', omitDefault: true, own: true },
+  'iptables.masqueradeAll': { kind: bool, default: false, flag: 'masquerade-all', mode: 'ipvs', help: 'masquerade all traffic to service addresses (the file: iptables.masqueradeAll in IPVS mode, nftables.masqueradeAll in nftables mode)', sync: true },
+  'nftables.masqueradeAll': { kind: bool, default: false, flag: 'masquerade-all', mode: 'nftables', help: 'nftables mode: masquerade all traffic to service addresses', sync: true },
+  'nftables.syncPeriodMs': { path: 'nftables.syncPeriod', kind: duration(), default: 30_000, flag: 'iptables-sync-period', mode: 'nftables', help: 'nftables mode: full resync at least this often (default 30s)' },
+  'nftables.minSyncPeriodMs': { path: 'nftables.minSyncPeriod', kind: duration(), default: 1000, flag: 'iptables-min-sync-period', mode: 'nftables', help: 'nftables mode: no two syncs closer than this (default 1s)' },
+  'logging.verbosity': { kind: verbosity, default: 0, flag: 'v', short: 'v', help: "log verbosity, as kube-proxy's: 4 or more adds the debug lines (default 0)" },
+  'logging.format': {
+    kind: text<LogFormat>((f) => (f !== 'text' && f !== 'json' ? `must be "text" or "json", not "${f}"` : undefined)),
+    default: 'text', flag: 'logging-format', help: "text (klog's lines, as kube-proxy; default) or json (one JSON object per line)",
+  },
   'ipvs.scheduler': {
     kind: text((s) => (s !== '' && !isKnownScheduler(s) ? `unknown IPVS scheduler "${s}"` : undefined)),
-    default: '', flag: 'ipvs-scheduler', alias: 'scheduler', help: 'default IPVS scheduler (default rr)', sync: true,
+    default: '', flag: 'ipvs-scheduler', alias: 'scheduler', help: 'default IPVS scheduler (default rr)', sync: true, mode: 'ipvs',
   },
-  // newer kube-proxy has syncPeriod and minSyncPeriod at the top level; ipvs.* wins when both are set
-  'ipvs.syncPeriodMs': { path: 'ipvs.syncPeriod', also: ['syncPeriod'], kind: duration({ positive: true }), default: 30_000, flag: 'ipvs-sync-period', help: 'full resync at least this often (default 30s)' },
-  'ipvs.minSyncPeriodMs': { path: 'ipvs.minSyncPeriod', also: ['minSyncPeriod'], kind: duration(), default: 0, flag: 'ipvs-min-sync-period', help: 'no two syncs closer than this (default 0s)' },
-  'ipvs.tcpTimeoutMs': { path: 'ipvs.tcpTimeout', kind: duration({ wholeSeconds: true }), default: 0, flag: 'ipvs-tcp-timeout', help: 'IPVS TCP idle timeout (0: kernel value)' },
-  'ipvs.tcpFinTimeoutMs': { path: 'ipvs.tcpFinTimeout', kind: duration({ wholeSeconds: true }), default: 0, flag: 'ipvs-tcpfin-timeout', help: 'IPVS TCP FIN_WAIT timeout (0: kernel value)' },
-  'ipvs.udpTimeoutMs': { path: 'ipvs.udpTimeout', kind: duration({ wholeSeconds: true }), default: 0, flag: 'ipvs-udp-timeout', help: 'IPVS UDP timeout (0: kernel value)' },
-  'ipvs.strictARP': { kind: bool, default: false, flag: 'ipvs-strict-arp', help: 'arp_ignore=1, arp_announce=2' },
+  'ipvs.syncPeriodMs': { path: 'ipvs.syncPeriod', kind: duration(), default: 30_000, flag: 'ipvs-sync-period', mode: 'ipvs', help: 'IPVS mode: full resync at least this often (default 30s)' },
+  'ipvs.minSyncPeriodMs': { path: 'ipvs.minSyncPeriod', kind: duration(), default: 0, flag: 'ipvs-min-sync-period', mode: 'ipvs', help: 'IPVS mode: no two syncs closer than this (default 0s)' },
+  'ipvs.tcpTimeoutMs': { path: 'ipvs.tcpTimeout', kind: duration({ wholeSeconds: true }), default: 0, flag: 'ipvs-tcp-timeout', mode: 'ipvs', help: 'IPVS TCP idle timeout (0: kernel value)' },
+  'ipvs.tcpFinTimeoutMs': { path: 'ipvs.tcpFinTimeout', kind: duration({ wholeSeconds: true }), default: 0, flag: 'ipvs-tcpfin-timeout', mode: 'ipvs', help: 'IPVS TCP FIN_WAIT timeout (0: kernel value)' },
+  'ipvs.udpTimeoutMs': { path: 'ipvs.udpTimeout', kind: duration({ wholeSeconds: true }), default: 0, flag: 'ipvs-udp-timeout', mode: 'ipvs', help: 'IPVS UDP timeout (0: kernel value)' },
+  'ipvs.strictARP': { kind: bool, default: false, flag: 'ipvs-strict-arp', mode: 'ipvs', help: 'arp_ignore=1, arp_announce=2' },
+  'ipvs.excludeCIDRs': { kind: cidrs(), default: [], flag: 'ipvs-exclude-cidrs', mode: 'ipvs', help: 'never touch IPVS services in these CIDRs' },
   'ipvs.runEstimation': {
-    kind: bool, default: undefined, flag: 'ipvs-run-estimation', help: "net.ipv4.vs.run_estimation=1 (default: the kernel's value is left as it is)", omitDefault: true,
+    kind: bool, default: undefined, flag: 'ipvs-run-estimation', help: "net.ipv4.vs.run_estimation=1 (default: the kernel's value is left as it is)", omitDefault: true, mode: 'ipvs', own: true,
     negatedHelp: 'net.ipv4.vs.run_estimation=0: no IPVS rate estimation (before Linux 6.2 its timer walks every service and destination every 2 s in softirq)',
   },
-  'ipvs.excludeCIDRs': { kind: cidrs(), default: [], flag: 'ipvs-exclude-cidrs', help: 'never touch IPVS services in these CIDRs' },
   'ipvs.statsMetrics': {
     kind: text<IpvsStatsMetrics>((m) => (m !== 'none' && m !== 'services' && m !== 'all' ? `must be "none", "services" or "all", not "${m}"` : undefined)),
-    default: 'none', flag: 'ipvs-stats-metrics', help: "IPVS traffic counters on /metrics: none (default), services (per virtual server) or all (and per real server); each scrape dumps the table",
+    default: 'none', flag: 'ipvs-stats-metrics', mode: 'ipvs', own: true,
+    help: "IPVS traffic counters on /metrics: none (default), services (per virtual server) or all (and per real server); each scrape dumps the table",
   },
   bindMode: {
     kind: text<BindMode>((m) => (m !== 'address' && m !== 'route' ? `must be "address" or "route", not "${m}"` : undefined)),
-    default: 'address', flag: 'bind-mode', help: 'address (VIPs on the link) or route (local routes over serviceCIDRs)', sync: true,
+    default: 'address', flag: 'bind-mode', mode: 'ipvs', own: true, help: 'IPVS mode: address (VIPs on the link) or route (local routes over serviceCIDRs)', sync: true,
   },
-  serviceCIDRs: { kind: cidrs(), default: [], flag: 'service-cidrs', help: 'service CIDRs, when the API serves no ServiceCIDR objects: traffic to an address in them no Service holds is dropped (nftables mode); required by --bind-mode route', sync: true },
+  serviceCIDRs: { kind: cidrs(), default: [], flag: 'service-cidrs', own: true, help: 'service CIDRs, when the API serves no ServiceCIDR objects: traffic to an address in them no Service holds is dropped (nftables mode); required by --bind-mode route', sync: true },
   vipLink: {
     kind: text((l) => (!/^[^\s/:]{1,15}$/.test(l) || l === '.' || l === '..' ? `"${l}" is not a link name (1-15 characters, no spaces, "/" or ":")` : undefined)),
-    default: 'kube-ipvs0', flag: 'vip-link', help: 'dummy link holding the VIPs (default kube-ipvs0)', sync: true,
+    default: 'kube-ipvs0', flag: 'vip-link', own: true, help: 'dummy link holding the VIPs (default kube-ipvs0; nftables mode removes what IPVS mode left there)', sync: true,
   },
-  drainTimeoutMs: { path: 'drainTimeout', kind: duration(), default: 15 * 60_000, flag: 'drain-timeout', help: 'delete a draining TCP real server after this (default 15m)' },
+  drainTimeoutMs: { path: 'drainTimeout', kind: duration(), default: 15 * 60_000, flag: 'drain-timeout', mode: 'ipvs', own: true, help: 'delete a draining TCP real server after this (default 15m)' },
   proxyName: {
     kind: text((n) => (n !== '' && (n.length > 63 || !/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(n)) ? `"${n}" is not a valid label value` : undefined)),
-    default: '', flag: 'proxy-name', help: 'also serve Services labelled service.kubernetes.io/service-proxy-name=NAME',
-  },
-  logLevel: {
-    kind: text<LogLevel>((l) => (!['debug', 'info', 'warn', 'error'].includes(l) ? `must be one of debug, info, warn, error, not "${l}"` : undefined)),
-    default: 'info', flag: 'log-level', help: 'debug, info, warn or error (default info)',
+    default: '', flag: 'proxy-name', own: true, help: 'also serve Services labelled service.kubernetes.io/service-proxy-name=NAME',
   },
 };
 
 /** The fields, each with `key`, where IpvsyncConfig has it, and `path`, where the file has it. */
 export const CONFIG_FLAGS = Object.entries(FIELDS).map(([key, f]) => ({ key, ...f, path: f.path ?? key })) as ReadonlyArray<FlagSpec & { key: ConfigKey; path: string }>;
 
-/** The table's defaults: kube-proxy's for IPVS mode. */
+/** The table's defaults: kube-proxy's. */
 export function defaultConfig(): IpvsyncConfig {
-  const cfg = { ipvs: {} } as IpvsyncConfig;
+  const cfg = { ipvs: {}, nftables: {}, iptables: {}, logging: {} } as IpvsyncConfig;
   for (const f of CONFIG_FLAGS) if (f.default !== undefined) setAt(cfg, f.key, structuredClone(f.default));
   return cfg;
 }
 
-/** The document's own fields, checked before the table's. */
-const API_VERSIONS = ['kubeproxy.config.k8s.io/v1alpha1', 'ipvsync.io/v1alpha1'];
-const META: Record<string, Kind<string>> = {
-  apiVersion: text((v) => (API_VERSIONS.includes(v) ? undefined : `must be one of ${API_VERSIONS.join(', ')}, not "${v}"`)),
-  kind: text((v) => (v === 'KubeProxyConfiguration' ? undefined : `must be KubeProxyConfiguration, not "${v}"`)),
-};
+/** The two documents a file may hold: kube-proxy's and ipvsync's own. */
+export const KUBE_PROXY_DOCUMENT = { apiVersion: 'kubeproxy.config.k8s.io/v1alpha1', kind: 'KubeProxyConfiguration' } as const;
+export const IPVSYNC_DOCUMENT = { apiVersion: 'ipvsync.io/v1alpha1', kind: 'IpvsyncConfiguration' } as const;
+const DOCUMENTS = [KUBE_PROXY_DOCUMENT, IPVSYNC_DOCUMENT];
+const documentName = (d: (typeof DOCUMENTS)[number]) => `${d.kind} (apiVersion ${d.apiVersion})`;
 
 /** kube-proxy fields that are accepted and ignored (they configure other modes or things
  *  ipvsync does not do), by mapping; reported as warnings so a kube-proxy config file loads unchanged. */
 const IGNORED: Record<string, string[]> = {
-  '': ['bindAddress', 'bindAddressHardFail', 'configSyncPeriod', 'conntrack', 'detectLocal', 'detectLocalMode', 'enableProfiling', 'featureGates', 'logging', 'nftables', 'oomScoreAdj', 'portRange', 'showHiddenMetricsForVersion', 'udpIdleTimeout', 'winkernel'],
+  '': ['bindAddress', 'bindAddressHardFail', 'configSyncPeriod', 'conntrack', 'detectLocal', 'detectLocalMode', 'enableProfiling', 'featureGates', 'oomScoreAdj', 'portRange', 'showHiddenMetricsForVersion', 'winkernel', 'windowsRunAsService'],
   clientConnection: ['acceptContentTypes', 'contentType', 'qps', 'burst'],
   iptables: ['masqueradeBit', 'localhostNodePorts', 'syncPeriod', 'minSyncPeriod'],
+  nftables: ['masqueradeBit'],
+  ipvs: ['ipSet'],
+  logging: ['flushFrequency', 'vmodule', 'options'],
 };
 
-/** The known fields of each mapping ('' the document), from the table. */
-const KNOWN = new Map<string, Set<string>>([['', new Set(Object.keys(META))]]);
-for (const p of CONFIG_FLAGS.flatMap((f) => [f.path, ...(f.also ?? [])])) {
-  const [section, key] = (p.includes('.') ? p.split('.') : ['', p]) as [string, string];
-  if (section) KNOWN.get('')!.add(section);
-  KNOWN.set(section, (KNOWN.get(section) ?? new Set()).add(key));
+/** Fields that are in no v1alpha1 KubeProxyConfiguration (older ipvsync files had them): where they go. */
+const MOVED: Record<string, string> = {
+  masqueradeAll: 'iptables.masqueradeAll (IPVS mode) or nftables.masqueradeAll (nftables mode), as kube-proxy reads it',
+  syncPeriod: 'ipvs.syncPeriod (IPVS mode) or nftables.syncPeriod (nftables mode), as kube-proxy reads it',
+  minSyncPeriod: 'ipvs.minSyncPeriod (IPVS mode) or nftables.minSyncPeriod (nftables mode), as kube-proxy reads it',
+  logLevel: 'logging.verbosity (kube-proxy\'s: 4 and more logs debug lines)',
+};
+
+/** The known fields of each mapping ('' the document) of each document, from the table. */
+function knownFields(own: boolean): Map<string, Set<string>> {
+  const known = new Map<string, Set<string>>([['', new Set(['apiVersion', 'kind'])]]);
+  for (const f of CONFIG_FLAGS.filter((x) => !!x.own === own)) {
+    const [section, key] = (f.path.includes('.') ? f.path.split('.') : ['', f.path]) as [string, string];
+    if (section) known.get('')!.add(section);
+    known.set(section, (known.get(section) ?? new Set()).add(key));
+  }
+  return known;
 }
+const KNOWN = { kubeProxy: knownFields(false), ipvsync: knownFields(true) };
 
 export interface LoadedConfig {
   config: IpvsyncConfig;
@@ -517,39 +568,92 @@ export function parseHostPort(text: string, defaultPort: number): HostPort | str
   return { host, port: Number(portText) };
 }
 
-/** Validates a parsed config document (already merged with flags) onto the defaults. */
+/** Validates a file's documents (one mapping, or the list of a multi-document file; flags
+ *  already merged: mergeFlags) onto the defaults. */
 export function validateConfig(raw: unknown, source?: string): LoadedConfig {
   const c = new Checker();
-  const cfg = defaultConfig();
-  if (raw === undefined || raw === null) raw = {};
-  if (!isObject(raw)) throw new ConfigError([{ path: '(document)', message: `must be a mapping, not ${describe(raw)}` }], source);
-  for (const [section, known] of KNOWN) {
-    const obj = section ? raw[section] : raw;
-    if (obj === undefined || obj === null) continue;
-    if (!isObject(obj)) {
-      c.bad(section, `must be a mapping, not ${describe(obj)}`);
-      continue;
+  const doc = combineDocuments(Array.isArray(raw) ? raw : [raw], c, source);
+  return validate(doc, c, source);
+}
+
+/**
+ * The file's documents as one mapping: each is kube-proxy's KubeProxyConfiguration (also when it
+ * names no kind) or ipvsync's IpvsyncConfiguration, at most one of each, holding only its own
+ * fields (a field in the other document, or in none, is a problem that says where it goes).
+ */
+function combineDocuments(docs: readonly unknown[], c: Checker, source?: string): Raw {
+  const out: Raw = {};
+  const seen = new Set<string>();
+  for (const raw of docs) {
+    if (raw === undefined || raw === null) continue;
+    if (!isObject(raw)) throw new ConfigError([{ path: '(document)', message: `must be a mapping, not ${describe(raw)}` }], source);
+    const type = documentType(raw, c);
+    if (!type) continue;
+    if (seen.has(type.kind)) c.bad('kind', `a second ${type.kind} document`);
+    seen.add(type.kind);
+    const own = type === IPVSYNC_DOCUMENT;
+    const [known, other] = own ? [KNOWN.ipvsync, KNOWN.kubeProxy] : [KNOWN.kubeProxy, KNOWN.ipvsync];
+    const elsewhere = own ? `a ${KUBE_PROXY_DOCUMENT.kind} field: it belongs in that document` : `an ipvsync field: it belongs in the ${documentName(IPVSYNC_DOCUMENT)} document`;
+    // what is read of it: its own fields (a misplaced one is reported, not read)
+    const kept = structuredClone(raw);
+    for (const section of known.keys()) {
+      const obj = section ? kept[section] : kept;
+      if (obj === undefined || obj === null) continue;
+      if (!isObject(obj)) {
+        c.bad(section, `must be a mapping, not ${describe(obj)}`);
+        continue;
+      }
+      const prefix = section ? `${section}.` : '';
+      for (const k of Object.keys(obj)) {
+        if (known.get(section)!.has(k)) continue;
+        delete obj[k];
+        if (!own && IGNORED[section]?.includes(k)) c.warnings.push(`${prefix}${k}: kube-proxy field ignored by ipvsync`);
+        else if (other.get(section)?.has(k)) c.bad(`${prefix}${k}`, elsewhere);
+        else if (!section && MOVED[k]) c.bad(k, `not a field of a ${KUBE_PROXY_DOCUMENT.kind}: ${MOVED[k]}`);
+        else c.bad(`${prefix}${k}`, 'unknown field');
+      }
     }
-    const prefix = section ? `${section}.` : '';
-    for (const k of Object.keys(obj)) {
-      if (known.has(k)) continue;
-      if (IGNORED[section]?.includes(k)) c.warnings.push(`${prefix}${k}: kube-proxy field ignored by ipvsync`);
-      else c.bad(`${prefix}${k}`, 'unknown field');
+    for (const [k, v] of Object.entries(kept)) {
+      if (k === 'apiVersion' || k === 'kind') continue;
+      out[k] = isObject(v) && isObject(out[k]) ? { ...(out[k] as Raw), ...v } : v;
     }
   }
-  for (const [path, kind] of Object.entries(META)) if (raw[path] !== undefined && raw[path] !== null) kind.read(c, raw[path], path);
+  return out;
+}
 
+/** Which document this is, from its apiVersion and kind (neither: kube-proxy's). */
+function documentType(raw: Raw, c: Checker): (typeof DOCUMENTS)[number] | undefined {
+  const { apiVersion, kind } = raw;
+  if (apiVersion === undefined && kind === undefined) return KUBE_PROXY_DOCUMENT;
+  if (kind === undefined) {
+    const byVersion = DOCUMENTS.find((d) => d.apiVersion === apiVersion);
+    if (byVersion) return byVersion;
+    c.bad('apiVersion', `must be ${DOCUMENTS.map((d) => d.apiVersion).join(' or ')}, not ${describe(apiVersion)}`);
+    return undefined;
+  }
+  const found = DOCUMENTS.find((d) => d.apiVersion === apiVersion && d.kind === kind);
+  if (found) return found;
+  const byKind = DOCUMENTS.find((d) => d.kind === kind);
+  if (byKind && apiVersion !== undefined) c.bad('apiVersion', `a ${byKind.kind} is ${byKind.apiVersion}, not ${JSON.stringify(apiVersion)}`);
+  else if (byKind) return byKind;
+  else c.bad('kind', `must be ${DOCUMENTS.map((d) => d.kind).join(' or ')}, not ${describe(kind)}`);
+  return undefined;
+}
+
+/** The combined document (flags merged) onto the defaults. */
+function validate(raw: Raw, c: Checker, source?: string): LoadedConfig {
+  const cfg = defaultConfig();
   for (const f of CONFIG_FLAGS) {
-    let value: unknown;
-    for (const path of [f.path, ...(f.also ?? [])]) {
-      const v = getAt(raw, path);
-      if (v !== undefined && v !== null) value ??= f.kind.read(c, v, path);
-    }
+    const v = getAt(raw, f.path);
+    const value = v !== undefined && v !== null ? f.kind.read(c, v, f.path) : undefined;
     if (value !== undefined) setAt(cfg, f.key, value);
   }
-
-  if (cfg.ipvs.minSyncPeriodMs > cfg.ipvs.syncPeriodMs)
-    c.bad('ipvs.minSyncPeriod', `must not exceed ipvs.syncPeriod (${formatDuration(cfg.ipvs.minSyncPeriodMs)} > ${formatDuration(cfg.ipvs.syncPeriodMs)})`);
+  // The running mode's periods, as kube-proxy validates them (the other's are not read).
+  const section = cfg.mode === 'nftables' ? 'nftables' : 'ipvs';
+  const { syncPeriodMs, minSyncPeriodMs } = cfg[section];
+  if (syncPeriodMs <= 0) c.bad(`${section}.syncPeriod`, 'must be greater than 0');
+  else if (minSyncPeriodMs > syncPeriodMs)
+    c.bad(`${section}.minSyncPeriod`, `must not exceed ${section}.syncPeriod (${formatDuration(minSyncPeriodMs)} > ${formatDuration(syncPeriodMs)})`);
   if (cfg.bindMode === 'route' && cfg.serviceCIDRs.length === 0 && !c.issues.some((i) => i.path.startsWith('serviceCIDRs')))
     c.bad('serviceCIDRs', 'required with bindMode "route" (the ranges the local routes cover)');
 
@@ -557,41 +661,58 @@ export function validateConfig(raw: unknown, source?: string): LoadedConfig {
   return { config: cfg, warnings: c.warnings };
 }
 
-/** Parses YAML text (a syntax error names the line). Empty text is an empty config. */
-export function parseConfigText(text: string, source = 'config'): unknown {
-  try {
-    return yaml().parse(text) ?? {};
-  } catch (e) {
-    if (e instanceof yaml().YAMLParseError) {
+/** Parses YAML text, one document or several (a syntax error names the line). Empty text is an empty config. */
+export function parseConfigText(text: string, source = 'config'): unknown[] {
+  const docs = yaml().parseAllDocuments(text);
+  const out: unknown[] = [];
+  for (const doc of Array.isArray(docs) ? docs : [docs]) {
+    const e = doc.errors[0];
+    if (e) {
       const where = e.linePos?.[0] ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}` : '(document)';
       throw new ConfigError([{ path: where, message: `YAML syntax: ${e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}` }], source);
     }
-    throw e;
+    out.push(doc.toJS());
   }
+  return out;
 }
 
 // ---- flags ----
 
 const kebab = (k: string) => k.replace(/[A-Z]/g, (ch) => `-${ch.toLowerCase()}`);
-const BY_FLAG = new Map(CONFIG_FLAGS.flatMap((f) => [[f.flag, f] as const, ...(f.alias ? [[f.alias, f] as const] : [])]));
+/** Each flag's fields (two for a flag of both modes, one of each). */
+const BY_FLAG = new Map<string, Array<(typeof CONFIG_FLAGS)[number]>>();
+for (const f of CONFIG_FLAGS) for (const name of [f.flag, ...(f.alias ? [f.alias] : [])]) BY_FLAG.set(name, [...(BY_FLAG.get(name) ?? []), f]);
+
+/** The flags of the commands: one per name, the first field's (the table's order). */
+export const COMMAND_FLAGS = CONFIG_FLAGS.filter((f) => BY_FLAG.get(f.flag)![0] === f);
 
 /**
  * Flags onto the file's document (pure: returns a new document). `flags` is keyed by flag name
  * ("ipvs-sync-period") or its camelCase form as commander gives it ("ipvsSyncPeriod"); undefined
  * values are flags not given. Unknown keys are ignored (other commands' options). A flag's
- * problem is reported under its own name.
+ * problem is reported under its own name. A flag of one mode only, given in the other, is
+ * ignored with a note (kube-proxy ignores it silently).
  */
-export function mergeFlags(doc: unknown, flags: Record<string, unknown>): { doc: Raw; flagPaths: Map<string, string> } {
+export function mergeFlags(doc: unknown, flags: Record<string, unknown>): { doc: Raw; flagPaths: Map<string, string>; notes: string[] } {
   const out: Raw = isObject(doc) ? structuredClone(doc) : {};
   const flagPaths = new Map<string, string>();
+  const notes: string[] = [];
+  const modeFlag = flags['proxy-mode'] ?? flags.proxyMode ?? out.mode;
+  const mode: ProxyMode = typeof modeFlag === 'string' && modeFlag.trim() === 'nftables' ? 'nftables' : 'ipvs';
   for (const [key, value] of Object.entries(flags)) {
     const flag = BY_FLAG.has(key) ? key : kebab(key);
-    const spec = BY_FLAG.get(flag);
-    if (value === undefined || !spec) continue;
+    const specs = BY_FLAG.get(flag);
+    if (value === undefined || !specs) continue;
+    const spec = specs.find((s) => !s.mode || s.mode === mode);
+    if (!spec) {
+      const instead = CONFIG_FLAGS.find((s) => s.mode === mode && s.key.split('.')[1] === specs[0]!.key.split('.')[1]);
+      notes.push(`--${flag}: ignored in ${mode} mode${instead ? ` (its setting there is --${instead.flag})` : ''}`);
+      continue;
+    }
     setAt(out, spec.path, value);
     flagPaths.set(spec.path, `--${flag}`);
   }
-  return { doc: out, flagPaths };
+  return { doc: out, flagPaths, notes };
 }
 
 export interface LoadOptions {
@@ -606,8 +727,8 @@ export interface LoadOptions {
 /** File (if any) + flags → validated config. Errors name the file field or the flag. */
 export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
   const source = opts.file ?? (opts.text !== undefined ? 'config' : undefined);
-  let doc: unknown = {};
-  if (opts.text !== undefined) doc = parseConfigText(opts.text, source);
+  let docs: unknown[] = [];
+  if (opts.text !== undefined) docs = parseConfigText(opts.text, source);
   else if (opts.file) {
     let text: string;
     try {
@@ -615,21 +736,24 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
     } catch (e) {
       throw new ConfigError([{ path: '(file)', message: `cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}` }], source);
     }
-    doc = parseConfigText(text, source);
+    docs = parseConfigText(text, source);
   }
-  if (!isObject(doc)) throw new ConfigError([{ path: '(document)', message: `must be a mapping, not ${describe(doc)}` }], source);
-  const { doc: merged, flagPaths } = mergeFlags(doc, opts.flags ?? {});
+  const c = new Checker();
+  const { doc: merged, flagPaths, notes } = mergeFlags(combineDocuments(docs, c, source), opts.flags ?? {});
   // A problem or a note on a value that came from a flag names the flag; with no file (`sync`
   // has none) every field is its flag's.
   const named = source ? flagPaths : new Map([...CONFIG_FLAGS.map((f) => [f.path, `--${f.flag}`] as const), ...flagPaths]);
   const flagOf = (path: string) => named.get(path.replace(/\[\d+\]$/, ''));
   try {
-    const loaded = validateConfig(merged, source);
-    loaded.warnings = loaded.warnings.map((w) => {
-      const m = /^([^:\s]+): /.exec(w);
-      const flag = m && flagOf(m[1]!);
-      return flag ? `${flag}${w.slice(m[1]!.length)}` : w;
-    });
+    const loaded = validate(merged, c, source);
+    loaded.warnings = [
+      ...loaded.warnings.map((w) => {
+        const m = /^([^:\s]+): /.exec(w);
+        const flag = m && flagOf(m[1]!);
+        return flag ? `${flag}${w.slice(m[1]!.length)}` : w;
+      }),
+      ...notes,
+    ];
     return loaded;
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
@@ -637,14 +761,19 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
   }
 }
 
-/** The effective config as a KubeProxyConfiguration-style YAML document (--write-config-to). */
+/**
+ * The effective config as YAML (--write-config-to): a KubeProxyConfiguration holding only
+ * kube-proxy's v1alpha1 fields (kube-proxy loads it), then, as a second document, an
+ * IpvsyncConfiguration with ipvsync's own; ipvsync loads both back to the same config.
+ */
 export function renderConfig(cfg: IpvsyncConfig): string {
-  const doc: Raw = { apiVersion: 'kubeproxy.config.k8s.io/v1alpha1', kind: 'KubeProxyConfiguration' };
+  const kubeProxy: Raw = { ...KUBE_PROXY_DOCUMENT };
+  const own: Raw = { ...IPVSYNC_DOCUMENT };
   for (const f of CONFIG_FLAGS) {
     const v = getAt(cfg, f.key);
-    if (!(f.omitDefault && isDeepStrictEqual(v, f.default))) setAt(doc, f.path, f.kind.render(v));
+    if (!(f.omitDefault && isDeepStrictEqual(v, f.default))) setAt(f.own ? own : kubeProxy, f.path, f.kind.render(v));
   }
-  return yaml().stringify(doc);
+  return `${yaml().stringify(kubeProxy)}---\n${yaml().stringify(own)}`;
 }
 
 /** --write-config-to FILE: writes the effective config (the caller exits afterwards). */
@@ -663,7 +792,7 @@ export function toProxyConfig(cfg: IpvsyncConfig): ProxyConfig {
     scheduler: cfg.ipvs.scheduler || 'rr',
     nodePortAddresses: cfg.nodePortAddresses,
     clusterCIDRs: cfg.clusterCIDRs,
-    masqueradeAll: cfg.masqueradeAll,
+    masqueradeAll: modeSettings(cfg).masqueradeAll,
     serviceCIDRs: cfg.serviceCIDRs,
     ...(cfg.proxyName ? { proxyName: cfg.proxyName } : {}),
   };

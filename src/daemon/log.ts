@@ -1,9 +1,11 @@
-// Structured logs: one JSON object per line ({ts, level, msg, ...fields}), a level filter, child
-// loggers with bound fields. Errors keep their name, message and own fields (a NetlinkError's
-// code, errno, kind, op, extack, index), so a log line carries what the error value carries.
-import type { LogLevel } from './config.js';
+// Structured logs, one line each: klog's text form, as kube-proxy writes it
+// (`I1206 22:20:02.123456   12345 ipvsync] "sync" trigger="periodic" writes=0`), or one JSON object
+// ({ts, level, msg, ...fields}); a level filter, child loggers with bound fields. Errors keep
+// their name, message and own fields (a NetlinkError's code, errno, kind, op, extack, index), so
+// a line carries what the error value carries.
+import type { LogFormat } from './config.js';
 
-export type { LogLevel };
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 export type Fields = Record<string, unknown>;
 
 export interface Logger {
@@ -22,6 +24,8 @@ const RESERVED = new Set(['ts', 'level', 'msg']);
 
 export interface LoggerOptions {
   level?: LogLevel;
+  /** text (klog's, the default) or json. */
+  format?: LogFormat;
   /** Where lines go (default: stderr). */
   write?: (line: string) => void;
   now?: () => number;
@@ -54,24 +58,42 @@ export function toLogValue(v: unknown, seen = new WeakSet<object>()): unknown {
   return out;
 }
 
+/** klog's severity letters (debug lines are its V(4) info lines). */
+const KLOG_SEVERITY: Record<LogLevel, string> = { debug: 'I', info: 'I', warn: 'W', error: 'E' };
+const pad = (n: number, w = 2) => String(n).padStart(w, '0');
+
+/**
+ * A line in klog's text form: `Lmmdd hh:mm:ss.uuuuuu <pid, 7 wide> ipvsync] "msg" key=value…`
+ * (UTC; klog's file:line is the program's name). Strings are quoted, numbers and booleans bare,
+ * other values as JSON, as klog's structured lines.
+ */
+export function klogLine(level: LogLevel, at: Date, pid: number, msg: string, fields: Fields): string {
+  const ts = `${pad(at.getUTCMonth() + 1)}${pad(at.getUTCDate())} ${pad(at.getUTCHours())}:${pad(at.getUTCMinutes())}:${pad(at.getUTCSeconds())}.${pad(at.getUTCMilliseconds(), 3)}000`;
+  let line = `${KLOG_SEVERITY[level]}${ts} ${String(pid).padStart(7)} ipvsync] ${JSON.stringify(msg)}`;
+  for (const [k, v] of Object.entries(fields)) line += ` ${k}=${typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v)}`;
+  return line;
+}
+
 export function createLogger(opts: LoggerOptions = {}): Logger {
   const level = opts.level ?? 'info';
   if (!(level in RANK)) throw new RangeError(`unknown log level ${level}`);
+  const format = opts.format ?? 'text';
   const write = opts.write ?? ((line: string) => void process.stderr.write(line + '\n'));
   const now = opts.now ?? Date.now;
   const bound = opts.fields ?? {};
 
   const emit = (lvl: LogLevel, msg: string, fields?: Fields) => {
     if (RANK[lvl] < RANK[level]) return;
-    const line: Fields = { ts: new Date(now()).toISOString(), level: lvl, msg };
+    const values: Fields = {};
     for (const src of [bound, fields ?? {}]) {
       for (const [k, v] of Object.entries(src)) {
         const x = toLogValue(v);
         if (x === undefined) continue;
-        line[RESERVED.has(k) ? `field_${k}` : k] = x;
+        values[RESERVED.has(k) ? `field_${k}` : k] = x;
       }
     }
-    write(JSON.stringify(line));
+    const at = new Date(now());
+    write(format === 'json' ? JSON.stringify({ ts: at.toISOString(), level: lvl, msg, ...values }) : klogLine(lvl, at, process.pid, msg, values));
   };
 
   return {
@@ -81,6 +103,6 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
     warn: (m, f) => emit('warn', m, f),
     error: (m, f) => emit('error', m, f),
     enabled: (l) => RANK[l] >= RANK[level],
-    child: (fields) => createLogger({ level, write, now, fields: { ...bound, ...fields } }),
+    child: (fields) => createLogger({ level, format, write, now, fields: { ...bound, ...fields } }),
   };
 }

@@ -12,14 +12,14 @@ import { memoryPressure, type HandleOptions } from '../native.js';
 import { nodeAddresses } from '../proxy/node-addresses.js';
 import { ThreadedProxier } from '../proxy/sync-thread.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
-import { loadConfig, nodeName, toProxierOptions, writeConfigTo } from './config.js';
+import { formatDuration, loadConfig, logLevel, modeSettings, nodeName, toProxierOptions, writeConfigTo } from './config.js';
 import { FolderWatch } from './folder-watch.js';
 import { HealthzServer, ProxierHealth, ServiceHealthServers } from './healthz.js';
 import { exitAfterStop, Lifecycle, preflight, systemChecks } from './lifecycle.js';
 import { createLogger } from './log.js';
 import { ipFamiliesOf, MetricsServer, ProxyMetrics } from './metrics.js';
 import { ReloadCoalescer, type ReloadStats } from './reload-coalescer.js';
-import { SyncRunner } from './runner.js';
+import { fullSync, SyncRunner } from './runner.js';
 import { logSyncFailure, NoticeLog, SyncOpsError } from './sync-log.js';
 
 /** Runs the daemon until a signal stops it. `o`: the command's options (the configuration's
@@ -27,11 +27,13 @@ import { logSyncFailure, NoticeLog, SyncOpsError } from './sync-log.js';
 export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Promise<void> {
   const { config: cfg, warnings } = loadConfig({ ...(typeof o.config === 'string' ? { file: o.config } : {}), flags: o });
   if (typeof o.writeConfigTo === 'string') {
+    for (const w of warnings) console.error(`warning: ${w}`);
     await writeConfigTo(o.writeConfigTo, cfg);
     return;
   }
-  const log = createLogger({ level: cfg.logLevel });
+  const log = createLogger({ level: logLevel(cfg), format: cfg.logging.format });
   for (const w of warnings) log.warn('config', { warning: w });
+  log.debug('configuration', { config: cfg });
   // Signals first: one during startup stops what has started so far, and the process exits,
   // since the wait it interrupted (lc.until) never ends.
   const lc = new Lifecycle({ log });
@@ -69,7 +71,8 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
     await ipvs.setTimeouts(set);
   }
 
-  const health = new ProxierHealth(2 * cfg.ipvs.syncPeriodMs);
+  const periods = modeSettings(cfg);
+  const health = new ProxierHealth(2 * periods.syncPeriodMs);
   // The traffic counters, when asked for (ipvs.statsMetrics): one dump of every virtual server
   // (with its real servers for 'all') per scrape, on this thread's IPVS handle.
   const stats = cfg.ipvs.statsMetrics;
@@ -99,17 +102,21 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
         // (the re-read ends early at a stop: no sync after it)
         if (lc.isStopping) return;
       }
-      const r = await proxier.sync(trigger !== 'request');
+      const r = await proxier.sync(fullSync(trigger));
       metrics.recordSyncResult(r);
       notices.update(r.model.warnings, r.report.invalid);
       await serviceHealth.sync(r.model.healthChecks);
       const writes = r.report.ipvs.writes + r.report.addresses.writes + r.report.routes.writes + r.report.nft.writes + r.report.ipsets.writes;
       log.info('sync', { trigger, mode: r.report.mode, writes, errors: r.report.errors.length, ms: Math.round(r.report.durations.totalMs) });
+      if (log.enabled('debug')) {
+        const ops = Object.fromEntries((['ipvs', 'addresses', 'routes', 'nft', 'ipsets'] as const).filter((k) => r.report[k].writes).map((k) => [k, r.report[k].ops]));
+        log.debug('sync details', { trigger, full: fullSync(trigger), serviceChanges: r.serviceChanges, endpointChanges: r.endpointChanges, ops });
+      }
       // logged by the runner's listener (logSyncFailure), with the retry
       if (r.report.errors.length) throw new SyncOpsError(r.report);
       health.updated();
     },
-    { minIntervalMs: Math.max(cfg.ipvs.minSyncPeriodMs, 1), maxIntervalMs: cfg.ipvs.syncPeriodMs },
+    { minIntervalMs: Math.max(periods.minSyncPeriodMs, 1), maxIntervalMs: periods.syncPeriodMs },
   );
   metrics.attachRunner(runner);
   runner.onSync(logSyncFailure(log));
@@ -184,6 +191,16 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
   }
   runner.start();
   started = true;
-  log.info('proxy started', { node: proxierOptions.node.name, nodeAddresses: addrs, source: typeof o.manifests === 'string' ? `manifests ${o.manifests}` : 'kubernetes' });
+  log.info('proxy started', {
+    mode: cfg.mode,
+    node: proxierOptions.node.name,
+    nodeAddresses: addrs,
+    source: typeof o.manifests === 'string' ? `manifests ${o.manifests}` : 'kubernetes',
+    // the mode's own section's, as kube-proxy reads them
+    syncPeriod: formatDuration(periods.syncPeriodMs),
+    minSyncPeriod: formatDuration(periods.minSyncPeriodMs),
+    masqueradeAll: periods.masqueradeAll,
+  });
   await stopped;
 }
+

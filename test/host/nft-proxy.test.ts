@@ -436,7 +436,7 @@ test('ipvsync proxy --proxy-mode nftables: the daemon on a manifests folder; a c
   write(PODS.slice(0, 3), ['10.9.0.0/24'], PODS.slice(0, 3));
   const daemon = spawn(
     process.execPath,
-    [CLI, 'proxy', '--proxy-mode', 'nftables', '--manifests', dir, '--hostname-override', 'node-a', '--node-ip', NODE_IP, '--cluster-cidr', '10.244.0.0/16', '--metrics-bind-address', '127.0.0.1:10249', '--healthz-bind-address', '127.0.0.1:10256'],
+    [CLI, 'proxy', '--proxy-mode', 'nftables', '--manifests', dir, '--hostname-override', 'node-a', '--node-ip', NODE_IP, '--cluster-cidr', '10.244.0.0/16', '--metrics-bind-address', '127.0.0.1:10249', '--healthz-bind-address', '127.0.0.1:10256', '--logging-format', 'json'],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   const exited = new Promise<number | null>((resolve) => daemon.once('exit', (c) => resolve(c)));

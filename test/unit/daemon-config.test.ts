@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
+import { parseAllDocuments } from 'yaml';
 import { registerProxy } from '../../src/cli/proxy.js';
 import {
   ConfigError,
@@ -16,7 +17,10 @@ import {
   defaultConfig,
   formatDuration,
   loadConfig,
+  logLevel,
   mergeFlags,
+  modeSettings,
+  COMMAND_FLAGS,
   nodeName,
   parseConfigCidr,
   parseDuration,
@@ -28,6 +32,9 @@ import {
   writeConfigTo,
   type IpvsyncConfig,
 } from '../../src/daemon/config.js';
+
+/** The head of ipvsync's own document. */
+const OWN = 'apiVersion: ipvsync.io/v1alpha1\nkind: IpvsyncConfiguration\n';
 
 function issuesOf(fn: () => unknown): Array<[string, string]> {
   try {
@@ -79,9 +86,18 @@ ipvs:
 iptables:
   masqueradeAll: true
   masqueradeBit: 14
+nftables:
+  syncPeriod: 2m
 conntrack:
   maxPerCore: 32768
 oomScoreAdj: -999
+logging:
+  verbosity: 4
+  format: json
+  flushFrequency: 5s
+---
+apiVersion: ipvsync.io/v1alpha1
+kind: IpvsyncConfiguration
 bindMode: route
 serviceCIDRs: [10.96.0.0/12]
 vipLink: ipvs0
@@ -89,7 +105,8 @@ nodeLabels:
   topology.kubernetes.io/zone: z1
 drainTimeout: 5m
 proxyName: ipvsync
-logLevel: debug
+ipvs:
+  statsMetrics: services
 `,
   });
   assert.deepEqual(config, {
@@ -101,9 +118,11 @@ logLevel: debug
     nodeLabels: { 'topology.kubernetes.io/zone': 'z1' },
     metricsBindAddress: { host: '0.0.0.0', port: 9100 },
     healthzBindAddress: { host: '::', port: 10256 },
-    masqueradeAll: true,
     kubeconfig: '/var/lib/kube-proxy/kubeconfig.conf',
     master: '',
+    iptables: { masqueradeAll: true },
+    nftables: { syncPeriodMs: 120_000, minSyncPeriodMs: 1000, masqueradeAll: false },
+    logging: { verbosity: 4, format: 'json' },
     ipvs: {
       scheduler: 'wrr',
       syncPeriodMs: 60_000,
@@ -113,19 +132,20 @@ logLevel: debug
       udpTimeoutMs: 300_000,
       strictARP: true,
       excludeCIDRs: ['10.10.0.0/16'],
-      statsMetrics: 'none',
+      statsMetrics: 'services',
     },
     bindMode: 'route',
     serviceCIDRs: ['10.96.0.0/12'],
     vipLink: 'ipvs0',
     drainTimeoutMs: 300_000,
     proxyName: 'ipvsync',
-    logLevel: 'debug',
   });
+  assert.equal(logLevel(config), 'debug');
   assert.deepEqual(warnings.sort(), [
     'clientConnection.qps: kube-proxy field ignored by ipvsync',
     'conntrack: kube-proxy field ignored by ipvsync',
     'iptables.masqueradeBit: kube-proxy field ignored by ipvsync',
+    'logging.flushFrequency: kube-proxy field ignored by ipvsync',
     'oomScoreAdj: kube-proxy field ignored by ipvsync',
   ]);
   assert.deepEqual(toProxyConfig(config), {
@@ -140,8 +160,21 @@ logLevel: debug
 
 test('validation: every problem reported at once with its field path', () => {
   const cases: Array<[string, Array<[string, RegExp]>]> = [
-    ['kind: Pod', [['kind', /must be KubeProxyConfiguration, not "Pod"/]]],
-    ['apiVersion: v1', [['apiVersion', /must be one of kubeproxy.config.k8s.io\/v1alpha1/]]],
+    ['kind: Pod', [['kind', /must be KubeProxyConfiguration or IpvsyncConfiguration, not string "Pod"/]]],
+    ['apiVersion: v1', [['apiVersion', /must be kubeproxy.config.k8s.io\/v1alpha1 or ipvsync.io\/v1alpha1, not string "v1"/]]],
+    ['apiVersion: ipvsync.io/v1alpha1\nkind: KubeProxyConfiguration', [['apiVersion', /a KubeProxyConfiguration is kubeproxy.config.k8s.io\/v1alpha1, not "ipvsync.io\/v1alpha1"/]]],
+    ['kind: KubeProxyConfiguration\n---\nkind: KubeProxyConfiguration', [['kind', /a second KubeProxyConfiguration document/]]],
+    ['bindMode: route\nvipLink: x', [['bindMode', /an ipvsync field: it belongs in the IpvsyncConfiguration \(apiVersion ipvsync.io\/v1alpha1\) document/], ['vipLink', /an ipvsync field/]]],
+    ['ipvs: {statsMetrics: all, scheduler: rr}', [['ipvs.statsMetrics', /an ipvsync field/]]],
+    [`${OWN}clusterCIDR: 10.0.0.0/8\nipvs: {scheduler: rr}`, [['clusterCIDR', /a KubeProxyConfiguration field: it belongs in that document/], ['ipvs.scheduler', /a KubeProxyConfiguration field/]]],
+    [`${OWN}conntrack: {min: 1}`, [['conntrack', /unknown field/]]],
+    ['masqueradeAll: true', [['masqueradeAll', /not a field of a KubeProxyConfiguration: iptables.masqueradeAll \(IPVS mode\) or nftables.masqueradeAll \(nftables mode\)/]]],
+    ['syncPeriod: 1m', [['syncPeriod', /not a field of a KubeProxyConfiguration: ipvs.syncPeriod \(IPVS mode\) or nftables.syncPeriod/]]],
+    ['logLevel: debug', [['logLevel', /logging.verbosity/]]],
+    ['logging: {verbosity: -1}', [['logging.verbosity', /must be a whole number from 0 \(kube-proxy's verbosity\), not number -1/]]],
+    ['logging: {format: xml}', [['logging.format', /must be "text" or "json", not "xml"/]]],
+    ['mode: nftables\nnftables: {syncPeriod: 0s}', [['nftables.syncPeriod', /must be greater than 0/]]],
+    ['mode: nftables\nnftables: {syncPeriod: 10s, minSyncPeriod: 1m}', [['nftables.minSyncPeriod', /must not exceed nftables.syncPeriod \(1m0s > 10s\)/]]],
     ['mode: iptables', [['mode', /must be "ipvs" or "nftables" \(or empty: ipvs\), not "iptables"/]]],
     ['clusterCIDR: 10.0.0.0', [['clusterCIDR', /"10.0.0.0" is not a CIDR/]]],
     ['clusterCIDR: 10.0.0.0/33', [['clusterCIDR', /prefix length 33 is too long for IPv4/]]],
@@ -155,7 +188,8 @@ test('validation: every problem reported at once with its field path', () => {
     ['metricsBindAddress: "localhost:10249"', [['metricsBindAddress', /"localhost" is not an IP address/]]],
     ['healthzBindAddress: 10256', [['healthzBindAddress', /must be "host:port", not number 10256/]]],
     ['healthzBindAddress: "0.0.0.0:abc"', [['healthzBindAddress', /port "abc" must be a number/]]],
-    ['masqueradeAll: yes-please', [['masqueradeAll', /must be true or false, not string "yes-please"/]]],
+    ['iptables: {masqueradeAll: yes-please}', [['iptables.masqueradeAll', /must be true or false, not string "yes-please"/]]],
+    ['nftables: {masqueradeAll: 1}', [['nftables.masqueradeAll', /must be true or false, not number 1/]]],
     ['ipvs: {syncPeriod: 30}', [['ipvs.syncPeriod', /must be a duration such as "30s" or "1m", not number 30/]]],
     ['ipvs: {syncPeriod: 30 seconds}', [['ipvs.syncPeriod', /"30 seconds" is not a duration/]]],
     ['ipvs: {syncPeriod: 0s}', [['ipvs.syncPeriod', /must be greater than 0/]]],
@@ -164,21 +198,19 @@ test('validation: every problem reported at once with its field path', () => {
     ['ipvs: {tcpTimeout: 1500ms}', [['ipvs.tcpTimeout', /not a whole number of seconds/]]],
     ['ipvs: {scheduler: fastest}', [['ipvs.scheduler', /unknown IPVS scheduler "fastest"/]]],
     ['ipvs: {strictArp: true}', [['ipvs.strictArp', /unknown field/]]],
-    ['ipvs: {runEstimation: off}', [['ipvs.runEstimation', /must be true or false, not string "off"/]]],
+    [`${OWN}ipvs: {runEstimation: off}`, [['ipvs.runEstimation', /must be true or false, not string "off"/]]],
     ['ipvs: {excludeCIDRs: [1.2.3.4/40]}', [['ipvs.excludeCIDRs[0]', /too long/]]],
     ['ipvs: [1, 2]', [['ipvs', /must be a mapping, not a list/]]],
     ['clusterCidr: 10.0.0.0/8', [['clusterCidr', /unknown field/]]],
-    ['bindMode: tunnel', [['bindMode', /must be "address" or "route", not "tunnel"/]]],
-    ['bindMode: route', [['serviceCIDRs', /required with bindMode "route"/]]],
-    ['vipLink: "kube ipvs0"', [['vipLink', /not a link name/]]],
-    ['vipLink: a-very-long-link-name', [['vipLink', /not a link name/]]],
-    ['drainTimeout: forever', [['drainTimeout', /"forever" is not a duration/]]],
-    ['proxyName: "-bad"', [['proxyName', /not a valid label value/]]],
-    ['masqueradeAll: yes please', [['masqueradeAll', /must be true or false/]]],
-    ['logLevel: trace', [['logLevel', /must be one of debug, info, warn, error, not "trace"/]]],
+    [`${OWN}bindMode: tunnel`, [['bindMode', /must be "address" or "route", not "tunnel"/]]],
+    [`${OWN}bindMode: route`, [['serviceCIDRs', /required with bindMode "route"/]]],
+    [`${OWN}vipLink: "kube ipvs0"`, [['vipLink', /not a link name/]]],
+    [`${OWN}vipLink: a-very-long-link-name`, [['vipLink', /not a link name/]]],
+    [`${OWN}drainTimeout: forever`, [['drainTimeout', /"forever" is not a duration/]]],
+    [`${OWN}proxyName: "-bad"`, [['proxyName', /not a valid label value/]]],
     ['clientConnection: {kubeconfig: 7}', [['clientConnection.kubeconfig', /must be a string, not number 7/]]],
     [
-      'ipvs: {syncPeriod: 1x, udpTimeout: 1.5s}\nvipLink: "a/b"\nfoo: 1',
+      `ipvs: {syncPeriod: 1x, udpTimeout: 1.5s}\nfoo: 1\n---\n${OWN}vipLink: "a/b"`,
       [
         ['foo', /unknown field/],
         ['ipvs.syncPeriod', /not a duration/],
@@ -199,14 +231,14 @@ test('validation: every problem reported at once with its field path', () => {
 
 test('the error message names the file and lists every issue', () => {
   try {
-    loadConfig({ text: 'ipvs: {syncPeriod: nope}\nlogLevel: loud', file: '/etc/ipvsync/config.yaml' });
+    loadConfig({ text: 'ipvs: {syncPeriod: nope}\nlogging: {format: loud}', file: '/etc/ipvsync/config.yaml' });
     assert.fail('expected a ConfigError');
   } catch (e) {
     assert.equal(
       (e as Error).message,
       '/etc/ipvsync/config.yaml: invalid configuration:\n' +
-        '  ipvs.syncPeriod: "nope" is not a duration (examples: "30s", "1m", "1h30m", "250ms")\n' +
-        '  logLevel: must be one of debug, info, warn, error, not "loud"',
+        '  logging.format: must be "text" or "json", not "loud"\n' +
+        '  ipvs.syncPeriod: "nope" is not a duration (examples: "30s", "1m", "1h30m", "250ms")',
     );
   }
 });
@@ -261,7 +293,7 @@ test('bind addresses: kube-proxy AppendPortIfNeeded semantics, IPv6 brackets, po
 });
 
 test('flags override the file; their problems are reported under the flag name', () => {
-  const text = 'ipvs:\n  syncPeriod: 1m\n  scheduler: lc\nclusterCIDR: 10.244.0.0/16\nlogLevel: warn\n';
+  const text = 'ipvs:\n  syncPeriod: 1m\n  scheduler: lc\nclusterCIDR: 10.244.0.0/16\nlogging: {verbosity: 2}\n';
   const { config } = loadConfig({
     text,
     flags: {
@@ -277,13 +309,14 @@ test('flags override the file; their problems are reported under the flag name',
   assert.equal(config.ipvs.syncPeriodMs, 45_000);
   assert.equal(config.ipvs.minSyncPeriodMs, 2000);
   assert.equal(config.ipvs.scheduler, 'lc', 'file value kept where no flag');
-  assert.equal(config.masqueradeAll, true);
+  assert.equal(config.iptables.masqueradeAll, true);
+  assert.equal(config.nftables.masqueradeAll, false, "IPVS mode's --masquerade-all");
   assert.deepEqual(config.clusterCIDRs, ['10.1.0.0/16', 'fd00::/48']);
   assert.equal(config.kubeconfig, '/k.conf');
-  assert.equal(config.logLevel, 'warn');
+  assert.equal(config.logging.verbosity, 2);
 
   assert.deepEqual(
-    issuesOf(() => loadConfig({ text, flags: { 'ipvs-sync-period': 'soon', 'nodeport-addresses': '10.0.0.0/8,x', 'log-level': 'warn' } })),
+    issuesOf(() => loadConfig({ text, flags: { 'ipvs-sync-period': 'soon', 'nodeport-addresses': '10.0.0.0/8,x', v: '3' } })),
     [
       ['--nodeport-addresses', '"x" is not a CIDR (address/prefix-length, e.g. 10.244.0.0/16 or fd00::/64)'],
       ['--ipvs-sync-period', '"soon" is not a duration (examples: "30s", "1m", "1h30m", "250ms")'],
@@ -301,7 +334,8 @@ test('every CIDR field: host bits cleared to the network with a warning naming t
 clusterCIDR: 10.244.1.5/16,fd00:10:244::1/56
 nodePortAddresses: [192.168.0.7/24, "FD00::/64"]
 ipvs: {excludeCIDRs: [10.10.3.4/16]}
-serviceCIDRs: [10.96.0.1/12]
+---
+${OWN}serviceCIDRs: [10.96.0.1/12]
 `,
   });
   assert.deepEqual(config.clusterCIDRs, ['10.244.0.0/16', 'fd00:10:244::/56']);
@@ -321,7 +355,7 @@ serviceCIDRs: [10.96.0.1/12]
   assert.deepEqual(flagged.warnings, ['--cluster-cidr: "10.244.1.5/16" has host bits set: using 10.244.0.0/16, its network (as kube-proxy does)']);
 
   assert.deepEqual(
-    issuesOf(() => loadConfig({ text: 'clusterCIDR: fe80::1%eth0/64\nserviceCIDRs: [10.96.0.0/33, 10.96.0.0, 10.96.0.0/12/1]\nipvs: {excludeCIDRs: [010.1.0.0/16]}\n' })),
+    issuesOf(() => loadConfig({ text: `clusterCIDR: fe80::1%eth0/64\nipvs: {excludeCIDRs: [010.1.0.0/16]}\n---\n${OWN}serviceCIDRs: [10.96.0.0/33, 10.96.0.0, 10.96.0.0/12/1]\n` })),
     [
       ['clusterCIDR', '"fe80::1%eth0/64" is not a CIDR: a zone index ("%…") has no place in one'],
       ['ipvs.excludeCIDRs[0]', '"010.1.0.0/16" is not a CIDR (address/prefix-length, e.g. 10.244.0.0/16 or fd00::/64)'],
@@ -416,11 +450,14 @@ const FLAG_SAMPLES: Record<string, [unknown, unknown, RegExp]> = {
   'drain-timeout': ['90s', 'forever', /is not a duration/],
   'proxy-name': ['ipvsync', '-bad', /not a valid label value/],
   'proxy-mode': ['nftables', 'iptables', /must be "ipvs" or "nftables"/],
-  'log-level': ['debug', 'trace', /must be one of debug, info, warn, error/],
+  'iptables-sync-period': ['1m', '0s', /must be greater than 0/],
+  'iptables-min-sync-period': ['2s', '-1s', /is negative/],
+  v: ['4', 'loud', /must be a whole number from 0/],
+  'logging-format': ['json', 'xml', /must be "text" or "json"/],
 };
 
 test('every field of the table: a flag that sets it, a default, a check that refuses under the flag name, and a rendering that loads back the same', () => {
-  assert.deepEqual(CONFIG_FLAGS.map((f) => f.flag).sort(), Object.keys(FLAG_SAMPLES).sort(), 'a sample for every field');
+  assert.deepEqual([...new Set(CONFIG_FLAGS.map((f) => f.flag))].sort(), Object.keys(FLAG_SAMPLES).sort(), 'a sample for every flag');
   const at = (cfg: IpvsyncConfig, key: string) => key.split('.').reduce<unknown>((o, k) => (o as Record<string, unknown>)[k], cfg);
   const defaults = defaultConfig();
   assert.deepEqual(loadConfig({ text: renderConfig(defaults) }).config, defaults, 'the defaults round-trip');
@@ -431,18 +468,20 @@ test('every field of the table: a flag that sets it, a default, a check that ref
     paths.add(f.path);
     assert.deepEqual(at(defaults, f.key), f.default, `${f.flag}: the default`);
     assert.match(f.help, /\w/, `${f.flag}: help`);
-    const flags = { [f.flag]: good, ...(f.flag === 'bind-mode' ? { 'service-cidrs': '10.96.0.0/12' } : {}) };
+    // a field of one mode, in that mode
+    const mode = f.mode === 'nftables' ? { 'proxy-mode': 'nftables' } : {};
+    const flags = { [f.flag]: good, ...mode, ...(f.flag === 'bind-mode' ? { 'service-cidrs': '10.96.0.0/12' } : {}) };
     const { config } = loadConfig({ flags });
     assert.notDeepEqual(at(config, f.key), f.default, `${f.flag}: sets ${f.key}`);
     const text = renderConfig(config);
     assert.ok(text.includes(`${f.path.split('.').at(-1)}:`), `${f.flag}: written as ${f.path}`);
     assert.deepEqual(loadConfig({ text }).config, config, `${f.flag}: render → load is the same config`);
-    const refused = issuesOf(() => loadConfig({ flags: { [f.flag]: bad } }));
+    const refused = issuesOf(() => loadConfig({ flags: { [f.flag]: bad, ...mode } }));
     assert.equal(refused.length, 1, `${f.flag}: ${JSON.stringify(refused)}`);
     assert.equal(refused[0]![0], `--${f.flag}`);
     assert.match(refused[0]![1], why, f.flag);
     // the file's path, refused the same way under its own name
-    const doc: Record<string, unknown> = {};
+    const doc: Record<string, unknown> = f.own ? { apiVersion: 'ipvsync.io/v1alpha1', kind: 'IpvsyncConfiguration' } : { mode: f.mode ?? 'ipvs' };
     f.path.split('.').reduce((o, k, i, all) => (o[k] = i === all.length - 1 ? bad : {}) as Record<string, unknown>, doc);
     assert.match(issuesOf(() => validateConfig(doc))[0]![0], new RegExp(`^${f.path.replace('.', '\\.')}(\\[\\d+\\])?$`), f.path);
   }
@@ -454,7 +493,7 @@ test('`sync` and `proxy` spell every shared field\'s flag the same, and build th
   const longs = (name: string) => new Set(program.commands.find((c) => c.name() === name)!.options.map((o) => o.long!));
   const sync = longs('sync');
   const proxy = longs('proxy');
-  for (const f of CONFIG_FLAGS) {
+  for (const f of COMMAND_FLAGS) {
     const spellings = [`--${f.flag}`, ...(f.alias ? [`--${f.alias}`] : []), ...(f.negatedHelp ? [`--no-${f.flag}`] : [])];
     for (const s of spellings) {
       assert.ok(proxy.has(s), `proxy ${s}`);
@@ -524,21 +563,21 @@ function proxyCommand(): { effective(...args: string[]): { config: IpvsyncConfig
 
 test('the proxy command: a flag overrides the file (through --write-config-to)', () => {
   const cmd = proxyCommand();
-  const on = cmd.file('on.yaml', 'masqueradeAll: true\nipvs: {strictARP: false}\n');
+  const on = cmd.file('on.yaml', 'iptables: {masqueradeAll: true}\nipvs: {strictARP: false}\n');
   const effective = (...args: string[]) => cmd.effective(...args).config;
-  assert.equal(effective().masqueradeAll, false);
-  assert.equal(effective('--masquerade-all').masqueradeAll, true);
-  assert.equal(effective('--config', on).masqueradeAll, true, 'the file, no flag');
+  assert.equal(effective().iptables.masqueradeAll, false);
+  assert.equal(effective('--masquerade-all').iptables.masqueradeAll, true);
+  assert.equal(effective('--config', on).iptables.masqueradeAll, true, 'the file, no flag');
   assert.equal(effective('--config', on, '--ipvs-strict-arp').ipvs.strictARP, true, 'the flag over the file');
 });
 
 test('ipvs.runEstimation: unset by default (the kernel\'s value left), from the file, from the flags, and written back', () => {
   assert.equal('runEstimation' in defaultConfig().ipvs, false);
   assert.equal('runEstimation' in loadConfig({ text: 'ipvs: {strictARP: true}' }).config.ipvs, false);
-  assert.equal(loadConfig({ text: 'ipvs: {runEstimation: false}' }).config.ipvs.runEstimation, false);
-  assert.equal(loadConfig({ text: 'ipvs: {runEstimation: true}' }).config.ipvs.runEstimation, true);
+  assert.equal(loadConfig({ text: `${OWN}ipvs: {runEstimation: false}` }).config.ipvs.runEstimation, false);
+  assert.equal(loadConfig({ text: `${OWN}ipvs: {runEstimation: true}` }).config.ipvs.runEstimation, true);
   const cmd = proxyCommand();
-  const file = cmd.file('on.yaml', 'ipvs:\n  runEstimation: true\n');
+  const file = cmd.file('on.yaml', `${OWN}ipvs:\n  runEstimation: true\n`);
   const effective = (...args: string[]): boolean | undefined => {
     const { config, text } = cmd.effective(...args);
     if (config.ipvs.runEstimation === undefined) assert.doesNotMatch(text, /runEstimation/);
@@ -593,4 +632,75 @@ test('mode / --proxy-mode: ipvs (also empty, the default) or nftables, in the fi
   assert.equal(loadConfig({ flags: { proxyMode: 'nftables' } }).config.mode, 'nftables');
   assert.equal(loadConfig({ text: 'mode: ipvs', flags: { proxyMode: 'nftables' } }).config.mode, 'nftables', 'the flag over the file');
   assert.throws(() => loadConfig({ flags: { proxyMode: 'iptables' } }), /--proxy-mode: must be "ipvs" or "nftables"/);
+});
+
+test("each mode reads its own section, as kube-proxy's conversion: IPVS mode ipvs.* and iptables.masqueradeAll, nftables mode nftables.*", () => {
+  const text = 'ipvs: {syncPeriod: 5s, minSyncPeriod: 1s}\niptables: {masqueradeAll: true}\nnftables: {syncPeriod: 45s, minSyncPeriod: 2s, masqueradeAll: false}\n';
+  const ipvs = loadConfig({ text }).config;
+  assert.deepEqual(modeSettings(ipvs), { syncPeriodMs: 5000, minSyncPeriodMs: 1000, masqueradeAll: true });
+  assert.equal(toProxyConfig(ipvs).masqueradeAll, true);
+  const nft = loadConfig({ text: `mode: nftables\n${text}` }).config;
+  assert.deepEqual(modeSettings(nft), { syncPeriodMs: 45_000, minSyncPeriodMs: 2000, masqueradeAll: false });
+  assert.equal(toProxyConfig(nft).masqueradeAll, false);
+  // kube-proxy's defaults for each: nftables 30s/1s, IPVS 30s/0s
+  assert.deepEqual(modeSettings(loadConfig({ flags: { proxyMode: 'nftables' } }).config), { syncPeriodMs: 30_000, minSyncPeriodMs: 1000, masqueradeAll: false });
+  assert.deepEqual(modeSettings(defaultConfig()), { syncPeriodMs: 30_000, minSyncPeriodMs: 0, masqueradeAll: false });
+  // only the running mode's periods are checked (kube-proxy's own file has 0s in the others)
+  assert.equal(loadConfig({ text: 'mode: nftables\nipvs: {syncPeriod: 0s}' }).config.mode, 'nftables');
+  assert.deepEqual(issuesOf(() => loadConfig({ text: 'ipvs: {syncPeriod: 0s}' })), [['ipvs.syncPeriod', 'must be greater than 0']]);
+
+  // flags: --masquerade-all sets the running mode's; kube-proxy's --iptables-*-sync-period are
+  // nftables mode's, --ipvs-*-sync-period IPVS mode's; one for the other mode is ignored, with a warning
+  const f = loadConfig({ flags: { proxyMode: 'nftables', masqueradeAll: true, iptablesSyncPeriod: '1m', ipvsSyncPeriod: '5s', ipvsScheduler: 'lc' } });
+  assert.deepEqual(modeSettings(f.config), { syncPeriodMs: 60_000, minSyncPeriodMs: 1000, masqueradeAll: true });
+  assert.equal(f.config.iptables.masqueradeAll, false);
+  assert.equal(f.config.ipvs.syncPeriodMs, 30_000);
+  assert.deepEqual(f.warnings, ['--ipvs-sync-period: ignored in nftables mode (its setting there is --iptables-sync-period)', '--ipvs-scheduler: ignored in nftables mode']);
+  const g = loadConfig({ text: 'mode: ipvs', flags: { iptablesMinSyncPeriod: '3s', masqueradeAll: true } });
+  assert.deepEqual(modeSettings(g.config), { syncPeriodMs: 30_000, minSyncPeriodMs: 0, masqueradeAll: true });
+  assert.deepEqual(g.warnings, ['--iptables-min-sync-period: ignored in ipvs mode (its setting there is --ipvs-min-sync-period)']);
+});
+
+test("kube-proxy's own written configuration loads unchanged: its unused fields are warnings, each mode takes its section", () => {
+  const file = fileURLToPath(new URL('../../../test/fixtures/kube-proxy/config/v1alpha1-defaults.yaml', import.meta.url));
+  const { config, warnings } = loadConfig({ file });
+  assert.equal(config.mode, 'ipvs', "mode \"\" is ipvsync's default, IPVS");
+  assert.deepEqual(modeSettings(config), { syncPeriodMs: 30_000, minSyncPeriodMs: 0, masqueradeAll: false });
+  assert.deepEqual(config.logging, { verbosity: 0, format: 'text' });
+  assert.ok(warnings.length > 10 && warnings.every((w) => / kube-proxy field ignored by ipvsync$/.test(w)), warnings.join('\n'));
+  assert.ok(warnings.includes('conntrack: kube-proxy field ignored by ipvsync') && warnings.includes('nftables.masqueradeBit: kube-proxy field ignored by ipvsync'));
+  assert.deepEqual(modeSettings(loadConfig({ file, flags: { proxyMode: 'nftables' } }).config), { syncPeriodMs: 30_000, minSyncPeriodMs: 1000, masqueradeAll: false });
+});
+
+/** KubeProxyConfiguration v1alpha1's fields (k8s.io/kube-proxy/config/v1alpha1 types.go), by mapping. */
+const V1ALPHA1: Record<string, string[]> = {
+  '': ['apiVersion', 'kind', 'featureGates', 'clientConnection', 'logging', 'hostnameOverride', 'bindAddress', 'healthzBindAddress', 'metricsBindAddress', 'bindAddressHardFail', 'enableProfiling', 'showHiddenMetricsForVersion', 'mode', 'iptables', 'ipvs', 'nftables', 'winkernel', 'detectLocalMode', 'detectLocal', 'clusterCIDR', 'nodePortAddresses', 'oomScoreAdj', 'conntrack', 'configSyncPeriod', 'portRange', 'windowsRunAsService'],
+  clientConnection: ['kubeconfig', 'acceptContentTypes', 'contentType', 'qps', 'burst'],
+  logging: ['format', 'flushFrequency', 'verbosity', 'vmodule', 'options'],
+  iptables: ['masqueradeBit', 'masqueradeAll', 'localhostNodePorts', 'syncPeriod', 'minSyncPeriod'],
+  ipvs: ['syncPeriod', 'minSyncPeriod', 'scheduler', 'excludeCIDRs', 'strictARP', 'tcpTimeout', 'tcpFinTimeout', 'udpTimeout'],
+  nftables: ['masqueradeBit', 'masqueradeAll', 'syncPeriod', 'minSyncPeriod'],
+};
+
+test("--write-config-to: a KubeProxyConfiguration with kube-proxy's v1alpha1 fields only, ipvsync's own in an IpvsyncConfiguration after it; both load back", () => {
+  const { config } = loadConfig({
+    text: `mode: nftables\nlogging: {verbosity: 2}\n---\n${OWN}bindMode: route\nserviceCIDRs: [10.96.0.0/12]\nnodeIPs: [10.0.0.1]\nmaster: https://10.0.0.1:6443\nipvs: {runEstimation: false, statsMetrics: all}\n`,
+  });
+  const text = renderConfig(config);
+  const docs = parseAllDocuments(text).map((d) => d.toJS() as Record<string, any>);
+  assert.equal(docs.length, 2);
+  const [kubeProxy, own] = docs as [Record<string, any>, Record<string, any>];
+  assert.deepEqual([kubeProxy.apiVersion, kubeProxy.kind], ['kubeproxy.config.k8s.io/v1alpha1', 'KubeProxyConfiguration']);
+  for (const [k, v] of Object.entries(kubeProxy)) {
+    assert.ok(V1ALPHA1['']!.includes(k), `${k}: not a v1alpha1 field`);
+    if (V1ALPHA1[k] && typeof v === 'object') for (const sub of Object.keys(v)) assert.ok(V1ALPHA1[k]!.includes(sub), `${k}.${sub}: not a v1alpha1 field`);
+  }
+  assert.deepEqual(kubeProxy.nftables, { masqueradeAll: false, syncPeriod: '30s', minSyncPeriod: '1s' });
+  assert.deepEqual(kubeProxy.logging, { verbosity: 2, format: 'text' });
+  assert.deepEqual([own.apiVersion, own.kind], ['ipvsync.io/v1alpha1', 'IpvsyncConfiguration']);
+  assert.deepEqual(own.ipvs, { runEstimation: false, statsMetrics: 'all' });
+  assert.deepEqual([own.bindMode, own.nodeIPs, own.master], ['route', ['10.0.0.1'], 'https://10.0.0.1:6443']);
+  const back = loadConfig({ text });
+  assert.deepEqual(back.config, config);
+  assert.deepEqual(back.warnings, []);
 });

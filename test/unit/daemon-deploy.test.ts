@@ -83,6 +83,12 @@ test("the ConfigMap's config is valid for the daemon, with no ignored fields", (
   assert.deepEqual(config.metricsBindAddress, { host: '127.0.0.1', port: 10249 });
   assert.equal(config.vipLink, 'kube-ipvs0');
   assert.deepEqual(config.clusterCIDRs, ['10.244.0.0/16']);
+  // kube-proxy's document and ipvsync's own, each with its fields
+  assert.deepEqual(config.logging, { verbosity: 0, format: 'text' });
+  assert.equal(config.ipvs.minSyncPeriodMs, 1000);
+  assert.equal(config.ipvs.statsMetrics, 'none');
+  assert.equal(config.drainTimeoutMs, 15 * 60_000);
+  assert.match(cm.data['config.yaml'], /^kind: IpvsyncConfiguration$/m);
 });
 
 test('Dockerfile: Node 20, addon where src/native.ts looks for it, entrypoint and config path match the DaemonSet', () => {

@@ -11,7 +11,7 @@ import { CAP_NET_ADMIN, exitAfterStop, Lifecycle, PreflightError, hasCapability,
 
 test('logger: JSON lines with ts, level, msg and fields; level filter; child fields; reserved names kept apart', () => {
   const lines: string[] = [];
-  const log = createLogger({ level: 'info', write: (l) => lines.push(l), now: () => Date.parse('2024-05-01T10:00:00Z') });
+  const log = createLogger({ level: 'info', format: 'json', write: (l) => lines.push(l), now: () => Date.parse('2024-05-01T10:00:00Z') });
   log.debug('hidden');
   log.info('synced', { services: 3, took: 0.5 });
   const child = log.child({ component: 'informer', resource: 'services' });
@@ -31,6 +31,24 @@ test('logger: JSON lines with ts, level, msg and fields; level filter; child fie
   assert.equal(log.enabled('debug'), false);
   assert.equal(createLogger({ level: 'debug', write: () => {} }).enabled('debug'), true);
   for (const l of lines) assert.equal(l.includes('\n'), false, 'one line per entry');
+});
+
+test("logger: klog's text lines by default, as kube-proxy writes them; the same level filter and fields", () => {
+  const lines: string[] = [];
+  const log = createLogger({ level: 'info', write: (l) => lines.push(l), now: () => Date.parse('2024-05-01T10:00:02.123Z') });
+  log.debug('hidden');
+  log.info('sync', { trigger: 'periodic', writes: 0, ok: true, addrs: ['10.0.0.1'] });
+  log.child({ resource: 'services' }).warn('watch dropped', { msg: 'shadow' });
+  log.error('boom', { error: new NetlinkError({ message: 'File exists', code: 'EEXIST', errno: 17, kind: 'kernel', op: 'addService' }) });
+  const pid = String(process.pid).padStart(7);
+  assert.deepEqual(lines.slice(0, 2), [
+    `I0501 10:00:02.123000 ${pid} ipvsync] "sync" trigger="periodic" writes=0 ok=true addrs=["10.0.0.1"]`,
+    `W0501 10:00:02.123000 ${pid} ipvsync] "watch dropped" resource="services" field_msg="shadow"`,
+  ]);
+  assert.match(lines[2]!, /^E0501 10:00:02\.123000 +\d+ ipvsync\] "boom" error=\{"name":"NetlinkError","message":"File exists","code":"EEXIST",/);
+  // the header as klog's parsers read it: severity, mmdd hh:mm:ss.uuuuuu, pid, source]
+  for (const l of lines) assert.match(l, /^[IWE]\d{4} \d{2}:\d{2}:\d{2}\.\d{6} +\d+ [^ \]]+\] "/);
+  assert.equal(lines.length, 3);
 });
 
 test('log values: bigint, Map, Set, Date, cycles, non-finite numbers, causes', () => {
@@ -117,7 +135,7 @@ class FakeProcess extends EventEmitter implements SignalSource {
 test('lifecycle: SIGTERM stops in reverse order, failures and timeouts reported, second signal forces', async () => {
   const order: string[] = [];
   const lines: string[] = [];
-  const lc = new Lifecycle({ log: createLogger({ write: (l) => lines.push(l) }), stepTimeoutMs: 50 });
+  const lc = new Lifecycle({ log: createLogger({ format: 'json', write: (l) => lines.push(l) }), stepTimeoutMs: 50 });
   lc.onStop('informers', async () => void order.push('informers'));
   lc.onStop('runner', () => {
     order.push('runner');
@@ -175,7 +193,7 @@ test('lifecycle: handlers are removed by the returned function', () => {
 
 test('lifecycle: SIGHUP stops in order and says so, like SIGTERM', async () => {
   const lines: string[] = [];
-  const lc = new Lifecycle({ log: createLogger({ write: (l) => lines.push(l) }) });
+  const lc = new Lifecycle({ log: createLogger({ format: 'json', write: (l) => lines.push(l) }) });
   const order: string[] = [];
   lc.onStop('informers', () => void order.push('informers'));
   lc.onStop('runner', () => void order.push('runner'));

@@ -18,7 +18,7 @@ type Line = Record<string, unknown> & { msg: string; level: string };
 
 function logger() {
   const lines: Line[] = [];
-  const log = createLogger({ write: (l) => lines.push(JSON.parse(l) as Line), now: () => 0 });
+  const log = createLogger({ format: 'json', write: (l) => lines.push(JSON.parse(l) as Line), now: () => 0 });
   return { log, lines, named: (msg: string) => lines.filter((l) => l.msg === msg) };
 }
 

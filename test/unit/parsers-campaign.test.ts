@@ -99,11 +99,14 @@ ipvs:
   tcpTimeout: 900s
   strictARP: true
   excludeCIDRs: [10.10.0.0/16]
+logging: {verbosity: 4, format: json}
+---
+apiVersion: ipvsync.io/v1alpha1
+kind: IpvsyncConfiguration
 bindMode: route
 serviceCIDRs: [10.96.0.0/12]
 nodeIPs: [10.0.0.5]
-drainTimeout: 5m
-logLevel: debug`;
+drainTimeout: 5m`;
 
 test('configuration file and flags: every mutant loads or is refused as bad input (exit 2)', () => {
   campaign(44, CONFIG, (t) => loadConfig({ text: t }), (e) => e instanceof BadInputError);

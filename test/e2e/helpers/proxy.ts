@@ -14,9 +14,10 @@ export interface RunningProxy {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** `ipvsync proxy` over `sourceArgs` (`--manifests DIR`, `--master URL`) for this node. */
+/** `ipvsync proxy` over `sourceArgs` (`--manifests DIR`, `--master URL`) for this node, its log
+ *  lines as JSON (--logging-format json) for the tests to read. */
 export function startProxy(sourceArgs: string[], ...flags: string[]): RunningProxy {
-  const child = ipvsyncBackground('proxy', ...sourceArgs, '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--node-ip', NODE_IP, ...flags);
+  const child = ipvsyncBackground('proxy', ...sourceArgs, '--hostname-override', NODE_NAME, '--cluster-cidr', CLUSTER_CIDR, '--node-ip', NODE_IP, '--logging-format', 'json', ...flags);
   const log: string[] = [];
   let stderr = '';
   createInterface({ input: child.stderr! }).on('line', (l) => (l.startsWith('{') ? log.push(l) : (stderr += `${l}\n`)));
