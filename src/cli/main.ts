@@ -11,10 +11,13 @@
 //   goes back to the system instead of staying in per-thread arenas and raised thresholds;
 // - no memory reducer: the daemon asks for its collections itself (after full syncs), and the
 //   reducer's collection of an idle heap held the daemon's event loop mid-sync.
+// first: a stop signal from here on is caught (early-signals.ts)
+import { releaseEarlySignals } from '../daemon/early-signals.js';
 import { readFileSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import { Command } from 'commander';
 import { BadInputError, NetlinkError, errorJson } from '../errors.js';
+import { PreflightError } from '../daemon/lifecycle.js';
 import type { HandleOptions } from '../native.js';
 import { registerIpvs } from './ipvs.js';
 import { registerProxy } from './proxy.js';
@@ -26,7 +29,10 @@ program
   .description('Program IPVS, VIPs, ipsets and nftables over netlink')
   // dist/src/cli/main.js -> the package's package.json
   .version((JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version)
-  .option('--netns <path>', 'operate inside this network namespace (/run/netns/NAME)');
+  .option('--netns <path>', 'operate inside this network namespace (/run/netns/NAME)')
+  // A usage error (an unknown option, a missing argument) is bad input: 2, as the README says;
+  // help and --version: 0. (Set before the commands are added: they inherit it.)
+  .exitOverride((e) => process.exit(e.exitCode === 0 ? 0 : 2));
 
 function handleOptions(): HandleOptions {
   const ns = program.opts<{ netns?: string }>().netns;
@@ -41,6 +47,8 @@ registerIpset(program, handleOptions);
 let json = false;
 program.hook('preAction', (_program, action) => {
   json = action.opts<{ json?: boolean }>().json === true;
+  // The daemon handles stop signals (and adopts one caught so far); the others die of them.
+  if (action.name() !== 'proxy') releaseEarlySignals();
   // The settings above are the daemon's (`proxy`, a node agent with a memory target). A one-shot
   // command (sync, restore, save…) only has to finish: V8's own heap growing, without which
   // its full collections ran every 20% of growth (3 of `sync -f`'s 8.6 s at 20k services).
@@ -51,6 +59,7 @@ program.hook('preAction', (_program, action) => {
  *  kernel lacks the feature (module not loaded), distinct from a failed operation (1). */
 function exitCode(e: unknown): number {
   if (e instanceof BadInputError) return 2;
+  if (e instanceof PreflightError) return e.exitCode;
   if (e instanceof NetlinkError) return e.kind === 'unsupported' ? 3 : 1;
   return 1;
 }

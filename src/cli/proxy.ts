@@ -65,7 +65,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       // cleared, with a warning) and refused before anything is read or opened.
       const { config: cfg, warnings } = loadConfig({ flags: { ...o } });
       for (const w of warnings) console.error(`warning: ${w}`);
-      const [{ loadManifests }, { openKernel }, { Proxier, describePlan }, { planWrites }] = await Promise.all([
+      const [{ loadManifests }, { openKernel }, { Proxier, describePlan, PLAN_SUMMARY_HEADER }, { planWrites }] = await Promise.all([
         import('../kube/manifests.js'),
         import('../proxy/kernel.js'),
         proxierModule(),
@@ -90,6 +90,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
           console.log(JSON.stringify({ ops: planWrites(plan), warnings: model.warnings, manifestWarnings }, null, 2));
         } else {
           const lines = describePlan(plan);
+          console.log(PLAN_SUMMARY_HEADER);
           for (const l of lines) console.log(l);
           console.log(`# ${lines.length} write(s) planned; nothing changed`);
           printManifestWarnings(manifestWarnings);
@@ -149,7 +150,8 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       const h = handleOptions();
       const r = await cleanup(h, o.vipLink, o.kubeProxyIpsets ? { ipsetPrefix: KUBE_IPSET_PREFIX } : {});
       console.log(
-        `removed ${r.services} virtual services, ${r.tables} nftables tables, ${r.link ? `link ${o.vipLink}` : 'no link'}, ${r.addresses} addresses, ${r.routes} routes, ${r.ipsets} ipsets`,
+        `removed ${r.services} virtual services, ${r.tables} nftables tables, ${r.link ? `link ${o.vipLink}` : 'no link'}, ${r.addresses} addresses, ${r.routes} routes, ${r.ipsets} ipsets` +
+          (r.skipped.length ? ` (not in this kernel, skipped: ${r.skipped.join(', ')})` : ''),
       );
     });
 }
@@ -160,22 +162,30 @@ function printManifestWarnings(ws: readonly ManifestWarning[]): void {
 }
 
 /** Removes what ipvsync owns, by the rule `sync` and `proxy` follow (README "Ownership"), and
- *  nothing else: proxy/cleanup.ts over this namespace's handles. */
-export async function cleanup(h: HandleOptions, vipLink: string, opts: { ipsetPrefix?: string } = {}): Promise<CleanupResult> {
+ *  nothing else: proxy/cleanup.ts over this namespace's handles. What the kernel lacks (IPVS on
+ *  a kernel the nftables data plane runs on; nftables; ipsets) holds nothing to remove: skipped,
+ *  and named in `skipped`. */
+export async function cleanup(h: HandleOptions, vipLink: string, opts: { ipsetPrefix?: string } = {}): Promise<CleanupResult & { skipped: string[] }> {
   const [{ Routes }, { Nftables }, { IpSets }, { removeOwned }] = await Promise.all([
     import('../kernel/routes.js'),
     import('../kernel/nftables.js'),
     import('../kernel/ipsets.js'),
     import('../proxy/cleanup.js'),
   ]);
-  const nft = await Nftables.open(h).catch((e: unknown) => {
-    // A kernel without nftables has no glue to remove.
-    if (e instanceof NetlinkError && (e.code === 'EAFNOSUPPORT' || e.code === 'EOPNOTSUPP' || e.kind === 'unsupported')) return undefined;
-    throw e;
-  });
-  return removeOwned(
-    { ipvs: await Ipvs.open(h), links: await Links.open(h), routes: await Routes.open(h), ipsets: await IpSets.open(h), ...(nft ? { nft } : {}) },
+  const skipped: string[] = [];
+  const ifPresent = <T>(what: string, open: () => Promise<T>): Promise<T | undefined> =>
+    open().catch((e: unknown) => {
+      if (!(e instanceof NetlinkError && (e.code === 'EAFNOSUPPORT' || e.code === 'EOPNOTSUPP' || e.kind === 'unsupported'))) throw e;
+      skipped.push(what);
+      return undefined;
+    });
+  const ipvs = await ifPresent('IPVS', () => Ipvs.open(h));
+  const nft = await ifPresent('nftables', () => Nftables.open(h));
+  const ipsets = await ifPresent('ipsets', () => IpSets.open(h));
+  const removed = await removeOwned(
+    { links: await Links.open(h), routes: await Routes.open(h), ...(ipvs ? { ipvs } : {}), ...(nft ? { nft } : {}), ...(ipsets ? { ipsets } : {}) },
     vipLink,
     opts,
   );
+  return { ...removed, skipped };
 }

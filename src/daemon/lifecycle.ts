@@ -29,8 +29,15 @@ export interface PreflightChecks {
 
 export class PreflightError extends Error {
   override readonly name = 'PreflightError';
-  constructor(readonly problems: string[]) {
+  /** The process's exit status: 3 when what is missing is the kernel's data plane (the
+   *  README's "missing kernel feature"), else 1. */
+  readonly exitCode: number;
+  constructor(
+    readonly problems: string[],
+    missingFeature = false,
+  ) {
     super(`cannot start:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.exitCode = missingFeature ? 3 : 1;
   }
 }
 
@@ -61,18 +68,20 @@ export async function preflight(checks: PreflightChecks): Promise<void> {
   }
   if (!cap && problems.length === 0)
     problems.push('missing CAP_NET_ADMIN: run as root or grant the capability (in Kubernetes: a privileged container, or securityContext.capabilities.add: [NET_ADMIN])');
+  let missing = false;
   if (cap) {
     try {
       await checks.dataPlane();
     } catch (e) {
+      missing = e instanceof NetlinkError && e.kind === 'unsupported';
       problems.push(dataPlaneProblem(e, checks.plane ?? 'IPVS'));
     }
   }
-  if (problems.length) throw new PreflightError(problems);
+  if (problems.length) throw new PreflightError(problems, missing);
 }
 
 const MISSING = {
-  IPVS: 'load the ip_vs module on the node (modprobe ip_vs; in a container mount /lib/modules read-only so the kernel can autoload it) or use a kernel built with CONFIG_IP_VS',
+  IPVS: 'load the ip_vs module on the node (modprobe ip_vs; in a container mount /lib/modules read-only so the kernel can autoload it) or use a kernel built with CONFIG_IP_VS; or run the nftables data plane, which needs no IPVS: --proxy-mode nftables',
   nftables: 'use a kernel with nf_tables and its NAT (CONFIG_NF_TABLES, CONFIG_NFT_NAT), or load nf_tables on the node',
 };
 
@@ -204,6 +213,9 @@ export class Lifecycle {
     signals?: readonly NodeJS.Signals[];
     onStopped: (r: StopReport) => void;
     onForce?: (signal: NodeJS.Signals) => void;
+    /** Called once the handlers are in place: a signal caught before them (by the command
+     *  line's early-signals.ts), handled now as if it had come just then. */
+    caughtBefore?: () => NodeJS.Signals | undefined;
   }): () => void {
     const source = opts.source ?? process;
     const signals = opts.signals ?? STOP_SIGNALS;
@@ -219,6 +231,8 @@ export class Lifecycle {
       source.on(sig, fn);
       return [sig, fn] as const;
     });
+    const early = opts.caughtBefore?.();
+    if (early) handlers.find(([sig]) => sig === early)?.[1]();
     return () => {
       for (const [sig, fn] of handlers) source.off(sig, fn);
     };

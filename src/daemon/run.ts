@@ -2,6 +2,7 @@
 // on its sync thread, the runner, health and metrics servers, the object source — and nothing
 // of kernel programming, which is the sync thread's.
 import { readdirSync, statSync } from 'node:fs';
+import { BadInputError } from '../errors.js';
 import { anyContains, parseCidr } from '../net/address.js';
 import { Ipvs } from '../kernel/ipvs.js';
 import { Links } from '../kernel/links.js';
@@ -12,6 +13,7 @@ import { memoryPressure, type HandleOptions } from '../native.js';
 import { nodeAddresses } from '../proxy/node-addresses.js';
 import { ThreadedProxier } from '../proxy/sync-thread.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
+import { adoptEarlySignal } from './early-signals.js';
 import { formatDuration, loadConfig, logLevel, modeSettings, nodeName, toProxierOptions, writeConfigTo } from './config.js';
 import { FolderWatch } from './folder-watch.js';
 import { HealthzServer, ProxierHealth, ServiceHealthServers } from './healthz.js';
@@ -31,6 +33,12 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
     await writeConfigTo(o.writeConfigTo, cfg);
     return;
   }
+  // Bad input is refused first, as `sync -f` refuses a missing file (exit 2), before anything is
+  // opened; the folder's contents are read (and watched) once the proxier runs.
+  if (typeof o.manifests === 'string') {
+    const problem = folderProblem(o.manifests);
+    if (problem) throw new BadInputError(`--manifests ${o.manifests}: ${problem}`);
+  }
   const log = createLogger({ level: logLevel(cfg), format: cfg.logging.format });
   for (const w of warnings) log.warn('config', { warning: w });
   log.debug('configuration', { config: cfg });
@@ -47,6 +55,8 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
         else process.exit(code);
       },
       onForce: () => process.exit(1),
+      // a signal that came while the command loaded: stop now, in order and logged
+      caughtBefore: adoptEarlySignal,
     });
   });
   const nftMode = cfg.mode === 'nftables';
@@ -204,3 +214,11 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
   await stopped;
 }
 
+/** What keeps `dir` from being a manifests folder, if anything. */
+function folderProblem(dir: string): string | undefined {
+  try {
+    return statSync(dir).isDirectory() ? undefined : 'not a folder';
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such folder' : (e as Error).message;
+  }
+}

@@ -10,10 +10,11 @@ import { IPVSYNC_ADDRESS_PROTOCOL, IPVSYNC_LINK_ALIAS, type LinksApi } from '../
 import { IPVSYNC_ROUTE_PROTOCOL, type RoutesApi } from '../kernel/routes.js';
 import { GLUE_TABLE } from './ipvs/glue.js';
 
+/** The handles; a kernel without IPVS, nftables or ipsets has none of that kind (nothing of it to remove). */
 export interface CleanupKernel extends Pick<EngineKernel, 'ipvs' | 'nft'> {
   links: LinksApi;
   routes: RoutesApi;
-  ipsets: IpSetsApi;
+  ipsets?: IpSetsApi;
 }
 
 export interface CleanupResult {
@@ -42,7 +43,8 @@ function kernels(protocol: number | undefined): boolean {
  * a set something else still references fails with EBUSY and stays).
  */
 export async function removeOwned(k: CleanupKernel, vipLink: string, opts: { ipsetPrefix?: string } = {}): Promise<CleanupResult> {
-  const record = await readRecord(k.ipsets);
+  // the record lives in ipsets: no ipsets, no record (and no virtual server known as ours)
+  const record = k.ipsets ? await readRecord(k.ipsets) : [];
   const recorded = recordedKeys(record);
   // A kernel without IPVS has no virtual server to remove.
   const doomed = k.ipvs ? (await k.ipvs.services()).map((s) => serviceKey(s)).filter((key) => recorded.has(key)) : [];
@@ -76,9 +78,9 @@ export async function removeOwned(k: CleanupKernel, vipLink: string, opts: { ips
   if (!ar.ok) throw ar.errors[0];
   if (servicesLeft.length) throw servicesLeft[0];
   const prefix = opts.ipsetPrefix;
-  const claimed = prefix ? (await k.ipsets.headers()).filter((s) => s.name.startsWith(prefix)).map((s) => s.name) : [];
-  const dr = await k.ipsets.apply([...claimed, ...record.map((s) => s.name)].map((name) => ({ op: 'destroy' as const, name })), { stopOnError: false });
-  if (!dr.ok) throw dr.errors[0];
+  const claimed = prefix && k.ipsets ? (await k.ipsets.headers()).filter((s) => s.name.startsWith(prefix)).map((s) => s.name) : [];
+  const dr = await k.ipsets?.apply([...claimed, ...record.map((s) => s.name)].map((name) => ({ op: 'destroy' as const, name })), { stopOnError: false });
+  if (dr && !dr.ok) throw dr.errors[0];
   let linkGone = false;
   if (link && link.alias === IPVSYNC_LINK_ALIAS && addrs.every((a) => a.protocol === IPVSYNC_ADDRESS_PROTOCOL || kernels(a.protocol))) {
     const lr = await k.links.apply([{ op: 'delLink', name: vipLink }]);

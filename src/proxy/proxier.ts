@@ -15,6 +15,8 @@ import { NftablesPlane, type ModelOrError, type PlaneStep } from './nftables/pla
 import { deleteFlows, type FlowFilter } from '../kernel/conntrack.js';
 import { modelContext, serviceCIDRsOf, serviceModel } from '../kube/service-model.js';
 import { compareText } from '../util/sorted.js';
+import type { NftOp } from '../kernel/nft-model.js';
+import type { Verdict } from '../kernel/nft-expr.js';
 import { KUBE_IPSET_PREFIX } from './ipvs/kube-ipsets.js';
 
 /** Work per transaction (an op or a set element) when the glue is created from nothing: the
@@ -317,7 +319,11 @@ function emptyGlue(): GlueSpec {
   return { clusterCIDRs: [], masqueradeAll: false, vips: [], nodePorts: [], nodePortAddresses: [], sourceRanges: [], hairpin: [], localTrafficServices: [], healthCheckNodePorts: [] };
 }
 
-/** One line per kernel write, for `--dry-run`. */
+/** The first line of `--dry-run`'s text: what the lines after it are. */
+export const PLAN_SUMMARY_HEADER = '# the writes a sync would make, one per line: a summary (not nft, ipvsadm or ip input; --json has every field)';
+
+/** One line per kernel write, for `--dry-run`: its kind, verb and object, and what identifies it
+ *  (a base chain's hook, a set's key, a map's value, elements with their values, a rule's size). */
 export function describePlan(plan: Plan): string[] {
   return planWrites(plan).map((w) => {
     switch (w.kind) {
@@ -325,28 +331,50 @@ export function describePlan(plan: Plan): string[] {
         const o = w.op;
         const svc = 'service' in o && o.service ? svcText(o.service) : '';
         const dest = 'dest' in o ? ` -> ${o.dest.address}:${o.dest.port}${'weight' in o.dest && o.dest.weight !== undefined ? ` weight ${o.dest.weight}` : ''}` : '';
-        return `ipvs ${o.op} ${svc}${dest}`.trimEnd();
+        return `ipvs: ${o.op} ${svc}${dest}`.trimEnd();
       }
       case 'route': {
         const o = w.op;
-        return `route ${o.op} ${o.type ? `${o.type} ` : ''}${o.dst}${o.dev ? ` dev ${o.dev}` : ''} table ${o.table ?? 'main'} proto ${o.protocol ?? 'any'}`;
+        return `route: ${o.op} ${o.type ? `${o.type} ` : ''}${o.dst}${o.dev ? ` dev ${o.dev}` : ''} table ${o.table ?? 'main'} proto ${o.protocol ?? 'any'}`;
       }
       case 'link':
-        return `link ${w.op.op} ${'address' in w.op ? `${w.op.address} dev ${w.op.link ?? w.op.index}` : 'name' in w.op ? w.op.name : ''}`.trimEnd();
+        return `link: ${w.op.op} ${'address' in w.op ? `${w.op.address} dev ${w.op.link ?? w.op.index}` : 'name' in w.op ? w.op.name : ''}`.trimEnd();
       case 'ipset':
-        return `ipset ${w.op.op} ${w.op.name}${'members' in w.op ? ` (${w.op.members.length} members)` : ''}`;
-      case 'nft': {
-        const o = w.op;
-        const what =
-          o.kind === 'table' ? `${o.table.family} ${o.table.name}` :
-          o.kind === 'chain' ? `${o.chain.family} ${o.chain.table} ${o.chain.name}` :
-          o.kind === 'set' ? `${o.set.family} ${o.set.table} ${o.set.name}` :
-          o.kind === 'elements' ? `${o.set.family} ${o.set.table} ${o.set.name} { ${o.elements.map((e) => e.key.join(' . ')).join(', ')} }` :
-          `${o.rule.family} ${o.rule.table} ${o.rule.chain}`;
-        return `nft ${o.verb} ${o.kind} ${what}`;
-      }
+        return `ipset: ${w.op.op} ${w.op.name}${'members' in w.op ? ` (${w.op.members.length} members)` : ''}`;
+      case 'nft':
+        return `nftables: ${nftText(w.op)}`;
     }
   });
+}
+
+function nftText(o: NftOp): string {
+  switch (o.kind) {
+    case 'table':
+      return `${o.verb} table ${o.table.family} ${o.table.name}`;
+    case 'chain': {
+      const h = o.chain.hook;
+      return `${o.verb} chain ${o.chain.family} ${o.chain.table}/${o.chain.name}${h ? ` (type ${h.type} hook ${h.hook} priority ${h.priority}${h.policy ? ` policy ${h.policy}` : ''})` : ''}`;
+    }
+    case 'set': {
+      const s = o.set;
+      const value = s.map === undefined ? '' : ` : ${Array.isArray(s.map) ? s.map.join(' . ') : s.map}`;
+      const flags = [s.interval && 'interval', s.dynamic && 'dynamic', (s.timeout || s.timeoutFlag) && 'timeout'].filter(Boolean);
+      return `${o.verb} ${s.map ? 'map' : 'set'} ${s.family} ${s.table}/${s.name} (key ${s.key.join(' . ')}${value}${flags.length ? `, ${flags.join(', ')}` : ''})`;
+    }
+    case 'elements': {
+      const el = o.elements.map((e) => {
+        const data = e.data === undefined ? (e.verdict ? ` : ${verdictText(e.verdict)}` : '') : ` : ${Array.isArray(e.data) ? e.data.join(' . ') : e.data}`;
+        return `${e.key.join(' . ')}${data}`;
+      });
+      return `${o.verb} ${o.elements.length} element(s) of ${o.set.family} ${o.set.table}/${o.set.name}: ${el.join(', ')}`;
+    }
+    case 'rule':
+      return `${o.verb} rule in ${o.rule.family} ${o.rule.table}/${o.rule.chain} (${o.rule.exprs.length} expressions${o.rule.comment ? `, comment ${JSON.stringify(o.rule.comment)}` : ''})`;
+  }
+}
+
+function verdictText(v: Verdict): string {
+  return v.chain ? `${v.code} ${v.chain}` : v.code;
 }
 
 function svcText(s: Partial<DesiredService> & { fwmark?: number }): string {

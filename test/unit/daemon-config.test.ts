@@ -704,3 +704,19 @@ test("--write-config-to: a KubeProxyConfiguration with kube-proxy's v1alpha1 fie
   assert.deepEqual(back.config, config);
   assert.deepEqual(back.warnings, []);
 });
+
+test('the command line: usage errors are bad input (2); help and --version 0; a missing manifests folder is refused (2) before anything is opened; --help names both modes', () => {
+  const cli = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
+  const status = (...args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
+  for (const args of [['proxy', '--bogus'], ['no-such-command'], [], ['sync'], ['ipvs', 'bogus'], ['proxy', '--v']]) assert.equal(status(...args).status, 2, args.join(' '));
+  for (const args of [['--help'], ['proxy', '--help'], ['--version']]) assert.equal(status(...args).status, 0, args.join(' '));
+  const missing = status('proxy', '--manifests', '/nonexistent/manifests');
+  assert.equal(missing.status, 2, missing.stderr);
+  assert.match(missing.stderr, /--manifests \/nonexistent\/manifests: no such folder/);
+  assert.doesNotMatch(missing.stderr, /cannot start|CAP_NET_ADMIN|IPVS/, 'refused before the preflight');
+  for (const cmd of ['proxy', 'sync']) {
+    const help = status(cmd, '--help').stdout.replace(/\s+/g, ' ');
+    assert.match(help, /IPVS mode .*nftables/, `${cmd} --help`);
+    assert.doesNotMatch(help, /kube-proxy IPVS semantics/);
+  }
+});
