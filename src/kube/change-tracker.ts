@@ -5,7 +5,6 @@
 // moving between two slices of one service, an update reverted before the drain) is dropped.
 import type { V1EndpointSlice, V1Service } from './api-types.js';
 import {
-  ANNOTATION_LB_SOURCE_RANGES,
   ANNOTATION_SCHEDULER,
   ANNOTATION_SCHEDULER_FLAGS,
   LABEL_SERVICE_NAME,
@@ -215,7 +214,7 @@ export function serviceFingerprint(s: V1Service | undefined): string {
   // Values as they came (a wrong type too: its warning names it), lists mapped only if lists.
   return stableJson({
     labels: pick(field(s, 'metadata', 'labels'), [LABEL_SERVICE_PROXY_NAME]),
-    annotations: pick(field(s, 'metadata', 'annotations'), [ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS, ANNOTATION_LB_SOURCE_RANGES]),
+    annotations: pick(field(s, 'metadata', 'annotations'), [ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS]),
     type: field(spec, 'type') ?? 'ClusterIP',
     clusterIP: field(spec, 'clusterIP'),
     clusterIPs: field(spec, 'clusterIPs'),

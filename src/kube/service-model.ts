@@ -18,7 +18,6 @@ import { objectKey, sliceServiceKey } from './change-tracker.js';
 import { chooseScheduler, isKnownScheduler } from './scheduler.js';
 import { field, isMapping, member, present, show } from './fields.js';
 import {
-  ANNOTATION_LB_SOURCE_RANGES,
   LABEL_SERVICE_PROXY_NAME,
   type HealthCheck,
   type ModelWarning,
@@ -349,27 +348,20 @@ interface SharedInfo {
   internalLocal: boolean;
 }
 
+/** As kube-proxy's newBaseServiceInfo: the status's ingress IPs whatever the Service's type (a
+ *  Service changed from LoadBalancer keeps its address until the controller clears it), and the
+ *  spec's source ranges only (the old annotation is the cloud controller's, not the proxy's). */
 function sharedInfo(svc: V1Service, spec: Record<string, unknown>, externalIPs: readonly unknown[], warn: (m: string) => void): SharedInfo {
   let lbIPs: unknown[] | readonly never[] = NONE;
-  let rangeTexts: readonly unknown[] = NONE;
-  if (spec.type === 'LoadBalancer') {
-    const ingress = field(svc, 'status', 'loadBalancer', 'ingress');
-    if (present(ingress) && !Array.isArray(ingress)) warn(`status.loadBalancer.ingress ${show(ingress)} is not a list, ignored`);
-    // ipMode Proxy (KEP-1860): the load balancer proxies itself; the IP must not be captured here.
-    // An entry without an IP (a hostname; null) has nothing to program.
-    for (const i of Array.isArray(ingress) ? ingress : NONE) {
-      const ip = member(i, 'ip');
-      if (present(ip) && ip !== '' && member(i, 'ipMode') !== 'Proxy') (lbIPs === NONE ? (lbIPs = []) : (lbIPs as unknown[])).push(ip);
-    }
+  const ingress = field(svc, 'status', 'loadBalancer', 'ingress');
+  if (present(ingress) && !Array.isArray(ingress)) warn(`status.loadBalancer.ingress ${show(ingress)} is not a list, ignored`);
+  // ipMode Proxy (KEP-1860): the load balancer proxies itself; the IP must not be captured here.
+  // An entry without an IP (a hostname; null) has nothing to program.
+  for (const i of Array.isArray(ingress) ? ingress : NONE) {
+    const ip = member(i, 'ip');
+    if (present(ip) && ip !== '' && member(i, 'ipMode') !== 'Proxy') (lbIPs === NONE ? (lbIPs = []) : (lbIPs as unknown[])).push(ip);
   }
-  const ranges = listOf(spec, 'loadBalancerSourceRanges', warn);
-  if (ranges.length) rangeTexts = ranges;
-  else {
-    const annotation = field(svc, 'metadata', 'annotations', ANNOTATION_LB_SOURCE_RANGES);
-    if (typeof annotation === 'string') rangeTexts = annotation.split(',').filter((s) => s.trim());
-    else if (present(annotation)) warn(`${ANNOTATION_LB_SOURCE_RANGES} ${show(annotation)} is not a string, ignored`);
-  }
-  return { externalIPs, lbIPs, rangeTexts, internalLocal: spec.internalTrafficPolicy === 'Local' };
+  return { externalIPs, lbIPs, rangeTexts: listOf(spec, 'loadBalancerSourceRanges', warn), internalLocal: spec.internalTrafficPolicy === 'Local' };
 }
 
 type PortBase = Pick<ServicePortModel, 'service' | 'clusterIP' | 'family' | 'externalLocal' | 'affinityTimeout' | 'scheduler' | 'schedulerFlags'>;

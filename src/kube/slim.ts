@@ -11,7 +11,7 @@
 import type { V1Endpoint, V1EndpointSlice, V1Service } from './api-types.js';
 import { boundedMemo } from '../util/memo.js';
 import { arr, field, isMapping, member, obj, str } from './fields.js';
-import { ANNOTATION_LB_SOURCE_RANGES, ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS, LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME } from './types.js';
+import { ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS, LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME } from './types.js';
 
 /** One string object per distinct short value (node names, zones, port names, protocols). */
 const intern = boundedMemo((s) => s, 1 << 14);
@@ -58,7 +58,7 @@ export function slimService(s: V1Service): V1Service {
       name: w(meta.name),
       namespace: w(meta.namespace),
       labels: pick(meta.labels, [LABEL_SERVICE_PROXY_NAME]),
-      annotations: pick(meta.annotations, [ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS, ANNOTATION_LB_SOURCE_RANGES]),
+      annotations: pick(meta.annotations, [ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS]),
     },
     spec: spec && {
       type: internOpt(w(spec.type)),

@@ -16,8 +16,6 @@ export const LABEL_SERVICE_NAME = 'kubernetes.io/service-name';
 export const ANNOTATION_SCHEDULER = 'ipvsync.io/scheduler';
 /** ipvsync's per-service scheduler flags, comma separated ("mh-fallback,mh-port"). */
 export const ANNOTATION_SCHEDULER_FLAGS = 'ipvsync.io/scheduler-flags';
-/** Legacy source-range annotation, used when spec.loadBalancerSourceRanges is empty (as kube-proxy). */
-export const ANNOTATION_LB_SOURCE_RANGES = 'service.beta.kubernetes.io/load-balancer-source-ranges';
 
 /** Where Services and EndpointSlices go (keys "namespace/name"): a Proxier's handlers, in process
  *  or on its thread; fed by the informers (KubeHandlers) and by a manifests folder. */

@@ -48,7 +48,6 @@ export type {
   V1Taint,
 } from '../kube/api-types.js';
 export {
-  ANNOTATION_LB_SOURCE_RANGES,
   ANNOTATION_SCHEDULER,
   ANNOTATION_SCHEDULER_FLAGS,
   LABEL_SERVICE_NAME,

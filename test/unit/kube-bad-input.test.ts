@@ -19,14 +19,13 @@ import { slice, svc } from '../fixtures/kube/builders.js';
 
 const NODE = { name: 'node-a', addresses: ['10.0.0.11', '127.0.0.1'], zone: 'zone-a' };
 const CONFIG = { scheduler: 'rr', clusterCIDRs: ['10.244.0.0/16'] };
-const SOURCE_RANGES = 'service.beta.kubernetes.io/load-balancer-source-ranges';
 
 const good = svc('good', { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] });
 const goodSlice = slice('good', 'good-1', [{ name: 'http', port: 8080 }], [{ ip: '10.244.1.5' }]);
 
 /** A Service with every field translate reads set (good values; its addresses and ports by
  *  `i`): the one that is broken. */
-function victim(name: string, annotated: boolean, i = 20): V1Service {
+function victim(name: string, i = 20): V1Service {
   return svc(
     name,
     {
@@ -35,7 +34,7 @@ function victim(name: string, annotated: boolean, i = 20): V1Service {
       clusterIPs: [`10.96.0.${i}`, `fd00:96::${i}`],
       externalIPs: [`203.0.113.${i}`, `2001:db8::9:${i}`],
       ports: [{ name: 'https', port: 443, protocol: 'TCP', nodePort: 30000 + i, targetPort: 8443 as never }],
-      ...(annotated ? {} : { loadBalancerSourceRanges: ['198.51.100.0/24', '2001:db8:1::/48'] }),
+      loadBalancerSourceRanges: ['198.51.100.0/24', '2001:db8:1::/48'],
       sessionAffinity: 'ClientIP',
       sessionAffinityConfig: { clientIP: { timeoutSeconds: 600 } },
       healthCheckNodePort: 32000 + i,
@@ -47,7 +46,6 @@ function victim(name: string, annotated: boolean, i = 20): V1Service {
       annotations: {
         'ipvsync.io/scheduler': 'mh',
         'ipvsync.io/scheduler-flags': 'mh-fallback,mh-port',
-        ...(annotated ? { [SOURCE_RANGES]: '198.51.100.0/24, 2001:db8:1::/48' } : {}),
       },
     },
   );
@@ -78,9 +76,6 @@ const SERVICE_FIELDS: Path[] = [
   ['metadata', 'annotations'], ['metadata', 'annotations', 'ipvsync.io/scheduler'], ['metadata', 'annotations', 'ipvsync.io/scheduler-flags'],
   ['metadata', 'labels'], ['metadata', 'labels', 'service.kubernetes.io/service-proxy-name'], ['metadata', 'namespace'], ['spec'],
 ];
-
-/** The annotated Service's source ranges. */
-const ANNOTATED_FIELDS: Path[] = [['metadata', 'annotations', SOURCE_RANGES]];
 
 /** Every field of an EndpointSlice translate reads. */
 const SLICE_FIELDS: Path[] = [
@@ -159,27 +154,26 @@ async function assertGoodProgrammed(services: V1Service[], slices: V1EndpointSli
 }
 
 test('the broken objects themselves, unbroken, are programmed in full (so the cases below break something that counts)', async () => {
-  const m = await assertGoodProgrammed([victim('lb', false, 1), victim('lb-annotated', true, 2)], [victimSlice('lb'), victimSlice('lb-annotated')], 'unbroken');
+  const m = await assertGoodProgrammed([victim('lb', 1), victim('lb-2', 2)], [victimSlice('lb'), victimSlice('lb-2')], 'unbroken');
   assert.deepEqual(m.warnings, []);
-  for (const [name, i] of [['lb', 1], ['lb-annotated', 2]] as const) {
+  for (const [name, i] of [['lb', 1], ['lb-2', 2]] as const) {
     const ranges = m.glue.sourceRanges.filter((r) => r.servicePort === `default/${name}:https`);
     assert.deepEqual(ranges.map((r) => `${r.address} ${r.cidrs.join(',')}`), [`192.0.2.${i} 198.51.100.0/24`, `2001:db8::10:${i} 2001:db8:1::/48`]);
     assert.ok(m.services.some((s) => 'address' in s && s.address === `203.0.113.${i}`));
     assert.ok(m.services.some((s) => 'address' in s && s.address === '10.0.0.11' && s.port === 30000 + i));
   }
-  assert.deepEqual(m.healthChecks.map((h) => `${h.service} ${h.nodePort} ${h.localEndpoints}`), ['default/lb 32001 1', 'default/lb-annotated 32002 1']);
+  assert.deepEqual(m.healthChecks.map((h) => `${h.service} ${h.nodePort} ${h.localEndpoints}`), ['default/lb 32001 1', 'default/lb-2 32002 1']);
 });
 
 test('every field of a Service, every bad value: the good service is programmed, the model only holds what the kernel takes', async () => {
   const cases: Array<{ svc: V1Service; what: string }> = [];
-  for (const path of SERVICE_FIELDS) for (const v of BAD) cases.push({ svc: withValue(victim('lb', false), path, v), what: `Service ${path.join('.')} = ${String(v)}` });
-  for (const path of ANNOTATED_FIELDS) for (const v of BAD) cases.push({ svc: withValue(victim('lb-annotated', true), path, v), what: `annotation ${String(v)}` });
+  for (const path of SERVICE_FIELDS) for (const v of BAD) cases.push({ svc: withValue(victim('lb'), path, v), what: `Service ${path.join('.')} = ${String(v)}` });
   for (const c of cases) await assertGoodProgrammed([c.svc], [victimSlice(c.svc.metadata!.name!)], c.what);
 });
 
 test('every field of an EndpointSlice, every bad value: the good service is programmed', async () => {
   for (const path of SLICE_FIELDS) {
-    for (const v of BAD) await assertGoodProgrammed([victim('lb', false)], [withValue(victimSlice('lb'), path, v)], `EndpointSlice ${path.join('.')} = ${String(v)}`);
+    for (const v of BAD) await assertGoodProgrammed([victim('lb')], [withValue(victimSlice('lb'), path, v)], `EndpointSlice ${path.join('.')} = ${String(v)}`);
   }
 });
 
@@ -215,7 +209,7 @@ test('every bad value at once, in one sync: the good service is programmed', asy
   for (const path of SERVICE_FIELDS) {
     for (const v of BAD) {
       const name = `s${n++}`;
-      const s = withValue(victim(name, false), path, v);
+      const s = withValue(victim(name), path, v);
       services.push(s);
       slices.push(victimSlice(name));
     }
@@ -223,7 +217,7 @@ test('every bad value at once, in one sync: the good service is programmed', asy
   for (const path of SLICE_FIELDS) {
     for (const v of BAD) {
       const name = `e${n++}`;
-      services.push(victim(name, false));
+      services.push(victim(name));
       slices.push(withValue(victimSlice(name), path, v));
     }
   }

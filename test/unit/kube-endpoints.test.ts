@@ -71,3 +71,24 @@ test("endpointsForPort reads conditions as kube-proxy's endpoint slice cache: re
   // no ready endpoint left: the one serving-terminating by default is the fallback
   assert.deepEqual(addrs(clusterEndpoints(all.filter((e) => !e.ready), 'node-a', undefined)), ['10.0.0.2']);
 });
+
+test("one address and port in two slices: the later slice's unless it is terminating, as kube-proxy's endpoint slice cache (a pod's address reused while the old pod terminates)", () => {
+  const port = [{ name: 'http', port: 8080 }];
+  const a = slice('web', 'web-a', port, []);
+  const b = slice('web', 'web-b', port, []);
+  // the new pod in the earlier slice, the terminating old one in the later: the new one is kept
+  a.endpoints = [{ addresses: ['10.0.0.7'], conditions: { ready: true }, nodeName: 'node-a' }];
+  b.endpoints = [{ addresses: ['10.0.0.7'], conditions: { ready: false, serving: true, terminating: true }, nodeName: 'node-b' }];
+  const kept = endpointsForPort([a, b], 'http', 'tcp', 'inet', 'node-a');
+  assert.deepEqual(kept.map((e) => [e.address, e.ready, e.terminating, e.local]), [['10.0.0.7', true, false, true]]);
+  // the other way round: the later, not terminating, replaces the earlier
+  const [later] = endpointsForPort([b, a], 'http', 'tcp', 'inet', 'node-a');
+  assert.deepEqual([later!.ready, later!.local], [true, true]);
+  // both terminating: the first given stays; neither terminating: the later wins
+  b.endpoints[0]!.nodeName = 'node-c';
+  a.endpoints = [{ addresses: ['10.0.0.7'], conditions: { ready: false, serving: true, terminating: true }, nodeName: 'node-a' }];
+  assert.equal(endpointsForPort([a, b], 'http', 'tcp', 'inet', 'node-a')[0]!.local, true);
+  a.endpoints[0]!.conditions = { ready: true };
+  b.endpoints[0]!.conditions = { ready: true };
+  assert.equal(endpointsForPort([a, b], 'http', 'tcp', 'inet', 'node-a')[0]!.local, false, 'node-c, the later');
+});

@@ -101,6 +101,23 @@ test('traffic policies pick the endpoints each kind of frontend uses; a Local Lo
   assert.deepEqual(m.warnings, ['loadBalancerSourceRanges: "bogus" is not a CIDR, ignored']);
 });
 
+test("load-balancer IPs and source ranges as kube-proxy reads them: the status's ingress IPs whatever the type, the spec's ranges only (not the cloud controller's annotation)", () => {
+  // A Service changed from LoadBalancer to NodePort keeps its ingress until the controller clears it.
+  const was = svc('was-lb', { type: 'NodePort', clusterIP: '10.96.0.21', ports: [{ port: 80, nodePort: 30021 }], loadBalancerSourceRanges: ['203.0.113.0/24'] }, { ingress: [{ ip: '198.51.100.21' }] });
+  const [p] = serviceModel(was, [], ctx()).ports;
+  assert.deepEqual([p!.loadBalancerIPs, p!.sourceRanges.texts], [['198.51.100.21'], ['203.0.113.0/24']]);
+  // a ClusterIP Service with an ingress IP: reached from outside through it
+  const cip = svc('cip', { clusterIP: '10.96.0.22', ports: [{ port: 80 }], internalTrafficPolicy: 'Local' }, { ingress: [{ ip: '198.51.100.22' }] });
+  assert.deepEqual(serviceModel(cip, [], ctx()).ports[0]!.loadBalancerIPs, ['198.51.100.22']);
+  // the annotation alone: no source ranges (kube-proxy reads spec.loadBalancerSourceRanges only)
+  const annotated = svc('ann', { type: 'LoadBalancer', clusterIP: '10.96.0.23', ports: [{ port: 80, nodePort: 30023 }] }, {
+    ingress: [{ ip: '198.51.100.23' }],
+    annotations: { 'service.beta.kubernetes.io/load-balancer-source-ranges': '203.0.113.0/24' },
+  });
+  const m = serviceModel(annotated, [], ctx());
+  assert.deepEqual([m.ports[0]!.loadBalancerIPs, m.ports[0]!.sourceRanges.texts, m.warnings], [['198.51.100.23'], [], []]);
+});
+
 test('node-local endpoints fall back to serving-terminating ones; internalTrafficPolicy Local uses them', () => {
   const s = svc('itp', { clusterIP: '10.96.0.30', ports: [{ port: 80 }], internalTrafficPolicy: 'Local' });
   const sl = slice('itp', 'itp-1', [{ port: 80 }], [

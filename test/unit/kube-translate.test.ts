@@ -145,25 +145,26 @@ const cases: Case[] = [
     },
   },
   {
-    name: 'LoadBalancer source ranges from the legacy annotation; the node outside them',
+    name: "LoadBalancer source ranges from the spec only, as kube-proxy (the legacy annotation is the cloud controller's); the node outside them",
     services: [
       svc(
         'lb',
-        { type: 'LoadBalancer', clusterIP: '10.96.0.30', ports: [{ port: 80 }] },
-        { ingress: [{ ip: '192.0.2.10' }], annotations: { 'service.beta.kubernetes.io/load-balancer-source-ranges': '198.51.100.0/24, 203.0.113.0/24' } },
+        { type: 'LoadBalancer', clusterIP: '10.96.0.30', ports: [{ port: 80 }], loadBalancerSourceRanges: ['198.51.100.0/24', '203.0.113.0/24'] },
+        { ingress: [{ ip: '192.0.2.10' }], annotations: { 'service.beta.kubernetes.io/load-balancer-source-ranges': '10.0.0.0/8' } },
       ),
+      svc('annotated', { type: 'LoadBalancer', clusterIP: '10.96.0.32', ports: [{ port: 80 }] }, { ingress: [{ ip: '192.0.2.12' }], annotations: { 'service.beta.kubernetes.io/load-balancer-source-ranges': '198.51.100.0/24' } }),
     ],
-    table: ['TCP 10.96.0.30:80 rr', 'TCP 192.0.2.10:80 rr'],
+    table: ['TCP 10.96.0.30:80 rr', 'TCP 10.96.0.32:80 rr', 'TCP 192.0.2.10:80 rr', 'TCP 192.0.2.12:80 rr'],
     check: (m) =>
       assert.deepEqual(m.glue.sourceRanges, [
         { address: '192.0.2.10', protocol: 'tcp', port: 80, cidrs: ['198.51.100.0/24', '203.0.113.0/24'], allowFromNode: false, servicePort: 'default/lb' },
       ]),
   },
   {
-    name: 'stale load-balancer status on a ClusterIP service is ignored',
+    name: "a load-balancer status on a Service of another type is programmed, as kube-proxy reads ingress IPs whatever the type (until the controller clears them)",
     services: [svc('was-lb', { type: 'ClusterIP', clusterIP: '10.96.0.31', ports: [{ port: 80 }] }, { ingress: [{ ip: '192.0.2.10' }] })],
-    table: ['TCP 10.96.0.31:80 rr'],
-    vips: ['10.96.0.31'],
+    table: ['TCP 10.96.0.31:80 rr', 'TCP 192.0.2.10:80 rr'],
+    vips: ['10.96.0.31', '192.0.2.10'],
   },
   {
     name: 'headless, ExternalName and not-yet-allocated services produce nothing',
