@@ -326,6 +326,32 @@ test('elements changed by hand with nft are repaired by the next sync -f, with e
   assert.match(syncNft(dir).stdout, /nothing to change/);
 });
 
+test('loadBalancerSourceRanges filter new connections, as kube-proxy: narrowing them drops a new flow from the client, not the one it already has', async (t) => {
+  await topology(t);
+  const dir = mkdtempSync(join(tmpdir(), 'nft-ranges-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const write = (ranges: string[]) =>
+    writeFileSync(
+      join(dir, 'objects.json'),
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'List',
+        items: [
+          svc('udp-lb', { type: 'LoadBalancer', clusterIP: '10.96.0.45', ports: [{ name: 'dns', port: 53, protocol: 'UDP', nodePort: 30045 }], loadBalancerSourceRanges: ranges }, { ingress: [{ ip: '192.0.2.45' }] }),
+          slice('udp-lb', 'udp-lb-1', [{ name: 'dns', port: 5353, protocol: 'UDP' }], [{ ip: PODS[0]!.ip, node: PODS[0]!.node }]),
+        ],
+      }),
+    );
+  write(['10.9.0.0/24']);
+  assert.equal(syncNft(dir).status, 0);
+  assert.deepEqual(datagrams(CLIENT, '192.0.2.45', 53, 1, 40045), ['pa'], 'the client is in the range: its flow is made');
+  write(['203.0.113.0/24']);
+  const narrowed = syncNft(dir);
+  assert.equal(narrowed.status, 0, narrowed.stderr);
+  assert.deepEqual(datagrams(CLIENT, '192.0.2.45', 53, 2, 40045), ['pa', 'pa'], 'the flow it has goes on');
+  assert.deepEqual(datagrams(CLIENT, '192.0.2.45', 53, 1, 40046), ['timeout'], 'a new flow from it is dropped');
+});
+
 test("someone else's chain and set in a pre-existing ip ipvsync survive sync -f, a resync and a rebuild of the static part; traffic flows throughout", async (t) => {
   await topology(t);
   const dir = mkdtempSync(join(tmpdir(), 'nft-foreign-'));

@@ -304,7 +304,9 @@ export function proxyTable(family: Fam, shape: TableShape, ctx: ModelContext, se
   add('postrouting', R.markMatch('meta', MASQ_MARK), R.masquerade({ fullyRandom: true }));
   add('postrouting', R.ctStatus('dnat'), R.inSet([F.daddr, F.saddr], 'hairpin'), R.masquerade({ fullyRandom: true }));
 
-  for (const c of ['firewall-prerouting', 'firewall-output']) add(c, R.inSet([R.F.l4proto], 'service-protocols'), R.vmap(svcFields, 'firewall'));
+  // New connections only, as kube-proxy's firewall-check: narrowing a service's source ranges
+  // does not cut the connections already made.
+  for (const c of ['firewall-prerouting', 'firewall-output']) add(c, R.ctState('new'), R.inSet([R.F.l4proto], 'service-protocols'), R.vmap(svcFields, 'firewall'));
   for (const fw of [...shape.firewalls.values()].sort((a, b) => (a.chain < b.chain ? -1 : 1))) {
     chains.push({ name: fw.chain });
     for (const cidr of fw.cidrs) add(fw.chain, R.match(F.saddr, cidr), R.ret());
