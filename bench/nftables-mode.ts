@@ -169,7 +169,7 @@ interface DaemonProcessRun {
 
 async function daemonProcess(dir: string): Promise<DaemonProcessRun | undefined> {
   const metricsAt = '127.0.0.1:10249';
-  const args = [CLI, 'proxy', '--proxy-mode', 'nftables', '--manifests', dir, '--hostname-override', NODE_NAME, '--node-ip', NODE_IP, '--cluster-cidr', CLUSTER_CIDR, '--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', metricsAt];
+  const args = [CLI, 'proxy', '--proxy-mode', 'nftables', '--manifests', dir, '--hostname-override', NODE_NAME, '--node-ip', NODE_IP, '--cluster-cidr', CLUSTER_CIDR, '--healthz-bind-address', '127.0.0.1:0', '--metrics-bind-address', metricsAt, '--logging-format', 'json'];
   const child = spawn('env', [...NODE_ENV_VARS, process.execPath, ...NODE_FLAGS, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
   const first = await new Promise<Record<string, unknown> | undefined>((resolve) => {
     const timer = setTimeout(() => resolve(undefined), CAP_S * 1000);

@@ -90,7 +90,7 @@ function daemonRss(dir: string, from: 'manifests' | 'api'): SizeRow['daemon'] {
         ];
   const script = [
     ...source,
-    `"$0" proxy $src ${flags.map((f) => `'${f}'`).join(' ')} --healthz-bind-address 127.0.0.1:0 --metrics-bind-address 127.0.0.1:0 2> "$1.daemon.log" &`,
+    `"$0" proxy $src ${flags.map((f) => `'${f}'`).join(' ')} --healthz-bind-address 127.0.0.1:0 --metrics-bind-address 127.0.0.1:0 --logging-format json 2> "$1.daemon.log" &`,
     'pid=$!',
     `for i in $(seq 1 ${4 * TIMEOUT_S * 5}); do grep -q '"msg":"sync"' "$1.daemon.log" && break; kill -0 $pid 2>/dev/null || break; sleep 0.2; done`,
     `grep '"msg":"sync"' "$1.daemon.log" | head -1`,
