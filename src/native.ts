@@ -1,7 +1,6 @@
 // The only module that loads the compiled addon. It declares the addon's surface; the typed
 // façades in src/kernel/ are the public API.
 import { createRequire } from 'node:module';
-import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NetlinkError, type NetlinkErrorFields } from './errors.js';
@@ -605,17 +604,24 @@ export function addonCpuUsage(): AddonCpuUsage {
   return native().cpuUsage();
 }
 
-function locate(): string {
+/** The addon's file: IPVSYNC_ADDON when set (a build elsewhere, e.g. cmake-js's), else
+ *  node-gyp-build's lookup from the package root — build/Release (a build from source: the
+ *  repository's, or the install script's fallback), then build/Debug, then the prebuild for this
+ *  platform and architecture in prebuilds/ (docs/releasing.md). */
+function addonPath(): string {
   if (process.env.IPVSYNC_ADDON) return resolve(process.env.IPVSYNC_ADDON);
-  // dist/src/native.js -> <root>/build/{Release,Debug}/ipvsync.node
+  // dist/src/native.js -> <root>
   const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-  for (const kind of ['Release', 'Debug']) {
-    const p = join(root, 'build', kind, 'ipvsync.node');
-    if (existsSync(p)) return p;
+  const require = createRequire(import.meta.url);
+  const nodeGypBuild = require('node-gyp-build') as { path(dir: string): string };
+  try {
+    return nodeGypBuild.path(root);
+  } catch (e) {
+    throw new Error(
+      `ipvsync: no native addon for ${process.platform}-${process.arch} (no build in ${join(root, 'build')}, no prebuild in ${join(root, 'prebuilds')}); run \`npm rebuild ipvsync\` (a C++17 compiler, make and python3 needed) or \`npm run build:native\` in the repository`,
+      { cause: e },
+    );
   }
-  throw new Error(
-    `ipvsync: the native addon is not built (looked in ${join(root, 'build')}); run \`npm install\` or \`npm run build:native\``,
-  );
 }
 
 let loaded: NativeBinding | undefined;
@@ -624,7 +630,7 @@ let loaded: NativeBinding | undefined;
 export function native(): NativeBinding {
   if (!loaded) {
     const require = createRequire(import.meta.url);
-    const b = require(locate()) as NativeBinding;
+    const b = require(addonPath()) as NativeBinding;
     b.setErrorFactory((fields) => new NetlinkError(fields));
     loaded = b;
   }

@@ -91,7 +91,8 @@ export interface V1EndpointSlicePort {
 export interface V1EndpointSlice extends KubernetesObject {
   /** "IPv4", "IPv6" or "FQDN". */
   addressType: string;
-  endpoints: V1Endpoint[];
+  /** Optional, as in the Kubernetes client 2.x's types (a slice may list no endpoint). */
+  endpoints?: V1Endpoint[];
   ports?: V1EndpointSlicePort[];
 }
 

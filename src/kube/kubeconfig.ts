@@ -3,21 +3,21 @@
 //
 // @kubernetes/client-node's KubeConfig class imports the client's whole generated API (~20 MB of
 // JavaScript: a long-running process keeps ~20 MB more heap and starts ~60 MB larger for it),
-// though the informers use none of it. So the kubeconfig is read here with the client's own
-// parsers (config_types.js: the same clusters, users and contexts, the same validation) and
-// requests are authenticated here for what a node daemon uses: the in-cluster service account,
-// a bearer token or token file (re-read when a minute old, as the client's FileAuth and
-// client-go do, so rotated service-account tokens are picked up), client certificates, basic auth, a CA,
-// tls-server-name, insecure-skip-tls-verify and a cluster's proxy-url (proxy-agent.ts). A user
-// with an exec plugin or an auth provider (OIDC, GCP, Azure) is handed to the full client,
-// loaded on the first request that needs it.
+// though the informers use none of it. So the kubeconfig is read here (client-go's v1 schema:
+// clusters, users, contexts, with the client's validation messages) and requests are
+// authenticated here for what a node daemon uses: the in-cluster service account, a bearer token
+// or token file (client-go's `tokenFile`, which kubeadm's kube-proxy kubeconfig uses, and
+// `token-file`; re-read when a minute old, as client-go does, so rotated service-account tokens
+// are picked up), client certificates, basic auth, a CA, tls-server-name,
+// insecure-skip-tls-verify and a cluster's proxy-url (proxy-agent.ts). A user with an exec plugin
+// or an auth provider (OIDC, GCP, Azure) is handed to the full client, an optional peer
+// dependency loaded on the first request that needs it: nothing else here needs the client.
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import { isIPv6 } from 'node:net';
 import { dirname, isAbsolute, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { newClusters, newContexts, newUsers, type Context } from '@kubernetes/client-node/dist/config_types.js';
 import { yaml } from '../yaml.js';
 import { parseProxyUrl, proxyAgent } from './proxy-agent.js';
 
@@ -36,9 +36,8 @@ export interface KubeConfigSource {
   serviceAccountDir?: string;
 }
 
-/** A kubeconfig cluster: the members of the client's Cluster (config_types.js), declared here
- *  so that no declaration of ipvsync refers to the client (its parsers' results fit these, and
- *  these fit what its KubeConfig takes). */
+/** A kubeconfig cluster: the members of the client's Cluster, declared here so that no
+ *  declaration of ipvsync refers to the client (these fit what its KubeConfig takes). */
 export interface Cluster {
   readonly name: string;
   readonly caData?: string;
@@ -89,7 +88,7 @@ export class ApiConfig implements ApiAccess {
   constructor(
     readonly cluster: Cluster,
     readonly user: User,
-    /** A token file to re-read (the in-cluster token; a kubeconfig user's token-file). */
+    /** A token file to re-read (the in-cluster token; a kubeconfig user's tokenFile or token-file). */
     readonly tokenFile?: string,
   ) {}
 
@@ -106,6 +105,12 @@ export class ApiConfig implements ApiAccess {
     return Boolean(this.user.exec || this.user.authProvider);
   }
 
+  /** Loads the full client now when the user needs it (else nothing to do): rejects with a
+   *  KubeConfigError saying why when it is missing or cannot load on this Node.js. */
+  async ready(): Promise<void> {
+    if (this.usesFullClient) await this.fullClient();
+  }
+
   async applyToHTTPSOptions(opts: https.RequestOptions): Promise<void> {
     if (this.usesFullClient) {
       await (await this.fullClient()).applyToHTTPSOptions(opts);
@@ -114,6 +119,9 @@ export class ApiConfig implements ApiAccess {
       if (this.cluster.proxyUrl) {
         const { ca, cert, key, pfx, passphrase, rejectUnauthorized, servername } = opts;
         opts.agent = proxyAgent(this.cluster.proxyUrl, this.cluster.server, { ca, cert, key, pfx, passphrase, rejectUnauthorized, servername });
+      } else if (this.cluster.server.startsWith('http:')) {
+        // the client before 1.4 puts an https agent on a plain http server's requests
+        opts.agent = this.agent({});
       }
       return;
     }
@@ -153,13 +161,33 @@ export class ApiConfig implements ApiAccess {
   }
 
   private fullClient(): Promise<KubeConfig> {
-    return (this.full ??= import('@kubernetes/client-node').then(({ KubeConfig }) => {
+    return (this.full ??= loadClient().then(({ KubeConfig }) => {
       const kc = new KubeConfig();
       kc.loadFromClusterAndUser(this.cluster, this.user);
       return kc;
     }));
   }
 }
+
+/** The full client, for exec plugins and auth providers. Its absence, or a release that cannot
+ *  run on this Node.js (2.x's undici 8 needs Node.js >= 22.19: on Node.js 20 it fails as it
+ *  loads), is said plainly: the user's kubeconfig is what needs it. */
+async function loadClient(): Promise<typeof import('@kubernetes/client-node')> {
+  try {
+    return await import('@kubernetes/client-node');
+  } catch (e) {
+    const notFound = (e as { code?: unknown }).code === 'ERR_MODULE_NOT_FOUND' && String((e as Error).message).includes("'@kubernetes/client-node");
+    throw new KubeConfigError(
+      notFound
+        ? `${CLIENT_NEEDED}: install it beside ipvsync`
+        : `${CLIENT_NEEDED}, and it failed to load on Node.js ${process.version} (@kubernetes/client-node 2.x needs Node.js >= 22.19; 1.x runs on Node.js 20): ${(e as Error).message}`,
+      { cause: e },
+    );
+  }
+}
+
+/** The peer range of package.json, said where the client is missing. */
+const CLIENT_NEEDED = "a kubeconfig user with an exec plugin or an auth provider needs @kubernetes/client-node ^1.0.0 || ^2.0.0 (an optional peer dependency of ipvsync)";
 
 /**
  * kubeconfig file if given; else the in-cluster service account when KUBERNETES_SERVICE_HOST is
@@ -190,17 +218,14 @@ function fromFile(file: string, context: string | undefined): ApiConfig {
   } catch (e) {
     throw fail((e as Error).message);
   }
-  // Relative paths are relative to the file, as kubectl takes them (the client's parser reads a
-  // token-file as it parses: make it absolute first).
+  // Relative paths are relative to the file, as kubectl takes them.
   const root = dirname(file);
   const abs = (p: string | undefined) => (p && !isAbsolute(p) ? join(root, p) : p);
-  const rawUsers = (Array.isArray(doc.users) ? doc.users : []) as Array<{ name?: string; user?: Record<string, unknown> }>;
-  for (const u of rawUsers) if (typeof u?.user?.['token-file'] === 'string') u.user['token-file'] = abs(u.user['token-file']);
-  let clusters: Cluster[], users: User[], contexts: Context[];
+  let clusters: Cluster[], users: ParsedUser[], contexts: Context[];
   try {
-    clusters = newClusters(doc.clusters);
-    users = newUsers(rawUsers);
-    contexts = newContexts(doc.contexts);
+    clusters = parseClusters(doc.clusters, abs);
+    users = parseUsers(doc.users, abs);
+    contexts = parseContexts(doc.contexts);
   } catch (e) {
     throw fail((e as Error).message);
   }
@@ -209,7 +234,7 @@ function fromFile(file: string, context: string | undefined): ApiConfig {
   if (!ctx) throw fail(context ? `no context "${context}"` : name ? `current-context "${name}" is not defined` : 'no current cluster');
   const cluster = clusters.find((c) => c.name === ctx.cluster);
   if (!cluster) throw fail(`context "${ctx.name}" names cluster "${ctx.cluster}", which is not defined`);
-  const user = users.find((u) => u.name === ctx.user) ?? { name: ctx.user ?? 'anonymous' };
+  const { tokenFile, ...user } = users.find((u) => u.name === ctx.user) ?? { name: ctx.user ?? 'anonymous' };
   if (cluster.proxyUrl) {
     // checked here, at start, rather than failing every request after it
     try {
@@ -218,14 +243,82 @@ function fromFile(file: string, context: string | undefined): ApiConfig {
       throw fail(`cluster "${cluster.name}": ${(e as Error).message}`);
     }
   }
-  // A token-file (and no token) is re-read as it ages; the parser read it once.
-  const rawUser = rawUsers.find((u) => u?.name === ctx.user)?.user;
-  const tokenFile = rawUser && rawUser.token === undefined && typeof rawUser['token-file'] === 'string' ? (rawUser['token-file'] as string) : undefined;
-  return new ApiConfig(
-    { ...cluster, ...(cluster.caFile ? { caFile: abs(cluster.caFile) } : {}) },
-    { ...user, ...(user.certFile ? { certFile: abs(user.certFile) } : {}), ...(user.keyFile ? { keyFile: abs(user.keyFile) } : {}) },
-    tokenFile,
-  );
+  return new ApiConfig(cluster, user, tokenFile);
+}
+
+/** A kubeconfig context (client-go's v1 NamedContext). */
+interface Context {
+  readonly name: string;
+  readonly cluster: string;
+  readonly user?: string;
+  readonly namespace?: string;
+}
+
+/** A user and the token file to re-read (a token file, and no token). */
+type ParsedUser = User & { tokenFile?: string };
+
+type Entry = Record<string, unknown> | null | undefined;
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+/** Entries of a list: none when it is not a list (as client-go and the client read it). */
+const entries = (list: unknown): Entry[] => (Array.isArray(list) ? (list as Entry[]) : []);
+/** The members whose value is defined, so that absent fields stay absent. */
+const defined = <T extends object>(o: T): T => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
+
+// client-go's v1 kubeconfig schema (k8s.io/client-go/tools/clientcmd/api/v1), with the client's
+// messages for a missing name, cluster, server or context.
+function parseClusters(list: unknown, abs: (p: string | undefined) => string | undefined): Cluster[] {
+  return entries(list).map((e, i) => {
+    if (!e?.name) throw new Error(`clusters[${i}].name is missing`);
+    const c = e.cluster as Entry;
+    if (!c) throw new Error(`clusters[${i}].cluster is missing`);
+    if (!c.server) throw new Error(`clusters[${i}].cluster.server is missing`);
+    return defined({
+      name: String(e.name),
+      server: String(c.server).replace(/\/$/, ''),
+      caData: str(c['certificate-authority-data']),
+      caFile: abs(str(c['certificate-authority'])),
+      skipTLSVerify: c['insecure-skip-tls-verify'] === true,
+      tlsServerName: str(c['tls-server-name']),
+      proxyUrl: str(c['proxy-url']),
+    });
+  });
+}
+
+function parseUsers(list: unknown, abs: (p: string | undefined) => string | undefined): ParsedUser[] {
+  return entries(list).map((e, i) => {
+    if (!e?.name) throw new Error(`users[${i}].name is missing`);
+    const u = (e.user ?? {}) as Record<string, unknown>;
+    // A token takes precedence over a token file, as the client reads `token-file`; `tokenFile`
+    // is client-go's key (and kubeadm's). The file is read on the first request and re-read as
+    // it ages (ApiConfig), as the in-cluster token is: a file the kubelet has yet to write fails
+    // the requests (the informers retry), not the start.
+    const token = str(u.token);
+    const tokenFile = token ? undefined : abs(str(u.tokenFile) ?? str(u['token-file']));
+    return defined({
+      name: String(e.name),
+      certData: str(u['client-certificate-data']),
+      certFile: abs(str(u['client-certificate'])),
+      keyData: str(u['client-key-data']),
+      keyFile: abs(str(u['client-key'])),
+      token,
+      tokenFile,
+      username: str(u.username),
+      password: str(u.password),
+      impersonateUser: str(u.as),
+      exec: u.exec ?? undefined,
+      authProvider: u['auth-provider'] ?? undefined,
+    });
+  });
+}
+
+function parseContexts(list: unknown): Context[] {
+  return entries(list).map((e, i) => {
+    if (!e?.name) throw new Error(`contexts[${i}].name is missing`);
+    const c = e.context as Entry;
+    if (!c) throw new Error(`contexts[${i}].context is missing`);
+    if (!c.cluster) throw new Error(`contexts[${i}].context.cluster is missing`);
+    return defined({ name: String(e.name), cluster: String(c.cluster), user: str(c.user), namespace: str(c.namespace) });
+  });
 }
 
 function inCluster(host: string, port: string, dir: string): ApiConfig {

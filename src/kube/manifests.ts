@@ -8,7 +8,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BadInputError } from '../errors.js';
 import { yaml } from '../yaml.js';
-import type { V1EndpointSlice, V1Endpoints, V1Node, V1Service, V1ServiceCIDR } from './api-types.js';
+import type { V1Endpoint, V1EndpointSlice, V1Endpoints, V1Node, V1Service, V1ServiceCIDR } from './api-types.js';
 import { objectKey } from './change-tracker.js';
 import { parseCidrText, sloppyIp } from '../net/address.js';
 import { arr, field, int, isMapping, member, present, show, str } from './fields.js';
@@ -338,11 +338,11 @@ function checkServiceCIDR(obj: Record<string, unknown>): string | undefined {
  * Legacy Endpoints → EndpointSlices, as the EndpointSlice mirroring controller does it: one
  * slice per subset and address family; `addresses` are ready, `notReadyAddresses` not ready.
  */
-export function endpointsToSlices(ep: V1Endpoints): V1EndpointSlice[] {
+export function endpointsToSlices(ep: V1Endpoints): Array<V1EndpointSlice & { endpoints: V1Endpoint[] }> {
   const name = str(ep, 'metadata', 'name') ?? '';
   const namespace = str(ep, 'metadata', 'namespace') ?? 'default';
   const labels = field(ep, 'metadata', 'labels');
-  const slices: V1EndpointSlice[] = [];
+  const slices: Array<V1EndpointSlice & { endpoints: V1Endpoint[] }> = [];
   (arr(ep, 'subsets') ?? []).forEach((subset, i) => {
     const all = [
       ...(arr(subset, 'addresses') ?? []).map((a) => ({ a, ready: true })),

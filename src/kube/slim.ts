@@ -136,7 +136,7 @@ export function endpointAddress(e: Endpoint): string | undefined {
 
 /** The EndpointSlice as the proxy reads it (see the file comment), its endpoints SlimEndpoints.
  *  Every kept port has the same three members, absent ones undefined (one object shape). */
-export function slimSlice(s: V1EndpointSlice): V1EndpointSlice {
+export function slimSlice(s: V1EndpointSlice): V1EndpointSlice & { endpoints: V1Endpoint[] } {
   const meta = obj(s, 'metadata');
   const ports = member(s, 'ports');
   const w = <T>(v: unknown): T => v as T; // kept as it came: translate reads it through fields.ts

@@ -2,7 +2,8 @@
 // sync thread), kube-proxy's semantics (the service model, translation to the IPVS data plane),
 // manifests, the configuration, and the daemon's health and metrics servers. The Kubernetes
 // objects are ipvsync's own structural types (the client's objects fit them): nothing here needs
-// @kubernetes/client-node, which only watchKube's connection to an API server loads.
+// @kubernetes/client-node, which watchKube loads only for a kubeconfig user with an exec plugin or
+// an auth provider.
 // docs/api.md documents every name exported here.
 export { Proxier, type ProxierOptions, type ProxySyncResult, type PendingChanges } from './proxier.js';
 export {

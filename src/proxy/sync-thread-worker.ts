@@ -65,24 +65,17 @@ const changed = () => {
   });
 };
 
-/** kubeconfig.js reads kubeconfigs with @kubernetes/client-node's own parsers. The client is an
- *  optional peer dependency of the package, loaded only here: a manifests folder, the library
- *  and every declaration of ipvsync need none of it. */
-async function kubeConfigModule(): Promise<typeof import('../kube/kubeconfig.js')> {
-  try {
-    return await import('../kube/kubeconfig.js');
-  } catch (e) {
-    if ((e as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND' || !String((e as Error).message).includes("'@kubernetes/client-node")) throw e;
-    throw new Error('the Kubernetes API needs @kubernetes/client-node 1.4.0 (an optional peer dependency of ipvsync): install it beside ipvsync, or read a manifests folder');
-  }
-}
-
 async function watchKube(m: Extract<ToThread, { t: 'watchKube' }>): Promise<void> {
   const { KubeSources } = await import('../kube/informers.js');
-  const { loadKubeConfig } = await kubeConfigModule();
+  // The client (an optional peer) is loaded only for a kubeconfig user with an exec plugin or an
+  // auth provider (kubeconfig.ts); a manifests folder and the library never load this module.
+  const { loadKubeConfig } = await import('../kube/kubeconfig.js');
+  const kubeConfig = loadKubeConfig(m.source);
+  // a client that is missing or cannot load fails the start, not every request after it
+  await kubeConfig.ready();
   const s = new KubeSources({
     ...m.informer,
-    kubeConfig: loadKubeConfig(m.source),
+    kubeConfig,
     nodeName: m.nodeName,
     handlers: {
       onServiceUpdate: (x) => (proxier.onServiceUpdate(x), changed()),

@@ -100,6 +100,60 @@ current-context: x
   }
 });
 
+test("client-go's tokenFile (kubeadm's kube-proxy kubeconfig), relative to the file: lists and watches carry it; a token wins over it; a missing file fails the requests, not the load", async () => {
+  const api = await FakeApiServer.start();
+  try {
+    api.create('services', svcObj('web', '10.96.0.10'));
+    api.create('nodes', nodeObj(NODE));
+    const dir = tmp();
+    writeFileSync(join(dir, 'token'), 'from-tokenfile\n');
+    const file = join(dir, 'kubeconfig');
+    const write = (user: string) => writeFileSync(file, `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "${api.url}/", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: ${user}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`);
+    write('{tokenFile: token}');
+    const kc = loadKubeConfig({ kubeconfig: file, env: {} });
+    assert.equal(kc.tokenFile, join(dir, 'token'));
+    assert.equal(kc.cluster.server, api.url, "the server's trailing slash dropped, as the client does");
+    assert.equal('tokenFile' in kc.user, false, 'the user is the client-shaped User');
+    assert.deepEqual(await syncThrough(api, kc), ['web']);
+    for (const r of api.requests) assert.equal(r.authorization, 'Bearer from-tokenfile', `${r.resource} ${r.watch ? 'watch' : 'list'}`);
+    write('{token: inline, tokenFile: token}');
+    const both = loadKubeConfig({ kubeconfig: file, env: {} });
+    assert.equal(both.tokenFile, undefined);
+    const o: https.RequestOptions = {};
+    await both.applyToHTTPSOptions(o);
+    assert.equal((o.headers as Record<string, string>).Authorization, 'Bearer inline');
+    write('{tokenFile: missing}');
+    const missing = loadKubeConfig({ kubeconfig: file, env: {} });
+    assert.equal(missing.tokenFile, join(dir, 'missing'));
+    await assert.rejects(missing.applyToHTTPSOptions({}), /ENOENT.*missing/);
+  } finally {
+    await api.stop();
+  }
+});
+
+test('the schema checks of the client: a missing name, cluster, server or context is named by its index', () => {
+  const file = join(tmp(), 'kubeconfig');
+  const cases: Array<[string, RegExp]> = [
+    ['clusters: [{cluster: {server: "https://a"}}]', /clusters\[0\]\.name is missing/],
+    ['clusters: [{name: c}]', /clusters\[0\]\.cluster is missing/],
+    ['clusters: [{name: c, cluster: {}}]', /clusters\[0\]\.cluster\.server is missing/],
+    ['users: [{name: u}, {user: {token: t}}]', /users\[1\]\.name is missing/],
+    ['contexts: [{name: x}]', /contexts\[0\]\.context is missing/],
+    ['contexts: [{context: {cluster: c}}]', /contexts\[0\]\.name is missing/],
+    ['contexts: [{name: x, context: {user: u}}]', /contexts\[0\]\.context\.cluster is missing/],
+  ];
+  for (const [doc, message] of cases) {
+    writeFileSync(file, `${doc}\ncurrent-context: x\n`);
+    assert.throws(() => loadKubeConfig({ kubeconfig: file, env: {} }), (e: Error) => e instanceof KubeConfigError && e.message.startsWith(`kubeconfig ${file}: `) && message.test(e.message), doc);
+  }
+});
+
 test('clear errors: a context naming a missing cluster, plain http without skipping TLS verification', () => {
   const dir = tmp();
   const file = join(dir, 'kubeconfig');
@@ -438,7 +492,7 @@ test('an exec credential plugin goes through the full client, loaded on the firs
   }
 });
 
-test("the informers and the kubeconfig load the client's kubeconfig parsers and nothing else from node_modules (the full client only for an exec user)", () => {
+test('the informers and the kubeconfig load nothing from node_modules (the full client only for an exec user)', () => {
   const here = fileURLToPath(new URL('.', import.meta.url));
   const register = join(here, '../helpers/load-recorder-register.js');
   const loaded = (code: string): string[] => {
@@ -451,9 +505,9 @@ test("the informers and the kubeconfig load the client's kubeconfig parsers and 
   const src = (m: string) => JSON.stringify(new URL(`../../src/kube/${m}`, import.meta.url).href);
   const light = loaded(`const { loadKubeConfig } = await import(${src('kubeconfig.js')}); await import(${src('informers.js')});
     await loadKubeConfig({ server: 'https://10.0.0.1:6443', env: {} }).applyToHTTPSOptions({});`);
-  // The kubeconfig parsers only: the watches run on node:http(s), not on the client's Watch
-  // and node-fetch (with its URL library: ~2 MB of heap).
-  assert.deepEqual(light, ['dist/config_types.js']);
+  // Nothing of the client: the kubeconfig is parsed here and the watches run on node:http(s),
+  // not on the client's Watch and node-fetch (with its URL library: ~2 MB of heap).
+  assert.deepEqual(light, []);
   const dir = tmp();
   writeFileSync(join(dir, 'kc'), 'clusters: [{name: c, cluster: {server: "https://10.0.0.1:6443"}}]\nusers: [{name: u, user: {exec: {command: "true", apiVersion: "client.authentication.k8s.io/v1"}}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n');
   const full = loaded(`const { loadKubeConfig } = await import(${src('kubeconfig.js')});

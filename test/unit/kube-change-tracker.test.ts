@@ -217,7 +217,7 @@ test('EndpointSliceTracker: a group through one, two, one and no members keeps i
   assert.deepEqual(names(), ['web-a']);
   t.update(webSlice('web-a', ['10.244.0.9'])); // replaced, still one member
   assert.deepEqual(names(), ['web-a']);
-  assert.deepEqual(t.members('default/web')[0]!.endpoints[0]!.addresses, ['10.244.0.9']);
+  assert.deepEqual(t.members('default/web')[0]!.endpoints![0]!.addresses, ['10.244.0.9']);
   t.update(webSlice('web-b', ['10.244.0.2']));
   t.update(webSlice('web-c', ['10.244.0.3']));
   assert.deepEqual(names(), ['web-a', 'web-b', 'web-c']);

@@ -80,7 +80,7 @@ test('engine e2e: an endpoint going away costs exactly its writes (idle TCP: del
   const flushed = conntrack.deletes;
   const engine = new Engine({ ipvs, conntrack }, { managedCidrs: ['10.96.0.0/12'] });
   const slices = new EndpointSliceTracker();
-  const run = (endpointSlices: V1EndpointSlice[]) => translate({ services: [web, dns], endpointSlices, node });
+  const run = (endpointSlices: Parameters<typeof translate>[0]['endpointSlices']) => translate({ services: [web, dns], endpointSlices, node });
 
   slices.update(webSlice(['10.244.0.1', '10.244.0.2', '10.244.0.3']));
   slices.update(dnsSlice(['10.244.0.2', '10.244.0.3']));
