@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The README's test command (`npm test`) and what CI runs: installs and builds everything, then
-# runs every suite — unit (no root), bounded fuzzing, host kernel (private namespaces) and the
+# runs every suite — unit (no root), bounded fuzzing, host kernel (private namespaces), the
 # real-kernel suite inside an IPVS-capable VM (user-mode-linux where it boots, else qemu: the VM
-# harness probes it). Every suite runs even if an earlier one failed; the exit code is non-zero
-# if any failed.
+# harness probes it), the e2e suite under qemu, and the node image built and run
+# (scripts/image.sh, image-test.sh). Every suite runs even if an earlier one failed; the exit
+# code is non-zero if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,6 +60,9 @@ else
 fi
 # The proxy end to end needs IPVS and nftables together: Debian's kernel under qemu.
 run e2e node dist/test/vm/cli.js --kernel qemu --suite e2e
+# The node image, built here (base included) and run as deploy/daemonset.yaml runs it.
+run image bash scripts/image.sh
+run image-test bash scripts/image-test.sh
 
 echo
 echo "tests: $passed_total passed, $failed_total failed"
@@ -70,4 +74,4 @@ case $kernel_on in
   uml) kernel_on=user-mode-linux ;;
   '') kernel_on='a VM' ;;
 esac
-echo "test: all suites passed (unit, cmake, fuzz, host kernel, real kernel in $kernel_on, proxy end to end in qemu)"
+echo "test: all suites passed (unit, cmake, fuzz, host kernel, real kernel in $kernel_on, proxy end to end in qemu, the node image)"

@@ -8,7 +8,11 @@
 // `timeoutSeconds`. Test controls: create/update/delete, compact, drop watches (cleanly or by
 // cutting the connection), make the next watch(es) answer 410, fail requests with 500, stop and
 // restart on the same port (state kept, as an apiserver restarting over the same etcd).
+// Optionally HTTPS (a key and certificate the test makes) and a bearer token it requires, 401
+// otherwise, as an API server with a service account's token: a client then proves it used
+// the CA and token its kubeconfig names.
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 
 export type Resource = 'services' | 'endpointslices' | 'nodes' | 'servicecidrs';
@@ -63,8 +67,15 @@ export interface RequestRecord {
   authorization?: string;
 }
 
+export interface FakeApiServerOptions {
+  /** Serve HTTPS with this key and certificate (PEM) instead of HTTP. */
+  tls?: { key: string | Buffer; cert: string | Buffer };
+  /** Every request must carry `Authorization: Bearer <token>`; 401 Unauthorized otherwise. */
+  token?: string;
+}
+
 export class FakeApiServer {
-  private server: http.Server | undefined;
+  private server: http.Server | https.Server | undefined;
   private readonly sockets = new Set<Socket>();
   private readonly watches = new Set<WatchConn>();
   private readonly store = new Map<string, KubeObject>();
@@ -86,8 +97,10 @@ export class FakeApiServer {
   onRequest: ((r: RequestRecord) => void) | undefined;
   private _port = 0;
 
-  static async start(port = 0): Promise<FakeApiServer> {
-    const s = new FakeApiServer();
+  constructor(private readonly options: FakeApiServerOptions = {}) {}
+
+  static async start(port = 0, options: FakeApiServerOptions = {}): Promise<FakeApiServer> {
+    const s = new FakeApiServer(options);
     await s.listen(port);
     return s;
   }
@@ -97,7 +110,7 @@ export class FakeApiServer {
   }
 
   get url(): string {
-    return `http://127.0.0.1:${this._port}`;
+    return `${this.options.tls ? 'https' : 'http'}://127.0.0.1:${this._port}`;
   }
 
   /** The current resourceVersion (the revision of the last write). */
@@ -108,7 +121,9 @@ export class FakeApiServer {
   /** Starts listening (again, after stop(): on the same port unless told otherwise). */
   async listen(port = this._port): Promise<void> {
     if (this.server) throw new Error('fake apiserver: already listening');
-    const server = http.createServer((req, res) => this.handle(req, res));
+    const handler = (req: http.IncomingMessage, res: http.ServerResponse) => this.handle(req, res);
+    const tls = this.options.tls;
+    const server = tls ? https.createServer({ key: tls.key, cert: tls.cert }, handler) : http.createServer(handler);
     server.on('connection', (s) => {
       this.sockets.add(s);
       s.on('close', () => this.sockets.delete(s));
@@ -304,6 +319,9 @@ export class FakeApiServer {
       rec.status = code;
       this.status(res, code, reason, message);
     };
+    if (this.options.token !== undefined && req.headers.authorization !== `Bearer ${this.options.token}`) {
+      return fail(401, 'Unauthorized', 'Unauthorized');
+    }
     if (this.failAll !== undefined) return fail(this.failAll, 'InternalError', 'injected failure');
     const i = this.failures.findIndex((f) => f.match({ resource: rec.resource, watch }));
     if (i >= 0) {
