@@ -345,7 +345,17 @@ uint32_t GetGen(nl::Socket& sock) {
   b.header(0)->nlmsg_flags |= NLM_F_ACK;
   nl::TransactResult res = sock.Transact(b, nl::TransactOptions{});
   if (res.results[0].outcome == nl::Outcome::kError) {
-    throw nl::Exception(KernelError("NFT_MSG_GETGEN", -1, res.results[0].status));
+    const nl::Status& st = res.results[0].status;
+    nl::Error e = KernelError("NFT_MSG_GETGEN", -1, st);
+    // nfnetlink answers a message for a subsystem it does not have (nf_tables neither built in
+    // nor loadable: the module autoload, request_module("nfnetlink-subsys-10"), failed) with
+    // EINVAL (EOPNOTSUPP in a batch). A well-formed GETGEN draws no other EINVAL; EPERM stays the
+    // caller's missing CAP_NET_ADMIN (kind 'kernel'), as for every other handle.
+    if (st.error == EINVAL || st.error == EOPNOTSUPP) {
+      e.kind = nl::ErrorKind::kUnsupported;
+      e.message = "NFT_MSG_GETGEN: the kernel has no nftables support (module nf_tables is not loaded): " + e.code;
+    }
+    throw nl::Exception(std::move(e));
   }
   for (const nl::DataReply& d : res.data) {
     uint32_t id = 0;
