@@ -1,17 +1,20 @@
 // Static manifests: Services, EndpointSlices, legacy Endpoints, Nodes and ServiceCIDRs from YAML/JSON files or folders
 // (multi-document, `List` kinds too), checked as the API server would check the fields the proxy
-// reads. A file that cannot be read or parsed as YAML, or two objects with one name, is an error;
-// an object of the wrong shape (any well-formed YAML) is a warning naming it, and is skipped:
-// one broken object never keeps the others out. Errors and warnings name the file and the
-// document (1-based) and, inside a List, the item.
+// reads. A file that cannot be read or parsed as YAML, two objects with one name, or an object
+// over the API server's limits (limits.ts: no cluster holds it; a 10 MB name is an attack or an
+// accident, not an object to skip quietly) is an error; an object of the wrong shape (any
+// well-formed YAML) is a warning naming it, and is skipped: one broken object never keeps the
+// others out. Errors and warnings name the file and the document (1-based) and, inside a List,
+// the item.
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { BadInputError } from '../errors.js';
+import { BadInputError, excerpt } from '../errors.js';
 import { yaml } from '../yaml.js';
 import type { V1Endpoint, V1EndpointSlice, V1Endpoints, V1Node, V1Service, V1ServiceCIDR } from './api-types.js';
 import { objectKey } from './change-tracker.js';
 import { parseCidrText, sloppyIp } from '../net/address.js';
 import { arr, field, int, isMapping, member, present, show, str } from './fields.js';
+import { overLimits } from './limits.js';
 import { isManifestName } from './manifest-names.js';
 import { LABEL_SERVICE_NAME, type ObjectHandlers } from './types.js';
 
@@ -89,14 +92,24 @@ export interface FolderLoad {
  * A manifests folder as a source of objects (`proxy --manifests DIR`): each load() reads it
  * again, gives the handlers every object and deletes the ones that disappeared since the last
  * load. A load that fails (a file that does not parse) changes nothing, so the objects of the
- * load before stay.
+ * load before stay. Loads called while one runs wait their turn: each reads the folder after
+ * the one called before it has finished, so the handlers end with the newest call's read (a
+ * slow older read never lands after a newer one), and each call resolves with its own load.
  */
 export class ManifestFolder {
   private known = { services: new Set<string>(), slices: new Set<string>(), nodes: new Set<string>(), serviceCIDRs: new Set<string>() };
+  /** The last load called, settled or not: the next one starts after it. */
+  private last: Promise<unknown> = Promise.resolve();
 
   constructor(readonly dir: string) {}
 
-  async load(h: ObjectHandlers): Promise<FolderLoad> {
+  load(h: ObjectHandlers): Promise<FolderLoad> {
+    const run = this.last.then(() => this.loadNow(h));
+    this.last = run.catch(() => undefined); // a failed load does not stop the ones after it
+    return run;
+  }
+
+  private async loadNow(h: ObjectHandlers): Promise<FolderLoad> {
     const m = await loadManifests([this.dir]);
     // the trackers' keys (every manifest object has a name: parseManifests refuses one without)
     const services = new Set(m.services.map(objectKey));
@@ -165,7 +178,7 @@ function collect(entries: readonly Entry[], notes: Notes): ManifestSet {
 /** A JSON file (or a YAML file that is one JSON document) through JSON.parse, which is some
  *  50x faster than the YAML parser on large lists; anything else (or JSON.parse failing, e.g.
  *  on YAML that merely starts with a brace) through the YAML parser, which reports errors. */
-function documents(text: string): Array<{ value: unknown; error?: string }> {
+function documents(text: string, source: string): Array<{ value: unknown; error?: string }> {
   const head = text.trimStart()[0];
   if (head === '{' || head === '[') {
     try {
@@ -174,6 +187,7 @@ function documents(text: string): Array<{ value: unknown; error?: string }> {
       // not JSON after all: YAML flow style, or an error the YAML parser will name
     }
   }
+  refuseLongLine(text, source);
   return yaml().parseAllDocuments(text).map((doc) => {
     if (doc.errors.length) return { value: undefined, error: doc.errors[0]!.message };
     try {
@@ -185,9 +199,29 @@ function documents(text: string): Array<{ value: unknown; error?: string }> {
   });
 }
 
+/** The API server's limit on a request body (MaxRequestBodyBytes, 3 MiB: twice etcd's default
+ *  request size). No object it accepts, hence no line of one in YAML, is longer. */
+const MAX_YAML_LINE = 3 * 1024 * 1024;
+
+/** A YAML line longer than MAX_YAML_LINE refuses the file before the YAML parser reads it: the
+ *  parser takes 0.1–1 s here (4 s on a loaded machine) over a 10 MB scalar (a 10 MB name), the
+ *  scan milliseconds. A JSON file
+ *  is not scanned: JSON.parse reads 10 MB in milliseconds, and the field limits (limits.ts)
+ *  refuse the object after it. */
+function refuseLongLine(text: string, source: string): void {
+  if (text.length <= MAX_YAML_LINE) return;
+  for (let start = 0, line = 1; start < text.length; line++) {
+    let end = text.indexOf('\n', start);
+    if (end < 0) end = text.length;
+    if (end - start > MAX_YAML_LINE)
+      throw new ManifestError(source, 0, `line ${line} has ${end - start} characters, more than ${MAX_YAML_LINE} (3 MiB, the API server's largest request body: no object it accepts has a line that long): ${excerpt(text.slice(start, start + 80), 80)}`);
+    start = end + 1;
+  }
+}
+
 function parseDocuments(text: string, source: string, notes: Notes): Entry[] {
   const entries: Entry[] = [];
-  documents(text).forEach(({ value, error }, i) => {
+  documents(text, source).forEach(({ value, error }, i) => {
     const n = i + 1;
     if (error !== undefined) throw new ManifestError(source, n, `YAML: ${error}`);
     if (value === null || value === undefined) return; // an empty document ("---" at the end)
@@ -234,6 +268,15 @@ function toEntry(obj: unknown, file: string, document: number, item: number | un
   if (typeof kind !== 'string' || !kind) return skip('missing kind');
   const meta = obj.metadata;
   if (!isMapping(meta) || typeof meta.name !== 'string' || !meta.name) return skip(`${kind} without metadata.name`);
+  if (Object.hasOwn(CHECKS, kind)) {
+    // before anything else reads the object or quotes its name: over the API server's limits,
+    // it is no object a cluster can hold, and the file is refused
+    const over = overLimits(kind as Entry['kind'], obj);
+    if (over !== undefined) {
+      const ns = CLUSTER_SCOPED.has(kind) ? '' : `${typeof meta.namespace === 'string' ? excerpt(meta.namespace, 80) : 'default'}/`;
+      throw new ManifestError(file, document, `${kind} ${ns}${excerpt(meta.name, 80)}: ${over}`, item);
+    }
+  }
   if (CLUSTER_SCOPED.has(kind)) delete meta.namespace;
   else {
     if (meta.namespace === undefined || meta.namespace === null) meta.namespace = 'default';
