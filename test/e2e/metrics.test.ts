@@ -92,7 +92,7 @@ describe('the proxy daemon’s metrics end to end', { skip }, () => {
         const m = await scrape();
         return conns(m) >= 6 ? m : undefined;
       },
-      { timeoutMs: 30_000, intervalMs: 1000, last: output },
+      { timeoutMs: 120_000, intervalMs: 1000, last: output },
     );
     assert.equal(conns(traffic), 6, await output());
     for (const dir of ['in', 'out']) {

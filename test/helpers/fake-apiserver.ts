@@ -245,8 +245,10 @@ export class FakeApiServer {
     return n;
   }
 
-  /** Resolves when `pred` holds, checking after every request and event (bounded by `ms`). */
-  async waitFor(pred: () => boolean, what: string, ms = 5000): Promise<void> {
+  /** Resolves when `pred` holds, checking after every request and event. `ms` only bounds a
+   *  hang, generously (a few seconds failed tests on a loaded machine, issue #58): how fast the
+   *  condition comes never decides anything. */
+  async waitFor(pred: () => boolean, what: string, ms = 60_000): Promise<void> {
     const deadline = Date.now() + ms;
     while (!pred()) {
       if (Date.now() > deadline) throw new Error(`fake apiserver: timed out waiting for ${what}`);

@@ -48,15 +48,15 @@ require('node:http').createServer(answer).listen(8080, '${addr}', () => console.
 `;
 
 /** UDP datagrams from one source port, one after the other: each answer (a pod name) or
- *  'timeout'. */
+ *  'timeout' after `wait` ms. */
 const UDP_CLIENT = `
-const [host, port, count, sport] = process.argv.slice(1);
+const [host, port, count, sport, wait] = process.argv.slice(1);
 const s = require('node:dgram').createSocket('udp4');
 const out = [];
 s.bind(+sport, () => {
   const one = (i) => {
     if (i >= +count) return (console.log(JSON.stringify(out)), s.close());
-    const t = setTimeout(() => (s.removeAllListeners('message'), out.push('timeout'), one(i + 1)), 1000);
+    const t = setTimeout(() => (s.removeAllListeners('message'), out.push('timeout'), one(i + 1)), +wait);
     s.once('message', (m) => (clearTimeout(t), out.push(String(m)), one(i + 1)));
     s.send('q', +port, host);
   };
@@ -64,8 +64,13 @@ s.bind(+sport, () => {
 });
 `;
 
-function datagrams(ns: string, host: string, port: number, count: number, sport: number): string[] {
-  const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, '-e', UDP_CLIENT, host, String(port), String(count), String(sport)], { encoding: 'utf8', timeout: 60_000 });
+/** Where an answer is expected the wait only bounds a hang (1 s made a slow answer a 'timeout' on
+ *  a loaded machine); a caller expecting a drop passes a short one (a longer wait can only
+ *  confirm the drop). */
+const ANSWER_WAIT_MS = 20_000;
+
+function datagrams(ns: string, host: string, port: number, count: number, sport: number, waitMs = ANSWER_WAIT_MS): string[] {
+  const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, '-e', UDP_CLIENT, host, String(port), String(count), String(sport), String(waitMs)], { encoding: 'utf8', timeout: 120_000 });
   assert.equal(r.status, 0, r.stderr);
   return JSON.parse(r.stdout) as string[];
 }
@@ -87,8 +92,8 @@ const one = (i) => {
 one(0);
 `;
 
-function requests(ns: string, host: string, port: number, count: number, timeoutMs = 2000): string[] {
-  const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, '-e', CLIENT_SCRIPT, host, String(port), String(count), String(timeoutMs)], { encoding: 'utf8', timeout: 60_000 });
+function requests(ns: string, host: string, port: number, count: number, timeoutMs = ANSWER_WAIT_MS): string[] {
+  const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, '-e', CLIENT_SCRIPT, host, String(port), String(count), String(timeoutMs)], { encoding: 'utf8', timeout: 300_000 });
   assert.equal(r.status, 0, r.stderr);
   return JSON.parse(r.stdout) as string[];
 }
@@ -349,7 +354,7 @@ test('loadBalancerSourceRanges filter new connections, as kube-proxy: narrowing 
   const narrowed = syncNft(dir);
   assert.equal(narrowed.status, 0, narrowed.stderr);
   assert.deepEqual(datagrams(CLIENT, '192.0.2.45', 53, 2, 40045), ['pa', 'pa'], 'the flow it has goes on');
-  assert.deepEqual(datagrams(CLIENT, '192.0.2.45', 53, 1, 40046), ['timeout'], 'a new flow from it is dropped');
+  assert.deepEqual(datagrams(CLIENT, '192.0.2.45', 53, 1, 40046, 1000), ['timeout'], 'a new flow from it is dropped');
 });
 
 test("someone else's chain and set in a pre-existing ip ipvsync survive sync -f, a resync and a rebuild of the static part; traffic flows throughout", async (t) => {
@@ -593,7 +598,7 @@ test('sessionAffinity ClientIP: a client keeps its endpoint; when that endpoint 
   const rest = PODS.slice(0, 3).filter((x) => x.ns !== `np-${kept}`);
   p.onSliceUpdate(endpoints(rest));
   assert.deepEqual((await p.sync(false)).report.errors, []);
-  const after = tally(requests(CLIENT, '10.96.0.60', 80, 20, 5000));
+  const after = tally(requests(CLIENT, '10.96.0.60', 80, 20));
   assert.deepEqual(after.errors, []);
   assert.equal(Object.keys(after.pods).length, 1, JSON.stringify(after.pods));
   assert.notEqual(Object.keys(after.pods)[0], kept);

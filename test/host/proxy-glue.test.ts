@@ -168,10 +168,10 @@ test('created in pieces (createNftInTransactionsOf): `nft monitor` sees the sets
     mon = spawn('nft', ['monitor'], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     mon.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-    // waits up to 20 s for `re` in the monitor's output (a loaded machine starts `nft monitor`
-    // slowly), calling `poke` every 250 ms meanwhile
+    // waits for `re` in the monitor's output (a loaded machine starts `nft monitor` slowly),
+    // calling `poke` every 250 ms meanwhile; the 120-s deadline only bounds a hang
     const seen = async (re: RegExp, poke?: () => void) => {
-      for (let i = 0; i < 800 && !re.test(out); i++) {
+      for (let i = 0, deadline = Date.now() + 120_000; !re.test(out) && Date.now() < deadline; i++) {
         if (poke && i % 10 === 0) poke();
         await new Promise((r) => setTimeout(r, 25));
       }

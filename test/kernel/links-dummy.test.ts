@@ -85,8 +85,9 @@ test('kube-ipvs0 address protocol (IFA_PROTO, Linux 6.1): ours carry it, the ker
   assert.deepEqual(r.errors, []);
   ip('addr', 'add', '10.96.0.2/32', 'dev', LINK);
   const text = (a: { address: string; prefixlen: number; protocol?: number }) => `${a.address}/${a.prefixlen} ${a.protocol ?? 0}`;
-  // the link-local may still be coming (DAD): wait for it to be listed
-  for (let i = 0; i < 100 && !(await l.addresses({ link: LINK })).some((a) => a.address.startsWith('fe80:')); i++) await new Promise((res) => setTimeout(res, 50));
+  // the link-local may still be coming (DAD): wait for it to be listed (the deadline only bounds
+  // a hang — 100 tries of 50 ms were a few seconds of qemu TCG, ~10x slower)
+  for (const deadline = Date.now() + 120_000; !(await l.addresses({ link: LINK })).some((a) => a.address.startsWith('fe80:')) && Date.now() < deadline; ) await new Promise((res) => setTimeout(res, 50));
   const ours = (await l.addresses({ link: LINK })).map(text).sort();
   assert.deepEqual(ours, protoAddresses().filter((a) => a.index === link.index).map(text).sort());
   assert.ok(ours.includes('10.96.0.1/32 249') && ours.includes('fd00:96::1/128 249'), ours.join(', '));

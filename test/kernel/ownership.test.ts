@@ -126,7 +126,9 @@ test('ipvsync sync -f, a resync, a removal, address -> route -> address and clea
   inNs('ipset', 'create', 'ipvsync-ipvs-old', 'hash:ip,port');
   inNs('ipset', 'add', 'ipvsync-ipvs-old', `${NODE},tcp:9000`);
   inNs('ipset', 'create', 'ipvsync-ipvs6x', 'hash:ip,port', 'family', 'inet6');
-  for (let i = 0; i < 100 && !vipAddresses().some((a) => a.startsWith('fe80::LL')); i++) execFileSync('sleep', ['0.05']);
+  // until the link-local is listed (DAD); the deadline only bounds a hang — 100 tries of 50 ms
+  // were a few seconds of qemu TCG, ~10x slower
+  for (const deadline = Date.now() + 120_000; !vipAddresses().some((a) => a.startsWith('fe80::LL')) && Date.now() < deadline; ) execFileSync('sleep', ['0.05']);
   planted = table();
   const sync = (...extra: string[]) => ipvsync('sync', '-f', dir, '--no-glue', '--node-ip', NODE, ...extra);
 

@@ -22,8 +22,11 @@ function watching(t: { after(fn: () => void): void }, dir: string) {
   return { w, seen };
 }
 
+/** Polls `cond` until it holds; the 60-s deadline only bounds a hang (1,000 tries of 10 ms
+ *  were a few seconds of a loaded machine's time). */
 async function until(what: string, cond: () => boolean): Promise<void> {
-  for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setTimeout(r, 10));
+  const deadline = Date.now() + 60_000;
+  while (!cond() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
   assert.ok(cond(), `not reached: ${what}`);
 }
 
@@ -58,7 +61,9 @@ test('FolderWatch: the folder deleted and made again is a change, and the new fo
   rmSync(dir, { recursive: true });
   mkdirSync(dir);
   // (written again until it is seen: the parent's event for the new folder comes first)
-  for (let i = 0; i < 500 && !seen.asked.includes('b.yaml'); i++) {
+  // (the deadline only bounds a hang: 500 tries of 20 ms were not that on a loaded machine)
+  const deadline = Date.now() + 60_000;
+  for (let i = 0; !seen.asked.includes('b.yaml') && Date.now() < deadline; i++) {
     writeFileSync(join(dir, 'b.yaml'), String(i));
     await new Promise((r) => setTimeout(r, 20));
   }

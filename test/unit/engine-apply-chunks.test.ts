@@ -30,24 +30,32 @@ test('IPVS writes go to the kernel in batches of IPVS_APPLY_CHUNK ops; an error 
   assert.equal(again.ipvs.writes, 1);
 });
 
-test('the next IPVS batch is handed over while the kernel takes this one (in call order); a batch that throws ends the sync without an unhandled rejection', async () => {
+test('the next IPVS batch is handed over while the kernel takes this one (in call order); a batch that throws ends the sync without an unhandled rejection', { timeout: 120_000 }, async () => {
   const ipvs = new FakeIpvs();
   const events: string[] = [];
   const apply = ipvs.apply.bind(ipvs);
   let calls = 0;
+  const n = 3 * IPVS_APPLY_CHUNK;
+  const batches = Math.ceil((n + 1) / IPVS_APPLY_CHUNK);
   // A batch's answer waits for the next batch's call (a kernel still busy with it when the
-  // engine hands over the next), or 50 ms when none comes: an engine that waited for each answer
-  // before the next call gets its answers first; one that hands over ahead gets them after the
-  // next call, whatever the machine's load (a fixed 5-ms answer raced the next batch's
-  // conversion on a loaded machine).
+  // engine hands over the next); the last batch, which no call follows, is answered a turn of
+  // the event loop later (after the answer its call released, which needs only microtasks).
+  // An engine that hands over ahead gets each answer after the next call, however long it takes
+  // to convert that batch (a 50-ms wait for the next call, and before it a fixed 5-ms answer,
+  // raced that conversion on a loaded machine). One that waits for each answer before the next
+  // call would wait forever: a 60-s stall releases every answer, only so that such an engine
+  // fails on the order below rather than at the test's timeout.
   let nextCall: (() => void) | undefined;
+  let stalled = false;
   ipvs.apply = (ops, opts) => {
     const k = ++calls;
     events.push(`call ${k}`);
     nextCall?.();
     const handedOver = new Promise<void>((resolve) => {
-      nextCall = resolve;
-      setTimeout(resolve, 50);
+      if (stalled) return resolve();
+      if (k >= batches) return void setImmediate(resolve);
+      const stall = setTimeout(() => ((stalled = true), resolve()), 60_000);
+      nextCall = () => (clearTimeout(stall), resolve());
     });
     return apply(ops, opts).then(async (r) => {
       await handedOver;
@@ -56,10 +64,10 @@ test('the next IPVS batch is handed over while the kernel takes this one (in cal
     });
   };
   const engine = new Engine({ ipvs });
-  const n = 3 * IPVS_APPLY_CHUNK;
   const destinations = Array.from({ length: n }, (_, i) => ({ address: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, port: 80, forward: 'masq' as const, weight: 1 }));
   const desired = { services: [{ protocol: 'tcp' as const, address: '10.96.0.1', port: 80, scheduler: 'rr', destinations }] };
   const report = await engine.sync(desired);
+  assert.equal(batches, 4);
   // 4 batches (the service and 3 x IPVS_APPLY_CHUNK destinations): each called before the one ahead of it is done
   assert.deepEqual(events, ['call 1', 'call 2', 'done 1', 'call 3', 'done 2', 'call 4', 'done 3', 'done 4']);
   assert.equal(report.ipvs.writes, n + 1);

@@ -418,11 +418,14 @@ current-context: x
 test('a proxy that takes the connection but never answers the CONNECT: the request fails after the connect timeout and the connection is closed; an idle tunnel is not timed out', async () => {
   const sockets: Array<import('node:net').Socket> = [];
   const closed: boolean[] = [];
+  // the first connection's close, as an event (a 50-ms pause before the check raced it)
+  let firstClosed!: () => void;
+  const firstClose = new Promise<void>((r) => (firstClosed = r));
   const silent = createServer((s) => {
     sockets.push(s);
     closed.push(false);
     const i = closed.length - 1;
-    s.on('close', () => (closed[i] = true));
+    s.on('close', () => ((closed[i] = true), i === 0 && firstClosed()));
     s.on('error', () => {});
     s.resume(); // reads (and drops) what comes, so the client's close is seen
   });
@@ -431,7 +434,7 @@ test('a proxy that takes the connection but never answers the CONNECT: the reque
     const agent = proxyAgent(`http://127.0.0.1:${(silent.address() as AddressInfo).port}`, 'https://127.0.0.1:6443', {}, 200);
     const err = await new Promise<Error>((resolve) => https.get('https://127.0.0.1:6443/api', { agent }, () => resolve(new Error('answered'))).on('error', resolve));
     assert.equal(err.message, 'proxy 127.0.0.1:' + (silent.address() as AddressInfo).port + ': CONNECT 127.0.0.1:6443: no answer in 200 ms');
-    await new Promise((r) => setTimeout(r, 50));
+    await firstClose;
     assert.deepEqual(closed, [true], 'the connection to the proxy is closed');
   } finally {
     await new Promise((r) => silent.close(r));
@@ -446,6 +449,8 @@ test('a proxy that takes the connection but never answers the CONNECT: the reque
     const agent = proxyAgent(proxy.url, front.server, { ca: c.ca }, 200);
     const res = await new Promise<http.IncomingMessage>((resolve, reject) => https.get(`${front.server}/api/v1/nodes?watch=true&resourceVersion=0`, { agent, ca: c.ca }, resolve).on('error', reject));
     assert.equal(res.statusCode, 200);
+    // The connect timer (200 ms) was armed before this 600-ms one, in this process: timers fire in
+    // order of expiry, so a connect timer left running has fired by now however loaded the machine.
     await new Promise((r) => setTimeout(r, 600));
     assert.equal(res.socket.destroyed, false, 'the tunnel outlived three connect timeouts');
     res.destroy();

@@ -209,7 +209,7 @@ test('a watch the server never ends is aborted after timeoutSeconds + grace and 
   const h = await startHarness(api, { watchTimeoutSeconds: 1, watchGraceMs: 50 });
   try {
     await h.sources.synced();
-    await api.waitFor(() => svcWatches(h).length >= 2, 'a second services watch after the watchdog', 5000);
+    await api.waitFor(() => svcWatches(h).length >= 2, 'a second services watch after the watchdog');
     api.create('services', svcObj('b', '10.96.0.2'));
     const s = await sentinel(h);
     assert.deepEqual(h.events.filter((e) => e.startsWith('svc')), ['svc+ default/a@101', 'svc+ default/b@103', s]);

@@ -121,7 +121,8 @@ test('sync thread: close() stops it without reporting it exited', async () => {
   let exited = false;
   void remote.exited.then(() => (exited = true));
   await remote.close();
-  await new Promise((r) => setTimeout(r, 50));
+  // No pause needed: close() resolves on the worker's 'exit' event, after the listener that would
+  // report it (registered first) and after that report's then() — nothing later can report it.
   assert.equal(exited, false);
   await assert.rejects(remote.sync(true), /closed/);
 });
@@ -366,7 +367,8 @@ test("sync thread: the API's Node gives the zone of topology hints; a new zone l
   const remote = await start();
   t.after(() => remote.close());
   let changes = 0;
-  const kube = await remote.watchKube({ source: { server: api.url }, nodeName: 'node-a', informer: TEST_OPTS, onChange: () => changes++ });
+  const nodesSeen: unknown[] = [];
+  const kube = await remote.watchKube({ source: { server: api.url }, nodeName: 'node-a', informer: TEST_OPTS, onChange: () => changes++, onNode: (n) => nodesSeen.push(n) });
   t.after(() => kube.stop());
   await kube.synced;
   // the Node may come after the first lists' change signal: sync once it did
@@ -385,7 +387,12 @@ test("sync thread: the API's Node gives the zone of topology hints; a new zone l
   // a change of another label is no change to sync
   const same = changes;
   api.update('nodes', { ...nodeObj('node-a', 'z2'), metadata: { name: 'node-a', labels: { 'topology.kubernetes.io/zone': 'z2', tier: 'edge' } } });
-  await new Promise((r) => setTimeout(r, 200));
+  // Events, not a pause: the thread took the update in once its Node comes back here; a change
+  // signal for it would have been posted (setImmediate) before the thread reads the flush posted
+  // after that, and the thread's messages arrive in order — so once flush() resolves, a signal
+  // for this update would have been counted.
+  await api.waitFor(() => nodesSeen.some((n) => (n as { metadata?: { labels?: Record<string, string> } } | undefined)?.metadata?.labels?.tier === 'edge'), 'the label update on the thread');
+  await remote.flush();
   assert.equal(changes, same);
 });
 

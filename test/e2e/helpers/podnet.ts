@@ -159,9 +159,10 @@ export async function statusFrom(ns: string, url: string): Promise<{ status: num
   return JSON.parse(await sh('ip', 'netns', 'exec', ns, process.execPath, join(HELPERS, 'client.js'), 'status', url)) as { status: number; body: string };
 }
 
-/** Tries one TCP connection from inside a namespace: 'connected' or the error code. */
-export async function connectFrom(ns: string, host: string, port: number): Promise<string> {
-  return JSON.parse(await sh('ip', 'netns', 'exec', ns, process.execPath, join(HELPERS, 'client.js'), 'connect', host, String(port))) as string;
+/** Tries one TCP connection from inside a namespace: 'connected' or the error code. A caller
+ *  expecting a drop passes a short `timeoutMs` (the default only bounds a hang). */
+export async function connectFrom(ns: string, host: string, port: number, timeoutMs?: number): Promise<string> {
+  return JSON.parse(await sh('ip', 'netns', 'exec', ns, process.execPath, join(HELPERS, 'client.js'), 'connect', host, String(port), ...(timeoutMs === undefined ? [] : [String(timeoutMs)]))) as string;
 }
 
 /**

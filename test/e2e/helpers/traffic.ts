@@ -5,6 +5,12 @@ import { get } from 'node:http';
 import { connect, type Socket } from 'node:net';
 
 /** What a pod answers: its name and the client address it saw. */
+/** Timeouts of the traffic helpers where an answer is expected: only a bound for a hang,
+ *  generous for qemu's TCG (~10x slower, and varying): a few seconds there made a slow answer a
+ *  failure (issue #58). A caller expecting no answer (a dropped connection) passes a short bound
+ *  of its own: waiting longer can only confirm the drop, never fail it. */
+export const ANSWER_TIMEOUT_MS = 30_000;
+
 export interface Answer {
   pod: string;
   client: string;
@@ -17,7 +23,7 @@ function parseAnswer(text: string): Answer {
 }
 
 /** One HTTP GET on a new connection. */
-export function httpAsk(url: string, timeoutMs = 5000): Promise<Answer> {
+export function httpAsk(url: string, timeoutMs = ANSWER_TIMEOUT_MS): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const req = get(url, { agent: false, timeout: timeoutMs }, (res) => {
       let body = '';
@@ -37,14 +43,14 @@ export function httpAsk(url: string, timeoutMs = 5000): Promise<Answer> {
 }
 
 /** n GETs one after the other, each on its own connection. */
-export async function httpMany(url: string, n: number, timeoutMs = 5000): Promise<Answer[]> {
+export async function httpMany(url: string, n: number, timeoutMs = ANSWER_TIMEOUT_MS): Promise<Answer[]> {
   const out: Answer[] = [];
   for (let i = 0; i < n; i++) out.push(await httpAsk(url, timeoutMs));
   return out;
 }
 
 /** One HTTP GET on a new connection: its status and body, whatever the server. */
-export function httpStatus(url: string, timeoutMs = 5000): Promise<{ status: number; body: string }> {
+export function httpStatus(url: string, timeoutMs = ANSWER_TIMEOUT_MS): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = get(url, { agent: false, timeout: timeoutMs }, (res) => {
       let body = '';
@@ -73,7 +79,7 @@ export function clientsByPod(answers: readonly Answer[]): Record<string, string[
 
 /** 'connected', or the error code of a failed connection ('ECONNREFUSED', 'ETIMEDOUT' for no
  *  answer within the bound …). */
-export function connectOutcome(host: string, port: number, timeoutMs = 3000): Promise<string> {
+export function connectOutcome(host: string, port: number, timeoutMs = ANSWER_TIMEOUT_MS): Promise<string> {
   return new Promise((resolve) => {
     const s = connect({ host, port });
     const timer = setTimeout(() => {
@@ -112,7 +118,7 @@ export class LineConn {
     sock.on('close', () => (this.failure ??= new Error('connection closed')));
   }
 
-  static open(host: string, port: number, timeoutMs = 5000): Promise<LineConn> {
+  static open(host: string, port: number, timeoutMs = ANSWER_TIMEOUT_MS): Promise<LineConn> {
     return new Promise((resolve, reject) => {
       const s = connect({ host, port });
       const timer = setTimeout(() => {
@@ -131,7 +137,7 @@ export class LineConn {
   }
 
   /** Sends one line on this same connection and reads the answer. */
-  ask(timeoutMs = 5000): Promise<Answer> {
+  ask(timeoutMs = ANSWER_TIMEOUT_MS): Promise<Answer> {
     if (this.failure) return Promise.reject(this.failure);
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
@@ -178,7 +184,7 @@ export class UdpClient {
   }
 
   /** One datagram out, the first answer back, or a timeout error. */
-  ask(host: string, port: number, timeoutMs = 3000): Promise<Answer> {
+  ask(host: string, port: number, timeoutMs = ANSWER_TIMEOUT_MS): Promise<Answer> {
     return new Promise((resolve, reject) => {
       const onMessage = (m: Buffer) => {
         clearTimeout(timer);
