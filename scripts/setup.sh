@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # Installs and builds everything ipvsync's tests and demo need on a fresh Debian machine:
 # apt packages (the cross-check tools, clang for the fuzzer, the arm64 cross compiler for the
-# prebuilds `npm pack` makes, the container tools that build and run the node image without a
-# Docker daemon: scripts/image*.sh), npm dependencies, the native
+# prebuilds `npm pack` makes), npm dependencies, the native
 # addon (node-gyp, incremental) and the TypeScript build. Idempotent and quiet when done.
-# The VM kernels' packages are installed by scripts/vm-deps.sh when a VM suite first runs.
+# The VM kernels' packages are installed by scripts/vm-deps.sh when a VM suite first runs, the
+# container tools by scripts/image-base.sh when the node image is first built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_pkgs=(iproute2 ipset nftables conntrack ipvsadm iptables strace clang libclang-rt-14-dev kmod openssl g++-aarch64-linux-gnu
-  buildah podman crun runc umoci mmdebstrap fuse-overlayfs uidmap containernetworking-plugins)
+apt_pkgs=(iproute2 ipset nftables conntrack ipvsadm iptables strace clang libclang-rt-14-dev kmod openssl g++-aarch64-linux-gnu)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -608,11 +608,10 @@ export function addonCpuUsage(): AddonCpuUsage {
  *  node-gyp-build's lookup from the package root — build/Release (a build from source: the
  *  repository's, or the install script's fallback), then build/Debug, then the prebuild for this
  *  platform and architecture in prebuilds/ (docs/releasing.md). */
-function addonPath(): string {
+function addonPath(require: NodeJS.Require): string {
   if (process.env.IPVSYNC_ADDON) return resolve(process.env.IPVSYNC_ADDON);
   // dist/src/native.js -> <root>
   const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-  const require = createRequire(import.meta.url);
   const nodeGypBuild = require('node-gyp-build') as { path(dir: string): string };
   try {
     return nodeGypBuild.path(root);
@@ -630,7 +629,7 @@ let loaded: NativeBinding | undefined;
 export function native(): NativeBinding {
   if (!loaded) {
     const require = createRequire(import.meta.url);
-    const b = require(addonPath()) as NativeBinding;
+    const b = require(addonPath(require)) as NativeBinding;
     b.setErrorFactory((fields) => new NetlinkError(fields));
     loaded = b;
   }

@@ -205,9 +205,8 @@ const MAX_YAML_LINE = 3 * 1024 * 1024;
 
 /** A YAML line longer than MAX_YAML_LINE refuses the file before the YAML parser reads it: the
  *  parser takes 0.1–1 s here (4 s on a loaded machine) over a 10 MB scalar (a 10 MB name), the
- *  scan milliseconds. A JSON file
- *  is not scanned: JSON.parse reads 10 MB in milliseconds, and the field limits (limits.ts)
- *  refuse the object after it. */
+ *  scan milliseconds. A JSON file is not scanned: JSON.parse reads 10 MB in milliseconds, and
+ *  the field limits (limits.ts) refuse the object after it. */
 function refuseLongLine(text: string, source: string): void {
   if (text.length <= MAX_YAML_LINE) return;
   for (let start = 0, line = 1; start < text.length; line++) {
