@@ -1,13 +1,19 @@
 // A fake Kubernetes API server for the informer tests: a real HTTP server on 127.0.0.1 that
 // speaks the list/watch protocol the way kube-apiserver does for Services, EndpointSlices,
-// Nodes and ServiceCIDRs (unless told to serve none, as before Kubernetes 1.33) — one global resourceVersion counter (etcd's revision), lists with a consistent
-// resourceVersion and limit/continue paging, `?watch=true&resourceVersion=N` as a chunked stream
-// of JSON lines (ADDED / MODIFIED / DELETED / BOOKMARK / ERROR) replaying every event after N,
-// a 200 + ERROR{code:410, reason:Expired} event for resourceVersions older than the compaction
-// point (what the apiserver's watch cache answers), `fieldSelector=metadata.name=…`,
-// `timeoutSeconds`. Test controls: create/update/delete, compact, drop watches (cleanly or by
-// cutting the connection), make the next watch(es) answer 410, fail requests with 500, stop and
-// restart on the same port (state kept, as an apiserver restarting over the same etcd).
+// Nodes and ServiceCIDRs (unless told to serve none, as before Kubernetes 1.33) — one global
+// resourceVersion counter (etcd's revision), lists with a consistent resourceVersion and
+// limit/continue paging, `?watch=true&resourceVersion=N` as a chunked stream of JSON lines
+// (ADDED / MODIFIED / DELETED / BOOKMARK / ERROR) replaying every event after N, a 200 +
+// ERROR{code:410, reason:Expired} event for resourceVersions older than the compaction point
+// (what the apiserver's watch cache answers), `fieldSelector=metadata.name=…`, `timeoutSeconds`,
+// and, when `bookmarkIntervalMs` is set, the watch cache's periodic BOOKMARKs to watches that
+// allow them (cacher's bookmarkFrequency, a minute upstream; and one 2 s before the watch's
+// deadline, as its nextBookmarkTime). Test controls: create/update/delete, compact, drop
+// watches (cleanly or by cutting the connection), make the next watch(es) answer 410, fail
+// requests with 500, stop and restart on the same port (state kept, as an apiserver restarting
+// over the same etcd). Faults of a server that misbehaves without failing: watches that hang
+// (open, and sent nothing: no event, no bookmark, no end at their timeout: stallWatches), lists
+// whose connection is reset mid-body (resetNextList), and slow answers (delayResponses).
 // Optionally HTTPS (a key and certificate the test makes) and a bearer token it requires, 401
 // otherwise, as an API server with a service account's token: a client then proves it used
 // the CA and token its kubeconfig names.
@@ -54,7 +60,14 @@ interface WatchConn {
   name?: string;
   bookmarks: boolean;
   res: http.ServerResponse;
+  /** The server-side timeout (timeoutSeconds). */
   timer?: NodeJS.Timeout;
+  /** The next periodic bookmark (bookmarkIntervalMs). */
+  bookmarkTimer?: NodeJS.Timeout;
+  /** When its timeout ends it (ms since the epoch; 0: never). */
+  deadline: number;
+  /** Hung: sent nothing from now on, not even its end at the timeout; only a cut ends it. */
+  stalled: boolean;
 }
 
 export interface RequestRecord {
@@ -65,6 +78,9 @@ export interface RequestRecord {
   status: number;
   /** The Authorization header, if any. */
   authorization?: string;
+  /** A fault injected into the answer: a list whose connection was reset mid-body
+   *  (resetNextList), a watch opened hung (stallWatches). */
+  fault?: 'reset' | 'stalled';
 }
 
 export interface FakeApiServerOptions {
@@ -72,6 +88,8 @@ export interface FakeApiServerOptions {
   tls?: { key: string | Buffer; cert: string | Buffer };
   /** Every request must carry `Authorization: Bearer <token>`; 401 Unauthorized otherwise. */
   token?: string;
+  /** Periodic BOOKMARKs (see the field); default 0: none but those sendBookmarks() sends. */
+  bookmarkIntervalMs?: number;
 }
 
 export class FakeApiServer {
@@ -93,11 +111,24 @@ export class FakeApiServer {
   ignoreWatchTimeouts = false;
   /** Answer ServiceCIDRs 404, as an API server before networking.k8s.io/v1 ServiceCIDR. */
   serveServiceCIDRs = true;
+  /** Sends every watch that allows bookmarks a BOOKMARK at the current revision this often, and
+   *  one 2 s before its deadline, as kube-apiserver's watch cache does (every minute there);
+   *  0: none (the default, so a test's events are only its own). Read as each watch opens. */
+  bookmarkIntervalMs: number;
+  /** New watches open hung (stallWatches). */
+  private stalling = false;
+  /** Lists still to be answered with a reset mid-body, each after this many bytes (undefined: half). */
+  private resets: Array<number | undefined> = [];
+  /** Every answer waits this long (delayResponses). */
+  private delayMs = 0;
+  private readonly delayed = new Set<NodeJS.Timeout>();
   /** Called after each request has been answered (or its watch stream opened). */
   onRequest: ((r: RequestRecord) => void) | undefined;
   private _port = 0;
 
-  constructor(private readonly options: FakeApiServerOptions = {}) {}
+  constructor(private readonly options: FakeApiServerOptions = {}) {
+    this.bookmarkIntervalMs = options.bookmarkIntervalMs ?? 0;
+  }
 
   static async start(port = 0, options: FakeApiServerOptions = {}): Promise<FakeApiServer> {
     const s = new FakeApiServer(options);
@@ -141,8 +172,10 @@ export class FakeApiServer {
     const server = this.server;
     if (!server) return;
     this.server = undefined;
-    for (const w of this.watches) clearTimeout(w.timer);
+    for (const w of this.watches) this.clearTimers(w);
     this.watches.clear();
+    for (const t of this.delayed) clearTimeout(t);
+    this.delayed.clear();
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     for (const s of this.sockets) s.destroy();
     await closed;
@@ -229,13 +262,42 @@ export class FakeApiServer {
     this.failAll = status === false ? undefined : status;
   }
 
-  /** Sends a BOOKMARK at the current revision to every watch that asked for bookmarks. */
-  sendBookmarks(): void {
+  /**
+   * Hangs the open watches, and (on, until called with false) every watch opened from now on:
+   * each stays open and is sent nothing — not the events the server takes meanwhile, not a
+   * bookmark, not its end when its timeoutSeconds run out — until the connection is cut
+   * (dropWatches, stop) or the client gives up. A watch opened hung gets its headers only.
+   * `false` ends the hanging of new watches; the hung ones stay silent. Returns how many open
+   * watches this hung.
+   */
+  stallWatches(on = true): number {
+    this.stalling = on;
+    if (!on) return 0;
+    let n = 0;
     for (const w of this.watches) {
-      if (!w.bookmarks) continue;
-      const info = RESOURCES[w.resource];
-      this.write(w, { type: 'BOOKMARK', object: { kind: info.kind, apiVersion: info.apiVersion, metadata: { resourceVersion: String(this.rv) } } });
+      if (w.stalled) continue;
+      this.stall(w);
+      n++;
     }
+    return n;
+  }
+
+  /** The next `n` lists (of any resource; each page is one) answer 200 with part of their
+   *  body — `afterBytes` of it, default half — and then their TCP connection is reset. */
+  resetNextList(n = 1, afterBytes?: number): void {
+    for (let i = 0; i < n; i++) this.resets.push(afterBytes);
+  }
+
+  /** Every answer from now on (a list's, a watch's headers, a failure's) waits `ms` before
+   *  it is served, as a slow API server's; 0 ends it (answers already waiting still wait). */
+  delayResponses(ms: number): void {
+    this.delayMs = Math.max(0, ms);
+  }
+
+  /** Sends a BOOKMARK at the current revision to every watch that asked for bookmarks (hung
+   *  watches excepted). */
+  sendBookmarks(): void {
+    for (const w of this.watches) this.bookmark(w);
   }
 
   /** Open watch connections (optionally of one resource). */
@@ -276,11 +338,41 @@ export class FakeApiServer {
   }
 
   private write(w: WatchConn, ev: unknown): void {
+    if (w.stalled) return;
     w.res.write(JSON.stringify(ev) + '\n');
   }
 
-  private endWatch(w: WatchConn, how: 'clean' | 'abrupt'): void {
+  private bookmark(w: WatchConn): void {
+    if (!w.bookmarks || w.stalled) return;
+    const info = RESOURCES[w.resource];
+    this.write(w, { type: 'BOOKMARK', object: { kind: info.kind, apiVersion: info.apiVersion, metadata: { resourceVersion: String(this.rv) } } });
+  }
+
+  /** The next periodic bookmark: after the interval, or 2 s before the deadline if sooner (the
+   *  cacher's nextBookmarkTime), so a watch about to end has a fresh resourceVersion. */
+  private scheduleBookmark(w: WatchConn, interval: number): void {
+    let delay = interval;
+    const pre = w.deadline ? w.deadline - 2000 - Date.now() : 0;
+    if (pre > 0 && pre < delay) delay = pre;
+    w.bookmarkTimer = setTimeout(() => {
+      this.bookmark(w);
+      this.scheduleBookmark(w, interval);
+    }, delay);
+    w.bookmarkTimer.unref();
+  }
+
+  private stall(w: WatchConn): void {
+    w.stalled = true;
+    this.clearTimers(w);
+  }
+
+  private clearTimers(w: WatchConn): void {
     clearTimeout(w.timer);
+    clearTimeout(w.bookmarkTimer);
+  }
+
+  private endWatch(w: WatchConn, how: 'clean' | 'abrupt'): void {
+    this.clearTimers(w);
     this.watches.delete(w);
     if (how === 'clean') w.res.end();
     else w.res.socket?.destroy();
@@ -304,6 +396,20 @@ export class FakeApiServer {
   }
 
   private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    if (this.delayMs > 0) {
+      const t = setTimeout(() => {
+        this.delayed.delete(t);
+        // the client gave up meanwhile (its timeout): nothing to answer
+        if (res.destroyed || req.destroyed) return;
+        this.answer(req, res);
+      }, this.delayMs);
+      this.delayed.add(t);
+      return;
+    }
+    this.answer(req, res);
+  }
+
+  private answer(req: http.IncomingMessage, res: http.ServerResponse): void {
     this.serve(req, res);
     const rec = this.requests.at(-1);
     if (rec && this.onRequest) this.onRequest(rec);
@@ -343,6 +449,28 @@ export class FakeApiServer {
     else this.serveList(res, rec, filter, query);
   }
 
+  /** A list's answer, or (resetNextList) its first bytes and a reset connection. */
+  private sendList(res: http.ServerResponse, rec: RequestRecord, body: string): void {
+    if (this.resets.length === 0) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(body);
+      return;
+    }
+    const after = this.resets.shift();
+    const bytes = Buffer.from(body);
+    const n = Math.max(1, Math.min(bytes.length - 1, after ?? Math.floor(bytes.length / 2)));
+    rec.fault = 'reset';
+    // The length of the whole body: the client knows the answer was cut, as from a real one.
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': bytes.length });
+    res.write(bytes.subarray(0, n), () => {
+      const socket = res.socket;
+      if (!socket) return;
+      // an RST where the platform has it (ECONNRESET at the client), else a plain close
+      if (typeof socket.resetAndDestroy === 'function') socket.resetAndDestroy();
+      else socket.destroy();
+    });
+  }
+
   private serveList(res: http.ServerResponse, rec: RequestRecord, f: { resource: Resource; namespace?: string; name?: string }, q: Record<string, string>): void {
     const info = RESOURCES[f.resource];
     let items: KubeObject[];
@@ -368,8 +496,7 @@ export class FakeApiServer {
     const more = limit > 0 && offset + limit < items.length;
     const metadata: Record<string, string> = { resourceVersion: String(listRv) };
     if (more) metadata.continue = Buffer.from(`${listRv}:${offset + limit}`).toString('base64');
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ kind: `${info.kind}List`, apiVersion: info.apiVersion, metadata, items: page }));
+    this.sendList(res, rec, JSON.stringify({ kind: `${info.kind}List`, apiVersion: info.apiVersion, metadata, items: page }));
   }
 
   /** Objects as they were at revision `rv`: the current store rolled back over later events. */
@@ -398,7 +525,15 @@ export class FakeApiServer {
   ): void {
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     res.flushHeaders();
-    const w: WatchConn = { ...f, bookmarks: q.allowWatchBookmarks === 'true', res };
+    const w: WatchConn = { ...f, bookmarks: q.allowWatchBookmarks === 'true', res, deadline: 0, stalled: false };
+    if (this.stalling) {
+      // hung from the start: its headers, and nothing after them
+      rec.fault = 'stalled';
+      this.stall(w);
+      this.watches.add(w);
+      req.on('close', () => this.watches.delete(w));
+      return;
+    }
     const from = q.resourceVersion ?? '';
     const fromRv = Number(from);
     const forced = this.goneWatches.findIndex((r) => r === undefined || r === f.resource);
@@ -422,11 +557,13 @@ export class FakeApiServer {
     this.watches.add(w);
     const timeout = Number(q.timeoutSeconds);
     if (timeout > 0 && !this.ignoreWatchTimeouts) {
+      w.deadline = Date.now() + timeout * 1000;
       w.timer = setTimeout(() => this.endWatch(w, 'clean'), timeout * 1000);
       w.timer.unref();
     }
+    if (this.bookmarkIntervalMs > 0 && w.bookmarks) this.scheduleBookmark(w, this.bookmarkIntervalMs);
     req.on('close', () => {
-      clearTimeout(w.timer);
+      this.clearTimers(w);
       this.watches.delete(w);
     });
   }
