@@ -93,6 +93,9 @@ export interface IpvsyncConfig {
   drainTimeoutMs: number;
   /** Serve Services labelled service.kubernetes.io/service-proxy-name=<proxyName>. */
   proxyName: string;
+  /** The informers' watches: the server-side timeout asked for (whole seconds; 0: client-go's
+   *  random 5–10 min), and the silence after which one is taken for hung and resumed (0: never). */
+  apiWatch: { timeoutMs: number; silenceLimitMs: number };
 }
 
 /** What the mode reads from its own section (kube-proxy's conversion: IPVS mode the ipvs
@@ -225,7 +228,7 @@ const bool: Kind<boolean> = {
 };
 
 /** A Go duration, in milliseconds. */
-function duration(opts: { wholeSeconds?: boolean } = {}): Kind<number> {
+function duration(opts: { wholeSeconds?: string } = {}): Kind<number> {
   return {
     arg: '<value>',
     render: formatDuration,
@@ -234,7 +237,7 @@ function duration(opts: { wholeSeconds?: boolean } = {}): Kind<number> {
       if (String(v).trim().startsWith('-')) return c.bad(path, `"${v}" is negative`);
       const ms = parseDuration(String(v));
       if (ms === undefined) return c.bad(path, `"${v}" is not a duration (examples: "30s", "1m", "1h30m", "250ms")`);
-      if (opts.wholeSeconds && ms % 1000 !== 0) return c.bad(path, `"${v}" is not a whole number of seconds (IPVS timeouts are in seconds)`);
+      if (opts.wholeSeconds && ms % 1000 !== 0) return c.bad(path, `"${v}" is not a whole number of seconds (${opts.wholeSeconds})`);
       return ms;
     },
   };
@@ -372,7 +375,7 @@ export interface FlagSpec<T = any> {
   own?: true;
 }
 
-type Section = 'ipvs' | 'nftables' | 'iptables' | 'logging';
+type Section = 'ipvs' | 'nftables' | 'iptables' | 'logging' | 'apiWatch';
 type ConfigKey = Exclude<keyof IpvsyncConfig, Section> | { [S in Section]: `${S}.${keyof IpvsyncConfig[S] & string}` }[Section];
 type ValueAt<K> = K extends `${infer S extends Section}.${infer F}` ? (F extends keyof IpvsyncConfig[S] ? IpvsyncConfig[S][F] : never) : K extends keyof IpvsyncConfig ? IpvsyncConfig[K] : never;
 
@@ -443,9 +446,9 @@ const FIELDS: { [K in ConfigKey]: FlagSpec<ValueAt<K>> } = {
   },
   'ipvs.syncPeriodMs': { path: 'ipvs.syncPeriod', kind: duration(), default: 30_000, flag: 'ipvs-sync-period', mode: 'ipvs', help: 'IPVS mode: full resync at least this often (default 30s)' },
   'ipvs.minSyncPeriodMs': { path: 'ipvs.minSyncPeriod', kind: duration(), default: 0, flag: 'ipvs-min-sync-period', mode: 'ipvs', help: 'IPVS mode: no two syncs closer than this (default 0s)' },
-  'ipvs.tcpTimeoutMs': { path: 'ipvs.tcpTimeout', kind: duration({ wholeSeconds: true }), default: 0, flag: 'ipvs-tcp-timeout', mode: 'ipvs', help: 'IPVS TCP idle timeout (0: kernel value)' },
-  'ipvs.tcpFinTimeoutMs': { path: 'ipvs.tcpFinTimeout', kind: duration({ wholeSeconds: true }), default: 0, flag: 'ipvs-tcpfin-timeout', mode: 'ipvs', help: 'IPVS TCP FIN_WAIT timeout (0: kernel value)' },
-  'ipvs.udpTimeoutMs': { path: 'ipvs.udpTimeout', kind: duration({ wholeSeconds: true }), default: 0, flag: 'ipvs-udp-timeout', mode: 'ipvs', help: 'IPVS UDP timeout (0: kernel value)' },
+  'ipvs.tcpTimeoutMs': { path: 'ipvs.tcpTimeout', kind: duration({ wholeSeconds: 'IPVS timeouts are in seconds' }), default: 0, flag: 'ipvs-tcp-timeout', mode: 'ipvs', help: 'IPVS TCP idle timeout (0: kernel value)' },
+  'ipvs.tcpFinTimeoutMs': { path: 'ipvs.tcpFinTimeout', kind: duration({ wholeSeconds: 'IPVS timeouts are in seconds' }), default: 0, flag: 'ipvs-tcpfin-timeout', mode: 'ipvs', help: 'IPVS TCP FIN_WAIT timeout (0: kernel value)' },
+  'ipvs.udpTimeoutMs': { path: 'ipvs.udpTimeout', kind: duration({ wholeSeconds: 'IPVS timeouts are in seconds' }), default: 0, flag: 'ipvs-udp-timeout', mode: 'ipvs', help: 'IPVS UDP timeout (0: kernel value)' },
   'ipvs.strictARP': { kind: bool, default: false, flag: 'ipvs-strict-arp', mode: 'ipvs', help: 'arp_ignore=1, arp_announce=2' },
   'ipvs.excludeCIDRs': { kind: cidrs(), default: [], flag: 'ipvs-exclude-cidrs', mode: 'ipvs', help: 'never touch IPVS services in these CIDRs' },
   'ipvs.runEstimation': {
@@ -471,6 +474,15 @@ const FIELDS: { [K in ConfigKey]: FlagSpec<ValueAt<K>> } = {
     kind: text((n) => (n !== '' && (n.length > 63 || !/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(n)) ? `"${n}" is not a valid label value` : undefined)),
     default: '', flag: 'proxy-name', own: true, help: 'also serve Services labelled service.kubernetes.io/service-proxy-name=NAME',
   },
+  // ipvsync's: client-go's reflector picks its watch timeout and has no silence limit
+  'apiWatch.timeoutMs': {
+    path: 'apiWatch.timeout', kind: duration({ wholeSeconds: 'the API server takes timeoutSeconds' }), default: 0, flag: 'api-watch-timeout', own: true, omitDefault: true,
+    help: 'API watches: the server ends each after this (default 0: a random 5-10m, as client-go)',
+  },
+  'apiWatch.silenceLimitMs': {
+    path: 'apiWatch.silenceLimit', kind: duration(), default: 150_000, flag: 'api-watch-silence-limit', own: true, omitDefault: true,
+    help: 'API watches: one with no event and no bookmark this long is taken for hung, aborted and resumed (default 150s; 0: never)',
+  },
 };
 
 /** The fields, each with `key`, where IpvsyncConfig has it, and `path`, where the file has it. */
@@ -478,7 +490,7 @@ export const CONFIG_FLAGS = Object.entries(FIELDS).map(([key, f]) => ({ key, ...
 
 /** The table's defaults: kube-proxy's. */
 export function defaultConfig(): IpvsyncConfig {
-  const cfg = { ipvs: {}, nftables: {}, iptables: {}, logging: {} } as IpvsyncConfig;
+  const cfg = { ipvs: {}, nftables: {}, iptables: {}, logging: {}, apiWatch: {} } as IpvsyncConfig;
   for (const f of CONFIG_FLAGS) if (f.default !== undefined) setAt(cfg, f.key, structuredClone(f.default));
   return cfg;
 }

@@ -3,7 +3,8 @@
 // the families it labels, the nftables-mode families in nftables mode) with component-base's
 // kubernetes_build_info, and ipvsync's own — the writes of each sync, the per-virtual-server
 // and per-real-server traffic counters read from the kernel at scrape time (IPVS mode), the
-// addon's CPU.
+// addon's CPU, the informers' failures by reason — and client-go's rest_client_requests_total for
+// the informers' list and watch requests.
 import { readFileSync } from 'node:fs';
 import type http from 'node:http';
 import { endianness } from 'node:os';
@@ -16,6 +17,7 @@ import { fullSync, type SyncRecord, type SyncRunner } from './runner.js';
 import type { Service } from '../kernel/ipvs.js';
 import type { ProxyModel } from '../proxy/ipvs/types.js';
 import type { PendingChanges } from '../proxy/proxier.js';
+import type { ApiRequestCount } from '../proxy/sync-thread.js';
 import { addonCpuUsage as nativeAddonCpuUsage, type AddonCpuUsage } from '../native.js';
 import { DaemonServer, notFound, type ListenOptions } from './http.js';
 
@@ -132,6 +134,9 @@ export interface ProxyMetricsOptions {
   /** Every IPVS service with its destinations and counters: one dump per scrape. Without it
    *  (or in nftables mode) there are no traffic series. */
   ipvsStats?: () => Promise<readonly Service[]>;
+  /** The informers' requests so far by status, host and method, read at every scrape (as their
+   *  sync thread last reported them): rest_client_requests_total. */
+  apiRequests?: () => readonly ApiRequestCount[];
   /** The manifests folder's loads so far, read at every scrape (--manifests only). */
   manifestLoads?: () => ReloadStats;
   /** prom-client's process and Node.js metrics (`process_*`, `nodejs_*`: RSS, CPU, heap, GC,
@@ -194,6 +199,9 @@ export class ProxyMetrics {
   readonly ipvsTraffic: IpvsTrafficMetrics | undefined;
   readonly addonCpu: Counter;
   readonly manifestLoads: Counter | undefined;
+  /** client-go's request counter (kube-proxy serves it): the informers' list and watch requests. */
+  readonly restClientRequests: Counter;
+  readonly informerErrors: Counter;
   readonly manifestLoadFailures: Counter | undefined;
   private readonly now: () => number;
   /** The dump of the scrape under way, shared by the traffic metrics' collect(). */
@@ -277,6 +285,18 @@ export class ProxyMetrics {
         this.manifestLoadFailures!.inc(loads().failures);
       });
     }
+    const apiRequests = opts.apiRequests;
+    // client-go's (k8s.io/client-go/tools/metrics via component-base's restclient metrics): one
+    // per request once its status is in, code "<error>" for one that got none.
+    this.restClientRequests = counter('rest_client_requests_total', alpha('Number of HTTP requests, partitioned by status code, method, and host.'), ['code', 'host', 'method'], apiRequests && (() => {
+      this.restClientRequests.reset();
+      for (const r of apiRequests()) this.restClientRequests.inc({ code: r.code, host: r.host, method: r.method }, r.count);
+    }));
+    this.informerErrors = counter(
+      'ipvsync_informer_errors_total',
+      'API list and watch failures of the informers (each retried): reason gone (410, a re-list), http_<code> or status (an error status), connection (refused, reset, cut), timeout, silent_watch (no event or bookmark for the silence limit), empty_watch, decode, other',
+      ['resource', 'reason'],
+    );
     if (opts.runtime) collectDefaultMetrics({ register: this.registry });
     this.addonCpu = counter(
       'ipvsync_addon_cpu_seconds_total',
@@ -308,6 +328,11 @@ export class ProxyMetrics {
       else this.nftSyncFailures?.inc({ ip_family });
     }
     if (!r.ok) this.syncFailures.inc();
+  }
+
+  /** An informer's list or watch failed (InformerError's resource and reason). */
+  recordInformerError(resource: string, reason: string): void {
+    this.informerErrors.inc({ resource, reason });
   }
 
   /** A sync was queued (a change arrived, or the runner's loop started). */

@@ -92,6 +92,7 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
     mode: cfg.mode,
     ipFamilies: ipFamiliesOf(addrs),
     pending: () => proxier.pendingChanges,
+    apiRequests: () => proxier.apiRequests,
     ...(ipvs && stats !== 'none' ? { ipvsStats: () => ipvs.services({ withDestinations: stats === 'all', stats: true }) } : {}),
     ...(typeof o.manifests === 'string' ? { manifestLoads: () => manifestLoads } : {}),
   });
@@ -188,11 +189,15 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
   } else {
     // The same source and the same logging whether the informers run here or on the sync thread.
     const source = { ...(cfg.kubeconfig ? { kubeconfig: cfg.kubeconfig } : {}), ...(cfg.master ? { server: cfg.master } : {}) };
-    const onError = (e: InformerError) => log.warn('informer', { resource: e.resource, error: e.error, retryInMs: e.retryInMs });
+    const onError = (e: InformerError) => {
+      metrics.recordInformerError(e.resource, e.reason);
+      log.warn('informer', { resource: e.resource, reason: e.reason, error: e.error, retryInMs: e.retryInMs });
+    };
     const onHandlerError = (resource: ResourceName, e: unknown) => log.error('informer handler failed', { resource, error: e });
     // The thread lists and watches the API itself: the objects go from the parsed answers
     // straight into its proxier, and this thread hears only of changes and of its Node.
-    const kube = await proxier.watchKube({ source, nodeName: nodeName(cfg), onChange: request, onNode: (n) => health.syncNode(n), onError, onHandlerError });
+    const informer = { ...(cfg.apiWatch.timeoutMs ? { watchTimeoutSeconds: cfg.apiWatch.timeoutMs / 1000 } : {}), watchSilenceLimitMs: cfg.apiWatch.silenceLimitMs };
+    const kube = await proxier.watchKube({ source, nodeName: nodeName(cfg), informer, onChange: request, onNode: (n) => health.syncNode(n), onError, onHandlerError });
     lc.onStop('informers', () => kube.stop());
     // Never program from an empty cache: wait for every first list. Then this thread's own
     // startup garbage is collected, before the first sync (as after a folder's load).

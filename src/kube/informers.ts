@@ -12,7 +12,13 @@
 // - A watch that can hang (the client's Watch sets none: its AbortSignal.timeout is overwritten
 //   by the controller's signal in 1.4.0). We ask the server to end each watch after
 //   `timeoutSeconds` (as client-go does), give the connect phase a timeout, and abort a watch the
-//   server did not end by then.
+//   server did not end by then. And a watch that hangs open — a stuck apiserver or proxy in
+//   between, a half-open connection whose keep-alives a middlebox answers — is silent: with
+//   allowWatchBookmarks the watch cache sends a BOOKMARK about every minute, so a watch with no
+//   event and no bookmark for `watchSilenceLimitMs` (150 s) is aborted and resumed from its last
+//   resourceVersion, minutes before its timeout would have ended it.
+// - Every list and watch request reports its outcome (onRequest: client-go's
+//   rest_client_requests_total), and every failure a reason (informerErrorReason).
 // - Plain objects, on node:http(s) with the configuration's credentials and TLS settings: lists
 //   as raw JSON (the typed list API would hand out class instances with Dates) and watches as
 //   the client's Watch reads them, a JSON event per line (its node-fetch cost ~2 MB of heap).
@@ -37,9 +43,17 @@ export interface KubeHandlers extends ObjectHandlers {
 
 export type ResourceName = 'services' | 'endpointslices' | 'node' | 'servicecidrs';
 
+/** Why a list or watch failed, as the metrics count it: gone (410 Gone: a re-list), http_<code>
+ *  (another error status, as an answer or a watch's ERROR event; `status` when it has no code),
+ *  connection (refused, reset, cut mid-answer), timeout (no answer, or a watch not ended by its
+ *  deadline), silent_watch (no event or bookmark for the silence limit), empty_watch (ended by
+ *  the server at once with nothing), decode (an answer that is not the JSON asked for), other. */
+export type InformerErrorReason = 'gone' | `http_${number}` | 'status' | 'connection' | 'timeout' | 'silent_watch' | 'empty_watch' | 'decode' | 'other';
+
 export interface InformerError {
   resource: ResourceName;
   error: Error;
+  reason: InformerErrorReason;
   /** Delay before the next attempt (0: at once). */
   retryInMs: number;
   consecutiveFailures: number;
@@ -57,17 +71,36 @@ export interface InformerOptions {
   healthyAfterMs?: number;
   /** Server-side watch timeout asked for (default: random in [300, 600) s, as client-go). */
   watchTimeoutSeconds?: number;
-  /** Time to wait past the server-side timeout before aborting a silent watch (default 30 s). */
+  /** Time to wait past the server-side timeout before aborting a watch the server did not end
+   *  (default 30 s). */
   watchGraceMs?: number;
+  /** A watch with no event and no bookmark for this long is aborted and resumed (default
+   *  150 s: kube-apiserver's watch cache bookmarks every minute; 0: never). */
+  watchSilenceLimitMs?: number;
   /** Timeout of one list page and of a watch's connect phase (default 60 s). */
   requestTimeoutMs?: number;
   /** List page size (default 500; 0: unpaged). */
   listPageSize?: number;
   /** Called for every failure (for logs); never needed for recovery. */
   onError?: (e: InformerError) => void;
+  /** Called for every list page and watch request once it has an answer's status, or failed
+   *  without one (client-go's request metric: counted at the headers, so a list cut mid-body
+   *  is a 200 here and a connection error in onError). */
+  onRequest?: (r: ApiRequest) => void;
   /** Called when a handler throws (a bug in the caller); the informer keeps going. */
   onHandlerError?: (resource: ResourceName, error: unknown) => void;
   random?: () => number;
+}
+
+/** One request to the API server, as client-go's rest_client_requests_total labels it. */
+export interface ApiRequest {
+  resource: ResourceName;
+  verb: 'list' | 'watch';
+  method: 'GET';
+  /** The URL's host:port. */
+  host: string;
+  /** The HTTP status, or '<error>' when the request got no answer (client-go's label). */
+  code: string;
 }
 
 export interface ResourceStats {
@@ -105,6 +138,30 @@ class HttpStatusError extends Error {
   }
 }
 
+/** A failure the informer itself decides (a timeout, a silent watch, an answer it cannot read),
+ *  with its reason. */
+class InformerFailure extends Error {
+  constructor(
+    readonly reason: InformerErrorReason,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+const CONNECTION_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'ECONNABORTED', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ERR_STREAM_PREMATURE_CLOSE']);
+
+/** A failure's reason for the metrics (InformerErrorReason). */
+export function informerErrorReason(e: unknown): InformerErrorReason {
+  if (e instanceof InformerFailure) return e.reason;
+  const status = (e as { statusCode?: number } | null)?.statusCode;
+  if (typeof status === 'number') return status === 410 ? 'gone' : status > 0 ? `http_${status}` : 'status';
+  const code = (e as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && CONNECTION_CODES.has(code)) return code === 'ETIMEDOUT' ? 'timeout' : 'connection';
+  return 'other';
+}
+
 /** A request with the client's credentials and TLS settings (a kubeconfig's or the full client's). */
 async function get(kc: ApiAccess, url: URL, onResponse: (res: http.IncomingMessage) => void): Promise<http.ClientRequest> {
   const opts: https.RequestOptions = {};
@@ -126,6 +183,13 @@ function statusError(what: string, res: http.IncomingMessage, text: string): Htt
   return new HttpStatusError(res.statusCode ?? 0, `${what}: HTTP ${res.statusCode} ${reason}: ${msg}`);
 }
 
+/** A connection that failed mid-answer, as a connection error (its cause kept). */
+function connectionError(what: string, e: Error): Error {
+  if (e instanceof InformerFailure) return e;
+  const code = (e as { code?: string }).code;
+  return new InformerFailure('connection', `${what}: ${e.message}${code ? ` (${code})` : ''}`, { cause: e });
+}
+
 /** A whole answer body as text. */
 function readAll(res: http.IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -136,26 +200,31 @@ function readAll(res: http.IncomingMessage): Promise<string> {
   });
 }
 
-/** GET returning parsed JSON. */
-async function getJson(kc: ApiAccess, url: URL, timeoutMs: number): Promise<unknown> {
+/** GET returning parsed JSON; `answered` once, with the status or '<error>'. */
+async function getJson(kc: ApiAccess, url: URL, timeoutMs: number, answered: (code: string) => void): Promise<unknown> {
   let resolve!: (v: unknown) => void;
   let reject!: (e: Error) => void;
   const answer = new Promise((res, rej) => {
     resolve = res;
     reject = rej;
   });
+  let status: string | undefined;
   const req = await get(kc, url, (res) => {
+    answered((status = String(res.statusCode ?? 0)));
     readAll(res).then((text) => {
       if (res.statusCode !== 200) return reject(statusError(`GET ${url.pathname}`, res, text));
       try {
         resolve(JSON.parse(text));
       } catch (e) {
-        reject(new Error(`GET ${url.pathname}: bad JSON: ${(e as Error).message}`));
+        reject(new InformerFailure('decode', `GET ${url.pathname}: bad JSON: ${(e as Error).message}`));
       }
-    }, reject);
+    }, (e: Error) => reject(connectionError(`GET ${url.pathname}: answer cut`, e)));
   });
-  req.setTimeout(timeoutMs, () => req.destroy(new Error(`GET ${url.pathname}: no answer in ${timeoutMs} ms`)));
-  req.on('error', reject);
+  req.setTimeout(timeoutMs, () => req.destroy(new InformerFailure('timeout', `GET ${url.pathname}: no answer in ${timeoutMs} ms`)));
+  req.on('error', (e) => {
+    if (status === undefined) answered((status = '<error>'));
+    reject(e);
+  });
   req.end();
   return answer;
 }
@@ -166,7 +235,9 @@ async function getJson(kc: ApiAccess, url: URL, timeoutMs: number): Promise<unkn
  * error). What the client's Watch does, on node:http(s) instead of node-fetch (which, with the URL
  * library it brings, cost the daemon ~2 MB of heap and 6–8 MB of RSS at load for this one request).
  * `connectTimeoutMs` bounds the wait for the answer's headers; the stream itself may stay
- * silent for as long as the server-side timeout allows (the caller's watchdog covers it).
+ * silent for as long as the server-side timeout allows (the caller's watchdogs cover it).
+ * `answered` once: the status when the headers arrive, or '<error>' if none came. `abort(err)`
+ * ends it with that error (default an AbortError).
  */
 async function watchStream(
   kc: ApiAccess,
@@ -174,12 +245,15 @@ async function watchStream(
   connectTimeoutMs: number,
   callback: WatchCallback,
   done: DoneCallback,
-): Promise<{ abort(): void }> {
+  answered: (code: string) => void,
+): Promise<{ abort(err?: Error): void }> {
   let req: http.ClientRequest | undefined;
   let ended = false;
+  let status: string | undefined;
   const finish = (err: Error | null) => {
     if (ended) return;
     ended = true;
+    if (status === undefined) answered((status = '<error>'));
     clearTimeout(connect);
     req?.destroy();
     done(err);
@@ -196,6 +270,7 @@ async function watchStream(
   };
   const onResponse = (res: http.IncomingMessage) => {
     clearTimeout(connect);
+    answered((status = String(res.statusCode ?? 0)));
     if (res.statusCode !== 200) {
       readAll(res).then((text) => finish(statusError(`watch ${url.pathname}`, res, text)), finish);
       return;
@@ -212,15 +287,15 @@ async function watchStream(
         line(text);
       }
     });
-    res.on('error', finish);
+    res.on('error', (e) => finish(connectionError(`watch ${url.pathname}`, e)));
     res.on('end', () => {
       line(rest);
       finish(null);
     });
     // Closed before its end: the connection was cut.
-    res.on('close', () => finish(new Error(`watch ${url.pathname}: connection closed mid-stream`)));
+    res.on('close', () => finish(new InformerFailure('connection', `watch ${url.pathname}: connection closed mid-stream`)));
   };
-  const connect = setTimeout(() => finish(new Error(`watch ${url.pathname}: no answer in ${connectTimeoutMs} ms`)), connectTimeoutMs);
+  const connect = setTimeout(() => finish(new InformerFailure('timeout', `watch ${url.pathname}: no answer in ${connectTimeoutMs} ms`)), connectTimeoutMs);
   try {
     req = await get(kc, url, onResponse);
   } catch (e) {
@@ -234,7 +309,7 @@ async function watchStream(
   }
   req.on('error', finish);
   req.end();
-  return { abort: () => finish(Object.assign(new Error(`watch ${url.pathname}: aborted`), { name: 'AbortError' })) };
+  return { abort: (err?: Error) => finish(err ?? Object.assign(new Error(`watch ${url.pathname}: aborted`), { name: 'AbortError' })) };
 }
 
 interface ListResult<T> {
@@ -329,7 +404,7 @@ export class ResourceInformer<T extends KubernetesObject> {
       });
       let body: ListResult<T>;
       try {
-        body = (await getJson(this.kc, url, this.opts.requestTimeoutMs ?? 60_000)) as ListResult<T>;
+        body = (await getJson(this.kc, url, this.opts.requestTimeoutMs ?? 60_000, (code) => this.request('list', url, code))) as ListResult<T>;
       } catch (e) {
         if (this.spec.optional && page === 0 && (e as { statusCode?: number }).statusCode === 404) {
           this.stats.served = false;
@@ -339,12 +414,16 @@ export class ResourceInformer<T extends KubernetesObject> {
       }
       if (this.stopped) throw new Error('stopped');
       rv ??= body.metadata?.resourceVersion;
-      if (!rv) throw new Error(`list ${this.spec.path}: no resourceVersion in the answer`);
+      if (!rv) throw new InformerFailure('decode', `list ${this.spec.path}: no resourceVersion in the answer`);
       cont = body.metadata?.continue;
       yield { items: body.items ?? [], resourceVersion: rv };
       if (!cont) break;
     }
     this.stats.lists++;
+  }
+
+  private request(verb: 'list' | 'watch', url: URL, code: string): void {
+    this.opts.onRequest?.({ resource: this.spec.name, verb, method: 'GET', host: url.host, code });
   }
 
   /** The API server's URL for `path` with these query parameters (undefined ones left out). */
@@ -365,9 +444,9 @@ export class ResourceInformer<T extends KubernetesObject> {
 
   /** The watch the loop starts for every (re)connection, right after a list or a watch ended. */
   private async watch(path: string, query: Record<string, string>, callback: WatchCallback, done: DoneCallback): Promise<{ abort(): void }> {
-    const ctl = { aborted: false, inner: undefined as { abort(): void } | undefined, abort(): void {
+    const ctl = { aborted: false, inner: undefined as { abort(err?: Error): void } | undefined, abort(err?: Error): void {
       this.aborted = true;
-      this.inner?.abort();
+      this.inner?.abort(err);
     } };
     await this.waitTurn();
     if (this.stopped) return ctl;
@@ -377,10 +456,28 @@ export class ResourceInformer<T extends KubernetesObject> {
     const startedAt = Date.now();
     let events = 0;
     let finished = false;
-    const watchdog = setTimeout(() => ctl.abort(), timeoutSeconds * 1000 + (this.opts.watchGraceMs ?? 30_000));
+    const graceMs = this.opts.watchGraceMs ?? 30_000;
+    const watchdog = setTimeout(
+      () => ctl.abort(new InformerFailure('timeout', `watch ${path}: aborted, not ended by the server ${graceMs / 1000} s after its ${timeoutSeconds} s timeout`)),
+      timeoutSeconds * 1000 + graceMs,
+    );
     watchdog.unref();
+    // The silence watchdog: re-armed by every line the server sends (an event or a bookmark),
+    // armed once the answer's headers are in (the connect phase has its own timeout).
+    const silenceMs = this.opts.watchSilenceLimitMs ?? 150_000;
+    let silence: NodeJS.Timeout | undefined;
+    const heard = () => {
+      if (silenceMs <= 0 || finished) return;
+      clearTimeout(silence);
+      silence = setTimeout(
+        () => ctl.abort(new InformerFailure('silent_watch', `watch ${path}: silent for ${silenceMs / 1000} s (no event, no bookmark): resuming from resourceVersion ${this.stats.resourceVersion || '(none)'}`)),
+        silenceMs,
+      );
+      silence.unref();
+    };
     const wrappedCallback: WatchCallback = (phase, obj, raw) => {
       if (this.stopped || ctl.aborted || finished) return;
+      heard();
       if (phase === 'ERROR') {
         const code = (obj as { code?: number } | undefined)?.code;
         if (code === 410) this.stats.gone++;
@@ -394,6 +491,7 @@ export class ResourceInformer<T extends KubernetesObject> {
     };
     const wrappedDone: DoneCallback = (err) => {
       clearTimeout(watchdog);
+      clearTimeout(silence);
       if (finished) return;
       finished = true;
       if (this.stopped) return;
@@ -404,7 +502,7 @@ export class ResourceInformer<T extends KubernetesObject> {
           this.fail(err as Error);
         }
       } else if (events === 0 && Date.now() - startedAt < (this.opts.healthyAfterMs ?? 10_000)) {
-        this.fail(new Error(`watch ${path}: closed by the server with no events`));
+        this.fail(new InformerFailure('empty_watch', `watch ${path}: closed by the server with no events`));
       } else if (Date.now() - startedAt >= (this.opts.healthyAfterMs ?? 10_000)) {
         this.healthy();
       }
@@ -412,7 +510,10 @@ export class ResourceInformer<T extends KubernetesObject> {
     };
     this.stats.watches++;
     const url = this.url(path, { watch: 'true', ...params });
-    ctl.inner = await watchStream(this.kc, url, this.opts.requestTimeoutMs ?? 60_000, wrappedCallback, wrappedDone);
+    ctl.inner = await watchStream(this.kc, url, this.opts.requestTimeoutMs ?? 60_000, wrappedCallback, wrappedDone, (code) => {
+      this.request('watch', url, code);
+      if (code === '200') heard();
+    });
     if (this.stopped || ctl.aborted) ctl.inner.abort();
     return ctl;
   }
@@ -440,7 +541,10 @@ export class ResourceInformer<T extends KubernetesObject> {
     const base = n <= 1 ? 0 : Math.min(initial * 2 ** (n - 2), this.opts.backoffMaxMs ?? 30_000);
     const delay = Math.round(base * (1 + (this.opts.jitter ?? 0.1) * (this.opts.random ?? Math.random)()));
     this.nextAttemptAt = Date.now() + delay;
-    this.opts.onError?.({ resource: this.spec.name, error, retryInMs: delay, consecutiveFailures: n });
+    const reason = informerErrorReason(error);
+    // on the error too (an own field: it crosses threads and is logged with it), whoever made it
+    if ((error as { reason?: unknown }).reason === undefined) Object.assign(error, { reason });
+    this.opts.onError?.({ resource: this.spec.name, error, reason, retryInMs: delay, consecutiveFailures: n });
   }
 
   private healthy(): void {

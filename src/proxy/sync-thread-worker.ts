@@ -4,6 +4,7 @@ import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { EngineKernel } from '../engine/engine.js';
+import type { ApiRequest } from '../kube/informers.js';
 import { ManifestFolder } from '../kube/manifests.js';
 import { memoryPressure } from '../native.js';
 import { openKernel as openRealKernel } from './kernel.js';
@@ -65,6 +66,31 @@ const changed = () => {
   });
 };
 
+/** The informers' requests by status, host and method ("code\thost\tmethod"), cumulative; posted
+ *  whole, once per turn of the event loop that answered requests (a list's pages, a round of
+ *  re-watches), never per watch event — and before any failure report, so the daemon's thread
+ *  never sees a failure before the request that had it. */
+const requestCounts = new Map<string, number>();
+let requestsDue = false;
+const postRequests = () => {
+  if (!requestsDue) return;
+  requestsDue = false;
+  send({
+    t: 'kubeRequests',
+    counts: [...requestCounts].map(([k, count]) => {
+      const [code, host, method] = k.split('\t') as [string, string, string];
+      return { code, host, method, count };
+    }),
+  });
+};
+const requested = (r: ApiRequest) => {
+  const key = `${r.code}\t${r.host}\t${r.method}`;
+  requestCounts.set(key, (requestCounts.get(key) ?? 0) + 1);
+  if (requestsDue) return;
+  requestsDue = true;
+  setImmediate(postRequests);
+};
+
 async function watchKube(m: Extract<ToThread, { t: 'watchKube' }>): Promise<void> {
   const { KubeSources } = await import('../kube/informers.js');
   // The client (an optional peer) is loaded only for a kubeconfig user with an exec plugin or an
@@ -95,7 +121,8 @@ async function watchKube(m: Extract<ToThread, { t: 'watchKube' }>): Promise<void
       onServiceCIDR: (o) => proxier.onServiceCIDR(o) && changed(),
       onServiceCIDRDelete: (name) => proxier.onServiceCIDRDelete(name) && changed(),
     },
-    onError: (e) => send({ t: 'kubeError', resource: e.resource, error: toWireError(e.error), retryInMs: e.retryInMs, consecutiveFailures: e.consecutiveFailures }),
+    onError: (e) => (postRequests(), send({ t: 'kubeError', resource: e.resource, error: toWireError(e.error), reason: e.reason, retryInMs: e.retryInMs, consecutiveFailures: e.consecutiveFailures })),
+    onRequest: requested,
     onHandlerError: (resource, e) => send({ t: 'kubeHandlerError', resource, error: toWireError(e) }),
   });
   s.start();

@@ -12,7 +12,7 @@ import { Worker } from 'node:worker_threads';
 import type { V1EndpointSlice, V1Node, V1Service } from '../kube/api-types.js';
 import type { SyncReport } from '../engine/engine.js';
 import { NetlinkError, type NetlinkErrorFields } from '../errors.js';
-import type { InformerError, InformerOptions, ResourceName } from '../kube/informers.js';
+import type { InformerError, InformerErrorReason, InformerOptions, ResourceName } from '../kube/informers.js';
 import type { KubeConfigSource } from '../kube/kubeconfig.js';
 import type { FolderLoad } from '../kube/manifests.js';
 import type { HealthCheck, ModelWarning } from '../kube/types.js';
@@ -100,11 +100,21 @@ export type FromThread =
   | { t: 'kubeSynced' }
   | { t: 'kubeChanged'; pending: PendingChanges }
   | { t: 'kubeNode'; node: V1Node | undefined }
-  | { t: 'kubeError'; resource: ResourceName; error: WireError; retryInMs: number; consecutiveFailures: number }
+  | { t: 'kubeError'; resource: ResourceName; error: WireError; reason: InformerErrorReason; retryInMs: number; consecutiveFailures: number }
+  | { t: 'kubeRequests'; counts: ApiRequestCount[] }
   | { t: 'kubeHandlerError'; resource: ResourceName; error: WireError };
 
 /** The informers' options that cross to the thread (numbers: no functions). */
-export type ThreadInformerOptions = Omit<InformerOptions, 'onError' | 'onHandlerError' | 'random'>;
+export type ThreadInformerOptions = Omit<InformerOptions, 'onError' | 'onHandlerError' | 'onRequest' | 'random'>;
+
+/** The informers' requests so far with one status (or '<error>'), host and method: client-go's
+ *  rest_client_requests_total series. */
+export interface ApiRequestCount {
+  code: string;
+  host: string;
+  method: string;
+  count: number;
+}
 
 /** ThreadedProxier.watchKube's options. */
 export interface ThreadKubeOptions {
@@ -216,6 +226,11 @@ export class ThreadedProxier {
   /** The changes the thread has received and no sync has taken yet, as it last reported them
    *  (after each batch of objects it takes in, each folder load, flush and sync). */
   pendingChanges: PendingChanges = { services: 0, endpoints: 0 };
+
+  /** The informers' requests so far, by status, host and method, as the thread last reported
+   *  them (at most once per turn of its event loop, after requests answered): cumulative, so a
+   *  scrape reads exact counts of what the thread has reported. */
+  apiRequests: readonly ApiRequestCount[] = [];
 
   /** The thread's Linux thread id (its /proc/self/task entry). */
   threadId = 0;
@@ -342,6 +357,7 @@ export class ThreadedProxier {
   private onMessage(m: FromThread): void {
     if (m.t === 'ready' || m.t === 'openFailed') return;
     if ('pending' in m) this.pendingChanges = m.pending;
+    if (m.t === 'kubeRequests') return void (this.apiRequests = m.counts);
     if (m.t === 'kubeSynced' || m.t === 'kubeChanged' || m.t === 'kubeNode' || m.t === 'kubeError' || m.t === 'kubeHandlerError') return this.onKube(m);
     const p = this.pending.get(m.id);
     if (!p) return;
@@ -366,7 +382,7 @@ export class ThreadedProxier {
       case 'kubeNode':
         return k.opts.onNode?.(m.node);
       case 'kubeError':
-        return k.opts.onError?.({ resource: m.resource, error: fromWireError(m.error), retryInMs: m.retryInMs, consecutiveFailures: m.consecutiveFailures });
+        return k.opts.onError?.({ resource: m.resource, error: fromWireError(m.error), reason: m.reason, retryInMs: m.retryInMs, consecutiveFailures: m.consecutiveFailures });
       case 'kubeHandlerError':
         return k.opts.onHandlerError?.(m.resource, fromWireError(m.error));
     }

@@ -107,6 +107,9 @@ drainTimeout: 5m
 proxyName: ipvsync
 ipvs:
   statsMetrics: services
+apiWatch:
+  timeout: 10m
+  silenceLimit: 90s
 `,
   });
   assert.deepEqual(config, {
@@ -139,6 +142,7 @@ ipvs:
     vipLink: 'ipvs0',
     drainTimeoutMs: 300_000,
     proxyName: 'ipvsync',
+    apiWatch: { timeoutMs: 600_000, silenceLimitMs: 90_000 },
   });
   assert.equal(logLevel(config), 'debug');
   assert.deepEqual(warnings.sort(), [
@@ -449,6 +453,8 @@ const FLAG_SAMPLES: Record<string, [unknown, unknown, RegExp]> = {
   'vip-link': ['ipvs1', 'a b', /not a link name/],
   'drain-timeout': ['90s', 'forever', /is not a duration/],
   'proxy-name': ['ipvsync', '-bad', /not a valid label value/],
+  'api-watch-timeout': ['10m', '1500ms', /not a whole number of seconds/],
+  'api-watch-silence-limit': ['30s', 'soon', /is not a duration/],
   'proxy-mode': ['nftables', 'iptables', /must be "ipvs" or "nftables"/],
   'iptables-sync-period': ['1m', '0s', /must be greater than 0/],
   'iptables-min-sync-period': ['2s', '-1s', /is negative/],

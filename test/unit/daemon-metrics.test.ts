@@ -28,7 +28,10 @@ import {
   type SyncResultForMetrics,
 } from '../../src/daemon/metrics.js';
 import { Proxier, type ProxierOptions } from '../../src/proxy/proxier.js';
+import type { InformerError } from '../../src/kube/informers.js';
 import { ThreadedProxier } from '../../src/proxy/sync-thread.js';
+import { FakeApiServer } from '../helpers/fake-apiserver.js';
+import { nodeObj, sliceObj, svcObj, TEST_OPTS } from '../helpers/informer-harness.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
 
@@ -72,6 +75,8 @@ const KUBE_PROXY_ALL_MODES: Array<[string, string]> = [
   ['kubeproxy_proxy_healthz_total', 'counter'],
   ['kubeproxy_proxy_livez_total', 'counter'],
   ['kubernetes_build_info', 'gauge'],
+  // client-go's, which kube-proxy serves
+  ['rest_client_requests_total', 'counter'],
 ];
 const KUBE_PROXY_NFTABLES: Array<[string, string]> = [
   ['kubeproxy_sync_full_proxy_rules_duration_seconds', 'histogram'],
@@ -83,6 +88,7 @@ const IPVSYNC_ALL_MODES: Array<[string, string]> = [
   ['ipvsync_sync_failures_total', 'counter'],
   ['ipvsync_nft_writes_total', 'counter'],
   ['ipvsync_addon_cpu_seconds_total', 'counter'],
+  ['ipvsync_informer_errors_total', 'counter'],
 ];
 const IPVSYNC_IPVS: Array<[string, string]> = [
   ['ipvsync_ipvs_writes_total', 'counter'],
@@ -136,7 +142,8 @@ test('HELP: kube-proxy’s text (and kubernetes_build_info’s) after component-
     help('kubernetes_build_info'),
     "[ALPHA] A metric with a constant '1' value labeled by major, minor, git version, git commit, git tree state, build date, Go version, and compiler from which Kubernetes was built, and platform on which it is running.",
   );
-  for (const [name, f] of got) assert.equal(f.help.startsWith('[ALPHA] '), name.startsWith('kubeproxy_') || name === 'kubernetes_build_info', name);
+  assert.equal(help('rest_client_requests_total'), '[ALPHA] Number of HTTP requests, partitioned by status code, method, and host.');
+  for (const [name, f] of got) assert.equal(f.help.startsWith('[ALPHA] '), name.startsWith('kubeproxy_') || name === 'kubernetes_build_info' || name.startsWith('rest_client_'), name);
 });
 
 test('kube-proxy’s bucket layouts: sync durations ExponentialBuckets(0.001, 2, 15); network programming MergeBuckets’ leading 0 and 81 finite buckets', async () => {
@@ -554,4 +561,72 @@ test('metrics server on 127.0.0.1: /metrics, HEAD without a dump, a failed dump 
   } finally {
     await srv.stop();
   }
+});
+
+test('the API path through the sync thread: rest_client_requests_total{code,host,method} counts every list page and watch the informers made (a 410 in a watch stream is a 200, a refused connection "<error>"); ipvsync_informer_errors_total{resource,reason} every failure by reason', async (t) => {
+  const api = await FakeApiServer.start(0, { bookmarkIntervalMs: 100 });
+  t.after(() => api.stop());
+  api.create('services', svcObj('a', '10.96.0.1'));
+  api.create('endpointslices', sliceObj('a', 'a-1', ['10.0.0.1']));
+  api.create('nodes', nodeObj('node-a'));
+  const tp = await ThreadedProxier.start({ proxier: OPTIONS, kernel: { glue: true }, kernelModule: KERNEL });
+  t.after(() => tp.close());
+  const m = new ProxyMetrics({ apiRequests: () => tp.apiRequests, ...CPU });
+  const errors: InformerError[] = [];
+  const onError = (e: InformerError) => (errors.push(e), m.recordInformerError(e.resource, e.reason));
+  const has = (resource: string, reason: string) => errors.some((e) => e.resource === resource && e.reason === reason);
+  // a 500 to the first services list, and a list (whichever comes next) reset mid-body
+  api.failNext(1, { status: 500, resource: 'services', watch: false });
+  api.resetNextList(1);
+  const kube = await tp.watchKube({ source: { server: api.url }, nodeName: 'node-a', informer: { ...TEST_OPTS, watchSilenceLimitMs: 1500 }, onError });
+  t.after(() => kube.stop());
+  await kube.synced;
+  await api.waitFor(() => api.openWatches() === 4, 'four watches');
+  assert.ok(has('services', 'http_500'));
+  await api.waitFor(() => errors.some((e) => e.reason === 'connection'), 'the reset list reported');
+  // a hung services watch
+  api.stallWatches();
+  api.stallWatches(false);
+  await api.waitFor(() => has('services', 'silent_watch'), 'the services watch taken for hung');
+  // a 410 in the next services watch's stream
+  await api.waitFor(() => api.openWatches('services') === 1, 'the services watch again');
+  api.expireNextWatches(1, 'services');
+  api.dropWatches('clean');
+  await api.waitFor(() => has('services', 'gone'), '410 Gone');
+  await api.waitFor(() => api.openWatches() === 4, 'four watches after the re-list');
+  // the server gone: refused connections, no status
+  await api.stop();
+  await api.waitFor(() => errors.some((e) => (e.error as { code?: string }).code === 'ECONNREFUSED'), 'a refused connection');
+  await api.listen();
+  await api.waitFor(() => api.openWatches() === 4, 'four watches after the restart');
+
+  // What the server answered, as the client counted it: an expired watch is a 200 with an ERROR
+  // event, a reset list a 200 cut short. The thread's counts are exact once it has reported them.
+  const expected = () => {
+    const byCode = new Map<string, number>();
+    for (const r of api.requests) {
+      const code = r.watch && r.status === 410 ? '200' : String(r.status);
+      byCode.set(code, (byCode.get(code) ?? 0) + 1);
+    }
+    return byCode;
+  };
+  const counted = () => new Map(tp.apiRequests.filter((r) => r.code !== '<error>').map((r) => [r.code, r.count]));
+  await api.waitFor(() => [...counted().values()].reduce((a, b) => a + b, 0) === api.requests.length, 'the thread\'s counts of every answered request');
+  const answered = expected();
+  const refused = errors.filter((e) => (e.error as { code?: string }).code === 'ECONNREFUSED').length;
+  assert.deepEqual(counted(), answered);
+  assert.deepEqual(new Set(tp.apiRequests.map((r) => `${r.host} ${r.method}`)), new Set([`127.0.0.1:${api.port} GET`]));
+  const text = await m.render();
+  const host = `127.0.0.1:${api.port}`;
+  for (const [code, n] of answered) assert.equal(sample(text, `rest_client_requests_total{code="${code}",host="${host}",method="GET"}`), n, code);
+  // (a request cut by the stop before its answer's headers counts there too)
+  assert.ok(refused >= 1 && sample(text, `rest_client_requests_total{code="<error>",host="${host}",method="GET"}`)! >= refused);
+  assert.ok(answered.get('500')! >= 1 && answered.get('200')! > 4);
+  // every failure under its reason, exactly as reported; the reason crosses on the error too (logged with it)
+  assert.ok(errors.every((e) => (e.error as { reason?: string }).reason === e.reason));
+  const byLabel = new Map<string, number>();
+  for (const e of errors) byLabel.set(`resource="${e.resource}",reason="${e.reason}"`, (byLabel.get(`resource="${e.resource}",reason="${e.reason}"`) ?? 0) + 1);
+  for (const [labels, n] of byLabel) assert.equal(sample(text, `ipvsync_informer_errors_total{${labels}}`), n, labels);
+  for (const reason of ['http_500', 'silent_watch', 'gone']) assert.ok(byLabel.has(`resource="services",reason="${reason}"`), reason);
+  assert.ok([...byLabel.keys()].some((k) => k.endsWith('reason="connection"')), 'the reset list, the cut watches, the refused connections');
 });
