@@ -3,7 +3,7 @@
 // destinations a slice of services at a time) and written in chunks; between syncs it keeps the
 // ownership record (ownership.ts), the draining destinations and the invalid services' verdicts.
 import type { NetlinkError } from '../errors.js';
-import { deleteFlows, type ConntrackApi } from '../kernel/conntrack.js';
+import { StaleFlows, type ConntrackApi } from '../kernel/conntrack.js';
 import type { IpSet, IpSetOp } from '../kernel/ipsets.js';
 import type { Destination, IpvsApi, IpvsOp, Service, ServiceId } from '../kernel/ipvs.js';
 import { anyContains, canonicalAddress, parseCidr, type Cidr } from '../net/address.js';
@@ -54,6 +54,8 @@ const NO_IPVS = 'the engine has no IPVS handle (a kernel without IPVS): virtual 
 
 export class IpvsReconciler {
   private draining = new Map<string, number>();
+  /** The flows of deleted destinations not flushed yet (a failed delete is tried again). */
+  private readonly staleFlows = new StaleFlows();
   private readonly managed: Cidr[];
   private readonly excluded: Cidr[];
   private readonly now: () => number;
@@ -250,9 +252,8 @@ export class IpvsReconciler {
       deleted.has(`${serviceKey({ protocol: f.protocol, address: f.service.address, port: f.service.port, family: f.family })}/${f.dest.address}/${f.dest.port}`),
     );
     // clients stop using a dead backend instead of waiting for the flow to time out
-    const flowsFlushed = flows.length && conntrack
-      ? await deleteFlows(conntrack, flows.map((f) => ({ family: f.family, proto: f.protocol, origDst: f.service.address, origDport: f.service.port, replySrc: f.dest.address, replySport: f.dest.port })), errors)
-      : 0;
+    this.staleFlows.add(flows.map((f) => ({ family: f.family, proto: f.protocol, origDst: f.service.address, origDport: f.service.port, replySrc: f.dest.address, replySport: f.dest.port })));
+    const flowsFlushed = this.staleFlows.size && conntrack ? await this.staleFlows.flush(conntrack, errors) : 0;
     return { draining: this.draining.size, flowsFlushed };
   }
 

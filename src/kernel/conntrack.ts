@@ -31,20 +31,43 @@ export interface ConntrackApi {
   delete(filter: FlowFilter): Promise<DeleteFlowsResult>;
 }
 
-/** Deletes the flows each filter matches (one dump and one batch of deletes each); the
- *  errors go to `errors`. Returns how many were deleted. */
-export async function deleteFlows(ct: ConntrackApi, filters: readonly FlowFilter[], errors: NetlinkError[]): Promise<number> {
-  let n = 0;
-  for (const f of filters) {
-    try {
-      const r = await ct.delete(f);
-      n += r.deleted;
-      errors.push(...r.errors);
-    } catch (e) {
-      errors.push(e as NetlinkError);
-    }
+/**
+ * Stale flows to delete, kept until a delete of them succeeds: a filter whose delete fails (or
+ * that a failed sync could not reach) is tried again at the next flush, so a sync that repairs
+ * the tables repairs the flows too, though its own diff no longer sees the endpoint go.
+ */
+export class StaleFlows {
+  private readonly pending = new Map<string, FlowFilter>();
+
+  get size(): number {
+    return this.pending.size;
   }
-  return n;
+
+  add(filters: readonly FlowFilter[]): void {
+    for (const f of filters) this.pending.set(JSON.stringify([f.family, f.proto, f.origDst, f.origDport, f.replySrc, f.replySport]), f);
+  }
+
+  /** Deletes the flows of every pending filter (one dump and one batch of deletes each) but
+   *  those `serving` says lead to an endpoint that serves again (dropped: its flows are live);
+   *  the errors go to `errors`, their filters stay. Returns how many flows were deleted. */
+  async flush(ct: ConntrackApi, errors: NetlinkError[], serving: (f: FlowFilter) => boolean = () => false): Promise<number> {
+    let n = 0;
+    for (const [key, f] of this.pending) {
+      if (serving(f)) {
+        this.pending.delete(key);
+        continue;
+      }
+      try {
+        const r = await ct.delete(f);
+        n += r.deleted;
+        errors.push(...r.errors);
+        if (!r.errors.length) this.pending.delete(key);
+      } catch (e) {
+        errors.push(e as NetlinkError);
+      }
+    }
+    return n;
+  }
 }
 
 /**

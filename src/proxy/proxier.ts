@@ -12,7 +12,7 @@ import { str } from '../kube/fields.js';
 import type { GlueSpec, ProxyModel } from './ipvs/types.js';
 import { GlueCache, desiredState } from './ipvs/desired.js';
 import { NftablesPlane, type ModelOrError, type PlaneStep } from './nftables/plane.js';
-import { deleteFlows, type FlowFilter } from '../kernel/conntrack.js';
+import { StaleFlows, type FlowFilter } from '../kernel/conntrack.js';
 import { modelContext, serviceCIDRsOf, serviceModel } from '../kube/service-model.js';
 import { compareText } from '../util/sorted.js';
 import type { NftOp } from '../kernel/nft-model.js';
@@ -85,6 +85,8 @@ export class Proxier {
   private tablesUnapplied = false;
   /** The nftables data plane's services and tables between syncs. */
   private readonly plane = new NftablesPlane();
+  /** nftables mode: flows left stale and not deleted yet. */
+  private readonly staleFlows = new StaleFlows();
   private readonly vipLink: string;
   private readonly glue: boolean;
   /** This node; its zone from ProxierOptions.node, else from its Node object (onNode). */
@@ -294,13 +296,16 @@ export class Proxier {
 
   /** The nftables data plane's sync: a sync that failed, or threw, leaves the plane and the
    *  engine knowing nothing (the plane's tables changed in place for it), so the next one
-   *  builds from nothing and lists the kernel. Once applied, the flows it left stale go. */
+   *  builds from nothing and lists the kernel. Once applied, the flows it left stale go —
+   *  and those of earlier syncs whose delete failed or that never got that far (a rebuild after
+   *  a failure no longer sees those endpoints go), unless their endpoint serves again. */
   private async syncNftables(full: boolean): Promise<ProxySyncResult> {
     try {
       const { plan, model, serviceChanges, endpointChanges, triggerTimes, staleFlows } = await this.planNftables(full);
+      this.staleFlows.add(staleFlows);
       const report = await this.engine.apply(plan);
       if (report.errors.length) this.forgetNftables();
-      else if (this.kernel.conntrack && staleFlows.length) report.flowsFlushed = await deleteFlows(this.kernel.conntrack, staleFlows, report.errors);
+      else if (this.kernel.conntrack && this.staleFlows.size) report.flowsFlushed = await this.staleFlows.flush(this.kernel.conntrack, report.errors, (f) => this.plane.serves(f));
       return { model, report, serviceChanges, endpointChanges, triggerTimes };
     } catch (e) {
       this.forgetNftables();

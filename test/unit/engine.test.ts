@@ -160,6 +160,35 @@ test('removed UDP destinations: deleted at once and their flows flushed', async 
   ]);
 });
 
+test('a flush of stale flows that fails is tried again by the next sync, though its diff no longer sees the destination go', async () => {
+  const ipvs = new FakeIpvs();
+  const calls: FlowFilter[] = [];
+  let fail = true;
+  const conntrack = {
+    list: async () => [],
+    count: async () => 0,
+    delete: async (f: FlowFilter) => {
+      calls.push(f);
+      if (fail) throw Object.assign(new Error('conntrack delete: ENOBUFS'), { errno: 105 });
+      return { matched: 1, deleted: 1, gone: 0, errors: [], sendmsgCalls: 1 };
+    },
+  };
+  const e = new Engine({ ipvs, conntrack }, { managedCidrs: ['10.96.0.0/12'] });
+  const one = { services: [svc('10.96.0.10', 53, ['10.244.0.5'], 'udp')] };
+  await e.sync({ services: [svc('10.96.0.10', 53, ['10.244.0.5', '10.244.0.6'], 'udp')] });
+  const r = await e.sync(one);
+  assert.equal(r.errors.length, 1, 'the failed delete is the sync\'s error');
+  fail = false;
+  const retry = await e.sync(one);
+  assert.deepEqual(retry.ipvs.ops, {}, 'nothing left to write');
+  assert.deepEqual(retry.errors, []);
+  assert.equal(retry.flowsFlushed, 1);
+  const stale = { family: 'inet', proto: 'udp', origDst: '10.96.0.10', origDport: 53, replySrc: '10.244.0.6', replySport: 8080 };
+  assert.deepEqual(calls, [stale, stale]);
+  assert.equal((await e.sync(one)).flowsFlushed, 0, 'and once deleted, never again');
+  assert.equal(calls.length, 2);
+});
+
 test('graceful termination through the engine: drain, keep draining across syncs, delete when idle', async () => {
   const ipvs = new FakeIpvs();
   let now = 0;

@@ -293,6 +293,15 @@ export class NftablesPlane {
     return { changes, staleFlows };
   }
 
+  /** Whether a stale flow's filter names an endpoint (replySrc, replySport) that serves its
+   *  frontend now (a filter without the endpoint's port names none). */
+  serves(f: FlowFilter): boolean {
+    if (f.replySport === undefined || f.origDst === undefined) return false;
+    const owner = this.owners.get(`${f.origDst} ${f.proto} ${f.origDport}`);
+    const fe = owner && this.services.get(owner.service)?.owned.find((p) => p.address === f.origDst && p.protocol === f.proto && p.port === f.origDport);
+    return fe?.endpoints?.some(([a, p]) => a === f.replySrc && p === f.replySport) ?? false;
+  }
+
   /** The tables of the last step: the same objects while their shape stays. */
   tables(): DesiredNftTable[] {
     return FAMS.map((f) => {
