@@ -196,7 +196,10 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
     const onHandlerError = (resource: ResourceName, e: unknown) => log.error('informer handler failed', { resource, error: e });
     // The thread lists and watches the API itself: the objects go from the parsed answers
     // straight into its proxier, and this thread hears only of changes and of its Node.
-    const informer = { ...(cfg.apiWatch.timeoutMs ? { watchTimeoutSeconds: cfg.apiWatch.timeoutMs / 1000 } : {}), watchSilenceLimitMs: cfg.apiWatch.silenceLimitMs };
+    // Retries back off to half a sync period at most (within 5–30 s): an API server back after
+    // an outage is listed again, and its changes synced, within about one sync period.
+    const backoffMaxMs = Math.min(30_000, Math.max(5_000, periods.syncPeriodMs / 2));
+    const informer = { ...(cfg.apiWatch.timeoutMs ? { watchTimeoutSeconds: cfg.apiWatch.timeoutMs / 1000 } : {}), watchSilenceLimitMs: cfg.apiWatch.silenceLimitMs, backoffMaxMs };
     const kube = await proxier.watchKube({ source, nodeName: nodeName(cfg), informer, onChange: request, onNode: (n) => health.syncNode(n), onError, onHandlerError });
     lc.onStop('informers', () => kube.stop());
     // Never program from an empty cache: wait for every first list. Then this thread's own
