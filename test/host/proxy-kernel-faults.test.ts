@@ -20,7 +20,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
-import { CLI, conntrackList, run, sh, waitFor } from '../e2e/helpers/kernel.js';
+import { CLI, conntrackList, sh, waitFor } from '../e2e/helpers/kernel.js';
+import { freshSync, ownedTables } from '../helpers/api-daemon.js';
 import { FakeApiServer } from '../helpers/fake-apiserver.js';
 import { FAULT_MARK, type FaultMethod, type FiredFault } from '../helpers/kernel-faults.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
@@ -30,7 +31,6 @@ const NODE = 'faults-node';
 const NODE_IP = '192.168.50.10';
 const CLUSTER_CIDR = '10.244.0.0/16';
 const METRICS = '127.0.0.1:10249';
-const REF_NS = 'kernel-faults-ref';
 const HOOK = new URL('../helpers/kernel-faults.js', import.meta.url).href;
 const SYNC_FLAGS = ['--proxy-mode', 'nftables', '--hostname-override', NODE, '--cluster-cidr', CLUSTER_CIDR, '--node-ip', NODE_IP];
 /** Bound on waiting for one event (a loaded machine: generous; never a decision). */
@@ -48,68 +48,12 @@ const api = (ips: string[]) => [svc('api', { clusterIP: '10.96.0.20', ports: [{ 
 
 // ---- what the kernel holds ----
 
-type NftItem = Record<string, Record<string, unknown>>;
-
-/**
- * One owned table as `nft -j` lists it, in a form two tables that act the same share: handles
- * left out, set elements and declarations sorted, rules in their chain's order. The plane keeps
- * the endpoint-count maps (`endpoints-N`) of its earlier tables, empty, with their dispatch
- * rules, in the order the counts first appeared (plane.ts rebuild: "so their rules do not
- * move"), where `ipvsync sync` from nothing has only the counts it needs, by service name: the
- * empty ones and their rules are left out, and the dispatch rules (disjoint keys: their order
- * does not matter) sorted.
- */
-function canonical(items: NftItem[]): unknown {
-  const gone = new Set(items.filter((i) => i.map && /^endpoints-\d+$/.test(String(i.map.name)) && !(i.map.elem as unknown[] | undefined)?.length).map((i) => `"@${String(i.map!.name)}"`));
-  const decls: string[] = [];
-  const chains = new Map<string, { ordered: string[]; dispatch: string[] }>();
-  for (const i of items) {
-    if (!i.rule) {
-      const [kind, body] = Object.entries(i)[0]!;
-      if (kind === 'map' && gone.has(`"@${String(body.name)}"`)) continue;
-      const elem = body.elem as unknown[] | undefined;
-      decls.push(JSON.stringify({ [kind]: elem ? { ...body, elem: elem.map((e) => JSON.stringify(e)).sort() } : body }));
-      continue;
-    }
-    const text = JSON.stringify(i.rule);
-    const refs = [...text.matchAll(/"@endpoints-\d+"/g)].map((m) => m[0]);
-    if (refs.some((r) => gone.has(r))) continue;
-    const key = String(i.rule.chain);
-    if (!chains.has(key)) chains.set(key, { ordered: [], dispatch: [] });
-    (refs.length ? chains.get(key)!.dispatch : chains.get(key)!.ordered).push(text);
-  }
-  return { decls: decls.sort(), rules: [...chains].sort(([a], [b]) => (a < b ? -1 : 1)).map(([chain, r]) => ({ chain, rules: [...r.ordered, ...r.dispatch.sort()] })) };
-}
-
-/** The owned tables (ip and ip6 ipvsync) as `nft -j` lists them, canonical (above). */
-async function owned(netns?: string): Promise<string> {
-  const out: unknown[] = [];
-  for (const fam of ['ip', 'ip6']) {
-    const args = ['-j', 'list', 'table', fam, 'ipvsync'];
-    const r = netns ? await run('ip', ['netns', 'exec', netns, 'nft', ...args]) : await run('nft', args);
-    if (r.code !== 0) {
-      out.push(`${fam}: absent`);
-      continue;
-    }
-    const items = (JSON.parse(r.stdout) as { nftables: NftItem[] }).nftables.filter((i) => !('metainfo' in i));
-    out.push(canonical(JSON.parse(JSON.stringify(items, (k, v: unknown) => (k === 'handle' ? undefined : v))) as NftItem[]));
-  }
-  return JSON.stringify(out, null, 1);
-}
+/** The owned tables, normalised (helpers/api-daemon.ts: what may differ between two tables that
+ *  act the same, e.g. the empty endpoint-count maps the plane keeps, left out). */
+const owned = () => ownedTables();
 
 /** What a fresh `ipvsync sync -f` of `objects` programs, in a namespace of its own. */
-async function reference(objects: Obj[]): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), 'kernel-faults-ref-'));
-  try {
-    writeFileSync(join(dir, 'objects.json'), JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }));
-    await sh('ip', 'netns', 'exec', REF_NS, 'nft', 'flush', 'ruleset');
-    const r = await run('ip', ['netns', 'exec', REF_NS, process.execPath, CLI, 'sync', '-f', join(dir, 'objects.json'), ...SYNC_FLAGS], { timeoutMs: BOUND });
-    assert.equal(r.code, 0, `ipvsync sync: ${r.stderr}${r.stdout}`);
-    return await owned(REF_NS);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
+const reference = (objects: Obj[]) => freshSync(objects, SYNC_FLAGS);
 
 /** Someone else's objects, as the independent tools show them (a flow's countdown left out). */
 async function foreign(): Promise<string> {
@@ -280,8 +224,6 @@ table ip6 foreign6 {
   await sh('ip', 'link', 'add', 'kube-ipvs0', 'type', 'bridge');
   await sh('ip', 'address', 'add', '10.96.7.7/32', 'dev', 'kube-ipvs0');
   await sh('conntrack', '-I', '-p', 'udp', '-s', '10.5.5.5', '-d', '10.6.6.6', '--sport', '1111', '--dport', '2222', '-t', '600', '-u', 'SEEN_REPLY');
-  await sh('ip', 'netns', 'add', REF_NS);
-  await sh('ip', 'netns', 'exec', REF_NS, 'ip', 'link', 'set', 'lo', 'up');
   const faultsDir = mkdtempSync(join(tmpdir(), 'kernel-faults-'));
   const faults = new Faults(faultsDir);
   const apiServer = await FakeApiServer.start();
@@ -296,7 +238,6 @@ table ip6 foreign6 {
     spawnSync('ip', ['route', 'flush', 'table', 'local', 'proto', '249']);
     spawnSync('ip', ['route', 'del', 'local', '10.97.0.0/16', 'dev', 'lo', 'table', 'local']);
     spawnSync('conntrack', ['-F']);
-    spawnSync('ip', ['netns', 'del', REF_NS]);
   });
 
   let objects: Obj[] = [...web(['10.244.1.2']), ...dns(['10.244.1.3', '10.244.1.4'])];
