@@ -350,13 +350,15 @@ export class FakeApiServer {
 
   /** The next periodic bookmark: after the interval, or 2 s before the deadline if sooner (the
    *  cacher's nextBookmarkTime), so a watch about to end has a fresh resourceVersion. */
-  private scheduleBookmark(w: WatchConn, interval: number): void {
+  private scheduleBookmark(w: WatchConn, interval: number, preSent = false): void {
     let delay = interval;
-    const pre = w.deadline ? w.deadline - 2000 - Date.now() : 0;
-    if (pre > 0 && pre < delay) delay = pre;
+    // (once: a timer may fire a millisecond before Date.now() says it is due)
+    const pre = w.deadline && !preSent ? w.deadline - 2000 - Date.now() : 0;
+    const isPre = pre > 0 && pre < delay;
+    if (isPre) delay = pre;
     w.bookmarkTimer = setTimeout(() => {
       this.bookmark(w);
-      this.scheduleBookmark(w, interval);
+      this.scheduleBookmark(w, interval, preSent || isPre);
     }, delay);
     w.bookmarkTimer.unref();
   }
