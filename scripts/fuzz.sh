@@ -18,16 +18,24 @@ objs=$(ls build/fuzz/obj/*.o)
 for harness in native/fuzz/*.cc; do
   name=$(basename "$harness" .cc)
   # shellcheck disable=SC2086
-  clang++ $FUZZ_CXXFLAGS -fsanitize=fuzzer "$harness" $objs -o "build/fuzz/$name"
+  clang++ $FUZZ_CXXFLAGS -fsanitize=fuzzer "$harness" $objs -o "build/fuzz/$name" &
+done
+wait
+# Each harness for its bounded time, as many at once as there are CPUs (the bound is wall time:
+# side by side, the run takes the time of a few harnesses, not of all of them).
+export secs
+one() {
+  local name=$1 log="build/fuzz/$1.log"
   mkdir -p "build/fuzz/$name.corpus"
-  echo "fuzz: $name for ${secs}s"
-  log="build/fuzz/$name.log"
   if ! "build/fuzz/$name" -max_total_time="$secs" -max_len=4096 -print_final_stats=1 \
     "build/fuzz/$name.corpus" >"$log" 2>&1; then
     grep -E -A3 "runtime error|ERROR|SUMMARY" "$log" | head -40 >&2
     echo "fuzz: $name FAILED (full log: $log)" >&2
-    exit 1
+    return 1
   fi
-  grep -E "stat::number_of_executed_units" "$log" || true
-done
+  echo "fuzz: $name for ${secs}s: $(grep -E "stat::number_of_executed_units" "$log" || true)"
+}
+export -f one
+for harness in native/fuzz/*.cc; do basename "$harness" .cc; done |
+  xargs -P "$(nproc)" -I{} bash -c 'one "$1"' _ {} || { echo "fuzz: a harness failed" >&2; exit 1; }
 echo "fuzz: no crash"

@@ -15,15 +15,10 @@ passed_total=0
 failed_total=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-run() {
-  local name=$1
-  shift
-  echo
-  echo "=== $name: $*"
-  local t0=$SECONDS
-  local rc=0
-  "$@" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
-  # Sum node:test's own counts ("ℹ pass N" with the spec reporter, "# pass N" with TAP).
+# Sums node:test's counts in a suite's log ("ℹ pass N" with the spec reporter, "# pass N" with
+# TAP) and reports the suite: `tally NAME LOG RC SECONDS`.
+tally() {
+  local name=$1 log=$2 rc=$3 secs=$4
   local p f
   p=$(grep -aE '^(ℹ|#) pass [0-9]+$' "$log" | awk '{s+=$3} END {print s+0}')
   f=$(grep -aE '^(ℹ|#) fail [0-9]+$' "$log" | awk '{s+=$3} END {print s+0}')
@@ -33,11 +28,58 @@ run() {
   local on
   on=$(grep -aoE '^vm: kernel=[a-z]+ [^ ]+' "$log" | tail -n 1 | sed 's/^vm: kernel=/ under /')
   if [ "$rc" = 0 ]; then
-    echo "=== $name: ok$on ($((SECONDS - t0)) s)"
+    echo "=== $name: ok$on ($secs s)"
   else
-    echo "=== $name: FAILED$on ($((SECONDS - t0)) s)"
+    echo "=== $name: FAILED$on ($secs s)"
     failed+=("$name")
   fi
+}
+run() {
+  local name=$1
+  shift
+  echo
+  echo "=== $name: $*"
+  local t0=$SECONDS
+  local rc=0
+  "$@" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
+  tally "$name" "$log" "$rc" $((SECONDS - t0))
+}
+# Suites side by side, each to its own log, shown whole and tallied in order once all have
+# ended: `together NAME1 'CMD1' NAME2 'CMD2' …` (each CMD one shell command line).
+together() {
+  local names=() pids=() t0=$SECONDS i
+  local dir
+  dir=$(mktemp -d)
+  while [ $# -gt 0 ]; do
+    names+=("$1")
+    echo
+    echo "=== $1 (side by side): $2"
+    bash -c "$2" >"$dir/$1.log" 2>&1 &
+    pids+=($!)
+    shift 2
+  done
+  # (in the order they end: each one's time is its own)
+  local running=("${pids[@]}") rc done_pid
+  while [ ${#running[@]} -gt 0 ]; do
+    rc=0
+    wait -n -p done_pid "${running[@]}" || rc=$?
+    for i in "${!pids[@]}"; do
+      [ "${pids[$i]}" = "$done_pid" ] && echo "$rc $((SECONDS - t0))" >"$dir/${names[$i]}.rc"
+    done
+    local still=()
+    for i in "${running[@]}"; do [ "$i" != "$done_pid" ] && still+=("$i"); done
+    running=("${still[@]}")
+  done
+  : >"$log"
+  for i in "${!names[@]}"; do
+    echo
+    echo "=== ${names[$i]}: output"
+    cat "$dir/${names[$i]}.log"
+    cat "$dir/${names[$i]}.log" >>"$log"
+    read -r rc secs <"$dir/${names[$i]}.rc"
+    tally "${names[$i]}" "$dir/${names[$i]}.log" "$rc" "$secs"
+  done
+  rm -rf "$dir"
 }
 
 run unit node --test --test-reporter=spec dist/test/unit/
@@ -46,8 +88,10 @@ run cmake bash -c 'npx --no-install cmake-js rebuild --out build-cmake --log-lev
   IPVSYNC_ADDON=build-cmake/Release/ipvsync.node node --test dist/test/unit/'
 run fuzz bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 run host bash scripts/host-tests.sh
-run kernel node dist/test/vm/cli.js --suite kernel
-kernel_on=$(grep -aoE '^vm: kernel=[a-z]+' "$log" | tail -n 1 | sed 's/^vm: kernel=//')
+# The real-kernel suite (user-mode-linux where it boots, else qemu) and the proxy end to end
+# (IPVS and nftables together: Debian's kernel under qemu) keep one CPU each: side by side.
+together kernel 'node dist/test/vm/cli.js --suite kernel' e2e 'node dist/test/vm/cli.js --kernel qemu --suite e2e'
+kernel_on=$(grep -aoE '^vm: kernel=[a-z]+' "$log" | head -n 1 | sed 's/^vm: kernel=//')
 # Where user-mode-linux boots, its fallback (qemu, for CPUs where it panics) would go untried:
 # force it for the VM's own checks and one IPVS file, in one qemu boot. Where the suite above
 # already fell back, it was that run.
@@ -58,8 +102,6 @@ else
   run kernel-fallback env IPVSYNC_UML_PROBE=fail node dist/test/vm/cli.js -- \
     node --test --test-reporter=spec --test-concurrency=1 dist/test/kernel/vm-environment.test.js dist/test/kernel/ipvs-api.test.js
 fi
-# The proxy end to end needs IPVS and nftables together: Debian's kernel under qemu.
-run e2e node dist/test/vm/cli.js --kernel qemu --suite e2e
 # The node image, built here (base included) and run as deploy/daemonset.yaml runs it.
 run image bash scripts/image.sh
 run image-test bash scripts/image-test.sh
