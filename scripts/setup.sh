@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs and builds everything ipvsync's tests and demo need on a fresh Debian machine:
-# apt packages (the cross-check tools, clang for the fuzzer, the arm64 cross compiler for the
+# apt packages (python3 for node-gyp and a host test, the cross-check tools, clang for the fuzzer, the arm64 cross compiler for the
 # prebuilds `npm pack` makes), npm dependencies, the native
 # addon (node-gyp, incremental) and the TypeScript build. Idempotent and quiet when done.
 # The VM kernels' packages are installed by scripts/vm-deps.sh when a VM suite first runs, the
@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_pkgs=(iproute2 ipset nftables conntrack ipvsadm iptables strace clang libclang-rt-14-dev kmod openssl g++-aarch64-linux-gnu)
+apt_pkgs=(python3 iproute2 ipset nftables conntrack ipvsadm iptables strace clang libclang-rt-14-dev kmod openssl g++-aarch64-linux-gnu)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

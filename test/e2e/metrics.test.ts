@@ -1,13 +1,17 @@
 // End to end on a real kernel: the proxy daemon's /metrics as Prometheus scrapes it. Its first
 // sync counts its IPVS writes; real connections through a service move the per-virtual-server
-// and per-real-server counters read from the kernel; an endpoint change is pending until the
-// sync that takes it (held back by the minimum sync period), then observed as network
-// programming latency from the EndpointSlice's last-change-trigger-time.
+// and per-real-server counters read from the kernel; an endpoint change is pending while no sync
+// may take it (a minimum sync period longer than the test), and still unprogrammed when that
+// daemon stops; the next daemon programs it at its start, and a change after that is observed
+// as network programming latency from the EndpointSlice's last-change-trigger-time. Which of
+// two things comes first is never a matter of speed here (issue #58): the daemon that shows the
+// change pending can sync nothing before the test ends, and the one that syncs a change is
+// never asked whether it was pending first.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../src/kube/change-tracker.js';
 import { ipvsadmList, sh, waitFor } from './helpers/kernel.js';
-import { fixture, manifestDir, withoutEndpoint, writeManifests } from './helpers/manifests.js';
+import { fixture, manifestDir, withoutEndpoint, writeManifests, type Doc } from './helpers/manifests.js';
 import { PODS, withPodNetwork } from './helpers/podnet.js';
 import { startProxy } from './helpers/proxy.js';
 import { httpMany, tally } from './helpers/traffic.js';
@@ -42,6 +46,13 @@ function get(m: Map<string, number>, series: string): number {
  *  absent until the first observation, as a labelled histogram of kube-proxy's). */
 const programmed = (m: Map<string, number>) => m.get('kubeproxy_network_programming_duration_seconds_count{ip_family="IPv4"}') ?? 0;
 
+/** `docs` with their EndpointSlices' changes stamped now, as by the endpoints controller. */
+const stamped = (docs: readonly Doc[]): Doc[] =>
+  docs.map((d) => (d.kind === 'EndpointSlice' ? { ...d, metadata: { ...d.metadata, annotations: { [ANNOTATION_LAST_CHANGE_TRIGGER_TIME]: new Date().toISOString() } } } : d));
+
+/** pod-c's real server as the kernel has it (undefined: none). */
+const podC = async () => (await ipvsadmList()).get('TCP 10.96.0.10:80')!.dests.find((d) => d.address === `${PODS[2]!.ip}:8080`);
+
 /** The sum of a family's samples (every op of ipvsync_ipvs_writes_total). */
 function total(m: Map<string, number>, name: string): number {
   let n = 0;
@@ -53,19 +64,19 @@ describe('the proxy daemon’s metrics end to end', { skip }, () => {
 
   withPodNetwork();
 
-  test('/metrics: writes counted, traffic counters moving with real connections, an endpoint change pending until its sync, then its network programming latency', async (t) => {
+  test('/metrics: writes counted, traffic counters moving with real connections, an endpoint change pending while no sync may take it, then a change\'s network programming latency', async (t) => {
     const dir = await manifestDir('metrics');
     const docs = await fixture('lifecycle.yaml');
     await writeManifests(dir, 'web.yaml', docs);
-    // No two syncs closer than 45 s: the change below waits for its sync long enough to be
-    // seen pending; no periodic sync in between.
-    const { child, log, stderr, exited } = startProxy(['--manifests', dir], '--metrics-bind-address', '127.0.0.1:10249', '--ipvs-min-sync-period', '45s', '--ipvs-sync-period', '120s', '--ipvs-stats-metrics', 'all');
+    // No sync after the first for an hour (the test's own time bounds are far below): the change
+    // below stays pending as long as the test looks.
+    let proxy = startProxy(['--manifests', dir], '--metrics-bind-address', '127.0.0.1:10249', '--ipvs-min-sync-period', '1h', '--ipvs-sync-period', '1h', '--ipvs-stats-metrics', 'all');
     t.after(() => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      if (proxy.child.exitCode === null && proxy.child.signalCode === null) proxy.child.kill('SIGKILL');
     });
-    const output = async () => `proxy log:\n${log.join('\n')}\n${stderr()}\nipvsadm -Ln --stats:\n${await sh('ipvsadm', '-Ln', '--stats')}`;
-    const syncs = () => log.filter((l) => JSON.parse(l).msg === 'sync').length;
-    await waitFor('the first sync', async () => (syncs() >= 1 ? true : undefined), { timeoutMs: 60_000, last: output });
+    const output = async () => `proxy log:\n${proxy.log.join('\n')}\n${proxy.stderr()}\nipvsadm -Ln --stats:\n${await sh('ipvsadm', '-Ln', '--stats')}`;
+    const syncs = () => proxy.log.filter((l) => JSON.parse(l).msg === 'sync');
+    await waitFor('the first sync', async () => (syncs().length >= 1 ? true : undefined), { timeoutMs: 60_000, last: output });
 
     // The first sync: its writes counted, nothing pending, the initial state no change to measure.
     const first = await scrape();
@@ -106,28 +117,49 @@ describe('the proxy daemon’s metrics end to end', { skip }, () => {
       assert.ok(get(traffic, `ipvsync_real_server_bytes_total{${rs(p.ip)},direction="out"}`) > get(first, `ipvsync_real_server_bytes_total{${rs(p.ip)},direction="out"}`));
     }
 
-    // pod-c's endpoint goes away, the change stamped by "the endpoints controller".
-    const changed = withoutEndpoint(docs, 'web', PODS[2]!.ip).map((d) =>
-      d.kind === 'EndpointSlice' ? { ...d, metadata: { ...d.metadata, annotations: { [ANNOTATION_LAST_CHANGE_TRIGGER_TIME]: new Date().toISOString() } } } : d,
-    );
-    const syncsBefore = syncs();
-    await writeManifests(dir, 'web.yaml', changed);
-    // Read and queued at once, taken by no sync yet: pending.
+    // pod-c's endpoint goes away, the change stamped by "the endpoints controller": read and
+    // queued, taken by no sync (none may start within the hour): pending.
+    await writeManifests(dir, 'web.yaml', stamped(withoutEndpoint(docs, 'web', PODS[2]!.ip)));
     const pending = await waitFor(
       'the endpoint change pending',
       async () => {
         const m = await scrape();
         return get(m, 'kubeproxy_sync_proxy_rules_endpoint_changes_pending') > 0 ? m : undefined;
       },
-      { timeoutMs: 30_000, last: output },
+      { timeoutMs: 60_000, last: output },
     );
-    assert.equal(syncs(), syncsBefore, `the change was seen pending before its sync:\n${await output()}`);
+    assert.equal(syncs().length, 1, `no sync but the first:\n${await output()}`);
     assert.equal(get(pending, 'kubeproxy_sync_proxy_rules_endpoint_changes_pending'), 1);
     assert.equal(get(pending, 'kubeproxy_sync_proxy_rules_service_changes_pending'), 0);
     assert.ok(get(pending, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{ip_family="IPv4"}') >= get(first, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}'));
+    assert.equal(get(pending, 'kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"}'), 1);
     assert.equal(programmed(pending), 0);
+    assert.equal((await podC())?.weight, 1, 'pod-c as the first sync programmed it');
 
-    // The sync takes it: nothing pending, its latency observed, its writes counted.
+    // Stopped with the change pending: the data plane stays as the last sync left it.
+    proxy.child.kill('SIGTERM');
+    assert.deepEqual(await proxy.exited, { code: 0, signal: null }, await output());
+    assert.deepEqual(syncs().map((l) => JSON.parse(l).errors), [0], await output());
+    assert.equal((await podC())?.weight, 1, 'pod-c untouched by the stop');
+
+    // The next daemon (no minimum sync period) programs the folder as it is at its start: the
+    // change is its initial state, nothing pending, no latency to measure. (No periodic sync
+    // either: the kernel changes only by the syncs the test asks for.)
+    proxy = startProxy(['--manifests', dir], '--metrics-bind-address', '127.0.0.1:10249', '--ipvs-min-sync-period', '0s', '--ipvs-sync-period', '1h', '--ipvs-stats-metrics', 'all');
+    await waitFor('the second daemon\'s first sync', async () => (syncs().length >= 1 ? true : undefined), { timeoutMs: 60_000, last: output });
+    const restarted = await scrape();
+    assert.equal(get(restarted, 'kubeproxy_sync_proxy_rules_endpoint_changes_pending'), 0, await output());
+    assert.equal(get(restarted, 'kubeproxy_sync_proxy_rules_service_changes_pending'), 0);
+    assert.equal(programmed(restarted), 0);
+    // pod-c as the kernel has it: draining at weight 0 while IPVS still counts its closed
+    // connections, else gone (and its series with it)
+    const drained = await podC();
+    assert.equal(restarted.get(`ipvsync_real_server_weight{${rs(PODS[2]!.ip)}}`), drained ? 0 : undefined, await output());
+    if (drained) assert.equal(drained.weight, 0);
+
+    // pod-c's endpoint comes back, stamped: the sync that takes it observes its latency.
+    const syncsBefore = syncs().length;
+    await writeManifests(dir, 'web.yaml', stamped(docs));
     const synced = await waitFor(
       'the endpoint change synced',
       async () => {
@@ -141,17 +173,14 @@ describe('the proxy daemon’s metrics end to end', { skip }, () => {
     assert.equal(programmed(synced), 1);
     assert.ok(get(synced, 'kubeproxy_network_programming_duration_seconds_sum{ip_family="IPv4"}') > 0);
     assert.equal(get(synced, 'kubeproxy_network_programming_duration_seconds_bucket{le="+Inf",ip_family="IPv4"}'), 1);
-    assert.equal(get(synced, 'kubeproxy_sync_proxy_rules_endpoint_changes_total') - get(first, 'kubeproxy_sync_proxy_rules_endpoint_changes_total'), 1);
-    assert.ok(total(synced, 'ipvsync_ipvs_writes_total') > total(first, 'ipvsync_ipvs_writes_total'), await output());
-    assert.ok(syncs() > syncsBefore);
-    // pod-c as the kernel has it: draining at weight 0 while IPVS still counts its closed
-    // connections, else gone (and its series with it)
-    const podC = (await ipvsadmList()).get('TCP 10.96.0.10:80')!.dests.find((d) => d.address === `${PODS[2]!.ip}:8080`);
-    assert.equal(synced.get(`ipvsync_real_server_weight{${rs(PODS[2]!.ip)}}`), podC ? 0 : undefined);
-    if (podC) assert.equal(podC.weight, 0);
+    assert.equal(get(synced, 'kubeproxy_sync_proxy_rules_endpoint_changes_total') - get(restarted, 'kubeproxy_sync_proxy_rules_endpoint_changes_total'), 1);
+    assert.ok(total(synced, 'ipvsync_ipvs_writes_total') > total(restarted, 'ipvsync_ipvs_writes_total'), await output());
+    assert.ok(syncs().length > syncsBefore);
+    assert.equal((await podC())?.weight, 1, 'pod-c back');
+    assert.equal(synced.get(`ipvsync_real_server_weight{${rs(PODS[2]!.ip)}}`), 1);
 
-    child.kill('SIGTERM');
-    assert.deepEqual(await exited, { code: 0, signal: null }, await output());
-    assert.ok(log.filter((l) => JSON.parse(l).msg === 'sync').every((l) => JSON.parse(l).errors === 0), log.join('\n'));
+    proxy.child.kill('SIGTERM');
+    assert.deepEqual(await proxy.exited, { code: 0, signal: null }, await output());
+    assert.ok(syncs().every((l) => JSON.parse(l).errors === 0), await output());
   });
 });
