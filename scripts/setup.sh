@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs and builds everything ipvsync's tests and demo need on a fresh Debian machine:
-# apt packages (python3 for node-gyp and a host test, the cross-check tools, clang for the fuzzer, the arm64 cross compiler for the
-# prebuilds `npm pack` makes), npm dependencies, the native
-# addon (node-gyp, incremental) and the TypeScript build. Idempotent and quiet when done.
+# apt packages (python3 for node-gyp and a host test, the cross-check tools, clang for the
+# fuzzer, the arm64 cross compiler for the prebuilds `npm pack` makes), npm dependencies, the
+# native addon (node-gyp, incremental) and the TypeScript build. Idempotent and quiet when done.
 # The VM kernels' packages are installed by scripts/vm-deps.sh when a VM suite first runs, the
 # container tools by scripts/image-base.sh when the node image is first built.
 set -euo pipefail
