@@ -1,6 +1,10 @@
 // A bounded-frequency runner for sync functions (kube-proxy's BoundedFrequencyRunner, reduced
 // to what a proxy needs): bursts of requests coalesce into one sync no sooner than
-// `minIntervalMs` after the previous one started, a sync runs at least every `maxIntervalMs`,
+// `minIntervalMs` after the previous one started, a sync runs at least every `maxIntervalMs`
+// (a full one), and, however many partial ones come between, a full one at least every
+// `fullSyncPeriodMs` (kube-proxy's FullSyncPeriod, an hour: a node whose endpoints change all
+// the time still has its tables compared with the kernel, without a full sync's pause in every
+// sync period of its churn),
 // a failed sync is retried with exponential backoff, and two syncs never overlap.
 
 export type SyncTrigger = 'initial' | 'request' | 'periodic' | 'retry';
@@ -10,6 +14,9 @@ export type SyncTrigger = 'initial' | 'request' | 'periodic' | 'retry';
  *  base for an incremental one). The daemon's sync and its metrics (full and partial sync
  *  durations) read triggers so. */
 export const fullSync = (trigger: SyncTrigger): boolean => trigger !== 'request';
+
+/** RunnerOptions.fullSyncPeriodMs's default: kube-proxy's FullSyncPeriod. */
+export const FULL_SYNC_PERIOD_MS = 3_600_000;
 
 export interface Clock {
   now(): number;
@@ -37,6 +44,9 @@ export interface RunnerOptions {
   retryInitialMs?: number;
   /** Cap of the retry delay. Default maxIntervalMs. */
   retryMaxMs?: number;
+  /** A change request's sync is a full one (trigger 'periodic') when the last full sync started
+   *  this long ago (default an hour, kube-proxy's FullSyncPeriod). */
+  fullSyncPeriodMs?: number;
   clock?: Clock;
 }
 
@@ -69,6 +79,8 @@ export class SyncRunner {
   private inFlight: Promise<void> | undefined;
   private pendingRequests = 0;
   private lastStart = -Infinity;
+  /** When the last full sync started (fullSync of its trigger). */
+  private lastFullStart = -Infinity;
   private stopped = true;
   private readonly listeners: Array<(r: SyncRecord) => void> = [];
   readonly stats: RunnerStats = { syncs: 0, failures: 0, consecutiveFailures: 0 };
@@ -132,10 +144,12 @@ export class SyncRunner {
 
   private async run(trigger: SyncTrigger): Promise<void> {
     if (this.stopped || this.inFlight) return;
+    if (!fullSync(trigger) && this.clock.now() - this.lastFullStart >= (this.opts.fullSyncPeriodMs ?? FULL_SYNC_PERIOD_MS)) trigger = 'periodic';
     const coalesced = this.pendingRequests;
     this.pendingRequests = 0;
     const startedAt = this.clock.now();
     this.lastStart = startedAt;
+    if (fullSync(trigger)) this.lastFullStart = startedAt;
     let error: unknown;
     let failed = false;
     const p = (async () => {

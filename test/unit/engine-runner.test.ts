@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { SyncRunner, type SyncTrigger } from '../../src/daemon/runner.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 
-function setup(opts: { min?: number; max?: number; retry?: number; retryMax?: number; syncMs?: number } = {}) {
+function setup(opts: { min?: number; max?: number; retry?: number; retryMax?: number; syncMs?: number; fullSync?: number } = {}) {
   const clock = new FakeClock();
   const calls: Array<{ at: number; trigger: SyncTrigger }> = [];
   let fail = 0;
@@ -29,6 +29,7 @@ function setup(opts: { min?: number; max?: number; retry?: number; retryMax?: nu
       maxIntervalMs: opts.max ?? 30000,
       retryInitialMs: opts.retry ?? 500,
       retryMaxMs: opts.retryMax ?? 4000,
+      ...(opts.fullSync ? { fullSyncPeriodMs: opts.fullSync } : {}),
       clock,
     },
   );
@@ -81,6 +82,26 @@ test('periodic resync every maxInterval without requests', async () => {
       [90000, 'periodic'],
     ],
   );
+});
+
+test('requests that keep coming: partial syncs, and a full one once the last full one is fullSyncPeriod old', async () => {
+  const { clock, calls, runner } = setup({ min: 1000, max: 30000, fullSync: 120000 });
+  runner.start();
+  // a change every 10 s: each its own sync, no periodic one (it would come 30 s after any sync)
+  for (let t = 5000; t <= 295000; t += 10000) {
+    await clock.advanceTo(t);
+    runner.request();
+  }
+  await clock.advanceTo(295000);
+  assert.deepEqual(
+    calls.filter((c) => c.trigger !== 'request').map((c) => [c.at, c.trigger]),
+    [
+      [0, 'initial'],
+      [125000, 'periodic'],
+      [245000, 'periodic'],
+    ],
+  );
+  assert.equal(calls.length, 31, 'one sync per change, and the initial one');
 });
 
 test('failures retry with exponential backoff capped at retryMax, then reset on success', async () => {
