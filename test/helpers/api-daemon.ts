@@ -300,10 +300,12 @@ function normaliseBlock(body: string[]): string[] {
       out.push(l.trim());
       continue;
     }
-    let text = l.slice(at + 'elements = {'.length);
-    while (!text.trimEnd().endsWith('}') && i + 1 < body.length) text += body[++i]!;
-    const elements = text.trimEnd().slice(0, -1).split(',').map((e) => e.trim()).filter(Boolean);
-    out.push('elements', ...elements.sort());
+    // (the list's lines joined once: at 10k services a set lists 100,000 elements)
+    const parts = [l.slice(at + 'elements = {'.length)];
+    while (!parts.at(-1)!.trimEnd().endsWith('}') && i + 1 < body.length) parts.push(body[++i]!);
+    const elements = parts.join('').trimEnd().slice(0, -1).split(',').map((e) => e.trim()).filter(Boolean);
+    out.push('elements');
+    for (const e of elements.sort()) out.push(e);
   }
   return out;
 }
