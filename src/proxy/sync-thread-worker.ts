@@ -9,7 +9,7 @@ import { ManifestFolder } from '../kube/manifests.js';
 import { memoryPressure } from '../native.js';
 import { openKernel as openRealKernel } from './kernel.js';
 import { Proxier, type ProxySyncResult } from './proxier.js';
-import { SYNC_THREAD_NICE, toWireError, toWireReport, type FromThread, type ModelSummary, type SyncThreadOptions, type ToThread } from './sync-thread.js';
+import { SYNC_THREAD_NICE, toWireError, toWireReport, type ApiRequestCount, type FromThread, type ModelSummary, type SyncThreadOptions, type ToThread } from './sync-thread.js';
 
 const port = parentPort!;
 const opts = workerData as SyncThreadOptions;
@@ -66,26 +66,22 @@ const changed = () => {
   });
 };
 
-/** The informers' requests by status, host and method ("code\thost\tmethod"), cumulative; posted
- *  whole, once per turn of the event loop that answered requests (a list's pages, a round of
- *  re-watches), never per watch event — and before any failure report, so the daemon's thread
- *  never sees a failure before the request that had it. */
-const requestCounts = new Map<string, number>();
+/** The informers' requests by status, host and method, cumulative; posted whole, once per turn
+ *  of the event loop that answered requests (a list's pages, a round of re-watches), never per
+ *  watch event — and before any failure report, so the daemon's thread never sees a failure
+ *  before the request that had it. */
+const requestCounts = new Map<string, ApiRequestCount>();
 let requestsDue = false;
 const postRequests = () => {
   if (!requestsDue) return;
   requestsDue = false;
-  send({
-    t: 'kubeRequests',
-    counts: [...requestCounts].map(([k, count]) => {
-      const [code, host, method] = k.split('\t') as [string, string, string];
-      return { code, host, method, count };
-    }),
-  });
+  send({ t: 'kubeRequests', counts: [...requestCounts.values()] });
 };
-const requested = (r: ApiRequest) => {
-  const key = `${r.code}\t${r.host}\t${r.method}`;
-  requestCounts.set(key, (requestCounts.get(key) ?? 0) + 1);
+const requested = ({ code, host, method }: ApiRequest) => {
+  const key = `${code}\t${host}\t${method}`;
+  let c = requestCounts.get(key);
+  if (!c) requestCounts.set(key, (c = { code, host, method, count: 0 }));
+  c.count++;
   if (requestsDue) return;
   requestsDue = true;
   setImmediate(postRequests);
