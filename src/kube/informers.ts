@@ -466,9 +466,10 @@ export class ResourceInformer<T extends KubernetesObject> {
     // armed once the answer's headers are in (the connect phase has its own timeout).
     const silenceMs = this.opts.watchSilenceLimitMs ?? 150_000;
     let silence: NodeJS.Timeout | undefined;
+    // (one timer per watch, pushed back per line: no timer made per event)
     const heard = () => {
       if (silenceMs <= 0 || finished) return;
-      clearTimeout(silence);
+      if (silence) return void silence.refresh();
       silence = setTimeout(
         () => ctl.abort(new InformerFailure('silent_watch', `watch ${path}: silent for ${silenceMs / 1000} s (no event, no bookmark): resuming from resourceVersion ${this.stats.resourceVersion || '(none)'}`)),
         silenceMs,
