@@ -45,8 +45,10 @@ node dist/src/cli/main.js sync -f examples/demo --node-name demo-node --node-ip 
   --cluster-cidr 10.244.0.0/16 "${flags[@]}"
 echo
 if [ "$mode" = nftables ]; then
-  echo "# nft list map ip ipvsync endpoints-3   (every frontend . endpoint index : endpoint)"
-  nft list map ip ipvsync endpoints-3 | sed -n '/elements/,/}/p'
+  # the 3-endpoint map of 10.96.0.10:80's shard (endpoints-3-S: frontend . endpoint index : endpoint)
+  map=$(nft list table ip ipvsync | awk '$1 == "map" && $2 ~ /^endpoints-3-/ { m = $2 } /10\.96\.0\.10 \. tcp \. 80 / && !found { print m; found = 1 }')
+  echo "# nft list map ip ipvsync $map   (a shard of the 3-endpoint maps: frontend . endpoint index : endpoint)"
+  nft list map ip ipvsync "$map" | sed -n '/elements/,/}/p'
 else
   echo "# ipvsync ipvs list"
   node dist/src/cli/main.js ipvs list

@@ -36,6 +36,7 @@ const EnumEntry kFibResults[] = {{"oif", 1}, {"oifname", 2}, {"type", 3}, {nullp
 const EnumEntry kLimitTypes[] = {{"packets", 0}, {"bytes", 1}, {nullptr, 0}};
 const EnumEntry kDynsetOps[] = {{"add", NFT_DYNSET_OP_ADD}, {"update", NFT_DYNSET_OP_UPDATE}, {"delete", NFT_DYNSET_OP_DELETE}, {nullptr, 0}};
 const EnumEntry kNgTypes[] = {{"incremental", NFT_NG_INCREMENTAL}, {"random", NFT_NG_RANDOM}, {nullptr, 0}};
+const EnumEntry kHashTypes[] = {{"jhash", NFT_HASH_JENKINS}, {"symhash", NFT_HASH_SYM}, {nullptr, 0}};
 const EnumEntry kVerdicts[] = {{"drop", NF_DROP},        {"accept", NF_ACCEPT},     {"stolen", NF_STOLEN},
                                {"queue", NF_QUEUE},      {"repeat", NF_REPEAT},     {"continue", NFT_CONTINUE},
                                {"break", NFT_BREAK},     {"jump", NFT_JUMP},        {"goto", NFT_GOTO},
@@ -90,6 +91,10 @@ std::vector<ExprSchema> MakeSchemas() {
       {"numgen",
        {Reg("dreg", NFTA_NG_DREG), Num("modulus", NFTA_NG_MODULUS), En("ngType", NFTA_NG_TYPE, kNgTypes),
         Num("offset", NFTA_NG_OFFSET)}},
+      {"hash",
+       {Reg("sreg", NFTA_HASH_SREG), Reg("dreg", NFTA_HASH_DREG), Num("len", NFTA_HASH_LEN),
+        Num("modulus", NFTA_HASH_MODULUS), Num("seed", NFTA_HASH_SEED), Num("offset", NFTA_HASH_OFFSET),
+        En("hashType", NFTA_HASH_TYPE, kHashTypes)}},
       // libnftnl's order; NFTA_DYNSET_EXPR(ESSIONS), the per-element statements, stay raw
       {"dynset",
        {Reg("sregKey", NFTA_DYNSET_SREG_KEY), Reg("sregData", NFTA_DYNSET_SREG_DATA), En("op", NFTA_DYNSET_OP, kDynsetOps),

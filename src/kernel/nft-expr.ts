@@ -127,6 +127,18 @@ export interface NumgenExpr {
   ngType: 'incremental' | 'random';
   offset?: number;
 }
+/** `jhash <reg> mod N seed S [offset O]`: Jenkins' hash of `len` bytes from `sreg` on, scaled
+ *  into [offset, offset + N), into a register (symhash: of the packet's flow, symmetric). */
+export interface HashExpr {
+  type: 'hash';
+  sreg?: Register;
+  dreg: Register;
+  len?: number;
+  modulus: number;
+  seed?: number;
+  offset?: number;
+  hashType: 'jhash' | 'symhash';
+}
 /** `update|add|delete @set { key [timeout T] [: data] }` from the packet path: the key (and a
  *  map's data) from the registers that hold them. */
 export interface DynsetExpr {
@@ -166,7 +178,7 @@ export interface UnknownExpr {
 
 export type Expr =
   | PayloadExpr | MetaExpr | CmpExpr | BitwiseExpr | LookupExpr | ImmediateExpr | CounterExpr | CtExpr
-  | NatExpr | MasqExpr | RejectExpr | FibExpr | NumgenExpr | DynsetExpr | LimitExpr | LogExpr;
+  | NatExpr | MasqExpr | RejectExpr | FibExpr | NumgenExpr | HashExpr | DynsetExpr | LimitExpr | LogExpr;
 
 // NAT range flags (linux/netfilter/nf_nat.h)
 export const NAT_RANGE_MAP_IPS = 0x1;
@@ -255,6 +267,10 @@ function body(e: Expr | UnknownExpr): string {
     }
     case 'numgen':
       return `reg ${x.dreg} = ${x.ngType === 'random' ? 'random' : 'inc'} mod ${x.modulus} ${x.offset ? `offset ${x.offset} ` : ''}`;
+    case 'hash':
+      return x.hashType === 'symhash'
+        ? `reg ${x.dreg} = symhash() % mod ${x.modulus} ${x.offset ? `offset ${x.offset} ` : ''}`
+        : `reg ${x.dreg} = jhash(reg ${x.sreg}, ${x.len}, 0x${(x.seed ?? 0).toString(16)}) % mod ${x.modulus} ${x.offset ? `offset ${x.offset} ` : ''}`;
     case 'dynset':
       return `${x.op} reg_key ${x.sregKey} set ${x.set} ${x.sregData !== undefined ? `sreg_data ${x.sregData} ` : ''}${x.timeout ? `timeout ${x.timeout}ms ` : ''}`;
     case 'limit':
@@ -320,6 +336,13 @@ export function canonicalExpr(e: Expr, opts: { counters?: boolean } = {}): Expr 
       }
       return e;
     }
+    case 'hash':
+      // the kernel dumps NFTA_HASH_OFFSET only when it is not 0
+      if (e.offset === 0) {
+        const { offset: _o, ...rest } = e;
+        return rest;
+      }
+      return e;
     case 'bitwise': {
       // the kernel dumps NFTA_BITWISE_OP always; nft sends it for some rules only
       if (e.op === 'bool') {

@@ -181,6 +181,17 @@ export function vmap(fields: readonly Field[], map: string, opts: { setId?: numb
   return [...load(fields), { type: 'lookup', sreg: 1, dreg: 0, set: map, ...(opts.setId !== undefined ? { setId: opts.setId } : {}) }];
 }
 
+/** `jhash <fields> mod N seed S vmap @map`: the fields loaded from register 2 on, their hash
+ *  into register 1, looked up in a verdict map keyed by the hash (a mark), as nft lays it out. */
+export function hashVmap(fields: readonly Field[], modulus: number, map: string, seed = 0): Expr[] {
+  if (!Number.isInteger(modulus) || modulus < 1 || modulus > 0xffffffff) throw NetlinkError.invalid('nftables', `hash modulus ${modulus} out of range`);
+  return [
+    ...load(fields, 4),
+    { type: 'hash', sreg: 2, dreg: 1, len: words(fields) * 4, modulus, seed, offset: 0, hashType: 'jhash' },
+    { type: 'lookup', sreg: 1, dreg: 0, set: map },
+  ];
+}
+
 /**
  * `add|update|delete @set { <key> [timeout T] [: <data>] }` from the packet path: the key loaded
  * from register 1 on, a map's data right after it, as nft lays them out.

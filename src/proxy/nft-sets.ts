@@ -23,8 +23,9 @@ export const FIELDS: Record<Fam, FamilyFields> = {
 /**
  * The chains and sets of the proxy's tables (`ip` / `ip6 ipvsync`) that are ipvsync's, in
  * either data plane (a switch of mode replaces the other plane's): the fixed names of both, the
- * per-service firewall chains (`fw-…`), the endpoint maps by count (`endpoints-N`) and the
- * affinity sets. Any other chain or set someone puts in the table survives every sync, as in
+ * per-service firewall chains (`fw-…`), the endpoint maps by count and shard (`endpoints-N-S`),
+ * the shards' chains and hairpin sets (`services-S`, `hairpin-S`, `*-shards`) and the affinity
+ * sets. Any other chain or set someone puts in the table survives every sync, as in
  * kube-proxy's nftables mode; `cleanup` removes the table whole, as kube-proxy's does its own.
  */
 export const PROXY_TABLE_OWNED: { names: readonly string[]; prefixes: readonly string[] } = {
@@ -34,9 +35,9 @@ export const PROXY_TABLE_OWNED: { names: readonly string[]; prefixes: readonly s
     'filter-prerouting', 'filter-output', 'firewall-prerouting', 'firewall-output', 'endpoints-check', 'affinity',
     // sets of both planes
     'service-protocols', 'cluster-ips', 'external-ips', 'external-local', 'cluster-cidrs', 'hairpin', 'firewall', 'vip-ports', 'vips', 'nodeports', 'service-cidrs',
-    'reject-services', 'drop-services', 'cluster-addrs',
+    'reject-services', 'drop-services', 'cluster-addrs', 'service-shards',
   ],
-  prefixes: ['fw-', 'endpoints-', 'affinity-'],
+  prefixes: ['fw-', 'endpoints-', 'affinity-', 'services-', 'hairpin-'],
 };
 
 export function fam(address: string): Fam {

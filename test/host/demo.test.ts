@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { nftJsonElements } from '../helpers/nft-shards.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const PODS = ['pod-a', 'pod-b', 'pod-c'];
@@ -45,13 +46,14 @@ test('the nftables demo runs to the end and shows what the README says', () => {
   }
   assert.match(demo.stdout, /^http:\/\/10\.96\.0\.30\/: pod-[abc]=30 {3}\(pods saw clients: 10\.244\.1\.1\)$/m);
   assert.match(demo.stdout, /^"ops": \[\]$/m);
+  assert.match(demo.stdout, /^# nft list map ip ipvsync endpoints-3-\d+ /m, 'the endpoint map of the first service\'s shard');
+  assert.match(demo.stdout, /10\.96\.0\.10 \. tcp \. 80 \. 0x00000000 : 10\.244\.1\.\d \. 8080/);
   assert.doesNotMatch(demo.stderr, /warning/);
 });
 
 test('nft reads back the table the demo programmed', () => {
   const t = JSON.parse(execFileSync('nft', ['-j', 'list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' })) as { nftables: Array<Record<string, any>> };
-  const ep3 = t.nftables.find((o) => o.map?.name === 'endpoints-3')!.map;
-  assert.equal(ep3.elem.length, 4 * 3, 'three cluster IPs and the NodePort, three endpoints each');
+  assert.equal(nftJsonElements(t, 'endpoints-3'), 4 * 3, 'three cluster IPs and the NodePort, three endpoints each');
   const affinity = t.nftables.find((o) => o.map?.name === 'affinity')!.map;
   assert.equal(affinity.elem.length, 1, 'the one client of the affinity service, remembered');
 });

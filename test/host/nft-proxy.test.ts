@@ -23,6 +23,8 @@ import { Nftables } from '../../src/kernel/nftables.js';
 import { groupSlices, modelContext, serviceModel } from '../../src/kube/service-model.js';
 import { objectKey } from '../../src/kube/change-tracker.js';
 import { NftablesPlane } from '../../src/proxy/nftables/plane.js';
+import { frontendShard } from '../../src/proxy/nftables/table.js';
+import { nftJsonElements } from '../helpers/nft-shards.js';
 import { openKernel } from '../../src/proxy/kernel.js';
 import { Proxier } from '../../src/proxy/proxier.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
@@ -239,15 +241,15 @@ test('nftables data plane: spread, NodePort, masquerade, reject and drop on real
 
   // Cross-checks: the kernel's table as nft lists it, the flows as conntrack lists them.
   const ruleset = JSON.parse(execFileSync('nft', ['-j', 'list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' })) as { nftables: Array<Record<string, any>> };
-  const maps = new Map(ruleset.nftables.filter((o) => o.map).map((o) => [o.map.name as string, o.map]));
-  assert.equal(maps.get('endpoints-3')!.elem.length, 3 * 3, 'web: its cluster IP and two NodePort addresses (10.9.0.1, 10.244.1.1), three endpoints each');
+  const count = (name: string) => nftJsonElements(ruleset, name);
+  assert.equal(count('endpoints-3'), 3 * 3, 'web: its cluster IP and two NodePort addresses (10.9.0.1, 10.244.1.1), three endpoints each');
   assert.equal(
-    maps.get('endpoints-1')!.elem.length,
+    count('endpoints-1'),
     3,
     'local: its cluster IP, and its two NodePorts for pods and the node only (short-circuit blocks: from elsewhere they drop, no endpoint here); empty: none',
   );
-  const mods = ruleset.nftables.filter((o) => o.rule?.chain === 'services').map((o) => JSON.stringify(o.rule.expr).match(/"mod":(\d+)(,"offset":(-?\d+))?/)).filter(Boolean).map((m) => (m![3] && m![3] !== '0' ? `${m![1]} offset ${m![3]}` : m![1]));
-  assert.deepEqual(mods.sort(), ['1', '1 offset 1073741824', '1 offset 1073741824', '3'], 'one dnat rule per endpoint count, two per short-circuit block size');
+  const mods = ruleset.nftables.filter((o) => o.rule?.chain === 'services-0').map((o) => JSON.stringify(o.rule.expr).match(/"mod":(\d+)(,"offset":(-?\d+))?/)).filter(Boolean).map((m) => (m![3] && m![3] !== '0' ? `${m![1]} offset ${m![3]}` : m![1]));
+  assert.deepEqual(mods.sort(), ['1', '1 offset 1073741824', '1 offset 1073741824', '3'], "one dnat rule per endpoint count, two per short-circuit block size (each shard's chain)");
   const flows = execFileSync('conntrack', ['-L', '-d', '10.96.0.10', '-p', 'tcp'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
   for (const p of three) assert.match(flows, new RegExp(`dst=10\\.96\\.0\\.10 .*src=${p.ip.replace(/\./g, '\\.')} `), `a flow DNATed to ${p.ip}`);
 
@@ -291,7 +293,7 @@ test('ipvsync sync -f --proxy-mode nftables: the same data plane from manifests,
   const again = cli();
   assert.equal(again.status, 0, again.stderr);
   assert.match(again.stdout, /nothing to change/);
-  assert.match(execFileSync('nft', ['list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' }), /numgen random mod 3 map @endpoints-3/);
+  assert.match(execFileSync('nft', ['list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' }), /numgen random mod 3 map @endpoints-3-0/);
 });
 
 test('elements changed by hand with nft are repaired by the next sync -f, with exactly those writes: the listing is diffed as the kernel sent it', async (t) => {
@@ -306,9 +308,10 @@ test('elements changed by hand with nft are repaired by the next sync -f, with e
   // endpoint 1 of the web service gone, endpoint 2 pointed at a pod that is no endpoint, a
   // cluster IP that is no service's
   const nft = (...a: string[]) => execFileSync('nft', a);
-  nft('delete', 'element', 'ip', 'ipvsync', 'endpoints-3', '{ 10.96.0.10 . tcp . 80 . 1 }');
-  nft('delete', 'element', 'ip', 'ipvsync', 'endpoints-3', '{ 10.96.0.10 . tcp . 80 . 2 }');
-  nft('add', 'element', 'ip', 'ipvsync', 'endpoints-3', `{ 10.96.0.10 . tcp . 80 . 2 : ${PODS[3]!.ip} . 8080 }`);
+  const web = `endpoints-3-${frontendShard('10.96.0.10', 80)}`;
+  nft('delete', 'element', 'ip', 'ipvsync', web, '{ 10.96.0.10 . tcp . 80 . 1 }');
+  nft('delete', 'element', 'ip', 'ipvsync', web, '{ 10.96.0.10 . tcp . 80 . 2 }');
+  nft('add', 'element', 'ip', 'ipvsync', web, `{ 10.96.0.10 . tcp . 80 . 2 : ${PODS[3]!.ip} . 8080 }`);
   nft('add', 'element', 'ip', 'ipvsync', 'cluster-ips', '{ 10.96.0.99 . tcp . 80 }');
   const broken = tally(requests(CLIENT, '10.96.0.10', 80, 30));
   assert.ok(broken.pods['pd'] && broken.errors.length && !broken.pods['pb'], 'the hand-made changes are in the data plane');
@@ -317,10 +320,10 @@ test('elements changed by hand with nft are repaired by the next sync -f, with e
   type Op = { op: { verb: string; set: { name: string }; elements: Array<{ key: unknown[]; data?: unknown[] }> } };
   const writes = (JSON.parse(dry.stdout) as { ops: Op[] }).ops.flatMap(({ op }) => op.elements.map((e) => `${op.verb} ${op.set.name} ${e.key.join(' ')}${e.data ? ` : ${e.data.join(' ')}` : ''}`));
   assert.deepEqual(writes.sort(), [
-    `add endpoints-3 10.96.0.10 tcp 80 1 : ${PODS[1]!.ip} 8080`,
-    `add endpoints-3 10.96.0.10 tcp 80 2 : ${PODS[2]!.ip} 8080`,
+    `add ${web} 10.96.0.10 tcp 80 1 : ${PODS[1]!.ip} 8080`,
+    `add ${web} 10.96.0.10 tcp 80 2 : ${PODS[2]!.ip} 8080`,
     'delete cluster-ips 10.96.0.99 tcp 80',
-    'delete endpoints-3 10.96.0.10 tcp 80 2',
+    `delete ${web} 10.96.0.10 tcp 80 2`,
   ]);
   const repaired = syncNft(dir);
   assert.equal(repaired.status, 0, repaired.stderr);
@@ -518,16 +521,18 @@ test('ipvsync proxy --proxy-mode nftables: the daemon on a manifests folder; a c
   assert.ok(udpPod, `a UDP answer from a pod: ${firstAnswer}`);
   assert.deepEqual(datagrams(CLIENT, '10.96.0.53', 53, 3, 40053), [firstAnswer, firstAnswer, firstAnswer], 'one flow, one pod');
 
-  // One endpoint replaced (pc -> pd): one incremental sync of three element writes: pc's
-  // endpoint map elements out and pd's in, and pd's hairpin element in (pc's stays: pc is a
-  // dns endpoint too).
+  // One endpoint replaced (pc -> pd): one incremental sync of element writes only: pc's
+  // endpoint map elements out and pd's in (a delete and an add in the endpoint map of each
+  // shard web's frontends are in), and pd's hairpin element in (pc's stays: pc is a dns
+  // endpoint too).
+  const webMaps = new Set([frontendShard('10.96.0.10', 80), frontendShard(NODE_IP, 30080)]).size;
   const before = syncs().length;
   write([PODS[0]!, PODS[1]!, PODS[3]!], ['10.9.0.0/24'], PODS.slice(0, 3));
   await waitFor('the change synced', async () => (syncs().slice(before).some((l) => l.writes > 0) ? true : undefined), { timeoutMs: 30_000, last });
   // (a folder event that changed nothing syncs too, writing nothing)
   const change = syncs().slice(before);
   assert.ok(change.every((l) => l.mode === 'incremental' && l.errors === 0), text);
-  assert.deepEqual(change.map((l) => l.writes).filter((w) => w > 0), [3], text);
+  assert.deepEqual(change.map((l) => l.writes).filter((w) => w > 0), [2 * webMaps + 1], text);
   // a sync for a change is partial; the element writes counted
   const changed = await scrape();
   assert.ok(metric(changed, 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count{ip_family="IPv4"}') >= 1, [...changed.samples.keys()].filter((k) => k.includes('_partial_')).join('\n'));
@@ -553,7 +558,7 @@ test('ipvsync proxy --proxy-mode nftables: the daemon on a manifests folder; a c
   // Stopped: the data plane stays in place.
   daemon.kill('SIGTERM');
   assert.equal(await exited, 0, text);
-  assert.match(execFileSync('nft', ['list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' }), /numgen random mod 3 map @endpoints-3/);
+  assert.match(execFileSync('nft', ['list', 'table', 'ip', 'ipvsync'], { encoding: 'utf8' }), /numgen random mod 3 map @endpoints-3-0/);
   assert.deepEqual(tally(requests(CLIENT, '10.96.0.10', 80, 3)).errors, []);
 });
 
@@ -629,8 +634,7 @@ test('IPv6 and dual-stack: a RequireDualStack service answers on both cluster IP
   }
   // The ip6 table as nft lists it: the v6 frontends, three endpoints each
   const ruleset = JSON.parse(execFileSync('nft', ['-j', 'list', 'table', 'ip6', 'ipvsync'], { encoding: 'utf8' })) as { nftables: Array<Record<string, any>> };
-  const ep3 = ruleset.nftables.find((o) => o.map?.name === 'endpoints-3')!.map;
-  assert.equal(ep3.elem.length, 3 * 2, 'the v6 cluster IP and the v6 NodePort address');
+  assert.equal(nftJsonElements(ruleset, 'endpoints-3'), 3 * 2, 'the v6 cluster IP and the v6 NodePort address');
   // one v6 endpoint goes: the v6 side leaves it, the v4 side keeps all three
   p.onSliceUpdate({ ...slice('dual', 'dual-v6', [{ port: 8080 }], PODS.slice(0, 2).map((x) => ({ ip: x.ip6, node: x.node }))), addressType: 'IPv6' });
   const change = await p.sync(false);

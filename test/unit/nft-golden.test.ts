@@ -51,6 +51,8 @@ const BUILD: Record<string, (tx: NftTransaction) => unknown> = {
   'rule-dnat6': (tx) => tx.addRule(ip6('pre', R.rule(R.match(F.ip6Daddr, 'fd00::1'), R.match(F.l4proto, 'tcp'), R.dnat('ip6', 'fd00::2', 8080)))),
   'rule-snat': (tx) => tx.addRule(ip('post', R.snat('ip', '1.1.1.1'))),
   'rule-numgen-dnat-map': (tx) => tx.addRule(ip('pre', R.dnatMap('ip', [...v4svc, R.numgen(3)], 'epa'))),
+  'rule-jhash-vmap': (tx) => tx.addRule(ip('c', R.hashVmap([F.ipDaddr, F.thDport], 16, 'shards'))),
+  'rule-jhash6-vmap': (tx) => tx.addRule(ip6('c', R.hashVmap([F.ip6Daddr, F.thDport], 16, 'shards6'))),
   'rule-dynset-update-map': (tx) =>
     tx.addRule(ip('in', R.rule(R.match(F.l4proto, 'tcp'), R.dynset('update', [F.ipSaddr, F.ctOrigIpDaddr, F.l4proto, F.ctOrigProtoDst], 'aff', { data: [F.ipDaddr, F.thDport], timeoutMs: 600_000 })))),
   'rule-limit-log-reject': (tx) => tx.addRule(ip('in', [R.limit(10, 'second', 5), R.log('x '), R.reject()])),
@@ -175,7 +177,7 @@ test(`golden fixtures come from ${golden.nft} and cover every expression kind`, 
       const b = Buffer.from(m, 'hex');
       if ((b.readUInt16LE(4) & 0xff) === 6) for (const e of codec.nftables.decodeRule(b).exprs) kinds.add(e.type);
     }
-  for (const k of ['payload', 'meta', 'cmp', 'bitwise', 'lookup', 'immediate', 'counter', 'ct', 'nat', 'masq', 'reject', 'fib', 'numgen', 'dynset', 'limit', 'log'])
+  for (const k of ['payload', 'meta', 'cmp', 'bitwise', 'lookup', 'immediate', 'counter', 'ct', 'nat', 'masq', 'reject', 'fib', 'numgen', 'hash', 'dynset', 'limit', 'log'])
     assert.ok(kinds.has(k), `no golden case for ${k}`);
   assert.deepEqual(Object.keys(BUILD).sort(), golden.cases.map((c) => c.name).sort(), 'every fixture has a builder');
 });

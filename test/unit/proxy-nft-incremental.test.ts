@@ -8,6 +8,8 @@ import { slice, svc } from '../fixtures/kube/builders.js';
 import { Proxier } from '../../src/proxy/proxier.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
 import type { EngineKernel } from '../../src/engine/engine.js';
+import { SHARDS } from '../../src/proxy/nftables/table.js';
+import { logicalElements } from '../helpers/nft-shards.js';
 
 const node = { name: 'node-a', addresses: ['10.0.0.11'] };
 const config = { clusterCIDRs: ['10.244.0.0/16'] };
@@ -78,10 +80,10 @@ test('a new endpoint count adds its map and rule; services added and removed, an
   const r = await p.sync(false);
   assert.deepEqual(r.report.errors, []);
   assert.equal(k.nft.dumps, dumps, 'no listing');
-  assert.equal(r.report.nft.ops['add-set'], 2, 'endpoints-7 and endpoints-1');
-  assert.ok(r.report.nft.ops['flush-chain'] === 1, 'the services chain refilled with the two new dnat rules');
-  const sets = (await k.nft.list()).sets.filter((s) => s.family === 'ip' && s.table === 'ipvsync').map((s) => s.name);
-  assert.ok(sets.includes('endpoints-7') && sets.includes('endpoints-1'));
+  assert.equal(r.report.nft.ops['add-set'], 2 * SHARDS, 'endpoints-7 and endpoints-1, a map per shard');
+  assert.equal(r.report.nft.ops['flush-chain'], SHARDS, "each shard's services chain refilled with the two new dnat rules");
+  const sets = (await k.nft.list()).sets.filter((s) => s.family === 'ip' && s.table === 'ipvsync');
+  assert.ok(logicalElements(sets, 'endpoints-7') && logicalElements(sets, 'endpoints-1'));
   const objects = (q: Proxier) => {
     feed(q, 20);
     q.onSliceUpdate(slice('s3', 's3-1', [{ name: 'http', port: 8080 }], eps(7, '10.244.3.')));
@@ -110,15 +112,15 @@ test('a new endpoint count adds its map and rule; services added and removed, an
   const h = await p.sync(false);
   assert.deepEqual(h.report.errors, []);
   assert.deepEqual(h.model.warnings, [{ service: 'default/t1', message: '10.96.9.1:80/tcp already belongs to default/t0:http, ignored' }]);
-  const ep1 = (await k.nft.list()).sets.find((s) => s.family === 'ip' && s.name === 'endpoints-1')!;
-  assert.deepEqual(ep1.elements!.map((e) => e.data), [['10.244.201.2', 9090]], 't0 owns the frontend now');
+  const ep1 = logicalElements((await k.nft.list()).sets.filter((s) => s.family === 'ip'), 'endpoints-1')!;
+  assert.deepEqual(ep1.map((e) => e.data), [['10.244.201.2', 9090]], 't0 owns the frontend now');
   // t0 goes: t1 gets it back
   p.onServiceDelete('default/t0');
   p.onSliceDelete('default/t0-1');
   const back = await p.sync(false);
   assert.deepEqual(back.model.warnings, []);
-  const ep1b = (await k.nft.list()).sets.find((s) => s.family === 'ip' && s.name === 'endpoints-1')!;
-  assert.deepEqual(ep1b.elements!.map((e) => e.data), [['10.244.200.2', 8080]]);
+  const ep1b = logicalElements((await k.nft.list()).sets.filter((s) => s.family === 'ip'), 'endpoints-1')!;
+  assert.deepEqual(ep1b.map((e) => e.data), [['10.244.200.2', 8080]]);
 });
 
 test('loadBalancerSourceRanges: a firewall chain per load-balancer frontend, made and removed with it; its endpoints change without touching it', async () => {
@@ -144,7 +146,7 @@ test('loadBalancerSourceRanges: a firewall chain per load-balancer frontend, mad
   p.onSliceUpdate(slice('lb', 'lb-1', [{ name: 'http', port: 8080 }], eps(3, '10.244.1.')));
   const r = await p.sync(false);
   assert.equal(r.report.nft.ops['add-chain'] ?? 0, 0);
-  assert.equal(r.report.nft.ops['flush-chain'] ?? 0, 1, 'only the services chain (a new count)');
+  assert.equal(r.report.nft.ops['flush-chain'] ?? 0, SHARDS, "only the shards' services chains (a new count)");
   p.onServiceUpdate(lb([]));
   const gone = await p.sync(false);
   assert.deepEqual(gone.report.errors, []);
@@ -213,7 +215,7 @@ test('a key two services put (a hairpin endpoint, a cluster IP of two ports) sta
     q.onServiceUpdate(svc('c', { clusterIP: '10.96.0.12', ports: [{ name: 'http', port: 80 }, { name: 'dns', port: 53, protocol: 'UDP' }] }));
     q.onSliceUpdate(slice('c', 'c-1', [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }], eps(2, '10.244.2.')));
   };
-  const elements = async (set: string) => (await k.nft.list()).sets.find((s) => s.family === 'ip' && s.table === 'ipvsync' && s.name === set)!.elements!.map((e) => e.key.join(' ')).sort();
+  const elements = async (set: string) => logicalElements((await k.nft.list()).sets.filter((s) => s.family === 'ip' && s.table === 'ipvsync'), set)!.map((e) => e.key.join(' ')).sort();
   const c = ['10.244.2.2 10.244.2.2', '10.244.2.3 10.244.2.3'];
   objects(p, ['a', 'b']);
   assert.deepEqual((await p.sync(true)).report.errors, []);
@@ -258,8 +260,8 @@ test('an endpoint map holds each frontend as one block: a frontend gone from the
   p.onSliceUpdate(slice('s4', 's4-1', [{ name: 'http', port: 8080 }], eps(4, '10.244.4.')));
   const r = await p.sync(false);
   assert.deepEqual(r.report.errors, []);
-  const ep3 = (await k.nft.list()).sets.find((s) => s.family === 'ip' && s.name === 'endpoints-3')!;
-  assert.deepEqual(ep3.elements!.map((e) => `${e.key[0]} ${e.key[3]} ${(e.data as unknown[])[0]}`).sort(), [
+  const ep3 = logicalElements((await k.nft.list()).sets.filter((s) => s.family === 'ip'), 'endpoints-3')!;
+  assert.deepEqual(ep3.map((e) => `${e.key[0]} ${e.key[3]} ${(e.data as unknown[])[0]}`).sort(), [
     '10.96.1.0 0 10.244.0.2', '10.96.1.0 1 10.244.0.3', '10.96.1.0 2 10.244.0.4',
     '10.96.1.3 0 10.244.3.2', '10.96.1.3 1 10.244.3.3', '10.96.1.3 2 10.244.3.4',
     '10.96.1.5 0 10.244.5.2', '10.96.1.5 1 10.244.5.3', '10.96.1.5 2 10.244.55.9',

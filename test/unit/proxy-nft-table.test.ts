@@ -12,13 +12,15 @@ import { Proxier } from '../../src/proxy/proxier.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
 import * as R from '../../src/kernel/nft-rules.js';
 import { PROXY_TABLE_OWNED } from '../../src/proxy/nft-sets.js';
+import { SHARDS } from '../../src/proxy/nftables/table.js';
+import { logicalElements, logicalName } from '../helpers/nft-shards.js';
 
 const ctx = modelContext({ name: 'node-a', addresses: ['10.0.0.11', '127.0.0.1', '2001:db8::11'] }, { clusterCIDRs: ['10.244.0.0/16', 'fd00:244::/48'] });
 const eps = (n: number, base: string, node = 'node-b') => Array.from({ length: n }, (_, i) => ({ ip: `${base}${i + 2}`, node }));
 function model(name: string, clusterIP: string, endpoints: ReturnType<typeof eps>, spec: Record<string, unknown> = {}) {
   return serviceModel(svc(name, { clusterIP, ports: [{ name: 'http', port: 80 }], ...spec }), [slice(name, `${name}-1`, [{ name: 'http', port: 8080 }], endpoints)], ctx);
 }
-const set = (t: DesiredNftTable, name: string) => t.sets.find((s) => s.name === name)!.elements.map((e) => [...e.key, ...(e.data === undefined ? [] : [e.data].flat())].join(' ')).sort();
+const set = (t: DesiredNftTable, name: string) => logicalElements(t.sets, name)!.map((e) => [...e.key, ...(e.data === undefined ? [] : [e.data].flat())].join(' ')).sort();
 /** The tables of these services built from nothing, and the services' warnings. */
 function nftablesTables(models: ServiceModel[], c = ctx) {
   const plane = new NftablesPlane();
@@ -35,10 +37,11 @@ test('the rules and chains are the same for 1 and 300 services with the same end
   ).tables[0]!;
   assert.deepEqual(shape(many), shape(one));
   assert.equal(set(many, 'endpoints-3').length, 900);
-  // one dnat rule per endpoint count, none per service
+  // one dnat rule per endpoint count in each shard's chain, none per service
   const two = nftablesTables([model('a', '10.96.0.1', eps(3, '10.244.1.')), model('b', '10.96.0.2', eps(5, '10.244.2.'))], ctx).tables[0]!;
-  assert.equal(two.rules.length, one.rules.length + 1);
-  assert.deepEqual(two.sets.filter((s) => s.name.startsWith('endpoints-')).map((s) => s.name), ['endpoints-3', 'endpoints-5']);
+  assert.equal(two.rules.length, one.rules.length + SHARDS);
+  assert.deepEqual([...new Set(two.sets.filter((s) => s.name.startsWith('endpoints-')).map((s) => logicalName(s.name)))], ['endpoints-3', 'endpoints-5']);
+  assert.equal(two.sets.filter((s) => s.name.startsWith('endpoints-')).length, 2 * SHARDS, 'each count a map per shard');
 });
 
 test('a frontend has one element per endpoint, its bucket the endpoint index; NodePorts on every node address but loopback', () => {
@@ -89,7 +92,7 @@ test('Local policy: pods and the node reach every endpoint through an external f
   assert.equal(set(ip!, 'endpoints-2').filter((e) => e.includes(' 30110 ')).every((e) => !e.includes(` ${sc(0)} `)), true, 'no short-circuit for the Cluster policy');
   // two rules per short-circuit count (pods by the cluster CIDRs, the node by fib), each a
   // dnat with numgen offset, before the per-count rules
-  const services = ip!.rules.filter((r) => r.chain === 'services');
+  const services = ip!.rules.filter((r) => r.chain === 'services-0');
   const numgens = services.flatMap((r, i) => r.exprs.filter((e) => e.type === 'numgen').map((e) => ({ i, ...(e as { modulus: number; offset?: number }) })));
   const offsets = numgens.filter((n) => n.offset).map((n) => n.modulus);
   assert.deepEqual(offsets.sort(), [2, 2, 3, 3]);
@@ -101,7 +104,7 @@ test('Local policy: pods and the node reach every endpoint through an external f
   const noCidr = modelContext({ name: 'node-a', addresses: ['10.0.0.11'] }, {});
   const [bare] = nftablesTables([serviceModel(svc('here', { clusterIP: '10.96.0.40', type: 'NodePort', externalTrafficPolicy: 'Local', ports: [{ name: 'http', port: 80, nodePort: 30100 }] }), [slice('here', 'here-1', [{ name: 'http', port: 8080 }], [{ ip: '10.244.4.2', node: 'node-b' }])], noCidr)], noCidr).tables;
   const scRules = bare!.rules.filter((r) => r.exprs.some((e) => e.type === 'numgen' && (e as { offset?: number }).offset));
-  assert.equal(scRules.length, 1);
+  assert.equal(scRules.length, SHARDS, 'one in each shard');
   assert.ok(scRules[0]!.exprs.some((e) => e.type === 'fib'));
 });
 
@@ -163,7 +166,7 @@ test('switching from the IPVS data plane to the nftables one removes what the IP
   assert.ok(await k.links.get('kube-ipvs0'), 'the link stays');
   const ip = (await k.nft.list()).tables.filter((t) => t.family === 'ip');
   assert.deepEqual(ip.map((t) => t.name), ['ipvsync']);
-  assert.ok((await k.nft.list()).sets.some((s) => s.table === 'ipvsync' && s.name === 'endpoints-2'), 'the nftables data plane replaced the glue');
+  assert.ok((await k.nft.list()).sets.some((s) => s.table === 'ipvsync' && s.name === 'endpoints-2-0'), 'the nftables data plane replaced the glue');
   assert.equal((await nftMode.sync(true)).report.addresses.writes, 0);
 
   // A node that never ran IPVS mode: no VIP link appears.
@@ -239,7 +242,7 @@ test("every chain and set either data plane makes is named as ipvsync's (PROXY_T
     const l = await k.nft.list({ table: 'ipvsync' });
     for (const x of [...l.chains, ...l.sets]) names.add(x.name);
   }
-  assert.ok(names.has('vips') && names.has('endpoints-2') && [...names].some((n) => n.startsWith('fw-')) && [...names].some((n) => n.startsWith('affinity-')), [...names].join(' '));
+  assert.ok(names.has('vips') && names.has('endpoints-2-0') && names.has('hairpin-15') && names.has('services-15') && names.has('service-shards') && [...names].some((n) => n.startsWith('fw-')) && [...names].some((n) => n.startsWith('affinity-')), [...names].join(' '));
   assert.deepEqual([...names].filter((n) => !owned(n)), []);
   assert.ok(!owned('theirs') && !owned('their-set'));
 });

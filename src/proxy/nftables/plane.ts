@@ -11,7 +11,7 @@ import { localWithoutEndpoints, notProgrammed, type ModelContext, type ServiceMo
 import type { HealthCheck, ModelWarning } from '../../kube/types.js';
 import type { Fam } from '../nft-sets.js';
 import {
-  affinityTimeoutSet, endpointsMap, FIXED_SETS, hairpinElement, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, staticElements,
+  addressShard, affinityTimeoutSet, endpointsMap, FIXED_SETS, hairpinElement, hairpinSet, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, SHARDS, staticElements,
   type Firewall, type FrontendPart, type ServiceElement, type SetDecl, type TableShape,
 } from './table.js';
 
@@ -20,7 +20,8 @@ type DesiredSet = DesiredNftTable['sets'][number];
 /** The sets whose keys two services (or two ports of one) can both put: a hairpin endpoint, a
  *  cluster IP, the configuration's. Every other set is keyed by a frontend, which one service
  *  owns, with unique endpoints behind it: its keys are unique without checking. */
-const SHARED_KEYS: ReadonlySet<string> = new Set(['hairpin', 'cluster-addrs', 'service-protocols', 'cluster-cidrs', 'service-cidrs']);
+const SHARED_KEYS: ReadonlySet<string> = new Set(['cluster-addrs', 'service-protocols', 'cluster-cidrs', 'service-cidrs', 'service-shards', 'hairpin-shards']);
+const isHairpin = (name: string) => name.startsWith('hairpin-') && name !== 'hairpin-shards';
 
 /** A set's elements: an array in no particular order (the desired table's own, changed in
  *  place: the last element fills a removed one's place) with every element's index in it. A
@@ -41,8 +42,8 @@ class ElementSet {
 
   constructor(readonly family: Fam, readonly decl: SetDecl, elements: readonly SetElement[] = []) {
     this.set = { ...decl, elements: [], unique: true };
-    this.shared = SHARED_KEYS.has(decl.name);
-    this.hairpin = decl.name === 'hairpin';
+    this.hairpin = isHairpin(decl.name);
+    this.shared = this.hairpin || SHARED_KEYS.has(decl.name);
     for (const e of elements) this.add(e);
   }
 
@@ -360,9 +361,9 @@ export class NftablesPlane {
       this.owners.set(fe.key, { service: name, portName: fe.portName });
       owned.push(fe);
       const fam = this.families![fe.family];
-      if (fe.endpointCount && !fam.sets.has(endpointsMap(fe.endpointCount))) this.addSize(fam, fe.endpointCount);
+      if (fe.endpointCount && !fam.sets.has(endpointsMap(fe.endpointCount, 0))) this.addSize(fam, fe.endpointCount);
       const m = fe.shortCircuit?.length;
-      if (m && !fam.sets.has(endpointsMap(m))) this.addSize(fam, m);
+      if (m && !fam.sets.has(endpointsMap(m, 0))) this.addSize(fam, m);
       if (m && !fam.shortCircuitSizes.includes(m)) {
         fam.shortCircuitSizes.push(m);
         fam.table = undefined;
@@ -412,7 +413,7 @@ export class NftablesPlane {
   }
 
   private addSize(fam: Family, n: number): void {
-    this.grow(fam, fam.sizes, n, endpointsMap(n));
+    this.grow(fam, fam.sizes, n, ...Array.from({ length: SHARDS }, (_, s) => endpointsMap(n, s)));
   }
 
   private addAffinityTimeout(fam: Family, seconds: number): void {
@@ -420,9 +421,9 @@ export class NftablesPlane {
   }
 
   /** A new endpoint count or affinity timeout: its set, and the table's shape changes. */
-  private grow(fam: Family, list: number[], n: number, set: string): void {
+  private grow(fam: Family, list: number[], n: number, ...sets: string[]): void {
     list.push(n);
-    fam.sets.set(set, new ElementSet(fam.family, setDecl(fam.family, set)));
+    for (const set of sets) fam.sets.set(set, new ElementSet(fam.family, setDecl(fam.family, set)));
     fam.table = undefined;
   }
 
@@ -445,21 +446,29 @@ export class NftablesPlane {
   private putEndpoints(fe: FrontendPart): void {
     for (const block of [fe.endpointElements, fe.shortCircuit]) {
       if (!block?.length) continue;
-      const set = this.families![fe.family].sets.get(endpointsMap(block.length))!;
+      const set = this.families![fe.family].sets.get(endpointsMap(block.length, fe.shard))!;
       set.addBlock(block);
       if (this.touched) for (const e of block) this.touch(set, e, false)!.now = e;
-      for (const e of block) this.put(fe.family, 'hairpin', hairpinElement(e));
+      for (const e of block) this.putHairpin(fe.family, hairpinElement(e));
     }
   }
 
   private takeEndpoints(fe: FrontendPart): void {
     for (const block of [fe.endpointElements, fe.shortCircuit]) {
       if (!block?.length) continue;
-      const set = this.families![fe.family].sets.get(endpointsMap(block.length))!;
+      const set = this.families![fe.family].sets.get(endpointsMap(block.length, fe.shard))!;
       if (this.touched) for (const e of block) this.touch(set, e, true)!.now = undefined;
       set.removeBlock(block);
-      for (const e of block) this.take(fe.family, 'hairpin', hairpinElement(e));
+      for (const e of block) this.takeHairpin(fe.family, hairpinElement(e));
     }
+  }
+
+  private putHairpin(family: Fam, e: SetElement): void {
+    this.put(family, hairpinSet(addressShard(e.key[0] as string)), e);
+  }
+
+  private takeHairpin(family: Fam, e: SetElement): void {
+    this.take(family, hairpinSet(addressShard(e.key[0] as string)), e);
   }
 
   /** The step's record of the element's key, made at its first touch with the element there

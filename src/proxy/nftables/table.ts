@@ -10,10 +10,15 @@
 //   nat prerouting/output -> services:
 //       mark 0x4000 (masquerade) for a cluster IP from outside the cluster CIDRs (or all of it
 //       with masqueradeAll) and for external frontends (externalTrafficPolicy Cluster);
-//       then, for each endpoint count N in use, one rule: dnat to the address and port map
-//       `endpoints-N` gives daddr . l4proto . dport . (numgen random mod N). A frontend with N
-//       endpoints has its N elements (one per endpoint) in that map only, so the rules of the
-//       other counts miss it, and each new connection picks one of its endpoints evenly.
+//       then on to the frontend's shard: `jhash daddr . dport mod SHARDS vmap @service-shards`
+//       jumps to chain `services-S`, which has, for each endpoint count N in use, one rule: dnat
+//       to the address and port map `endpoints-N-S` gives daddr . l4proto . dport . (numgen
+//       random mod N). A frontend with N endpoints has its N elements (one per endpoint) in that
+//       map only, so the rules of the other counts miss it, and each new connection picks one
+//       of its endpoints evenly. The sets that grow with the endpoints (these maps and the
+//       hairpin set) are split into SHARDS by a hash the kernel computes too: listing a hash
+//       set costs the kernel ~n² (its dump walks the set from the start for every message), so
+//       a restart that lists the tables lists sixteen sets of n/16.
 //       An external frontend of an externalTrafficPolicy Local service serves only this node's
 //       endpoints, except to pods (sources in the cluster CIDRs) and to the node itself (`fib
 //       saddr type local`, masqueraded), which reach every endpoint as kube-proxy's
@@ -22,7 +27,8 @@
 //       numgen random mod M offset SHORT_CIRCUIT before the rules above
 //   nat postrouting: masquerade what carries the mark; hairpin (an endpoint that reached
 //       itself through a service, whatever its slice says of its node, as kube-proxy's endpoint
-//       chains do it: a set of every endpoint address; the pods' bridge ports need hairpin mode, as for
+//       chains do it: sets of every endpoint address, `hairpin-S` by the hash of the address,
+//       reached through `hairpin-shards`; the pods' bridge ports need hairpin mode, as for
 //       kube-proxy, docs/kube-proxy.md)
 //   filter firewall (prerouting and output, before the dnat): a load-balancer IP with
 //       loadBalancerSourceRanges jumps to its own chain (a verdict map element), which returns
@@ -43,11 +49,12 @@ import type { DesiredNftTable } from '../../engine/nft-diff.js';
 import type { Expr } from '../../kernel/nft-expr.js';
 import * as R from '../../kernel/nft-rules.js';
 import type { IpvsProtocol } from '../../kernel/ipvs.js';
-import type { KeyValue } from '../../kernel/nft-types.js';
+import { jhash, scale } from '../../kernel/jhash.js';
+import { ipv4ToU32, type KeyValue } from '../../kernel/nft-types.js';
 import type { SetElement } from '../../kernel/nftables.js';
 import { frontendEndpoints, frontends, shortCircuitEndpoints, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
 import { inAny } from '../../kube/address.js';
-import { isLoopback } from '../../net/address.js';
+import { ipv6Words, isLoopback } from '../../net/address.js';
 import { firewallChain } from '../ipvs/glue.js';
 import { FIELDS, fam, PROXY_TABLE_OWNED, uniqText, type Fam } from '../nft-sets.js';
 
@@ -92,6 +99,8 @@ export interface FrontendPart {
   protocol: IpvsProtocol;
   address: string;
   port: number;
+  /** Its shard (frontendShard): the endpoint maps `endpoints-N-<shard>` hold its elements. */
+  shard: number;
   /** How many endpoints are behind it. */
   endpointCount: number;
   /** UDP and SCTP: the endpoints behind it (and its short-circuit's), as (address, port), for
@@ -161,6 +170,7 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         protocol: p.protocol,
         address: fe.address,
         port: fe.port,
+        shard: frontendShard(fe.address, fe.port),
         endpointCount: eps.length,
         endpointElements,
         ...(shortCircuit.length ? { shortCircuit } : {}),
@@ -186,19 +196,53 @@ function uniqEndpoints<T extends { address: string; port: number }>(eps: readonl
   });
 }
 
-/** The hairpin set's element of an endpoint: its address twice (daddr . saddr of a packet
+/** The hairpin sets' element of an endpoint: its address twice (daddr . saddr of a packet
  *  DNATed back to where it came from), from an endpoint map element's data. */
 export function hairpinElement(endpoint: SetElement): SetElement {
   const address = (endpoint.data as KeyValue[])[0]!;
   return { key: [address, address] };
 }
 
-/** The endpoint counts' maps: `endpoints-N` holds the frontends with N endpoints. */
-export function endpointsMap(n: number): string {
-  // one string per count: every element of the map names it (110k copies at 10k × 10)
-  return (ENDPOINTS_MAPS[n] ??= `endpoints-${n}`);
+/** How many sets each set that grows with the endpoints is split into. */
+export const SHARDS = 16;
+const KEY = new Uint8Array(20);
+const KEY_VIEW = new DataView(KEY.buffer);
+
+/** The registers' bytes of an address (network order) from KEY[0] on; their length. */
+function addressBytes(address: string): number {
+  if (!address.includes(':')) {
+    KEY_VIEW.setUint32(0, ipv4ToU32(address));
+    return 4;
+  }
+  ipv6Words(address)!.forEach((w, i) => KEY_VIEW.setUint16(2 * i, w));
+  return 16;
 }
-const ENDPOINTS_MAPS: string[] = [];
+
+/** A frontend's shard: where the kernel's `jhash daddr . th dport mod SHARDS seed 0` sends its
+ *  packets (the port is a register of its own: two bytes and two zeros). */
+export function frontendShard(address: string, port: number): number {
+  const n = addressBytes(address);
+  KEY_VIEW.setUint32(n, port << 16);
+  return scale(jhash(KEY.subarray(0, n + 4), 0), SHARDS);
+}
+
+/** An endpoint address's hairpin shard (`jhash daddr mod SHARDS seed 0`). */
+export function addressShard(address: string): number {
+  return scale(jhash(KEY.subarray(0, addressBytes(address)), 0), SHARDS);
+}
+
+/** The hairpin set of a shard. */
+export function hairpinSet(shard: number): string {
+  return HAIRPIN_SETS[shard]!;
+}
+const HAIRPIN_SETS = Array.from({ length: SHARDS }, (_, s) => `hairpin-${s}`);
+
+/** The endpoint counts' maps: `endpoints-N-S` holds the frontends of shard S with N endpoints. */
+export function endpointsMap(n: number, shard: number): string {
+  // one string per map: every element of the map names it (110k copies at 10k × 10)
+  return ((ENDPOINTS_MAPS[n] ??= [])[shard] ??= `endpoints-${n}-${shard}`);
+}
+const ENDPOINTS_MAPS: string[][] = [];
 
 /** The frontends whose session affinity times out after `seconds`. */
 export function affinityTimeoutSet(seconds: number): string {
@@ -221,7 +265,9 @@ export interface TableShape {
 export function setDecl(family: Fam, name: string): SetDecl {
   const F = FIELDS[family];
   const svcKey = [F.addr, 'inet_proto', 'inet_service'] as const;
+  if (name.endsWith('-shards')) return { name, key: ['mark'], map: 'verdict' };
   if (name.startsWith('endpoints-')) return { name, key: [...svcKey, 'mark'], map: [F.addr, 'inet_service'] };
+  if (name.startsWith('hairpin-')) return { name, key: [F.addr, F.addr] };
   if (name === 'affinity') return { name, key: [F.addr, ...svcKey], map: [F.addr, 'inet_service'], dynamic: true, timeoutFlag: true, size: AFFINITY_SIZE };
   if (name === 'affinity-endpoints') return { name, key: [...svcKey, F.addr, 'inet_service'] };
   switch (name) {
@@ -230,8 +276,6 @@ export function setDecl(family: Fam, name: string): SetDecl {
     case 'cluster-cidrs':
     case 'service-cidrs':
       return { name, key: [F.addr], interval: true };
-    case 'hairpin':
-      return { name, key: [F.addr, F.addr] };
     case 'cluster-addrs':
       return { name, key: [F.addr] };
     case 'firewall':
@@ -243,19 +287,22 @@ export function setDecl(family: Fam, name: string): SetDecl {
 
 /** The sets every table has (the endpoints maps and affinity timeout sets come and go with the
  *  counts and timeouts). */
-export const FIXED_SETS = [
-  'service-protocols', 'cluster-ips', 'external-ips', 'external-local', 'cluster-cidrs', 'service-cidrs', 'hairpin', 'reject-services', 'drop-services',
-  'cluster-addrs', 'firewall', 'affinity', 'affinity-services', 'affinity-endpoints',
-] as const;
+export const FIXED_SETS: readonly string[] = [
+  'service-protocols', 'cluster-ips', 'external-ips', 'external-local', 'cluster-cidrs', 'service-cidrs', 'reject-services', 'drop-services',
+  'cluster-addrs', 'firewall', 'affinity', 'affinity-services', 'affinity-endpoints', 'service-shards', 'hairpin-shards', ...HAIRPIN_SETS,
+];
 
 /** Clients × affinity frontends the kernel remembers at once, per family (kube-proxy's nft
  *  default is 65535 per endpoint's set). */
 export const AFFINITY_SIZE = 262_144;
 
 /** Elements of the fixed sets that come from the configuration, not from the services. */
-export function staticElements(family: Fam, ctx: ModelContext): Partial<Record<(typeof FIXED_SETS)[number], SetElement[]>> {
+export function staticElements(family: Fam, ctx: ModelContext): Record<string, SetElement[] | undefined> {
+  const shards = (chain: string) => Array.from({ length: SHARDS }, (_, s): SetElement => ({ key: [s], verdict: { code: 'jump', chain: `${chain}-${s}` } }));
   return {
     'service-protocols': [{ key: ['sctp'] }, { key: ['tcp'] }, { key: ['udp'] }],
+    'service-shards': shards('services'),
+    'hairpin-shards': shards('hairpin'),
     'cluster-cidrs': uniqText(ctx.clusterCIDRs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] }))),
     'service-cidrs': uniqText(ctx.serviceCIDRs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] }))),
   };
@@ -276,6 +323,8 @@ export function proxyTable(family: Fam, shape: TableShape, ctx: ModelContext, se
     { name: 'firewall-prerouting', hook: { type: 'filter', hook: 'prerouting', priority: -110, policy: 'accept' } },
     { name: 'firewall-output', hook: { type: 'filter', hook: 'output', priority: -110, policy: 'accept' } },
     { name: 'services' },
+    ...Array.from({ length: SHARDS }, (_, s) => ({ name: `services-${s}` })),
+    ...HAIRPIN_SETS.map((name) => ({ name })),
     { name: 'endpoints-check' },
     { name: 'affinity' },
   ];
@@ -294,15 +343,20 @@ export function proxyTable(family: Fam, shape: TableShape, ctx: ModelContext, se
   // A client that reached an affinity frontend before: the endpoint it had (validated after
   // the dnat, below); otherwise one at random.
   add('services', R.inSet([R.F.l4proto], 'service-protocols'), R.inSet(svcFields, 'affinity-services'), R.dnatMap(family, [F.saddr, ...svcFields], 'affinity', { port: true }));
-  for (const m of shape.shortCircuitSizes) {
-    const dnat = R.dnatMap(family, [...svcFields, R.numgen(m, 'random', SHORT_CIRCUIT)], endpointsMap(m), { port: true });
-    if (clusterCidrs) add('services', R.inSet([F.saddr], 'cluster-cidrs'), R.inSet([R.F.l4proto], 'service-protocols'), dnat);
-    add('services', R.fibSaddrType('local'), R.inSet([R.F.l4proto], 'service-protocols'), dnat);
+  add('services', R.inSet([R.F.l4proto], 'service-protocols'), R.hashVmap(svcFields.filter((f) => f !== R.F.l4proto), SHARDS, 'service-shards'));
+  for (let s = 0; s < SHARDS; s++) {
+    const chain = `services-${s}`;
+    for (const m of shape.shortCircuitSizes) {
+      const dnat = R.dnatMap(family, [...svcFields, R.numgen(m, 'random', SHORT_CIRCUIT)], endpointsMap(m, s), { port: true });
+      if (clusterCidrs) add(chain, R.inSet([F.saddr], 'cluster-cidrs'), dnat);
+      add(chain, R.fibSaddrType('local'), dnat);
+    }
+    for (const n of shape.sizes) add(chain, R.dnatMap(family, [...svcFields, R.numgen(n)], endpointsMap(n, s), { port: true }));
   }
-  for (const n of shape.sizes) add('services', R.inSet([R.F.l4proto], 'service-protocols'), R.dnatMap(family, [...svcFields, R.numgen(n)], endpointsMap(n), { port: true }));
 
   add('postrouting', R.markMatch('meta', MASQ_MARK), R.masquerade({ fullyRandom: true }));
-  add('postrouting', R.ctStatus('dnat'), R.inSet([F.daddr, F.saddr], 'hairpin'), R.masquerade({ fullyRandom: true }));
+  add('postrouting', R.ctStatus('dnat'), R.hashVmap([F.daddr], SHARDS, 'hairpin-shards'));
+  for (const set of HAIRPIN_SETS) add(set, R.inSet([F.daddr, F.saddr], set), R.masquerade({ fullyRandom: true }));
 
   // New connections only, as kube-proxy's firewall-check: narrowing a service's source ranges
   // does not cut the connections already made.
