@@ -9,7 +9,7 @@ import { isIP } from 'node:net';
 import { isDeepStrictEqual } from 'node:util';
 import { hostname } from 'node:os';
 import { BadInputError } from '../errors.js';
-import { yaml } from '../yaml.js';
+import { parseYamlDocuments, renderYaml, YamlSyntaxError } from '../yaml.js';
 import { cidrText, parseCidr, validIp } from '../net/address.js';
 import { isKnownScheduler } from '../kube/scheduler.js';
 import type { Scheduler } from '../kernel/ipvs.js';
@@ -675,17 +675,13 @@ function validate(raw: Raw, c: Checker, source?: string): LoadedConfig {
 
 /** Parses YAML text, one document or several (a syntax error names the line). Empty text is an empty config. */
 export function parseConfigText(text: string, source = 'config'): unknown[] {
-  const docs = yaml().parseAllDocuments(text);
-  const out: unknown[] = [];
-  for (const doc of Array.isArray(docs) ? docs : [docs]) {
-    const e = doc.errors[0];
-    if (e) {
-      const where = e.linePos?.[0] ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}` : '(document)';
-      throw new ConfigError([{ path: where, message: `YAML syntax: ${e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}` }], source);
-    }
-    out.push(doc.toJS());
+  try {
+    return parseYamlDocuments(text);
+  } catch (e) {
+    if (!(e instanceof YamlSyntaxError)) throw e;
+    const where = e.line !== undefined ? `line ${e.line}, column ${e.column}` : '(document)';
+    throw new ConfigError([{ path: where, message: `YAML syntax: ${e.reason}` }], source);
   }
-  return out;
 }
 
 // ---- flags ----
@@ -785,7 +781,7 @@ export function renderConfig(cfg: IpvsyncConfig): string {
     const v = getAt(cfg, f.key);
     if (!(f.omitDefault && isDeepStrictEqual(v, f.default))) setAt(f.own ? own : kubeProxy, f.path, f.kind.render(v));
   }
-  return `${yaml().stringify(kubeProxy)}---\n${yaml().stringify(own)}`;
+  return `${renderYaml(kubeProxy)}---\n${renderYaml(own)}`;
 }
 
 /** --write-config-to FILE: writes the effective config (the caller exits afterwards). */

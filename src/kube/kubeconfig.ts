@@ -18,7 +18,7 @@ import https from 'node:https';
 import { isIPv6 } from 'node:net';
 import { dirname, isAbsolute, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { yaml } from '../yaml.js';
+import { parseYamlDocuments } from '../yaml.js';
 import { parseProxyUrl, proxyAgent } from './proxy-agent.js';
 
 export interface KubeConfigSource {
@@ -212,12 +212,14 @@ export function loadKubeConfig(src: KubeConfigSource): ApiConfig {
 
 function fromFile(file: string, context: string | undefined): ApiConfig {
   const fail = (msg: string) => new KubeConfigError(`kubeconfig ${file}: ${msg}`);
-  let doc: Record<string, unknown>;
+  let docs: unknown[];
   try {
-    doc = (yaml().parse(readFileSync(file, 'utf8')) ?? {}) as Record<string, unknown>;
+    docs = parseYamlDocuments(readFileSync(file, 'utf8'));
   } catch (e) {
     throw fail((e as Error).message);
   }
+  if (docs.length > 1) throw fail(`${docs.length} YAML documents, not one`);
+  const doc = (docs[0] ?? {}) as Record<string, unknown>;
   // Relative paths are relative to the file, as kubectl takes them.
   const root = dirname(file);
   const abs = (p: string | undefined) => (p && !isAbsolute(p) ? join(root, p) : p);

@@ -203,7 +203,7 @@ test('the image holds the proxy and what it runs on, and no compilers, developme
   const root = m.stdout.trim();
   try {
     const app = join(root, 'opt/ipvsync');
-    for (const p of ['build/Release/ipvsync.node', 'dist/src/cli/main.js', 'node_modules/@kubernetes/client-node/package.json', 'node_modules/yaml/package.json', 'usr/local/bin/node'].map((p) => (p.startsWith('usr/') ? join(root, p) : join(app, p)))) {
+    for (const p of ['build/Release/ipvsync.node', 'dist/src/cli/main.js', 'node_modules/@kubernetes/client-node/package.json', 'node_modules/js-yaml/package.json', 'usr/local/bin/node'].map((p) => (p.startsWith('usr/') ? join(root, p) : join(app, p)))) {
       assert.ok(existsSync(p), `${p.slice(root.length)} in the image`);
     }
     for (const tool of ['gcc', 'g++', 'cc', 'c++', 'make', 'python3', 'clang']) {

@@ -8,11 +8,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import { stringify } from 'yaml';
 import { parseManifests, resolveLegacyEndpoints, type ManifestSet } from '../../src/kube/manifests.js';
 import { Proxier } from '../../src/proxy/proxier.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { FakeLinks, FakeNftables } from '../../src/testing/fake-kernel.js';
-import { yaml } from '../../src/yaml.js';
 import { prng } from '../helpers/bytes.js';
 
 const NODE = { name: 'node-a', addresses: ['10.0.0.11', '127.0.0.1'] };
@@ -183,7 +183,7 @@ async function run(text: string, what: string): Promise<Outcome> {
 }
 
 test('the campaign\'s objects, unmutated, are programmed without a warning', async () => {
-  const text = victims().map((o) => yaml().stringify(o)).join('---\n');
+  const text = victims().map((o) => stringify(o)).join('---\n');
   assert.deepEqual(await run(text, 'unmutated'), { manifestWarnings: 0, modelWarnings: 0 });
 });
 
@@ -202,7 +202,7 @@ test('seeded mutation campaign over Service, EndpointSlice, Endpoints and Node m
     const done: string[] = [];
     for (let m = 1 + Math.floor(rand() * 3); m > 0; m--) done.push(mutate(target, rand));
     const asJson = rand() < 0.3;
-    const text = objects.map((o) => (asJson ? JSON.stringify(o) + '\n' : yaml().stringify(o))).join('---\n');
+    const text = objects.map((o) => (asJson ? JSON.stringify(o) + '\n' : stringify(o))).join('---\n');
     const o = await run(text, `input ${i} (${String((target.metadata as { name?: unknown } | undefined)?.name)}: ${done.join('; ')})`);
     if (o.manifestWarnings + o.modelWarnings > 0) warned++;
   }
