@@ -74,7 +74,7 @@ test('a node-local endpoint moving: the proxier hands the engine the moved virtu
       `sync ${k}: the element changes`,
     );
     assert.equal(r.report.ipvs.writes, 4, `sync ${k}: the moved destination out and in, on two virtual servers`);
-    assert.equal((p as unknown as { translations: TranslateCache }).translations.path, 'patched', 'translate patched the last model');
+    assert.equal((p as unknown as { plane: { translations: TranslateCache } }).plane.translations.path, 'patched', 'translate patched the last model');
     // the old endpoint's two elements out, the new one's two in, in one transaction
     assert.equal(r.report.nft.writes, 2, `sync ${k}: one delete and one add of elements`);
     const ip: string[] = await hairpinSet('ip');
@@ -136,7 +136,7 @@ test('after in-place patches: a plan never applied makes the next sync full, and
   const added = await p.sync(false);
   assert.equal(added.report.mode, 'incremental');
   assert.deepEqual(added.report.errors, []);
-  assert.equal((p as unknown as { translations: TranslateCache }).translations.path, 'merged');
+  assert.equal((p as unknown as { plane: { translations: TranslateCache } }).plane.translations.path, 'merged');
   p.onServiceDelete('default/extra');
   assert.deepEqual((await p.sync(false)).report.errors, []);
   await same();

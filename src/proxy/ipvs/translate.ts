@@ -5,6 +5,7 @@
 // sync's transaction. Every service port yields a list of frontends (cluster IP, external IPs,
 // load-balancer IPs, node ports); one loop turns frontends into virtual servers and glue, so the
 // four kinds never repeat the same block.
+import type { ServiceObjects } from '../data-plane.js';
 import type { V1EndpointSlice, V1Service } from '../../kube/api-types.js';
 import { samePlain, serviceKey, type DesiredService } from '../../engine/ipvs-model.js';
 import { compareText, sortByKey } from '../../util/sorted.js';
@@ -277,8 +278,6 @@ function contextFingerprint(node: TranslateInput['node'], config: ProxyConfig | 
 }
 
 /** What translatePatch needs of a service that changed: its objects now (undefined: deleted). */
-export type ServiceObjects = { svc: V1Service; slices: readonly V1EndpointSlice[] } | undefined;
-
 /**
  * The model after changes to a few services, from the cache and those services alone: no pass
  * over every service or slice, so a sync after one EndpointSlice update costs the same at 1k

@@ -6,10 +6,13 @@
 import { elementValue, type DesiredNftTable } from '../../engine/nft-diff.js';
 import type { NftElementChange } from '../../engine/engine.js';
 import type { FlowFilter } from '../../kernel/conntrack.js';
+import { compareText } from '../../util/sorted.js';
 import type { SetElement } from '../../kernel/nftables.js';
-import { localWithoutEndpoints, notProgrammed, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
+import { localWithoutEndpoints, modelContext, notProgrammed, serviceModel, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
 import type { HealthCheck, ModelWarning } from '../../kube/types.js';
 import type { Fam } from '../nft-sets.js';
+import type { DataPlane, PlaneSources, PlaneStep } from '../data-plane.js';
+import type { GlueSpec } from '../ipvs/types.js';
 import {
   addressShard, affinityTimeoutSet, endpointsMap, FIXED_SETS, hairpinElement, hairpinSet, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, SHARDS, staticElements,
   type Firewall, type FrontendPart, type ServiceElement, type SetDecl, type TableShape,
@@ -153,8 +156,8 @@ const NO_LOCAL_NONE = Object.freeze({ internal: 0, external: 0 });
 /** An array as long as its elements (one built by pushing keeps room for 17). */
 const exact = <T>(a: T[]): readonly T[] => (a.length ? a.slice() : NONE);
 
-/** What a sync hands the engine, and the conntrack flows to delete once it applied. */
-export interface PlaneStep {
+/** What a rebuild or a patch hands the engine, and the conntrack flows to delete once it applied. */
+export interface ElementStep {
   /** The element changes since the last step (undefined: the tables were built from nothing:
    *  compare them with the last ones). */
   changes: NftElementChange[] | undefined;
@@ -186,7 +189,18 @@ interface Family {
 
 const FAMS: readonly Fam[] = ['ip', 'ip6'];
 
-export class NftablesPlane {
+export interface NftablesPlaneOptions {
+  /** The IPVS data plane's VIP link: its addresses go in a full step (the link is left, and
+   *  not created). */
+  vipLink: string;
+  /** Whether the kernel has a links handle (none: no VIP addresses to remove). */
+  links: boolean;
+}
+
+export class NftablesPlane implements DataPlane {
+  /** Once, when the tables were built from nothing, before the diff: the plan leaves little
+   *  garbage (a listing's buffers are released set by set). */
+  readonly collectBeforeApply = false;
   private services = new Map<string, ServiceState>();
   /** The services with a health check, a Local policy without local endpoints or a warning:
    *  what the summary lists (few, so a sync does not walk every service). */
@@ -199,6 +213,45 @@ export class NftablesPlane {
   private ctx: ModelContext | undefined;
   /** The element changes of the current step, by set and key. */
   private touched: Map<ElementSet, Map<string, Touch>> | undefined;
+
+  constructor(private readonly opts: NftablesPlaneOptions = { vipLink: 'kube-ipvs0', links: false }) {}
+
+  /**
+   * The changed services patched into the plane's tables (an element change each; the tables'
+   * shape changes only with a new endpoint count or a source-range firewall), or, for a full
+   * step, every service from nothing (by name, as the IPVS data plane merges them: the first of
+   * two claiming a frontend keeps it), which the engine compares with the last tables (or the
+   * kernel's, when anyone committed since). What the IPVS data plane leaves behind goes in a
+   * full step: its VIP addresses and its routes (the tables share the IPVS glue's names, so
+   * they are replaced). The model it reports has the semantics' parts (health checks, policies
+   * without local endpoints, warnings) and no IPVS ones.
+   */
+  step(full: boolean, changed: ReadonlySet<string>, src: PlaneSources): PlaneStep {
+    const ctx = modelContext(src.node, src.config, src.serviceCIDRs);
+    const ctxKey = JSON.stringify([src.node, src.config, src.serviceCIDRs]);
+    const modelOf = (name: string): ModelOrError | undefined => {
+      const o = src.objectsOf(name);
+      if (!o) return undefined;
+      try {
+        return serviceModel(o.svc, o.slices, ctx);
+      } catch (error) {
+        return { error };
+      }
+    };
+    let step: ElementStep | undefined;
+    if (!full && this.canPatch(ctxKey)) step = this.patch([...changed].sort(compareText).map((n) => [n, modelOf(n)] as const));
+    step ??= this.rebuild(src.names(), (n) => modelOf(n)!, ctx, ctxKey);
+    const nft = this.tables();
+    const model = { services: [], vips: [], glue: emptyGlue(), ...this.summary() };
+    if (step.changes) return { desired: { services: [], nft }, changes: { services: new Map(), nft: step.changes }, model, staleFlows: step.staleFlows };
+    const vips = this.opts.links ? { vips: { link: this.opts.vipLink, addresses: [], createLink: false } } : {};
+    return { desired: { services: [], routes: { routes: [] }, ...vips, nft }, model, staleFlows: step.staleFlows };
+  }
+
+  /** A step that failed leaves nothing half-known: the next builds from nothing. */
+  applied(clean: boolean): void {
+    if (!clean) this.reset();
+  }
 
   /** Whether a step can patch the last one under this context (its JSON). */
   canPatch(ctxKey: string): boolean {
@@ -219,7 +272,7 @@ export class NftablesPlane {
    *  keeps it), each model made when the plane takes it and dropped after (all of them at
    *  once would be a second copy of every endpoint). The endpoint counts of the last tables
    *  stay, in their order, so their rules do not move. */
-  rebuild(names: readonly string[], modelOf: (name: string) => ModelOrError, ctx: ModelContext, ctxKey: string): PlaneStep {
+  rebuild(names: readonly string[], modelOf: (name: string) => ModelOrError, ctx: ModelContext, ctxKey: string): ElementStep {
     const before = this.services;
     const last = this.families;
     this.services = new Map();
@@ -251,7 +304,7 @@ export class NftablesPlane {
    * Undefined — nothing changed, rebuild instead — when a frontend changes hands: one of these
    * services gives up a frontend another wanted, or takes one from a service after it by name.
    */
-  patch(changed: ReadonlyArray<readonly [string, ModelOrError | undefined]>): PlaneStep | undefined {
+  patch(changed: ReadonlyArray<readonly [string, ModelOrError | undefined]>): ElementStep | undefined {
     const ctx = this.ctx!;
     const names = new Set(changed.map(([n]) => n));
     const claims = new Map<string, string>();
@@ -483,6 +536,11 @@ export class NftablesPlane {
     if (!t) keys.set(k, (t = { was: set.shared ? set.get(k) : taking ? e : undefined, now: undefined }));
     return t;
   }
+}
+
+/** No glue: the nftables data plane's model has none. */
+function emptyGlue(): GlueSpec {
+  return { clusterCIDRs: [], masqueradeAll: false, vips: [], nodePorts: [], nodePortAddresses: [], sourceRanges: [], hairpin: [], localTrafficServices: [], healthCheckNodePorts: [] };
 }
 
 function partsOf(m: ServiceModel, ctx: ModelContext): ReturnType<typeof serviceParts> | { error: unknown } {

@@ -1,0 +1,55 @@
+// The proxier's one seam to a data plane. The proxier keeps the Kubernetes objects (change
+// trackers) and drives the engine; a plane turns the services into the engine's desired state,
+// and names what changed since the last step the engine applied cleanly. Each plane is a
+// folder (ipvs/, nftables/) behind this interface: the proxier has no mode branches.
+import type { DesiredChanges, DesiredState } from '../engine/engine.js';
+import type { FlowFilter } from '../kernel/conntrack.js';
+import type { V1EndpointSlice, V1Service } from '../kube/api-types.js';
+import type { NodeInfo, ProxyConfig, TranslateInput } from '../kube/types.js';
+import type { ProxyModel } from './ipvs/types.js';
+
+/** A service's Service and EndpointSlices (undefined: no Service). */
+export type ServiceObjects = { svc: V1Service; slices: readonly V1EndpointSlice[] } | undefined;
+
+/** What a plane reads of the proxier's objects and configuration for a step. */
+export interface PlaneSources {
+  readonly node: NodeInfo;
+  readonly config: ProxyConfig;
+  /** The ServiceCIDR objects' CIDRs (undefined: none, the configuration's apply). */
+  readonly serviceCIDRs: string[] | undefined;
+  /** How many services there are. */
+  readonly size: number;
+  /** Every service's name, sorted. */
+  names(): string[];
+  objectsOf(name: string): ServiceObjects;
+  /** Every Service and EndpointSlice (a translation from scratch). */
+  input(): TranslateInput;
+}
+
+/** A plane's step: the engine's desired state, and what changed since the last clean one. */
+export interface PlaneStep {
+  desired: DesiredState;
+  /** The changes since the last step the engine applied cleanly (undefined: the engine
+   *  compares everything). */
+  changes?: DesiredChanges;
+  model: ProxyModel;
+  /** UDP and SCTP flows the step leaves stale: deleted once it is applied. */
+  staleFlows: FlowFilter[];
+  /** The engine's last nftables tables are no longer what the kernel has (a plane changed
+   *  them in place for a step that was never applied): it lists them next. */
+  forgetTables?: boolean;
+}
+
+export interface DataPlane {
+  /** A full sync collects garbage before the engine applies too, not only before it plans
+   *  (ProxierOptions.collectGarbage): worth it where planning leaves much garbage. */
+  readonly collectBeforeApply: boolean;
+  /** The step for the services named in `changed` (full: every service compared). */
+  step(full: boolean, changed: ReadonlySet<string>, src: PlaneSources): PlaneStep;
+  /** The engine applied the last step; `clean`: without an error (the base of the next). */
+  applied(clean: boolean): void;
+  /** A step threw: the next one starts from nothing. */
+  reset(): void;
+  /** Whether a stale flow's endpoint serves its frontend again (its flows are kept). */
+  serves(f: FlowFilter): boolean;
+}
