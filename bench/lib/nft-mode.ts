@@ -3,9 +3,15 @@
 // for off-cluster sources, then `numgen random mod n vmap` over its endpoint chains) → a chain
 // per endpoint (hairpin mark + DNAT); NodePorts through an external-* chain that marks for
 // masquerade; base chains for nat prerouting/output/postrouting. Chain names follow kube-proxy's
-// "service-HASH-ns/name/proto/port" and "endpoint-HASH-…__ip/port" pattern. One transaction,
-// as kube-proxy's full sync writes it. Shaped, not byte-identical: kube-proxy's filter-table
-// chains (firewall, reject of endpoint-less services) are left out.
+// "service-HASH-ns/name/proto/port" and "endpoint-HASH-…__ip/port" pattern. Two renderings:
+//   nftRuleset      the ruleset as one declarative `table { … }` document (what `nft list` prints)
+//   nftTransaction  the commands kube-proxy's full sync sends (knftables writes each object as an
+//                   `add`/`flush` line on `nft -f -`'s standard input, in syncProxyRules' order:
+//                   setupNFTables, the maps flushed, then per service its chains added and
+//                   flushed, its map elements, its rules)
+// Shaped, not byte-identical: kube-proxy's filter-table chains (firewall, reject of endpoint-less
+// services) are left out of the declarative one; the transaction has their constant setup (a few
+// chains and maps) but no element or rule of theirs (every bench service has endpoints).
 import { createHash } from 'node:crypto';
 import { base32 } from './iptables.js';
 import { CLUSTER_CIDR, MASQ_MARK, type BenchService } from './workload.js';
@@ -114,4 +120,117 @@ export function nftEndpointChange(before: BenchService, after: BenchService, clu
     out.push(`flush chain ${t} ${c}`, `delete chain ${t} ${c}`);
   }
   return out.join('\n') + '\n';
+}
+
+/** The family and table every command names, as knftables writes one object a line
+ *  (`add chain ip kube-proxy NAME`). */
+const T = `ip ${NFT_TABLE}`;
+
+/** kube-proxy's setupNFTables(): the table, its base chains (added and flushed), the jump
+ *  chains and the rules to them, the masquerade chains' rules, and the dispatch maps (flushed:
+ *  a full sync rebuilds them). */
+function setupCommands(): string[] {
+  // kube-proxy names the priorities (dstnat, dstnat-10); nft 1.0.6 takes a name only on the hook
+  // it belongs to, so the numbers (dstnat = -100, srcnat = 100) where the name is refused
+  const out = [`add table ${T} { comment "rules for kube-proxy" ; }`];
+  const base: Array<[string, string, string, string]> = [
+    ['filter-prerouting', 'filter', 'prerouting', '-110'],
+    ['filter-input', 'filter', 'input', '-110'],
+    ['filter-forward', 'filter', 'forward', '-110'],
+    ['filter-output', 'filter', 'output', '-110'],
+    ['nat-prerouting', 'nat', 'prerouting', 'dstnat'],
+    ['nat-output', 'nat', 'output', '-100'],
+    ['nat-postrouting', 'nat', 'postrouting', 'srcnat'],
+  ];
+  for (const [name, type, hook, priority] of base) out.push(`add chain ${T} ${name} { type ${type} hook ${hook} priority ${priority} ; }`, `flush chain ${T} ${name}`);
+  const created = new Set<string>();
+  const ensure = (c: string) => {
+    if (created.has(c)) return;
+    created.add(c);
+    out.push(`add chain ${T} ${c}`, `flush chain ${T} ${c}`);
+  };
+  const jumps: Array<[string, string, string]> = [
+    ['endpoints-check', 'filter-input', 'ct state new '],
+    ['endpoints-check', 'filter-forward', 'ct state new '],
+    ['endpoints-check', 'filter-output', 'ct state new '],
+    ['firewall-check', 'filter-prerouting', 'ct state new '],
+    ['firewall-check', 'filter-output', 'ct state new '],
+    ['services', 'nat-output', ''],
+    ['services', 'nat-prerouting', ''],
+    ['masquerading', 'nat-postrouting', ''],
+  ];
+  for (const [dst, src, extra] of jumps) {
+    ensure(dst);
+    out.push(`add rule ${T} ${src} ${extra}jump ${dst}`);
+  }
+  for (const c of ['services', 'masquerading', 'mark-for-masquerade', 'reject-chain']) ensure(c);
+  out.push(
+    `add rule ${T} mark-for-masquerade mark set mark or ${MASQ_MARK}`,
+    `add rule ${T} masquerading mark and ${MASQ_MARK} == 0 return`,
+    `add rule ${T} masquerading mark set mark xor ${MASQ_MARK}`,
+    `add rule ${T} masquerading masquerade fully-random`,
+    `add rule ${T} reject-chain reject`,
+  );
+  const maps: Array<[string, string]> = [
+    ['firewall-ips', 'ipv4_addr . inet_proto . inet_service'],
+    ['no-endpoint-services', 'ipv4_addr . inet_proto . inet_service'],
+    ['no-endpoint-nodeports', 'inet_proto . inet_service'],
+    ['service-ips', 'ipv4_addr . inet_proto . inet_service'],
+    ['service-nodeports', 'inet_proto . inet_service'],
+  ];
+  for (const [name, type] of maps) out.push(`add map ${T} ${name} { type ${type} : verdict ; }`, `flush map ${T} ${name}`);
+  out.push(
+    `add rule ${T} services ip daddr . meta l4proto . th dport vmap @service-ips`,
+    `add rule ${T} services fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports`,
+    `add rule ${T} endpoints-check ip daddr . meta l4proto . th dport vmap @no-endpoint-services`,
+    `add rule ${T} firewall-check ip daddr . meta l4proto . th dport vmap @firewall-ips`,
+  );
+  return out;
+}
+
+/** One service's part of a full sync, in syncProxyRules' order: its endpoint chains, service
+ *  chain and external chain added and flushed (ensureChain), its map elements, then its rules. */
+function serviceCommands(s: BenchService, clusterCidr: string): string[] {
+  if (!s.endpoints.length) return [];
+  const out: string[] = [];
+  const ensure = (c: string) => out.push(`add chain ${T} ${c}`, `flush chain ${T} ${c}`);
+  for (const e of s.endpoints) ensure(endpointChainName(s, e.ip, e.port));
+  const svc = serviceChainName(s);
+  ensure(svc);
+  const ext = s.nodePort !== undefined ? externalChainName(s) : undefined;
+  if (ext) ensure(ext);
+  out.push(`add element ${T} service-ips { ${s.clusterIP} . ${s.protocol} . ${s.port} : goto ${svc} }`);
+  if (ext) out.push(`add element ${T} service-nodeports { ${s.protocol} . ${s.nodePort} : goto ${ext} }`);
+  const [masq, lb] = serviceRules(s, clusterCidr);
+  out.push(`add rule ${T} ${svc} ${masq}`);
+  if (ext) out.push(`add rule ${T} ${ext} jump mark-for-masquerade`, `add rule ${T} ${ext} goto ${svc}`);
+  out.push(`add rule ${T} ${svc} ${lb}`);
+  for (const e of s.endpoints) for (const r of endpointRules(s, e)) out.push(`add rule ${T} ${endpointChainName(s, e.ip, e.port)} ${r}`);
+  return out;
+}
+
+/**
+ * kube-proxy's full sync for `services` as it sends it: one `nft -f -` transaction of commands.
+ * (Before it kube-proxy lists the table's chains, `nft --json list chains`, to flush stale ones:
+ * a process of its own, not in this text.)
+ * `setup: false`: the services' part only (a later piece of a load in several transactions; the
+ * table, base chains and maps are in the first, whose map flushes must not run again).
+ */
+export function nftTransaction(services: readonly BenchService[], clusterCidr = CLUSTER_CIDR, o: { setup?: boolean } = {}): string {
+  const out = o.setup ?? true ? setupCommands() : [];
+  for (const s of services) out.push(...serviceCommands(s, clusterCidr));
+  return out.join('\n') + '\n';
+}
+
+/**
+ * The same full sync cut into transactions of `per` services each (the first with the setup).
+ * The kernel binds each anonymous vmap (a service chain's `numgen … vmap { … }`) at a cost that
+ * grows with the transaction it is in: at 10k services × 10 one transaction took 259 s, ten of
+ * 1,000 took 22 s in all. kube-proxy sends one; the pieces are the fastest way to load its
+ * ruleset with its own tool.
+ */
+export function nftTransactionPieces(services: readonly BenchService[], per = 1000, clusterCidr = CLUSTER_CIDR): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < services.length || i === 0; i += per) out.push(nftTransaction(services.slice(i, i + per), clusterCidr, { setup: i === 0 }));
+  return out;
 }

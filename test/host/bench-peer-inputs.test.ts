@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { iptablesRestore, JUMP_RULES } from '../../bench/lib/iptables.js';
 import { ipsetRestore, IPSET_NAMES } from '../../bench/lib/ipvs-mode.js';
-import { nftRuleset, NFT_TABLE } from '../../bench/lib/nft-mode.js';
+import { nftRuleset, nftTransaction, nftTransactionPieces, NFT_TABLE } from '../../bench/lib/nft-mode.js';
 import { withOneEndpointChanged, workload } from '../../bench/lib/workload.js';
 import { NGINX } from '../fixtures/kube/nginx-basic.js';
 
@@ -81,4 +81,30 @@ test('nft -f loads the nftables-mode-shaped ruleset; ipset restore loads the IPV
   const saved = run('ipset', ['save']).split('\n').filter((l) => l.startsWith('add '));
   assert.equal(saved.length, sets.members);
   for (const s of IPSET_NAMES) run('ipset', ['destroy', s]);
+});
+
+/** The table's chains (service and endpoint ones: their names have a '/'), rules and map elements. */
+function tableShape(): { chains: number; serviceChains: number; rules: number; elements: number } {
+  const objs = (JSON.parse(run('nft', ['-j', 'list', 'table', 'ip', NFT_TABLE])) as { nftables: Array<Record<string, any>> }).nftables;
+  const chains = objs.filter((o) => 'chain' in o);
+  return {
+    chains: chains.length,
+    serviceChains: chains.filter((o) => String(o.chain.name).includes('/')).length,
+    rules: objs.filter((o) => 'rule' in o).length,
+    elements: objs.filter((o) => 'map' in o).reduce((n, o) => n + (o.map.elem?.length ?? 0), 0),
+  };
+}
+
+test('nft -f loads kube-proxy nftables mode\'s full sync as it sends it: one transaction and 1,000-service pieces give the same table', () => {
+  const w = workload(1500);
+  run('nft', ['-f', '-'], nftTransaction(w.services));
+  const one = tableShape();
+  run('nft', ['delete', 'table', 'ip', NFT_TABLE]);
+  for (const p of nftTransactionPieces(w.services, 1000)) run('nft', ['-f', '-'], p);
+  assert.deepEqual(tableShape(), one);
+  run('nft', ['delete', 'table', 'ip', NFT_TABLE]);
+  const d = nftRuleset(w.services);
+  assert.equal(one.elements, d.mapElements);
+  // the declarative ruleset's chains less its 6 base ones
+  assert.equal(one.serviceChains, d.chains - 6);
 });
