@@ -5,7 +5,7 @@ import type { NetlinkError } from '../errors.js';
 import type { LinkOp, LinksApi } from '../kernel/links.js';
 import { diffAddresses, type AddressesDelta, type DesiredVips } from './addresses-diff.js';
 import { applyBatch, settle, type KindReport, type Settled } from './apply-batch.js';
-import type { InvalidObject } from './engine.js';
+import type { InvalidObject } from './types.js';
 import { samePlain } from './ipvs-model.js';
 import { vipAddressProblem, vipInvalid, vipLinkInvalid } from './validate.js';
 

@@ -4,7 +4,7 @@
 // syncs.
 import type { IpSet, IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
 import { applyBatch, type KindReport } from './apply-batch.js';
-import type { InvalidObject } from './engine.js';
+import type { InvalidObject } from './types.js';
 import { diffIpSets, memberKey, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
 import { IPVS_RECORD_SETS } from './ownership.js';
 import { checkIpSet } from './validate.js';

@@ -8,7 +8,7 @@ import type { IpSet, IpSetOp } from '../kernel/ipsets.js';
 import type { Destination, IpvsApi, IpvsOp, Service, ServiceId } from '../kernel/ipvs.js';
 import { anyContains, canonicalAddress, parseCidr, type Cidr } from '../net/address.js';
 import { applyBatch, type KindReport } from './apply-batch.js';
-import type { InvalidObject, Ownership } from './engine.js';
+import type { InvalidObject, Ownership } from './types.js';
 import {
   assemble,
   byKey,

@@ -3,20 +3,11 @@
 // moved), diffed (nft-diff) and committed; between syncs it keeps the tables last applied
 // without an error and the ruleset generation at which the kernel has exactly those.
 import { NetlinkError } from '../errors.js';
-import { NftTransaction, PackedElements, type NftablesApi, type NftOp, type NftRuleset, type SetElement, type SetInfo } from '../kernel/nftables.js';
+import { NftTransaction, PackedElements, type NftablesApi, type NftOp, type NftRuleset, type SetInfo } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
 import { declOf, diffNftFromLast, diffNftSteps, elementKey, sameNftTables, staticFromLast, type DesiredNftTable, type ListedElements, type NftDelta } from './nft-diff.js';
-import type { InvalidObject } from './engine.js';
+import type { InvalidObject, NftElementChange } from './types.js';
 import { checkNftElements, checkNftTable } from './validate.js';
-
-/** Elements added to and deleted from one set of an owned nftables table. */
-export interface NftElementChange {
-  family: NftFamily;
-  table: string;
-  set: string;
-  add: readonly SetElement[];
-  delete: readonly SetElement[];
-}
 
 /**
  * An element op of a plain (non-interval) set with more elements than this is queued as pieces

@@ -3,7 +3,7 @@
 // after. Nothing is kept between syncs (a handful of routes: every plan reads them).
 import { IPVSYNC_ROUTE_PROTOCOL, type Route, type RoutesApi } from '../kernel/routes.js';
 import { applyBatch, type KindReport } from './apply-batch.js';
-import type { InvalidObject } from './engine.js';
+import type { InvalidObject } from './types.js';
 import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
 import { checkRoutes } from './validate.js';
 

@@ -22,7 +22,7 @@ import { addressFamily, canonicalNetwork } from '../net/address.js';
 import type { IpSetMember } from '../kernel/ipsets.js';
 import { RT_TABLE_LOCAL, RT_TABLE_MAIN } from '../kernel/routes.js';
 import type { DesiredVips } from './addresses-diff.js';
-import type { DesiredState, InvalidObject, Ownership } from './engine.js';
+import type { DesiredState, InvalidObject, Ownership } from './types.js';
 import { memberKey, type DesiredIpSet } from './ipsets-diff.js';
 import { destKey, serviceKey, type DesiredService } from './ipvs-model.js';
 import { elementKey, type DesiredNftTable } from './nft-diff.js';
