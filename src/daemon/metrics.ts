@@ -15,7 +15,7 @@ import type { ProxyMode } from './config.js';
 import type { ReloadStats } from './reload-coalescer.js';
 import { fullSync, type SyncRecord, type SyncRunner } from './runner.js';
 import type { Service } from '../kernel/ipvs.js';
-import type { ProxyModel } from '../proxy/ipvs/types.js';
+import type { ServiceSummary } from '../kube/types.js';
 import type { PendingChanges } from '../proxy/proxier.js';
 import type { ApiRequestCount } from '../proxy/sync-thread.js';
 import { addonCpuUsage as nativeAddonCpuUsage, type AddonCpuUsage } from '../native.js';
@@ -111,7 +111,7 @@ export interface SyncResultForMetrics {
   endpointChanges: number;
   /** When each endpoint change this sync programmed was triggered (ms since the epoch). */
   triggerTimes: readonly number[];
-  model: Pick<ProxyModel, 'noLocalEndpointsTotal'>;
+  model: Pick<ServiceSummary, 'noLocalEndpointsTotal'>;
 }
 
 export interface ProxyMetricsOptions {

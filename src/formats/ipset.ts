@@ -5,25 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { excerpt, NetlinkError } from '../errors.js';
 import type { IpSet, IpSetFamily, IpSetMember, IpSetOp, IpSetSpec, IpSetType } from '../kernel/ipsets.js';
-import { IPSET_TYPES } from '../kernel/ipsets.js';
-
-type Dim = 'ip' | 'net' | 'port';
-
-const DIMS: Record<IpSetType, Dim[]> = {
-  'hash:ip': ['ip'],
-  'hash:ip,port': ['ip', 'port'],
-  'hash:ip,port,ip': ['ip', 'port', 'ip'],
-  'hash:ip,port,net': ['ip', 'port', 'net'],
-  'hash:net': ['net'],
-  'hash:net,port': ['net', 'port'],
-  'hash:net,net': ['net', 'net'],
-  'hash:net,port,net': ['net', 'port', 'net'],
-  'bitmap:port': ['port'],
-};
-
-export function typeDims(type: string): Dim[] | undefined {
-  return (DIMS as Record<string, Dim[]>)[type];
-}
+import { IPSET_TYPES, typeDims } from '../kernel/ipsets.js';
 
 // libipset's ICMP/ICMPv6 type/code names (lib/icmp.c, lib/icmpv6.c): what `ipset save` prints.
 const ICMP: Record<string, string> = {
@@ -284,7 +266,7 @@ function parsePort(text: string, family: IpSetFamily, line: number): { proto: Ip
 
 /** Parses one element of a set of the given type ("10.0.0.1,udp:53"). */
 export function parseElement(type: IpSetType, family: IpSetFamily | undefined, text: string, line = 0): IpSetMember {
-  const dims = DIMS[type];
+  const dims = typeDims(type)!;
   const parts = text.split(',');
   if (parts.length !== dims.length)
     throw new RestoreSyntaxError(line, `'${text}' does not match ${type} (${dims.length} component${dims.length > 1 ? 's' : ''})`);

@@ -31,6 +31,26 @@ export const IPSET_TYPES = [
 ] as const;
 export type IpSetType = (typeof IPSET_TYPES)[number];
 
+/** A member's parts, by type: an address, a network, a port (proto:port). */
+export type Dim = 'ip' | 'net' | 'port';
+
+const DIMS: Record<IpSetType, Dim[]> = {
+  'hash:ip': ['ip'],
+  'hash:ip,port': ['ip', 'port'],
+  'hash:ip,port,ip': ['ip', 'port', 'ip'],
+  'hash:ip,port,net': ['ip', 'port', 'net'],
+  'hash:net': ['net'],
+  'hash:net,port': ['net', 'port'],
+  'hash:net,net': ['net', 'net'],
+  'hash:net,port,net': ['net', 'port', 'net'],
+  'bitmap:port': ['port'],
+};
+
+/** The parts of a member of a set of this type (undefined: a type ipvsync does not model). */
+export function typeDims(type: string): Dim[] | undefined {
+  return (DIMS as Record<string, Dim[]>)[type];
+}
+
 /**
  * One element. By type:
  * - `hash:ip`: ip · `hash:net`: ip + cidr (or ip 'a.b.c.d/n')

@@ -3,6 +3,7 @@
 import { native, type HandleOptions, type NativeIpvsHandle, type IpvsSocketStats } from '../native.js';
 import { ApplyResult, checkOpList, redoInterrupted, type BatchOptions } from './batch.js';
 import { packIpvsOps } from './ipvs-pack.js';
+import type { AddressFamily } from '../net/address.js';
 
 export interface IpvsInfo {
   /** "1.2.1" */
@@ -13,7 +14,7 @@ export interface IpvsInfo {
   connTableSize: number;
 }
 
-export type AddressFamily = 'inet' | 'inet6';
+export type { AddressFamily };
 export type IpvsProtocol = 'tcp' | 'udp' | 'sctp';
 
 /** Every scheduler Linux ships (twos from 6.2 on). Any other name is passed to the kernel,

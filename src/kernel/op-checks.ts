@@ -6,8 +6,7 @@
 // verdicts. nftables needs none here: its façade checks ops in TypeScript (NftTransaction).
 import { addressFamily } from '../net/address.js';
 import type { DestinationConfig, ServiceConfig } from './ipvs.js';
-import type { IpSetMember, IpSetSpec } from './ipsets.js';
-import { typeDims } from '../formats/ipset.js';
+import { typeDims, type IpSetMember, type IpSetSpec } from './ipsets.js';
 
 /** What is wrong with a value: the field that holds it and why. */
 export interface FieldProblem {

@@ -84,3 +84,15 @@ export interface ModelWarning {
   service: string;
   message: string;
 }
+
+/** What the proxy says of its services, whatever the data plane: health-check node ports, the
+ *  services with a Local policy and no local endpoint, warnings. */
+export interface ServiceSummary {
+  healthChecks: HealthCheck[];
+  /** "namespace/name" of services with a Local traffic policy and no local endpoint here. */
+  noLocalEndpoints: string[];
+  /** kube-proxy's sync_proxy_rules_no_local_endpoints_total, counted per service port. */
+  noLocalEndpointsTotal: { internal: number; external: number };
+  /** Bad annotations, bad addresses, conflicts: ignored, never thrown. */
+  warnings: ModelWarning[];
+}

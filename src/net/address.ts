@@ -4,7 +4,9 @@
 // Canonical IPv6 is RFC 5952 text, an IPv4-mapped address in hex groups (::ffff:102:304).
 import { isIP } from 'node:net';
 import { boundedMemo } from '../util/memo.js';
-import type { AddressFamily } from '../kernel/ipvs.js';
+
+/** An address family as the kernel's families name it. */
+export type AddressFamily = 'inet' | 'inet6';
 
 /** An IPv4 dotted quad as a number, or -1 (anything else, leading zeros too, as inet_pton has
  *  it). No allocation: sorts, membership tests and op checks call this per element. */

@@ -15,8 +15,7 @@ import { NetlinkError, type NetlinkErrorFields } from '../errors.js';
 import type { InformerError, InformerErrorReason, InformerOptions, ResourceName } from '../kube/informers.js';
 import type { KubeConfigSource } from '../kube/kubeconfig.js';
 import type { FolderLoad } from '../kube/manifests.js';
-import type { HealthCheck, ModelWarning } from '../kube/types.js';
-import type { ProxyModel } from './ipvs/types.js';
+import type { HealthCheck, ModelWarning, ServiceSummary } from '../kube/types.js';
 import type { HandleOptions } from '../native.js';
 import type { KernelOptions } from './kernel.js';
 import type { PendingChanges, ProxierOptions } from './proxier.js';
@@ -48,7 +47,7 @@ export interface ModelSummary {
   services: number;
   vips: number;
   healthChecks: HealthCheck[];
-  noLocalEndpointsTotal: ProxyModel['noLocalEndpointsTotal'];
+  noLocalEndpointsTotal: ServiceSummary['noLocalEndpointsTotal'];
   warnings: ModelWarning[];
 }
 

@@ -2,7 +2,7 @@
 // IPVS table, the VIPs for kube-ipvs0 and a plain-data spec of the nftables glue.
 import type { DesiredService } from '../../engine/ipvs-model.js';
 import type { AddressFamily, IpvsProtocol } from '../../kernel/ipvs.js';
-import type { HealthCheck, ModelWarning } from '../../kube/types.js';
+import type { ServiceSummary } from '../../kube/types.js';
 import type { FrontendKind } from '../../kube/service-model.js';
 
 export type { FrontendKind } from '../../kube/service-model.js';
@@ -72,16 +72,9 @@ export interface GlueSpec {
 
 /** A model patched from another (translatePatch) shares its lists, changed in place: a model
  *  holds until the next translation of its cache. */
-export interface ProxyModel {
+export interface ProxyModel extends ServiceSummary {
   services: DesiredService[];
   /** Addresses to bind on kube-ipvs0 (cluster, external and load-balancer IPs). */
   vips: string[];
   glue: GlueSpec;
-  healthChecks: HealthCheck[];
-  /** "namespace/name" of services with a Local traffic policy and no local endpoint here. */
-  noLocalEndpoints: string[];
-  /** kube-proxy's sync_proxy_rules_no_local_endpoints_total, counted per service port. */
-  noLocalEndpointsTotal: { internal: number; external: number };
-  /** Bad annotations, bad addresses, conflicts: ignored, never thrown. */
-  warnings: ModelWarning[];
 }

@@ -9,7 +9,7 @@ import type { FlowFilter } from '../../kernel/conntrack.js';
 import { compareText } from '../../util/sorted.js';
 import type { SetElement } from '../../kernel/nftables.js';
 import { localWithoutEndpoints, modelContext, notProgrammed, serviceModel, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
-import type { HealthCheck, ModelWarning } from '../../kube/types.js';
+import type { HealthCheck, ModelWarning, ServiceSummary } from '../../kube/types.js';
 import type { Fam } from '../nft-sets.js';
 import type { DataPlane, PlaneSources, PlaneStep } from '../data-plane.js';
 import type { GlueSpec } from '../ipvs/types.js';
@@ -164,14 +164,6 @@ export interface ElementStep {
   /** UDP and SCTP flows to an endpoint no longer behind its frontend, and to a frontend that
    *  had no endpoint and has some now (its flows were never translated). */
   staleFlows: FlowFilter[];
-}
-
-/** What the plane says of its services. */
-export interface PlaneSummary {
-  healthChecks: HealthCheck[];
-  noLocalEndpoints: string[];
-  noLocalEndpointsTotal: { internal: number; external: number };
-  warnings: ModelWarning[];
 }
 
 /** A service's model, or what made it unprogrammable. */
@@ -365,7 +357,7 @@ export class NftablesPlane implements DataPlane {
     });
   }
 
-  summary(): PlaneSummary {
+  summary(): ServiceSummary {
     const healthChecks: HealthCheck[] = [];
     const noLocalEndpoints: string[] = [];
     const total = { internal: 0, external: 0 };
