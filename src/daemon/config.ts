@@ -11,7 +11,7 @@ import { hostname } from 'node:os';
 import { BadInputError } from '../errors.js';
 import { parseYamlDocuments, renderYaml, YamlSyntaxError } from '../yaml.js';
 import { cidrText, parseCidr, validIp } from '../net/address.js';
-import { isKnownScheduler } from '../kube/scheduler.js';
+import { isKnownScheduler } from '../proxy/ipvs/scheduler.js';
 import type { Scheduler } from '../kernel/ipvs.js';
 import { LABEL_TOPOLOGY_ZONE, type ProxyConfig } from '../kube/types.js';
 import type { ProxierOptions } from '../proxy/proxier.js';

@@ -10,12 +10,11 @@
 // model holds only values the kernel layer accepts (canonical addresses, CIDRs as their
 // network, ports in range).
 import type { V1EndpointSlice, V1Service, V1ServiceCIDR } from './api-types.js';
-import type { AddressFamily, IpvsProtocol, ServiceFlag } from '../kernel/ipvs.js';
+import type { AddressFamily, IpvsProtocol } from '../kernel/ipvs.js';
 import { cidrList, inAny, type CidrList } from './address.js';
 import { ipFamily, isIpv6LinkLocal, compareAddress, sloppyIp, validIp } from '../net/address.js';
 import { clusterEndpoints, endpointsForPort, localEndpoints, sortSlices, type EndpointInfo } from './endpoints.js';
 import { objectKey, sliceServiceKey } from './change-tracker.js';
-import { chooseScheduler, isKnownScheduler } from './scheduler.js';
 import { field, isMapping, member, present, show } from './fields.js';
 import {
   LABEL_SERVICE_PROXY_NAME,
@@ -27,7 +26,6 @@ import {
 
 /** kube-proxy's default ClientIP affinity timeout (3 h). */
 export const DEFAULT_AFFINITY_TIMEOUT = 10800;
-export const DEFAULT_SCHEDULER = 'rr';
 
 /** One port of a service in one family (a dual-stack service has one per family). */
 export interface ServicePortModel {
@@ -52,10 +50,6 @@ export interface ServicePortModel {
   externalLocal: boolean;
   /** sessionAffinity ClientIP: its timeout in seconds; 0: no affinity. */
   affinityTimeout: number;
-  /** The IPVS scheduler (config, or the service's ipvsync.io/scheduler annotation) and its
-   *  flags: a data plane without schedulers ignores them. Shared by the service's ports. */
-  scheduler: string;
-  schedulerFlags: readonly ServiceFlag[];
   /** Endpoints for Cluster traffic policy (ready, topology-filtered; else serving-terminating),
    *  sorted by address and port. */
   cluster: readonly EndpointInfo[];
@@ -137,7 +131,6 @@ export interface ModelContext {
   nodeName: string;
   zone: string | undefined;
   config: ProxyConfig;
-  defaultScheduler: string;
   /** config.clusterCIDRs, canonical (cidrText), the bad ones left out. */
   clusterCIDRs: string[];
   /** The service CIDRs, canonical: the ServiceCIDR objects' when the API serves them, else
@@ -154,11 +147,6 @@ export interface ModelContext {
  *  undefined when the API serves none (then config.serviceCIDRs). */
 export function modelContext(node: NodeInfo, config: ProxyConfig, serviceCIDRObjects?: readonly string[]): ModelContext {
   const warnings: ModelWarning[] = [];
-  let defaultScheduler = config.scheduler?.trim() || DEFAULT_SCHEDULER;
-  if (!isKnownScheduler(defaultScheduler)) {
-    warnings.push({ service: '', message: `config scheduler: unknown scheduler "${defaultScheduler}", using "${DEFAULT_SCHEDULER}"` });
-    defaultScheduler = DEFAULT_SCHEDULER;
-  }
   const nodeAddresses = new Set(node.addresses.map(validIp).filter((a): a is string => a !== undefined));
   const clusterCIDRs = cidrList(config.clusterCIDRs);
   for (const bad of clusterCIDRs.rejected) warnings.push({ service: '', message: `clusterCIDRs: "${bad}" is not a CIDR, ignored` });
@@ -168,7 +156,6 @@ export function modelContext(node: NodeInfo, config: ProxyConfig, serviceCIDRObj
     nodeName: node.name,
     zone: node.zone || undefined,
     config,
-    defaultScheduler,
     clusterCIDRs: clusterCIDRs.texts,
     serviceCIDRs: serviceCIDRs.texts,
     nodeAddresses,
@@ -241,8 +228,6 @@ export function serviceModel(svc: V1Service, slices: readonly V1EndpointSlice[],
   const clusterIPs = clusterIPsOf(spec, warn);
   if (clusterIPs.length === 0) return m;
   const type = spec.type;
-  const sched = chooseScheduler(field(svc, 'metadata', 'annotations'), ctx.defaultScheduler);
-  sched.warnings.forEach(warn);
   const affinity = spec.sessionAffinity === 'ClientIP' ? affinityTimeout(spec, warn) : 0;
   const externalIPs = listOf(spec, 'externalIPs', warn);
   const externallyAccessible = type === 'NodePort' || type === 'LoadBalancer' || externalIPs.length > 0;
@@ -254,7 +239,7 @@ export function serviceModel(svc: V1Service, slices: readonly V1EndpointSlice[],
   const localReady = healthCheck ? new Set<string>() : undefined;
   const shared = sharedInfo(svc, spec, externalIPs, warn);
   const ports = listOf(spec, 'ports', warn);
-  const base = { service: name, externalLocal: m.externalLocal, affinityTimeout: affinity, scheduler: sched.scheduler, schedulerFlags: sched.flags };
+  const base = { service: name, externalLocal: m.externalLocal, affinityTimeout: affinity };
   clusterIPs.forEach((clusterIP, i) => {
     const family = ipFamily(clusterIP)!;
     for (let j = 0; j < ports.length; j++) {
@@ -364,7 +349,7 @@ function sharedInfo(svc: V1Service, spec: Record<string, unknown>, externalIPs: 
   return { externalIPs, lbIPs, rangeTexts: listOf(spec, 'loadBalancerSourceRanges', warn), internalLocal: spec.internalTrafficPolicy === 'Local' };
 }
 
-type PortBase = Pick<ServicePortModel, 'service' | 'clusterIP' | 'family' | 'externalLocal' | 'affinityTimeout' | 'scheduler' | 'schedulerFlags'>;
+type PortBase = Pick<ServicePortModel, 'service' | 'clusterIP' | 'family' | 'externalLocal' | 'affinityTimeout'>;
 
 /** A port of the Service's spec, its endpoints not yet given; undefined (warned) when unusable. */
 function servicePort(port: unknown, index: number, shared: SharedInfo, base: PortBase, warn: (m: string) => void): ServicePortModel | undefined {
@@ -394,8 +379,6 @@ function servicePort(port: unknown, index: number, shared: SharedInfo, base: Por
     internalLocal: shared.internalLocal,
     externalLocal: base.externalLocal,
     affinityTimeout: base.affinityTimeout,
-    scheduler: base.scheduler,
-    schedulerFlags: base.schedulerFlags,
     cluster: NONE,
     local: NONE,
     nodeLocal: NONE,

@@ -66,13 +66,13 @@ export {
   modelContext,
   servedBy,
   DEFAULT_AFFINITY_TIMEOUT,
-  DEFAULT_SCHEDULER,
   type ServiceModel,
   type ServicePortModel,
   type ModelContext,
 } from '../kube/service-model.js';
 export { ServiceTracker, EndpointSliceTracker, objectKey } from '../kube/change-tracker.js';
 export { translate, TranslateCache } from './ipvs/translate.js';
+export { DEFAULT_SCHEDULER } from './ipvs/scheduler.js';
 export { changedServiceKeys } from './ipvs/model-diff.js';
 export type { FrontendKind, GlueHairpin, GlueNodePort, GlueSourceRange, GlueSpec, GlueVip, ProxyModel } from './ipvs/types.js';
 export {

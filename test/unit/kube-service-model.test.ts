@@ -93,8 +93,6 @@ test('traffic policies pick the endpoints each kind of frontend uses; a Local Lo
     internalLocal: false,
     externalLocal: true,
     affinityTimeout: DEFAULT_AFFINITY_TIMEOUT,
-    scheduler: 'rr',
-    schedulerFlags: [],
   });
   assert.deepEqual(eps(internalEndpoints(p!)), ['10.244.1.7:8443', '10.244.3.7:8443'], 'cluster IP: every ready endpoint');
   assert.deepEqual(eps(externalEndpoints(p!)), ['10.244.1.7:8443'], 'external: ready node-local only');
@@ -154,14 +152,13 @@ test('services that program nothing have no ports: headless, ExternalName, unall
 test('the context reads the node and configuration once: NodePort addresses per family, CIDRs as networks', () => {
   const c = modelContext(
     { name: 'n', addresses: ['10.0.0.11', '192.168.1.5', 'fe80::1', '2001:db8::11', 'junk'] },
-    { nodePortAddresses: ['10.0.0.0/8', 'nope'], clusterCIDRs: ['10.244.1.5/16'], scheduler: 'bogus' },
+    { nodePortAddresses: ['10.0.0.0/8', 'nope'], clusterCIDRs: ['10.244.1.5/16'] },
   );
   assert.deepEqual(c.nodePortAddresses, { inet: ['10.0.0.11'], inet6: ['2001:db8::11'] });
   assert.deepEqual(c.clusterCIDRs, ['10.244.0.0/16']);
-  assert.equal(c.defaultScheduler, 'rr');
   assert.deepEqual(
     c.warnings.map((w) => w.message),
-    ['config scheduler: unknown scheduler "bogus", using "rr"', 'nodePortAddresses: "nope" is not a CIDR, ignored'],
+    ['nodePortAddresses: "nope" is not a CIDR, ignored'],
   );
 });
 

@@ -5,6 +5,8 @@
 // sync's transaction. Every service port yields a list of frontends (cluster IP, external IPs,
 // load-balancer IPs, node ports); one loop turns frontends into virtual servers and glue, so the
 // four kinds never repeat the same block.
+import { field } from '../../kube/fields.js';
+import { chooseScheduler, configScheduler, type SchedulerChoice } from './scheduler.js';
 import type { ServiceObjects } from '../data-plane.js';
 import type { V1EndpointSlice, V1Service } from '../../kube/api-types.js';
 import { samePlain, serviceKey, type DesiredService } from '../../engine/ipvs-model.js';
@@ -33,6 +35,8 @@ import type { FrontendKind, GlueHairpin, GlueNodePort, GlueSourceRange, GlueVip,
 
 /** This node and the configuration, the services' slices, and what they translate into. */
 interface Context extends ModelContext {
+  /** The configuration's scheduler (configScheduler). */
+  defaultScheduler: string;
   slicesByService: Map<string, V1EndpointSlice[]>;
   out: Accumulator;
 }
@@ -262,7 +266,7 @@ export function translate(input: TranslateInput, cache?: TranslateCache): ProxyM
 function translateOne(svc: V1Service, name: string, slices: readonly V1EndpointSlice[], scratch: Context): ServiceOut {
   let out: ServiceOut;
   try {
-    translateService(serviceModel(svc, slices, scratch), scratch);
+    translateService(serviceModel(svc, slices, scratch), chooseScheduler(field(svc, 'metadata', 'annotations'), scratch.defaultScheduler), scratch);
     out = compact(scratch.out);
   } catch (e) {
     clearAccumulator(scratch.out);
@@ -519,28 +523,32 @@ function clearAccumulator(a: Accumulator): void {
 
 /** The context of a translation, given its slices by service. */
 function baseContext(node: TranslateInput['node'], config: ProxyConfig, slicesByService: Map<string, V1EndpointSlice[]>): Context {
-  const ctx = modelContext(node, config);
   const out = emptyAccumulator();
+  const defaultScheduler = configScheduler(config, out.warnings);
+  const ctx = modelContext(node, config);
   out.warnings.push(...ctx.warnings);
-  return { ...ctx, slicesByService, out };
+  return { ...ctx, defaultScheduler, slicesByService, out };
 }
 
 // ---- per service ----
 
 /** One service's model into the accumulator: its warnings, then its ports' virtual servers and
  *  glue. */
-function translateService(m: ServiceModel, ctx: Context): void {
+function translateService(m: ServiceModel, sched: SchedulerChoice, ctx: Context): void {
   for (const message of m.warnings) ctx.out.warnings.push({ service: m.name, message });
+  // a service without ports (headless, no cluster IP) has no virtual server to schedule
+  if (m.ports.length) for (const message of sched.warnings) ctx.out.warnings.push({ service: m.name, message });
   if (m.externalLocal) ctx.out.localTraffic.add(m.name);
-  for (const p of m.ports) translatePort(p, ctx);
+  for (const p of m.ports) translatePort(p, sched, ctx);
   if (m.healthCheck) ctx.out.healthChecks.set(m.name, m.healthCheck);
 }
 
-/** The IPVS options of a service port: its scheduler, and ClientIP affinity as persistence. */
-function ipvsOptions(sp: ServicePortModel): ServiceOptions {
-  const options: ServiceOptions = { scheduler: sp.scheduler };
+/** The IPVS options of a service port: its service's scheduler, and ClientIP affinity as
+ *  persistence. */
+function ipvsOptions(sp: ServicePortModel, sched: SchedulerChoice): ServiceOptions {
+  const options: ServiceOptions = { scheduler: sched.scheduler };
   const sticky = sp.affinityTimeout > 0;
-  const flags = [...(sticky ? (['persistent'] as const) : []), ...sp.schedulerFlags];
+  const flags = [...(sticky ? (['persistent'] as const) : []), ...sched.flags];
   if (flags.length) options.flags = flags;
   if (sticky) options.timeout = sp.affinityTimeout;
   return options;
@@ -549,9 +557,9 @@ function ipvsOptions(sp: ServicePortModel): ServiceOptions {
 
 // ---- per service port ----
 
-function translatePort(sp: ServicePortModel, ctx: Context): void {
+function translatePort(sp: ServicePortModel, sched: SchedulerChoice, ctx: Context): void {
   for (const fe of frontends(sp, ctx)) {
-    addVirtualServer(sp, fe, realServers(sp, fe), ctx);
+    addVirtualServer(sp, fe, realServers(sp, fe), sched, ctx);
     addGlue(sp, fe, ctx);
   }
   addHairpin(sp, sp.nodeLocal, ctx);
@@ -578,12 +586,12 @@ function binds(fe: Frontend, ctx: Context): boolean {
   return fe.kind === 'clusterIP' || (fe.kind !== 'nodePort' && !ctx.nodeAddresses.has(fe.address));
 }
 
-function addVirtualServer(sp: ServicePortModel, fe: Frontend, endpoints: readonly EndpointInfo[], ctx: Context): void {
+function addVirtualServer(sp: ServicePortModel, fe: Frontend, endpoints: readonly EndpointInfo[], sched: SchedulerChoice, ctx: Context): void {
   const vs: DesiredService = {
     protocol: sp.protocol,
     address: fe.address,
     port: fe.port,
-    ...ipvsOptions(sp),
+    ...ipvsOptions(sp, sched),
     // sorted by address and port, as endpointsForPort gives them (filtering keeps the order)
     destinations: endpoints.map((e) => ({ address: e.address, port: e.port, forward: 'masq', weight: 1 })),
   };

@@ -1,8 +1,12 @@
-// Per-service IPVS scheduler and flags from annotations, validated: a bad value is dropped with a
-// warning (a typo in one Service must never break the proxy for the others).
-import { SCHEDULERS, type ServiceFlag } from '../kernel/ipvs.js';
-import { ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS } from './types.js';
-import { member, present, show } from './fields.js';
+// The IPVS data plane's scheduler: the configuration's default, and per service its annotations'
+// scheduler and flags, validated: a bad value is dropped with a warning (a typo in one Service
+// must never break the proxy for the others). The service model knows nothing of schedulers.
+import { SCHEDULERS, type ServiceFlag } from '../../kernel/ipvs.js';
+import { ANNOTATION_SCHEDULER, ANNOTATION_SCHEDULER_FLAGS, type ModelWarning, type ProxyConfig } from '../../kube/types.js';
+import { member, present, show } from '../../kube/fields.js';
+
+/** kube-proxy's IPVS mode's default scheduler. */
+export const DEFAULT_SCHEDULER = 'rr';
 
 export interface SchedulerChoice {
   scheduler: string;
@@ -23,6 +27,14 @@ const ANNOTATION_FLAGS = new Set<string>(['one-packet', 'sh-fallback', 'sh-port'
 
 export function isKnownScheduler(name: string): boolean {
   return KNOWN.has(name);
+}
+
+/** The configuration's scheduler, or the default with a warning when it names none Linux has. */
+export function configScheduler(config: ProxyConfig, warnings: ModelWarning[]): string {
+  const s = config.scheduler?.trim() || DEFAULT_SCHEDULER;
+  if (KNOWN.has(s)) return s;
+  warnings.push({ service: '', message: `config scheduler: unknown scheduler "${s}", using "${DEFAULT_SCHEDULER}"` });
+  return DEFAULT_SCHEDULER;
 }
 
 /** The scheduler and flags a Service's annotations (a mapping, as read off the wire) choose. */
