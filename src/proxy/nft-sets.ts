@@ -1,5 +1,6 @@
 // What both data planes' nftables tables are built from: the per-family fields, and sets whose
 // elements are sorted and unique in one order the engine's merge diff knows (`order`).
+import type { DesiredNftTable } from '../engine/nft-diff.js';
 import type { SetElement } from '../kernel/nftables.js';
 import * as R from '../kernel/nft-rules.js';
 import { compareAddress, familyOf } from '../net/address.js';
@@ -39,6 +40,26 @@ export const PROXY_TABLE_OWNED: { names: readonly string[]; prefixes: readonly s
   ],
   prefixes: ['fw-', 'endpoints-', 'affinity-', 'services-', 'hairpin-'],
 };
+
+/** The packet mark of traffic to masquerade, in either plane's table. */
+export const MASQ_MARK = 0x4000;
+
+/** The nat part both planes' tables begin with: prerouting and output jump to `services` (the
+ *  plane's), postrouting masquerades (fully random) what carries MASQ_MARK. */
+export function natBase(): Pick<DesiredNftTable, 'chains' | 'rules'> {
+  return {
+    chains: [
+      { name: 'prerouting', hook: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' } },
+      { name: 'output', hook: { type: 'nat', hook: 'output', priority: -100, policy: 'accept' } },
+      { name: 'postrouting', hook: { type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept' } },
+    ],
+    rules: [
+      { chain: 'prerouting', exprs: R.rule(R.jump('services')) },
+      { chain: 'output', exprs: R.rule(R.jump('services')) },
+      { chain: 'postrouting', exprs: R.rule(R.markMatch('meta', MASQ_MARK), R.masquerade({ fullyRandom: true })) },
+    ],
+  };
+}
 
 export function fam(address: string): Fam {
   return familyOf(address) === 'inet6' ? 'ip6' : 'ip';

@@ -24,9 +24,8 @@ import * as R from '../../kernel/nft-rules.js';
 import type { SetElement } from '../../kernel/nftables.js';
 import type { GlueHairpin, GlueSpec } from './types.js';
 import { hashParts, KeyIndex } from '../../util/key-index.js';
-import { compareElements, FIELDS, fam, mapDefined, PROXY_TABLE_OWNED, uniq, uniqText, type Fam } from '../nft-sets.js';
+import { compareElements, FIELDS, fam, mapDefined, MASQ_MARK, natBase, PROXY_TABLE_OWNED, uniq, uniqText, type Fam } from '../nft-sets.js';
 
-export const MASQ_MARK = 0x4000;
 export const GLUE_TABLE = 'ipvsync';
 
 /** A stable, short chain name for a service's source-range firewall: 48 bits of a 64-bit
@@ -120,20 +119,12 @@ export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Des
   const hairpin = hairpinElements(g, family);
   const ranges = g.sourceRanges.filter(mine);
 
-  const chains: DesiredNftTable['chains'] = [
-    { name: 'prerouting', hook: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' } },
-    { name: 'output', hook: { type: 'nat', hook: 'output', priority: -100, policy: 'accept' } },
-    { name: 'postrouting', hook: { type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept' } },
-    { name: 'input', hook: { type: 'filter', hook: 'input', priority: 0, policy: 'accept' } },
-    { name: 'services' },
-  ];
-  const rules: DesiredNftTable['rules'] = [];
+  const { chains, rules } = natBase();
+  chains.push({ name: 'input', hook: { type: 'filter', hook: 'input', priority: 0, policy: 'accept' } }, { name: 'services' });
   const add = (chain: string, ...parts: Array<Expr | Expr[]>) => rules.push({ chain, exprs: R.rule(...parts) });
   const mark = R.setMarkBits(MASQ_MARK);
   const svcFields = [F.daddr, R.F.l4proto, R.F.thDport];
 
-  add('prerouting', R.jump('services'));
-  add('output', R.jump('services'));
   if (g.masqueradeAll) add('services', R.inSet(svcFields, 'cluster-ips'), mark);
   else if (clusterCidrs.length) add('services', R.inSet(svcFields, 'cluster-ips'), R.inSet([F.saddr], 'cluster-cidrs', { invert: true }), mark);
   // no cluster CIDR to tell pods by: the node's own traffic, which leaves with the cluster IP
@@ -141,7 +132,6 @@ export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Des
   else add('services', R.inSet([F.saddr, R.F.l4proto, R.F.thDport], 'cluster-ips'), mark);
   add('services', R.inSet(svcFields, 'external-ips'), mark);
   add('services', R.fibDaddrType('local'), R.inSet([R.F.l4proto, R.F.thDport], 'nodeports'), mark);
-  add('postrouting', R.markMatch('meta', MASQ_MARK), R.masquerade({ fullyRandom: true }));
   add('postrouting', R.inSet([F.daddr, R.F.l4proto, R.F.thDport, F.saddr], 'hairpin'), R.masquerade({ fullyRandom: true }));
   add('input', R.vmap(svcFields, 'firewall'));
   // Only new connections: replies to a local client whose source is a VIP (the kernel picks

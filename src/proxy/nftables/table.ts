@@ -56,12 +56,11 @@ import { frontendEndpoints, frontends, shortCircuitEndpoints, type ModelContext,
 import { inAny } from '../../kube/address.js';
 import { ipv6Words, isLoopback } from '../../net/address.js';
 import { firewallChain } from '../ipvs/glue.js';
-import { FIELDS, fam, PROXY_TABLE_OWNED, uniqText, type Fam } from '../nft-sets.js';
+import { FIELDS, fam, MASQ_MARK, natBase, PROXY_TABLE_OWNED, uniqText, type Fam } from '../nft-sets.js';
 
 /** The table of each family (the IPVS glue's name: a switch of data plane replaces one table
  *  with the other, and the ownership rule stays one name per family). */
 export const NFT_PROXY_TABLE = 'ipvsync';
-export const MASQ_MARK = 0x4000;
 
 type DesiredSet = DesiredNftTable['sets'][number];
 /** A set of the table without its elements. */
@@ -314,10 +313,8 @@ export function proxyTable(family: Fam, shape: TableShape, ctx: ModelContext, se
   const svcFields = [F.daddr, R.F.l4proto, R.F.thDport];
   const clusterCidrs = ctx.clusterCIDRs.some((c) => fam(c.split('/')[0]!) === family);
 
-  const chains: DesiredNftTable['chains'] = [
-    { name: 'prerouting', hook: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' } },
-    { name: 'output', hook: { type: 'nat', hook: 'output', priority: -100, policy: 'accept' } },
-    { name: 'postrouting', hook: { type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept' } },
+  const { chains, rules } = natBase();
+  chains.push(
     { name: 'filter-prerouting', hook: { type: 'filter', hook: 'prerouting', priority: -99, policy: 'accept' } },
     { name: 'filter-output', hook: { type: 'filter', hook: 'output', priority: 0, policy: 'accept' } },
     { name: 'firewall-prerouting', hook: { type: 'filter', hook: 'prerouting', priority: -110, policy: 'accept' } },
@@ -327,13 +324,10 @@ export function proxyTable(family: Fam, shape: TableShape, ctx: ModelContext, se
     ...HAIRPIN_SETS.map((name) => ({ name })),
     { name: 'endpoints-check' },
     { name: 'affinity' },
-  ];
-  const rules: DesiredNftTable['rules'] = [];
+  );
   const add = (chain: string, ...parts: Array<Expr | Expr[]>) => rules.push({ chain, exprs: R.rule(...parts) });
   const mark = R.setMarkBits(MASQ_MARK);
 
-  add('prerouting', R.jump('services'));
-  add('output', R.jump('services'));
   if (ctx.config.masqueradeAll) add('services', R.inSet(svcFields, 'cluster-ips'), mark);
   else if (clusterCidrs) add('services', R.inSet(svcFields, 'cluster-ips'), R.inSet([F.saddr], 'cluster-cidrs', { invert: true }), mark);
   add('services', R.inSet(svcFields, 'external-ips'), mark);
@@ -354,7 +348,6 @@ export function proxyTable(family: Fam, shape: TableShape, ctx: ModelContext, se
     for (const n of shape.sizes) add(chain, R.dnatMap(family, [...svcFields, R.numgen(n)], endpointsMap(n, s), { port: true }));
   }
 
-  add('postrouting', R.markMatch('meta', MASQ_MARK), R.masquerade({ fullyRandom: true }));
   add('postrouting', R.ctStatus('dnat'), R.hashVmap([F.daddr], SHARDS, 'hairpin-shards'));
   for (const set of HAIRPIN_SETS) add(set, R.inSet([F.daddr, F.saddr], set), R.masquerade({ fullyRandom: true }));
 
