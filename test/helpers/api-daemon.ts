@@ -246,7 +246,8 @@ export class SoakDaemon {
  * order: the blocks of a table (sets, maps, chains) by name, and the elements of each set by
  * value (a hash set lists in no fixed order). A chain's rules keep their order, but for the
  * one history may change on purpose (src/proxy/nftables/plane.ts): the tables keep every
- * endpoint count's `endpoints-N` map and its dnat rule once made, in the order the counts came
+ * endpoint count's `endpoints-N-S` maps and their dnat rules (one in each shard's chain) once
+ * made, in the order the counts came
  * (so a sync never moves a rule), where a fresh sync makes only the counts in use, in service
  * order. Each frontend's elements are in one such map, so those rules' order does not matter,
  * and an empty map's rule matches nothing: they are compared sorted, the empty ones left out.
@@ -274,8 +275,8 @@ export function normaliseRuleset(text: string): string {
       blocks.push(normaliseBlock(body));
     }
     i++;
-    const unused = new Set(blocks.filter((b) => /^map endpoints-\d+ \{$/.test(b[0]!) && !b.includes('elements')).map((b) => b[0]!.split(' ')[1]!));
-    const uses = (rule: string) => /@endpoints-\d+$/.test(rule);
+    const unused = new Set(blocks.filter((b) => /^map endpoints-\d+-\d+ \{$/.test(b[0]!) && !b.includes('elements')).map((b) => b[0]!.split(' ')[1]!));
+    const uses = (rule: string) => /@endpoints-\d+-\d+$/.test(rule);
     const kept = blocks
       .filter((b) => !unused.has(b[0]!.split(' ')[1]!))
       .map((b) => {
