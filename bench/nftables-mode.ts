@@ -25,9 +25,10 @@
 //   daemon    `ipvsync proxy --manifests` as a process: (a) its cold first start on an empty
 //             table, (b) its restart over the tables (a) left (stopped with SIGTERM, which leaves
 //             them): the first sync's duration as the daemon reports it (the runner's, on
-//             /metrics: kubeproxy_sync_proxy_rules_duration_seconds; and the engine's, the "sync"
-//             log line's ms), the wall time from spawn to that log line, peak RSS, the event
-//             loop's longest block; the restart lists and diffs the tables and must write nothing
+//             /metrics: kubeproxy_sync_proxy_rules_duration_seconds; and the "sync" log line's ms:
+//             the whole sync, where older builds logged the engine's part), the wall time from
+//             spawn to that log line, peak RSS, the event loop's longest block; the restart
+//             lists and diffs the tables and must write nothing
 //   peers     kube-proxy's iptables-mode ruleset through `iptables-legacy-restore` and through
 //             `iptables-nft-restore` (what most distributions run), each on empty tables; its
 //             nftables-mode full sync as kube-proxy sends it (bench/lib/nft-mode.ts
@@ -109,7 +110,8 @@ interface DaemonStart {
   /** the runner's duration of the sync (kubeproxy_sync_proxy_rules_duration_seconds, scraped
    *  after it: its only observation) */
   syncMs: number;
-  /** the "sync" log line's ms: the engine's (list, diff, commit), the model's build not in it */
+  /** the "sync" log line's ms: the whole sync as the daemon waited for it (older builds logged
+   *  the engine's part alone: list, diff, commit) */
   logMs: number;
   /** from spawn to the "sync" log line: node's start, the folder's load, the sync */
   wallMs: number;

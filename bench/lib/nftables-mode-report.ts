@@ -125,7 +125,7 @@ export function renderMarkdown(res: Result): string {
     '',
     "## The daemon as a process: cold first sync, and restart over its own tables",
     '',
-    "`ipvsync proxy --proxy-mode nftables --manifests DIR`, a fresh process each: (a) started on an empty table; (b) started again after SIGTERM left (a)'s tables, so its first sync lists and diffs them (and writes nothing). The first sync as the daemon reports it: the runner's duration (`kubeproxy_sync_proxy_rules_duration_seconds`, its one observation, scraped after it) and the engine's (the `sync` log line's ms: list, diff, commit; the model's build is not in it); the process's wall time from spawn to that log line; peak RSS (VmHWM) after it; the event loop's longest block from start to then (`nodejs_eventloop_lag_max_seconds`).",
+    "`ipvsync proxy --proxy-mode nftables --manifests DIR`, a fresh process each: (a) started on an empty table; (b) started again after SIGTERM left (a)'s tables, so its first sync lists and diffs them (and writes nothing). The first sync as the daemon reports it: the runner's duration (`kubeproxy_sync_proxy_rules_duration_seconds`, its one observation, scraped after it) and the `sync` log line's ms (the whole sync as the daemon waited for it; older builds logged the engine's part alone: list, diff, commit); the process's wall time from spawn to that log line; peak RSS (VmHWM) after it; the event loop's longest block from start to then (`nodejs_eventloop_lag_max_seconds`).",
     '',
     '| S × 10 | cold: first sync | its log ms | wall to first sync | peak RSS | event loop, longest block | restart: first sync | its log ms | wall to first sync | peak RSS | its writes | restart / cold |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|',

@@ -337,7 +337,7 @@ export function proxyTable(family: Fam, shape: TableShape, ctx: ModelContext, se
   // A client that reached an affinity frontend before: the endpoint it had (validated after
   // the dnat, below); otherwise one at random.
   add('services', R.inSet([R.F.l4proto], 'service-protocols'), R.inSet(svcFields, 'affinity-services'), R.dnatMap(family, [F.saddr, ...svcFields], 'affinity', { port: true }));
-  add('services', R.inSet([R.F.l4proto], 'service-protocols'), R.hashVmap(svcFields.filter((f) => f !== R.F.l4proto), SHARDS, 'service-shards'));
+  add('services', R.inSet([R.F.l4proto], 'service-protocols'), R.hashVmap([F.daddr, R.F.thDport], SHARDS, 'service-shards'));
   for (let s = 0; s < SHARDS; s++) {
     const chain = `services-${s}`;
     for (const m of shape.shortCircuitSizes) {
