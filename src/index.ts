@@ -88,5 +88,5 @@ export { canonicalAddress } from './net/address.js';
 export { IPVS_RECORD, IPVS_RECORD_SETS } from './engine/ownership.js';
 export type { DesiredVips } from './engine/addresses-diff.js';
 export type { DesiredIpSet } from './engine/ipsets-diff.js';
-export type { DesiredNftTable } from './engine/nft-diff.js';
+export { elementChanges, type DesiredNftTable } from './engine/nft-diff.js';
 export { SyncRunner, type RunnerOptions, type SyncRecord, type SyncTrigger, type Clock } from './daemon/runner.js';

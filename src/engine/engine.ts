@@ -79,14 +79,12 @@ export interface EngineOptions extends Ownership {
   createNftInTransactionsOf?: number;
   now?: () => number;
   /**
-   * The caller never changes the desired objects it passed once a plan is made, but for the
-   * services array (which the engine does not keep) and set element arrays as DesiredChanges.nft
-   * allows, a set so changed dropping its `order` (the proxier patches both in place; a model
-   * patched from the last one shares its unchanged objects with it):
-   * apply() keeps them as the base of the next incremental plan as they are, and IPVS ops may
-   * hold desired services and destinations themselves. Default false: it keeps a copy
-   * (structuredClone), which at 10k services costs ~100 ms and a second copy of the nftables
-   * glue per sync.
+   * The caller never changes the desired services and VIPs it passed once a plan is made, but
+   * for the services array (which the engine does not keep; a model patched from the last one
+   * shares its unchanged objects with it): apply() keeps the VIPs as the base of the next
+   * incremental plan as they are, and IPVS ops may hold desired services and destinations
+   * themselves. Default false: copies (structuredClone). The nftables tables' static part is
+   * always copied (it is small) and their elements never kept.
    */
   desiredImmutable?: boolean;
   /**
@@ -199,7 +197,6 @@ export class Engine {
     this.nft = new NftReconciler(kernel.nft, {
       ...(opts.maxNftOpsPerTransaction !== undefined ? { maxOpsPerTransaction: opts.maxNftOpsPerTransaction } : {}),
       ...(opts.createNftInTransactionsOf !== undefined ? { createInTransactionsOf: opts.createNftInTransactionsOf } : {}),
-      keepAsGiven: opts.desiredImmutable === true,
     });
   }
 
@@ -218,7 +215,7 @@ export class Engine {
   async plan(desired: DesiredState, changes?: DesiredChanges | ReadonlySet<string>): Promise<Plan> {
     const t0 = performance.now();
     const ch = changes === undefined ? undefined : changes instanceof Set ? changesOf(desired.services, changes) : (changes as DesiredChanges);
-    const changed: ReadonlySet<string> | undefined = ch && new Set(ch.services.keys());
+    const changed: ReadonlySet<string> | undefined = ch?.services && new Set(ch.services.keys());
     // Each kind checked (what the kernel layer would refuse is left out of what is diffed, and
     // reported) and what to read decided. Incremental: a kind whose desired state is what was
     // last applied cleanly is left alone.
@@ -230,7 +227,7 @@ export class Engine {
     const sliced = !changed && typeof this.kernel.ipvs?.destinationsOf === 'function';
     const obs = await this.observe(changed, sliced, ipsets.want !== undefined, { addresses, routes, ipsets, nft });
     const t1 = obs.t1;
-    const named = ch ? [...ch.services.values()].filter((s): s is DesiredService => s !== undefined) : desired.services;
+    const named = ch?.services ? [...ch.services.values()].filter((s): s is DesiredService => s !== undefined) : desired.services;
     const { delta: ipvs, readMs, invalid: invalidServices } = await this.ipvs.plan(obs.ipvs, named, changed);
     const plan: Plan = { mode: changed ? 'incremental' : 'full', ipvs, observeMs: t1 - t0 + readMs, diffMs: 0, desired: {} };
     if (changed) plan.scope = [...changed];
@@ -370,13 +367,6 @@ export class Engine {
     report.durations.applyMs = t1 - t0;
     report.durations.totalMs = plan.observeMs + plan.diffMs + (t1 - t0);
     return report;
-  }
-
-  /** Forgets what the engine knows of its nftables tables, so the next plan lists them: for a
-   *  caller whose desired tables changed in place (DesiredChanges.nft) for a plan that was
-   *  then never applied. */
-  forgetNftTables(): void {
-    this.nft.forget();
   }
 
   /** Full reconcile (or, with `changes`, incremental: see DesiredChanges): plan + apply. */

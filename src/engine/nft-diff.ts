@@ -7,10 +7,11 @@ import { encodeKeyInto, keyLength, type NftFamily } from '../kernel/nft-types.js
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { canonicalAddress } from '../net/address.js';
 import { samePlain } from './ipvs-model.js';
+import type { NftElementChange } from './types.js';
 
 type Local<T> = Omit<T, 'family' | 'table'>;
 type DesiredSet = DesiredNftTable['sets'][number];
-type SetDecl = Omit<DesiredSet, 'elements' | 'order' | 'unique'>;
+type SetDecl = Omit<DesiredSet, 'elements' | 'unique'>;
 
 export interface DesiredNftTable {
   family: NftFamily;
@@ -19,16 +20,6 @@ export interface DesiredNftTable {
   sets: Array<
     Local<SetSpec> & {
       elements: SetElement[];
-      /**
-       * The elements are sorted by this order and unique by it, where it returns 0 exactly for
-       * two keys that are the same canonical key (so '6' and 'tcp', or two spellings of one IPv6
-       * address, must compare 0 or never both occur). Diffing two sets declared with the same
-       * order (an incremental plan from the last clean apply) is then one merge pass that
-       * compares element objects and calls `order` only where they differ, instead of a
-       * canonical key text per element of both. A listing (a full plan) is compared by the
-       * kernel's bytes instead (packedDiff).
-       */
-      order?: ElementOrder;
       /** The elements are unique by canonical key already (a builder that keeps them so): a
        *  table created from nothing is written without checking. */
       unique?: boolean;
@@ -58,7 +49,8 @@ export interface NftDelta {
   ops: NftOp[];
   /** Why the static part was rebuilt, when it was. */
   rebuilt?: string;
-  /** Element changes computed from the last clean apply, without listing the kernel. */
+  /** Element changes given (DesiredChanges.nft) on the tables last applied cleanly, without
+   *  listing the kernel. */
   fromLast?: boolean;
   /** The table is not in the kernel: the ops create it from nothing (build order: table,
    *  chains, sets with their elements, then the rules). */
@@ -127,9 +119,9 @@ function full<T extends object>(t: TableSpec, x: T): T & TableRef {
 }
 type TableRef = { family: NftFamily; table: string };
 
-/** A set without its elements and their order. */
+/** A set without its elements. */
 export function declOf(set: DesiredSet | (Local<SetSpec> & { elements: readonly SetElement[] })): SetDecl {
-  const { elements: _, order: _o, unique: _u, ...decl } = set as DesiredSet;
+  const { elements: _, unique: _u, ...decl } = set as DesiredSet;
   return decl;
 }
 
@@ -139,7 +131,7 @@ function build(t: TableSpec, d: DesiredNftTable): NftOp[] {
   for (const c of d.chains) ops.push({ verb: 'add', kind: 'chain', chain: full(t, c) });
   for (const set of d.sets) {
     const s = declOf(set);
-    const elements = set.order || set.unique ? set.elements : uniqueElements(s, set.elements);
+    const elements = set.unique ? set.elements : uniqueElements(s, set.elements);
     ops.push({ verb: 'add', kind: 'set', set: full(t, s) });
     if (elements.length) ops.push({ verb: 'add', kind: 'elements', set: full(t, s), elements });
   }
@@ -233,8 +225,7 @@ export function* diffNftSteps(desired: DesiredNftTable, observed: NftRuleset): G
     const h = haveSets.get(set.name)!;
     // one set's listing at a time: this step's answer is dropped before the next is asked for
     let listed: ListedElements | undefined = yield h;
-    // a plain set's listing compared as listed; an interval set's decoded (its CIDRs rebuilt)
-    ops.push(...setElementOps(spec(t, set), set, listed instanceof PackedElements && !h.interval ? { elements: [], packed: listed } : { elements: decoded(listed) }));
+    ops.push(...setElementOps(spec(t, set), set, listed, !!h.interval));
     listed = undefined;
   }
   return { ops };
@@ -246,17 +237,52 @@ function decoded(listed: ListedElements): readonly SetElement[] {
 }
 
 /**
- * The delta from the table as it was last applied (not from a listing), with no dump at all:
- * the static part's changes (staticFromLast) around the element adds and deletes. Undefined
- * when that part changed in a way only a listing can diff — then the caller lists the kernel
- * and uses diffNft.
+ * The element changes from one version of a caller's desired tables to the next, as
+ * DesiredChanges.nft names them: per set of `after` (a dynamic set's elements are the packet
+ * path's), the elements whose key `before` lacks or holds with another value, and those of
+ * `before` whose key `after` lacks. Keys are compared as given (a builder that spells one key
+ * one way); a set of `before` that `after` lacks goes with its declaration (the static part).
  */
-export function diffNftFromLast(desired: DesiredNftTable, last: DesiredNftTable): NftDelta | undefined {
-  const st = staticFromLast(desired, last);
-  if (!st) return undefined;
-  const before = new Map(last.sets.map((s) => [s.name, s]));
-  const none = { elements: [] as SetElement[] };
-  return { ops: [...st.pre, ...elementOps(tableOf(desired), desired, (name) => before.get(name) ?? none), ...st.post] };
+export function elementChanges(before: readonly DesiredNftTable[], after: readonly DesiredNftTable[]): NftElementChange[] {
+  const out: NftElementChange[] = [];
+  for (const t of after) {
+    const b = before.find((x) => x.family === t.family && x.name === t.name);
+    const had = new Map((b?.sets ?? []).map((s) => [s.name, s.elements]));
+    for (const set of t.sets) {
+      if (set.dynamic) continue;
+      const add: SetElement[] = [];
+      const del: SetElement[] = [];
+      const have = new Map<string, SetElement>();
+      for (const e of had.get(set.name) ?? []) have.set(keyAsGiven(e), e);
+      for (const e of set.elements) {
+        const k = keyAsGiven(e);
+        const h = have.get(k);
+        if (h === undefined) add.push(e);
+        else {
+          have.delete(k);
+          if (!sameValue(h, e)) {
+            del.push(h);
+            add.push(e);
+          }
+        }
+      }
+      for (const h of have.values()) del.push(h);
+      if (add.length || del.length) out.push({ family: t.family, table: t.name, set: set.name, add, delete: del });
+    }
+  }
+  return out;
+}
+
+/** An element's key parts as one text (a key part never holds a NUL). */
+function keyAsGiven(e: SetElement): string {
+  return e.key.length === 1 ? String(e.key[0]) : e.key.join('\u0000');
+}
+
+/** Two elements of one key hold the same verdict or data. */
+function sameValue(a: SetElement, b: SetElement): boolean {
+  if (a.verdict || b.verdict) return !!a.verdict && !!b.verdict && a.verdict.code === b.verdict.code && (a.verdict.chain ?? '') === (b.verdict.chain ?? '');
+  if (Array.isArray(a.data) && Array.isArray(b.data)) return a.data.length === b.data.length && a.data.every((v, i) => v === (b.data as unknown[])[i]);
+  return a.data === b.data || elementValue(a) === elementValue(b);
 }
 
 /** The static part's ops from the table as last applied: `pre` before the element ops, `post`
@@ -276,8 +302,8 @@ export interface StaticOps {
 export function staticFromLast(desired: DesiredNftTable, last: DesiredNftTable): StaticOps | undefined {
   if (desired.family !== last.family || desired.name !== last.name) return undefined;
   const t = tableOf(desired);
-  const sameChains = desired.chains === last.chains || samePlain(desired.chains, last.chains);
-  const sameRules = desired.rules === last.rules || samePlain(desired.rules, last.rules);
+  const sameChains = samePlain(desired.chains, last.chains);
+  const sameRules = samePlain(desired.rules, last.rules);
   const pre: NftOp[] = [];
   const post: NftOp[] = [];
   const lastSets = new Map(last.sets.map((s) => [s.name, s]));
@@ -286,7 +312,7 @@ export function staticFromLast(desired: DesiredNftTable, last: DesiredNftTable):
     wantSets.add(set.name);
     const b = lastSets.get(set.name);
     if (!b) pre.push({ verb: 'add', kind: 'set', set: full(t, declOf(set)) });
-    else if (b !== set && !samePlain(declOf(set), declOf(b))) return undefined;
+    else if (!samePlain(declOf(set), declOf(b))) return undefined;
   }
   if (sameChains && sameRules) {
     for (const s of last.sets) if (!wantSets.has(s.name)) post.push({ verb: 'delete', kind: 'set', set: full(t, declOf(s)) });
@@ -328,127 +354,52 @@ function rulesByChain(rules: DesiredNftTable['rules']): Map<string, DesiredNftTa
   return m;
 }
 
-/** An order of set elements by key: 0 exactly when two keys are the same canonical key. */
-export type ElementOrder = (a: SetElement, b: SetElement) => number;
-
-/** The merge of two arrays sorted by `order`: what to delete from `have` and add from `want`. */
-function mergeElements(want: readonly SetElement[], have: readonly SetElement[], order: ElementOrder, del: SetElement[], add: SetElement[]): void {
-  let i = 0;
-  let j = 0;
-  while (i < want.length && j < have.length) {
-    const a = want[i]!;
-    const b = have[j]!;
-    if (samePlain(a, b)) {
-      i++;
-      j++;
-      continue;
-    }
-    const c = order(a, b);
-    if (c === 0) {
-      if (elementValue(a) !== elementValue(b)) {
-        del.push(b);
-        add.push(a);
-      }
-      i++;
-      j++;
-    } else if (c < 0) {
-      add.push(want[i++]!);
-    } else {
-      del.push(have[j++]!);
-    }
-  }
-  while (i < want.length) add.push(want[i++]!);
-  while (j < have.length) del.push(have[j++]!);
-}
-
-/** samePlain of two lists of desired tables, a set's elements compared only where the sets
- *  are not the very same objects. */
-export function sameNftTables(a: readonly DesiredNftTable[], b: readonly DesiredNftTable[]): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i]!;
-    const y = b[i]!;
-    if (x === y) continue;
-    const { sets: xs, ...xt } = x;
-    const { sets: ys, ...yt } = y;
-    if (!samePlain(xt, yt) || xs.length !== ys.length) return false;
-    for (let j = 0; j < xs.length; j++) if (xs[j] !== ys[j] && !samePlain(xs[j], ys[j])) return false;
-  }
-  return true;
-}
-
 /** A desired set's full spec in table t. */
 function spec(t: TableSpec, set: DesiredSet): SetSpec {
   return full(t, declOf(set));
 }
 
-/** Every non-dynamic set's element ops against what it had (`had`, by name). */
-function elementOps(t: TableSpec, desired: DesiredNftTable, had: (set: string) => SetBefore): NftOp[] {
+/**
+ * One set's elements against its listing: a plain set's as the kernel sent them (packedDiff), an
+ * interval set's decoded (its CIDRs rebuilt), by canonical key; a changed value (another
+ * verdict or data) is a delete and an add.
+ */
+function setElementOps(spec: SetSpec, set: DesiredSet, listed: ListedElements, interval: boolean): NftOp[] {
+  const s = declOf(set);
+  const add: SetElement[] = [];
+  const del: SetElement[] = [];
+  if (listed instanceof PackedElements && !interval) packedDiff(s, set.elements, !set.unique, listed, del, add);
+  else keyDiff(s, set.elements, !set.unique, decoded(listed), del, add);
   const ops: NftOp[] = [];
-  // a dynamic set's elements are the packet path's (a rule's dynset), not the desired state's
-  for (const set of desired.sets) if (!set.dynamic) ops.push(...setElementOps(spec(t, set), set, had(set.name)));
+  if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
+  if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
   return ops;
 }
 
-/** What a set had: its elements (with their order, when they are the last clean apply's), or
- *  its listing as the kernel sent it. */
-type SetBefore = { readonly elements: readonly SetElement[]; readonly order?: ElementOrder; readonly packed?: PackedElements };
-
-/** One set's elements: by canonical key; a changed value (another verdict/data) is a delete +
- *  add. */
-function setElementOps(spec: SetSpec, set: DesiredSet, beforeSet: SetBefore): NftOp[] {
-  const ops: NftOp[] = [];
-  const s = declOf(set);
-  const elements = set.elements;
-  const before = beforeSet.elements;
-  if (elements === before) return ops;
-  const order = set.order;
-  if (beforeSet.packed) {
-    const add: SetElement[] = [];
-    const del: SetElement[] = [];
-    packedDiff(s, elements, !set.unique && order === undefined, beforeSet.packed, del, add);
-    if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del });
-    if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
-    return ops;
-  }
-  if (order !== undefined && beforeSet.order === order) {
-    // both sorted by the same order (the last clean apply's): one merge pass, no key texts
-    const add: SetElement[] = [];
-    const del: SetElement[] = [];
-    mergeElements(elements, before, order, del, add);
-    if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
-    if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
-    return ops;
-  }
-  // The elements before by key; a desired element takes its key's entry out, so what is left
-  // is what to delete. A key seen twice among the desired elements is a duplicate (the first
-  // counts): tracked only for a set declared neither unique nor sorted.
-  const have = new Map<string, SetElement>();
-  for (const e of before) have.set(elementKey(s, e), e);
-  const add: SetElement[] = [];
-  const del: SetElement[] = [];
-  const seen = set.unique || order !== undefined ? undefined : new Set<string>();
-  for (const e of elements) {
+/** A set's desired elements against decoded ones, by canonical key (the elements listed take
+ *  their key's entry out, so what is left is what to delete). `dedupe`: the desired elements
+ *  may repeat a key (the first counts). */
+function keyDiff(s: SetDecl, want: readonly SetElement[], dedupe: boolean, have: readonly SetElement[], del: SetElement[], add: SetElement[]): void {
+  const byKey = new Map<string, SetElement>();
+  for (const e of have) byKey.set(elementKey(s, e), e);
+  const seen = dedupe ? new Set<string>() : undefined;
+  for (const e of want) {
     const k = elementKey(s, e);
     if (seen) {
       if (seen.has(k)) continue;
       seen.add(k);
     }
-    const h = have.get(k);
+    const h = byKey.get(k);
     if (!h) add.push(e);
     else {
-      have.delete(k);
+      byKey.delete(k);
       if (elementValue(h) !== elementValue(e)) {
         del.push(h);
         add.push(e);
       }
     }
   }
-  for (const h of have.values()) del.push(h);
-  if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
-  if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
-  return ops;
+  for (const h of byKey.values()) del.push(h);
 }
 
 /**

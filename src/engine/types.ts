@@ -39,23 +39,26 @@ export interface DesiredState {
 
 /**
  * What differs between the desired state of a plan and the one of the last apply() that wrote
- * it without an error (the base), as plain data: `engine.plan(desired, changes)` (or
- * sync) then plans incrementally — it reads and diffs the IPVS services named here (one GET
- * each) and, for nftables, writes the element changes given, instead of comparing every
- * service and element. Everything of `desired` not named here must be as in the base (the
- * engine does not look). Without `changes` a plan is full: every kind is read and compared.
+ * it without an error (the base), as plain data, per kind: `engine.plan(desired, changes)` (or
+ * sync) then reads and diffs only what is named here. With `services` the plan is incremental:
+ * it reads and diffs the IPVS services named (one GET each) instead of comparing every one, and
+ * everything of `desired` not named must be as in the base (the engine does not look). Without
+ * `changes` (or without `services`) a plan is full: every IPVS service is read and compared.
  * VIPs, routes and ipsets are compared with the base in either mode.
  */
 export interface DesiredChanges {
   /** The IPVS services that may differ from the base, by serviceKey: the desired service now,
    *  or undefined where none is desired under the key any more. */
-  services: ReadonlyMap<string, DesiredService | undefined>;
-  /** The nftables set elements added and deleted since the base ([]: none). The tables' static
-   *  parts (chains, rules, set declarations) are compared with the base's: chains and sets
-   *  added or gone and changed rule lists are written without a listing, a new set's elements
-   *  among these adds. The desired tables may be the base's own objects with their element
-   *  arrays changed in place by exactly these changes. Absent: the tables are compared with the
-   *  base's. */
+  services?: ReadonlyMap<string, DesiredService | undefined>;
+  /**
+   * The nftables set elements added and deleted since the base ([]: none; elementChanges
+   * computes them from two versions of a caller's tables). The tables' static parts (chains,
+   * rules, set declarations) are compared with the base's: chains and sets added or gone and
+   * changed rule lists are written without a listing, a new set's elements among these adds.
+   * Taken while the kernel is known to have the base's tables: in an incremental plan, or in a
+   * full one while no transaction was committed since (one GETGEN); otherwise, or when absent,
+   * the tables are listed and compared. The engine keeps no element of a base.
+   */
   nft?: readonly NftElementChange[];
 }
 

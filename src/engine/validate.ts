@@ -271,9 +271,9 @@ function nftProblem(build: (tx: NftTransaction) => void, words: ReadonlyArray<[s
 
 type SetDecl = Omit<DesiredNftTable['sets'][number], 'elements'>;
 
-/** A set's declaration with its table, without its elements and their order. */
+/** A set's declaration with its table, without its elements. */
 function specOf(table: { family: NftFamily; name: string }, set: SetDecl & { elements?: unknown }): SetSpec {
-  const { elements: _, order: _o, ...decl } = set;
+  const { elements: _, unique: _u, ...decl } = set;
   return { ...decl, family: table.family, table: table.name } as SetSpec;
 }
 

@@ -30,14 +30,11 @@ export interface PlaneSources {
 export interface PlaneStep {
   desired: DesiredState;
   /** The changes since the last step the engine applied cleanly (undefined: the engine
-   *  compares everything). */
+   *  compares everything; without services, every IPVS service). */
   changes?: DesiredChanges;
   model: ProxyModel;
   /** UDP and SCTP flows the step leaves stale: deleted once it is applied. */
   staleFlows: FlowFilter[];
-  /** The engine's last nftables tables are no longer what the kernel has (a plane changed
-   *  them in place for a step that was never applied): it lists them next. */
-  forgetTables?: boolean;
 }
 
 export interface DataPlane {
@@ -48,7 +45,7 @@ export interface DataPlane {
   step(full: boolean, changed: ReadonlySet<string>, src: PlaneSources): PlaneStep;
   /** The engine applied the last step; `clean`: without an error (the base of the next). */
   applied(clean: boolean): void;
-  /** A step threw: the next one starts from nothing. */
+  /** A step threw, or was only planned: the next one starts from nothing. */
   reset(): void;
   /** Whether a stale flow's endpoint serves its frontend again (its flows are kept). */
   serves(f: FlowFilter): boolean;

@@ -1,5 +1,5 @@
-// What both data planes' nftables tables are built from: the per-family fields, and sets whose
-// elements are sorted and unique in one order the engine's merge diff knows (`order`).
+// What both data planes' nftables tables are built from: the per-family fields, the nat base
+// chains, and sets whose elements are unique by key.
 import type { DesiredNftTable } from '../engine/nft-diff.js';
 import type { SetElement } from '../kernel/nftables.js';
 import * as R from '../kernel/nft-rules.js';
@@ -88,8 +88,7 @@ export function compareElements(x: SetElement, y: SetElement): number {
   return a.length - b.length;
 }
 
-/** Sorted by compareElements, one element per key (the last one given): a set declared in that
- *  order (`order: compareElements`) for the engine's merge diff. */
+/** Sorted by compareElements, one element per key (the last one given). */
 export function uniq(elements: SetElement[]): SetElement[] {
   // Built from translate's sorted, unique lists, most sets are already strictly in order: one
   // pass that finds so returns them as they are (the general path below compares every

@@ -185,7 +185,12 @@ export class Proxier {
    * them (full: every service compared, the kernel's objects dumped where they are not known).
    */
   async plan(full: boolean): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number; triggerTimes: number[] }> {
-    return (await this.planStep(full)).planned;
+    try {
+      return (await this.planStep(full)).planned;
+    } finally {
+      // planned, never applied: the plane's step is not the engine's base
+      this.plane.reset();
+    }
   }
 
   private async planStep(full: boolean) {
@@ -193,9 +198,8 @@ export class Proxier {
     const endpointsChanged = this.slices.drain();
     const triggerTimes = this.slices.lastTriggerTimes;
     const step = this.plane.step(full, new Set([...serviceChanged, ...endpointsChanged]), this.sources());
-    if (step.forgetTables) this.engine.forgetNftTables();
-    // Built from nothing: its garbage goes before the diff allocates.
-    if (!step.changes) this.opts.collectGarbage?.();
+    // A full step built from nothing: its garbage goes before the diff allocates.
+    if (!step.changes?.services) this.opts.collectGarbage?.();
     const plan = await this.engine.plan(step.desired, step.changes);
     return { planned: { plan, model: step.model, serviceChanges: serviceChanged.size, endpointChanges: endpointsChanged.size, triggerTimes }, staleFlows: step.staleFlows };
   }
@@ -215,12 +219,10 @@ export class Proxier {
       const report = await this.engine.apply(plan);
       const clean = !report.errors.length;
       this.plane.applied(clean);
-      if (!clean) this.engine.forgetNftTables();
-      else if (this.kernel.conntrack && this.staleFlows.size) report.flowsFlushed = await this.staleFlows.flush(this.kernel.conntrack, report.errors, (f) => this.plane.serves(f));
+      if (clean && this.kernel.conntrack && this.staleFlows.size) report.flowsFlushed = await this.staleFlows.flush(this.kernel.conntrack, report.errors, (f) => this.plane.serves(f));
       return { model, report, serviceChanges, endpointChanges, triggerTimes };
     } catch (e) {
       this.plane.reset();
-      this.engine.forgetNftTables();
       throw e;
     }
   }

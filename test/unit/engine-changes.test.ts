@@ -54,7 +54,7 @@ function table(elements: SetElement[]): DesiredNftTable {
     family: 'ip',
     name: 'ipvsync',
     chains: [{ name: 'postrouting', hook: { type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept' } }],
-    sets: [{ name: 'hairpin', key: ['ipv4_addr', 'inet_proto', 'inet_service'], elements: elements.sort(byText), order: byText }],
+    sets: [{ name: 'hairpin', key: ['ipv4_addr', 'inet_proto', 'inet_service'], elements: elements.sort(byText), unique: true }],
     rules: [{ chain: 'postrouting', exprs: [{ type: 'counter' }] as never }],
   };
 }

@@ -2,11 +2,11 @@
 // owned ipsets, its nftables table; plan() as a dry run; the order of writes across kinds.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Engine, NFT_ELEMENTS_PIECE, planWrites, type DesiredState } from '../../src/engine/engine.js';
+import { changesOf, Engine, NFT_ELEMENTS_PIECE, planWrites, type DesiredState } from '../../src/engine/engine.js';
 import { NetlinkError } from '../../src/errors.js';
 import { NftCommitResult } from '../../src/kernel/nftables.js';
 import type { DesiredService } from '../../src/engine/ipvs-model.js';
-import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
+import { elementChanges, type DesiredNftTable } from '../../src/engine/nft-diff.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
 import { IPVSYNC_ADDRESS_PROTOCOL } from '../../src/kernel/links.js';
 import * as R from '../../src/kernel/nft-rules.js';
@@ -225,11 +225,12 @@ test('incremental plans skip dumping and diffing VIPs and nftables that equal wh
   const dumps = () => [k.links.dumps, k.nft.dumps];
   const before = dumps();
 
-  // One endpoint changed: same VIPs, same glue → only the changed IPVS service is looked at.
+  // One endpoint changed: same VIPs, same glue (no element change) → only the changed IPVS
+  // service is looked at.
   const s2 = state(10);
   s2.services[3]!.destinations[1]!.address = '10.244.1.9';
   const changed = new Set(['inet|tcp|10.96.0.4|80']);
-  const p = await e.plan(s2, changed);
+  const p = await e.plan(s2, { ...changesOf(s2.services, changed), nft: [] });
   assert.deepEqual(p.unchanged, ['addresses', 'nft']);
   assert.equal(p.addresses, undefined);
   assert.equal(p.nft, undefined);
@@ -242,7 +243,7 @@ test('incremental plans skip dumping and diffing VIPs and nftables that equal wh
 
   // The caller changing its desired objects in place is seen (the engine keeps a copy).
   s2.vips!.addresses.push('10.96.0.99');
-  const p2 = await e.plan(s2, new Set());
+  const p2 = await e.plan(s2, { services: new Map(), nft: [] });
   assert.deepEqual(p2.unchanged, ['nft']);
   assert.deepEqual(p2.addresses?.early.map((o) => ('address' in o ? o.address : '')), ['10.96.0.99/32']);
   assert.ok(k.links.dumps > before[0]!, 'changed VIPs are dumped and diffed');
@@ -250,23 +251,32 @@ test('incremental plans skip dumping and diffing VIPs and nftables that equal wh
 
   // A full plan always observes every kind, and so repairs what another tool changed.
   await k.links.apply([{ op: 'delAddr', link: 'kube-ipvs0', address: '10.96.0.1' }]);
-  const quiet = await e.plan(s2, new Set());
+  const quiet = await e.plan(s2, { services: new Map(), nft: [] });
   assert.equal(quiet.addresses, undefined, 'incremental: trusts the last clean apply (the periodic full sync repairs)');
   const full = await e.plan(s2);
   assert.equal(full.unchanged, undefined);
   assert.deepEqual(full.addresses?.early.map((o) => ('address' in o ? o.address : '')), ['10.96.0.1/32']);
+
+  // Without element changes the engine has nothing to compare the tables with (it keeps no
+  // element of them): even an incremental plan lists them, and finds nothing to write.
+  const d = k.nft.dumps;
+  const listed = await e.plan(s2, new Set());
+  assert.ok(k.nft.dumps > d, 'listed');
+  assert.deepEqual(listed.nft?.ops, []);
 });
 
-test('incremental plans with only set elements changed diff them against the last clean apply, without listing the tables', async () => {
+test('incremental plans with element changes write them on the last clean apply, without listing the tables', async () => {
   const k = fakeKernel();
   const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] });
-  assert.deepEqual((await e.sync(state(10))).errors, []);
-  const nftDumps = k.nft.dumps;
+  const s0 = state(10);
+  assert.deepEqual((await e.sync(s0)).errors, []);
+  let nftDumps = k.nft.dumps;
+  const changes = (before: DesiredState & { nft: DesiredNftTable }, after: DesiredState & { nft: DesiredNftTable }) => ({ services: new Map(), nft: elementChanges([before.nft], [after.nft]) });
 
   // One element in, one out (a service replaced by another in the glue's set).
   const s = state(10);
   s.nft.sets[0]!.elements = s.nft.sets[0]!.elements.filter((x) => x.key[0] !== '10.96.0.2').concat([{ key: ['10.96.0.77', 'tcp', 80] }]);
-  const p = await e.plan(s, new Set());
+  const p = await e.plan(s, changes(s0, s));
   assert.equal(p.nft?.fromLast, true);
   assert.equal(k.nft.dumps, nftDumps, 'no nftables listing');
   assert.deepEqual(
@@ -275,14 +285,15 @@ test('incremental plans with only set elements changed diff them against the las
   );
   assert.deepEqual((await e.apply(p)).errors, []);
   const check = await e.plan(s);
-  assert.deepEqual(check.nft?.ops, [], 'the kernel now holds exactly the desired table (a full plan finds nothing to do)');
+  assert.deepEqual(check.nft?.ops, [], 'the kernel now holds exactly the desired table (a full plan lists it and finds nothing to do)');
+  nftDumps = k.nft.dumps;
 
   // A rule change is a static change the last clean apply says enough about: its chain is
   // flushed and refilled (no rule handle needed), still without a listing.
   const s2 = state(10);
   s2.nft.sets[0]!.elements = s.nft.sets[0]!.elements;
   s2.nft.rules[1] = { chain: 'mark', exprs: [...R.setMarkBits(0x8000)] };
-  const p2 = await e.plan(s2, new Set());
+  const p2 = await e.plan(s2, changes(s, s2));
   assert.equal(p2.nft?.fromLast, true);
   assert.equal(k.nft.dumps, nftDumps, 'no nftables listing');
   assert.deepEqual(p2.nft!.ops.map((o) => `${o.verb} ${o.kind}`), ['flush chain', ...s2.nft.rules.filter((r) => r.chain === 'mark').map(() => 'add rule')]);
@@ -293,7 +304,7 @@ test('incremental plans with only set elements changed diff them against the las
   s2b.nft.sets[0]!.elements = s.nft.sets[0]!.elements;
   s2b.nft.rules = s2.nft.rules;
   s2b.nft.sets[0]!.timeout = 60_000;
-  const p2b = await e.plan(s2b, new Set());
+  const p2b = await e.plan(s2b, changes(s2, s2b));
   assert.equal(p2b.nft?.fromLast, undefined);
   assert.ok(k.nft.dumps > nftDumps, 'listed');
 
@@ -303,11 +314,11 @@ test('incremental plans with only set elements changed diff them against the las
   assert.deepEqual((await e2.sync(s)).errors, []);
   await k.nft.commit([{ verb: 'delete', kind: 'table', table: { family: 'ip', name: 'ipvsync' } }]);
   const s3 = state(10);
-  s3.nft.sets[0]!.elements.push({ key: ['10.96.0.88', 'tcp', 80] });
-  const r3 = await e2.sync(s3, new Set());
+  s3.nft.sets[0]!.elements = s.nft.sets[0]!.elements.concat([{ key: ['10.96.0.88', 'tcp', 80] }]);
+  const r3 = await e2.sync(s3, changes(s, s3));
   assert.equal(r3.nft.errors[0]?.code, 'ENOENT');
   const d = k.nft.dumps;
-  const r4 = await e2.sync(s3, new Set());
+  const r4 = await e2.sync(s3, changes(s, s3));
   assert.ok(k.nft.dumps > d, 'a kind that failed is listed again');
   assert.deepEqual(r4.errors, []);
   assert.equal((await e2.plan(s3)).nft?.ops.length, 0, 'rebuilt: the kernel holds the desired table');
@@ -355,64 +366,71 @@ test('chains and sets added and gone since the last clean apply are written from
   assert.deepEqual((await new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] }).plan({ ...s, nft: { ...t, sets: [t.sets[0]!, next.sets[1]!] } })).nft?.ops, []);
 });
 
-test('a full plan takes the owned tables from the last clean apply while the nftables generation has not moved; any commit by anyone makes it list them again', async () => {
+test('a full plan takes the element changes on the last clean apply while the nftables generation has not moved; any commit by anyone makes it list the tables again', async () => {
   const k = fakeKernel();
   const e = new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] });
   assert.deepEqual((await e.sync(state(10))).errors, []);
   const gen = () => k.nft.genId();
+  // element changes without IPVS services named: a full plan
+  const none = { nft: [] };
   // The table was not there (found so twice, at one generation): the engine's commit built
   // it from that generation, so it knows it. Nothing committed since: no listing, nothing to write.
   let d = k.nft.dumps;
-  const p1 = await e.plan(state(10));
+  const p1 = await e.plan(state(10), none);
+  assert.equal(p1.mode, 'full');
   assert.equal(k.nft.dumps, d, 'no nftables listing');
   assert.deepEqual(p1.nft, { ops: [], fromLast: true });
   assert.equal((await e.apply(p1)).nft.writes, 0);
 
-  // Elements changed in a full plan, generation unchanged: the element delta from the last
+  // Elements changed in a full plan, generation unchanged: the element changes on the last
   // clean apply, still without a listing; after it commits the engine knows the new generation.
   const s2 = state(11);
-  const p2 = await e.plan(s2);
+  const p2 = await e.plan(s2, { nft: elementChanges([state(10).nft], [s2.nft]) });
   assert.equal(k.nft.dumps, d);
   assert.equal(p2.nft?.fromLast, true);
   assert.deepEqual(p2.nft!.ops.map((o) => (o.kind === 'elements' ? `${o.verb} ${o.elements.map((x) => x.key[0]).join(',')}` : o.kind)), ['add 10.96.0.11']);
   assert.deepEqual((await e.apply(p2)).errors, []);
-  assert.deepEqual((await e.plan(s2)).nft, { ops: [], fromLast: true });
+  assert.deepEqual((await e.plan(s2, none)).nft, { ops: [], fromLast: true });
   assert.equal(k.nft.dumps, d);
+  // without element changes a full plan lists (and finds nothing to write)
+  assert.deepEqual((await e.plan(s2)).nft?.ops, []);
+  assert.equal(k.nft.dumps, d + 1, 'listed');
+  d = k.nft.dumps;
 
   // Another tool deletes one of the engine's elements (a commit: the generation moves). The
   // next full plan lists the table and puts it back; then it trusts the generation again.
   await k.nft.commit([{ verb: 'delete', kind: 'elements', set: { family: 'ip', table: 'ipvsync', name: 'services', key: ['ipv4_addr', 'inet_proto', 'inet_service'] }, elements: [{ key: ['10.96.0.3', 'tcp', 80] }] }]);
-  const p3 = await e.plan(s2);
+  const p3 = await e.plan(s2, none);
   assert.equal(k.nft.dumps, d + 1, 'listed');
   assert.equal(p3.nft?.fromLast, undefined);
   assert.deepEqual(p3.nft!.ops.map((o) => (o.kind === 'elements' ? `${o.verb} ${o.elements.map((x) => x.key[0]).join(',')}` : o.kind)), ['add 10.96.0.3']);
   assert.deepEqual((await e.apply(p3)).errors, []);
   d = k.nft.dumps;
-  assert.deepEqual((await e.plan(s2)).nft, { ops: [], fromLast: true });
+  assert.deepEqual((await e.plan(s2, none)).nft, { ops: [], fromLast: true });
   assert.equal(k.nft.dumps, d);
 
   // A commit to a table the engine does not own moves the generation too: listed once (found
   // as wanted, nothing to write), then trusted at the listing's generation.
   await k.nft.commit([{ verb: 'add', kind: 'table', table: { family: 'ip', name: 'foreign' } }]);
-  const p4 = await e.plan(s2);
+  const p4 = await e.plan(s2, none);
   assert.equal(k.nft.dumps, d + 1);
   assert.deepEqual(p4.nft?.ops, []);
   assert.equal(p4.nft?.fromLast, undefined);
   await e.apply(p4);
-  await e.plan(s2);
+  await e.plan(s2, none);
   assert.equal(k.nft.dumps, d + 1, 'trusted again');
 
   // A commit between a plan and its apply: the plan's view was not exact when it committed, so
   // the generation is not trusted and the next full plan lists.
   await k.nft.commit([{ verb: 'delete', kind: 'elements', set: { family: 'ip', table: 'ipvsync', name: 'services', key: ['ipv4_addr', 'inet_proto', 'inet_service'] }, elements: [{ key: ['10.96.0.4', 'tcp', 80] }] }]);
-  const p5 = await e.plan(s2);
+  const p5 = await e.plan(s2, none);
   assert.equal(p5.nft!.ops.length, 1);
   const g = await gen();
   await k.nft.commit([{ verb: 'delete', kind: 'table', table: { family: 'ip', name: 'foreign' } }]);
   assert.deepEqual((await e.apply(p5)).errors, []);
   assert.equal(await gen(), g + 2);
   d = k.nft.dumps;
-  assert.deepEqual((await e.plan(s2)).nft?.ops, []);
+  assert.deepEqual((await e.plan(s2, none)).nft?.ops, []);
   assert.equal(k.nft.dumps, d + 1, 'listed again');
 
   // A table found absent while another commit went in between its two listings: the
@@ -435,15 +453,15 @@ test('a full plan takes the owned tables from the last clean apply while the nft
   };
   assert.deepEqual((await e3.sync(state(10))).errors, []);
   const d2 = k2.nft.dumps;
-  await e3.plan(state(10));
+  await e3.plan(state(10), none);
   assert.ok(k2.nft.dumps > d2, 'not known: listed');
 
   // A failed commit forgets the generation (and the clean state) as well.
   await k.nft.commit([{ verb: 'delete', kind: 'table', table: { family: 'ip', name: 'ipvsync' } }]);
-  const r6 = await e.sync(state(12), new Set());
+  const r6 = await e.sync(state(12), { services: new Map(), nft: elementChanges([s2.nft], [state(12).nft]) });
   assert.equal(r6.nft.errors[0]?.code, 'ENOENT');
   d = k.nft.dumps;
-  const p7 = await e.plan(state(12));
+  const p7 = await e.plan(state(12), none);
   assert.ok(k.nft.dumps > d, 'listed');
   assert.ok(p7.nft!.ops.some((o) => o.kind === 'table'), 'rebuilt');
 });

@@ -35,7 +35,7 @@ function sortedSets(d: DesiredState): DesiredState {
       if (s.name !== 'hairpin') return s;
       const elements = [...s.elements].sort(compareElements);
       for (let i = 1; i < elements.length; i++) assert.ok(compareElements(elements[i - 1]!, elements[i]!) < 0, 'hairpin elements unique');
-      return { ...s, elements, order: compareElements };
+      return { ...s, elements };
     }),
   }));
   return { ...d, ...(d.nft ? { nft: tables } : {}) };

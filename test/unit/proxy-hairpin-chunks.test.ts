@@ -67,7 +67,7 @@ test('a node-local endpoint moving: the proxier hands the engine the moved virtu
     last = r;
     assert.deepEqual(r.report.errors, []);
     const ch = given.at(-1)!;
-    assert.deepEqual([...ch.services.keys()].sort(), [`inet|tcp|10.96.0.${i}|80`, `inet|udp|10.96.0.${i}|53`], `sync ${k}: the services changed`);
+    assert.deepEqual([...ch.services!.keys()].sort(), [`inet|tcp|10.96.0.${i}|80`, `inet|udp|10.96.0.${i}|53`], `sync ${k}: the services changed`);
     assert.deepEqual(
       ch.nft?.map((x) => `${x.family} ${x.set} -${x.delete.map((e) => e.key[0]).join()} +${x.add.map((e) => e.key[0]).join()}`),
       [`ip hairpin -${was},${was} +10.250.0.${k + 1},10.250.0.${k + 1}`],
@@ -93,10 +93,18 @@ test('a node-local endpoint moving: the proxier hands the engine the moved virtu
   const { genId: _g1, ...now } = await kernel.nft.list();
   const { genId: _g2, ...want } = await fresh.kernel.nft.list();
   assert.deepEqual(now, want);
-  // and a full resync over the patched state finds nothing to write
+  // and a full resync over the patched state finds nothing to write, without listing the
+  // glue: the tables built again are compared with the patched ones (nobody committed since)
+  const dumps = kernel.nft.dumps;
   const again = await p.sync(true);
   assert.deepEqual(again.report.errors, []);
   assert.equal(again.report.nft.writes, 0);
+  assert.equal(kernel.nft.dumps, dumps, 'no listing');
+  // someone else commits: the next resync lists and finds the glue as wanted
+  await kernel.nft.commit([{ verb: 'add', kind: 'table', table: { family: 'ip', name: 'foreign' } }]);
+  const listed = await p.sync(true);
+  assert.ok(kernel.nft.dumps > dumps, 'listed');
+  assert.equal(listed.report.nft.writes, 0);
 });
 
 test('after in-place patches: a plan never applied makes the next sync full, and tables built again are diffed against the patched ones', async () => {

@@ -2,7 +2,7 @@
 // on the proxy's link, and the nftables glue.
 import type { DesiredState, NftElementChange } from '../../engine/engine.js';
 import type { DesiredIpSet } from '../../engine/ipsets-diff.js';
-import type { DesiredNftTable } from '../../engine/nft-diff.js';
+import { elementChanges, type DesiredNftTable } from '../../engine/nft-diff.js';
 import { anyContains, canonicalNetwork, parseCidr } from '../../net/address.js';
 import type { GlueSpec, ProxyModel } from './types.js';
 import type { ModelPatch } from './translate.js';
@@ -33,8 +33,8 @@ export const ROUTE_DEV = 'lo';
  * The engine's desired state for a model. With a cache (the same one every call), the glue
  * tables of the last call are reused when the model's glue is the last one's, or patched in
  * place when only its hairpin list differs and `patch` says how (translate's ModelPatch, when
- * the model was patched from the one whose glue the cache last saw); the cache then holds the
- * element changes that made (GlueCache.changes).
+ * the model was patched from the one whose glue the cache last saw), else built again; the
+ * cache then holds the element changes from the last tables (GlueCache.changes).
  */
 export function desiredState(model: ProxyModel, opts: DesiredOptions, cache?: GlueCache, patch?: Pick<ModelPatch, 'from' | 'hairpin'>): DesiredState {
   const route = opts.bindMode === 'route';
@@ -73,7 +73,11 @@ export function desiredState(model: ProxyModel, opts: DesiredOptions, cache?: Gl
       if (changes) {
         how = 'patched';
         tables = last!.tables;
-      } else tables = glueTables(model.glue, route ? { serviceCidrs: cidrs } : {});
+      } else {
+        tables = glueTables(model.glue, route ? { serviceCidrs: cidrs } : {});
+        // built again: its element changes from the last tables, by key
+        changes = last ? elementChanges(last.tables, tables) : undefined;
+      }
     }
     d.nft = tables;
     if (cache) {
@@ -94,8 +98,8 @@ export function desiredState(model: ProxyModel, opts: DesiredOptions, cache?: Gl
  * What the last desiredState built from a GlueSpec, kept between calls (the Proxier passes the
  * same cache every sync): a model patched from the last one (TranslateCache path 'patched') has
  * the last one's glue object, or one that differs in hairpin only, so its tables are the ones
- * already built, or those with their hairpin sets changed in place (what the engine allows of
- * tables it was given: DesiredChanges.nft). The engine takes desired state read-only.
+ * already built, or those with their hairpin sets changed in place (the engine keeps no element
+ * of the tables it was given: DesiredChanges.nft names what changed).
  */
 export class GlueCache {
   /** @internal */
@@ -107,7 +111,7 @@ export class GlueCache {
   /** How the last call got its tables. */
   path: 'reused' | 'patched' | 'built' = 'built';
   /** The element changes from the tables of the call before (of the GlueSpec `from`) to the
-   *  last call's ('reused': none; 'built': undefined, not known). */
+   *  last call's ('reused': none; undefined: no call before). */
   changes: NftElementChange[] | undefined;
   from: GlueSpec | undefined;
 }

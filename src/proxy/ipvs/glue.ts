@@ -24,7 +24,7 @@ import * as R from '../../kernel/nft-rules.js';
 import type { SetElement } from '../../kernel/nftables.js';
 import type { GlueHairpin, GlueSpec } from './types.js';
 import { hashParts, KeyIndex } from '../../util/key-index.js';
-import { compareElements, FIELDS, fam, mapDefined, MASQ_MARK, natBase, PROXY_TABLE_OWNED, uniq, uniqText, type Fam } from '../nft-sets.js';
+import { FIELDS, fam, mapDefined, MASQ_MARK, natBase, PROXY_TABLE_OWNED, uniq, uniqText, type Fam } from '../nft-sets.js';
 
 export const GLUE_TABLE = 'ipvsync';
 
@@ -68,7 +68,7 @@ const sameElement = (a: SetElement, b: SetElement): boolean => a.key[2] === b.ke
  * (every other field the very same object, as in a model patched from the last one when a local
  * endpoint moved): `change` (translate's ModelPatch.hairpin: the entries that went and came)
  * made to the tables' hairpin sets in place, an element removed with the last one filling its
- * place and added at the end (a set so changed claims no order any more). Returns the element
+ * place and added at the end. Returns the element
  * changes (what the engine writes); undefined, changing nothing, when anything else differs.
  * `at`: the sets' indexes, kept with the tables.
  */
@@ -94,7 +94,6 @@ export function patchGlueHairpin(
       if (j >= 0) index.removeAt(j);
     }
     for (const e of add) if (index.indexOf(e) < 0) index.push(e);
-    delete s.order;
     changes.push({ family: t.family, table: t.name, set: s.name, add, delete: del });
   });
   return changes;
@@ -154,22 +153,22 @@ export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Des
   }
   firewall = uniq(firewall);
 
-  // the sets built by uniq: in the glue's element order, for the engine's merge diff
-  const order = compareElements;
+  // the sets built by uniq: one element per key
+  const unique = true;
   return {
     family,
     name: GLUE_TABLE,
     chains,
     sets: [
-      { name: 'cluster-ips', key: [...svcKey], elements: clusterIps, order },
-      { name: 'external-ips', key: [...svcKey], elements: externalMasq, order },
-      { name: 'vip-ports', key: [...svcKey], elements: allVipPorts, order },
-      { name: 'vips', key: [F.addr], elements: vipAddrs, order },
-      { name: 'nodeports', key: ['inet_proto', 'inet_service'], elements: nodePorts, order },
+      { name: 'cluster-ips', key: [...svcKey], elements: clusterIps, unique },
+      { name: 'external-ips', key: [...svcKey], elements: externalMasq, unique },
+      { name: 'vip-ports', key: [...svcKey], elements: allVipPorts, unique },
+      { name: 'vips', key: [F.addr], elements: vipAddrs, unique },
+      { name: 'nodeports', key: ['inet_proto', 'inet_service'], elements: nodePorts, unique },
       { name: 'cluster-cidrs', key: [F.addr], interval: true, elements: clusterCidrs },
-      { name: 'hairpin', key: [F.addr, 'inet_proto', 'inet_service', F.addr], elements: hairpin, order, unique: true },
+      { name: 'hairpin', key: [F.addr, 'inet_proto', 'inet_service', F.addr], elements: hairpin, unique },
       { name: 'service-protocols', key: ['inet_proto'], elements: [{ key: ['tcp'] }, { key: ['udp'] }, { key: ['sctp'] }] },
-      { name: 'firewall', key: [...svcKey], map: 'verdict', elements: firewall, order },
+      { name: 'firewall', key: [...svcKey], map: 'verdict', elements: firewall, unique },
       ...(serviceCidrs ? [{ name: 'service-cidrs', key: [F.addr], interval: true, elements: serviceCidrs }] : []),
     ],
     rules,

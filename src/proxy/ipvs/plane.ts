@@ -29,14 +29,10 @@ export class IpvsPlane implements DataPlane {
   private last: ProxyModel | undefined;
   /** The last step's model, until it is applied. */
   private stepped: ProxyModel | undefined;
-  /** The last step changed the glue tables in place (GlueCache path 'patched') and was not
-   *  applied since: the engine's last tables, the same objects, are ahead of the kernel. */
-  private tablesUnapplied = false;
 
   constructor(private readonly opts: IpvsPlaneOptions) {}
 
   step(full: boolean, changed: ReadonlySet<string>, src: PlaneSources): PlaneStep {
-    const forgetBefore = this.tablesUnapplied;
     // The cache already misses on replaced objects; this also covers an object changed in place.
     this.translations.invalidate(changed);
     const model =
@@ -54,21 +50,18 @@ export class IpvsPlane implements DataPlane {
       patched,
     );
     let changes: DesiredChanges | undefined;
-    if (!full && last) {
-      const services = fromLast ? fromLast.services : changedServices(last.services, model.services);
-      // the glue's element changes, when they are from the tables of the last sync (which
-      // applied cleanly)
+    if (last) {
+      // the glue's element changes, when they are from the tables of the last step (which
+      // applied cleanly): in a full step too (the engine takes them while nobody committed)
       const nft = this.opts.glue && this.glueCache.from === last.glue ? this.glueCache.changes : undefined;
-      changes = nft ? { services, nft } : { services };
+      const services = full ? undefined : fromLast ? fromLast.services : changedServices(last.services, model.services);
+      if (services || nft) changes = { ...(services ? { services } : {}), ...(nft ? { nft } : {}) };
     }
-    // Tables changed in place are known to the engine only through the changes a plan names.
-    this.tablesUnapplied = this.glueCache.path === 'patched';
     this.stepped = model;
-    return { desired, ...(changes ? { changes } : {}), model, staleFlows: [], forgetTables: forgetBefore || (this.tablesUnapplied && !changes?.nft) };
+    return { desired, ...(changes ? { changes } : {}), model, staleFlows: [] };
   }
 
   applied(clean: boolean): void {
-    this.tablesUnapplied = false;
     // Only a clean sync is a base for incremental ones; otherwise the next is full.
     this.last = clean ? this.stepped : undefined;
   }

@@ -3,7 +3,7 @@
 // place in it, and the tables' shape (endpoint counts, source-range firewalls). A sync of a few
 // changed services removes their old elements and adds their new ones: the work and the
 // element changes it hands the engine grow with those services, not with the table.
-import { elementValue, type DesiredNftTable } from '../../engine/nft-diff.js';
+import { elementChanges, elementValue, type DesiredNftTable } from '../../engine/nft-diff.js';
 import type { NftElementChange } from '../../engine/engine.js';
 import type { FlowFilter } from '../../kernel/conntrack.js';
 import { compareText } from '../../util/sorted.js';
@@ -158,9 +158,10 @@ const exact = <T>(a: T[]): readonly T[] => (a.length ? a.slice() : NONE);
 
 /** What a rebuild or a patch hands the engine, and the conntrack flows to delete once it applied. */
 export interface ElementStep {
-  /** The element changes since the last step (undefined: the tables were built from nothing:
-   *  compare them with the last ones). */
+  /** The element changes since the last step (undefined: there was none: the engine lists). */
   changes: NftElementChange[] | undefined;
+  /** Only the changed services were patched (a rebuild compared every one). */
+  patched: boolean;
   /** UDP and SCTP flows to an endpoint no longer behind its frontend, and to a frontend that
    *  had no endpoint and has some now (its flows were never translated). */
   staleFlows: FlowFilter[];
@@ -212,8 +213,9 @@ export class NftablesPlane implements DataPlane {
    * The changed services patched into the plane's tables (an element change each; the tables'
    * shape changes only with a new endpoint count or a source-range firewall), or, for a full
    * step, every service from nothing (by name, as the IPVS data plane merges them: the first of
-   * two claiming a frontend keeps it), which the engine compares with the last tables (or the
-   * kernel's, when anyone committed since). What the IPVS data plane leaves behind goes in a
+   * two claiming a frontend keeps it), compared with the last tables by key (the engine takes
+   * those changes while nobody committed since, else lists the kernel's). What the IPVS data
+   * plane leaves behind goes in a
    * full step: its VIP addresses and its routes (the tables share the IPVS glue's names, so
    * they are replaced). The model it reports has the semantics' parts (health checks, policies
    * without local endpoints, warnings) and no IPVS ones.
@@ -235,9 +237,10 @@ export class NftablesPlane implements DataPlane {
     step ??= this.rebuild(src.names(), (n) => modelOf(n)!, ctx, ctxKey);
     const nft = this.tables();
     const model = { services: [], vips: [], glue: emptyGlue(), ...this.summary() };
-    if (step.changes) return { desired: { services: [], nft }, changes: { services: new Map(), nft: step.changes }, model, staleFlows: step.staleFlows };
+    if (step.patched) return { desired: { services: [], nft }, changes: { services: new Map(), nft: step.changes! }, model, staleFlows: step.staleFlows };
     const vips = this.opts.links ? { vips: { link: this.opts.vipLink, addresses: [], createLink: false } } : {};
-    return { desired: { services: [], routes: { routes: [] }, ...vips, nft }, model, staleFlows: step.staleFlows };
+    const changes = step.changes ? { changes: { nft: step.changes } } : {};
+    return { desired: { services: [], routes: { routes: [] }, ...vips, nft }, ...changes, model, staleFlows: step.staleFlows };
   }
 
   /** A step that failed leaves nothing half-known: the next builds from nothing. */
@@ -263,10 +266,12 @@ export class NftablesPlane implements DataPlane {
   /** Every service from nothing, in the order of `names` (the first of two claiming a frontend
    *  keeps it), each model made when the plane takes it and dropped after (all of them at
    *  once would be a second copy of every endpoint). The endpoint counts of the last tables
-   *  stay, in their order, so their rules do not move. */
+   *  stay, in their order, so their rules do not move; the element changes are the new
+   *  tables' against the last ones, by key. */
   rebuild(names: readonly string[], modelOf: (name: string) => ModelOrError, ctx: ModelContext, ctxKey: string): ElementStep {
     const before = this.services;
     const last = this.families;
+    const lastTables = last && this.tables();
     this.services = new Map();
     this.notable = new Map();
     this.owners = new Map();
@@ -288,7 +293,7 @@ export class NftablesPlane implements DataPlane {
     for (const name of names) this.add(name, modelOf(name));
     const staleFlows: FlowFilter[] = [];
     for (const name of new Set([...before.keys(), ...this.services.keys()])) staleFlows.push(...flowsGone(before.get(name)?.owned, this.services.get(name)?.owned ?? []));
-    return { changes: undefined, staleFlows };
+    return { changes: lastTables && elementChanges(lastTables, this.tables()), patched: false, staleFlows };
   }
 
   /**
@@ -336,7 +341,7 @@ export class NftablesPlane implements DataPlane {
     this.touched = undefined;
     const staleFlows: FlowFilter[] = [];
     for (const [name, was] of before) staleFlows.push(...flowsGone(was, this.services.get(name)?.owned ?? []));
-    return { changes, staleFlows };
+    return { changes, patched: true, staleFlows };
   }
 
   /** Whether a stale flow's filter names an endpoint (replySrc, replySport) that serves its
