@@ -106,7 +106,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
         // The sync stopped before it had a model to report: the translation's warnings may say
         // which object it was (a value it let through that the kernel layer refused).
         printManifestWarnings(manifestWarnings);
-        for (const w of proxier.model().warnings) console.error(`warning: ${JSON.stringify(w)}`);
+        for (const w of proxier.warnings()) console.error(`warning: ${JSON.stringify(w)}`);
         throw e;
       }
       const { report, model } = synced;

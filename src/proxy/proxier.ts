@@ -6,7 +6,7 @@ import type { V1EndpointSlice, V1Node, V1Service, V1ServiceCIDR } from '../kube/
 import { Engine, planWrites, type EngineKernel, type Plan, type SyncReport } from '../engine/engine.js';
 import type { DesiredService } from '../engine/ipvs-model.js';
 import { EndpointSliceTracker, ServiceTracker } from '../kube/change-tracker.js';
-import { LABEL_TOPOLOGY_ZONE, type NodeInfo, type ProxyConfig } from '../kube/types.js';
+import { LABEL_TOPOLOGY_ZONE, type ModelWarning, type NodeInfo, type ProxyConfig } from '../kube/types.js';
 import { str } from '../kube/fields.js';
 import type { ProxyModel } from './ipvs/types.js';
 import { IpvsPlane } from './ipvs/plane.js';
@@ -18,7 +18,6 @@ import { compareText } from '../util/sorted.js';
 import type { NftOp } from '../kernel/nft-model.js';
 import type { Verdict } from '../kernel/nft-expr.js';
 import { KUBE_IPSET_PREFIX } from './ipvs/kube-ipsets.js';
-import { translate } from './ipvs/translate.js';
 
 /** Work per transaction (an op or a set element) when the glue is created from nothing: the
  *  kernel commits a transaction with the daemon's thread off a CPU, so one of ~100k elements
@@ -78,6 +77,8 @@ export class Proxier {
   private readonly plane: DataPlane;
   /** Flows steps left stale and not deleted yet. */
   private readonly staleFlows = new StaleFlows();
+  /** The model of the last step the plane took (ProxySyncResult.model). */
+  private stepped: ProxyModel | undefined;
   /** This node; its zone from ProxierOptions.node, else from its Node object (onNode). */
   node: NodeInfo;
   /** The ServiceCIDR objects' CIDRs, by object name. */
@@ -197,7 +198,9 @@ export class Proxier {
     const serviceChanged = this.services.drain();
     const endpointsChanged = this.slices.drain();
     const triggerTimes = this.slices.lastTriggerTimes;
+    this.stepped = undefined;
     const step = this.plane.step(full, new Set([...serviceChanged, ...endpointsChanged]), this.sources());
+    this.stepped = step.model;
     // A full step built from nothing: its garbage goes before the diff allocates.
     if (!step.changes?.services) this.opts.collectGarbage?.();
     const plan = await this.engine.plan(step.desired, step.changes);
@@ -227,9 +230,10 @@ export class Proxier {
     }
   }
 
-  /** The model for the current objects, from scratch (pure: the plane's state is left alone). */
-  model(): ProxyModel {
-    return translate(this.sources().input());
+  /** The warnings of the last step the data plane took (a sync that threw in the engine has
+   *  them still: what the model let through that the kernel layer refused may be named). */
+  warnings(): ModelWarning[] {
+    return this.stepped?.warnings ?? [];
   }
 }
 

@@ -87,7 +87,7 @@ test('a node-local endpoint moving: the proxier hands the engine the moved virtu
   const scratch = translate({ ...c, node: NODE, config: CONFIG });
   assert.deepStrictEqual([...last!.model.glue.hairpin].sort(compareAddressProtoPort), scratch.glue.hairpin);
   assert.deepStrictEqual(last!.model.services, scratch.services);
-  assert.deepStrictEqual(p.model(), scratch);
+  assert.deepStrictEqual(p.warnings(), scratch.warnings);
   assert.deepEqual(await kernel.ipvs.services({ withDestinations: true }), await (await proxierWith(moved)).kernel.ipvs.services({ withDestinations: true }));
   const fresh = await proxierWith(moved);
   const { genId: _g1, ...now } = await kernel.nft.list();
