@@ -252,25 +252,40 @@ export function elementChanges(before: readonly DesiredNftTable[], after: readon
       if (set.dynamic) continue;
       const add: SetElement[] = [];
       const del: SetElement[] = [];
-      const have = new Map<string, SetElement>();
-      for (const e of had.get(set.name) ?? []) have.set(keyAsGiven(e), e);
-      for (const e of set.elements) {
-        const k = keyAsGiven(e);
-        const h = have.get(k);
-        if (h === undefined) add.push(e);
-        else {
-          have.delete(k);
-          if (!sameValue(h, e)) {
-            del.push(h);
-            add.push(e);
-          }
-        }
-      }
-      for (const h of have.values()) del.push(h);
+      diffByKey(set.elements, had.get(set.name) ?? [], keyAsGiven, false, del, add);
       if (add.length || del.length) out.push({ family: t.family, table: t.name, set: set.name, add, delete: del });
     }
   }
   return out;
+}
+
+/**
+ * The one element diff by key: `want` against `have` (a caller's last elements, or a listing
+ * decoded), keys by `keyOf`: the elements whose key `have` lacks or holds with another value are
+ * added (and the other value deleted), those of `have` whose key `want` lacks deleted.
+ * `dedupe`: `want` may repeat a key (the first counts).
+ */
+function diffByKey(want: readonly SetElement[], have: readonly SetElement[], keyOf: (e: SetElement) => string, dedupe: boolean, del: SetElement[], add: SetElement[]): void {
+  const byKey = new Map<string, SetElement>();
+  for (const e of have) byKey.set(keyOf(e), e);
+  const seen = dedupe ? new Set<string>() : undefined;
+  for (const e of want) {
+    const k = keyOf(e);
+    if (seen) {
+      if (seen.has(k)) continue;
+      seen.add(k);
+    }
+    const h = byKey.get(k);
+    if (h === undefined) add.push(e);
+    else {
+      byKey.delete(k);
+      if (!sameValue(h, e)) {
+        del.push(h);
+        add.push(e);
+      }
+    }
+  }
+  for (const h of byKey.values()) del.push(h);
 }
 
 /** An element's key parts as one text (a key part never holds a NUL). */
@@ -369,37 +384,11 @@ function setElementOps(spec: SetSpec, set: DesiredSet, listed: ListedElements, i
   const add: SetElement[] = [];
   const del: SetElement[] = [];
   if (listed instanceof PackedElements && !interval) packedDiff(s, set.elements, !set.unique, listed, del, add);
-  else keyDiff(s, set.elements, !set.unique, decoded(listed), del, add);
+  else diffByKey(set.elements, decoded(listed), (e) => elementKey(s, e), !set.unique, del, add);
   const ops: NftOp[] = [];
   if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
   if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
   return ops;
-}
-
-/** A set's desired elements against decoded ones, by canonical key (the elements listed take
- *  their key's entry out, so what is left is what to delete). `dedupe`: the desired elements
- *  may repeat a key (the first counts). */
-function keyDiff(s: SetDecl, want: readonly SetElement[], dedupe: boolean, have: readonly SetElement[], del: SetElement[], add: SetElement[]): void {
-  const byKey = new Map<string, SetElement>();
-  for (const e of have) byKey.set(elementKey(s, e), e);
-  const seen = dedupe ? new Set<string>() : undefined;
-  for (const e of want) {
-    const k = elementKey(s, e);
-    if (seen) {
-      if (seen.has(k)) continue;
-      seen.add(k);
-    }
-    const h = byKey.get(k);
-    if (!h) add.push(e);
-    else {
-      byKey.delete(k);
-      if (elementValue(h) !== elementValue(e)) {
-        del.push(h);
-        add.push(e);
-      }
-    }
-  }
-  for (const h of byKey.values()) del.push(h);
 }
 
 /**
