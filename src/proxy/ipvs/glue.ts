@@ -23,7 +23,7 @@ import type { Expr } from '../../kernel/nft-expr.js';
 import * as R from '../../kernel/nft-rules.js';
 import type { SetElement } from '../../kernel/nftables.js';
 import type { GlueHairpin, GlueSpec } from './types.js';
-import { hashParts, KeyIndex } from '../../util/key-index.js';
+import { ElementStore } from '../element-store.js';
 import { FIELDS, fam, mapDefined, MASQ_MARK, natBase, PROXY_TABLE_OWNED, uniq, uniqText, type Fam } from '../nft-sets.js';
 
 export const GLUE_TABLE = 'ipvsync';
@@ -56,21 +56,19 @@ function hairpinElement(h: GlueHairpin): SetElement {
   return { key: [h.address, h.protocol, h.port, h.address] };
 }
 
-/** Each glue table's hairpin set's index (KeyIndex over its elements), by the tables' order:
- *  made by the first patch of the tables and kept with them. */
-export type HairpinIndexes = Array<KeyIndex<SetElement> | undefined>;
+/** Each glue table's hairpin set's store, by the tables' order: made by the first patch of the
+ *  tables and kept with them. */
+export type HairpinIndexes = Array<ElementStore | undefined>;
 
-const elementHash = (e: SetElement): number => hashParts(e.key[0] as string, e.key[1] as string, e.key[2] as number);
-const sameElement = (a: SetElement, b: SetElement): boolean => a.key[2] === b.key[2] && a.key[0] === b.key[0] && a.key[1] === b.key[1];
+const hairpinKey = (e: SetElement): string => e.key.join(' ');
 
 /**
  * Makes the glue tables of `before` those of `g`, when the two specs differ in hairpin only
  * (every other field the very same object, as in a model patched from the last one when a local
  * endpoint moved): `change` (translate's ModelPatch.hairpin: the entries that went and came)
- * made to the tables' hairpin sets in place, an element removed with the last one filling its
- * place and added at the end. Returns the element
- * changes (what the engine writes); undefined, changing nothing, when anything else differs.
- * `at`: the sets' indexes, kept with the tables.
+ * made to the tables' hairpin sets in place, through their stores (`at`, kept with the tables).
+ * Returns the element changes (what the engine writes); undefined, changing nothing, when
+ * anything else differs.
  */
 export function patchGlueHairpin(
   before: GlueSpec,
@@ -85,16 +83,15 @@ export function patchGlueHairpin(
   tables.forEach((t, i) => {
     const s = t.sets.find((x) => x.name === 'hairpin');
     const mine = (h: GlueHairpin) => fam(h.address) === t.family;
-    const del = change.removed.filter(mine).map(hairpinElement);
-    const add = change.added.filter(mine).map(hairpinElement);
+    const del = change.removed.filter(mine);
+    const add = change.added.filter(mine);
     if (!s || (!del.length && !add.length)) return;
-    const index = (at[i] ??= new KeyIndex(s.elements, elementHash, sameElement));
-    for (const e of del) {
-      const j = index.indexOf(e);
-      if (j >= 0) index.removeAt(j);
-    }
-    for (const e of add) if (index.indexOf(e) < 0) index.push(e);
-    changes.push({ family: t.family, table: t.name, set: s.name, add, delete: del });
+    const store = (at[i] ??= new ElementStore(t.family, s, hairpinKey));
+    store.record();
+    for (const h of del) store.remove(hairpinElement(h));
+    for (const h of add) store.add(hairpinElement(h));
+    const c = store.changes(t.name);
+    if (c) changes.push(c);
   });
   return changes;
 }

@@ -3,7 +3,8 @@
 // place in it, and the tables' shape (endpoint counts, source-range firewalls). A sync of a few
 // changed services removes their old elements and adds their new ones: the work and the
 // element changes it hands the engine grow with those services, not with the table.
-import { elementChanges, elementValue, type DesiredNftTable } from '../../engine/nft-diff.js';
+import { elementChanges, type DesiredNftTable } from '../../engine/nft-diff.js';
+import { ElementStore } from '../element-store.js';
 import type { NftElementChange } from '../../engine/engine.js';
 import type { FlowFilter } from '../../kernel/conntrack.js';
 import { compareText } from '../../util/sorted.js';
@@ -18,125 +19,21 @@ import {
   type Firewall, type FrontendPart, type ServiceElement, type SetDecl, type TableShape,
 } from './table.js';
 
-type DesiredSet = DesiredNftTable['sets'][number];
 
 /** The sets whose keys two services (or two ports of one) can both put: a hairpin endpoint, a
- *  cluster IP, the configuration's. Every other set is keyed by a frontend, which one service
- *  owns, with unique endpoints behind it: its keys are unique without checking. */
+ *  cluster IP, the configuration's, keyed by text (a hairpin element's is its address: both
+ *  parts are, no new text for ~100k of them at 10k services × 10). Every other set is keyed by
+ *  a frontend, which one service owns, with unique endpoints behind it: its keys are unique
+ *  without checking. */
 const SHARED_KEYS: ReadonlySet<string> = new Set(['cluster-addrs', 'service-protocols', 'cluster-cidrs', 'service-cidrs', 'service-shards', 'hairpin-shards']);
 const isHairpin = (name: string) => name.startsWith('hairpin-') && name !== 'hairpin-shards';
+const byAddress = (e: SetElement) => e.key[0] as string;
+const byText = (e: SetElement) => e.key.join(' ');
 
-/** A set's elements: an array in no particular order (the desired table's own, changed in
- *  place: the last element fills a removed one's place) with every element's index in it. A
- *  set of shared keys indexes them by key text and counts the owners of a key put twice; an
- *  endpoint map holds blocks of its endpoint count (a frontend's endpoints, or its
- *  short-circuit's), indexed by the block's array; the other sets index the element objects
- *  themselves (no text per element). */
-class ElementSet {
-  readonly set: DesiredSet;
-  readonly shared: boolean;
-  private readonly hairpin: boolean;
-  private readonly byKey = new Map<string, number>();
-  private readonly owners = new Map<string, number>();
-  private readonly byElement = new Map<SetElement, number>();
-  /** An endpoint map's blocks: each block's number, and the block at each number. */
-  private readonly blockOf = new Map<readonly SetElement[], number>();
-  private readonly blocks: Array<readonly SetElement[]> = [];
-
-  constructor(readonly family: Fam, readonly decl: SetDecl, elements: readonly SetElement[] = []) {
-    this.set = { ...decl, elements: [], unique: true };
-    this.hairpin = isHairpin(decl.name);
-    this.shared = this.hairpin || SHARED_KEYS.has(decl.name);
-    for (const e of elements) this.add(e);
-  }
-
-  /** The element's key: its parts joined, the model's addresses being canonical already (and
-   *  protocols named, CIDRs their network), so one kernel key is one text; a hairpin element's
-   *  is its address (both parts are: no new text for ~100k of them at 10k services × 10). */
-  key(e: SetElement): string {
-    return this.hairpin ? (e.key[0] as string) : e.key.join(' ');
-  }
-
-  /** The element of a shared key (another set's: undefined). */
-  get(k: string): SetElement | undefined {
-    const i = this.byKey.get(k);
-    return i === undefined ? undefined : this.set.elements[i];
-  }
-
-  add(e: SetElement): void {
-    if (!this.shared) {
-      this.byElement.set(e, this.set.elements.length);
-      this.set.elements.push(e);
-      return;
-    }
-    const k = this.key(e);
-    const i = this.byKey.get(k);
-    if (i !== undefined) {
-      this.owners.set(k, (this.owners.get(k) ?? 1) + 1);
-      this.set.elements[i] = e;
-      return;
-    }
-    this.byKey.set(k, this.set.elements.length);
-    this.set.elements.push(e);
-  }
-
-  remove(e: SetElement): void {
-    let i: number | undefined;
-    if (!this.shared) {
-      i = this.byElement.get(e);
-      if (i === undefined) return;
-      this.byElement.delete(e);
-    } else {
-      const k = this.key(e);
-      i = this.byKey.get(k);
-      if (i === undefined) return;
-      const n = this.owners.get(k);
-      if (n !== undefined) {
-        if (n > 2) this.owners.set(k, n - 1);
-        else this.owners.delete(k);
-        return;
-      }
-      this.byKey.delete(k);
-    }
-    const els = this.set.elements;
-    const last = els.pop()!;
-    if (i < els.length) {
-      els[i] = last;
-      if (this.shared) this.byKey.set(this.key(last), i);
-      else this.byElement.set(last, i);
-    }
-  }
-
-  /** A block of endpoint-map elements, as the last block (every block of the map has as many
-   *  elements as its name's count). */
-  addBlock(block: readonly SetElement[]): void {
-    this.blockOf.set(block, this.blocks.length);
-    this.blocks.push(block);
-    for (const e of block) this.set.elements.push(e);
-  }
-
-  /** A block goes; the last block takes its place. */
-  removeBlock(block: readonly SetElement[]): void {
-    const b = this.blockOf.get(block);
-    if (b === undefined) return;
-    this.blockOf.delete(block);
-    const n = block.length;
-    const els = this.set.elements;
-    const last = this.blocks.pop()!;
-    if (last !== block) {
-      this.blocks[b] = last;
-      this.blockOf.set(last, b);
-      for (let j = 0; j < n; j++) els[b * n + j] = els[els.length - n + j]!;
-    }
-    els.length -= n;
-  }
-}
-
-/** What a step did to one key of one set: the element there before it, and after it (a
- *  frontend's set; a shared key's is read from the set at the end). */
-interface Touch {
-  was: SetElement | undefined;
-  now: SetElement | undefined;
+/** A set's store: its declaration's set with the elements given. */
+function store(family: Fam, decl: SetDecl, elements: readonly SetElement[] = []): ElementStore {
+  const keyOf = isHairpin(decl.name) ? byAddress : SHARED_KEYS.has(decl.name) ? byText : undefined;
+  return new ElementStore(family, { ...decl, elements: [...elements], unique: true }, keyOf);
 }
 
 /** A service as the plane took it. */
@@ -172,7 +69,7 @@ export type ModelOrError = ServiceModel | { error: unknown };
 
 interface Family {
   family: Fam;
-  sets: Map<string, ElementSet>;
+  sets: Map<string, ElementStore>;
   sizes: number[];
   shortCircuitSizes: number[];
   affinityTimeouts: number[];
@@ -204,8 +101,6 @@ export class NftablesPlane implements DataPlane {
   private families: Record<Fam, Family> | undefined;
   private ctxKey: string | undefined;
   private ctx: ModelContext | undefined;
-  /** The element changes of the current step, by set and key. */
-  private touched: Map<ElementSet, Map<string, Touch>> | undefined;
 
   constructor(private readonly opts: NftablesPlaneOptions = { vipLink: 'kube-ipvs0', links: false }) {}
 
@@ -281,7 +176,7 @@ export class NftablesPlane implements DataPlane {
     const fams = {} as Record<Fam, Family>;
     for (const f of FAMS) {
       const fixed = staticElements(f, ctx);
-      const sets = new Map<string, ElementSet>(FIXED_SETS.map((n) => [n, new ElementSet(f, setDecl(f, n), fixed[n])]));
+      const sets = new Map<string, ElementStore>(FIXED_SETS.map((n) => [n, store(f, setDecl(f, n), fixed[n])]));
       const fam: Family = { family: f, sets, sizes: [], shortCircuitSizes: [], affinityTimeouts: [], firewalls: new Map(), table: undefined };
       for (const n of last?.[f].sizes ?? []) this.addSize(fam, n);
       fam.shortCircuitSizes.push(...(last?.[f].shortCircuitSizes ?? []));
@@ -289,7 +184,6 @@ export class NftablesPlane implements DataPlane {
       fams[f] = fam;
     }
     this.families = fams;
-    this.touched = undefined;
     for (const name of names) this.add(name, modelOf(name));
     const staleFlows: FlowFilter[] = [];
     for (const name of new Set([...before.keys(), ...this.services.keys()])) staleFlows.push(...flowsGone(before.get(name)?.owned, this.services.get(name)?.owned ?? []));
@@ -322,23 +216,16 @@ export class NftablesPlane implements DataPlane {
       }
     }
     const before = new Map(changed.map(([n]) => [n, this.services.get(n)?.owned]));
-    this.touched = new Map();
+    const stores = new Set(FAMS.flatMap((f) => [...this.families![f].sets.values()]));
+    for (const st of stores) st.record();
     for (const [name] of changed) this.remove(name);
     for (const [name, m] of changed) if (m) this.add(name, m, parts.get(name));
     const changes: NftElementChange[] = [];
-    for (const [set, keys] of this.touched) {
-      const add: SetElement[] = [];
-      const del: SetElement[] = [];
-      for (const [k, t] of keys) {
-        const was = t.was;
-        const now = set.shared ? set.get(k) : t.now;
-        if (was && now && elementValue(was) === elementValue(now)) continue;
-        if (was) del.push(was);
-        if (now) add.push(now);
-      }
-      if (add.length || del.length) changes.push({ family: set.family, table: NFT_PROXY_TABLE, set: set.decl.name, add, delete: del });
+    for (const st of FAMS.flatMap((f) => [...this.families![f].sets.values()])) {
+      // a store this step made (a new endpoint count's) holds only what it added
+      const c = stores.has(st) ? st.changes(NFT_PROXY_TABLE) : st.set.elements.length ? { family: st.family, table: NFT_PROXY_TABLE, set: st.set.name, add: [...st.set.elements], delete: [] } : undefined;
+      if (c) changes.push(c);
     }
-    this.touched = undefined;
     const staleFlows: FlowFilter[] = [];
     for (const [name, was] of before) staleFlows.push(...flowsGone(was, this.services.get(name)?.owned ?? []));
     return { changes, patched: true, staleFlows };
@@ -473,22 +360,16 @@ export class NftablesPlane implements DataPlane {
   /** A new endpoint count or affinity timeout: its set, and the table's shape changes. */
   private grow(fam: Family, list: number[], n: number, ...sets: string[]): void {
     list.push(n);
-    for (const set of sets) fam.sets.set(set, new ElementSet(fam.family, setDecl(fam.family, set)));
+    for (const set of sets) fam.sets.set(set, store(fam.family, setDecl(fam.family, set)));
     fam.table = undefined;
   }
 
   private put(family: Fam, name: string, element: SetElement): void {
-    const set = this.families![family].sets.get(name)!;
-    const t = this.touch(set, element, false);
-    set.add(element);
-    if (t) t.now = element;
+    this.families![family].sets.get(name)!.add(element);
   }
 
   private take(family: Fam, name: string, element: SetElement): void {
-    const set = this.families![family].sets.get(name)!;
-    const t = this.touch(set, element, true);
-    set.remove(element);
-    if (t) t.now = undefined;
+    this.families![family].sets.get(name)!.remove(element);
   }
 
   /** A frontend's endpoint blocks into their maps, and its endpoints into the hairpin set
@@ -498,7 +379,6 @@ export class NftablesPlane implements DataPlane {
       if (!block?.length) continue;
       const set = this.families![fe.family].sets.get(endpointsMap(block.length, fe.shard))!;
       set.addBlock(block);
-      if (this.touched) for (const e of block) this.touch(set, e, false)!.now = e;
       for (const e of block) this.putHairpin(fe.family, hairpinElement(e));
     }
   }
@@ -507,7 +387,6 @@ export class NftablesPlane implements DataPlane {
     for (const block of [fe.endpointElements, fe.shortCircuit]) {
       if (!block?.length) continue;
       const set = this.families![fe.family].sets.get(endpointsMap(block.length, fe.shard))!;
-      if (this.touched) for (const e of block) this.touch(set, e, true)!.now = undefined;
       set.removeBlock(block);
       for (const e of block) this.takeHairpin(fe.family, hairpinElement(e));
     }
@@ -519,19 +398,6 @@ export class NftablesPlane implements DataPlane {
 
   private takeHairpin(family: Fam, e: SetElement): void {
     this.take(family, hairpinSet(addressShard(e.key[0] as string)), e);
-  }
-
-  /** The step's record of the element's key, made at its first touch with the element there
-   *  before (a frontend's key: the element taken, or none before a put; undefined outside a
-   *  patch). */
-  private touch(set: ElementSet, e: SetElement, taking: boolean): Touch | undefined {
-    if (!this.touched) return undefined;
-    let keys = this.touched.get(set);
-    if (!keys) this.touched.set(set, (keys = new Map()));
-    const k = set.key(e);
-    let t = keys.get(k);
-    if (!t) keys.set(k, (t = { was: set.shared ? set.get(k) : taking ? e : undefined, now: undefined }));
-    return t;
   }
 }
 

@@ -1,0 +1,82 @@
+// ElementStore, the one per-set element store of both data planes: through random puts and
+// takes (single elements, endpoint blocks, keys put by two owners) its array holds exactly what
+// a count per key says, and the changes it records turn the elements before a step into those
+// after it.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ElementStore } from '../../src/proxy/element-store.js';
+import type { SetElement } from '../../src/kernel/nftables.js';
+import { prng } from '../helpers/bytes.js';
+
+const text = (e: SetElement) => `${e.key.join(' ')}=${JSON.stringify(e.data ?? null)}`;
+const contents = (els: readonly SetElement[]) => els.map(text).sort();
+
+/** The elements before, with the recorded changes applied (deletes by key, then adds). */
+function applied(before: readonly SetElement[], c: ReturnType<ElementStore['changes']>): string[] {
+  const m = new Map(before.map((e) => [e.key.join(' '), e]));
+  for (const d of c?.delete ?? []) assert.ok(m.delete(d.key.join(' ')), `deletes what is there: ${text(d)}`);
+  for (const a of c?.add ?? []) {
+    assert.ok(!m.has(a.key.join(' ')), `adds what is not there: ${text(a)}`);
+    m.set(a.key.join(' '), a);
+  }
+  return contents([...m.values()]);
+}
+
+test('keyed store: owners counted; a step\'s changes turn the elements before into those after; an element taken and put back unchanged is no change', () => {
+  const rnd = prng(5);
+  const store = new ElementStore('ip', { name: 'hairpin', key: ['ipv4_addr'], elements: [], unique: true }, (e) => e.key[0] as string);
+  const count = new Map<string, number>();
+  for (let step = 0; step < 300; step++) {
+    const before = [...store.set.elements];
+    store.record();
+    for (let i = 0; i < 1 + Math.floor(rnd() * 6); i++) {
+      const a = `10.0.0.${Math.floor(rnd() * 20)}`;
+      const n = count.get(a) ?? 0;
+      if (n > 0 && rnd() < 0.5) {
+        store.remove({ key: [a] });
+        count.set(a, n - 1);
+      } else {
+        store.add({ key: [a] });
+        count.set(a, n + 1);
+      }
+    }
+    const want = [...count].filter(([, n]) => n > 0).map(([a]) => `${a}=null`).sort();
+    assert.deepEqual(contents(store.set.elements), want);
+    assert.deepEqual(applied(before, store.changes('t')), want);
+  }
+  // taken and put back with the same value: recorded, and no change
+  store.record();
+  const some = store.set.elements[0]!;
+  store.remove({ key: [...some.key] });
+  store.add({ key: [...some.key] });
+  assert.equal(store.changes('t'), undefined);
+});
+
+test('store by element: single elements and endpoint blocks swap-removed; the changes of a step are the blocks\' elements that differ', () => {
+  const rnd = prng(9);
+  const store = new ElementStore('ip', { name: 'endpoints-3-0', key: ['ipv4_addr', 'inet_proto', 'inet_service', 'mark'], map: ['ipv4_addr', 'inet_service'], elements: [], unique: true });
+  const live = new Map<number, SetElement[]>();
+  const block = (fe: number, gen: number): SetElement[] =>
+    Array.from({ length: 3 }, (_, i) => ({ key: [`10.96.0.${fe}`, 'tcp', 80, i], data: [`10.244.${gen % 3}.${fe}`, 8080] }));
+  for (let step = 0; step < 200; step++) {
+    const before = [...store.set.elements];
+    store.record();
+    for (let i = 0; i < 1 + Math.floor(rnd() * 4); i++) {
+      const fe = Math.floor(rnd() * 30);
+      const had = live.get(fe);
+      if (had) store.removeBlock(had);
+      if (!had || rnd() < 0.7) {
+        const b = block(fe, Math.floor(rnd() * 3));
+        store.addBlock(b);
+        live.set(fe, b);
+      } else live.delete(fe);
+    }
+    const want = contents([...live.values()].flat());
+    assert.deepEqual(contents(store.set.elements), want);
+    const c = store.changes('t');
+    assert.deepEqual(applied(before, c), want);
+    // only what differs: an endpoint that stayed is not written
+    const same = new Set(before.map(text));
+    assert.ok((c?.add ?? []).every((e) => !same.has(text(e))));
+  }
+});
