@@ -40,8 +40,8 @@ function runBatch<Op>(ops: Op[], opts: BatchOptions, one: (op: Op) => string | u
 
 export class FakeLinks implements LinksApi {
   private nextIndex = 2;
-  /** @internal by name; FakeRoutes resolves devs through it. */
-  readonly links = new Map<string, Link>([['lo', { index: 1, name: 'lo', flags: 0x49, up: true, type: 772, mtu: 65536, operstate: 0 }]]);
+  /** By name. */
+  private readonly links = new Map<string, Link>([['lo', { index: 1, name: 'lo', flags: 0x49, up: true, type: 772, mtu: 65536, operstate: 0 }]]);
   /** By link; `protocol` as IFA_PROTO (0 when added without one, as the kernel keeps it). */
   private readonly addrs = new Map<string, Array<{ address: string; prefixlen: number; protocol: number }>>();
   readonly log: LinkOp[][] = [];
@@ -59,6 +59,12 @@ export class FakeLinks implements LinksApi {
   async get(name: string): Promise<Link | null> {
     const l = this.links.get(name);
     return l ? { ...l } : null;
+  }
+
+  /** The links as they are now, read without a dump (not counted in `dumps`): what FakeRoutes
+   *  resolves a route's dev or index against, as the kernel does when the route is added. */
+  current(): Link[] {
+    return [...this.links.values()].map((l) => ({ ...l }));
   }
 
   async addresses(opts: { family?: 'inet' | 'inet6'; link?: string } = {}): Promise<Address[]> {
@@ -200,7 +206,7 @@ export class FakeRoutes implements RoutesApi {
 
   private linkIndex(o: RouteOp): { index?: number; dev?: string } | 'ENODEV' {
     if (o.dev === undefined && o.index === undefined) return {};
-    const all = this.links ? [...this.links.links.values()] : [{ name: 'lo', index: 1 } as Link];
+    const all = this.links ? this.links.current() : [{ name: 'lo', index: 1 } as Link];
     const l = all.find((x) => (o.dev !== undefined ? x.name === o.dev : x.index === o.index));
     return l ? { index: l.index, dev: l.name } : 'ENODEV';
   }

@@ -120,7 +120,7 @@ test('the tarball holds what a user runs and builds, and nothing else', (t) => {
     /^docs\/[^/]+\.md$/.test(p) ||
     ['binding.gyp', 'CMakeLists.txt', 'scripts/native-sources.cjs', 'README.md', 'LICENSE', 'package.json', 'bench/results/nftables-mode.svg'].includes(p);
   assert.deepEqual(files.filter((p) => !allowed(p)), [], 'files outside the list');
-  for (const p of ['dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/proxy/index.d.ts', 'dist/src/testing/index.d.ts', 'dist/src/cli/main.js', 'binding.gyp', 'scripts/native-sources.cjs', 'native/addon/addon.cc', 'LICENSE', 'README.md', 'docs/releasing.md'])
+  for (const p of ['dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/api/proxy.d.ts', 'dist/src/testing/index.d.ts', 'dist/src/cli/main.js', 'binding.gyp', 'scripts/native-sources.cjs', 'native/addon/addon.cc', 'LICENSE', 'README.md', 'docs/releasing.md'])
     assert.ok(files.includes(p), p);
   assert.ok(!files.some((p) => /(^|\/)(test|fuzz)\//.test(p) || /^bench\/(?!results\/nftables-mode\.svg$)/.test(p) || p.endsWith('.map')), 'no tests, benchmarks, fuzzers, results (but the README\'s figure) or source maps');
   // the prebuilds are binaries of about a megabyte each: the rest stays as small as before
@@ -286,9 +286,9 @@ test('a strict consumer of the core reads nothing of Kubernetes; of the proxy, n
   const ours = (read: string[]) => read.filter((f) => f.startsWith('node_modules/ipvsync/'));
   assert.ok(ours(core.read).includes('node_modules/ipvsync/dist/src/index.d.ts'));
   assert.deepEqual(core.read.filter((f) => f.includes(CLIENT) || f.includes('prom-client')), []);
-  assert.deepEqual(ours(core.read).filter((f) => /\/dist\/src\/(kube|proxy|daemon\/(?!runner))/.test(f)), [], 'no Kubernetes or daemon declaration');
+  assert.deepEqual(ours(core.read).filter((f) => /\/dist\/src\/(kube|proxy|api|daemon\/(?!runner))/.test(f)), [], 'no Kubernetes or daemon declaration');
   assert.deepEqual(proxy.read.filter((f) => f.includes(CLIENT)), []);
-  assert.ok(ours(proxy.read).includes('node_modules/ipvsync/dist/src/proxy/index.d.ts'));
+  assert.ok(ours(proxy.read).includes('node_modules/ipvsync/dist/src/api/proxy.d.ts'));
   assert.match(run(process.execPath, [join('out-core', 'core.js')], { cwd: consumer }), /^core ok$/m);
   assert.match(run(process.execPath, [join('out-proxy', 'proxy.js')], { cwd: consumer }), /^proxy ok$/m);
 });
