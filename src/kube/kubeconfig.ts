@@ -171,18 +171,31 @@ export class ApiConfig implements ApiAccess {
 
 /** The full client, for exec plugins and auth providers. Its absence, or a release that cannot
  *  run on this Node.js (2.x's undici 8 needs Node.js >= 22.19: on Node.js 20 it fails as it
- *  loads), is said plainly: the user's kubeconfig is what needs it. */
-async function loadClient(): Promise<typeof import('@kubernetes/client-node')> {
+ *  loads), is said plainly: the user's kubeconfig is what needs it. (`specifier`: the client's,
+ *  or a test's module.) */
+export async function loadClient(specifier = '@kubernetes/client-node'): Promise<typeof import('@kubernetes/client-node')> {
+  // A module that throws as it loads, imported from two modules of the client, rejects the
+  // import and also, from the loader's other job for it, a promise nobody holds: that rejection
+  // is this same failure, said below; left alone it would end the process (or the sync thread).
+  let failure: unknown;
+  const echo = (reason: unknown): void => {
+    if (reason !== failure) throw reason;
+  };
+  process.on('unhandledRejection', echo);
   try {
-    return await import('@kubernetes/client-node');
+    return (await import(specifier)) as typeof import('@kubernetes/client-node');
   } catch (e) {
-    const notFound = (e as { code?: unknown }).code === 'ERR_MODULE_NOT_FOUND' && String((e as Error).message).includes("'@kubernetes/client-node");
+    failure = e;
+    const notFound = (e as { code?: unknown }).code === 'ERR_MODULE_NOT_FOUND' && String((e as Error).message).includes(`'${specifier}`);
     throw new KubeConfigError(
       notFound
         ? `${CLIENT_NEEDED}: install it beside ipvsync`
         : `${CLIENT_NEEDED}, and it failed to load on Node.js ${process.version} (@kubernetes/client-node 2.x needs Node.js >= 22.19; 1.x runs on Node.js 20): ${(e as Error).message}`,
       { cause: e },
     );
+  } finally {
+    // the loader reports its rejections when the microtasks of this turn have run
+    setImmediate(() => process.off('unhandledRejection', echo));
   }
 }
 
