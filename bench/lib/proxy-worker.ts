@@ -311,7 +311,7 @@ for (let k = 0; k < SAMPLES; k++) {
 }
 const engineIncr = medianBy(engineSamples, (r) => r.ms);
 
-const fullModel = (full.value as Awaited<ReturnType<Proxier['sync']>>).model;
+const fullModel = (full.value as Awaited<ReturnType<Proxier['sync']>>).model!;
 const result = {
   services: S,
   virtualServers: fullModel.services.length,

@@ -85,16 +85,16 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       manifests = undefined;
 
       if (o.dryRun) {
-        const { plan, model } = await proxier.plan(true);
+        const { plan, summary } = await proxier.plan(true);
         if (o.json) {
-          console.log(JSON.stringify({ ops: planWrites(plan), warnings: model.warnings, manifestWarnings }, null, 2));
+          console.log(JSON.stringify({ ops: planWrites(plan), warnings: summary.warnings, manifestWarnings }, null, 2));
         } else {
           const lines = describePlan(plan);
           console.log(PLAN_SUMMARY_HEADER);
           for (const l of lines) console.log(l);
           console.log(`# ${lines.length} write(s) planned; nothing changed`);
           printManifestWarnings(manifestWarnings);
-          for (const w of model.warnings) console.error(`warning: ${JSON.stringify(w)}`);
+          for (const w of summary.warnings) console.error(`warning: ${JSON.stringify(w)}`);
         }
         return;
       }
@@ -109,19 +109,19 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
         for (const w of proxier.warnings()) console.error(`warning: ${JSON.stringify(w)}`);
         throw e;
       }
-      const { report, model } = synced;
+      const { report, summary, model } = synced;
       if (o.json) {
-        console.log(JSON.stringify({ report: { ...report, errors: report.errors.map(errorJson) }, sysctls, warnings: model.warnings, manifestWarnings }, null, 2));
+        console.log(JSON.stringify({ report: { ...report, errors: report.errors.map(errorJson) }, sysctls, warnings: summary.warnings, manifestWarnings }, null, 2));
       } else {
         const kinds = (['addresses', 'routes', 'ipsets', 'nft', 'ipvs'] as const).filter((k) => report[k].writes > 0);
         console.log(
-          (cfg.mode === 'nftables' ? `synced ${proxier.services.size} services (nftables data plane): ` : `synced ${model.services.length} virtual services, ${model.vips.length} VIPs: `) +
+          (model ? `synced ${model.services.length} virtual services, ${model.vips.length} VIPs: ` : `synced ${proxier.services.size} services (nftables data plane): `) +
             (kinds.length ? kinds.map((k) => `${k} ${JSON.stringify(report[k].ops)}`).join(', ') : 'nothing to change') +
             ` (${report.durations.totalMs.toFixed(1)} ms)`,
         );
         for (const s of sysctls.filter((x) => !x.ok)) console.error(`warning: sysctl ${s.name}=${s.value}: ${s.error}`);
         printManifestWarnings(manifestWarnings);
-        for (const w of model.warnings) console.error(`warning: ${JSON.stringify(w)}`);
+        for (const w of summary.warnings) console.error(`warning: ${JSON.stringify(w)}`);
         for (const i of report.invalid) console.error(`refused: ${JSON.stringify(i)}`);
         for (const e of report.errors) console.error(`error: ${e.message}`);
       }

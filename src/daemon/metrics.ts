@@ -111,7 +111,7 @@ export interface SyncResultForMetrics {
   endpointChanges: number;
   /** When each endpoint change this sync programmed was triggered (ms since the epoch). */
   triggerTimes: readonly number[];
-  model: Pick<ServiceSummary, 'noLocalEndpointsTotal'>;
+  summary: Pick<ServiceSummary, 'noLocalEndpointsTotal'>;
 }
 
 export interface ProxyMetricsOptions {
@@ -360,7 +360,7 @@ export class ProxyMetrics {
     for (const [op, n] of Object.entries(r.report.nft.ops)) if (n > 0) this.nftWrites.inc({ op }, n);
     if (this.nftCleanupFailures && r.report.nft.errors.some((e) => NFT_OBJECT_DELETE.test(e.op))) for (const ip_family of this.ipFamilies) this.nftCleanupFailures.inc({ ip_family });
     if (r.report.errors.length) return;
-    const { internal, external } = r.model.noLocalEndpointsTotal;
+    const { internal, external } = r.summary.noLocalEndpointsTotal;
     const latencies = r.triggerTimes.filter((t) => t > 0 && programmedAtMs >= t).map((t) => (programmedAtMs - t) / 1000);
     for (const ip_family of this.ipFamilies) {
       this.noLocalEndpoints.set({ ip_family, traffic_policy: 'internal' }, internal);

@@ -119,8 +119,8 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
       // and apply, and the sync thread's hand-over (report.durations: the engine's part)
       const ms = Math.round(performance.now() - t0);
       metrics.recordSyncResult(r);
-      notices.update(r.model.warnings, r.report.invalid);
-      await serviceHealth.sync(r.model.healthChecks);
+      notices.update(r.summary.warnings, r.report.invalid);
+      await serviceHealth.sync(r.summary.healthChecks);
       const writes = r.report.ipvs.writes + r.report.addresses.writes + r.report.routes.writes + r.report.nft.writes + r.report.ipsets.writes;
       log.info('sync', { trigger, mode: r.report.mode, writes, errors: r.report.errors.length, ms });
       if (log.enabled('debug')) {

@@ -5,7 +5,7 @@
 import type { DesiredChanges, DesiredState } from '../engine/engine.js';
 import type { FlowFilter } from '../kernel/conntrack.js';
 import type { V1EndpointSlice, V1Service } from '../kube/api-types.js';
-import type { NodeInfo, ProxyConfig, TranslateInput } from '../kube/types.js';
+import type { NodeInfo, ProxyConfig, ServiceSummary, TranslateInput } from '../kube/types.js';
 import type { ProxyModel } from './ipvs/types.js';
 
 /** A service's Service and EndpointSlices (undefined: no Service). */
@@ -32,7 +32,11 @@ export interface PlaneStep {
   /** The changes since the last step the engine applied cleanly (undefined: the engine
    *  compares everything; without services, every IPVS service). */
   changes?: DesiredChanges;
-  model: ProxyModel;
+  /** What the services' semantics leave the daemon to report and serve: health-check ports,
+   *  policies without local endpoints, warnings. */
+  summary: ServiceSummary;
+  /** The IPVS data plane's translation (its virtual servers, VIPs and glue). */
+  model?: ProxyModel;
   /** UDP and SCTP flows the step leaves stale: deleted once it is applied. */
   staleFlows: FlowFilter[];
 }

@@ -6,7 +6,7 @@ import type { V1EndpointSlice, V1Node, V1Service, V1ServiceCIDR } from '../kube/
 import { Engine, planWrites, type EngineKernel, type Plan, type SyncReport } from '../engine/engine.js';
 import type { DesiredService } from '../engine/ipvs-model.js';
 import { EndpointSliceTracker, ServiceTracker } from '../kube/change-tracker.js';
-import { LABEL_TOPOLOGY_ZONE, type ModelWarning, type NodeInfo, type ProxyConfig } from '../kube/types.js';
+import { LABEL_TOPOLOGY_ZONE, type ModelWarning, type NodeInfo, type ProxyConfig, type ServiceSummary } from '../kube/types.js';
 import { str } from '../kube/fields.js';
 import type { ProxyModel } from './ipvs/types.js';
 import { IpvsPlane } from './ipvs/plane.js';
@@ -51,7 +51,10 @@ export interface ProxierOptions {
 }
 
 export interface ProxySyncResult {
-  model: ProxyModel;
+  /** The services' summary: health-check ports, policies without local endpoints, warnings. */
+  summary: ServiceSummary;
+  /** The IPVS data plane's translation (IPVS mode). */
+  model?: ProxyModel;
   report: SyncReport;
   /** Service and endpoint changes taken into this sync. */
   serviceChanges: number;
@@ -77,8 +80,8 @@ export class Proxier {
   private readonly plane: DataPlane;
   /** Flows steps left stale and not deleted yet. */
   private readonly staleFlows = new StaleFlows();
-  /** The model of the last step the plane took (ProxySyncResult.model). */
-  private stepped: ProxyModel | undefined;
+  /** The summary of the last step the plane took (ProxySyncResult.summary). */
+  private stepped: ServiceSummary | undefined;
   /** This node; its zone from ProxierOptions.node, else from its Node object (onNode). */
   node: NodeInfo;
   /** The ServiceCIDR objects' CIDRs, by object name. */
@@ -185,7 +188,7 @@ export class Proxier {
    * Plans a sync: the data plane's step for the services changed since the last sync took
    * them (full: every service compared, the kernel's objects dumped where they are not known).
    */
-  async plan(full: boolean): Promise<{ plan: Plan; model: ProxyModel; serviceChanges: number; endpointChanges: number; triggerTimes: number[] }> {
+  async plan(full: boolean): Promise<{ plan: Plan } & Omit<ProxySyncResult, 'report'>> {
     try {
       return (await this.planStep(full)).planned;
     } finally {
@@ -200,11 +203,12 @@ export class Proxier {
     const triggerTimes = this.slices.lastTriggerTimes;
     this.stepped = undefined;
     const step = this.plane.step(full, new Set([...serviceChanged, ...endpointsChanged]), this.sources());
-    this.stepped = step.model;
+    this.stepped = step.summary;
     // A full step built from nothing: its garbage goes before the diff allocates.
     if (!step.changes?.services) this.opts.collectGarbage?.();
     const plan = await this.engine.plan(step.desired, step.changes);
-    return { planned: { plan, model: step.model, serviceChanges: serviceChanged.size, endpointChanges: endpointsChanged.size, triggerTimes }, staleFlows: step.staleFlows };
+    const model = step.model ? { model: step.model } : {};
+    return { planned: { plan, summary: step.summary, ...model, serviceChanges: serviceChanged.size, endpointChanges: endpointsChanged.size, triggerTimes }, staleFlows: step.staleFlows };
   }
 
   /**
@@ -216,14 +220,14 @@ export class Proxier {
   async sync(full: boolean): Promise<ProxySyncResult> {
     try {
       const { planned, staleFlows } = await this.planStep(full);
-      const { plan, model, serviceChanges, endpointChanges, triggerTimes } = planned;
+      const { plan, ...result } = planned;
       this.staleFlows.add(staleFlows);
       if (plan.mode === 'full' && this.plane.collectBeforeApply) this.opts.collectGarbage?.();
       const report = await this.engine.apply(plan);
       const clean = !report.errors.length;
       this.plane.applied(clean);
       if (clean && this.kernel.conntrack && this.staleFlows.size) report.flowsFlushed = await this.staleFlows.flush(this.kernel.conntrack, report.errors, (f) => this.plane.serves(f));
-      return { model, report, serviceChanges, endpointChanges, triggerTimes };
+      return { ...result, report };
     } catch (e) {
       this.plane.reset();
       throw e;

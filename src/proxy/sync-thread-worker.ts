@@ -16,8 +16,8 @@ const opts = workerData as SyncThreadOptions;
 const send = (m: FromThread) => port.postMessage(m);
 
 function summary(r: ProxySyncResult): ModelSummary {
-  const m = r.model;
-  return { services: m.services.length, vips: m.vips.length, healthChecks: m.healthChecks, noLocalEndpointsTotal: m.noLocalEndpointsTotal, warnings: m.warnings };
+  const m = r.summary;
+  return { services: r.model?.services.length ?? 0, vips: r.model?.vips.length ?? 0, healthChecks: m.healthChecks, noLocalEndpointsTotal: m.noLocalEndpointsTotal, warnings: m.warnings };
 }
 
 // This thread's id ("<pid>/task/<tid>"), and its nice value: a thread's own, on Linux. Only
@@ -171,7 +171,7 @@ port.on('message', (m: ToThread) => {
           send({
             t: 'synced',
             id: m.id,
-            result: { report: toWireReport(r.report), model: summary(r), serviceChanges: r.serviceChanges, endpointChanges: r.endpointChanges, triggerTimes: r.triggerTimes, pending: proxier.pendingChanges },
+            result: { report: toWireReport(r.report), summary: summary(r), serviceChanges: r.serviceChanges, endpointChanges: r.endpointChanges, triggerTimes: r.triggerTimes, pending: proxier.pendingChanges },
           });
           // A full sync read every kernel table and dropped it: give that memory back now, not
           // at the heap's next limit (an incremental collection; this thread's heap only).

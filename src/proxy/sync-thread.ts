@@ -53,7 +53,7 @@ export interface ModelSummary {
 
 export interface ThreadSyncResult {
   report: SyncReport;
-  model: ModelSummary;
+  summary: ModelSummary;
   serviceChanges: number;
   endpointChanges: number;
   /** ProxySyncResult.triggerTimes. */

@@ -625,7 +625,7 @@ test('IPv6 and dual-stack: a RequireDualStack service answers on both cluster IP
   p.onSliceUpdate({ ...slice('dual', 'dual-v6', [{ port: 8080 }], three.map((x) => ({ ip: x.ip6, node: x.node }))), addressType: 'IPv6' });
   const r = await p.sync(true);
   assert.deepEqual(r.report.errors, []);
-  assert.deepEqual(r.model.warnings, []);
+  assert.deepEqual(r.summary.warnings, []);
   for (const [host, port, saw] of [['10.96.0.70', 80, '10.244.1.1'], ['fd00:96::70', 80, 'fd00:244:1::1'], [NODE_IP6, 30070, 'fd00:244:1::1']] as const) {
     const got = tally(requests(CLIENT, host, port, 30));
     assert.deepEqual(got.errors, [], `${host}:${port}`);

@@ -47,7 +47,7 @@ function sample(text: string, series: string): number | undefined {
 const noWrites = { ops: {}, writes: 0, errors: [] };
 const noErrors = { ipvs: noWrites, nft: noWrites, errors: [] };
 function result(r: Partial<SyncResultForMetrics> = {}): SyncResultForMetrics {
-  return { report: noErrors, serviceChanges: 0, endpointChanges: 0, triggerTimes: [], model: { noLocalEndpointsTotal: { internal: 0, external: 0 } }, ...r };
+  return { report: noErrors, serviceChanges: 0, endpointChanges: 0, triggerTimes: [], summary: { noLocalEndpointsTotal: { internal: 0, external: 0 } }, ...r };
 }
 const CPU = { addonCpuUsage: () => ({ jsThreadNs: 0, jsThreadCalls: 0, poolUserNs: 0, poolSysNs: 0, poolTasks: 0 }) };
 const BUILD: BuildInfo = { major: '0', minor: '7', git_version: 'v0.7.2', git_commit: '', git_tree_state: '', build_date: '1970-01-01T00:00:00Z', go_version: 'v20.11.1', compiler: 'node', platform: 'linux/amd64' };
@@ -179,7 +179,7 @@ test('kube-proxy metrics from the runner and the sync’s result: duration, time
       serviceChanges: 2,
       endpointChanges: 5,
       report: { ipvs: { ops: { addService: 3, addDestination: 9, deleteService: 0 }, writes: 12, errors: [] }, nft: { ops: { 'add-elements': 2 }, writes: 2, errors: [] }, errors: [] },
-      model: { noLocalEndpointsTotal: { internal: 1, external: 4 } },
+      summary: { noLocalEndpointsTotal: { internal: 1, external: 4 } },
       // 2.3 s ago; 0 (no time) and a time in the future are not observed
       triggerTimes: [now - 2300, 0, now + 1000],
     }),
@@ -192,7 +192,7 @@ test('kube-proxy metrics from the runner and the sync’s result: duration, time
       endpointChanges: 1,
       report: { ipvs: { ops: { addDestination: 1 }, writes: 1, errors: [failed] }, nft: noWrites, errors: [failed] },
       triggerTimes: [now - 100],
-      model: { noLocalEndpointsTotal: { internal: 7, external: 7 } },
+      summary: { noLocalEndpointsTotal: { internal: 7, external: 7 } },
     }),
   );
   const text = await m.render();
@@ -216,7 +216,7 @@ test('kube-proxy metrics from the runner and the sync’s result: duration, time
   assert.doesNotMatch(text, /op="deleteService"/, 'zero-write ops are not series');
   assert.equal(sample(text, 'ipvsync_nft_writes_total{op="add-elements"}'), 2, 'IPVS mode: the glue’s nftables writes');
   assert.doesNotMatch(text, /ip_family="IPv6"/, 'single stack: IPv4 only');
-  m.recordSyncResult(result({ model: { noLocalEndpointsTotal: { internal: 0, external: 3 } } }));
+  m.recordSyncResult(result({ summary: { noLocalEndpointsTotal: { internal: 0, external: 3 } } }));
   const again = await m.render();
   assert.equal(sample(again, `kubeproxy_sync_proxy_rules_no_local_endpoints_total{${v4},traffic_policy="internal"}`), 0);
   assert.equal(sample(again, `kubeproxy_sync_proxy_rules_no_local_endpoints_total{${v4},traffic_policy="external"}`), 3);
@@ -242,7 +242,7 @@ test('ip_family: each observation once per served family — IPv6 alone, or both
   now += 4000;
   m.recordSync({ durationMs: 20, ok: true, full: true });
   m.recordSync({ durationMs: 40, ok: false, full: false });
-  m.recordSyncResult(result({ triggerTimes: [now - 1000], model: { noLocalEndpointsTotal: { internal: 2, external: 1 } } }));
+  m.recordSyncResult(result({ triggerTimes: [now - 1000], summary: { noLocalEndpointsTotal: { internal: 2, external: 1 } } }));
   const text = await m.render();
   for (const f of ['IPv4', 'IPv6']) {
     const ipf = `ip_family="${f}"`;

@@ -173,13 +173,13 @@ async function run(text: string, what: string): Promise<Outcome> {
   }
   const r = await p.sync(true).catch((e: unknown) => assert.fail(`${what}: the sync threw ${String(e)}\n${text}`));
   assert.deepEqual(r.report.errors.map((e) => e.message), [], `${what}\n${text}`);
-  const raw = r.model.warnings.filter((w) => w.message.startsWith('not programmed:') || RAW_ERROR.test(w.message));
+  const raw = r.summary.warnings.filter((w) => w.message.startsWith('not programmed:') || RAW_ERROR.test(w.message));
   assert.deepEqual(raw, [], `${what}: a JavaScript error, not a typed warning\n${text}`);
   const vs = (await kernel.ipvs.services({ withDestinations: true })).find((s) => s.address === '10.96.0.10' && s.port === 80);
   assert.deepEqual(vs?.destinations?.map((d) => `${d.address}:${d.port}`), ['10.244.1.5:8080'], `${what}: the good service\n${text}`);
   const clusterIps = (await kernel.nft.list()).sets.find((s) => s.family === 'ip' && s.name === 'cluster-ips');
   assert.ok(clusterIps?.elements?.some((e) => e.key.join(' . ') === '10.96.0.10 . tcp . 80'), `${what}: the good glue\n${text}`);
-  return { manifestWarnings: set.warnings.length, modelWarnings: r.model.warnings.length };
+  return { manifestWarnings: set.warnings.length, modelWarnings: r.summary.warnings.length };
 }
 
 test('the campaign\'s objects, unmutated, are programmed without a warning', async () => {

@@ -149,8 +149,8 @@ async function assertGoodProgrammed(services: V1Service[], slices: V1EndpointSli
   const clusterIps = (await kernel.nft.list()).sets.find((s) => s.family === 'ip' && s.name === 'cluster-ips');
   assert.ok(clusterIps?.elements?.some((e) => e.key.join(' . ') === '10.96.0.10 . tcp . 80'), `${what}: the good cluster IP in the glue`);
   assert.ok((await kernel.links.addresses({ link: 'kube-ipvs0' })).some((a) => a.address === '10.96.0.10'), `${what}: the good VIP bound`);
-  assertKernelValues(r.model, what);
-  return r.model;
+  assertKernelValues(r.model!, what);
+  return r.model!;
 }
 
 test('the broken objects themselves, unbroken, are programmed in full (so the cases below break something that counts)', async () => {

@@ -114,8 +114,8 @@ test("the scenarios of kube-proxy's TestCategorizeEndpoints, the Node read from 
     assert.deepEqual(report.errors, []);
     for (const [s, i] of group) {
       const want = (ns: number[]) => ns.map((n) => ip(i, n)).sort();
-      assert.deepEqual(destinations(model.services, clusterIp(i), 80), want(s.cluster), `${s.name}: the cluster IP`);
-      if (s.policy?.externalTrafficPolicy === 'Local') assert.deepEqual(destinations(model.services, '192.168.1.1', NODE_PORT(i)), want(s.local!), `${s.name}: the NodePort`);
+      assert.deepEqual(destinations(model!.services, clusterIp(i), 80), want(s.cluster), `${s.name}: the cluster IP`);
+      if (s.policy?.externalTrafficPolicy === 'Local') assert.deepEqual(destinations(model!.services, '192.168.1.1', NODE_PORT(i)), want(s.local!), `${s.name}: the NodePort`);
     }
   }
 });
@@ -138,19 +138,19 @@ test('--node-labels gives the zone over the Node object; a changed or deleted No
   // the flag wins: zone-b from the flag, the Node says zone-a
   const pinned = await loaded('ipvs', { [ZONE]: 'zone-a' }, [[s, i]], [`${ZONE}=zone-b`]);
   assert.equal(pinned.proxier.node.zone, 'zone-b');
-  assert.deepEqual(destinations((await pinned.proxier.sync(true)).model.services, clusterIp(i), 80), [ip(i, 4)]);
+  assert.deepEqual(destinations((await pinned.proxier.sync(true)).model!.services, clusterIp(i), 80), [ip(i, 4)]);
 
   const { proxier } = await loaded('ipvs', { [ZONE]: 'zone-a' }, [[s, i]]);
-  assert.deepEqual(destinations((await proxier.sync(true)).model.services, clusterIp(i), 80), [ip(i, 3), ip(i, 6)]);
+  assert.deepEqual(destinations((await proxier.sync(true)).model!.services, clusterIp(i), 80), [ip(i, 3), ip(i, 6)]);
   // another node's object changes nothing
   proxier.onNode({ metadata: { name: 'node-b', labels: { [ZONE]: 'zone-c' } } });
   assert.equal(proxier.node.zone, 'zone-a');
   proxier.onNode(nodeObject({ [ZONE]: 'zone-c' }));
   const moved = await proxier.sync(false);
-  assert.deepEqual(destinations(moved.model.services, clusterIp(i), 80), [ip(i, 5)]);
+  assert.deepEqual(destinations(moved.model!.services, clusterIp(i), 80), [ip(i, 5)]);
   assert.deepEqual(moved.report.ipvs.ops, { addDestination: 1, deleteDestination: 2 });
   proxier.onNodeDelete(NODE);
-  assert.deepEqual(destinations((await proxier.sync(false)).model.services, clusterIp(i), 80), [3, 4, 5, 6].map((n) => ip(i, n)));
+  assert.deepEqual(destinations((await proxier.sync(false)).model!.services, clusterIp(i), 80), [3, 4, 5, 6].map((n) => ip(i, n)));
 });
 
 test('a Node manifest is cluster-scoped; labels that are not strings skip it with a warning', () => {

@@ -85,8 +85,8 @@ test('a node-local endpoint moving: the proxier hands the engine the moved virtu
   // holds what a proxier starting from the same objects programs.
   const c = cluster(moved);
   const scratch = translate({ ...c, node: NODE, config: CONFIG });
-  assert.deepStrictEqual([...last!.model.glue.hairpin].sort(compareAddressProtoPort), scratch.glue.hairpin);
-  assert.deepStrictEqual(last!.model.services, scratch.services);
+  assert.deepStrictEqual([...last!.model!.glue.hairpin].sort(compareAddressProtoPort), scratch.glue.hairpin);
+  assert.deepStrictEqual(last!.model!.services, scratch.services);
   assert.deepStrictEqual(p.warnings(), scratch.warnings);
   assert.deepEqual(await kernel.ipvs.services({ withDestinations: true }), await (await proxierWith(moved)).kernel.ipvs.services({ withDestinations: true }));
   const fresh = await proxierWith(moved);

@@ -128,7 +128,8 @@ test("the proxier in nftables mode: no IPVS handle, the tables as the engine's o
   assert.deepEqual(r.report.errors, []);
   assert.ok(r.report.nft.writes > 0);
   assert.equal(r.report.ipvs.writes + r.report.addresses.writes, 0);
-  assert.deepEqual(r.model.warnings, []);
+  assert.deepEqual(r.summary.warnings, []);
+  assert.equal(r.model, undefined, 'no IPVS translation in nftables mode');
   const l = await k.nft.list();
   const els = (name: string) => l.sets.find((s) => s.family === 'ip' && s.name === name)!.elements.map((e) => e.key.join(' ')).sort();
   assert.deepEqual(els('affinity-services'), ['10.96.0.10 tcp 80']);

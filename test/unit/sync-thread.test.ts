@@ -54,12 +54,12 @@ test('sync thread: the same writes, report and model summary as an in-process pr
     { serviceChanges: b.serviceChanges, endpointChanges: b.endpointChanges },
     { serviceChanges: a.serviceChanges, endpointChanges: a.endpointChanges },
   );
-  assert.deepEqual(b.model, {
-    services: a.model.services.length,
-    vips: a.model.vips.length,
-    healthChecks: a.model.healthChecks,
-    noLocalEndpointsTotal: a.model.noLocalEndpointsTotal,
-    warnings: a.model.warnings,
+  assert.deepEqual(b.summary, {
+    services: a.model!.services.length,
+    vips: a.model!.vips.length,
+    healthChecks: a.summary.healthChecks,
+    noLocalEndpointsTotal: a.summary.noLocalEndpointsTotal,
+    warnings: a.summary.warnings,
   });
 
   const again = await remote.sync(true);
@@ -72,11 +72,11 @@ test('sync thread: the same writes, report and model summary as an in-process pr
   const added = await remote.sync(false);
   assert.equal(added.report.mode, 'incremental');
   assert.deepEqual(added.report.ipvs.ops, { addService: 1, addDestination: 1 });
-  assert.equal(added.model.services, a.model.services.length + 1);
+  assert.equal(added.summary.services, a.model!.services.length + 1);
   remote.onServiceDelete('default/extra');
   const removed = await remote.sync(false);
   assert.deepEqual(removed.report.ipvs.ops, { deleteService: 1 });
-  assert.equal(removed.model.services, a.model.services.length);
+  assert.equal(removed.summary.services, a.model!.services.length);
 });
 
 test('sync thread: a failed write comes back as the NetlinkError the engine reported (code, op, index; one object in errors and in its kind)', async (t) => {
@@ -155,7 +155,7 @@ test('sync thread: loadManifests reads the folder on the thread (the writes of a
   assert.deepEqual(b.report.errors, []);
   assert.ok(b.report.ipvs.writes > 0, JSON.stringify(b.report.ipvs));
   for (const k of ['ipvs', 'addresses', 'nft'] as const) assert.deepEqual(b.report[k], a.report[k], k);
-  assert.equal(b.model.services, a.model.services.length);
+  assert.equal(b.summary.services, a.model!.services.length);
 
   // the NodePort service's file goes: its Service and EndpointSlice are deleted on the thread
   rmSync(join(dir, 'nodeport.yaml'));
@@ -166,7 +166,7 @@ test('sync thread: loadManifests reads the folder on the thread (the writes of a
   const goneLocal = await local.sync(false);
   assert.deepEqual(gone.report.ipvs.ops, goneLocal.report.ipvs.ops);
   assert.ok((gone.report.ipvs.ops.deleteService ?? 0) > 0, JSON.stringify(gone.report.ipvs.ops));
-  assert.equal(gone.model.services, goneLocal.model.services.length);
+  assert.equal(gone.summary.services, goneLocal.model!.services.length);
 
   // a file that does not parse: the typed error, by name and message, and no change
   writeFileSync(join(dir, 'broken.yaml'), 'kind: Service\nmetadata: [\n');
@@ -174,7 +174,7 @@ test('sync thread: loadManifests reads the folder on the thread (the writes of a
   const after = await remote.sync(true);
   assert.deepEqual(after.report.errors, []);
   assert.equal(after.report.ipvs.writes + after.report.addresses.writes + after.report.nft.writes, 0);
-  assert.equal(after.model.services, gone.model.services);
+  assert.equal(after.summary.services, gone.summary.services);
   // and the thread keeps working once the folder parses again
   rmSync(join(dir, 'broken.yaml'));
   assert.deepEqual(await remote.loadManifests(dir), fewer);
@@ -261,7 +261,7 @@ test('sync thread: watchKube lists and watches the API on the thread (the writes
   assert.deepEqual(b.report.errors, []);
   assert.ok(b.report.ipvs.writes > 0, JSON.stringify(b.report.ipvs));
   for (const k of ['ipvs', 'addresses', 'routes', 'ipsets', 'nft'] as const) assert.deepEqual(b.report[k], a.report[k], k);
-  assert.equal(b.model.services, a.model.services.length);
+  assert.equal(b.summary.services, a.model!.services.length);
 
   // watched: an added service and its slice
   const before = changes;
@@ -276,7 +276,7 @@ test('sync thread: watchKube lists and watches the API on the thread (the writes
     added = { ...more, report: { ...more.report, ipvs: { ...more.report.ipvs, ops: { ...added.report.ipvs.ops, ...more.report.ipvs.ops } } } };
   }
   assert.deepEqual(added.report.ipvs.ops, { addService: 1, addDestination: 1 });
-  assert.equal(added.model.services, a.model.services.length + 1);
+  assert.equal(added.summary.services, a.model!.services.length + 1);
 
   // watched: a delete
   const beforeDelete = changes;

@@ -58,7 +58,7 @@ export class IpvsPlane implements DataPlane {
       if (services || nft) changes = { ...(services ? { services } : {}), ...(nft ? { nft } : {}) };
     }
     this.stepped = model;
-    return { desired, ...(changes ? { changes } : {}), model, staleFlows: [] };
+    return { desired, ...(changes ? { changes } : {}), summary: model, model, staleFlows: [] };
   }
 
   applied(clean: boolean): void {

@@ -13,7 +13,6 @@ import { localWithoutEndpoints, modelContext, notProgrammed, serviceModel, type 
 import type { HealthCheck, ModelWarning, ServiceSummary } from '../../kube/types.js';
 import type { Fam } from '../nft-sets.js';
 import type { DataPlane, PlaneSources, PlaneStep } from '../data-plane.js';
-import type { GlueSpec } from '../ipvs/types.js';
 import {
   addressShard, affinityTimeoutSet, endpointsMap, FIXED_SETS, hairpinElement, hairpinSet, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, SHARDS, staticElements,
   type Firewall, type FrontendPart, type ServiceElement, type SetDecl, type TableShape,
@@ -112,8 +111,8 @@ export class NftablesPlane implements DataPlane {
    * those changes while nobody committed since, else lists the kernel's). What the IPVS data
    * plane leaves behind goes in a
    * full step: its VIP addresses and its routes (the tables share the IPVS glue's names, so
-   * they are replaced). The model it reports has the semantics' parts (health checks, policies
-   * without local endpoints, warnings) and no IPVS ones.
+   * they are replaced). It reports the services' summary (health checks, policies without
+   * local endpoints, warnings), and no IPVS model.
    */
   step(full: boolean, changed: ReadonlySet<string>, src: PlaneSources): PlaneStep {
     const ctx = modelContext(src.node, src.config, src.serviceCIDRs);
@@ -131,11 +130,11 @@ export class NftablesPlane implements DataPlane {
     if (!full && this.canPatch(ctxKey)) step = this.patch([...changed].sort(compareText).map((n) => [n, modelOf(n)] as const));
     step ??= this.rebuild(src.names(), (n) => modelOf(n)!, ctx, ctxKey);
     const nft = this.tables();
-    const model = { services: [], vips: [], glue: emptyGlue(), ...this.summary() };
-    if (step.patched) return { desired: { services: [], nft }, changes: { services: new Map(), nft: step.changes! }, model, staleFlows: step.staleFlows };
+    const summary = this.summary();
+    if (step.patched) return { desired: { services: [], nft }, changes: { services: new Map(), nft: step.changes! }, summary, staleFlows: step.staleFlows };
     const vips = this.opts.links ? { vips: { link: this.opts.vipLink, addresses: [], createLink: false } } : {};
     const changes = step.changes ? { changes: { nft: step.changes } } : {};
-    return { desired: { services: [], routes: { routes: [] }, ...vips, nft }, ...changes, model, staleFlows: step.staleFlows };
+    return { desired: { services: [], routes: { routes: [] }, ...vips, nft }, ...changes, summary, staleFlows: step.staleFlows };
   }
 
   /** A step that failed leaves nothing half-known: the next builds from nothing. */
@@ -399,11 +398,6 @@ export class NftablesPlane implements DataPlane {
   private takeHairpin(family: Fam, e: SetElement): void {
     this.take(family, hairpinSet(addressShard(e.key[0] as string)), e);
   }
-}
-
-/** No glue: the nftables data plane's model has none. */
-function emptyGlue(): GlueSpec {
-  return { clusterCIDRs: [], masqueradeAll: false, vips: [], nodePorts: [], nodePortAddresses: [], sourceRanges: [], hairpin: [], localTrafficServices: [], healthCheckNodePorts: [] };
 }
 
 function partsOf(m: ServiceModel, ctx: ModelContext): ReturnType<typeof serviceParts> | { error: unknown } {
