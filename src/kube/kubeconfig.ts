@@ -169,11 +169,14 @@ export class ApiConfig implements ApiAccess {
   }
 }
 
-/** The full client, for exec plugins and auth providers. Its absence, or a release that cannot
- *  run on this Node.js (2.x's undici 8 needs Node.js >= 22.19: on Node.js 20 it fails as it
- *  loads), is said plainly: the user's kubeconfig is what needs it. (`specifier`: the client's,
- *  or a test's module.) */
-export async function loadClient(specifier = '@kubernetes/client-node'): Promise<typeof import('@kubernetes/client-node')> {
+/** The full client, for exec plugins and auth providers. */
+const loadClient = () => importClient('@kubernetes/client-node') as Promise<typeof import('@kubernetes/client-node')>;
+
+/** The client's module (`specifier`: its name, or a test's module; typed by the caller, so that
+ *  no declaration names the client). Its absence, or a release that cannot run on this Node.js
+ *  (2.x's undici 8 needs Node.js >= 22.19: on Node.js 20 it fails as it loads), is said
+ *  plainly: the user's kubeconfig is what needs it. */
+export async function importClient(specifier: string): Promise<unknown> {
   // A module that throws as it loads, imported from two modules of the client, rejects the
   // import and also, from the loader's other job for it, a promise nobody holds: that rejection
   // is this same failure, said below; left alone it would end the process (or the sync thread).
@@ -183,7 +186,7 @@ export async function loadClient(specifier = '@kubernetes/client-node'): Promise
   };
   process.on('unhandledRejection', echo);
   try {
-    return (await import(specifier)) as typeof import('@kubernetes/client-node');
+    return (await import(specifier)) as unknown;
   } catch (e) {
     failure = e;
     const notFound = (e as { code?: unknown }).code === 'ERR_MODULE_NOT_FOUND' && String((e as Error).message).includes(`'${specifier}`);

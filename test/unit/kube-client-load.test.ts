@@ -8,15 +8,15 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { KubeConfigError, loadClient } from '../../src/kube/kubeconfig.js';
+import { importClient, KubeConfigError } from '../../src/kube/kubeconfig.js';
 
 const FIXTURES = join(import.meta.dirname, '../../../test/fixtures/client-load');
 
 test('a client that throws as it loads: one KubeConfigError naming Node.js and the cause; the process goes on, no listener left', () => {
   // in a process of its own, with no listener of the test runner: an unhandled rejection ends it
   const code = `
-    const { loadClient } = await import(${JSON.stringify(pathToFileURL(join(import.meta.dirname, '../../src/kube/kubeconfig.js')).href)});
-    try { await loadClient(${JSON.stringify(pathToFileURL(join(FIXTURES, 'a.mjs')).href)}); } catch (e) { console.log(e.name + ': ' + e.message); }
+    const { importClient } = await import(${JSON.stringify(pathToFileURL(join(import.meta.dirname, '../../src/kube/kubeconfig.js')).href)});
+    try { await importClient(${JSON.stringify(pathToFileURL(join(FIXTURES, 'a.mjs')).href)}); } catch (e) { console.log(e.name + ': ' + e.message); }
     await new Promise((r) => setTimeout(r, 50));
     console.log('listeners ' + process.listenerCount('unhandledRejection'));`;
   const r = spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8' });
@@ -27,5 +27,5 @@ test('a client that throws as it loads: one KubeConfigError naming Node.js and t
 });
 
 test('a client that is not installed: said as such', async () => {
-  await assert.rejects(loadClient('ipvsync-no-such-client'), (e: unknown) => e instanceof KubeConfigError && /install it beside ipvsync/.test(e.message));
+  await assert.rejects(importClient('ipvsync-no-such-client'), (e: unknown) => e instanceof KubeConfigError && /install it beside ipvsync/.test(e.message));
 });
