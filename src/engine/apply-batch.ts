@@ -15,16 +15,6 @@ export function emptyReport(): KindReport {
   return { ops: {}, writes: 0, errors: [] };
 }
 
-/** A promise's outcome as a value: work started now and awaited later, which must not go
- *  unhandled while other work runs; the caller rethrows `thrown` when it gets there. */
-export type Settled<T> = { value: T } | { thrown: unknown };
-export function settle<T>(p: Promise<T>): Promise<Settled<T>> {
-  return p.then(
-    (value) => ({ value }),
-    (thrown: unknown) => ({ thrown }),
-  );
-}
-
 /** An error of a batch that was one chunk of a longer op list, with its index in the list. */
 function reindexed(e: NetlinkError, at: number): NetlinkError {
   if (at === 0 || e.index === undefined) return e;

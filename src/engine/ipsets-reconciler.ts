@@ -2,15 +2,16 @@
 // of every set, which also holds the IPVS ownership record's two), diffed (ipsets-diff) and
 // written, creations and member changes before IPVS, destroys after. Nothing is kept between
 // syncs.
-import type { IpSet, IpSetOp, IpSetsApi } from '../kernel/ipsets.js';
-import { applyBatch, type KindReport } from './apply-batch.js';
-import type { InvalidObject } from './types.js';
-import { diffIpSets, memberKey, type DesiredIpSet, type IpSetsDelta } from './ipsets-diff.js';
+import type { IpSet, IpSetsApi } from '../kernel/ipsets.js';
+import { applyBatch } from './apply-batch.js';
+import type { Phase, Planned, PlanReads, PlanScope, Reconciler } from './reconciler.js';
+import type { InvalidObject, SyncReport } from './types.js';
+import { diffIpSets, memberKey, type DesiredIpSet } from './ipsets-diff.js';
 import { IPVS_RECORD_SETS } from './ownership.js';
 import { checkIpSet } from './validate.js';
 
 /** A plan's ipsets before the kernel is read. */
-export interface IpSetsStart {
+export interface IpSetsChecked {
   /** The sets without what the kernel layer refuses (undefined: ipsets are not managed). */
   want: DesiredIpSet[] | undefined;
   invalid: InvalidObject[];
@@ -20,13 +21,15 @@ export interface IpSetsStart {
   keptMembers: ReadonlyMap<string, ReadonlySet<string>>;
 }
 
-export class IpSetsReconciler {
+export class IpSetsReconciler implements Reconciler<IpSetsChecked, IpSet[] | undefined> {
+  readonly kind = 'ipsets';
+
   constructor(
     private readonly ipsets: IpSetsApi | undefined,
     private readonly prefix: string | undefined,
   ) {}
 
-  start(desired: DesiredIpSet[] | undefined): IpSetsStart {
+  check({ desired: { ipsets: desired } }: PlanScope): IpSetsChecked {
     const dropped = new Set<string>();
     const keptMembers = new Map<string, Set<string>>();
     const invalid: InvalidObject[] = [];
@@ -51,12 +54,12 @@ export class IpSetsReconciler {
   }
 
   /** Every set, when the plan manages ipsets. */
-  observe(s: IpSetsStart): Promise<IpSet[] | undefined> {
-    return s.want ? this.ipsets!.list() : Promise.resolve(undefined);
+  observe(s: IpSetsChecked, reads: PlanReads): Promise<IpSet[] | undefined> {
+    return s.want ? reads.everySet() : Promise.resolve(undefined);
   }
 
-  diff(s: IpSetsStart, listed: readonly IpSet[] | undefined): IpSetsDelta | undefined {
-    if (!s.want) return undefined;
+  diff(s: IpSetsChecked, listed: readonly IpSet[] | undefined): Planned {
+    if (!s.want) return { shown: {}, invalid: s.invalid };
     // the record's sets are never the ipset diff's, whatever its prefix
     const delta = diffIpSets(s.want, listed!.filter((x) => !IPVS_RECORD_SETS.includes(x.name)), this.prefix!);
     if (s.dropped.size || s.keptMembers.size) {
@@ -68,10 +71,11 @@ export class IpSetsReconciler {
         return members.length ? [{ ...o, members }] : [];
       });
     }
-    return delta;
+    return { shown: { ipsets: delta }, invalid: s.invalid };
   }
 
-  apply(ops: IpSetOp[], report: KindReport): Promise<((i: number) => boolean) | undefined> {
-    return this.ipsets ? applyBatch(report, ops, (o) => this.ipsets!.apply(o, { stopOnError: false })) : Promise.resolve(undefined);
+  async apply(phase: Phase, p: Planned, report: SyncReport): Promise<void> {
+    const d = p.shown.ipsets;
+    if (d && phase !== 'main') await applyBatch(report.ipsets, d[phase], (o) => this.ipsets!.apply(o, { stopOnError: false }));
   }
 }

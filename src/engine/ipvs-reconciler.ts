@@ -1,14 +1,17 @@
 // The engine's IPVS virtual servers: checked (what the kernel layer would refuse is left out),
 // observed (one dump, or one GET per changed service), diffed (ipvs-diff; a full plan reads the
-// destinations a slice of services at a time) and written in chunks; between syncs it keeps the
-// ownership record (ownership.ts), the draining destinations and the invalid services' verdicts.
+// destinations a slice of services at a time) and written in chunks; it records the services
+// it owns (ownership.ts: recorded before created, forgotten after deleted) and keeps between
+// syncs that record, the draining destinations and the invalid services' verdicts.
 import type { NetlinkError } from '../errors.js';
 import { StaleFlows, type ConntrackApi } from '../kernel/conntrack.js';
-import type { IpSet, IpSetOp } from '../kernel/ipsets.js';
+import type { IpSetsApi } from '../kernel/ipsets.js';
 import type { Destination, IpvsApi, IpvsOp, Service, ServiceId } from '../kernel/ipvs.js';
 import { anyContains, canonicalAddress, parseCidr, type Cidr } from '../net/address.js';
-import { applyBatch, type KindReport } from './apply-batch.js';
-import type { InvalidObject, Ownership } from './types.js';
+import { applyBatch } from './apply-batch.js';
+import type { IpSetsDelta } from './ipsets-diff.js';
+import type { Phase, Planned, PlanReads, PlanScope, Reconciler } from './reconciler.js';
+import type { InvalidObject, Ownership, SyncReport } from './types.js';
 import {
   assemble,
   byKey,
@@ -23,7 +26,7 @@ import {
   type ObservedIndex,
 } from './ipvs-diff.js';
 import { destKey, keyToId, serviceKey, type DesiredService } from './ipvs-model.js';
-import { IPVS_RECORD_SETS, recordedKeys, recordMember, recordOps } from './ownership.js';
+import { OwnershipRecord, type RecordWrites } from './ownership.js';
 import { checkService, keyable, type ServiceVerdict } from './validate.js';
 
 /** IPVS ops per apply() call: the next batch is converted on this thread while the kernel takes
@@ -39,32 +42,27 @@ export interface IpvsReconcilerOptions extends Pick<Ownership, 'managedCidrs' | 
   shareDesired?: boolean;
 }
 
-/** The ownership record's writes of a plan: keys recorded by the first `early` ops of the
- *  ipset writes (before IPVS), keys forgotten by the late ones from `lateFrom` (after IPVS:
- *  those of `deleted` only once their deleteService went, `dropped` at once). */
-export interface RecordWrites {
-  add: string[];
-  deleted: string[];
-  dropped: string[];
-  early: number;
-  lateFrom: number;
-}
+/** `sliced`: a full plan reading destinations a slice of services at a time as it diffs;
+ *  `everySet`: the plan lists every ipset (it manages them), the record is taken from there. */
+type IpvsChecked = CheckedServices & { changed: ReadonlySet<string> | undefined; sliced: boolean; everySet: boolean };
+
+/** `ops`, `recorded`, `ok`: apply's (the ops written, whether the record went in, which went). */
+type IpvsPlanned = Planned & { shown: { ipvs: IpvsDelta; ipsets?: IpSetsDelta }; scope: ReadonlySet<string> | undefined; record?: RecordWrites };
+type Applying = IpvsPlanned & { ops?: IpvsOp[]; recorded?: boolean; ok?: ((i: number) => boolean) | undefined };
 
 const NO_IPVS = 'the engine has no IPVS handle (a kernel without IPVS): virtual servers cannot be programmed';
 
-export class IpvsReconciler {
+export class IpvsReconciler implements Reconciler<IpvsChecked, Service[] | ObservedIndex, Applying> {
+  readonly kind = 'ipvs';
   private draining = new Map<string, number>();
   /** The flows of deleted destinations not flushed yet (a failed delete is tried again). */
   private readonly staleFlows = new StaleFlows();
   private readonly managed: Cidr[];
   private readonly excluded: Cidr[];
   private readonly now: () => number;
-  /** The keys of the virtual servers the engine owns by its record (ownership.ts), as of the
-   *  last read of it and the record writes since; undefined until it is read (the first plan,
-   *  and every full one, dumps it). Without an ipset handle, memory alone. */
-  private recorded: Set<string> | undefined;
-  /** The record's sets the kernel has (created once, when first needed). */
-  private recordSets = new Set<string>();
+  /** The virtual servers the engine owns by its record (ownership.ts): in ipsets when it has
+   *  an ipset handle, else memory alone. */
+  private readonly record: OwnershipRecord;
   /** The invalid desired services by key as of the last plans (a full plan checks every
    *  service, an incremental one those of its changes), and those without a key (a full
    *  plan's). */
@@ -74,14 +72,15 @@ export class IpvsReconciler {
   constructor(
     /** undefined: no IPVS (every desired virtual server is refused, none is read). */
     private readonly ipvs: IpvsApi | undefined,
-    /** Whether the record is kept in ipsets (an ipset handle), else in memory. */
-    private readonly recordInSets: boolean,
+    /** Where the record is kept (ownership.ts; undefined: in memory). */
+    ipsets: IpSetsApi | undefined,
+    private readonly conntrack: ConntrackApi | undefined,
     private readonly opts: IpvsReconcilerOptions = {},
   ) {
     this.managed = (opts.managedCidrs ?? []).map(parseCidr);
     this.excluded = (opts.excludeCidrs ?? []).map(parseCidr);
     this.now = opts.now ?? Date.now;
-    if (!recordInSets) this.recorded = new Set();
+    this.record = new OwnershipRecord(ipvs && ipsets);
   }
 
   /** Whether the engine may change or delete an observed IPVS service (`key`: its
@@ -89,172 +88,118 @@ export class IpvsReconciler {
   owns(s: Service, key: string = serviceKey(s)): boolean {
     if (s.fwmark !== undefined) {
       const r = this.opts.managedFwmarks;
-      return this.recorded?.has(key) === true || (r !== undefined && s.fwmark >= r.min && s.fwmark <= r.max);
+      return this.record.keys?.has(key) === true || (r !== undefined && s.fwmark >= r.min && s.fwmark <= r.max);
     }
     const a = canonicalAddress(s.address);
     if (anyContains(this.excluded, a)) return false;
-    return this.recorded?.has(key) === true || anyContains(this.managed, a);
+    return this.record.keys?.has(key) === true || anyContains(this.managed, a);
   }
 
-  /** Whether a plan reads the ownership record from the kernel: a full one, or the first. */
-  readsRecord(incremental: boolean): boolean {
-    return this.recordInSets && (!incremental || this.recorded === undefined);
+  /** The services a plan diffs: every desired one, or an incremental plan's changed ones;
+   *  without an IPVS handle, none (each refused). */
+  check({ desired, changes, changed }: PlanScope): IpvsChecked {
+    const named = changes?.services ? [...changes.services.values()].filter((s): s is DesiredService => s !== undefined) : desired.services;
+    const svcs = this.checkServices(this.ipvs ? named : [], changed);
+    if (!this.ipvs) svcs.invalid = named.map((s): InvalidObject => ({ kind: 'ipvs', object: keyable(s) ? serviceKey(s) : '?', field: 'service', message: NO_IPVS }));
+    return { ...svcs, changed, sliced: !changed && typeof this.ipvs?.destinationsOf === 'function', everySet: desired.ipsets !== undefined };
   }
 
   /** The kernel's services: those of `changed` (one GET each, with their destinations), or all
-   *  of them (one dump; without destinations when `sliced`: diff reads them a slice at a time). */
-  observe(changed: ReadonlySet<string> | undefined, sliced: boolean): Promise<Service[]> {
+   *  of them (one dump; without destinations when sliced: diff reads them a slice at a time);
+   *  and the record (a full plan, or the first). A sliced plan's are indexed by key once the
+   *  record is taken: the index, not the listed objects, is held through the diff. */
+  async observe(c: IpvsChecked, reads: PlanReads): Promise<Service[] | ObservedIndex> {
     const ipvs = this.ipvs;
-    if (!ipvs) return Promise.resolve([]);
-    if (!changed) return ipvs.services({ withDestinations: !sliced });
-    return Promise.all([...changed].map((key) => ipvs.service(keyToId(key), { withDestinations: true }))).then((l) =>
-      l.filter((s): s is Service => s !== null),
-    );
-  }
-
-  /** Takes the record from the listed sets (its two among them). */
-  takeRecord(sets: readonly IpSet[]): void {
-    const record = sets.filter((x) => IPVS_RECORD_SETS.includes(x.name));
-    // firewall-mark services are recorded in memory only: they stay
-    const memoryOnly = [...(this.recorded ?? [])].filter((key) => recordMember(key) === undefined);
-    this.recorded = recordedKeys(record);
-    for (const key of memoryOnly) this.recorded.add(key);
-    this.recordSets = new Set(record.map((x) => x.name));
-  }
-
-  /** The kernel's services of a sliced (full) plan indexed by key, after the record is taken:
-   *  the index, not the listed objects, is held through the diff (ObservedIndex). */
-  index(observed: readonly Service[]): ObservedIndex {
-    return indexObserved(observed, (s, key) => this.owns(s, key));
+    const [observed, own] = await Promise.all([
+      !ipvs
+        ? []
+        : !c.changed
+          ? ipvs.services({ withDestinations: !c.sliced })
+          : Promise.all([...c.changed].map((key) => ipvs.service(keyToId(key), { withDestinations: true }))).then((l) => l.filter((s): s is Service => s !== null)),
+      this.record.read(c.changed !== undefined, c.everySet ? () => reads.everySet() : undefined),
+    ]);
+    if (own) this.record.take(own);
+    return c.sliced ? indexObserved(observed, (s, key) => this.owns(s, key)) : observed;
   }
 
   /**
-   * The IPVS delta of a plan: `named` (every desired service, or an incremental plan's changed
-   * ones, `changed` their keys) checked and diffed against the kernel's (listed, or indexed for
-   * a sliced plan). Invalid services are left out, what the kernel has under their keys left as
-   * it is; reported: every invalid service known (this plan's verdicts and the earlier plans'
-   * of the services it did not look at).
+   * The IPVS delta of a plan: the checked services diffed against the kernel's (listed, or
+   * indexed for a sliced plan), and the record's writes for it. Invalid services are left out,
+   * what the kernel has under their keys left as it is; reported: every invalid service known
+   * (this plan's verdicts and the earlier plans' of the services it did not look at).
    */
-  async plan(
-    observed: Service[] | ObservedIndex,
-    named: readonly DesiredService[],
-    changed: ReadonlySet<string> | undefined,
-  ): Promise<{ delta: IpvsDelta; readMs: number; invalid: InvalidObject[] }> {
+  async diff(c: IpvsChecked, observed: Service[] | ObservedIndex): Promise<IpvsPlanned> {
     const index = Array.isArray(observed) ? undefined : observed;
-    if (!this.ipvs && named.length) {
-      const invalid = named.map((s): InvalidObject => ({ kind: 'ipvs', object: keyable(s) ? serviceKey(s) : '?', field: 'service', message: NO_IPVS }));
-      return { ...(await this.plan(observed, [], changed)), invalid };
-    }
-    const svcs = this.check(named, changed);
+    const changed = c.changed;
     const draining = changed ? new Map([...this.draining].filter(([key]) => changed.has(key.split('/')[0]!))) : this.draining;
     // The kernel's services of invalid desired services are left as they are: not the engine's
     // to change or delete in this plan.
-    const kept = svcs.keptServices;
+    const kept = c.keptServices;
     if (kept.size && index) {
       for (const key of kept) {
         const h = index.byKey.get(key);
         if (h !== undefined) index.byKey.set(key, h & ~1);
       }
     }
+    const recorded = this.record.keys;
     const input: IpvsDiffInput = {
-      desired: svcs.want,
+      desired: c.want,
       observed: Array.isArray(observed) ? observed : [],
       owns: kept.size ? (s: Service, key: string) => this.owns(s, key) && !kept.has(key) : (s: Service, key: string) => this.owns(s, key),
-      ...(this.recorded ? { recorded: this.recorded } : {}),
-      ...((changed ?? this.recorded) ? { recordScope: changed ?? this.recorded } : {}),
+      ...(recorded ? { recorded } : {}),
+      ...((changed ?? recorded) ? { recordScope: changed ?? recorded } : {}),
       draining,
       now: this.now(),
       drainTimeoutMs: this.opts.drainTimeoutMs ?? 15 * 60 * 1000,
       shareDesired: this.opts.shareDesired === true,
     };
-    let readMs = 0;
-    let delta: IpvsDelta;
-    if (index) {
-      const r = await this.diffSliced(input, index);
-      delta = r.delta;
-      readMs = r.readMs;
-    } else delta = diffIpvs(input);
-    if (svcs.keptDests.size) this.keepDestinations(delta, svcs.keptDests);
-    return { delta, readMs, invalid: svcs.invalid };
+    const { delta, readMs } = index ? await this.diffSliced(input, index) : { delta: diffIpvs(input), readMs: 0 };
+    if (c.keptDests.size) this.keepDestinations(delta, c.keptDests);
+    // The record's writes: the records before IPVS creates anything, the forgetting after it deleted.
+    const record = this.record.writes(delta.record);
+    const shown = { ipvs: delta, ...(record?.ops ? { ipsets: record.ops } : {}) };
+    return { shown, invalid: c.invalid, readMs, scope: changed, ...(record ? { record } : {}) };
   }
 
-  /** The record's writes for a delta, put into the plan's ipset writes: the records first (so
-   *  before IPVS creates anything), the forgetting last (after IPVS deleted). Without an ipset
-   *  handle the record is memory: nothing to write, apply keeps it. */
-  recordWrites(delta: IpvsDelta, ipsets: { early: IpSetOp[]; late: IpSetOp[] } | undefined): { record?: RecordWrites; ipsets?: { early: IpSetOp[]; late: IpSetOp[] } } {
-    const { add, deleted, dropped } = delta.record;
-    if (!add.length && !deleted.length && !dropped.length) return ipsets ? { ipsets } : {};
-    if (!this.recordInSets) return { record: { add, deleted, dropped, early: 0, lateFrom: 0 }, ...(ipsets ? { ipsets } : {}) };
-    const base = ipsets ?? { early: [], late: [] };
-    const ops = recordOps(add, [...deleted, ...dropped], this.recordSets);
-    return {
-      record: { add, deleted, dropped, early: ops.early.length, lateFrom: base.late.length },
-      ipsets: { early: [...ops.early, ...base.early], late: [...base.late, ...ops.late] },
-    };
-  }
-
-  /** The delta's ops to write: without the creation of services whose record did not go in
-   *  (`recordedOk` false): one that is not recorded would be someone else's to the next run. (A
-   *  service the kernel has, desired and not recorded, is still converged: the next sync
-   *  records it.) */
-  opsToWrite(delta: IpvsDelta, record: RecordWrites | undefined, recordedOk: boolean): IpvsOp[] {
-    return recordedOk || !record ? delta.ops : withoutUnrecorded(delta.ops, new Set(record.add));
-  }
-
-  /** Writes the ops, in chunks of IPVS_APPLY_CHUNK handed over ahead. */
-  write(ops: IpvsOp[], report: KindReport): Promise<((i: number) => boolean) | undefined> {
-    const ipvs = this.ipvs;
-    if (!ipvs) return Promise.resolve(undefined); // plan() left every service out: no op
-    return applyBatch(report, ops, (o) => ipvs.apply(o, { stopOnError: false }), { chunk: IPVS_APPLY_CHUNK, ahead: true });
-  }
-
-  /** The record's keys to forget after the writes: those whose deleteService went (or found the
-   *  service gone), and those without a service. */
-  forgotten(record: RecordWrites, ops: readonly IpvsOp[], ok: ((i: number) => boolean) | undefined, errors: readonly NetlinkError[]): string[] {
-    return [...goneServices(ops, ok, errors, new Set(record.deleted)), ...record.dropped];
-  }
-
-  /** The late ipset ops that forget `keys` from the record. */
-  forgetOps(keys: readonly string[]): IpSetOp[] {
-    return recordOps([], keys, this.recordSets).late;
-  }
-
-  /** The record as the writes left it: the keys recorded (when their records went in) and
-   *  forgotten, the record's sets created. */
-  remember(record: RecordWrites, recordedOk: boolean, forgotten: readonly string[], earlyOps: readonly IpSetOp[]): void {
-    if (!this.recorded) return;
-    if (recordedOk) for (const key of record.add) this.recorded.add(key);
-    for (const key of forgotten) this.recorded.delete(key);
-    if (recordedOk && record.early) for (const o of earlyOps.slice(0, record.early)) if (o.op === 'create') this.recordSets.add(o.name);
+  /**
+   * Early: the record of the services to create. Main: the ops, in chunks of IPVS_APPLY_CHUNK
+   * handed over ahead, without the creation of services whose record did not go in (one not
+   * recorded would be someone else's to the next run; a service the kernel has, desired and not
+   * recorded, is still converged: the next sync records it). Late: the record forgets the
+   * services whose deleteService went (or found the service gone), and those without a service.
+   */
+  async apply(phase: Phase, p: Applying, report: SyncReport): Promise<void> {
+    const rec = p.record;
+    if (phase === 'early') {
+      p.recorded = rec ? await this.record.record(rec, report.ipsets) : true;
+      p.ops = p.recorded || !rec ? p.shown.ipvs.ops : withoutUnrecorded(p.shown.ipvs.ops, new Set(rec.add));
+    } else if (phase === 'main') {
+      const ipvs = this.ipvs;
+      // without IPVS, check left every service out: no op
+      p.ok = ipvs ? await applyBatch(report.ipvs, p.ops!, (o) => ipvs.apply(o, { stopOnError: false }), { chunk: IPVS_APPLY_CHUNK, ahead: true }) : undefined;
+    } else if (rec) {
+      const gone = [...goneServices(p.ops!, p.ok, report.ipvs.errors, new Set(rec.deleted)), ...rec.dropped];
+      await this.record.forget(rec, p.recorded!, gone, report.ipsets);
+    }
   }
 
   /** After the writes: the drain state (what this plan saw, plus, incremental, what it did not
-   *  look at) and the stale UDP/SCTP flows of destinations whose delete succeeded flushed.
-   *  Returns the destinations draining and the flows flushed. */
-  async settle(
-    delta: IpvsDelta,
-    scope: readonly string[] | undefined,
-    ops: readonly IpvsOp[],
-    ok: ((i: number) => boolean) | undefined,
-    conntrack: ConntrackApi | undefined,
-    errors: NetlinkError[],
-  ): Promise<{ draining: number; flowsFlushed: number }> {
-    if (scope) {
-      const looked = new Set(scope);
-      for (const [key, v] of this.draining) if (!looked.has(key.split('/')[0]!)) delta.draining.set(key, v);
-    }
+   *  look at) and the stale UDP/SCTP flows of destinations whose delete succeeded flushed. */
+  async settle(p: Applying, report: SyncReport): Promise<void> {
+    const delta = p.shown.ipvs;
+    if (p.scope) for (const [key, v] of this.draining) if (!p.scope.has(key.split('/')[0]!)) delta.draining.set(key, v);
     this.draining = delta.draining;
     const deleted = new Set<string>();
-    ops.forEach((o, i) => {
-      if (o.op === 'deleteDestination' && ok?.(i)) deleted.add(`${serviceKey(o.service)}/${o.dest.address}/${o.dest.port}`);
+    p.ops!.forEach((o, i) => {
+      if (o.op === 'deleteDestination' && p.ok?.(i)) deleted.add(`${serviceKey(o.service)}/${o.dest.address}/${o.dest.port}`);
     });
     const flows = delta.flushFlows.filter((f) =>
       deleted.has(`${serviceKey({ protocol: f.protocol, address: f.service.address, port: f.service.port, family: f.family })}/${f.dest.address}/${f.dest.port}`),
     );
     // clients stop using a dead backend instead of waiting for the flow to time out
     this.staleFlows.add(flows.map((f) => ({ family: f.family, proto: f.protocol, origDst: f.service.address, origDport: f.service.port, replySrc: f.dest.address, replySport: f.dest.port })));
-    const flowsFlushed = this.staleFlows.size && conntrack ? await this.staleFlows.flush(conntrack, errors) : 0;
-    return { draining: this.draining.size, flowsFlushed };
+    report.flowsFlushed = this.staleFlows.size && this.conntrack ? await this.staleFlows.flush(this.conntrack, report.errors) : 0;
+    report.draining = this.draining.size;
   }
 
   /**
@@ -298,7 +243,7 @@ export class IpvsReconciler {
    * service (the verdicts kept are replaced), an incremental one's the services of its changes
    * (the verdicts of their keys replaced). Reported: every invalid service kept.
    */
-  private check(want: readonly DesiredService[], scope: ReadonlySet<string> | undefined): CheckedServices {
+  private checkServices(want: readonly DesiredService[], scope: ReadonlySet<string> | undefined): CheckedServices {
     if (!scope) {
       this.invalidServices.clear();
       this.invalidKeyless = [];

@@ -8,7 +8,8 @@ import { NetlinkError } from '../errors.js';
 import { NftTransaction, PackedElements, type NftablesApi, type NftOp, type NftRuleset, type SetInfo } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
 import { declOf, diffNftSteps, elementKey, staticFromLast, type DesiredNftTable, type ListedElements, type NftDelta, type StaticOps } from './nft-diff.js';
-import type { InvalidObject, NftElementChange } from './types.js';
+import type { Phase, Planned, PlanScope, Reconciler } from './reconciler.js';
+import type { InvalidObject, NftElementChange, SyncReport } from './types.js';
 import { checkNftElements, checkNftTable } from './validate.js';
 
 /**
@@ -28,48 +29,37 @@ export interface NftReconcilerOptions {
   createInTransactionsOf?: number;
 }
 
-/** A plan's tables before the kernel is read: what to list, or the delta already known. */
-export interface NftStart {
+/** A plan's tables before the kernel is read. */
+export interface NftChecked {
   /** The desired tables without what the kernel layer would refuse. */
   tables: DesiredNftTable[];
   invalid: InvalidObject[];
   /** Chains left out, by "family table". */
   droppedChains: ReadonlyMap<string, ReadonlySet<string>>;
-  /** The tables to list and diff (none: the delta is known without a listing). */
-  list: DesiredNftTable[];
-  /** The deltas from the last clean apply: its static part's changes around the element
-   *  changes given, while the kernel's tables are known to be those (incremental, or nothing
-   *  committed since). */
-  elementsOnly: NftDelta[] | undefined;
-  /** The tables are the ones last applied cleanly (elementsOnly without an op). */
-  same: boolean;
-  /** elementsOnly changes the static part too. */
-  staticChanged: boolean;
+  /** The static part's changes from the last clean apply, per table, when element changes are
+   *  given on it (the delta is then known without a listing while the kernel is known to have
+   *  those tables: an incremental plan, or nothing committed since). */
+  known: StaticOps[] | undefined;
+  changes: readonly NftElementChange[] | undefined;
   incremental: boolean;
 }
 
-/** The listed tables' deltas (NftReconciler.observe). */
-export interface NftListed {
-  /** Per table listed, in NftStart.list's order. */
-  deltas: NftDelta[];
-  /** The generation at which every dump of the listing saw the kernel (absent: not one). */
-  genId?: number;
-}
+/** What a plan read of the tables (nothing: no table): the deltas from the last clean apply
+ *  without a listing, or the listed tables' deltas and the generation at which every dump of
+ *  the listing saw the kernel (absent: not one). */
+export type NftObserved = { elementsOnly?: NftDelta[]; listed?: { deltas: NftDelta[]; genId?: number } };
 
 /** A plan's nftables part. */
-export interface NftPlanned {
-  delta?: NftDelta;
+export interface NftPlanned extends Planned {
   /** The tables whose static part apply records as applied cleanly when the delta's writes
    *  all succeed (absent: the last one's stays). */
   desired?: DesiredNftTable[];
   /** The ruleset generation at which the plan's view of the tables is exact, when known. */
   base?: number;
-  unchanged: boolean;
-  /** Elements the delta would have written that the kernel layer refuses. */
-  invalid: InvalidObject[];
 }
 
-export class NftReconciler {
+export class NftReconciler implements Reconciler<NftChecked, NftObserved, NftPlanned> {
+  readonly kind = 'nft';
   /** The static part of the tables the last sync applied without an error (a copy: elements
    *  empty). A plan with element changes on it neither lists nor diffs; a plan without them
    *  lists (and so repairs what others changed). */
@@ -88,51 +78,48 @@ export class NftReconciler {
     private readonly opts: NftReconcilerOptions = {},
   ) {}
 
-  /**
-   * Checks the desired tables (their static part; their elements when a delta writes them) and
-   * decides what the plan reads: nothing when element changes are given on the last clean
-   * tables and the kernel is known to have those (an incremental plan, or nothing committed
-   * since), else a listing of the tables.
-   */
-  async start(given: readonly DesiredNftTable[], o: { incremental: boolean; changes?: readonly NftElementChange[] }): Promise<NftStart> {
+  /** Checks the desired tables (their static part; their elements when a delta writes them),
+   *  and finds the static part's changes from the last clean tables when element changes are given. */
+  check({ desired, changes, changed }: PlanScope): NftChecked {
+    const given = desired.nft === undefined ? [] : [desired.nft].flat();
     const last = this.clean;
     const staticsOf = (ts: readonly DesiredNftTable[]) => {
-      if (o.changes === undefined || last === undefined || last.length !== ts.length) return undefined;
+      if (changes?.nft === undefined || last === undefined || last.length !== ts.length) return undefined;
       const st = ts.map((t, i) => staticFromLast(t, last[i]!));
       return st.every((x): x is StaticOps => x !== undefined) ? st : undefined;
     };
     const givenStatics = staticsOf(given);
     // The last verdict of the static checks holds while the static part is the last one's.
-    const { tables, invalid, droppedChains } = this.check(given, givenStatics?.every((st) => !st.pre.length && !st.post.length) ?? false);
+    const { tables, invalid, droppedChains } = this.checkTables(given, givenStatics?.every((st) => !st.pre.length && !st.post.length) ?? false);
     const all = this.nft ? tables : [];
     const known = all.length === given.length && all.every((t, i) => t === given[i]) ? givenStatics : staticsOf(all);
-    // A full plan takes the changes only if no transaction (ours or anyone's) has been
-    // committed since the generation at which the tables were exactly the last clean ones: one
-    // GETGEN instead of a dump of every element (a periodic resync at 10k services: ~170k).
-    const fromClean = known !== undefined && all.length > 0 && (o.incremental || (this.gen !== undefined && (await this.nft!.genId()) === this.gen));
-    const elementsOnly = fromClean ? elementDeltas(all, known, o.changes!) : undefined;
-    const same = elementsOnly?.every((d) => !d.ops.length) ?? false;
-    const staticChanged = known?.some((st) => st.pre.length > 0 || st.post.length > 0) ?? true;
-    return { tables: all, invalid, droppedChains, list: elementsOnly ? [] : all, elementsOnly, same, staticChanged, incremental: o.incremental };
+    return { tables: all, invalid, droppedChains, known, changes: changes?.nft, incremental: changed !== undefined };
   }
 
   /**
-   * Lists the tables to list and diffs them: each table's static part (chains, set
+   * Nothing when element changes are given on the last clean tables and the kernel is known to
+   * have those; else the tables listed and diffed: each table's static part (chains, set
    * declarations, rules) in one listing, then each set's elements when the diff asks for them
    * (diffNftSteps), so one set's listing is alive at a time (a restart over its own tables at
    * 10k services lists ~171k elements, 110k of them in one map). The view is exact at the
    * static listing's generation only if the generation is the same after the last dump: another
    * commit in between leaves the plan's base unknown.
    */
-  async observe(s: NftStart): Promise<NftListed | undefined> {
-    if (!s.list.length) return undefined;
+  async observe(c: NftChecked): Promise<NftObserved> {
+    // A full plan takes the changes only if no transaction (ours or anyone's) has been
+    // committed since the generation at which the tables were exactly the last clean ones: one
+    // GETGEN instead of a dump of every element (a periodic resync at 10k services: ~170k).
+    const fromClean = c.known !== undefined && c.tables.length > 0 && (c.incremental || (this.gen !== undefined && (await this.nft!.genId()) === this.gen));
+    const elementsOnly = fromClean ? elementDeltas(c.tables, c.known!, c.changes!) : undefined;
+    if (elementsOnly) return { elementsOnly };
+    if (!c.tables.length) return {};
     const nft = this.nft!;
     const statics: NftRuleset[] = [];
-    for (const t of s.list) statics.push(await listOwnedTable(nft, t));
+    for (const t of c.tables) statics.push(await listOwnedTable(nft, t));
     const deltas: NftDelta[] = [];
     let consistent = true;
-    for (let i = 0; i < s.list.length; i++) {
-      const steps = diffNftSteps(s.list[i]!, statics[i]!);
+    for (let i = 0; i < c.tables.length; i++) {
+      const steps = diffNftSteps(c.tables[i]!, statics[i]!);
       let step = steps.next();
       while (!step.done) {
         const { listed, repeats } = await setElements(nft, step.value);
@@ -145,65 +132,70 @@ export class NftReconciler {
     }
     const gen = statics[0]!.genId;
     const exact = consistent && gen !== 0 && statics.every((r) => r.genId === gen) && (await nft.genId()) === gen;
-    return { deltas, ...(exact ? { genId: gen } : {}) };
+    return { listed: { deltas, ...(exact ? { genId: gen } : {}) } };
   }
 
-  /** The plan's nftables part from the listed tables' deltas (observe). */
-  diff(s: NftStart, listed: NftListed | undefined): NftPlanned {
-    const out: NftPlanned = { unchanged: s.same && s.incremental, invalid: [] };
-    if (s.list.length) {
-      if (listed!.genId !== undefined) out.base = listed!.genId;
-      const deltas = listed!.deltas;
+  /** The plan's nftables part from the deltas observed. */
+  diff(c: NftChecked, o: NftObserved): NftPlanned {
+    const out: NftPlanned = { shown: {}, invalid: c.invalid };
+    if (o.listed) {
+      if (o.listed.genId !== undefined) out.base = o.listed.genId;
+      const deltas = o.listed.deltas;
       // Every table's delta goes into the same transaction (tables created from nothing: their
       // rules in the last one, see createNftInTransactionsOf): the glue changes all at once.
-      const rebuilt = deltas.map((d, i) => (d.rebuilt ? `${s.list[i]!.family} ${s.list[i]!.name}: ${d.rebuilt}` : '')).filter(Boolean);
-      const created = deltas.every((d) => d.created) && s.list.every((t) => t.chains.every((c) => c.hook?.policy !== 'drop'));
-      out.delta = { ops: deltas.flatMap((d) => d.ops), ...(rebuilt.length ? { rebuilt: rebuilt.join('; ') } : {}), ...(created ? { created } : {}) };
-      out.desired = s.list;
-    } else if (s.elementsOnly && !out.unchanged) {
-      out.delta = { ops: s.elementsOnly.flatMap((d) => d.ops), fromLast: true };
+      const rebuilt = deltas.map((d, i) => (d.rebuilt ? `${c.tables[i]!.family} ${c.tables[i]!.name}: ${d.rebuilt}` : '')).filter(Boolean);
+      const created = deltas.every((d) => d.created) && c.tables.every((t) => t.chains.every((ch) => ch.hook?.policy !== 'drop'));
+      out.shown.nft = { ops: deltas.flatMap((d) => d.ops), ...(rebuilt.length ? { rebuilt: rebuilt.join('; ') } : {}), ...(created ? { created } : {}) };
+      out.desired = c.tables;
+    } else if (o.elementsOnly) {
+      // the tables are the ones last applied cleanly
+      out.unchanged = c.incremental && o.elementsOnly.every((d) => !d.ops.length);
+      if (out.unchanged) return out;
+      out.shown.nft = { ops: o.elementsOnly.flatMap((d) => d.ops), fromLast: true };
       // the static part to keep, when it changed (a copy of it costs ~1 ms at 10k services)
-      if (s.staticChanged) out.desired = s.tables;
+      if (c.known!.some((st) => st.pre.length > 0 || st.post.length > 0)) out.desired = c.tables;
       if (this.gen !== undefined) out.base = this.gen;
     }
-    if (out.delta?.ops.length) out.invalid = keepNftElements(out.delta, s.droppedChains);
+    if (out.shown.nft?.ops.length) out.invalid = [...c.invalid, ...keepNftElements(out.shown.nft, c.droppedChains)];
     return out;
   }
 
-  /** Commits a plan's delta (`base`: NftPlanned.base); its writes and errors go to `report`. */
-  async apply(delta: NftDelta | undefined, base: number | undefined, report: { ops: Record<string, number>; writes: number; errors: NetlinkError[] }): Promise<void> {
-    if (!delta || !this.nft || !delta.ops.length) return;
+  /** Commits a plan's delta in the main phase; its writes and errors go to the report. */
+  async apply(phase: Phase, p: NftPlanned, report: SyncReport): Promise<void> {
+    const delta = p.shown.nft;
+    if (phase !== 'main' || !delta || !this.nft || !delta.ops.length) return;
     const nft = this.nft;
     // The owned tables stay known exactly only if the generation after this commit is the
     // plan's plus one per transaction of it: no other commit went in since the plan's view.
     this.gen = undefined;
     const res = await this.commitDelta(nft, delta);
-    if (base !== undefined && !res.errors.length && res.transactions.length > 0 && res.transactions.every((t) => t.committed)) {
+    if (p.base !== undefined && !res.errors.length && res.transactions.length > 0 && res.transactions.every((t) => t.committed)) {
       const to = await nft.genId();
-      if (to === base + res.transactions.length) this.gen = to;
+      if (to === p.base + res.transactions.length) this.gen = to;
     }
-    report.errors.push(...res.errors);
+    report.nft.errors.push(...res.errors);
     delta.ops.forEach((o, i) => {
       if (!res.ok(i)) return;
       const name = `${o.verb}-${o.kind}`;
-      report.ops[name] = (report.ops[name] ?? 0) + 1;
-      report.writes++;
+      report.nft.ops[name] = (report.nft.ops[name] ?? 0) + 1;
+      report.nft.writes++;
     });
   }
 
   /** After apply: the static part of what applied cleanly is the base of the next plans with
    *  element changes; with an error the tables are listed again next time. */
-  settle(p: NftPlanned | undefined, failed: boolean): void {
+  settle(p: NftPlanned, report: SyncReport): void {
+    const failed = report.nft.errors.length > 0;
     if (failed) this.clean = undefined;
-    else if (p?.desired) this.clean = p.desired.map(staticCopy);
+    else if (p.desired) this.clean = p.desired.map(staticCopy);
     // Found as wanted: exact at the listing's (or the last clean apply's) generation.
-    if (!failed && p?.delta && !p.delta.ops.length && p.base !== undefined) this.gen = p.base;
+    if (!failed && p.shown.nft && !p.shown.nft.ops.length && p.base !== undefined) this.gen = p.base;
     if (!this.clean) this.gen = undefined;
   }
 
   /** The desired tables without what the kernel layer would refuse (their static part; the
    *  last verdict again when `asLast` and it found nothing). */
-  private check(given: readonly DesiredNftTable[], asLast: boolean): Pick<NftStart, 'tables' | 'invalid' | 'droppedChains'> {
+  private checkTables(given: readonly DesiredNftTable[], asLast: boolean): Pick<NftChecked, 'tables' | 'invalid' | 'droppedChains'> {
     if (asLast && this.checkedClean) return { tables: [...given], invalid: [], droppedChains: new Map() };
     const invalid: InvalidObject[] = [];
     const tables: DesiredNftTable[] = [];

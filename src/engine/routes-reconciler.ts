@@ -2,13 +2,14 @@
 // the owned routes), diffed (routes-diff) and written: adds before what may use them, deletes
 // after. Nothing is kept between syncs (a handful of routes: every plan reads them).
 import { IPVSYNC_ROUTE_PROTOCOL, type Route, type RoutesApi } from '../kernel/routes.js';
-import { applyBatch, type KindReport } from './apply-batch.js';
-import type { InvalidObject } from './types.js';
-import { diffRoutes, type DesiredRoutes, type RoutesDelta } from './routes-diff.js';
+import { applyBatch } from './apply-batch.js';
+import type { Phase, Planned, PlanScope, Reconciler } from './reconciler.js';
+import type { InvalidObject, SyncReport } from './types.js';
+import { diffRoutes, type DesiredRoutes } from './routes-diff.js';
 import { checkRoutes } from './validate.js';
 
 /** A plan's routes before the kernel is read. */
-export interface RoutesStart {
+export interface RoutesChecked {
   /** The routes without the invalid ones (undefined: routes are not managed). */
   want: DesiredRoutes | undefined;
   invalid: InvalidObject[];
@@ -16,31 +17,30 @@ export interface RoutesStart {
   kept: ReadonlySet<string>;
 }
 
-export class RoutesReconciler {
+export class RoutesReconciler implements Reconciler<RoutesChecked, Route[] | undefined> {
+  readonly kind = 'routes';
+
   constructor(private readonly routes: RoutesApi | undefined) {}
 
-  start(desired: DesiredRoutes | undefined): RoutesStart {
-    if (!desired) return { want: undefined, invalid: [], kept: new Set() };
-    const r = checkRoutes(desired);
+  check({ desired }: PlanScope): RoutesChecked {
+    if (!desired.routes) return { want: undefined, invalid: [], kept: new Set() };
+    const r = checkRoutes(desired.routes);
     return { want: r.valid, invalid: r.invalid, kept: new Set(r.kept) };
   }
 
-  observe(s: RoutesStart): Promise<Route[] | undefined> {
-    return s.want && this.routes ? this.routes.list({ protocol: IPVSYNC_ROUTE_PROTOCOL }) : Promise.resolve(undefined);
+  observe(c: RoutesChecked): Promise<Route[] | undefined> {
+    return c.want && this.routes ? this.routes.list({ protocol: IPVSYNC_ROUTE_PROTOCOL }) : Promise.resolve(undefined);
   }
 
-  diff(s: RoutesStart, listed: readonly Route[] | undefined): RoutesDelta | undefined {
-    if (!s.want || !this.routes) return undefined;
-    const delta = diffRoutes(s.want, listed ?? []);
-    if (s.kept.size) delta.late = delta.late.filter((o) => !(o.op === 'delRoute' && s.kept.has(`${String(o.table)}|${o.dst}`)));
-    return delta;
+  diff(c: RoutesChecked, listed: readonly Route[] | undefined): Planned {
+    if (!c.want || !this.routes) return { shown: {}, invalid: c.invalid };
+    const delta = diffRoutes(c.want, listed ?? []);
+    if (c.kept.size) delta.late = delta.late.filter((o) => !(o.op === 'delRoute' && c.kept.has(`${String(o.table)}|${o.dst}`)));
+    return { shown: { routes: delta }, invalid: c.invalid };
   }
 
-  async applyEarly(delta: RoutesDelta | undefined, report: KindReport): Promise<void> {
-    if (delta && this.routes) await applyBatch(report, delta.early, (o) => this.routes!.apply(o, { stopOnError: false }));
-  }
-
-  async applyLate(delta: RoutesDelta | undefined, report: KindReport): Promise<void> {
-    if (delta && this.routes) await applyBatch(report, delta.late, (o) => this.routes!.apply(o, { stopOnError: false }));
+  async apply(phase: Phase, p: Planned, report: SyncReport): Promise<void> {
+    const d = p.shown.routes;
+    if (d && phase !== 'main') await applyBatch(report.routes, d[phase], (o) => this.routes!.apply(o, { stopOnError: false }));
   }
 }

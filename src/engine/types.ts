@@ -1,13 +1,17 @@
 // The engine's shared types: what a caller hands it (the desired state, what changed since
-// the last clean apply, what it owns) and what it refuses. The reconcilers and the checks take
-// them from here, not from engine.ts (no import cycle between the engine and its parts).
+// the last clean apply, what it owns), what it refuses, and what it returns (a plan, a sync
+// report). The reconcilers and the checks take them from here, not from engine.ts (no import
+// cycle between the engine and its parts).
+import type { NetlinkError } from '../errors.js';
 import type { NftFamily } from '../kernel/nft-types.js';
 import type { SetElement } from '../kernel/nftables.js';
-import type { DesiredVips } from './addresses-diff.js';
-import type { DesiredIpSet } from './ipsets-diff.js';
+import type { AddressesDelta, DesiredVips } from './addresses-diff.js';
+import type { KindReport } from './apply-batch.js';
+import type { DesiredIpSet, IpSetsDelta } from './ipsets-diff.js';
+import type { IpvsDelta } from './ipvs-diff.js';
 import type { DesiredService } from './ipvs-model.js';
-import type { DesiredNftTable } from './nft-diff.js';
-import type { DesiredRoutes } from './routes-diff.js';
+import type { DesiredNftTable, NftDelta } from './nft-diff.js';
+import type { DesiredRoutes, RoutesDelta } from './routes-diff.js';
 
 /**
  * A desired object the kernel layer would refuse (validateDesired): left out of the sync, with
@@ -89,4 +93,44 @@ export interface Ownership {
   managedFwmarks?: { min: number; max: number };
   /** ipsets whose names start with this are the engine's (required to manage ipsets). */
   ipsetPrefix?: string;
+}
+
+/** Every write a sync would make, per kind, in the order they will be made. */
+export interface Plan {
+  mode: 'full' | 'incremental';
+  /** Incremental: the service keys this plan looked at. */
+  scope?: string[];
+  ipvs: IpvsDelta;
+  addresses?: AddressesDelta;
+  routes?: RoutesDelta;
+  ipsets?: IpSetsDelta;
+  nft?: NftDelta;
+  observeMs: number;
+  diffMs: number;
+  /** Incremental: kinds left out because their desired state is the one last applied cleanly. */
+  unchanged?: Array<'addresses' | 'nft'>;
+  /** Desired objects left out because the kernel layer would refuse them (none: absent). */
+  invalid?: InvalidObject[];
+}
+
+export interface SyncReport {
+  mode: 'full' | 'incremental';
+  ipvs: KindReport;
+  addresses: KindReport;
+  routes: KindReport;
+  ipsets: KindReport;
+  nft: KindReport;
+  flowsFlushed: number;
+  /** Destinations at weight 0 waiting for their connections to end. */
+  draining: number;
+  /** Every failure of this sync (typed, with the op and its index in its kind's batch). */
+  errors: NetlinkError[];
+  /** Desired objects this sync left out because the kernel layer would refuse them: every
+   *  invalid service, destination, VIP, route, ipset and member, and nftables table, chain, set
+   *  and rule; an nftables element when this sync would have written it (an element the
+   *  kernel already has as it is wanted, or left out before, is not written again). An
+   *  incremental sync checks the services of its changes and reports the others' verdicts of
+   *  the plans before. */
+  invalid: InvalidObject[];
+  durations: { observeMs: number; diffMs: number; applyMs: number; totalMs: number };
 }
