@@ -33,11 +33,7 @@ export class AddressReconciler implements Reconciler<AddressesChecked, ObservedV
   /** The VIPs last checked and their verdict: the invalid ones, and the VIPs without them. */
   private checked: { of: DesiredVips; invalid: InvalidObject[]; valid: DesiredVips } | undefined;
 
-  constructor(
-    private readonly links: LinksApi | undefined,
-    /** EngineOptions.desiredImmutable: keep the VIPs applied as they are, not a copy. */
-    private readonly keepAsGiven = false,
-  ) {}
+  constructor(private readonly links: LinksApi | undefined) {}
 
   /** Checks the VIPs (unless they are the ones last checked) and decides whether to read. */
   check({ desired: { vips }, changed }: PlanScope): AddressesChecked {
@@ -84,7 +80,7 @@ export class AddressReconciler implements Reconciler<AddressesChecked, ObservedV
 
   /** The VIPs applied are the base of the next incremental plans when no write failed. */
   settle(p: AddressesPlanned, report: SyncReport): void {
-    if (p.vips) this.clean = report.addresses.errors.length ? undefined : this.keepAsGiven ? p.vips : structuredClone(p.vips);
+    if (p.vips) this.clean = report.addresses.errors.length ? undefined : { ...p.vips, addresses: [...p.vips.addresses] };
   }
 }
 

@@ -74,15 +74,6 @@ export interface EngineOptions extends Ownership {
   createNftInTransactionsOf?: number;
   now?: () => number;
   /**
-   * The caller never changes the desired services and VIPs it passed once a plan is made, but
-   * for the services array (which the engine does not keep; a model patched from the last one
-   * shares its unchanged objects with it): apply() keeps the VIPs as the base of the next
-   * incremental plan as they are, and IPVS ops may hold desired services and destinations
-   * themselves. Default false: copies (structuredClone). The nftables tables' static part is
-   * always copied (it is small) and their elements never kept.
-   */
-  desiredImmutable?: boolean;
-  /**
    * A full plan reads the kernel's destinations this many services at a time (with an IPVS
    * handle that has destinationsOf), diffing each slice before reading the next: a periodic full
    * resync then holds one slice's destinations, not the whole table's (at 10k services × 10,
@@ -154,9 +145,8 @@ export class Engine {
       ...(opts.drainTimeoutMs !== undefined ? { drainTimeoutMs: opts.drainTimeoutMs } : {}),
       ...(opts.now ? { now: opts.now } : {}),
       ...(opts.observeSlice !== undefined ? { observeSlice: opts.observeSlice } : {}),
-      shareDesired: opts.desiredImmutable === true,
     }));
-    const addresses = new AddressReconciler(kernel.links, opts.desiredImmutable === true);
+    const addresses = new AddressReconciler(kernel.links);
     const routes = new RoutesReconciler(kernel.routes);
     const ipsets = new IpSetsReconciler(kernel.ipsets, opts.ipsetPrefix);
     const nft = new NftReconciler(kernel.nft, {
@@ -177,7 +167,9 @@ export class Engine {
    * Reads the kernel (one dump per object kind; with `changes`, one GET per changed IPVS
    * service instead of the IPVS dump, see DesiredChanges) and computes every write. Writes
    * nothing. `changes` may also be the keys of the changed services alone: their desired
-   * services are then found by a scan of desired.services (changesOf).
+   * services are then found by a scan of desired.services (changesOf). The plan's ops may hold
+   * the desired objects themselves: change none of them before the plan is applied (the engine
+   * keeps its own copy of what it keeps between syncs).
    */
   async plan(desired: DesiredState, changes?: DesiredChanges | ReadonlySet<string>): Promise<Plan> {
     const t0 = performance.now();
@@ -255,9 +247,9 @@ export class Engine {
     // The removals (the record forgets a deleted virtual server only once its delete went).
     for (const k of backwards) await k.apply('late', planned.get(k)!, report);
     // Drain state, stale UDP/SCTP flows of destinations whose delete succeeded. What applied
-    // cleanly is the base of the next incremental plans (a copy, as callers may reuse and
-    // change their desired objects, unless desiredImmutable); a kind with an error is observed
-    // again next time.
+    // cleanly is the base of the next incremental plans (the engine's own copy of what it
+    // keeps: callers may reuse and change their desired objects once apply() returned); a kind
+    // with an error is observed again next time.
     for (const k of this.kinds) await k.settle?.(planned.get(k)!, report);
 
     report.errors.unshift(...report.addresses.errors, ...report.routes.errors, ...report.ipsets.errors, ...report.nft.errors, ...report.ipvs.errors);

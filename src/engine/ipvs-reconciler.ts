@@ -38,8 +38,6 @@ export interface IpvsReconcilerOptions extends Pick<Ownership, 'managedCidrs' | 
   drainTimeoutMs?: number;
   now?: () => number;
   observeSlice?: number;
-  /** EngineOptions.desiredImmutable: ops may hold desired objects themselves. */
-  shareDesired?: boolean;
 }
 
 /** `sliced`: a full plan reading destinations a slice of services at a time as it diffs;
@@ -151,7 +149,6 @@ export class IpvsReconciler implements Reconciler<IpvsChecked, Service[] | Obser
       draining,
       now: this.now(),
       drainTimeoutMs: this.opts.drainTimeoutMs ?? 15 * 60 * 1000,
-      shareDesired: this.opts.shareDesired === true,
     };
     const { delta, readMs } = index ? await this.diffSliced(input, index) : { delta: diffIpvs(input), readMs: 0 };
     if (c.keptDests.size) this.keepDestinations(delta, c.keptDests);

@@ -103,8 +103,6 @@ export class Proxier {
     // excludeCIDRs (kube-proxy's): never touched even when recorded.
     this.engine = new Engine(kernel, {
       excludeCidrs: opts.excludeCidrs ?? [],
-      // a plane builds a fresh desired state every step and never changes it afterwards
-      desiredImmutable: true,
       // A node's first sync creates the glue (~100k elements at 10k services): in pieces, the
       // rules last (see the option), so no single commit holds a CPU for the whole load.
       createNftInTransactionsOf: GLUE_CREATE_TRANSACTION_UNITS,

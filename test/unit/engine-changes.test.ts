@@ -19,7 +19,7 @@ function counted<T>(list: T[], read: Set<number>): T[] {
 test('an incremental plan given the changed services reads no entry of desired.services; given their keys alone, it scans the list', async () => {
   for (const form of ['changes', 'keys'] as const) {
     const ipvs = new FakeIpvs();
-    const e = new Engine({ ipvs }, { managedCidrs: ['10.96.0.0/12'], desiredImmutable: true });
+    const e = new Engine({ ipvs }, { managedCidrs: ['10.96.0.0/12'] });
     const services = cluster(3000);
     assert.deepEqual((await e.sync({ services })).errors, []);
     const moved = { ...services[1500]!, destinations: [{ address: '10.244.9.9', port: 8080, forward: 'masq' as const, weight: 1 }] } as DesiredService;
@@ -61,7 +61,7 @@ function table(elements: SetElement[]): DesiredNftTable {
 
 test('nftables element changes given: written as given (deletes, then adds) without comparing the sets, the kernel as after a full plan; [] writes nothing', async () => {
   const nft = new FakeNftables();
-  const e = new Engine({ ipvs: new FakeIpvs(), nft }, { desiredImmutable: true });
+  const e = new Engine({ ipvs: new FakeIpvs(), nft }, {});
   const first = Array.from({ length: 2000 }, (_, i) => el(i));
   assert.deepEqual((await e.sync({ services: [], nft: table(first.slice()) })).errors, []);
   const next = first.filter((_, i) => i !== 10 && i !== 20);

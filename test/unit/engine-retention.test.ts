@@ -20,7 +20,7 @@ const gc = vm.runInNewContext('gc') as () => void;
 test('a full plan lets the listed IPVS services and VIP addresses go before it reads the destinations', async () => {
   const ipvs = new FakeIpvs();
   const links = new FakeLinks();
-  const e = new Engine({ ipvs, links }, { managedCidrs: ['10.96.0.0/12'], observeSlice: 16, desiredImmutable: true });
+  const e = new Engine({ ipvs, links }, { managedCidrs: ['10.96.0.0/12'], observeSlice: 16 });
   const services = cluster(100);
   const desired = { services, vips: { link: 'kube-ipvs0', addresses: services.map((s) => (s as { address: string }).address) } };
   assert.deepEqual((await e.sync(desired)).errors, []);
