@@ -279,7 +279,7 @@ function diffByKey(want: readonly SetElement[], have: readonly SetElement[], key
     if (h === undefined) add.push(e);
     else {
       byKey.delete(k);
-      if (!sameValue(h, e)) {
+      if (!sameElementValue(h, e)) {
         del.push(h);
         add.push(e);
       }
@@ -294,7 +294,7 @@ function keyAsGiven(e: SetElement): string {
 }
 
 /** Two elements of one key hold the same verdict or data. */
-function sameValue(a: SetElement, b: SetElement): boolean {
+export function sameElementValue(a: SetElement, b: SetElement): boolean {
   if (a.verdict || b.verdict) return !!a.verdict && !!b.verdict && a.verdict.code === b.verdict.code && (a.verdict.chain ?? '') === (b.verdict.chain ?? '');
   if (Array.isArray(a.data) && Array.isArray(b.data)) return a.data.length === b.data.length && a.data.every((v, i) => v === (b.data as unknown[])[i]);
   return a.data === b.data || elementValue(a) === elementValue(b);

@@ -2,12 +2,16 @@
 // idea), for both planes: the desired table's element array, changed in place, with every
 // element's place in it, and — while a step records — what the step did to each key, which
 // becomes the element changes the engine writes (it keeps no element itself).
-import { elementValue, type DesiredNftTable } from '../engine/nft-diff.js';
+import { sameElementValue, type DesiredNftTable } from '../engine/nft-diff.js';
 import type { NftElementChange } from '../engine/types.js';
 import type { NftFamily } from '../kernel/nft-types.js';
 import type { SetElement } from '../kernel/nftables.js';
 
 type DesiredSet = DesiredNftTable['sets'][number];
+
+/** An element's key parts as one text: the key of a keyed store whose parts are text already
+ *  (canonical addresses, protocols named) and of a step's record. */
+export const keyText = (e: SetElement): string => e.key.join(' ');
 
 /** What a step did to one key: the element there before it, and after it. */
 interface Touch {
@@ -45,7 +49,7 @@ export class ElementStore {
 
   /** The element's key as this step's record and a keyed store know it. */
   key(e: SetElement): string {
-    return this.keyOf ? this.keyOf(e) : e.key.join(' ');
+    return (this.keyOf ?? keyText)(e);
   }
 
   /** The element of a key (a keyed store's; another's: undefined). */
@@ -107,7 +111,7 @@ export class ElementStore {
     const add: SetElement[] = [];
     const del: SetElement[] = [];
     for (const { was, now } of touched.values()) {
-      if (was && now && elementValue(was) === elementValue(now)) continue;
+      if (was && now && sameElementValue(was, now)) continue;
       if (was) del.push(was);
       if (now) add.push(now);
     }

@@ -23,7 +23,7 @@ import type { Expr } from '../../kernel/nft-expr.js';
 import * as R from '../../kernel/nft-rules.js';
 import type { SetElement } from '../../kernel/nftables.js';
 import type { GlueHairpin, GlueSpec } from './types.js';
-import { ElementStore } from '../element-store.js';
+import { ElementStore, keyText } from '../element-store.js';
 import { FIELDS, fam, mapDefined, MASQ_MARK, natBase, PROXY_TABLE_OWNED, uniq, uniqText, type Fam } from '../nft-sets.js';
 
 export const GLUE_TABLE = 'ipvsync';
@@ -60,8 +60,6 @@ function hairpinElement(h: GlueHairpin): SetElement {
  *  tables and kept with them. */
 export type HairpinIndexes = Array<ElementStore | undefined>;
 
-const hairpinKey = (e: SetElement): string => e.key.join(' ');
-
 /**
  * Makes the glue tables of `before` those of `g`, when the two specs differ in hairpin only
  * (every other field the very same object, as in a model patched from the last one when a local
@@ -86,7 +84,7 @@ export function patchGlueHairpin(
     const del = change.removed.filter(mine);
     const add = change.added.filter(mine);
     if (!s || (!del.length && !add.length)) return;
-    const store = (at[i] ??= new ElementStore(t.family, s, hairpinKey));
+    const store = (at[i] ??= new ElementStore(t.family, s, keyText));
     store.record();
     for (const h of del) store.remove(hairpinElement(h));
     for (const h of add) store.add(hairpinElement(h));

@@ -4,7 +4,7 @@
 // changed services removes their old elements and adds their new ones: the work and the
 // element changes it hands the engine grow with those services, not with the table.
 import { elementChanges, type DesiredNftTable } from '../../engine/nft-diff.js';
-import { ElementStore } from '../element-store.js';
+import { ElementStore, keyText } from '../element-store.js';
 import type { NftElementChange } from '../../engine/engine.js';
 import type { FlowFilter } from '../../kernel/conntrack.js';
 import { compareText } from '../../util/sorted.js';
@@ -18,7 +18,6 @@ import {
   type Firewall, type FrontendPart, type ServiceElement, type SetDecl, type TableShape,
 } from './table.js';
 
-
 /** The sets whose keys two services (or two ports of one) can both put: a hairpin endpoint, a
  *  cluster IP, the configuration's, keyed by text (a hairpin element's is its address: both
  *  parts are, no new text for ~100k of them at 10k services × 10). Every other set is keyed by
@@ -27,11 +26,10 @@ import {
 const SHARED_KEYS: ReadonlySet<string> = new Set(['cluster-addrs', 'service-protocols', 'cluster-cidrs', 'service-cidrs', 'service-shards', 'hairpin-shards']);
 const isHairpin = (name: string) => name.startsWith('hairpin-') && name !== 'hairpin-shards';
 const byAddress = (e: SetElement) => e.key[0] as string;
-const byText = (e: SetElement) => e.key.join(' ');
 
 /** A set's store: its declaration's set with the elements given. */
 function store(family: Fam, decl: SetDecl, elements: readonly SetElement[] = []): ElementStore {
-  const keyOf = isHairpin(decl.name) ? byAddress : SHARED_KEYS.has(decl.name) ? byText : undefined;
+  const keyOf = isHairpin(decl.name) ? byAddress : SHARED_KEYS.has(decl.name) ? keyText : undefined;
   return new ElementStore(family, { ...decl, elements: [...elements], unique: true }, keyOf);
 }
 
@@ -100,6 +98,8 @@ export class NftablesPlane implements DataPlane {
   private families: Record<Fam, Family> | undefined;
   private ctxKey: string | undefined;
   private ctx: ModelContext | undefined;
+  /** A patch is under way: a set it makes (a new endpoint count's) records from its start. */
+  private recording = false;
 
   constructor(private readonly opts: NftablesPlaneOptions = { vipLink: 'kube-ipvs0', links: false }) {}
 
@@ -215,14 +215,18 @@ export class NftablesPlane implements DataPlane {
       }
     }
     const before = new Map(changed.map(([n]) => [n, this.services.get(n)?.owned]));
-    const stores = new Set(FAMS.flatMap((f) => [...this.families![f].sets.values()]));
-    for (const st of stores) st.record();
-    for (const [name] of changed) this.remove(name);
-    for (const [name, m] of changed) if (m) this.add(name, m, parts.get(name));
+    const stores = () => FAMS.flatMap((f) => [...this.families![f].sets.values()]);
+    this.recording = true;
+    try {
+      for (const st of stores()) st.record();
+      for (const [name] of changed) this.remove(name);
+      for (const [name, m] of changed) if (m) this.add(name, m, parts.get(name));
+    } finally {
+      this.recording = false;
+    }
     const changes: NftElementChange[] = [];
-    for (const st of FAMS.flatMap((f) => [...this.families![f].sets.values()])) {
-      // a store this step made (a new endpoint count's) holds only what it added
-      const c = stores.has(st) ? st.changes(NFT_PROXY_TABLE) : st.set.elements.length ? { family: st.family, table: NFT_PROXY_TABLE, set: st.set.name, add: [...st.set.elements], delete: [] } : undefined;
+    for (const st of stores()) {
+      const c = st.changes(NFT_PROXY_TABLE);
       if (c) changes.push(c);
     }
     const staleFlows: FlowFilter[] = [];
@@ -359,7 +363,11 @@ export class NftablesPlane implements DataPlane {
   /** A new endpoint count or affinity timeout: its set, and the table's shape changes. */
   private grow(fam: Family, list: number[], n: number, ...sets: string[]): void {
     list.push(n);
-    for (const set of sets) fam.sets.set(set, store(fam.family, setDecl(fam.family, set)));
+    for (const set of sets) {
+      const st = store(fam.family, setDecl(fam.family, set));
+      if (this.recording) st.record();
+      fam.sets.set(set, st);
+    }
     fam.table = undefined;
   }
 
