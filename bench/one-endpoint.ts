@@ -1,13 +1,13 @@
 // The IPVS data plane's one-endpoint step at a few sizes, alone: the suite's host rows for
 // ipvsync only (bench/lib/proxy-worker.ts on this kernel in a private netns, IPVS in memory,
-// a veth for kube-ipvs0), and translatePatch / desiredState timed by themselves in a process of
-// their own (no kernel: the proxier's two calls before the engine).
+// a veth for kube-ipvs0), and the IPVS plane's step timed by itself in a process of its own
+// (no kernel: the proxier's call before the engine).
 //   node dist/bench/one-endpoint.js [--sizes 1000,10000,50000] [--runs 1] [--no-worker]
 //                                   [--no-thread] [--no-functions]
 // Per size and run: the worker's full sync, its one-endpoint step (median of 21, after the full
 // sync / with the loop idle before each), the engine's, its peak RSS; the worker with the
-// proxier on its sync thread (full sync only: the daemon's peak RSS); translatePatch and
-// desiredState (median of 41 changes, each after 20 ms idle). Prints one JSON line per
+// proxier on its sync thread (full sync only: the daemon's peak RSS); the plane's step (median
+// of 41 changes, each after 20 ms idle). Prints one JSON line per
 // measurement ("@@ONE {…}") and a table.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,8 +18,7 @@ import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1EndpointSlice, V1Service } from '../src/kube/api-types.js';
 import { EndpointSliceTracker, ServiceTracker } from '../src/kube/change-tracker.js';
-import { TranslateCache, translate, translatePatch } from '../src/proxy/ipvs/translate.js';
-import { GlueCache, desiredState } from '../src/proxy/ipvs/desired.js';
+import { IpvsPlane } from '../src/proxy/ipvs/plane.js';
 import { NODE_ENV_VARS, NODE_FLAGS } from './lib/command-env.js';
 import { manifestFiles, serviceObject, sliceObject } from './lib/manifests.js';
 import { median } from './lib/median.js';
@@ -51,33 +50,37 @@ async function functions(S: number): Promise<void> {
   const node = { name: NODE_NAME, addresses: [NODE_IP] };
   const config = { scheduler: 'rr', clusterCIDRs: [CLUSTER_CIDR] };
   const opts = { vipLink: 'kube-ipvs0', glue: true, kubeIpsets: false, bindMode: 'address' as const };
-  const cache = new TranslateCache();
-  const glue = new GlueCache();
-  desiredState(translate({ services: services.list(), endpointSlices: slices.list(), node, config }, cache), opts, glue);
+  const plane = new IpvsPlane(opts);
+  const src = {
+    node,
+    config,
+    serviceCIDRs: undefined,
+    get size() {
+      return services.size;
+    },
+    names: () => [...services.keys()].sort(),
+    objectsOf: (n: string) => {
+      const svc = services.get(n);
+      return svc && { svc, slices: slices.members(n) };
+    },
+  };
+  plane.step(true, new Set(), src);
+  plane.applied(true);
   const peers = withOneEndpointChanged(w).services[changedIndex(w)]!;
-  const patchMs: number[] = [];
-  const desiredMs: number[] = [];
+  const stepMs: number[] = [];
   await sleep(1000);
   for (let k = 0; k < SAMPLES; k++) {
     await sleep(20);
     const changed = { ...peers, endpoints: peers.endpoints.map((e) => (e.ip === REPLACEMENT_IP ? { ...e, ip: `10.127.255.${1 + k}` } : e)) };
     slices.update(sliceObject(changed) as unknown as V1EndpointSlice);
     const names = slices.drain();
-    cache.invalidate(names);
     const t0 = performance.now();
-    const model = translatePatch(cache, names, (n) => {
-      const svc = services.get(n);
-      return svc && { svc, slices: slices.members(n) };
-    }, services.size, node, config);
-    const t1 = performance.now();
-    if (!model || !cache.patched) throw new Error('translatePatch did not patch');
-    desiredState(model, opts, glue, cache.patched);
-    const t2 = performance.now();
-    if (glue.path !== 'patched') throw new Error(`desiredState: ${glue.path}`);
-    patchMs.push(t1 - t0);
-    desiredMs.push(t2 - t1);
+    const step = plane.step(false, names, src);
+    stepMs.push(performance.now() - t0);
+    plane.applied(true);
+    if (!step.changes?.services?.size) throw new Error('the plane named no change');
   }
-  console.log('@@ONE ' + JSON.stringify({ kind: 'functions', S, translatePatchMs: median(patchMs), desiredStateMs: median(desiredMs), translatePatchSamples: patchMs, desiredStateSamples: desiredMs }));
+  console.log('@@ONE ' + JSON.stringify({ kind: 'functions', S, planeStepMs: median(stepMs), planeStepSamples: stepMs }));
 }
 
 /** The worker over `dir` in a new network namespace with kube-ipvs0 as a veth (the host has no
@@ -123,7 +126,7 @@ for (const S of a.sizes!.split(',').map(Number)) {
       const line = r.stdout.split('\n').find((l) => l.startsWith('@@ONE '));
       if (!line) throw new Error(`functions: exit ${r.status}: ${r.stderr.slice(0, 800)}`);
       const f = JSON.parse(line.slice(6));
-      Object.assign(out, { translatePatchMs: f.translatePatchMs, desiredStateMs: f.desiredStateMs });
+      Object.assign(out, { planeStepMs: f.planeStepMs });
     }
     console.log('@@ONE ' + JSON.stringify(out));
     rows.push(Object.entries(out).map(([k, v]) => `${k} ${typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(2) : v}`).join(', '));

@@ -1,5 +1,5 @@
 // One benchmark process for ipvsync's proxy path, in-process figures: manifests → Proxier
-// (translate → desired → engine) → the kernel, as `ipvsync sync -f` / `proxy --manifests` run it.
+// (the data plane's step → engine) → the kernel, as `ipvsync sync -f` / `proxy --manifests` run it.
 //   node dist/bench/lib/proxy-worker.js --dir DIR [--fake-ipvs] [--link-exists]
 // Steps: full sync (timed, event-loop delay monitored, CPU split by thread), no-op resync (full
 // path), one endpoint changed through the proxier's incremental path (what the daemon does on an
@@ -22,9 +22,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1EndpointSlice } from '@kubernetes/client-node';
 import type { EngineKernel, SyncReport } from '../../src/engine/engine.js';
 import { loadManifests } from '../../src/kube/manifests.js';
-import { changedServices } from '../../src/proxy/ipvs/model-diff.js';
-import { desiredState } from '../../src/proxy/ipvs/desired.js';
-import { translate } from '../../src/proxy/ipvs/translate.js';
+import { changedServices, translate } from '../../src/proxy/ipvs/plane.js';
 import { Proxier, type ProxierOptions } from '../../src/proxy/proxier.js';
 import { applySysctls, runEstimationSysctl } from '../../src/proxy/sysctl.js';
 import { ThreadedProxier } from '../../src/proxy/sync-thread.js';
@@ -303,9 +301,8 @@ for (let k = 0; k < SAMPLES; k++) {
   proxier.onSliceUpdate(sliceObject(changed2) as unknown as V1EndpointSlice);
   const model = modelOf();
   const services = changedServices(before.services, model.services);
-  const desired = desiredState(model, { vipLink: 'kube-ipvs0', glue: true });
   // the services alone, with what changed
-  const r = await measure(() => proxier.engine.sync({ services: desired.services }, { services }));
+  const r = await measure(() => proxier.engine.sync({ services: model.services }, { services }));
   if (r.value.errors.length || r.value.ipvs.writes === 0) throw new Error('engine incremental sync failed');
   engineSamples.push({ ...r, scope: services.size });
 }

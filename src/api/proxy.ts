@@ -15,7 +15,7 @@ export { loadManifests, parseManifests, resolveLegacyEndpoints, ManifestFolder, 
 export type { V1Service, V1EndpointSlice, V1Endpoints, V1Node } from '../kube/api-types.js';
 export type { NodeInfo, ProxyConfig } from '../kube/types.js';
 export { serviceModel, modelContext, type ServiceModel } from '../kube/service-model.js';
-export { translate } from '../proxy/ipvs/translate.js';
+export { translate } from '../proxy/ipvs/plane.js';
 export type { ProxyModel } from '../proxy/ipvs/types.js';
 export { loadConfig, validateConfig, defaultConfig, toProxyConfig, ConfigError, type IpvsyncConfig } from '../daemon/config.js';
 export { ProxyMetrics, MetricsServer } from '../daemon/metrics.js';

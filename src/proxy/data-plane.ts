@@ -5,7 +5,7 @@
 import type { DesiredChanges, DesiredState } from '../engine/engine.js';
 import type { FlowFilter } from '../kernel/conntrack.js';
 import type { V1EndpointSlice, V1Service } from '../kube/api-types.js';
-import type { NodeInfo, ProxyConfig, ServiceSummary, TranslateInput } from '../kube/types.js';
+import type { NodeInfo, ProxyConfig, ServiceSummary } from '../kube/types.js';
 import type { ProxyModel } from './ipvs/types.js';
 
 /** A service's Service and EndpointSlices (undefined: no Service). */
@@ -22,8 +22,6 @@ export interface PlaneSources {
   /** Every service's name, sorted. */
   names(): string[];
   objectsOf(name: string): ServiceObjects;
-  /** Every Service and EndpointSlice (a translation from scratch). */
-  input(): TranslateInput;
 }
 
 /** A plane's step: the engine's desired state, and what changed since the last clean one. */

@@ -3,7 +3,7 @@
 import type { DesiredNftTable } from '../engine/nft-diff.js';
 import type { SetElement } from '../kernel/nftables.js';
 import * as R from '../kernel/nft-rules.js';
-import { compareAddress, familyOf } from '../net/address.js';
+import { familyOf } from '../net/address.js';
 
 export type Fam = 'ip' | 'ip6';
 
@@ -65,60 +65,9 @@ export function fam(address: string): Fam {
   return familyOf(address) === 'inet6' ? 'ip6' : 'ip';
 }
 
-/** One key part against another: numbers numerically and first, strings by compareAddress
- *  (addresses numerically, IPv4 before IPv6, equal for two spellings of one address; other
- *  text — protocol names — in text order after them). */
-function compareKeyPart(a: unknown, b: unknown): number {
-  if (typeof a === 'number' && typeof b === 'number') return a - b;
-  if (typeof a === 'number') return -1;
-  if (typeof b === 'number') return 1;
-  return compareAddress(String(a), String(b));
-}
-
-/** The glue's element order: key part by key part. It is translate's order (address,
- *  protocol, port) for the sets built from its sorted lists, so sorting them is one check. */
-export function compareElements(x: SetElement, y: SetElement): number {
-  const a = x.key;
-  const b = y.key;
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) {
-    const c = compareKeyPart(a[i], b[i]);
-    if (c !== 0) return c;
-  }
-  return a.length - b.length;
-}
-
-/** Sorted by compareElements, one element per key (the last one given). */
-export function uniq(elements: SetElement[]): SetElement[] {
-  // Built from translate's sorted, unique lists, most sets are already strictly in order: one
-  // pass that finds so returns them as they are (the general path below compares every
-  // neighbour twice, sorting and then dropping repeats, and copies the list).
-  let i = 1;
-  for (; i < elements.length; i++) if (compareElements(elements[i - 1]!, elements[i]!) >= 0) break;
-  if (i >= elements.length) return elements;
-  elements.sort(compareElements);
-  const out: SetElement[] = [];
-  for (const e of elements) {
-    if (out.length && compareElements(out[out.length - 1]!, e) === 0) out[out.length - 1] = e;
-    else out.push(e);
-  }
-  return out;
-}
-
 /** Interval sets (CIDRs): by text, one element per text. */
 export function uniqText(elements: SetElement[]): SetElement[] {
   const seen = new Map<string, SetElement>();
   for (const e of elements) seen.set(e.key.join('\u0000'), e); // key parts never hold a NUL
   return [...seen.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, e]) => e);
 }
-
-/** `xs` mapped by `f`, leaving out what `f` maps to undefined. */
-export function mapDefined<T, U>(xs: readonly T[], f: (x: T) => U | undefined): U[] {
-  const out: U[] = [];
-  for (const x of xs) {
-    const y = f(x);
-    if (y !== undefined) out.push(y);
-  }
-  return out;
-}
-

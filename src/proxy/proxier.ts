@@ -178,7 +178,6 @@ export class Proxier {
         const svc = services.get(name);
         return svc && { svc, slices: slices.members(name) };
       },
-      input: () => ({ services: services.list(), endpointSlices: slices.list(), node: this.node, config: this.opts.config }),
     };
   }
 

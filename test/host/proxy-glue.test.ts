@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Engine } from '../../src/engine/engine.js';
 import { Nftables } from '../../src/kernel/nftables.js';
 import { loadManifests } from '../../src/kube/manifests.js';
-import { translate } from '../../src/proxy/ipvs/translate.js';
+import { translate } from '../../src/proxy/ipvs/plane.js';
 import { glueTables } from '../../src/proxy/ipvs/glue.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Engine } from '../../src/engine/engine.js';
 import { IpSets } from '../../src/kernel/ipsets.js';
 import { loadManifests } from '../../src/kube/manifests.js';
-import { translate } from '../../src/proxy/ipvs/translate.js';
+import { translate } from '../../src/proxy/ipvs/plane.js';
 import { kubeProxyIpSets, KUBE_IPSET_PREFIX } from '../../src/proxy/ipvs/kube-ipsets.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 

@@ -10,7 +10,7 @@ import { manifestFiles, sliceObject } from '../../bench/lib/manifests.js';
 import { nftRuleset } from '../../bench/lib/nft-mode.js';
 import { changedIndex, NODE_IP, NODE_NAME, REPLACEMENT_IP, withOneEndpointChanged, workload } from '../../bench/lib/workload.js';
 import { parseManifests } from '../../src/kube/manifests.js';
-import { translate } from '../../src/proxy/ipvs/translate.js';
+import { translate } from '../../src/proxy/ipvs/plane.js';
 import { parseRules } from '../../src/formats/ipvsadm.js';
 import { NGINX } from '../fixtures/kube/nginx-basic.js';
 

@@ -11,7 +11,7 @@ import type { KubernetesObject, V1EndpointSlice, V1Endpoints, V1Node, V1Service 
 import { serviceKey } from '../../src/engine/ipvs-model.js';
 import { endpointsToSlices } from '../../src/kube/manifests.js';
 import { slimService, slimSlice } from '../../src/kube/slim.js';
-import { translate } from '../../src/proxy/ipvs/translate.js';
+import { translate } from '../../src/proxy/ipvs/plane.js';
 
 const service: k8s.V1Service = {
   apiVersion: 'v1',

@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { Proxier } from '../../src/proxy/proxier.js';
-import { translate } from '../../src/proxy/ipvs/translate.js';
+import { translate } from '../../src/proxy/ipvs/plane.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { FakeLinks, FakeNftables } from '../../src/testing/fake-kernel.js';
 import { loadConfig } from '../../src/daemon/config.js';

@@ -11,8 +11,7 @@ import type { Service } from '../../src/kernel/ipvs.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { FakeConntrack } from '../../src/testing/fake-kernel.js';
 import { loadManifests } from '../../src/kube/manifests.js';
-import { changedServiceKeys } from '../../src/proxy/ipvs/model-diff.js';
-import { translate } from '../../src/proxy/ipvs/translate.js';
+import { changedServices, translate } from '../../src/proxy/ipvs/plane.js';
 import { EndpointSliceTracker } from '../../src/kube/change-tracker.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
 
@@ -93,7 +92,7 @@ test('engine e2e: an endpoint going away costs exactly its writes (idle TCP: del
   slices.update(webSlice(['10.244.0.1', '10.244.0.2']));
   assert.deepEqual(slices.drain(), new Set(['default/web']));
   let next = run(slices.list());
-  const changed = changedServiceKeys(model.services, next.services);
+  const changed = new Set(changedServices(model.services, next.services).keys());
   assert.deepEqual([...changed].sort(), ['inet|tcp|10.0.0.11|30001', 'inet|tcp|10.96.0.1|80']);
   let r = await engine.sync({ services: next.services }, changed);
   assert.deepEqual(r.ipvs.ops, { deleteDestination: 2 });
@@ -110,7 +109,7 @@ test('engine e2e: an endpoint going away costs exactly its writes (idle TCP: del
   slices.update(webSlice(['10.244.0.1']));
   assert.deepEqual(slices.drain(), new Set(['default/web']));
   next = run(slices.list());
-  r = await engine.sync({ services: next.services }, changedServiceKeys(model.services, next.services));
+  r = await engine.sync({ services: next.services }, new Set(changedServices(model.services, next.services).keys()));
   assert.deepEqual(r.ipvs.ops, { deleteDestination: 1, updateDestination: 1 });
   const ops = ipvs.log.slice(mark).flat();
   assert.equal(ops.length, 2);
@@ -132,7 +131,7 @@ test('engine e2e: an endpoint going away costs exactly its writes (idle TCP: del
   slices.update(dnsSlice(['10.244.0.3']));
   assert.deepEqual(slices.drain(), new Set(['kube-system/kube-dns']));
   next = run(slices.list());
-  r = await engine.sync({ services: next.services }, changedServiceKeys(model.services, next.services));
+  r = await engine.sync({ services: next.services }, new Set(changedServices(model.services, next.services).keys()));
   assert.deepEqual(ipvs.log.slice(m3).flat(), [
     { op: 'deleteDestination', service: { family: 'inet', protocol: 'udp', address: '10.96.0.10', port: 53 }, dest: { address: '10.244.0.2', port: 53 } },
   ]);
@@ -144,7 +143,7 @@ test('engine e2e: an endpoint going away costs exactly its writes (idle TCP: del
   model = next;
   const m4 = ipvs.log.length;
   next = translate({ services: [dns], endpointSlices: slices.list(), node });
-  r = await engine.sync({ services: next.services }, changedServiceKeys(model.services, next.services));
+  r = await engine.sync({ services: next.services }, new Set(changedServices(model.services, next.services).keys()));
   assert.equal(r.ipvs.ops.deleteService, 2);
   assert.deepEqual((await ipvs.services()).map((s) => `${s.protocol} ${s.address}:${s.port}`), ['udp 10.96.0.10:53']);
   assert.deepEqual(

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { V1EndpointSlice, V1Node, V1Service, V1ServiceCIDR } from '@kubernetes/client-node';
 import { affectsManifests, isManifestName } from '../../src/kube/manifest-names.js';
 import { endpointsToSlices, loadManifests, ManifestError, ManifestFolder, parseManifests } from '../../src/kube/manifests.js';
-import { translate } from '../../src/proxy/ipvs/translate.js';
+import { translate } from '../../src/proxy/ipvs/plane.js';
 import { render } from '../fixtures/kube/builders.js';
 
 const EXAMPLE = join(import.meta.dirname, '../../../test/fixtures/kube/example');

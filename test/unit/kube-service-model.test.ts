@@ -13,7 +13,7 @@ import {
   type ServicePortModel,
 } from '../../src/kube/service-model.js';
 import { NODE, slice, svc } from '../fixtures/kube/builders.js';
-import { translate } from '../../src/proxy/ipvs/translate.js';
+import { translate } from '../../src/proxy/ipvs/plane.js';
 
 const ctx = (config = {}, node = NODE) => modelContext(node, config);
 const eps = (list: readonly { address: string; port: number }[]) => list.map((e) => `${e.address}:${e.port}`);

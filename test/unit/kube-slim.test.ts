@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { SlimEndpoint, endpointAddress, slimService, slimSlice } from '../../src/kube/slim.js';
 import { EndpointSliceTracker, ServiceTracker, endpointSlicesFingerprint, serviceFingerprint } from '../../src/kube/change-tracker.js';
-import { translate } from '../../src/proxy/ipvs/translate.js';
+import { translate } from '../../src/proxy/ipvs/plane.js';
 import type { NodeInfo, ProxyConfig } from '../../src/kube/types.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
 import { prng as rng } from '../helpers/bytes.js';

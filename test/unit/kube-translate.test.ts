@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
-import { translate } from '../../src/proxy/ipvs/translate.js';
+import { translate } from '../../src/proxy/ipvs/plane.js';
 import type { NodeInfo, ProxyConfig } from '../../src/kube/types.js';
 import type { ProxyModel } from '../../src/proxy/ipvs/types.js';
 import { NODE, render, slice, svc } from '../fixtures/kube/builders.js';
@@ -538,7 +538,7 @@ const cases: Case[] = [
     ],
     slices: [slice('a', 'a-1', [{ port: 80 }], [{ ip: '10.244.0.1' }]), slice('b', 'b-1', [{ port: 80 }], [{ ip: '10.244.0.2' }])],
     table: ['TCP 10.96.0.140:80 rr', '  -> 10.244.0.1:80 Masq 1', 'TCP 10.96.0.141:80 rr', '  -> 10.244.0.2:80 Masq 1', 'TCP 203.0.113.1:80 rr', '  -> 10.244.0.1:80 Masq 1'],
-    check: (m) => assert.deepEqual(m.warnings, [{ service: 'default/b', message: 'externalIP inet|tcp|203.0.113.1|80 already belongs to default/a, ignored' }]),
+    check: (m) => assert.deepEqual(m.warnings, [{ service: 'default/b', message: 'externalIP 203.0.113.1:80/tcp already belongs to default/a, ignored' }]),
   },
 ];
 

@@ -111,7 +111,7 @@ test('a new endpoint count adds its map and rule; services added and removed, an
   p.onSliceUpdate(slice('t0', 't0-1', [{ name: 'http', port: 9090 }], eps(1, '10.244.201.')));
   const h = await p.sync(false);
   assert.deepEqual(h.report.errors, []);
-  assert.deepEqual(h.summary.warnings, [{ service: 'default/t1', message: '10.96.9.1:80/tcp already belongs to default/t0:http, ignored' }]);
+  assert.deepEqual(h.summary.warnings, [{ service: 'default/t1', message: 'clusterIP 10.96.9.1:80/tcp already belongs to default/t0:http, ignored' }]);
   const ep1 = logicalElements((await k.nft.list()).sets.filter((s) => s.family === 'ip'), 'endpoints-1')!;
   assert.deepEqual(ep1.map((e) => e.data), [['10.244.201.2', 9090]], 't0 owns the frontend now');
   // t0 goes: t1 gets it back

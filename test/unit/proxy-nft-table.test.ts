@@ -116,7 +116,7 @@ test('IPv6 goes to the ip6 table; a frontend two services claim stays the first 
   assert.deepEqual(set(tables[1]!, 'endpoints-1'), ['fd00::10 tcp 80 0 fd00:244::2 8080']);
   assert.equal(tables[1]!.family, 'ip6');
   assert.deepEqual(set(tables[0]!, 'endpoints-1'), ['10.96.0.50 tcp 80 0 10.244.5.2 8080']);
-  assert.deepEqual(warnings, [{ service: 'default/b', message: '10.96.0.50:80/tcp already belongs to default/a:http, ignored' }]);
+  assert.deepEqual(warnings, [{ service: 'default/b', message: 'clusterIP 10.96.0.50:80/tcp already belongs to default/a:http, ignored' }]);
 });
 
 test("the proxier in nftables mode: no IPVS handle, the tables as the engine's only writes; ClientIP affinity as elements of its sets", async () => {

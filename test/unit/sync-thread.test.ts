@@ -345,7 +345,7 @@ test("the daemon's command loads neither the proxier nor the engine until it run
     }
   };
   const src = (m: string) => JSON.stringify(pathToFileURL(join(import.meta.dirname, '../../src', m)).href);
-  const heavy = ['proxy/proxier.js', 'engine/engine.js', 'proxy/ipvs/translate.js', 'kernel/nftables.js', 'kube/manifests.js', 'proxy/kernel.js'];
+  const heavy = ['proxy/proxier.js', 'engine/engine.js', 'proxy/ipvs/plane.js', 'kernel/nftables.js', 'kube/manifests.js', 'proxy/kernel.js'];
   const daemon = loaded(`await import(${src('cli/proxy.js')}); await import(${src('proxy/sync-thread.js')});`);
   assert.ok(daemon.includes('cli/proxy.js') && daemon.includes('kernel/ipvs.js') && daemon.includes('proxy/node-addresses.js'), daemon.join(' '));
   assert.deepEqual(heavy.filter((m) => daemon.includes(m)), []);

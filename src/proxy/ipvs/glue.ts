@@ -22,9 +22,10 @@ import type { NftElementChange } from '../../engine/engine.js';
 import type { Expr } from '../../kernel/nft-expr.js';
 import * as R from '../../kernel/nft-rules.js';
 import type { SetElement } from '../../kernel/nftables.js';
-import type { GlueHairpin, GlueSpec } from './types.js';
+import type { GlueHairpin, GlueNodePort, GlueSourceRange, GlueSpec, GlueVip } from './types.js';
+import { compareText } from '../../util/sorted.js';
 import { ElementStore, keyText } from '../element-store.js';
-import { FIELDS, fam, mapDefined, MASQ_MARK, natBase, PROXY_TABLE_OWNED, uniq, uniqText, type Fam } from '../nft-sets.js';
+import { FIELDS, fam, MASQ_MARK, natBase, PROXY_TABLE_OWNED, uniqText, type Fam } from '../nft-sets.js';
 
 export const GLUE_TABLE = 'ipvsync';
 
@@ -42,85 +43,195 @@ export interface GlueOptions {
   serviceCidrs?: string[];
 }
 
-/** The glue tables for a GlueSpec: always both families, so stale ones are emptied, not left. */
-export function glueTables(g: GlueSpec, opts: GlueOptions = {}): DesiredNftTable[] {
-  return [glueTable(g, 'ip', opts), glueTable(g, 'ip6', opts)];
+/** The glue's static facts: the configuration's, not the services'. */
+export interface GlueContext extends GlueOptions {
+  clusterCIDRs: readonly string[];
+  masqueradeAll: boolean;
 }
 
-/** The hairpin set's elements: each local endpoint, masqueraded when it reaches itself. */
-function hairpinElements(g: GlueSpec, family: Fam): SetElement[] {
-  return uniq(mapDefined(g.hairpin, (h) => (fam(h.address) === family ? hairpinElement(h) : undefined)));
+const FAMS: readonly Fam[] = ['ip', 'ip6'];
+const SETS = ['cluster-ips', 'external-ips', 'vip-ports', 'vips', 'nodeports', 'cluster-cidrs', 'hairpin', 'service-protocols', 'firewall', 'service-cidrs'] as const;
+
+/** What a glue record puts into its family's table: `elements[i]` into the set `sets[i]` (a
+ *  frontend keeps these: two arrays, the sets' one shared by every frontend of its kind). */
+export interface Placed {
+  readonly sets: readonly string[];
+  readonly elements: readonly SetElement[];
 }
 
-function hairpinElement(h: GlueHairpin): SetElement {
-  return { key: [h.address, h.protocol, h.port, h.address] };
+/** Frozen: the set lists, one per combination. */
+const SETS_OF: Record<string, readonly string[]> = {};
+const setsOf = (...names: string[]): readonly string[] => (SETS_OF[names.join()] ??= Object.freeze(names));
+const NOTHING: Placed = Object.freeze({ sets: setsOf(), elements: Object.freeze([]) });
+
+/** A VIP's elements: its port among the VIPs' and in the set of its kind (a cluster IP; an
+ *  external one to masquerade), one element shared by both; its address among those bound. */
+export function vipElements(v: Pick<GlueVip, 'kind' | 'address' | 'protocol' | 'port' | 'localOnly' | 'bound'>): Placed {
+  const key: SetElement = { key: [v.address, v.protocol, v.port] };
+  const kind = v.kind === 'clusterIP' ? 'cluster-ips' : !v.localOnly ? 'external-ips' : undefined;
+  const sets = ['vip-ports', ...(kind ? [kind] : [])];
+  const elements = sets.map(() => key);
+  // only the bound ones: an external IP that is a node address serves the node's own ports too
+  if (v.bound) {
+    sets.push('vips');
+    elements.push({ key: [v.address] });
+  }
+  return { sets: setsOf(...sets), elements };
 }
 
-/** Each glue table's hairpin set's store, by the tables' order: made by the first patch of the
- *  tables and kept with them. */
-export type HairpinIndexes = Array<ElementStore | undefined>;
+/** A node port's element (externalTrafficPolicy Local: none, its traffic is not masqueraded). */
+export function nodePortElements(n: Pick<GlueNodePort, 'localOnly' | 'protocol' | 'port'>): Placed {
+  return n.localOnly ? NOTHING : { sets: setsOf('nodeports'), elements: [{ key: [n.protocol, n.port] }] };
+}
+
+/** A local endpoint, masqueraded when it reaches itself. */
+const hairpinElement = (h: GlueHairpin): SetElement => ({ key: [h.address, h.protocol, h.port, h.address] });
+
+/** A source-range firewall's jump from its load-balancer IP and port. */
+const firewallElement = (r: GlueSourceRange): SetElement => ({ key: [r.address, r.protocol, r.port], verdict: { code: 'jump', chain: firewallChain(r.address, r.protocol, r.port) } });
+
+/** The sets whose keys more than one record can put (a bound address, a node port, a local
+ *  endpoint), and the configuration's: keyed by text, each key counted. The others hold a key
+ *  per frontend, which one service owns: kept by their element objects. */
+const SHARED = new Set(['vips', 'nodeports', 'hairpin', 'cluster-cidrs', 'service-protocols', 'service-cidrs']);
+
+interface GlueFamily {
+  sets: Map<string, ElementStore>;
+  /** The source-range firewalls, by chain: their chains and rules are the table's shape. */
+  firewalls: Map<string, GlueSourceRange>;
+  table: DesiredNftTable | undefined;
+}
 
 /**
- * Makes the glue tables of `before` those of `g`, when the two specs differ in hairpin only
- * (every other field the very same object, as in a model patched from the last one when a local
- * endpoint moved): `change` (translate's ModelPatch.hairpin: the entries that went and came)
- * made to the tables' hairpin sets in place, through their stores (`at`, kept with the tables).
- * Returns the element changes (what the engine writes); undefined, changing nothing, when
- * anything else differs.
+ * The glue tables as stores: every set's elements kept by key, each key counted by the records
+ * that put it (a bound address, a node port, a local endpoint can come from more than one), so
+ * records put and taken in any order leave the elements of those left. While recording, the
+ * stores name the element changes.
  */
-export function patchGlueHairpin(
-  before: GlueSpec,
-  tables: readonly DesiredNftTable[],
-  g: GlueSpec,
-  change: { removed: readonly GlueHairpin[]; added: readonly GlueHairpin[] },
-  at: HairpinIndexes,
-): NftElementChange[] | undefined {
-  for (const k of Object.keys(g) as Array<keyof GlueSpec>) if (k !== 'hairpin' && g[k] !== before[k]) return undefined;
-  if (Object.keys(before).length !== Object.keys(g).length) return undefined;
-  const changes: NftElementChange[] = [];
-  tables.forEach((t, i) => {
-    const s = t.sets.find((x) => x.name === 'hairpin');
-    const mine = (h: GlueHairpin) => fam(h.address) === t.family;
-    const del = change.removed.filter(mine);
-    const add = change.added.filter(mine);
-    if (!s || (!del.length && !add.length)) return;
-    const store = (at[i] ??= new ElementStore(t.family, s, keyText));
-    store.record();
-    for (const h of del) store.remove(hairpinElement(h));
-    for (const h of add) store.add(hairpinElement(h));
-    const c = store.changes(t.name);
-    if (c) changes.push(c);
-  });
-  return changes;
+export class GlueTables {
+  private readonly families: Record<Fam, GlueFamily>;
+
+  constructor(private readonly ctx: GlueContext) {
+    this.families = { ip: this.family('ip'), ip6: this.family('ip6') };
+  }
+
+  /** A frontend's elements, put or taken (the same objects both times). */
+  put(family: Fam, p: Placed): void {
+    const sets = this.families[family].sets;
+    for (let i = 0; i < p.sets.length; i++) sets.get(p.sets[i]!)!.add(p.elements[i]!);
+  }
+  take(family: Fam, p: Placed): void {
+    const sets = this.families[family].sets;
+    for (let i = 0; i < p.sets.length; i++) sets.get(p.sets[i]!)!.remove(p.elements[i]!);
+  }
+  putHairpin(h: GlueHairpin): void {
+    this.families[fam(h.address)].sets.get('hairpin')!.add(hairpinElement(h));
+  }
+  takeHairpin(h: GlueHairpin): void {
+    this.families[fam(h.address)].sets.get('hairpin')!.remove(hairpinElement(h));
+  }
+  /** A source-range firewall: its chain (the table's shape) and its jump. */
+  putSourceRange(r: GlueSourceRange): void {
+    const f = this.families[fam(r.address)];
+    f.firewalls.set(firewallChain(r.address, r.protocol, r.port), r);
+    f.table = undefined;
+    f.sets.get('firewall')!.add(firewallElement(r));
+  }
+  takeSourceRange(r: GlueSourceRange): void {
+    const f = this.families[fam(r.address)];
+    f.firewalls.delete(firewallChain(r.address, r.protocol, r.port));
+    f.table = undefined;
+    f.sets.get('firewall')!.remove(firewallElement(r));
+  }
+
+  /** Starts a step's record of every set. */
+  record(): void {
+    for (const f of FAMS) for (const st of this.families[f].sets.values()) st.record();
+  }
+
+  /** The element changes since record(), and the record ends. */
+  changes(): NftElementChange[] {
+    const out: NftElementChange[] = [];
+    for (const f of FAMS) for (const st of this.families[f].sets.values()) {
+      const c = st.changes(GLUE_TABLE);
+      if (c) out.push(c);
+    }
+    return out;
+  }
+
+  /** Both families' tables: the same objects while their shape (the firewalls) stays. */
+  tables(): DesiredNftTable[] {
+    return FAMS.map((f) => {
+      const g = this.families[f];
+      g.table ??= glueTable(f, this.ctx, [...g.firewalls.values()], [...g.sets.values()].map((s) => s.set));
+      return g.table;
+    });
+  }
+
+  private family(family: Fam): GlueFamily {
+    const F = FIELDS[family];
+    const mine = (c: string) => fam(c.split('/')[0]!) === family;
+    const svcKey = [F.addr, 'inet_proto', 'inet_service'] as const;
+    const fixed: Record<string, SetElement[]> = {
+      'cluster-cidrs': uniqText(this.ctx.clusterCIDRs.filter(mine).map((c) => ({ key: [c] }))),
+      'service-protocols': [{ key: ['tcp'] }, { key: ['udp'] }, { key: ['sctp'] }],
+      ...(this.ctx.serviceCidrs ? { 'service-cidrs': uniqText(this.ctx.serviceCidrs.filter(mine).map((c) => ({ key: [c] }))) } : {}),
+    };
+    const decl = (name: string): Omit<DesiredSet, 'elements'> => {
+      switch (name) {
+        case 'vips':
+          return { name, key: [F.addr] };
+        case 'nodeports':
+          return { name, key: ['inet_proto', 'inet_service'] };
+        case 'cluster-cidrs':
+        case 'service-cidrs':
+          return { name, key: [F.addr], interval: true };
+        case 'hairpin':
+          return { name, key: [...svcKey, F.addr] };
+        case 'service-protocols':
+          return { name, key: ['inet_proto'] };
+        case 'firewall':
+          return { name, key: [...svcKey], map: 'verdict' };
+        default:
+          return { name, key: [...svcKey] };
+      }
+    };
+    const sets = new Map<string, ElementStore>();
+    for (const name of SETS) {
+      if (name === 'service-cidrs' && !this.ctx.serviceCidrs) continue;
+      const d = decl(name);
+      sets.set(name, new ElementStore(family, { ...d, elements: [...(fixed[name] ?? [])], ...(d.interval ? {} : { unique: true }) }, SHARED.has(name) || name === 'firewall' ? keyText : undefined));
+    }
+    return { sets, firewalls: new Map(), table: undefined };
+  }
 }
 
-export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): DesiredNftTable {
+type DesiredSet = DesiredNftTable['sets'][number];
+
+/** The glue tables for a GlueSpec (each record once by its key): always both families, so
+ *  stale ones are emptied, not left. */
+export function glueTables(g: GlueSpec, opts: GlueOptions = {}): DesiredNftTable[] {
+  const t = new GlueTables({ clusterCIDRs: g.clusterCIDRs, masqueradeAll: g.masqueradeAll, ...opts });
+  const once = <T>(xs: readonly T[], key: (x: T) => string) => [...new Map(xs.map((x) => [key(x), x])).values()];
+  for (const v of once(g.vips, (v) => `${v.kind} ${v.address} ${v.protocol} ${v.port}`)) t.put(fam(v.address), vipElements(v));
+  for (const n of once(g.nodePorts, (n) => `${n.family} ${n.protocol} ${n.port}`)) t.put(n.family === 'inet' ? 'ip' : 'ip6', nodePortElements(n));
+  for (const h of g.hairpin) t.putHairpin(h);
+  for (const r of once(g.sourceRanges, (r) => `${r.address} ${r.protocol} ${r.port}`)) t.putSourceRange(r);
+  return t.tables();
+}
+
+/** A family's glue table: its chains and rules (a chain per source-range firewall), with these sets. */
+function glueTable(family: Fam, ctx: GlueContext, firewalls: readonly GlueSourceRange[], sets: DesiredSet[]): DesiredNftTable {
   const F = FIELDS[family];
-  const mine = <T extends { address: string }>(x: T) => fam(x.address) === family;
-  const vipKey = (v: { address: string; protocol: string; port: number }): SetElement => ({ key: [v.address, v.protocol, v.port] });
-  const svcKey = [F.addr, 'inet_proto', 'inet_service'] as const;
-
-  // One element per VIP, shared by the three sets that hold it (elements are never changed).
-  const vips = mapDefined(g.vips, (v) => (mine(v) ? { v, key: vipKey(v) } : undefined));
-  const clusterIps = uniq(mapDefined(vips, (x) => (x.v.kind === 'clusterIP' ? x.key : undefined)));
-  const externalMasq = uniq(mapDefined(vips, (x) => (x.v.kind !== 'clusterIP' && !x.v.localOnly ? x.key : undefined)));
-  const allVipPorts = uniq(vips.map((x) => x.key));
-  // only the bound ones: an external IP that is a node address serves the node's own ports too
-  const vipAddrs = uniq(mapDefined(vips, (x) => (x.v.bound ? { key: [x.v.address] } : undefined)));
-  const nodePortFamily = family === 'ip' ? 'inet' : 'inet6';
-  const nodePorts = uniq(g.nodePorts.filter((n) => n.family === nodePortFamily && !n.localOnly).map((n) => ({ key: [n.protocol, n.port] })));
-  const clusterCidrs = uniqText(g.clusterCIDRs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] })));
-  const hairpin = hairpinElements(g, family);
-  const ranges = g.sourceRanges.filter(mine);
-
+  const clusterCidrs = ctx.clusterCIDRs.some((c) => fam(c.split('/')[0]!) === family);
   const { chains, rules } = natBase();
   chains.push({ name: 'input', hook: { type: 'filter', hook: 'input', priority: 0, policy: 'accept' } }, { name: 'services' });
   const add = (chain: string, ...parts: Array<Expr | Expr[]>) => rules.push({ chain, exprs: R.rule(...parts) });
   const mark = R.setMarkBits(MASQ_MARK);
   const svcFields = [F.daddr, R.F.l4proto, R.F.thDport];
 
-  if (g.masqueradeAll) add('services', R.inSet(svcFields, 'cluster-ips'), mark);
-  else if (clusterCidrs.length) add('services', R.inSet(svcFields, 'cluster-ips'), R.inSet([F.saddr], 'cluster-cidrs', { invert: true }), mark);
+  if (ctx.masqueradeAll) add('services', R.inSet(svcFields, 'cluster-ips'), mark);
+  else if (clusterCidrs) add('services', R.inSet(svcFields, 'cluster-ips'), R.inSet([F.saddr], 'cluster-cidrs', { invert: true }), mark);
   // no cluster CIDR to tell pods by: the node's own traffic, which leaves with the cluster IP
   // itself as source (kube-proxy's `KUBE-CLUSTER-IP src,dst`)
   else add('services', R.inSet([F.saddr, R.F.l4proto, R.F.thDport], 'cluster-ips'), mark);
@@ -133,40 +244,13 @@ export function glueTable(g: GlueSpec, family: Fam, opts: GlueOptions = {}): Des
   add('input', R.ctState('new'), R.inSet([R.F.l4proto], 'service-protocols'), R.inSet([F.daddr], 'vips'), R.inSet(svcFields, 'vip-ports', { invert: true }), R.reject(F.reject));
   // Route mode: the static part gains a set and a rule (a mode switch rebuilds the table in one
   // transaction); address mode keeps the table it always had.
-  const serviceCidrs = opts.serviceCidrs ? uniqText(opts.serviceCidrs.filter((c) => fam(c.split('/')[0]!) === family).map((c) => ({ key: [c] }))) : undefined;
-  if (serviceCidrs) add('input', R.ctState('new'), R.inSet([F.daddr], 'service-cidrs'), R.inSet([F.daddr], 'vips', { invert: true }), R.reject(F.reject));
+  if (ctx.serviceCidrs) add('input', R.ctState('new'), R.inSet([F.daddr], 'service-cidrs'), R.inSet([F.daddr], 'vips', { invert: true }), R.reject(F.reject));
 
-  let firewall: SetElement[] = [];
-  for (const r of ranges) {
-    const chain = firewallChain(r.address, r.protocol, r.port);
-    if (chains.some((c) => c.name === chain)) continue;
+  for (const [chain, r] of firewalls.map((r) => [firewallChain(r.address, r.protocol, r.port), r] as const).sort(([a], [b]) => compareText(a, b))) {
     chains.push({ name: chain });
-    for (const cidr of r.cidrs.filter((c) => fam(c.split('/')[0]!) === family)) add(chain, R.match(F.saddr, cidr), R.ret());
+    for (const cidr of r.cidrs.filter((c: string) => fam(c.split('/')[0]!) === family)) add(chain, R.match(F.saddr, cidr), R.ret());
     if (r.allowFromNode) add(chain, R.match(F.saddr, r.address), R.ret());
     add(chain, R.drop());
-    firewall.push({ key: [r.address, r.protocol, r.port], verdict: { code: 'jump', chain } });
   }
-  firewall = uniq(firewall);
-
-  // the sets built by uniq: one element per key
-  const unique = true;
-  return {
-    family,
-    name: GLUE_TABLE,
-    chains,
-    sets: [
-      { name: 'cluster-ips', key: [...svcKey], elements: clusterIps, unique },
-      { name: 'external-ips', key: [...svcKey], elements: externalMasq, unique },
-      { name: 'vip-ports', key: [...svcKey], elements: allVipPorts, unique },
-      { name: 'vips', key: [F.addr], elements: vipAddrs, unique },
-      { name: 'nodeports', key: ['inet_proto', 'inet_service'], elements: nodePorts, unique },
-      { name: 'cluster-cidrs', key: [F.addr], interval: true, elements: clusterCidrs },
-      { name: 'hairpin', key: [F.addr, 'inet_proto', 'inet_service', F.addr], elements: hairpin, unique },
-      { name: 'service-protocols', key: ['inet_proto'], elements: [{ key: ['tcp'] }, { key: ['udp'] }, { key: ['sctp'] }] },
-      { name: 'firewall', key: [...svcKey], map: 'verdict', elements: firewall, unique },
-      ...(serviceCidrs ? [{ name: 'service-cidrs', key: [F.addr], interval: true, elements: serviceCidrs }] : []),
-    ],
-    rules,
-    owned: PROXY_TABLE_OWNED,
-  };
+  return { family, name: GLUE_TABLE, chains, sets, rules, owned: PROXY_TABLE_OWNED };
 }

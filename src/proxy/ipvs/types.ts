@@ -52,7 +52,7 @@ export interface GlueHairpin {
   port: number;
 }
 
-/** Plain data for the nftables (or ipset) glue renderer. Every list is sorted but hairpin. */
+/** Plain data for the nftables (or ipset) glue renderer, sorted throughout. */
 export interface GlueSpec {
   clusterCIDRs: string[];
   masqueradeAll: boolean;
@@ -61,8 +61,7 @@ export interface GlueSpec {
   /** The node addresses NodePort virtual servers were created on. */
   nodePortAddresses: string[];
   sourceRanges: GlueSourceRange[];
-  /** Unique; sorted as a full translation makes it, in no order once patched (translate's
-   *  patch removes and appends entries in place). */
+  /** Unique. */
   hairpin: GlueHairpin[];
   /** "namespace/name" of services with externalTrafficPolicy Local. */
   localTrafficServices: string[];
@@ -70,8 +69,8 @@ export interface GlueSpec {
   healthCheckNodePorts: number[];
 }
 
-/** A model patched from another (translatePatch) shares its lists, changed in place: a model
- *  holds until the next translation of its cache. */
+/** The IPVS data plane's model. A sync's is the plane's own lists, in no order, until its next
+ *  step (its glue made when read); translate()'s is sorted throughout. */
 export interface ProxyModel extends ServiceSummary {
   services: DesiredService[];
   /** Addresses to bind on kube-ipvs0 (cluster, external and load-balancer IPs). */

@@ -7,15 +7,16 @@ import { elementChanges, type DesiredNftTable } from '../../engine/nft-diff.js';
 import { ElementStore, keyText } from '../element-store.js';
 import type { NftElementChange } from '../../engine/engine.js';
 import type { FlowFilter } from '../../kernel/conntrack.js';
-import { compareText } from '../../util/sorted.js';
 import type { SetElement } from '../../kernel/nftables.js';
-import { localWithoutEndpoints, modelContext, notProgrammed, serviceModel, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
-import type { HealthCheck, ModelWarning, ServiceSummary } from '../../kube/types.js';
+import type { KeyValue } from '../../kernel/nft-types.js';
+import { modelContext, serviceModel, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
+import type { ServiceSummary } from '../../kube/types.js';
+import { ServiceRegistry, type Made } from '../service-registry.js';
 import type { Fam } from '../nft-sets.js';
 import type { DataPlane, PlaneSources, PlaneStep } from '../data-plane.js';
 import {
   addressShard, affinityTimeoutSet, endpointsMap, FIXED_SETS, hairpinElement, hairpinSet, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, SHARDS, staticElements,
-  type Firewall, type FrontendPart, type ServiceElement, type SetDecl, type TableShape,
+  type Firewall, type FrontendPart, type ServiceParts, type SetDecl, type TableShape,
 } from './table.js';
 
 /** The sets whose keys two services (or two ports of one) can both put: a hairpin endpoint, a
@@ -33,23 +34,6 @@ function store(family: Fam, decl: SetDecl, elements: readonly SetElement[] = [])
   return new ElementStore(family, { ...decl, elements: [...elements], unique: true }, keyOf);
 }
 
-/** A service as the plane took it. */
-interface ServiceState {
-  /** The frontends it owns, with their elements. */
-  readonly owned: readonly FrontendPart[];
-  /** Keys of frontends it wanted that another service owns. */
-  readonly lost: readonly string[];
-  readonly clusterAddrs: readonly ServiceElement[];
-  readonly warnings: readonly string[];
-  readonly healthCheck: HealthCheck | undefined;
-  readonly noLocal: { readonly internal: number; readonly external: number };
-}
-
-const NONE: readonly never[] = Object.freeze([]);
-const NO_LOCAL_NONE = Object.freeze({ internal: 0, external: 0 });
-/** An array as long as its elements (one built by pushing keeps room for 17). */
-const exact = <T>(a: T[]): readonly T[] => (a.length ? a.slice() : NONE);
-
 /** What a rebuild or a patch hands the engine, and the conntrack flows to delete once it applied. */
 export interface ElementStep {
   /** The element changes since the last step (undefined: there was none: the engine lists). */
@@ -60,9 +44,6 @@ export interface ElementStep {
    *  had no endpoint and has some now (its flows were never translated). */
   staleFlows: FlowFilter[];
 }
-
-/** A service's model, or what made it unprogrammable. */
-export type ModelOrError = ServiceModel | { error: unknown };
 
 interface Family {
   family: Fam;
@@ -84,35 +65,33 @@ export interface NftablesPlaneOptions {
   links: boolean;
 }
 
+/** A service's model, or what made it unprogrammable. */
+export type ModelOrError = ServiceModel | { error: unknown };
+
 export class NftablesPlane implements DataPlane {
   /** Once, when the tables were built from nothing, before the diff: the plan leaves little
    *  garbage (a listing's buffers are released set by set). */
   readonly collectBeforeApply = false;
-  private services = new Map<string, ServiceState>();
-  /** The services with a health check, a Local policy without local endpoints or a warning:
-   *  what the summary lists (few, so a sync does not walk every service). */
-  private notable = new Map<string, ServiceState>();
-  private owners = new Map<string, { service: string; portName: string }>();
-  /** Frontend keys other services wanted too, and which. */
-  private wanted = new Map<string, Set<string>>();
+  private registry: ServiceRegistry<FrontendPart, ServiceParts> | undefined;
   private families: Record<Fam, Family> | undefined;
   private ctxKey: string | undefined;
   private ctx: ModelContext | undefined;
   /** A patch is under way: a set it makes (a new endpoint count's) records from its start. */
   private recording = false;
+  /** Puts a service's parts into the tables, and takes them out. */
+  private readonly sink = { put: (p: ServiceParts, owned: readonly FrontendPart[]) => this.put(p, owned), take: (p: ServiceParts, owned: readonly FrontendPart[]) => this.take(p, owned) };
 
   constructor(private readonly opts: NftablesPlaneOptions = { vipLink: 'kube-ipvs0', links: false }) {}
 
   /**
    * The changed services patched into the plane's tables (an element change each; the tables'
    * shape changes only with a new endpoint count or a source-range firewall), or, for a full
-   * step, every service from nothing (by name, as the IPVS data plane merges them: the first of
+   * step, every service from nothing (by name, as the IPVS data plane takes them: the first of
    * two claiming a frontend keeps it), compared with the last tables by key (the engine takes
    * those changes while nobody committed since, else lists the kernel's). What the IPVS data
-   * plane leaves behind goes in a
-   * full step: its VIP addresses and its routes (the tables share the IPVS glue's names, so
-   * they are replaced). It reports the services' summary (health checks, policies without
-   * local endpoints, warnings), and no IPVS model.
+   * plane leaves behind goes in a full step: its VIP addresses and its routes (the tables
+   * share the IPVS glue's names, so they are replaced). It reports the services' summary
+   * (health checks, policies without local endpoints, warnings), and no IPVS model.
    */
   step(full: boolean, changed: ReadonlySet<string>, src: PlaneSources): PlaneStep {
     const ctx = modelContext(src.node, src.config, src.serviceCIDRs);
@@ -126,9 +105,8 @@ export class NftablesPlane implements DataPlane {
         return { error };
       }
     };
-    let step: ElementStep | undefined;
-    if (!full && this.canPatch(ctxKey)) step = this.patch([...changed].sort(compareText).map((n) => [n, modelOf(n)] as const));
-    step ??= this.rebuild(src.names(), (n) => modelOf(n)!, ctx, ctxKey);
+    const step =
+      !full && this.canPatch(ctxKey) ? this.patch([...changed].map((n) => [n, modelOf(n)] as const)) : this.rebuild(src.names(), (n) => modelOf(n)!, ctx, ctxKey);
     const nft = this.tables();
     const summary = this.summary();
     if (step.patched) return { desired: { services: [], nft }, changes: { services: new Map(), nft: step.changes! }, summary, staleFlows: step.staleFlows };
@@ -150,10 +128,7 @@ export class NftablesPlane implements DataPlane {
   /** Forget everything: the next step builds from nothing (after a sync that failed). */
   reset(): void {
     this.families = undefined;
-    this.services = new Map();
-    this.notable = new Map();
-    this.owners = new Map();
-    this.wanted = new Map();
+    this.registry = undefined;
     this.ctxKey = undefined;
   }
 
@@ -163,13 +138,10 @@ export class NftablesPlane implements DataPlane {
    *  stay, in their order, so their rules do not move; the element changes are the new
    *  tables' against the last ones, by key. */
   rebuild(names: readonly string[], modelOf: (name: string) => ModelOrError, ctx: ModelContext, ctxKey: string): ElementStep {
-    const before = this.services;
     const last = this.families;
     const lastTables = last && this.tables();
-    this.services = new Map();
-    this.notable = new Map();
-    this.owners = new Map();
-    this.wanted = new Map();
+    const before = new Map<string, readonly FrontendPart[]>();
+    for (const e of this.registry?.entries() ?? []) before.set(e.name, e.owned);
     this.ctx = ctx;
     this.ctxKey = ctxKey;
     const fams = {} as Record<Fam, Family>;
@@ -183,44 +155,27 @@ export class NftablesPlane implements DataPlane {
       fams[f] = fam;
     }
     this.families = fams;
-    for (const name of names) this.add(name, modelOf(name));
+    const registry = (this.registry = new ServiceRegistry(this.sink, ctx.warnings));
+    registry.build(names, (n) => made(modelOf(n), ctx));
     const staleFlows: FlowFilter[] = [];
-    for (const name of new Set([...before.keys(), ...this.services.keys()])) staleFlows.push(...flowsGone(before.get(name)?.owned, this.services.get(name)?.owned ?? []));
+    for (const e of registry.entries()) {
+      staleFlows.push(...flowsGone(before.get(e.name), e.owned));
+      before.delete(e.name);
+    }
+    for (const was of before.values()) staleFlows.push(...flowsGone(was, []));
     return { changes: lastTables && elementChanges(lastTables, this.tables()), patched: false, staleFlows };
   }
 
-  /**
-   * The changed services (their models now; undefined: gone) patched into the last step.
-   * Undefined — nothing changed, rebuild instead — when a frontend changes hands: one of these
-   * services gives up a frontend another wanted, or takes one from a service after it by name.
-   */
-  patch(changed: ReadonlyArray<readonly [string, ModelOrError | undefined]>): ElementStep | undefined {
+  /** The changed services (their models now; undefined: gone) patched into the last step,
+   *  with the services whose frontends they contend for (ServiceRegistry.update). */
+  patch(changed: ReadonlyArray<readonly [string, ModelOrError | undefined]>): ElementStep {
     const ctx = this.ctx!;
-    const names = new Set(changed.map(([n]) => n));
-    const claims = new Map<string, string>();
-    const parts = new Map<string, ReturnType<typeof serviceParts> | undefined>();
-    for (const [name, m] of changed) {
-      for (const fe of this.services.get(name)?.owned ?? []) if ([...(this.wanted.get(fe.key) ?? [])].some((w) => !names.has(w))) return undefined;
-      const p = m && !('error' in m) ? partsOf(m, ctx) : undefined;
-      if (p && 'error' in p) {
-        parts.set(name, undefined);
-        continue;
-      }
-      parts.set(name, p);
-      for (const fe of p?.frontends ?? []) {
-        if (claims.has(fe.key)) return undefined;
-        claims.set(fe.key, name);
-        const owner = this.owners.get(fe.key)?.service;
-        if (owner !== undefined && !names.has(owner) && owner > name) return undefined;
-      }
-    }
-    const before = new Map(changed.map(([n]) => [n, this.services.get(n)?.owned]));
     const stores = () => FAMS.flatMap((f) => [...this.families![f].sets.values()]);
     this.recording = true;
+    let readded;
     try {
       for (const st of stores()) st.record();
-      for (const [name] of changed) this.remove(name);
-      for (const [name, m] of changed) if (m) this.add(name, m, parts.get(name));
+      readded = this.registry!.update(new Map(changed.map(([n, m]) => [n, m && made(m, ctx)])));
     } finally {
       this.recording = false;
     }
@@ -230,7 +185,7 @@ export class NftablesPlane implements DataPlane {
       if (c) changes.push(c);
     }
     const staleFlows: FlowFilter[] = [];
-    for (const [name, was] of before) staleFlows.push(...flowsGone(was, this.services.get(name)?.owned ?? []));
+    for (const r of readded) staleFlows.push(...flowsGone(r.was, r.now));
     return { changes, patched: true, staleFlows };
   }
 
@@ -238,8 +193,7 @@ export class NftablesPlane implements DataPlane {
    *  frontend now (a filter without the endpoint's port names none). */
   serves(f: FlowFilter): boolean {
     if (f.replySport === undefined || f.origDst === undefined) return false;
-    const owner = this.owners.get(`${f.origDst} ${f.proto} ${f.origDport}`);
-    const fe = owner && this.services.get(owner.service)?.owned.find((p) => p.address === f.origDst && p.protocol === f.proto && p.port === f.origDport);
+    const fe = this.registry?.owner(`${f.origDst} ${f.proto} ${f.origDport}`)?.frontend;
     return fe?.endpoints?.some(([a, p]) => a === f.replySrc && p === f.replySport) ?? false;
   }
 
@@ -253,53 +207,13 @@ export class NftablesPlane implements DataPlane {
   }
 
   summary(): ServiceSummary {
-    const healthChecks: HealthCheck[] = [];
-    const noLocalEndpoints: string[] = [];
-    const total = { internal: 0, external: 0 };
-    const warnings: ModelWarning[] = [...this.ctx!.warnings];
-    for (const [name, s] of [...this.notable].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-      if (s.healthCheck) healthChecks.push(s.healthCheck);
-      if (s.noLocal.internal || s.noLocal.external) noLocalEndpoints.push(name);
-      total.internal += s.noLocal.internal;
-      total.external += s.noLocal.external;
-      for (const message of s.warnings) warnings.push({ service: name, message });
-    }
-    healthChecks.sort((a, b) => a.nodePort - b.nodePort);
-    return { healthChecks, noLocalEndpoints: noLocalEndpoints.sort(), noLocalEndpointsTotal: total, warnings };
+    return this.registry!.summary();
   }
 
-  private add(name: string, m: ModelOrError, given?: ReturnType<typeof serviceParts>): void {
-    const parts = given ?? ('error' in m ? { error: m.error } : partsOf(m, this.ctx!));
-    if ('error' in parts) {
-      const s: ServiceState = { owned: NONE, lost: NONE, clusterAddrs: NONE, warnings: [notProgrammed(parts.error)], healthCheck: undefined, noLocal: NO_LOCAL_NONE };
-      this.services.set(name, s);
-      this.notable.set(name, s);
-      return;
-    }
-    const model = m as ServiceModel;
-    const warnings = [...model.warnings];
-    let internal = 0;
-    let external = 0;
-    for (const p of model.ports) {
-      const n = localWithoutEndpoints(p);
-      if (n.internal) internal++;
-      if (n.external) external++;
-    }
-    for (const e of parts.clusterAddrs) this.put(e.family, e.set, e.element);
-    const owned: FrontendPart[] = [];
-    const lost: string[] = [];
-    for (const fe of parts.frontends) {
-      const owner = this.owners.get(fe.key);
-      if (owner !== undefined) {
-        lost.push(fe.key);
-        let w = this.wanted.get(fe.key);
-        if (!w) this.wanted.set(fe.key, (w = new Set()));
-        w.add(name);
-        warnings.push(`${fe.address}:${fe.port}/${fe.protocol} already belongs to ${owner.portName}, ignored`);
-        continue;
-      }
-      this.owners.set(fe.key, { service: name, portName: fe.portName });
-      owned.push(fe);
+  /** A service's cluster IPs, and its owned frontends' elements and endpoints. */
+  private put(parts: ServiceParts, owned: readonly FrontendPart[]): void {
+    for (const e of parts.clusterAddrs) this.families![e.family].sets.get(e.set)!.add(e.element);
+    for (const fe of owned) {
       const fam = this.families![fe.family];
       if (fe.endpointCount && !fam.sets.has(endpointsMap(fe.endpointCount, 0))) this.addSize(fam, fe.endpointCount);
       const m = fe.shortCircuit?.length;
@@ -313,43 +227,36 @@ export class NftablesPlane implements DataPlane {
         fam.firewalls.set(fe.firewall.chain, fe.firewall);
         fam.table = undefined;
       }
-      for (let i = 0; i < fe.elements.length; i++) this.put(fe.family, fe.sets[i]!, fe.elements[i]!);
-      this.putEndpoints(fe);
+      for (let i = 0; i < fe.elements.length; i++) fam.sets.get(fe.sets[i]!)!.add(fe.elements[i]!);
+      for (const block of [fe.endpointElements, fe.shortCircuit]) {
+        if (!block?.length) continue;
+        fam.sets.get(endpointsMap(block.length, fe.shard))!.addBlock(block);
+        // the hairpin set's elements derive from the blocks, not kept (one per endpoint)
+        for (const e of block) this.hairpin(fam, e).add(hairpinElement(e));
+      }
     }
-    // Kept for every service (10k of them): exact-size arrays, one shared empty one.
-    const s: ServiceState = {
-      owned: exact(owned),
-      lost: exact(lost),
-      clusterAddrs: parts.clusterAddrs,
-      warnings: exact(warnings),
-      healthCheck: model.healthCheck,
-      noLocal: internal || external ? { internal, external } : NO_LOCAL_NONE,
-    };
-    this.services.set(name, s);
-    if (s.healthCheck || internal || external || s.warnings.length) this.notable.set(name, s);
   }
 
-  private remove(name: string): void {
-    const s = this.services.get(name);
-    if (!s) return;
-    this.services.delete(name);
-    this.notable.delete(name);
-    for (const e of s.clusterAddrs) this.take(e.family, e.set, e.element);
-    for (const fe of s.owned) {
-      this.owners.delete(fe.key);
-      for (let i = 0; i < fe.elements.length; i++) this.take(fe.family, fe.sets[i]!, fe.elements[i]!);
-      this.takeEndpoints(fe);
+  private take(parts: ServiceParts, owned: readonly FrontendPart[]): void {
+    for (const e of parts.clusterAddrs) this.families![e.family].sets.get(e.set)!.remove(e.element);
+    for (const fe of owned) {
+      const fam = this.families![fe.family];
+      for (let i = 0; i < fe.elements.length; i++) fam.sets.get(fe.sets[i]!)!.remove(fe.elements[i]!);
+      for (const block of [fe.endpointElements, fe.shortCircuit]) {
+        if (!block?.length) continue;
+        fam.sets.get(endpointsMap(block.length, fe.shard))!.removeBlock(block);
+        for (const e of block) this.hairpin(fam, e).remove(hairpinElement(e));
+      }
       if (fe.firewall) {
-        const fam = this.families![fe.family];
         fam.firewalls.delete(fe.firewall.chain);
         fam.table = undefined;
       }
     }
-    for (const k of s.lost) {
-      const w = this.wanted.get(k);
-      w?.delete(name);
-      if (w?.size === 0) this.wanted.delete(k);
-    }
+  }
+
+  /** The hairpin set of an endpoint map element's endpoint. */
+  private hairpin(fam: Family, e: SetElement): ElementStore {
+    return fam.sets.get(hairpinSet(addressShard((e.data as KeyValue[])[0] as string)))!;
   }
 
   private addSize(fam: Family, n: number): void {
@@ -370,47 +277,13 @@ export class NftablesPlane implements DataPlane {
     }
     fam.table = undefined;
   }
-
-  private put(family: Fam, name: string, element: SetElement): void {
-    this.families![family].sets.get(name)!.add(element);
-  }
-
-  private take(family: Fam, name: string, element: SetElement): void {
-    this.families![family].sets.get(name)!.remove(element);
-  }
-
-  /** A frontend's endpoint blocks into their maps, and its endpoints into the hairpin set
-   *  (derived from the blocks, not kept: one more element per endpoint of every frontend). */
-  private putEndpoints(fe: FrontendPart): void {
-    for (const block of [fe.endpointElements, fe.shortCircuit]) {
-      if (!block?.length) continue;
-      const set = this.families![fe.family].sets.get(endpointsMap(block.length, fe.shard))!;
-      set.addBlock(block);
-      for (const e of block) this.putHairpin(fe.family, hairpinElement(e));
-    }
-  }
-
-  private takeEndpoints(fe: FrontendPart): void {
-    for (const block of [fe.endpointElements, fe.shortCircuit]) {
-      if (!block?.length) continue;
-      const set = this.families![fe.family].sets.get(endpointsMap(block.length, fe.shard))!;
-      set.removeBlock(block);
-      for (const e of block) this.takeHairpin(fe.family, hairpinElement(e));
-    }
-  }
-
-  private putHairpin(family: Fam, e: SetElement): void {
-    this.put(family, hairpinSet(addressShard(e.key[0] as string)), e);
-  }
-
-  private takeHairpin(family: Fam, e: SetElement): void {
-    this.take(family, hairpinSet(addressShard(e.key[0] as string)), e);
-  }
 }
 
-function partsOf(m: ServiceModel, ctx: ModelContext): ReturnType<typeof serviceParts> | { error: unknown } {
+/** A service's model made into its parts (or what failed). */
+function made(m: ModelOrError, ctx: ModelContext): Made<ServiceParts> {
+  if ('error' in m) return m;
   try {
-    return serviceParts(m, ctx);
+    return { model: m, parts: serviceParts(m, ctx) };
   } catch (error) {
     return { error };
   }

@@ -52,7 +52,8 @@ import type { IpvsProtocol } from '../../kernel/ipvs.js';
 import { jhash, scale } from '../../kernel/jhash.js';
 import { ipv4ToU32, type KeyValue } from '../../kernel/nft-types.js';
 import type { SetElement } from '../../kernel/nftables.js';
-import { frontendEndpoints, frontends, shortCircuitEndpoints, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
+import { frontendEndpoints, frontends, shortCircuitEndpoints, type FrontendKind, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
+import type { FrontendClaim } from '../service-registry.js';
 import { inAny } from '../../kube/address.js';
 import { ipv6Words, isLoopback } from '../../net/address.js';
 import { firewallChain } from '../ipvs/glue.js';
@@ -89,11 +90,8 @@ export interface Firewall {
 export const SHORT_CIRCUIT = 0x4000_0000;
 
 /** A frontend of a service port, (address, protocol, port), and all it puts into the table. */
-export interface FrontendPart {
-  /** "address protocol port" (the model's addresses are canonical): one owner per key. */
-  key: string;
-  /** The service port's name ("namespace/name:port"). */
-  portName: string;
+export interface FrontendPart extends FrontendClaim {
+  kind: FrontendKind;
   family: Fam;
   protocol: IpvsProtocol;
   address: string;
@@ -165,6 +163,7 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         // joined, not a template: a flat string (a template's is a chain of four concatenations, ~100 bytes more, ×11k kept)
         key: [fe.address, p.protocol, fe.port].join(' '),
         portName: p.name,
+        kind: fe.kind,
         family,
         protocol: p.protocol,
         address: fe.address,
