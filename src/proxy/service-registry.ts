@@ -11,6 +11,8 @@ import { compareText } from '../util/sorted.js';
 
 /** A frontend a service port claims. */
 export interface FrontendClaim {
+  /** The service's name ("namespace/name"). */
+  readonly service: string;
   /** "address protocol port" (canonical address): one owner per key. */
   readonly key: string;
   /** The service port's name ("namespace/name:port"). */
@@ -45,12 +47,14 @@ interface Facts {
   readonly noLocal: { readonly internal: number; readonly external: number };
 }
 
-/** A service as the registry took it: its parts and facts, or what failed. */
-type Taken<P> = { parts: P; facts: Facts } | { error: unknown };
+/** A service as the registry takes it: its parts (none: it failed) and facts. */
+interface Taken<P> {
+  readonly parts: P | undefined;
+  readonly facts: Facts;
+}
 
 /** A service as the registry holds it. */
-interface Entry<F extends FrontendClaim, P extends PlaneParts<F>> {
-  readonly taken: Taken<P>;
+interface Entry<F extends FrontendClaim, P extends PlaneParts<F>> extends Taken<P> {
   readonly owned: readonly F[];
   /** Keys of frontends it claimed that another owns. */
   readonly lost: readonly string[];
@@ -74,7 +78,7 @@ const NO_FACTS: Facts = Object.freeze({ warnings: NONE, healthCheck: undefined, 
 /** What the registry keeps of a made service: its parts, and its model's facts (the model
  *  itself is dropped: its endpoints are in the parts already). */
 function take<P extends PlaneParts<FrontendClaim>>(made: Made<P>): Taken<P> {
-  if ('error' in made) return made;
+  if ('error' in made) return { parts: undefined, facts: { ...NO_FACTS, warnings: [notProgrammed(made.error)] } };
   const { model, parts } = made;
   let internal = 0;
   let external = 0;
@@ -84,7 +88,9 @@ function take<P extends PlaneParts<FrontendClaim>>(made: Made<P>): Taken<P> {
     if (n.external) external++;
   }
   const warnings = model.warnings.length || parts.warnings?.length ? [...model.warnings, ...(parts.warnings ?? NONE)] : NONE;
-  return { parts, facts: { warnings, healthCheck: model.healthCheck, noLocal: internal || external ? { internal, external } : NO_LOCAL_NONE } };
+  // most services have none of these: one shared object
+  const facts = warnings === NONE && !model.healthCheck && !internal && !external ? NO_FACTS : { warnings, healthCheck: model.healthCheck, noLocal: internal || external ? { internal, external } : NO_LOCAL_NONE };
+  return { parts, facts };
 }
 
 export class ServiceRegistry<F extends FrontendClaim, P extends PlaneParts<F>> {
@@ -92,7 +98,7 @@ export class ServiceRegistry<F extends FrontendClaim, P extends PlaneParts<F>> {
   /** The services with a health check, a Local policy without local endpoints or a warning:
    *  what the summary lists (few, so a sync does not walk every service). */
   private notable = new Map<string, Entry<F, P>>();
-  private owners = new Map<string, { service: string; frontend: F }>();
+  private owners = new Map<string, F>();
   /** Frontend keys other services claimed too, and which. */
   private wanted = new Map<string, Set<string>>();
 
@@ -130,7 +136,8 @@ export class ServiceRegistry<F extends FrontendClaim, P extends PlaneParts<F>> {
       const owner = this.owners.get(key)?.service;
       for (const s of [...(owner !== undefined ? [owner] : []), ...(this.wanted.get(key) ?? [])]) {
         if (redo.has(s)) continue;
-        redo.set(s, this.services.get(s)!.taken);
+        const e = this.services.get(s)!;
+        redo.set(s, { parts: e.parts, facts: e.facts });
         queue.push(s);
       }
     };
@@ -140,7 +147,7 @@ export class ServiceRegistry<F extends FrontendClaim, P extends PlaneParts<F>> {
       for (const fe of e?.owned ?? NONE) contend(fe.key);
       for (const k of e?.lost ?? NONE) contend(k);
       const t = redo.get(name);
-      if (t && !('error' in t)) for (const fe of t.parts.frontends) contend(fe.key);
+      for (const fe of t?.parts?.frontends ?? NONE) contend(fe.key);
     }
     const names = [...redo.keys()].sort(compareText);
     const was = new Map(names.map((n) => [n, this.services.get(n)?.owned]));
@@ -154,14 +161,14 @@ export class ServiceRegistry<F extends FrontendClaim, P extends PlaneParts<F>> {
     return out;
   }
 
-  /** The owned frontend of a key, and its service. */
-  owner(key: string): { service: string; frontend: F } | undefined {
+  /** The owned frontend of a key. */
+  owner(key: string): F | undefined {
     return this.owners.get(key);
   }
 
   /** Every service's owned frontends and parts, in no order. */
   *entries(): IterableIterator<{ name: string; parts: P | undefined; owned: readonly F[] }> {
-    for (const [name, e] of this.services) yield { name, parts: 'error' in e.taken ? undefined : e.taken.parts, owned: e.owned };
+    for (const [name, e] of this.services) yield { name, parts: e.parts, owned: e.owned };
   }
 
   /** The health checks, the Local policies without local endpoints and the warnings. */
@@ -171,7 +178,7 @@ export class ServiceRegistry<F extends FrontendClaim, P extends PlaneParts<F>> {
     const total = { internal: 0, external: 0 };
     const warnings: ModelWarning[] = [...this.contextWarnings];
     for (const [name, e] of [...this.notable].sort(([a], [b]) => compareText(a, b))) {
-      const f = 'error' in e.taken ? NO_FACTS : e.taken.facts;
+      const f = e.facts;
       if (f.healthCheck) healthChecks.push(f.healthCheck);
       if (f.noLocal.internal || f.noLocal.external) noLocalEndpoints.push(name);
       total.internal += f.noLocal.internal;
@@ -183,13 +190,13 @@ export class ServiceRegistry<F extends FrontendClaim, P extends PlaneParts<F>> {
   }
 
   private add(name: string, taken: Taken<P>): void {
-    if ('error' in taken) {
-      const e: Entry<F, P> = { taken, owned: NONE, lost: NONE, warnings: [notProgrammed(taken.error)] };
+    const { parts, facts } = taken;
+    if (!parts) {
+      const e: Entry<F, P> = { parts, facts, owned: NONE, lost: NONE, warnings: facts.warnings };
       this.services.set(name, e);
       this.notable.set(name, e);
       return;
     }
-    const { parts, facts } = taken;
     let conflicts: string[] | undefined;
     const owned: F[] = [];
     const lost: string[] = [];
@@ -200,16 +207,17 @@ export class ServiceRegistry<F extends FrontendClaim, P extends PlaneParts<F>> {
         let w = this.wanted.get(fe.key);
         if (!w) this.wanted.set(fe.key, (w = new Set()));
         w.add(name);
-        (conflicts ??= []).push(`${fe.kind} ${fe.address}:${fe.port}/${fe.protocol} already belongs to ${owner.frontend.portName}, ignored`);
+        (conflicts ??= []).push(`${fe.kind} ${fe.address}:${fe.port}/${fe.protocol} already belongs to ${owner.portName}, ignored`);
         continue;
       }
-      this.owners.set(fe.key, { service: name, frontend: fe });
+      this.owners.set(fe.key, fe);
       owned.push(fe);
     }
     this.sink.put(parts, owned);
     // Kept for every service (10k of them): exact-size arrays, one shared empty one.
     const e: Entry<F, P> = {
-      taken,
+      parts,
+      facts,
       owned: owned.length === parts.frontends.length ? parts.frontends : exact(owned),
       lost: exact(lost),
       warnings: conflicts ? [...new Set([...facts.warnings, ...conflicts])] : facts.warnings.length ? [...new Set(facts.warnings)] : NONE,
@@ -223,7 +231,7 @@ export class ServiceRegistry<F extends FrontendClaim, P extends PlaneParts<F>> {
     if (!e) return;
     this.services.delete(name);
     this.notable.delete(name);
-    if (!('error' in e.taken)) this.sink.take(e.taken.parts, e.owned);
+    if (e.parts) this.sink.take(e.parts, e.owned);
     for (const fe of e.owned) this.owners.delete(fe.key);
     for (const k of e.lost) {
       const w = this.wanted.get(k);

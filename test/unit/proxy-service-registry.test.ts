@@ -38,7 +38,7 @@ function sink() {
 const model = (name: string): ServiceModel => ({ name, ports: [], externalLocal: false, healthCheck: undefined, warnings: [] });
 
 function made(name: string, keys: number[], version: number): Made<Parts> {
-  const frontends = keys.map((k): FrontendClaim => ({ key: `10.0.0.${k} tcp 80`, portName: `${name}:p`, kind: 'clusterIP', address: `10.0.0.${k}`, protocol: 'tcp', port: 80 }));
+  const frontends = keys.map((k): FrontendClaim => ({ key: `10.0.0.${k} tcp 80`, service: name, portName: `${name}:p`, kind: 'clusterIP', address: `10.0.0.${k}`, protocol: 'tcp', port: 80 }));
   return { model: model(name), parts: { frontends, tag: `${name}@${version}` } };
 }
 

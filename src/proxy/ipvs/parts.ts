@@ -80,7 +80,7 @@ function frontendOf(sp: ServicePortModel, fe: Frontend, sched: SchedulerChoice, 
   const family = sp.family === 'inet' ? 'ip' : 'ip6';
   const key = [fe.address, protocol, fe.port].join(' ');
   const glue = fe.kind === 'nodePort' ? nodePortElements({ localOnly: fe.localOnly, protocol, port: fe.port }) : vipElements({ ...fe, kind: fe.kind as GlueVip['kind'], protocol, bound: bind });
-  const f: IpvsFrontend = { key, portName: sp.name, kind: fe.kind, address: fe.address, protocol, port: fe.port, family, vs, bind, localOnly: fe.localOnly, glue };
+  const f: IpvsFrontend = { key, service: sp.service, portName: sp.name, kind: fe.kind, address: fe.address, protocol, port: fe.port, family, vs, bind, localOnly: fe.localOnly, glue };
   if (fe.kind === 'loadBalancer' && sp.sourceRanges.cidrs.length) {
     const allowFromNode = [...ctx.nodeAddresses].some((a) => !isLoopback(a) && inAny(sp.sourceRanges, a));
     f.sourceRange = { address: fe.address, protocol, port: fe.port, cidrs: [...sp.sourceRanges.texts].sort(), allowFromNode, servicePort: sp.name };

@@ -117,16 +117,33 @@ export interface FrontendPart extends FrontendClaim {
   affinity?: number;
 }
 
-/** What one service puts into the tables: per frontend, and its cluster IPs. */
+/** What one service puts into the tables: per frontend, and for the whole service its cluster
+ *  IPs and its endpoints' hairpin elements (each endpoint once, whichever frontends reach it). */
 export interface ServiceParts {
   frontends: FrontendPart[];
-  clusterAddrs: ServiceElement[];
+  elements: ServiceElement[];
 }
 
 /** A service's frontends and elements under this node and configuration. */
 export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
   const famOf = (p: ServiceModel['ports'][number]) => (p.family === 'inet' ? 'ip' : 'ip6');
-  const out: ServiceParts = { frontends: [], clusterAddrs: m.ports.map((p) => ({ family: famOf(p), set: 'cluster-addrs', element: { key: [p.clusterIP] } })) };
+  const out: ServiceParts = { frontends: [], elements: m.ports.map((p) => ({ family: famOf(p), set: 'cluster-addrs', element: { key: [p.clusterIP] } })) };
+  // Each endpoint address once: the first list of endpoints as it is (a port's endpoints are
+  // one per pod), the others checked against what came before (no Set for most services).
+  let first: readonly { address: string }[] | undefined;
+  let seen: Set<string> | undefined;
+  const reach = (family: Fam, eps: readonly { address: string }[]) => {
+    if (!eps.length || eps === first) return;
+    if (first) seen ??= new Set(first.map((ep) => ep.address));
+    else first = eps;
+    for (const ep of eps) {
+      if (seen) {
+        if (seen.has(ep.address)) continue;
+        seen.add(ep.address);
+      }
+      out.elements.push({ family, set: hairpinSet(addressShard(ep.address)), element: hairpinElement(ep.address) });
+    }
+  };
   for (const p of m.ports) {
     const family = famOf(p);
     for (const fe of frontends(p, ctx)) {
@@ -148,6 +165,8 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         endpointElements[i] = { key: [fe.address, p.protocol, fe.port, i], data: [ep.address, ep.port] };
       });
       const shortCircuit = scEps.map((ep, i): SetElement => ({ key: [fe.address, p.protocol, fe.port, SHORT_CIRCUIT + i], data: [ep.address, ep.port] }));
+      reach(family, eps);
+      reach(family, scEps);
       // every endpoint a client of the frontend can be sent to (the short-circuit's are the
       // Cluster policy's: a superset of the local ones but for serving-terminating fallbacks)
       const reached = scEps.length ? uniqEndpoints([...eps, ...scEps]) : eps;
@@ -162,6 +181,7 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
       const part: FrontendPart = {
         // joined, not a template: a flat string (a template's is a chain of four concatenations, ~100 bytes more, ×11k kept)
         key: [fe.address, p.protocol, fe.port].join(' '),
+        service: p.service,
         portName: p.name,
         kind: fe.kind,
         family,
@@ -195,9 +215,8 @@ function uniqEndpoints<T extends { address: string; port: number }>(eps: readonl
 }
 
 /** The hairpin sets' element of an endpoint: its address twice (daddr . saddr of a packet
- *  DNATed back to where it came from), from an endpoint map element's data. */
-export function hairpinElement(endpoint: SetElement): SetElement {
-  const address = (endpoint.data as KeyValue[])[0]!;
+ *  DNATed back to where it came from). */
+export function hairpinElement(address: string): SetElement {
   return { key: [address, address] };
 }
 
