@@ -11,7 +11,7 @@ import type { SetElement } from '../../kernel/nftables.js';
 import { modelContext, serviceModel, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
 import type { ServiceSummary } from '../../kube/types.js';
 import { ServiceRegistry, type Made } from '../service-registry.js';
-import type { Fam } from '../nft-sets.js';
+import { fam, type Fam } from '../nft-sets.js';
 import type { DataPlane, PlaneSources, PlaneStep } from '../data-plane.js';
 import {
   affinityTimeoutSet, endpointsMap, FIXED_SETS, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, SHARDS, staticElements,
@@ -212,6 +212,7 @@ export class NftablesPlane implements DataPlane {
   /** A service's own elements (cluster IPs, hairpin), and its owned frontends' elements and endpoints. */
   private put(parts: ServiceParts, owned: readonly FrontendPart[]): void {
     for (const e of parts.elements) this.families![e.family].sets.get(e.set)!.add(e.element);
+    for (let i = 0; i < parts.hairpin.length; i++) this.families![fam(parts.hairpin[i]!.key[0] as string)].sets.get(parts.hairpinSets[i]!)!.add(parts.hairpin[i]!);
     for (const fe of owned) {
       const fam = this.families![fe.family];
       if (fe.endpointCount && !fam.sets.has(endpointsMap(fe.endpointCount, 0))) this.addSize(fam, fe.endpointCount);
@@ -233,6 +234,7 @@ export class NftablesPlane implements DataPlane {
 
   private take(parts: ServiceParts, owned: readonly FrontendPart[]): void {
     for (const e of parts.elements) this.families![e.family].sets.get(e.set)!.remove(e.element);
+    for (let i = 0; i < parts.hairpin.length; i++) this.families![fam(parts.hairpin[i]!.key[0] as string)].sets.get(parts.hairpinSets[i]!)!.remove(parts.hairpin[i]!);
     for (const fe of owned) {
       const fam = this.families![fe.family];
       for (let i = 0; i < fe.elements.length; i++) fam.sets.get(fe.sets[i]!)!.remove(fe.elements[i]!);

@@ -122,17 +122,20 @@ export interface FrontendPart extends FrontendClaim {
 export interface ServiceParts {
   frontends: FrontendPart[];
   elements: ServiceElement[];
+  /** The hairpin elements, and the set of each (hairpinSet): two arrays, not an object each. */
+  hairpin: SetElement[];
+  hairpinSets: string[];
 }
 
 /** A service's frontends and elements under this node and configuration. */
 export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
   const famOf = (p: ServiceModel['ports'][number]) => (p.family === 'inet' ? 'ip' : 'ip6');
-  const out: ServiceParts = { frontends: [], elements: m.ports.map((p) => ({ family: famOf(p), set: 'cluster-addrs', element: { key: [p.clusterIP] } })) };
+  const out: ServiceParts = { frontends: [], elements: m.ports.map((p) => ({ family: famOf(p), set: 'cluster-addrs', element: { key: [p.clusterIP] } })), hairpin: [], hairpinSets: [] };
   // Each endpoint address once: the first list of endpoints as it is (a port's endpoints are
   // one per pod), the others checked against what came before (no Set for most services).
   let first: readonly { address: string }[] | undefined;
   let seen: Set<string> | undefined;
-  const reach = (family: Fam, eps: readonly { address: string }[]) => {
+  const reach = (eps: readonly { address: string }[]) => {
     if (!eps.length || eps === first) return;
     if (first) seen ??= new Set(first.map((ep) => ep.address));
     else first = eps;
@@ -141,7 +144,8 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         if (seen.has(ep.address)) continue;
         seen.add(ep.address);
       }
-      out.elements.push({ family, set: hairpinSet(addressShard(ep.address)), element: hairpinElement(ep.address) });
+      out.hairpin.push(hairpinElement(ep.address));
+      out.hairpinSets.push(hairpinSet(addressShard(ep.address)));
     }
   };
   for (const p of m.ports) {
@@ -165,8 +169,8 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         endpointElements[i] = { key: [fe.address, p.protocol, fe.port, i], data: [ep.address, ep.port] };
       });
       const shortCircuit = scEps.map((ep, i): SetElement => ({ key: [fe.address, p.protocol, fe.port, SHORT_CIRCUIT + i], data: [ep.address, ep.port] }));
-      reach(family, eps);
-      reach(family, scEps);
+      reach(eps);
+      reach(scEps);
       // every endpoint a client of the frontend can be sent to (the short-circuit's are the
       // Cluster policy's: a superset of the local ones but for serving-terminating fallbacks)
       const reached = scEps.length ? uniqEndpoints([...eps, ...scEps]) : eps;
