@@ -8,13 +8,14 @@ import { ElementStore, keyText } from '../element-store.js';
 import type { NftElementChange } from '../../engine/engine.js';
 import type { FlowFilter } from '../../kernel/conntrack.js';
 import type { SetElement } from '../../kernel/nftables.js';
+import type { KeyValue } from '../../kernel/nft-types.js';
 import { modelContext, serviceModel, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
 import type { ServiceSummary } from '../../kube/types.js';
 import { ServiceRegistry, type Made } from '../service-registry.js';
-import { fam, type Fam } from '../nft-sets.js';
+import type { Fam } from '../nft-sets.js';
 import type { DataPlane, PlaneSources, PlaneStep } from '../data-plane.js';
 import {
-  affinityTimeoutSet, endpointsMap, FIXED_SETS, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, SHARDS, staticElements,
+  addressShard, affinityTimeoutSet, endpointsMap, FIXED_SETS, hairpinElement, hairpinSet, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, SHARDS, staticElements,
   type Firewall, type FrontendPart, type ServiceParts, type SetDecl, type TableShape,
 } from './table.js';
 
@@ -209,10 +210,9 @@ export class NftablesPlane implements DataPlane {
     return this.registry!.summary();
   }
 
-  /** A service's own elements (cluster IPs, hairpin), and its owned frontends' elements and endpoints. */
+  /** A service's cluster IPs, and its owned frontends' elements and endpoints. */
   private put(parts: ServiceParts, owned: readonly FrontendPart[]): void {
-    for (const e of parts.elements) this.families![e.family].sets.get(e.set)!.add(e.element);
-    for (let i = 0; i < parts.hairpin.length; i++) this.families![fam(parts.hairpin[i]!.key[0] as string)].sets.get(parts.hairpinSets[i]!)!.add(parts.hairpin[i]!);
+    for (const e of parts.clusterAddrs) this.families![e.family].sets.get(e.set)!.add(e.element);
     for (const fe of owned) {
       const fam = this.families![fe.family];
       if (fe.endpointCount && !fam.sets.has(endpointsMap(fe.endpointCount, 0))) this.addSize(fam, fe.endpointCount);
@@ -228,22 +228,35 @@ export class NftablesPlane implements DataPlane {
         fam.table = undefined;
       }
       for (let i = 0; i < fe.elements.length; i++) fam.sets.get(fe.sets[i]!)!.add(fe.elements[i]!);
-      for (const block of [fe.endpointElements, fe.shortCircuit]) if (block?.length) fam.sets.get(endpointsMap(block.length, fe.shard))!.addBlock(block);
+      for (const block of [fe.endpointElements, fe.shortCircuit]) {
+        if (!block?.length) continue;
+        fam.sets.get(endpointsMap(block.length, fe.shard))!.addBlock(block);
+        // the hairpin set's elements derive from the blocks, not kept (one per endpoint)
+        for (const e of block) this.hairpin(fam, e).add(hairpinElement(e));
+      }
     }
   }
 
   private take(parts: ServiceParts, owned: readonly FrontendPart[]): void {
-    for (const e of parts.elements) this.families![e.family].sets.get(e.set)!.remove(e.element);
-    for (let i = 0; i < parts.hairpin.length; i++) this.families![fam(parts.hairpin[i]!.key[0] as string)].sets.get(parts.hairpinSets[i]!)!.remove(parts.hairpin[i]!);
+    for (const e of parts.clusterAddrs) this.families![e.family].sets.get(e.set)!.remove(e.element);
     for (const fe of owned) {
       const fam = this.families![fe.family];
       for (let i = 0; i < fe.elements.length; i++) fam.sets.get(fe.sets[i]!)!.remove(fe.elements[i]!);
-      for (const block of [fe.endpointElements, fe.shortCircuit]) if (block?.length) fam.sets.get(endpointsMap(block.length, fe.shard))!.removeBlock(block);
+      for (const block of [fe.endpointElements, fe.shortCircuit]) {
+        if (!block?.length) continue;
+        fam.sets.get(endpointsMap(block.length, fe.shard))!.removeBlock(block);
+        for (const e of block) this.hairpin(fam, e).remove(hairpinElement(e));
+      }
       if (fe.firewall) {
         fam.firewalls.delete(fe.firewall.chain);
         fam.table = undefined;
       }
     }
+  }
+
+  /** The hairpin set of an endpoint map element's endpoint. */
+  private hairpin(fam: Family, e: SetElement): ElementStore {
+    return fam.sets.get(hairpinSet(addressShard((e.data as KeyValue[])[0] as string)))!;
   }
 
   private addSize(fam: Family, n: number): void {

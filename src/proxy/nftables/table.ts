@@ -117,37 +117,16 @@ export interface FrontendPart extends FrontendClaim {
   affinity?: number;
 }
 
-/** What one service puts into the tables: per frontend, and for the whole service its cluster
- *  IPs and its endpoints' hairpin elements (each endpoint once, whichever frontends reach it). */
+/** What one service puts into the tables: per frontend, and its cluster IPs. */
 export interface ServiceParts {
   frontends: FrontendPart[];
-  elements: ServiceElement[];
-  /** The hairpin elements, and the set of each (hairpinSet): two arrays, not an object each. */
-  hairpin: SetElement[];
-  hairpinSets: string[];
+  clusterAddrs: ServiceElement[];
 }
 
 /** A service's frontends and elements under this node and configuration. */
 export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
   const famOf = (p: ServiceModel['ports'][number]) => (p.family === 'inet' ? 'ip' : 'ip6');
-  const out: ServiceParts = { frontends: [], elements: m.ports.map((p) => ({ family: famOf(p), set: 'cluster-addrs', element: { key: [p.clusterIP] } })), hairpin: [], hairpinSets: [] };
-  // Each endpoint address once: the first list of endpoints as it is (a port's endpoints are
-  // one per pod), the others checked against what came before (no Set for most services).
-  let first: readonly { address: string }[] | undefined;
-  let seen: Set<string> | undefined;
-  const reach = (eps: readonly { address: string }[]) => {
-    if (!eps.length || eps === first) return;
-    if (first) seen ??= new Set(first.map((ep) => ep.address));
-    else first = eps;
-    for (const ep of eps) {
-      if (seen) {
-        if (seen.has(ep.address)) continue;
-        seen.add(ep.address);
-      }
-      out.hairpin.push(hairpinElement(ep.address));
-      out.hairpinSets.push(hairpinSet(addressShard(ep.address)));
-    }
-  };
+  const out: ServiceParts = { frontends: [], clusterAddrs: m.ports.map((p) => ({ family: famOf(p), set: 'cluster-addrs', element: { key: [p.clusterIP] } })) };
   for (const p of m.ports) {
     const family = famOf(p);
     for (const fe of frontends(p, ctx)) {
@@ -169,8 +148,6 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         endpointElements[i] = { key: [fe.address, p.protocol, fe.port, i], data: [ep.address, ep.port] };
       });
       const shortCircuit = scEps.map((ep, i): SetElement => ({ key: [fe.address, p.protocol, fe.port, SHORT_CIRCUIT + i], data: [ep.address, ep.port] }));
-      reach(eps);
-      reach(scEps);
       // every endpoint a client of the frontend can be sent to (the short-circuit's are the
       // Cluster policy's: a superset of the local ones but for serving-terminating fallbacks)
       const reached = scEps.length ? uniqEndpoints([...eps, ...scEps]) : eps;
@@ -219,8 +196,9 @@ function uniqEndpoints<T extends { address: string; port: number }>(eps: readonl
 }
 
 /** The hairpin sets' element of an endpoint: its address twice (daddr . saddr of a packet
- *  DNATed back to where it came from). */
-export function hairpinElement(address: string): SetElement {
+ *  DNATed back to where it came from), from an endpoint map element's data. */
+export function hairpinElement(endpoint: SetElement): SetElement {
+  const address = (endpoint.data as KeyValue[])[0]!;
   return { key: [address, address] };
 }
 
