@@ -5,7 +5,7 @@
 // the ruleset generation at which the kernel has exactly those: never their elements. Element
 // changes come from the caller (DesiredChanges.nft) or from a listing.
 import { NetlinkError } from '../errors.js';
-import { NftTransaction, PackedElements, type EncodedElements, type NftablesApi, type NftOp, type NftRuleset, type SetInfo } from '../kernel/nftables.js';
+import { NftTransaction, PackedElements, type NftablesApi, type NftOp, type NftRuleset, type SetInfo } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
 import { declOf, diffNftSteps, elementKey, staticFromLast, type DesiredNftTable, type ListedElements, type NftDelta, type StaticOps } from './nft-diff.js';
 import type { Phase, Planned, PlanScope, Reconciler } from './reconciler.js';
@@ -56,9 +56,6 @@ export interface NftPlanned extends Planned {
   desired?: DesiredNftTable[];
   /** The ruleset generation at which the plan's view of the tables is exact, when known. */
   base?: number;
-  /** Per op of the delta, an element op's elements as their check encoded them: what its
-   *  commit writes (a created table's elements are encoded once). */
-  encoded?: ReadonlyArray<EncodedElements | undefined>;
 }
 
 export class NftReconciler implements Reconciler<NftChecked, NftObserved, NftPlanned> {
@@ -159,11 +156,7 @@ export class NftReconciler implements Reconciler<NftChecked, NftObserved, NftPla
       if (c.known!.some((st) => st.pre.length > 0 || st.post.length > 0)) out.desired = c.tables;
       if (this.gen !== undefined) out.base = this.gen;
     }
-    if (out.shown.nft?.ops.length) {
-      const kept = keepNftElements(out.shown.nft, c.droppedChains);
-      out.invalid = [...c.invalid, ...kept.invalid];
-      out.encoded = kept.encoded;
-    }
+    if (out.shown.nft?.ops.length) out.invalid = [...c.invalid, ...keepNftElements(out.shown.nft, c.droppedChains)];
     return out;
   }
 
@@ -175,15 +168,7 @@ export class NftReconciler implements Reconciler<NftChecked, NftObserved, NftPla
     // The owned tables stay known exactly only if the generation after this commit is the
     // plan's plus one per transaction of it: no other commit went in since the plan's view.
     this.gen = undefined;
-    // the encoded elements of ops the plan's delta no longer has (a caller changed it) are not used
-    const encoded = p.encoded?.length === delta.ops.length ? p.encoded : undefined;
-    let res: Committed;
-    try {
-      res = await this.commitDelta(nft, delta, encoded);
-    } finally {
-      // their bytes are in the transactions' streams now (a second apply of the plan encodes)
-      for (const e of p.encoded ?? []) e?.release();
-    }
+    const res = await this.commitDelta(nft, delta);
     if (p.base !== undefined && !res.errors.length && res.transactions.length > 0 && res.transactions.every((t) => t.committed)) {
       const to = await nft.genId();
       if (to === p.base + res.transactions.length) this.gen = to;
@@ -234,20 +219,19 @@ export class NftReconciler implements Reconciler<NftChecked, NftObserved, NftPla
    * the other, stopping at the first that fails: only one transaction's op stream and netlink
    * batch exist at a time (all of a created 10k × 10 table's at once were ~20 MB).
    */
-  private async commitDelta(nft: NftablesApi, delta: NftDelta, encoded: ReadonlyArray<EncodedElements | undefined> | undefined): Promise<Committed> {
+  private async commitDelta(nft: NftablesApi, delta: NftDelta): Promise<Committed> {
     const units = this.opts.createInTransactionsOf;
     const maxOps = this.opts.maxOpsPerTransaction;
     const ops = delta.ops;
-    const pieces = (indexes: number[]): Transaction[] =>
-      maxOps ? inTransactionsOf(ops, encoded, indexes, maxOps) : [{ ops: indexes.map((i) => ops[i]!), encoded: indexes.map((i) => encoded?.[i]), owner: indexes }];
-    let groups: Transaction[];
+    const pieces = (indexes: number[]) => (maxOps ? inTransactionsOf(ops, indexes, maxOps) : [{ ops: indexes.map((i) => ops[i]!), owner: indexes }]);
+    let groups: Array<{ ops: NftOp[]; owner: number[] }>;
     if (delta.created && units) {
       const body: number[] = [];
       const rules: number[] = [];
       ops.forEach((o, i) => (o.kind === 'rule' ? rules : body).push(i));
-      groups = [...inTransactionsOf(ops, encoded, body, units), ...pieces(rules)];
+      groups = [...inTransactionsOf(ops, body, units), ...pieces(rules)];
     } else if (maxOps) groups = pieces(ops.map((_, i) => i));
-    else return this.commit(nft, ops, encoded);
+    else return this.commit(nft, ops);
     const ok = new Uint8Array(ops.length).fill(1);
     const errors: NetlinkError[] = [];
     const transactions: Array<{ committed: boolean }> = [];
@@ -259,7 +243,7 @@ export class NftReconciler implements Reconciler<NftChecked, NftObserved, NftPla
         for (const i of g.owner) ok[i] = 0;
         continue;
       }
-      const r = await this.commit(nft, g.ops, g.encoded);
+      const r = await this.commit(nft, g.ops);
       g.ops.forEach((_, j) => r.ok(j) || (ok[g.owner[j]!] = 0));
       errors.push(...r.errors.map((e) => back(e, g.owner)));
       transactions.push(...r.transactions);
@@ -272,19 +256,18 @@ export class NftReconciler implements Reconciler<NftChecked, NftObserved, NftPla
    *  NFT_ELEMENTS_PIECE elements queued as pieces (still one transaction: the kernel gets the
    *  same elements in the same batch). Statuses and error indexes are those of `ops`: an op is
    *  ok when all its pieces are. */
-  private async commit(nft: NftablesApi, ops: readonly NftOp[], encoded: ReadonlyArray<EncodedElements | undefined> | undefined): Promise<Committed> {
+  private async commit(nft: NftablesApi, ops: readonly NftOp[]): Promise<Committed> {
     const tx = new NftTransaction();
     /** Per queued op, the index of its op in `ops`. */
     const owner: number[] = [];
     ops.forEach((op, i) => {
-      const enc = encoded?.[i];
       if (op.kind !== 'elements' || op.set.interval || op.elements.length <= NFT_ELEMENTS_PIECE) {
-        tx.queue(op, enc);
+        tx.queue(op);
         owner.push(i);
         return;
       }
       for (let at = 0; at < op.elements.length; at += NFT_ELEMENTS_PIECE) {
-        tx.queue({ ...op, elements: op.elements.slice(at, at + NFT_ELEMENTS_PIECE) }, enc?.slice(at, at + NFT_ELEMENTS_PIECE));
+        tx.queue({ ...op, elements: op.elements.slice(at, at + NFT_ELEMENTS_PIECE) });
         owner.push(i);
       }
     });
@@ -298,35 +281,25 @@ export class NftReconciler implements Reconciler<NftChecked, NftObserved, NftPla
   }
 }
 
-/** One transaction of a delta's: its ops, their encoded elements (NftPlanned.encoded), and
- *  each op's index in the delta. */
-interface Transaction {
-  ops: NftOp[];
-  encoded: Array<EncodedElements | undefined>;
-  owner: number[];
-}
-
 /** The ops at these indexes in transactions of at most `units` of work (an op, or a set
- *  element: an element op is split where a transaction fills, and its encoded elements with
- *  it), in order; `owner` maps each transaction's ops back to their indexes. */
-function inTransactionsOf(all: readonly NftOp[], encoded: ReadonlyArray<EncodedElements | undefined> | undefined, indexes: readonly number[], units: number): Transaction[] {
-  const out: Transaction[] = [];
-  let cur: Transaction = { ops: [], encoded: [], owner: [] };
+ *  element: an element op is split where a transaction fills), in order; `owner` maps each
+ *  transaction's ops back to their indexes. */
+function inTransactionsOf(all: readonly NftOp[], indexes: readonly number[], units: number): Array<{ ops: NftOp[]; owner: number[] }> {
+  const out: Array<{ ops: NftOp[]; owner: number[] }> = [];
+  let cur = { ops: [] as NftOp[], owner: [] as number[] };
   let room = units;
   const next = () => {
     if (cur.ops.length) out.push(cur);
-    cur = { ops: [], encoded: [], owner: [] };
+    cur = { ops: [], owner: [] };
     room = units;
   };
   for (const i of indexes) {
     const op = all[i]!;
-    const enc = encoded?.[i];
     if (op.kind !== 'elements' || op.set.interval || op.elements.length === 0) {
       // one piece (an interval set's elements are never split), alone if it is larger
       const n = op.kind === 'elements' ? op.elements.length : 1;
       if (n > room) next();
       cur.ops.push(op);
-      cur.encoded.push(enc);
       cur.owner.push(i);
       room -= n;
       continue;
@@ -335,7 +308,6 @@ function inTransactionsOf(all: readonly NftOp[], encoded: ReadonlyArray<EncodedE
       if (room <= 0) next();
       const n = Math.min(room, op.elements.length - at);
       cur.ops.push({ ...op, elements: op.elements.slice(at, at + n) });
-      cur.encoded.push(enc?.slice(at, at + n));
       cur.owner.push(i);
       room -= n;
       at += n;
@@ -377,14 +349,12 @@ function elementDeltas(tables: readonly DesiredNftTable[], statics: readonly Sta
  * The element ops of an nftables delta without the elements the façade would refuse: added
  * ones are reported and left out (with any delete of the kernel's element of the same key: it
  * stays as it is); a delete of a key the façade refuses names nothing the kernel can have.
- * Only the delta's elements are checked: the new ones. `encoded`, per op of the delta as it is
- * then: a plain set's elements as their check encoded them (checkNftElements), for the commit.
+ * Only the delta's elements are checked: the new ones.
  */
-function keepNftElements(delta: NftDelta, droppedChains: ReadonlyMap<string, ReadonlySet<string>>): { invalid: InvalidObject[]; encoded: Array<EncodedElements | undefined> } {
+function keepNftElements(delta: NftDelta, droppedChains: ReadonlyMap<string, ReadonlySet<string>>): InvalidObject[] {
   const invalid: InvalidObject[] = [];
   const kept = new Map<string, Set<string>>();
   const out: Array<NftOp | undefined> = delta.ops.slice();
-  const encoded = new Array<EncodedElements | undefined>(out.length);
   let changed = false;
   const setKey = (s: { family: string; table: string; name: string }) => `${s.family} ${s.table} ${s.name}`;
   // the adds first: the deletes they hold back come before them in the delta
@@ -394,7 +364,6 @@ function keepNftElements(delta: NftDelta, droppedChains: ReadonlyMap<string, Rea
       if (o?.kind !== 'elements' || o.verb !== verb) continue;
       const t = { family: o.set.family, name: o.set.table };
       const r = checkNftElements(t, o.set, o.elements, verb, droppedChains.get(`${t.family} ${t.name}`));
-      encoded[i] = r.encoded;
       const keep = verb === 'delete' ? kept.get(setKey(o.set)) : undefined;
       if (!r.bad.size && !keep) continue;
       if (verb === 'add') {
@@ -407,15 +376,12 @@ function keepNftElements(delta: NftDelta, droppedChains: ReadonlyMap<string, Rea
       }
       const elements = o.elements.filter((e, j) => !r.bad.has(j) && !keep?.has(elementKey(o.set, e)));
       if (elements.length === o.elements.length) continue;
-      // the encoded ones are those not refused: no longer the op's when kept keys left more out
-      if (elements.length !== o.elements.length - r.bad.size) encoded[i] = undefined;
       out[i] = elements.length ? { ...o, elements } : undefined;
       changed = true;
     }
   }
-  if (!changed) return { invalid, encoded };
-  delta.ops = out.filter((o): o is NftOp => o !== undefined);
-  return { invalid, encoded: encoded.filter((_, i) => out[i] !== undefined) };
+  if (changed) delta.ops = out.filter((o): o is NftOp => o !== undefined);
+  return invalid;
 }
 
 /** Dumps of a set whose keys repeat (PackedElements.repeatedKeys) before its listing is taken as it is. */

@@ -2,11 +2,10 @@
 // a plan (and leaves what the kernel has under their keys as it is) instead of letting one bad
 // value reject a whole sync; validateDesired lets a caller check first. Every check is the kernel
 // layer's own: IPVS, address, route and ipset values through src/kernel/op-checks.ts (the addon's
-// checks), nftables through the NftTransaction builder and the op stream writer (opChecker; a
-// plain set's elements through its element encoder, ElementsEncoder, whose bytes a commit reuses).
+// checks), nftables through the NftTransaction builder and the op stream writer (opChecker).
 import { NetlinkError } from '../errors.js';
 import type { DestinationConfig } from '../kernel/ipvs.js';
-import { ElementsEncoder, NftTransaction, opChecker, type EncodedElements, type NftOp, type SetElement, type SetSpec } from '../kernel/nftables.js';
+import { NftTransaction, opChecker, type NftOp, type SetElement, type SetSpec } from '../kernel/nftables.js';
 import type { NftFamily } from '../kernel/nft-types.js';
 import {
   addressProblem,
@@ -358,29 +357,15 @@ export function checkNftTable(t: DesiredNftTable): NftTableVerdict {
   return { invalid: out, valid: { ...t, chains, sets, rules }, droppedChains };
 }
 
-/** An interval set's elements checked together (written as one op into a buffer reused for
- *  every block: a set's ~100k elements in one stream were ~12 MB at once). */
+/** Elements checked together (written as one op into a buffer reused for every block: a set's
+ *  ~100k elements in one stream were ~12 MB at once). */
 const ELEMENT_BLOCK = 256;
-
-/** checkNftElements' verdict on a set's elements. */
-export interface NftElementsVerdict {
-  invalid: InvalidObject[];
-  /** The refused elements' indexes. */
-  bad: Set<number>;
-  /** elementKey of refused elements whose key alone is valid (the kernel's element of that key
-   *  is left as it is). */
-  keptKeys: string[];
-  /** A plain set's: the elements but the refused ones, encoded as a commit writes them (the
-   *  check is their encoding, so a commit of them copies these bytes: NftTransaction.queue). */
-  encoded?: EncodedElements;
-}
 
 /**
  * The elements of one (valid) set the façade refuses, for an add (`verb` 'add': key, value,
- * timeout, comment) or a delete ('delete': the key alone). A plain set's elements are checked
- * by encoding them once, element after element, as the op stream writes them (what it refuses
- * is refused here, with the message a one-element op of it gets); an interval set's (lowered
- * as a whole) block by block, then element by element in a block that fails.
+ * timeout, comment) or a delete ('delete': the key alone). `bad`: their indexes; `keptKeys`:
+ * elementKey of refused elements whose key alone is valid (the kernel's element of that key is
+ * left as it is). Block by block, then element by element in a block that fails.
  */
 export function checkNftElements(
   table: { family: NftFamily; name: string },
@@ -388,7 +373,7 @@ export function checkNftElements(
   elements: readonly SetElement[],
   verb: 'add' | 'delete',
   droppedChains: ReadonlySet<string> = NONE,
-): NftElementsVerdict {
+): { invalid: InvalidObject[]; bad: Set<number>; keptKeys: string[] } {
   const spec = specOf(table, set);
   const jumps = droppedChains.size > 0 && spec.map === 'verdict';
   const keySpec = { family: spec.family, table: spec.table, name: spec.name, key: spec.key, interval: spec.interval } as SetSpec;
@@ -396,31 +381,16 @@ export function checkNftElements(
   const out: InvalidObject[] = [];
   const bad = new Set<number>();
   const keptKeys: string[] = [];
-  // an op of no element: what its set and verb alone are refused for is the old path's to say
-  const enc = !spec.interval && elementsProblem(check, spec, [], verb) === undefined ? new ElementsEncoder(spec, verb, elements.length) : undefined;
   for (let i = 0; i < elements.length; i++) {
+    // a block at a time, element by element only in a block that fails
+    if (i % ELEMENT_BLOCK === 0 && !jumps && elementsProblem(check, spec, elements.slice(i, i + ELEMENT_BLOCK), verb) === undefined) {
+      i += ELEMENT_BLOCK - 1;
+      continue;
+    }
     const e = elements[i]!;
-    let p: FieldProblem | undefined;
-    if (enc) {
-      try {
-        enc.add(e);
-      } catch (err) {
-        // the message of the op the commit would write with this element
-        p = elementsProblem(check, spec, [e], verb) ?? { field: 'key', message: reason(err) };
-      }
-    } else {
-      // a block at a time, element by element only in a block that fails
-      if (i % ELEMENT_BLOCK === 0 && !jumps && elementsProblem(check, spec, elements.slice(i, i + ELEMENT_BLOCK), verb) === undefined) {
-        i += ELEMENT_BLOCK - 1;
-        continue;
-      }
-      p = elementsProblem(check, spec, [e], verb);
-    }
+    let p = elementsProblem(check, spec, [e], verb);
     const chain = jumps && e?.verdict?.chain;
-    if (!p && chain && droppedChains.has(chain)) {
-      p = { field: 'verdict', message: `it jumps to chain ${chain}, which is left out` };
-      enc?.undo();
-    }
+    if (!p && chain && droppedChains.has(chain)) p = { field: 'verdict', message: `it jumps to chain ${chain}, which is left out` };
     if (!p) continue;
     bad.add(i);
     const keyBad = verb === 'delete' || elementsProblem(check, keySpec, [{ key: e?.key } as SetElement], 'delete') !== undefined;
@@ -428,7 +398,7 @@ export function checkNftElements(
     else p = { field: 'key', message: p.message };
     out.push(invalid('nft', `nft ${table.family} ${table.name} set ${spec.name} element ${Array.isArray(e?.key) ? e.key.join(' . ') : String(e?.key)}`, p));
   }
-  return { invalid: out, bad, keptKeys, ...(enc ? { encoded: enc.done() } : {}) };
+  return { invalid: out, bad, keptKeys };
 }
 
 function elementsProblem(check: (op: NftOp) => void, spec: SetSpec, elements: readonly SetElement[], verb: 'add' | 'delete'): FieldProblem | undefined {

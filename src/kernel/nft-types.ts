@@ -63,9 +63,7 @@ export function keyLength(types: readonly DataType[]): number {
 
 export type KeyValue = string | number;
 
-/** Protocol numbers by name (a Map: a keyed load by name on an object deoptimizes the encoder
- *  each time it meets another name). */
-const PROTOS = new Map<string, number>([['icmp', 1], ['igmp', 2], ['tcp', 6], ['udp', 17], ['gre', 47], ['esp', 50], ['ah', 51], ['icmpv6', 58], ['sctp', 132], ['udplite', 136]]);
+const PROTOS: Record<string, number> = { icmp: 1, igmp: 2, tcp: 6, udp: 17, gre: 47, esp: 50, ah: 51, icmpv6: 58, sctp: 132, udplite: 136 };
 const PROTO_NAMES = new Map<number, string>([
   [6, 'tcp'],
   [17, 'udp'],
@@ -127,56 +125,39 @@ export function formatIPv6(b: Buffer | Uint8Array, off = 0): string {
   return formatIPv6Words(w);
 }
 
-/** Each datatype's number for encodeCoded (a switch on small integers, not on type names). */
-export const TYPE_CODE: Readonly<Record<DataType, number>> = { ipv4_addr: 0, ipv6_addr: 1, inet_proto: 2, inet_service: 3, mark: 4, ifname: 5 };
-
 /** Writes one typed value into `out` at `off` (exactly DATATYPES[t].len bytes). */
 export function encodeValue(t: DataType, v: KeyValue, out: Buffer, off: number): void {
-  encodeCoded(TYPE_CODE[t], v, out, off);
-}
-
-/** encodeValue of the datatype whose TYPE_CODE is `code` (another code writes nothing). */
-export function encodeCoded(code: number, v: KeyValue, out: Buffer, off: number): void {
-  switch (code) {
-    case 0: {
+  switch (t) {
+    case 'ipv4_addr':
       if (typeof v !== 'string') throw invalid(`ipv4_addr value must be a string: ${v}`);
-      const x = ipv4Number(v);
-      if (x < 0) throw invalid(`not an IPv4 address: ${v}`);
-      out[off] = x >>> 24;
-      out[off + 1] = (x >>> 16) & 0xff;
-      out[off + 2] = (x >>> 8) & 0xff;
-      out[off + 3] = x & 0xff;
-      return;
-    }
-    case 1: {
-      if (typeof v !== 'string') throw invalid(`ipv6_addr value must be a string: ${v}`);
-      const w = ipv6Words(v);
-      if (!w) throw invalid(`not an IPv6 address: ${v}`);
-      for (let i = 0; i < 8; i++) {
-        out[off + 2 * i] = w[i]! >>> 8;
-        out[off + 2 * i + 1] = w[i]! & 0xff;
+      {
+        const x = ipv4ToU32(v);
+        out[off] = x >>> 24;
+        out[off + 1] = (x >>> 16) & 0xff;
+        out[off + 2] = (x >>> 8) & 0xff;
+        out[off + 3] = x & 0xff;
       }
       return;
-    }
-    case 2: {
-      const n = typeof v === 'string' ? PROTOS.get(v) : v;
+    case 'ipv6_addr':
+      if (typeof v !== 'string') throw invalid(`ipv6_addr value must be a string: ${v}`);
+      parseIPv6(v).copy(out, off);
+      return;
+    case 'inet_proto': {
+      const n = typeof v === 'string' ? PROTOS[v] : v;
       if (n === undefined || !Number.isInteger(n) || n < 0 || n > 255) throw invalid(`not an inet_proto: ${v}`);
       out[off] = n;
       return;
     }
-    case 3:
+    case 'inet_service':
       if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 65535) throw invalid(`not a port: ${v}`);
       out[off] = v >>> 8;
       out[off + 1] = v & 0xff;
       return;
-    case 4:
+    case 'mark':
       if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 0xffffffff) throw invalid(`not a mark: ${v}`);
-      out[off] = v & 0xff; // host byte order
-      out[off + 1] = (v >>> 8) & 0xff;
-      out[off + 2] = (v >>> 16) & 0xff;
-      out[off + 3] = v >>> 24;
+      out.writeUInt32LE(v, off); // host byte order
       return;
-    case 5: {
+    case 'ifname': {
       if (typeof v !== 'string' || v.length === 0 || Buffer.byteLength(v) > 15 || v.includes('\0'))
         throw invalid(`not an interface name: ${v}`);
       out.fill(0, off, off + 16);

@@ -8,7 +8,7 @@ import { NetlinkError } from '../errors.js';
 import { native } from '../native.js';
 import type { Expr, Verdict } from './nft-expr.js';
 import type { NftOp, RuleSpec, SetElement, SetSpec } from './nft-model.js';
-import { DATATYPES, FAMILY_NUMBER, TYPE_CODE, VERDICT_DATATYPE, encodeCoded, keyLength, keyTypeId, type DataType, type KeyValue } from './nft-types.js';
+import { DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, encodeValue, keyLength, keyTypeId, type KeyValue } from './nft-types.js';
 
 const MAGIC = 0x3157464e; // "NFW1"
 const KIND = { table: 0, chain: 1, set: 2, elements: 3, rule: 4 } as const;
@@ -128,13 +128,6 @@ export class WireWriter {
     b[this.off] = len & 0xff;
     b[this.off + 1] = len >>> 8;
     this.off = o;
-  }
-
-  /** Bytes as they are (no length). */
-  raw(v: Uint8Array): void {
-    this.ensure(v.length);
-    this.buf.set(v, this.off);
-    this.off += v.length;
   }
 
   bytes(v: Uint8Array): void {
@@ -431,94 +424,46 @@ export function writeLoweredElements(w: WireWriter, els: readonly LoweredElement
 /** A plain (non-interval) set's elements, keys encoded straight into the stream. Validates
  *  what lowerElements validates, with the same messages. */
 export function writeElements(w: WireWriter, s: SetSpec, elements: readonly SetElement[], verb: string): void {
-  const coder = new ElementCoder(s, verb);
+  const adding = verb === 'add' || verb === 'create';
+  const types = s.key;
+  const nt = types.length;
+  const klen = keyLength(types);
+  const isVerdictMap = s.map === 'verdict';
+  const dataTypes = s.map && s.map !== 'verdict' ? (Array.isArray(s.map) ? s.map : [s.map]) : undefined;
+  const dataConcat = Array.isArray(s.map);
+  const dlen = dataTypes ? keyLength(dataTypes) : 0;
+  const timeouts = !!(s.timeout || s.timeoutFlag);
+  const offs: number[] = [];
+  let o = 0;
+  for (const t of types) {
+    offs.push(o);
+    o += nt === 1 ? DATATYPES[t].len : (DATATYPES[t].len + 3) & ~3;
+  }
+  const render = (e: SetElement) => e.key.join(' . ');
   w.u32(elements.length);
   for (let i = 0; i < elements.length; i++) {
     w.member = i;
-    coder.write(w, elements[i]!);
-  }
-}
-
-/** What an element written for a set and verb depends on: elements encoded for one shape are
- *  the bytes of any op of that shape with the same elements (EncodedElements.fits). */
-function elementsShape(s: SetSpec, verb: string): string {
-  const adding = verb === 'add' || verb === 'create';
-  const map = s.map === undefined ? '' : Array.isArray(s.map) ? s.map.join('.') : s.map;
-  return `${adding ? 1 : 0}|${s.key.join('.')}|${map}|${s.timeout || s.timeoutFlag ? 1 : 0}`;
-}
-
-/** One plain set's element writer for one verb: the set's types, offsets and lengths worked out
- *  once, then element after element (writeElements, ElementsEncoder). */
-class ElementCoder {
-  private readonly adding: boolean;
-  private readonly types: DataType[];
-  /** The key's and the data's datatypes as TYPE_CODE numbers. */
-  private readonly codes: number[];
-  private readonly dataCodes: number[];
-  /** Where each data field starts in the data. */
-  private readonly dataOffs: number[] = [];
-  private readonly nt: number;
-  private readonly klen: number;
-  /** Where each key field starts in the key. */
-  private readonly offs: number[] = [];
-  private readonly isVerdictMap: boolean;
-  private readonly dataTypes: DataType[] | undefined;
-  private readonly dataConcat: boolean;
-  private readonly dlen: number;
-  private readonly timeouts: boolean;
-
-  constructor(private readonly s: SetSpec, verb: string) {
-    this.adding = verb === 'add' || verb === 'create';
-    this.types = s.key;
-    this.nt = s.key.length;
-    this.klen = keyLength(s.key);
-    this.isVerdictMap = s.map === 'verdict';
-    this.dataTypes = s.map && s.map !== 'verdict' ? (Array.isArray(s.map) ? s.map : [s.map]) : undefined;
-    this.dataConcat = Array.isArray(s.map);
-    this.dlen = this.dataTypes ? keyLength(this.dataTypes) : 0;
-    this.timeouts = !!(s.timeout || s.timeoutFlag);
-    let o = 0;
-    for (const t of this.types) {
-      this.offs.push(o);
-      o += this.nt === 1 ? DATATYPES[t].len : (DATATYPES[t].len + 3) & ~3;
-    }
-    this.codes = this.types.map((t) => TYPE_CODE[t]);
-    this.dataCodes = (this.dataTypes ?? []).map((t) => TYPE_CODE[t]);
-    o = 0;
-    for (const t of this.dataTypes ?? []) {
-      this.dataOffs.push(o);
-      o += (DATATYPES[t].len + 3) & ~3;
-    }
-  }
-
-  /** About as many stream bytes as an element takes (a verdict's chain name aside). */
-  get elementBytes(): number {
-    return 3 + this.klen + (this.dataTypes ? 2 + this.dlen : 0) + (this.isVerdictMap ? 6 : 0);
-  }
-
-  write(w: WireWriter, e: SetElement): void {
-    const s = this.s;
+    const e = elements[i]!;
     if (!e || !Array.isArray(e.key)) throw NetlinkError.invalid('nftables', `set ${s.name}: element key must be an array of values`);
     const key = e.key;
-    const nt = this.nt;
-    if (key.length !== nt) throw NetlinkError.invalid('nftables', `key has ${key.length} field(s), the set's type has ${nt} (${this.types.join(' . ')})`);
+    if (key.length !== nt) throw NetlinkError.invalid('nftables', `key has ${key.length} field(s), the set's type has ${nt} (${types.join(' . ')})`);
     let m = 0;
     const verdict = e.verdict;
-    const dataTypes = this.dataTypes;
-    if (this.isVerdictMap) {
+    if (isVerdictMap) {
       if (verdict) m |= 2;
-      else if (this.adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${renderKey(e)} needs a verdict`);
+      else if (adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${render(e)} needs a verdict`);
     } else if (dataTypes) {
       if (e.data !== undefined) {
-        if (Array.isArray(e.data) !== this.dataConcat || (this.dataConcat && (e.data as KeyValue[]).length !== dataTypes.length))
-          throw NetlinkError.invalid('nftables', `map ${s.name}: element ${renderKey(e)} data does not match the map's type ${dataTypes.join(' . ')}`);
+        if (Array.isArray(e.data) !== dataConcat || (dataConcat && (e.data as KeyValue[]).length !== dataTypes.length))
+          throw NetlinkError.invalid('nftables', `map ${s.name}: element ${render(e)} data does not match the map's type ${dataTypes.join(' . ')}`);
         m |= 4;
-      } else if (this.adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${renderKey(e)} needs data`);
+      }
+      else if (adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${render(e)} needs data`);
     } else if (verdict || e.data !== undefined) {
       throw NetlinkError.invalid('nftables', `set ${s.name} is not a map`);
     }
     if (e.timeout !== undefined) {
-      if (!this.timeouts) throw NetlinkError.invalid('nftables', `set ${s.name} has no timeout flag`);
+      if (!timeouts) throw NetlinkError.invalid('nftables', `set ${s.name} has no timeout flag`);
       if (!Number.isInteger(e.timeout) || e.timeout <= 0) throw NetlinkError.invalid('nftables', 'timeout must be a positive integer (ms)');
       m |= 8;
     }
@@ -526,157 +471,32 @@ class ElementCoder {
       if (Buffer.byteLength(e.comment) > 127) throw NetlinkError.invalid('nftables', 'comment longer than 127 bytes');
       m |= 16;
     }
-    // the flags, the key and the data: one ensure (a verdict's chain and the rest ensure theirs)
-    const klen = this.klen;
-    const dlen = this.dlen;
-    w.ensure(5 + klen + dlen);
+    w.ensure(3 + klen);
     const b = w.buf;
-    let at = w.off;
-    b[at] = m;
-    b[at + 1] = klen & 0xff;
-    b[at + 2] = klen >>> 8;
-    at += 3;
+    b[w.off] = m;
+    b[w.off + 1] = klen & 0xff;
+    b[w.off + 2] = klen >>> 8;
+    const at = w.off + 3;
     for (let k = 0; k < klen; k++) b[at + k] = 0;
-    const codes = this.codes;
-    const offs = this.offs;
-    for (let k = 0; k < nt; k++) encodeCoded(codes[k]!, key[k]!, b, at + offs[k]!);
-    at += klen;
-    w.off = at;
+    for (let k = 0; k < nt; k++) encodeValue(types[k]!, key[k]!, b, at + offs[k]!);
+    w.off = at + klen;
     if (m & 2) writeVerdict(w, verdict, 'verdict');
-    else if (m & 4) {
-      b[at] = dlen & 0xff;
-      b[at + 1] = dlen >>> 8;
-      at += 2;
-      for (let k = 0; k < dlen; k++) b[at + k] = 0;
-      const dcodes = this.dataCodes;
-      if (this.dataConcat) {
+    if (m & 4) {
+      w.u16(dlen);
+      w.ensure(dlen);
+      for (let k = 0; k < dlen; k++) w.buf[w.off + k] = 0;
+      if (dataConcat) {
+        let off = w.off;
         const d = e.data as KeyValue[];
-        const doffs = this.dataOffs;
-        for (let k = 0; k < dcodes.length; k++) encodeCoded(dcodes[k]!, d[k]!, b, at + doffs[k]!);
-      } else encodeCoded(dcodes[0]!, e.data as KeyValue, b, at);
-      w.off = at + dlen;
+        for (let k = 0; k < dataTypes!.length; k++) {
+          encodeValue(dataTypes![k]!, d[k]!, w.buf, off);
+          off += (DATATYPES[dataTypes![k]!].len + 3) & ~3;
+        }
+      } else encodeValue(dataTypes![0]!, e.data as KeyValue, w.buf, w.off);
+      w.off += dlen;
     }
     if (m & 8) w.num(e.timeout, 'timeout');
     if (m & 16) w.str(e.comment, 'comment');
-  }
-}
-
-function renderKey(e: SetElement): string {
-  return e.key.join(' . ');
-}
-
-/**
- * A plain set's elements as an op stream holds them (writeElements' bytes without the count),
- * encoded once ahead of their commit (ElementsEncoder: a plan checks its elements by encoding
- * them): an op queued with them copies these bytes instead of encoding its elements again. A
- * run of them (slice) is the bytes of that run of elements.
- */
-export class EncodedElements {
-  private constructor(
-    /** Every element's bytes back to back, and where element i of the whole starts (ends[i]
-     *  ends it), shared by the slices. */
-    private readonly store: { bytes: Uint8Array; starts: Uint32Array; released: boolean },
-    private readonly shape: string,
-    private readonly first: number,
-    readonly count: number,
-  ) {}
-
-  /** @param starts count + 1 offsets into `bytes`: element i is bytes[starts[i], starts[i + 1]). */
-  static of(bytes: Uint8Array, starts: Uint32Array, count: number, s: SetSpec, verb: string): EncodedElements {
-    return new EncodedElements({ bytes, starts, released: false }, elementsShape(s, verb), 0, count);
-  }
-
-  /** Elements from..to (exclusive) of these. */
-  slice(from: number, to: number): EncodedElements {
-    const a = Math.max(0, Math.min(from, this.count));
-    const b = Math.max(a, Math.min(to, this.count));
-    return new EncodedElements(this.store, this.shape, this.first + a, b - a);
-  }
-
-  /** Whether these are the bytes of `count` elements of an op of this set and verb (and not
-   *  released): the op's elements must be the very ones encoded, in order. */
-  fits(s: SetSpec, verb: string, count: number): boolean {
-    return !this.store.released && count === this.count && !s.interval && elementsShape(s, verb) === this.shape;
-  }
-
-  /** The elements' bytes (a view). */
-  bytes(): Uint8Array {
-    const { bytes, starts } = this.store;
-    return bytes.subarray(starts[this.first]!, starts[this.first + this.count]!);
-  }
-
-  /** Frees the bytes now (every slice's too): an op queued with these after it encodes its
-   *  elements as if it had none. */
-  release(): void {
-    const st = this.store;
-    if (st.released) return;
-    st.released = true;
-    freeNow(st.bytes);
-    st.bytes = new Uint8Array(0);
-  }
-}
-
-/**
- * Encodes a plain set's elements for one verb, element after element, as writeElements writes
- * them: add() throws what writing the element in an op would (the stream keeps nothing of it),
- * and done() hands the elements added as EncodedElements.
- */
-export class ElementsEncoder {
-  private readonly coder: ElementCoder;
-  private readonly w: WireWriter;
-  private starts: Uint32Array;
-  private n = 0;
-  private last = -1;
-
-  constructor(
-    private readonly s: SetSpec,
-    private readonly verb: string,
-    sizeHint = 16,
-  ) {
-    if (s.interval) throw NetlinkError.invalid('nftables', `set ${s.name}: an interval set's elements are lowered as a whole`);
-    this.coder = new ElementCoder(s, verb);
-    this.w = new WireWriter(Math.max(64, Math.min(1 << 26, sizeHint * this.coder.elementBytes + 64)));
-    this.starts = new Uint32Array(sizeHint + 1);
-  }
-
-  /** Encodes one element after those added; on an error nothing of it stays. */
-  add(e: SetElement): void {
-    const w = this.w;
-    const at = w.off;
-    try {
-      this.coder.write(w, e);
-    } catch (err) {
-      w.off = at;
-      throw NetlinkError.atOp(err, {});
-    }
-    if (this.n + 1 >= this.starts.length) {
-      const more = new Uint32Array(this.starts.length * 2);
-      more.set(this.starts);
-      this.starts = more;
-    }
-    this.last = at;
-    this.starts[++this.n] = w.off;
-  }
-
-  /** Takes the element last added out again (once). */
-  undo(): void {
-    if (this.last < 0) return;
-    this.w.off = this.last;
-    this.n--;
-    this.last = -1;
-  }
-
-  /** The elements added (the encoder is done with: its bytes are theirs). */
-  done(): EncodedElements {
-    const w = this.w;
-    // a buffer much larger than its bytes is copied to their size (grown x4 past 1 MiB)
-    let bytes: Uint8Array = w.buf;
-    if (bytes.length > w.off + (w.off >> 2) + 4096) {
-      bytes = new Uint8Array(w.off);
-      bytes.set(w.buf.subarray(0, w.off));
-      w.release();
-    }
-    return EncodedElements.of(bytes, this.starts, this.n, this.s, this.verb);
   }
 }
 
@@ -723,11 +543,9 @@ export class OpStreamWriter {
     this.w.u32(MAGIC);
   }
 
-  /** Writes one op; on an error nothing of it stays in the stream. `encoded`: an element op's
-   *  elements encoded already (ElementsEncoder), copied as they are when they fit the op
-   *  (EncodedElements.fits); else its elements are encoded. */
-  write(op: NftOp, encoded?: EncodedElements): void {
-    this.writeOp(op, true, encoded);
+  /** Writes one op; on an error nothing of it stays in the stream. */
+  write(op: NftOp): void {
+    this.writeOp(op, true);
   }
 
   /** Writes one op as write does (throwing what it throws) and takes it out again: the stream
@@ -736,7 +554,7 @@ export class OpStreamWriter {
     this.writeOp(op, false);
   }
 
-  private writeOp(op: NftOp, keep: boolean, encoded?: EncodedElements): void {
+  private writeOp(op: NftOp, keep: boolean): void {
     if (this.done) throw invalid(this.count, 'the op stream was released');
     if (op === null || typeof op !== 'object') throw NetlinkError.invalid(`nftables op ${this.count}`, 'must be an object', { index: this.count });
     const w = this.w;
@@ -752,7 +570,7 @@ export class OpStreamWriter {
     w.op = this.count;
     w.member = undefined;
     try {
-      this.put(op, encoded);
+      this.put(op);
     } catch (err) {
       // Whatever a value of the wrong shape made the writer throw leaves as the op's 'invalid'
       // NetlinkError (with the element as `member`).
@@ -796,7 +614,7 @@ export class OpStreamWriter {
 
   private done = false;
 
-  private put(op: NftOp, encoded: EncodedElements | undefined): void {
+  private put(op: NftOp): void {
     const w = this.w;
     switch (op.kind) {
       case 'table':
@@ -846,10 +664,7 @@ export class OpStreamWriter {
         w.str(s.name, 'set');
         w.num(this.setIds.get(setKey(s)), 'setId');
         if (s.interval) writeLoweredElements(w, this.lowerInterval(s, op.elements, op.verb));
-        else if (encoded?.fits(s, op.verb, op.elements.length)) {
-          w.u32(encoded.count);
-          w.raw(encoded.bytes());
-        } else writeElements(w, s, op.elements, op.verb);
+        else writeElements(w, s, op.elements, op.verb);
         break;
       }
       case 'rule':

@@ -15,8 +15,7 @@ import {
   type NativeNftWireEncoder,
   type SocketStats,
 } from '../native.js';
-import { freeNow, OpStreamWriter, writeOps, type EncodedElements, type LoweredElement } from './nft-wire.js';
-export { ElementsEncoder, EncodedElements } from './nft-wire.js';
+import { freeNow, OpStreamWriter, writeOps, type LoweredElement } from './nft-wire.js';
 import { canonicalExpr, renderExpr, type Expr, type Verdict } from './nft-expr.js';
 import {
   DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, cidrRange, decodeKey, encodeKey, familyName, keyTypesFromId,
@@ -226,8 +225,8 @@ export class NftTransaction {
     }
   }
 
-  private push(op: NftOp, encoded?: EncodedElements): this {
-    this.stream.write(op, encoded);
+  private push(op: NftOp): this {
+    this.stream.write(op);
     if (this.keep) this.ops.push(op);
     if (this.stream.bytes - this.fedTo >= FEED_BYTES) this.feed();
     return this;
@@ -235,12 +234,9 @@ export class NftTransaction {
 
   /** Queues an op given as data (what a plan holds, or an op list's element): the same checks
    *  and encoding as an op list handed to commit. A large transaction can be queued op by op
-   *  with the event loop let in between (its encoding is pipelined, see feed()). `encoded`: an
-   *  element op's elements as ElementsEncoder encoded them (when a plan checked them), written
-   *  as they are if they fit the op (the same set types, verb and count: they must be the op's
-   *  very elements), instead of encoding them again. */
-  queue(op: NftOp, encoded?: EncodedElements): this {
-    return this.push(op, encoded);
+   *  with the event loop let in between (its encoding is pipelined, see feed()). */
+  queue(op: NftOp): this {
+    return this.push(op);
   }
 
   /**
