@@ -212,10 +212,11 @@ const NONE: readonly never[] = Object.freeze([]);
 /**
  * The model of one service from its Service and its EndpointSlices (in name order). Headless,
  * ExternalName, unallocated and other proxies' services have no ports. Throws only on a shape
- * no check foresaw (the caller skips the service with a warning).
+ * no check foresaw (the caller skips the service with a warning). `name`: the service's
+ * "namespace/name" where the caller has it (a data plane keeps it in every frontend: the
+ * caller's own string, not one more per service).
  */
-export function serviceModel(svc: V1Service, slices: readonly V1EndpointSlice[], ctx: ModelContext): ServiceModel {
-  const name = objectKey(svc);
+export function serviceModel(svc: V1Service, slices: readonly V1EndpointSlice[], ctx: ModelContext, name = objectKey(svc)): ServiceModel {
   const m: ServiceModel = { name, ports: [], externalLocal: false, healthCheck: undefined, warnings: [] };
   // The same problem on every port of a service is one warning.
   const warn = (message: string): void => void (m.warnings.includes(message) || m.warnings.push(message));

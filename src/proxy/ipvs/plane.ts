@@ -116,7 +116,7 @@ export class IpvsPlane implements DataPlane {
       const o = src.objectsOf(name);
       if (!o) return undefined;
       try {
-        const model = serviceModel(o.svc, o.slices, ctx);
+        const model = serviceModel(o.svc, o.slices, ctx, name);
         return { model, parts: ipvsParts(o.svc, model, ctx, defaultScheduler) };
       } catch (error) {
         return { error };

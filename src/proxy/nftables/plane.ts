@@ -100,7 +100,7 @@ export class NftablesPlane implements DataPlane {
       const o = src.objectsOf(name);
       if (!o) return undefined;
       try {
-        return serviceModel(o.svc, o.slices, ctx);
+        return serviceModel(o.svc, o.slices, ctx, name);
       } catch (error) {
         return { error };
       }
