@@ -68,6 +68,8 @@ interface WatchConn {
   deadline: number;
   /** Hung: sent nothing from now on, not even its end at the timeout; only a cut ends it. */
   stalled: boolean;
+  /** Events and bookmarks written to it. */
+  sent: number;
 }
 
 export interface RequestRecord {
@@ -244,6 +246,12 @@ export class FakeApiServer {
 
   /** Ends every open watch: cleanly (terminating chunk, as a server-side timeout) or by cutting
    *  the TCP connection mid-stream. */
+  /** Whether every open watch has been sent an event or a bookmark: ended cleanly now, none
+   *  is one the server closed "at once with nothing" (the informer's empty_watch). */
+  everyWatchHeard(): boolean {
+    return [...this.watches].every((w) => w.sent > 0);
+  }
+
   dropWatches(how: 'clean' | 'abrupt' = 'clean'): number {
     const n = this.watches.size;
     for (const w of [...this.watches]) this.endWatch(w, how);
@@ -340,6 +348,7 @@ export class FakeApiServer {
   private write(w: WatchConn, ev: unknown): void {
     if (w.stalled) return;
     w.res.write(JSON.stringify(ev) + '\n');
+    w.sent++;
   }
 
   private bookmark(w: WatchConn): void {
@@ -527,7 +536,7 @@ export class FakeApiServer {
   ): void {
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     res.flushHeaders();
-    const w: WatchConn = { ...f, bookmarks: q.allowWatchBookmarks === 'true', res, deadline: 0, stalled: false };
+    const w: WatchConn = { ...f, bookmarks: q.allowWatchBookmarks === 'true', res, deadline: 0, stalled: false, sent: 0 };
     if (this.stalling) {
       // hung from the start: its headers, and nothing after them
       rec.fault = 'stalled';
