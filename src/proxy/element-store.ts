@@ -20,6 +20,56 @@ interface Touch {
 }
 
 /**
+ * Values in one array, in no particular order (the last value fills a removed one's place), with
+ * every key's index, each key counted by its puts (a value two owners both put stays until both
+ * took it). `keyOf` finds the key of the value that moves into a hole.
+ */
+export class KeyedArray<K, T> {
+  private readonly at = new Map<K, number>();
+  private readonly owners = new Map<K, number>();
+
+  constructor(
+    readonly array: T[],
+    private readonly keyOf: (v: T) => K,
+  ) {}
+
+  get(k: K): T | undefined {
+    const i = this.at.get(k);
+    return i === undefined ? undefined : this.array[i];
+  }
+
+  /** `v` under key `k` (one more owner of a key already there: its value is `v` now). */
+  put(k: K, v: T): void {
+    const i = this.at.get(k);
+    if (i !== undefined) {
+      this.owners.set(k, (this.owners.get(k) ?? 1) + 1);
+      this.array[i] = v;
+      return;
+    }
+    this.at.set(k, this.array.length);
+    this.array.push(v);
+  }
+
+  /** One owner of `k` fewer; its value goes with the last. */
+  take(k: K): void {
+    const i = this.at.get(k);
+    if (i === undefined) return;
+    const n = this.owners.get(k);
+    if (n !== undefined) {
+      if (n > 2) this.owners.set(k, n - 1);
+      else this.owners.delete(k);
+      return;
+    }
+    this.at.delete(k);
+    const last = this.array.pop()!;
+    if (i < this.array.length) {
+      this.array[i] = last;
+      this.at.set(this.keyOf(last), i);
+    }
+  }
+}
+
+/**
  * A set's elements: an array in no particular order (the last element fills a removed one's
  * place) with every element's index in it. A store with `keyOf` indexes its elements by that
  * key's text and counts the owners of a key put twice (keys two owners can both put: a hairpin
@@ -28,9 +78,9 @@ interface Touch {
  * count (a frontend's endpoints), indexed by the block's array.
  */
 export class ElementStore {
-  private readonly byKey = new Map<string, number>();
-  private readonly owners = new Map<string, number>();
-  private readonly byElement = new Map<SetElement, number>();
+  /** The elements by key text (a keyed store), or by the element objects themselves. */
+  private readonly byKey: KeyedArray<string, SetElement> | undefined;
+  private readonly byElement: KeyedArray<SetElement, SetElement> | undefined;
   /** An endpoint map's blocks: each block's number, and the block at each number. */
   private readonly blockOf = new Map<readonly SetElement[], number>();
   private readonly blocks: Array<readonly SetElement[]> = [];
@@ -44,6 +94,8 @@ export class ElementStore {
     private readonly keyOf?: (e: SetElement) => string,
   ) {
     const given = set.elements.splice(0);
+    if (keyOf) this.byKey = new KeyedArray(set.elements, keyOf);
+    else this.byElement = new KeyedArray(set.elements, (e) => e);
     for (const e of given) this.add(e);
   }
 
@@ -54,8 +106,7 @@ export class ElementStore {
 
   /** The element of a key (a keyed store's; another's: undefined). */
   get(k: string): SetElement | undefined {
-    const i = this.byKey.get(k);
-    return i === undefined ? undefined : this.set.elements[i];
+    return this.byKey?.get(k);
   }
 
   add(e: SetElement): void {
@@ -119,47 +170,13 @@ export class ElementStore {
   }
 
   private put(e: SetElement): void {
-    if (!this.keyOf) {
-      this.byElement.set(e, this.set.elements.length);
-      this.set.elements.push(e);
-      return;
-    }
-    const k = this.keyOf(e);
-    const i = this.byKey.get(k);
-    if (i !== undefined) {
-      this.owners.set(k, (this.owners.get(k) ?? 1) + 1);
-      this.set.elements[i] = e;
-      return;
-    }
-    this.byKey.set(k, this.set.elements.length);
-    this.set.elements.push(e);
+    if (this.byKey) this.byKey.put(this.keyOf!(e), e);
+    else this.byElement!.put(e, e);
   }
 
   private take(e: SetElement): void {
-    let i: number | undefined;
-    if (!this.keyOf) {
-      i = this.byElement.get(e);
-      if (i === undefined) return;
-      this.byElement.delete(e);
-    } else {
-      const k = this.keyOf(e);
-      i = this.byKey.get(k);
-      if (i === undefined) return;
-      const n = this.owners.get(k);
-      if (n !== undefined) {
-        if (n > 2) this.owners.set(k, n - 1);
-        else this.owners.delete(k);
-        return;
-      }
-      this.byKey.delete(k);
-    }
-    const els = this.set.elements;
-    const last = els.pop()!;
-    if (i < els.length) {
-      els[i] = last;
-      if (this.keyOf) this.byKey.set(this.keyOf(last), i);
-      else this.byElement.set(last, i);
-    }
+    if (this.byKey) this.byKey.take(this.keyOf!(e));
+    else this.byElement!.take(e);
   }
 
   /** The step's record of the element's key, made at its first touch with the element there

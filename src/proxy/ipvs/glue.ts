@@ -90,10 +90,11 @@ const hairpinElement = (h: GlueHairpin): SetElement => ({ key: [h.address, h.pro
 /** A source-range firewall's jump from its load-balancer IP and port. */
 const firewallElement = (r: GlueSourceRange): SetElement => ({ key: [r.address, r.protocol, r.port], verdict: { code: 'jump', chain: firewallChain(r.address, r.protocol, r.port) } });
 
-/** The sets whose keys more than one record can put (a bound address, a node port, a local
- *  endpoint), and the configuration's: keyed by text, each key counted. The others hold a key
- *  per frontend, which one service owns: kept by their element objects. */
-const SHARED = new Set(['vips', 'nodeports', 'hairpin', 'cluster-cidrs', 'service-protocols', 'service-cidrs']);
+/** Keyed by text, each key counted: the sets whose keys more than one record can put (a bound
+ *  address, a node port, a local endpoint), the configuration's, and those whose elements are
+ *  made at each put and take (hairpin, firewall). The others hold a key per frontend, which one
+ *  service owns, and the frontend keeps its elements: kept by the element objects. */
+const KEYED = new Set(['vips', 'nodeports', 'hairpin', 'firewall', 'cluster-cidrs', 'service-protocols', 'service-cidrs']);
 
 interface GlueFamily {
   sets: Map<string, ElementStore>;
@@ -200,7 +201,7 @@ export class GlueTables {
     for (const name of SETS) {
       if (name === 'service-cidrs' && !this.ctx.serviceCidrs) continue;
       const d = decl(name);
-      sets.set(name, new ElementStore(family, { ...d, elements: [...(fixed[name] ?? [])], ...(d.interval ? {} : { unique: true }) }, SHARED.has(name) || name === 'firewall' ? keyText : undefined));
+      sets.set(name, new ElementStore(family, { ...d, elements: [...(fixed[name] ?? [])], ...(d.interval ? {} : { unique: true }) }, KEYED.has(name) ? keyText : undefined));
     }
     return { sets, firewalls: new Map(), table: undefined };
   }
@@ -208,12 +209,12 @@ export class GlueTables {
 
 type DesiredSet = DesiredNftTable['sets'][number];
 
-/** The glue tables for a GlueSpec (each record once by its key): always both families, so
- *  stale ones are emptied, not left. */
+/** The glue tables for a GlueSpec (each frontend's record once, the first, as one service owns
+ *  a frontend): always both families, so stale ones are emptied, not left. */
 export function glueTables(g: GlueSpec, opts: GlueOptions = {}): DesiredNftTable[] {
   const t = new GlueTables({ clusterCIDRs: g.clusterCIDRs, masqueradeAll: g.masqueradeAll, ...opts });
   const once = <T>(xs: readonly T[], key: (x: T) => string) => [...new Map(xs.map((x) => [key(x), x])).values()];
-  for (const v of once(g.vips, (v) => `${v.kind} ${v.address} ${v.protocol} ${v.port}`)) t.put(fam(v.address), vipElements(v));
+  for (const v of once(g.vips, (v) => `${v.address} ${v.protocol} ${v.port}`)) t.put(fam(v.address), vipElements(v));
   for (const n of once(g.nodePorts, (n) => `${n.family} ${n.protocol} ${n.port}`)) t.put(n.family === 'inet' ? 'ip' : 'ip6', nodePortElements(n));
   for (const h of g.hairpin) t.putHairpin(h);
   for (const r of once(g.sourceRanges, (r) => `${r.address} ${r.protocol} ${r.port}`)) t.putSourceRange(r);

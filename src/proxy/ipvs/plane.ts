@@ -16,6 +16,7 @@ import { addressKey, anyContains, compareAddress, parseCidr } from '../../net/ad
 import { compareText, sortByKey } from '../../util/sorted.js';
 import type { DataPlane, PlaneSources, PlaneStep } from '../data-plane.js';
 import { ServiceRegistry, type Made } from '../service-registry.js';
+import { KeyedArray } from '../element-store.js';
 import { GlueTables } from './glue.js';
 import { kubeProxyIpSets } from './kube-ipsets.js';
 import { ipvsParts, type IpvsFrontend, type IpvsParts } from './parts.js';
@@ -41,54 +42,16 @@ export interface IpvsPlaneOptions {
   bindMode: 'address' | 'route';
 }
 
-/**
- * Values by key in one array (the last value fills a removed one's place), each key counted by
- * its puts: the engine's list of virtual servers, and of VIP addresses (a cluster IP has a
- * virtual server per port, each binding it).
- */
-class Keyed<T> {
-  readonly array: T[] = [];
-  /** The key of each value of the array. */
-  private readonly keys: string[] = [];
-  private readonly at = new Map<string, number>();
-  private readonly counts = new Map<string, number>();
-
-  get(k: string): T | undefined {
-    const i = this.at.get(k);
-    return i === undefined ? undefined : this.array[i];
-  }
-
-  put(k: string, v: T): void {
-    const i = this.at.get(k);
-    if (i === undefined) {
-      this.at.set(k, this.array.length);
-      this.array.push(v);
-      this.keys.push(k);
-      return;
-    }
-    this.counts.set(k, (this.counts.get(k) ?? 1) + 1);
-    this.array[i] = v;
-  }
-
-  take(k: string): void {
-    const i = this.at.get(k);
-    if (i === undefined) return;
-    const n = this.counts.get(k);
-    if (n !== undefined) {
-      if (n > 2) this.counts.set(k, n - 1);
-      else this.counts.delete(k);
-      return;
-    }
-    this.at.delete(k);
-    const last = this.array.pop()!;
-    const lastKey = this.keys.pop()!;
-    if (i < this.array.length) {
-      this.array[i] = last;
-      this.keys[i] = lastKey;
-      this.at.set(lastKey, i);
-    }
-  }
-}
+/** A virtual server's key in the plane's list: its frontend's ("address protocol port"). */
+const frontendKey = (vs: DesiredService): string => {
+  const { address, protocol, port } = vs as { address: string; protocol: string; port: number };
+  return [address, protocol, port].join(' ');
+};
+/** The plane's list of virtual servers, by frontend key. */
+const vsList = () => new KeyedArray<string, DesiredService>([], frontendKey);
+/** The VIP addresses to bind, each counted by the frontends binding it (a cluster IP has one
+ *  per port). */
+const vipList = () => new KeyedArray<string, string>([], (a) => a);
 
 export class IpvsPlane implements DataPlane {
   /** Building every service's parts leaves its garbage behind the plan (docs/performance.md). */
@@ -96,8 +59,8 @@ export class IpvsPlane implements DataPlane {
   private registry: ServiceRegistry<IpvsFrontend, IpvsParts> | undefined;
   private ctx: ModelContext | undefined;
   private ctxKey: string | undefined;
-  private services = new Keyed<DesiredService>();
-  private vips = new Keyed<string>();
+  private services = vsList();
+  private vips = vipList();
   private glue: GlueTables | undefined;
   /** Route mode: the service CIDRs, whose addresses the local routes bind. */
   private covered: ReturnType<typeof parseCidr>[] = [];
@@ -140,8 +103,8 @@ export class IpvsPlane implements DataPlane {
       if (this.opts.bindMode === 'route' && !ctx.serviceCIDRs.length) throw new RangeError("bindMode 'route' needs the service CIDRs");
       this.ctx = ctx;
       this.ctxKey = ctxKey;
-      this.services = new Keyed();
-      this.vips = new Keyed();
+      this.services = vsList();
+      this.vips = vipList();
       this.covered = this.opts.bindMode === 'route' ? ctx.serviceCIDRs.map(parseCidr) : [];
       const serviceCidrs = this.opts.bindMode === 'route' ? { serviceCidrs: ctx.serviceCIDRs } : {};
       this.glue = this.opts.glue ? new GlueTables({ clusterCIDRs: ctx.clusterCIDRs, masqueradeAll: ctx.config.masqueradeAll ?? false, ...serviceCidrs }) : undefined;
