@@ -216,8 +216,9 @@ export class NftReconciler implements Reconciler<NftChecked, NftObserved, NftPla
    * element each): for tables created from nothing with createInTransactionsOf, everything but
    * the rules in transactions of that size and then the rules; with maxOpsPerTransaction,
    * everything in transactions of that size. Each transaction is a commit of its own, one after
-   * the other, stopping at the first that fails: only one transaction's op stream and netlink
-   * batch exist at a time (all of a created 10k × 10 table's at once were ~20 MB).
+   * the other, stopping at the first that fails; the next one is encoded while the kernel
+   * commits one, so at most two transactions' op streams and netlink batches exist at a time
+   * (all of a created 10k × 10 table's at once were ~20 MB).
    */
   private async commitDelta(nft: NftablesApi, delta: NftDelta): Promise<Committed> {
     const units = this.opts.createInTransactionsOf;
@@ -231,54 +232,69 @@ export class NftReconciler implements Reconciler<NftChecked, NftObserved, NftPla
       ops.forEach((o, i) => (o.kind === 'rule' ? rules : body).push(i));
       groups = [...inTransactionsOf(ops, body, units), ...pieces(rules)];
     } else if (maxOps) groups = pieces(ops.map((_, i) => i));
-    else return this.commit(nft, ops);
+    else return committed(nft, queued(ops), ops.length);
     const ok = new Uint8Array(ops.length).fill(1);
     const errors: NetlinkError[] = [];
     const transactions: Array<{ committed: boolean }> = [];
     const back = (e: NetlinkError, map: readonly number[]) => (e.index === undefined ? e : new NetlinkError({ ...e, message: e.message, index: map[e.index]! }));
-    let failed = false;
-    for (const g of groups) {
-      if (!g.ops.length) continue;
-      if (failed) {
-        for (const i of g.owner) ok[i] = 0;
-        continue;
-      }
-      const r = await this.commit(nft, g.ops);
+    const todo = groups.filter((g) => g.ops.length);
+    // One after a failure is queued, and never sent.
+    let next: Queued | undefined = todo.length ? queued(todo[0]!.ops) : undefined;
+    for (let k = 0; k < todo.length; k++) {
+      const g = todo[k]!;
+      const sent = committed(nft, next!, g.ops.length);
+      next = k + 1 < todo.length ? queued(todo[k + 1]!.ops) : undefined;
+      const r = await sent;
       g.ops.forEach((_, j) => r.ok(j) || (ok[g.owner[j]!] = 0));
       errors.push(...r.errors.map((e) => back(e, g.owner)));
       transactions.push(...r.transactions);
-      failed = r.errors.length > 0 || !r.transactions.every((t) => t.committed);
+      if (r.errors.length > 0 || !r.transactions.every((t) => t.committed)) {
+        next?.tx.release();
+        for (const later of todo.slice(k + 1)) for (const i of later.owner) ok[i] = 0;
+        break;
+      }
     }
     return { ok: (i) => ok[i] === 1, errors, transactions };
   }
 
-  /** Commits the ops as one transaction, an element op of a plain set with more than
-   *  NFT_ELEMENTS_PIECE elements queued as pieces (still one transaction: the kernel gets the
-   *  same elements in the same batch). Statuses and error indexes are those of `ops`: an op is
-   *  ok when all its pieces are. */
-  private async commit(nft: NftablesApi, ops: readonly NftOp[]): Promise<Committed> {
-    const tx = new NftTransaction();
-    /** Per queued op, the index of its op in `ops`. */
-    const owner: number[] = [];
-    ops.forEach((op, i) => {
-      if (op.kind !== 'elements' || op.set.interval || op.elements.length <= NFT_ELEMENTS_PIECE) {
-        tx.queue(op);
-        owner.push(i);
-        return;
-      }
-      for (let at = 0; at < op.elements.length; at += NFT_ELEMENTS_PIECE) {
-        tx.queue({ ...op, elements: op.elements.slice(at, at + NFT_ELEMENTS_PIECE) });
-        owner.push(i);
-      }
-    });
-    const res = await nft.commit(tx);
-    // The stream's buffer (4 MiB at 10k services) goes now, not after the IPVS writes.
-    tx.release();
-    const ok = new Uint8Array(ops.length).fill(1);
-    for (let j = 0; j < owner.length; j++) if (res.status(j) !== 'ok') ok[owner[j]!] = 0;
-    const errors = res.errors.map((e) => (e.index === undefined || owner[e.index] === e.index ? e : new NetlinkError({ ...e, message: e.message, index: owner[e.index]! })));
-    return { ok: (i) => ok[i] === 1, errors, transactions: res.transactions };
-  }
+}
+
+/** A transaction queued from ops, with the index in them of each op it queued. */
+interface Queued {
+  tx: NftTransaction;
+  owner: number[];
+}
+
+/** The ops queued as one transaction, an element op of a plain set with more than
+ *  NFT_ELEMENTS_PIECE elements as pieces (still one transaction: the kernel gets the same
+ *  elements in the same batch). */
+function queued(ops: readonly NftOp[]): Queued {
+  const tx = new NftTransaction();
+  const owner: number[] = [];
+  ops.forEach((op, i) => {
+    if (op.kind !== 'elements' || op.set.interval || op.elements.length <= NFT_ELEMENTS_PIECE) {
+      tx.queue(op);
+      owner.push(i);
+      return;
+    }
+    for (let at = 0; at < op.elements.length; at += NFT_ELEMENTS_PIECE) {
+      tx.queue({ ...op, elements: op.elements.slice(at, at + NFT_ELEMENTS_PIECE) });
+      owner.push(i);
+    }
+  });
+  return { tx, owner };
+}
+
+/** A queued transaction committed. Statuses and error indexes are those of its `n` ops: an op
+ *  is ok when all its pieces are. */
+async function committed(nft: NftablesApi, { tx, owner }: Queued, n: number): Promise<Committed> {
+  const res = await nft.commit(tx);
+  // The stream's buffer (4 MiB at 10k services) goes now, not after the IPVS writes.
+  tx.release();
+  const ok = new Uint8Array(n).fill(1);
+  for (let j = 0; j < owner.length; j++) if (res.status(j) !== 'ok') ok[owner[j]!] = 0;
+  const errors = res.errors.map((e) => (e.index === undefined || owner[e.index] === e.index ? e : new NetlinkError({ ...e, message: e.message, index: owner[e.index]! })));
+  return { ok: (i) => ok[i] === 1, errors, transactions: res.transactions };
 }
 
 /** The ops at these indexes in transactions of at most `units` of work (an op, or a set
