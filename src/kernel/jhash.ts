@@ -7,9 +7,9 @@ const rol = (x: number, k: number) => (x << k) | (x >>> (32 - k));
 /** Words are read in the CPU's byte order (__get_unaligned_cpu32); the tail bytes are not. */
 const LE = endianness() === 'LE';
 
-/** jhash(key, key.length, seed). */
-export function jhash(k: Uint8Array, seed: number): number {
-  let n = k.length;
+/** jhash(key, length, seed): of the key's first `length` bytes (all of them by default). */
+export function jhash(k: Uint8Array, seed: number, length = k.length): number {
+  let n = length;
   let a = (0xdeadbeef + n + seed) | 0;
   let b = a;
   let c = a;

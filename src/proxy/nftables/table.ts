@@ -222,12 +222,12 @@ function addressBytes(address: string): number {
 export function frontendShard(address: string, port: number): number {
   const n = addressBytes(address);
   KEY_VIEW.setUint32(n, port << 16);
-  return scale(jhash(KEY.subarray(0, n + 4), 0), SHARDS);
+  return scale(jhash(KEY, 0, n + 4), SHARDS);
 }
 
 /** An endpoint address's hairpin shard (`jhash daddr mod SHARDS seed 0`). */
 export function addressShard(address: string): number {
-  return scale(jhash(KEY.subarray(0, addressBytes(address)), 0), SHARDS);
+  return scale(jhash(KEY, 0, addressBytes(address)), SHARDS);
 }
 
 /** The hairpin set of a shard. */
