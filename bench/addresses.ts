@@ -56,7 +56,7 @@ async function main(): Promise<void> {
       if (count() !== N) throw new Error('ip -batch did not add every address');
       fresh();
       t = process.hrtime.bigint();
-      const res = await links.addAddresses(LINK, addrs);
+      const res = await links.apply(addrs.map((address) => ({ op: 'addAddr', link: LINK, address })), { stopOnError: false });
       ours.push(Number(process.hrtime.bigint() - t) / 1e6);
       if (!res.ok) throw res.errors[0];
       sendmsg = res.sendmsgCalls;

@@ -70,34 +70,6 @@ export class Links implements LinksApi {
     return new ApplyResult(await this.h.apply(ops, opts));
   }
 
-  /** Creates a dummy link (kube-ipvs0, marked as ipvsync's) unless it exists, and sets it up. */
-  async ensureDummy(name: string): Promise<Link> {
-    const r = await this.apply([
-      { op: 'addLink', name, kind: 'dummy' },
-      { op: 'setLink', name, up: true },
-    ], { stopOnError: false });
-    if (r.status(0) === 'error' && r.errorOf(0)!.code !== 'EEXIST') throw r.errorOf(0);
-    if (r.status(1) !== 'ok') throw r.errorOf(1) ?? new Error(`setting ${name} up: ${r.status(1)}`);
-    // made here: marked as ipvsync's (one that was there already is left as it is)
-    if (r.status(0) === 'ok') (await this.apply([{ op: 'setLink', name, alias: IPVSYNC_LINK_ALIAS }])).orThrow();
-    const l = await this.get(name);
-    if (!l) throw new Error(`${name} vanished after it was created`);
-    return l;
-  }
-
-  /** Adds many addresses to one link in one batch; per address 'ok' or an EEXIST error. */
-  addAddresses(link: string, addresses: string[], opts: BatchOptions & { exist?: boolean; protocol?: number } = {}): Promise<ApplyResult> {
-    const { exist, protocol, ...batch } = opts;
-    return this.apply(
-      addresses.map((address) => ({ op: 'addAddr', link, address, ...(exist !== undefined ? { exist } : {}), ...(protocol !== undefined ? { protocol } : {}) })),
-      { stopOnError: false, ...batch },
-    );
-  }
-
-  delAddresses(link: string, addresses: string[], opts: BatchOptions = {}): Promise<ApplyResult> {
-    return this.apply(addresses.map((address) => ({ op: 'delAddr', link, address })), { stopOnError: false, ...opts });
-  }
-
   /** Closes the handle's socket(s) once the calls made before it are done; every later call
    *  rejects with a NetlinkError of kind 'invalid', code 'EBADF'. */
   close(): Promise<void> {

@@ -55,7 +55,7 @@ test('many addresses per call (/32, /128, any prefix), EEXIST per op, deletes; i
   const v4 = Array.from({ length: 500 }, (_, i) => `10.96.${(i + 1) >> 8}.${(i + 1) & 255}`);
   const v6 = Array.from({ length: 500 }, (_, i) => `fd00::${(i + 1).toString(16)}`);
   const extra = ['192.168.50.1/24', 'fd01::1/64'];
-  const r = await l.addAddresses('vb0', [...v4, ...v6, ...extra]);
+  const r = await l.apply([...v4, ...v6, ...extra].map((address) => ({ op: 'addAddr', link: 'vb0', address })), { stopOnError: false });
   assert.deepEqual(r.errors, []);
   assert.ok(r.sendmsgCalls <= 4, `${r.sendmsgCalls} sendmsg calls for 1002 addresses`);
   // ours -> theirs
@@ -67,13 +67,13 @@ test('many addresses per call (/32, /128, any prefix), EEXIST per op, deletes; i
   assert.ok(listed.some((a) => a.address === '192.168.50.1' && a.prefixlen === 24));
 
   // the same addresses again: each op reports EEXIST distinctly, the new one works
-  const again = await l.addAddresses('vb0', [v4[3]!, 'fd00::dead', v6[7]!]);
+  const again = await l.apply([v4[3]!, 'fd00::dead', v6[7]!].map((address) => ({ op: 'addAddr', link: 'vb0', address })), { stopOnError: false });
   assert.deepEqual([0, 1, 2].map((i) => again.status(i)), ['error', 'ok', 'error']);
   assert.deepEqual([again.errorOf(0)!.code, again.errorOf(2)!.code], ['EEXIST', 'EEXIST']);
   assert.equal(again.errorOf(0)!.index, 0);
   assert.equal(again.errorOf(0)!.kind, 'kernel');
   assert.match(again.errorOf(0)!.message, /RTM_NEWADDR 10\.96\.0\.4\/32 dev vb0: EEXIST/);
-  assert.ok((await l.addAddresses('vb0', [v4[3]!, v6[7]!], { exist: true })).ok, 'exist: replace, no error');
+  assert.ok((await l.apply([v4[3]!, v6[7]!].map((address) => ({ op: 'addAddr', link: 'vb0', address, exist: true })), { stopOnError: false })).ok, 'exist: replace, no error');
 
   // theirs -> ours: iproute2 adds and removes, we see it
   ip('addr', 'add', '172.31.0.1/16', 'dev', 'vb0');
@@ -84,7 +84,7 @@ test('many addresses per call (/32, /128, any prefix), EEXIST per op, deletes; i
   assert.ok((await l.addresses({ link: 'vb0', family: 'inet' })).every((a) => a.family === 'inet'));
 
   // delete all of ours; a missing one is a distinct per-op error
-  const del = await l.delAddresses('vb0', [...v4.slice(1), ...v6, '10.250.0.1']);
+  const del = await l.apply([...v4.slice(1), ...v6, '10.250.0.1'].map((address) => ({ op: 'delAddr', link: 'vb0', address })), { stopOnError: false });
   assert.equal(del.count('ok'), 999);
   assert.equal(del.errorOf(999)?.code, 'EADDRNOTAVAIL');
   assert.deepEqual(theirAddrs('vb0').filter((s) => / (10\.96|fd00::)/.test(s) && !/dead/.test(s)), []);
@@ -168,6 +168,6 @@ test('address protocol (IFA_PROTO): written on add, read on dump, both ways agai
   // a delete names no protocol: refused before sending, not silently ignored
   await assert.rejects(l.apply([{ op: 'delAddr', link: 'va0', address: '10.96.0.1', protocol: 249 } as never]), /protocol is for addAddr only/);
   await assert.rejects(l.apply([{ op: 'addAddr', link: 'va0', address: '10.96.0.9', protocol: 256 }]), /0-255/);
-  assert.ok((await l.delAddresses('va0', ['10.96.0.1', 'fd00::1'])).ok);
+  assert.ok((await l.apply([{ op: 'delAddr', link: 'va0', address: '10.96.0.1' }, { op: 'delAddr', link: 'va0', address: 'fd00::1' }], { stopOnError: false })).ok);
   assert.deepEqual(protoAddresses().filter((a) => a.index === index && a.protocol === IPVSYNC_ADDRESS_PROTOCOL), []);
 });
