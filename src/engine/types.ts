@@ -14,11 +14,11 @@ import type { DesiredNftTable, NftDelta } from './nft-diff.js';
 import type { DesiredRoutes, RoutesDelta } from './routes-diff.js';
 
 /**
- * A desired object the kernel layer would refuse (validateDesired): left out of the sync, with
- * what the kernel has under its key left as it is. `object` names it readably ("TCP
- * 10.0.0.1:80", "TCP 10.0.0.1:80 -> 10.244.1.5:8080", "vip 10.0.0.1 on kube-ipvs0", "ipset
- * KUBE-X member 1.2.3.4,tcp:80", "nft ip ipvsync set foo element 1.2.3.4/24"), `field` is the
- * field that is wrong ('address', 'port', 'scheduler', 'weight', 'key', …).
+ * A desired object the kernel layer would refuse (Plan.invalid, SyncReport.invalid): left out
+ * of the sync, with what the kernel has under its key left as it is. `object` names it readably
+ * ("TCP 10.0.0.1:80", "TCP 10.0.0.1:80 -> 10.244.1.5:8080", "vip 10.0.0.1 on kube-ipvs0",
+ * "ipset KUBE-X member 1.2.3.4,tcp:80", "nft ip ipvsync set foo element 1.2.3.4/24"), `field`
+ * is the field that is wrong ('address', 'port', 'scheduler', 'weight', 'key', …).
  */
 export interface InvalidObject {
   kind: 'ipvs' | 'vip' | 'route' | 'ipset' | 'nft';

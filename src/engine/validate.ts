@@ -1,6 +1,7 @@
 // Which desired objects the kernel layer would refuse, per object: the engine leaves those out of
 // a plan (and leaves what the kernel has under their keys as it is) instead of letting one bad
-// value reject a whole sync; validateDesired lets a caller check first. Every check is the kernel
+// value reject a whole sync; Engine.plan() lists them (Plan.invalid), so a caller can check
+// first. Each reconciler runs the checks of its kind (reconciler.ts). Every check is the kernel
 // layer's own: IPVS, address, route and ipset values through src/kernel/op-checks.ts (the addon's
 // checks), nftables through the NftTransaction builder and the op stream writer (opChecker).
 import { NetlinkError } from '../errors.js';
@@ -22,37 +23,11 @@ import { addressFamily, canonicalNetwork } from '../net/address.js';
 import type { IpSetMember } from '../kernel/ipsets.js';
 import { RT_TABLE_LOCAL, RT_TABLE_MAIN } from '../kernel/routes.js';
 import type { DesiredVips } from './addresses-diff.js';
-import type { DesiredState, InvalidObject, Ownership } from './types.js';
+import type { InvalidObject } from './types.js';
 import { memberKey, type DesiredIpSet } from './ipsets-diff.js';
 import { destKey, serviceKey, type DesiredService } from './ipvs-model.js';
 import { elementKey, type DesiredNftTable } from './nft-diff.js';
 import type { DesiredRoute, DesiredRoutes } from './routes-diff.js';
-
-/**
- * Every desired object the kernel layer would refuse, with the field that makes it so. The
- * engine leaves exactly these out of a sync (SyncReport.invalid lists them). `ownership`: the
- * engine's ipset prefix, which every desired ipset must carry.
- */
-export function validateDesired(desired: DesiredState, ownership: Pick<Ownership, 'ipsetPrefix'> = {}): InvalidObject[] {
-  const out: InvalidObject[] = [];
-  for (const s of desired.services ?? []) {
-    const v = checkService(s);
-    if (v) out.push(...v.invalid);
-  }
-  if (desired.vips) out.push(...checkVips(desired.vips).invalid);
-  if (desired.routes) out.push(...checkRoutes(desired.routes).invalid);
-  for (const set of desired.ipsets ?? []) {
-    const v = checkIpSet(set, ownership.ipsetPrefix);
-    if (v) out.push(...v.invalid);
-  }
-  for (const t of desired.nft === undefined ? [] : [desired.nft].flat()) {
-    const v = checkNftTable(t);
-    out.push(...v.invalid);
-    if (!v.valid) continue;
-    for (const set of v.valid.sets) out.push(...checkNftElements(v.valid, set, set.elements, 'add', v.droppedChains).invalid);
-  }
-  return out;
-}
 
 function invalid(kind: InvalidObject['kind'], object: string, p: FieldProblem): InvalidObject {
   return { kind, object, field: p.field, message: p.message };

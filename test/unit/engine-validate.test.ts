@@ -1,11 +1,10 @@
 // One invalid desired object no longer costs the whole sync: the engine leaves it out, reports
 // it (kind, object, field), leaves what the kernel has under its key as it is, and applies the
-// rest exactly as if the object had not been there. validateDesired returns the same list. The
+// rest exactly as if the object had not been there. Engine.plan() lists the same. The
 // kernel layer's checks ported to TypeScript (src/kernel/op-checks.ts) agree with the addon's.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine, type DesiredState, type InvalidObject } from '../../src/engine/engine.js';
-import { validateDesired } from '../../src/engine/validate.js';
 import { serviceKey, type DesiredService } from '../../src/engine/ipvs-model.js';
 import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
 import type { DestinationConfig, IpvsOp, ServiceConfig } from '../../src/kernel/ipvs.js';
@@ -52,6 +51,11 @@ async function ipvsState(k: Kernel) {
 
 function sortInvalid(l: readonly InvalidObject[]): InvalidObject[] {
   return [...l].sort((a, b) => (a.object < b.object ? -1 : a.object > b.object ? 1 : 0));
+}
+
+/** What a plan of the desired state on a fresh kernel finds invalid (plan() writes nothing). */
+async function planInvalid(desired: DesiredState): Promise<InvalidObject[]> {
+  return (await new Engine(kernel(), OPTS).plan(desired)).invalid ?? [];
 }
 
 /** What a report says of an invalid object, without its (free-text) message. */
@@ -153,7 +157,7 @@ function ipvsCases(): IpvsCase[] {
       assert.deepEqual(r.errors, []);
       assert.deepEqual(named(r.invalid), c.expect);
       for (const x of r.invalid) assert.ok(x.message.length > 0);
-      assert.deepEqual(sortInvalid(validateDesired(desired)), sortInvalid(r.invalid), 'validateDesired says the same');
+      assert.deepEqual(sortInvalid(plan.invalid ?? []), sortInvalid(r.invalid), 'the plan says the same');
       assert.deepEqual(await ipvsState(k), await ipvsState(base));
 
       // a full resync and an incremental one of the bad object's key: nothing to write, the
@@ -208,7 +212,7 @@ test('vips: a bad entry is left out and reported, the others are bound', async (
       { kind: 'vip', object: 'vip fe80::1%eth0 on kube-ipvs0', field: 'address' },
     ];
     assert.deepEqual(named(r.invalid), expect);
-    assert.deepEqual(sortInvalid(validateDesired(desired)), sortInvalid(r.invalid));
+    assert.deepEqual(sortInvalid(await planInvalid(desired)), sortInvalid(r.invalid));
     assert.deepEqual(await k.links.addresses({ link: 'kube-ipvs0' }), await base.links.addresses({ link: 'kube-ipvs0' }));
     addonTookAll(k);
     const again = await e.sync(desired, new Set());
@@ -240,7 +244,7 @@ test('routes: a route with a bad destination or link is left out; the kernel kee
     { kind: 'route', object: 'route local 10.100.0.0/16', field: 'dev' },
     { kind: 'route', object: 'route local fd00:96::/200', field: 'dst' },
   ]);
-  assert.deepEqual(sortInvalid(validateDesired(desired)), sortInvalid(r.invalid));
+  assert.deepEqual(sortInvalid(await planInvalid(desired)), sortInvalid(r.invalid));
   const routes = async (x: Kernel) => (await x.routes.list()).map((o) => `${o.dst} ${o.table} ${o.protocol}`).sort();
   assert.deepEqual(await routes(k), await routes(base));
   assert.ok((await routes(k)).includes('10.100.0.0/16 255 249'));
@@ -284,7 +288,7 @@ test('ipsets: members that do not fit the set type are left out, the kernel keep
     { kind: 'ipset', object: 'ipset IPVSYNC-SVC member fd00::3,tcp:80', field: 'ip' },
     { kind: 'ipset', object: 'ipset NOT-OURS', field: 'name' },
   ]);
-  assert.deepEqual(sortInvalid(validateDesired(desired, { ipsetPrefix: OPTS.ipsetPrefix })), sortInvalid(r.invalid));
+  assert.deepEqual(sortInvalid(await planInvalid(desired)), sortInvalid(r.invalid));
   const sets = async (x: Kernel) =>
     (await x.ipsets.list()).map((s) => ({ name: s.name, type: s.type, members: (s.members ?? []).map((m) => `${m.ip},${m.proto ?? ''}:${m.port ?? ''}`).sort() })).sort((a, b) => (a.name < b.name ? -1 : 1));
   assert.deepEqual(await sets(k), await sets(base));
@@ -345,7 +349,7 @@ test('nft: an element with host bits or a key of the wrong length is left out an
       { kind: 'nft', object: 'nft ip ipvsync set services element 10.96.9.300 . tcp . 80', field: 'key' },
     ]);
     assert.match(r.invalid.find((x) => x.object.endsWith('10.246.1.5/24'))!.message, /host bits/);
-    assert.deepEqual(sortInvalid(validateDesired(desired)), sortInvalid(r.invalid));
+    assert.deepEqual(sortInvalid(await planInvalid(desired)), sortInvalid(r.invalid));
     assert.deepEqual(await nftState(k), await nftState(base));
     const again = await e.sync(desired);
     assert.deepEqual([again.errors, again.nft.writes], [[], 0]);
@@ -389,13 +393,13 @@ test('nft: a map element whose verdict is refused keeps the kernel element of it
     { kind: 'nft', object: 'nft ip ipvsync set dispatch element 10.96.0.4', field: 'verdict' },
     { kind: 'nft', object: 'nft ip ipvsync set weird', field: 'key' },
   ]);
-  assert.deepEqual(sortInvalid(validateDesired({ services: [], nft: broken })), sortInvalid(r3.invalid));
+  assert.deepEqual(sortInvalid(await planInvalid({ services: [], nft: broken })), sortInvalid(r3.invalid));
   const k3 = kernel();
   await new Engine(k3, OPTS).sync({ services: [], nft: table(elems) });
   assert.deepEqual(await nftState(k2), await nftState(k3));
 });
 
-test('validateDesired: a valid desired state has nothing to report; every kind at once', () => {
+test('plan: a valid desired state has nothing to report; every kind at once', async () => {
   const ok: DesiredState = {
     services: services(5),
     vips: { link: 'kube-ipvs0', addresses: ['10.96.0.1'] },
@@ -403,7 +407,7 @@ test('validateDesired: a valid desired state has nothing to report; every kind a
     ipsets: [{ name: 'IPVSYNC-X', type: 'hash:ip', members: [{ ip: '10.0.0.1' }] }],
     nft: table({ services: [['10.96.0.1', 80]], cluster: ['10.244.0.0/16'], dispatch: [] }),
   };
-  assert.deepEqual(validateDesired(ok, { ipsetPrefix: 'IPVSYNC-' }), []);
+  assert.deepEqual(await planInvalid(ok), []);
   const bad: DesiredState = {
     services: [svc('10.96.0.1', [{ address: '10.244.0.1', forward: 'nat' as 'masq' }])],
     vips: { link: 'kube-ipvs0', addresses: ['10.96.0.x'] },
@@ -411,7 +415,7 @@ test('validateDesired: a valid desired state has nothing to report; every kind a
     ipsets: [{ name: 'IPVSYNC-X', type: 'hash:ip', members: [{ ip: '10.0.0.1', port: 80 }] }],
     nft: table({ services: [['10.96.0.1', -1]], cluster: [], dispatch: [] }),
   };
-  assert.deepEqual(named(validateDesired(bad, { ipsetPrefix: 'IPVSYNC-' })), [
+  assert.deepEqual(named(await planInvalid(bad)), [
     { kind: 'ipvs', object: 'TCP 10.96.0.1:80 -> 10.244.0.1:8080', field: 'forward' },
     { kind: 'ipset', object: 'ipset IPVSYNC-X member 10.0.0.1,80', field: 'port' },
     { kind: 'nft', object: 'nft ip ipvsync set services element 10.96.0.1 . tcp . -1', field: 'key' },
@@ -420,11 +424,11 @@ test('validateDesired: a valid desired state has nothing to report; every kind a
   ]);
 });
 
-test('validateDesired: an nftables table whose owned names are not names is refused whole, naming the field', () => {
+test('plan: an nftables table whose owned names are not names is refused whole, naming the field', async () => {
   const t = table({ services: [['10.96.0.1', 80]], cluster: [], dispatch: [] });
-  assert.deepEqual(validateDesired({ services: [], nft: { ...t, owned: { names: ['services'], prefixes: ['fw-'] } } }), []);
+  assert.deepEqual(await planInvalid({ services: [], nft: { ...t, owned: { names: ['services'], prefixes: ['fw-'] } } }), []);
   for (const owned of [{ names: 'services', prefixes: [] }, { names: [], prefixes: [''] }, { names: [7], prefixes: [] }, null, 'all'])
-    assert.deepEqual(named(validateDesired({ services: [], nft: { ...t, owned: owned as never } })), [{ kind: 'nft', object: 'nft ip ipvsync', field: 'owned' }], JSON.stringify(owned));
+    assert.deepEqual(named(await planInvalid({ services: [], nft: { ...t, owned: owned as never } })), [{ kind: 'nft', object: 'nft ip ipvsync', field: 'owned' }], JSON.stringify(owned));
 });
 
 // ---- the ported checks agree with the addon's ---------------------------------------------------
