@@ -54,10 +54,6 @@ export interface EngineKernel {
 export interface EngineOptions extends Ownership {
   /** A draining TCP destination is deleted after this even with connections (default 15 min). */
   drainTimeoutMs?: number;
-  /** Upper bound of work per nftables transaction (an op or a set element each): a delta goes
-   *  in transactions of at most this much, each committed on its own, one after the other,
-   *  stopping at the first that fails (default: the whole delta is one). */
-  maxNftOpsPerTransaction?: number;
   /**
    * When a sync creates the owned tables from nothing (none of them in the kernel, as on a
    * node's first sync), their tables, chains, sets and elements go in transactions of at most
@@ -150,7 +146,6 @@ export class Engine {
     const routes = new RoutesReconciler(kernel.routes);
     const ipsets = new IpSetsReconciler(kernel.ipsets, opts.ipsetPrefix);
     const nft = new NftReconciler(kernel.nft, {
-      ...(opts.maxNftOpsPerTransaction !== undefined ? { maxOpsPerTransaction: opts.maxNftOpsPerTransaction } : {}),
       ...(opts.createNftInTransactionsOf !== undefined ? { createInTransactionsOf: opts.createNftInTransactionsOf } : {}),
     });
     this.kinds = [ipvs, addresses, routes, ipsets, nft];

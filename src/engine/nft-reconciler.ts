@@ -23,8 +23,6 @@ import { checkNftElements, checkNftTable } from './validate.js';
 export const NFT_ELEMENTS_PIECE = 256;
 
 export interface NftReconcilerOptions {
-  /** EngineOptions.maxNftOpsPerTransaction */
-  maxOpsPerTransaction?: number;
   /** EngineOptions.createNftInTransactionsOf */
   createInTransactionsOf?: number;
 }
@@ -212,27 +210,21 @@ export class NftReconciler implements Reconciler<NftChecked, NftObserved, NftPla
   }
 
   /**
-   * Commits a delta: as one transaction, or in several of bounded work (an op or a set
-   * element each): for tables created from nothing with createInTransactionsOf, everything but
-   * the rules in transactions of that size and then the rules; with maxOpsPerTransaction,
-   * everything in transactions of that size. Each transaction is a commit of its own, one after
-   * the other, stopping at the first that fails; the next one is encoded while the kernel
+   * Commits a delta: as one transaction, or, for tables created from nothing with
+   * createInTransactionsOf, everything but the rules in transactions of that much work (an op or
+   * a set element each) and then the rules in one. Each transaction is a commit of its own, one
+   * after the other, stopping at the first that fails; the next one is encoded while the kernel
    * commits one, so at most two transactions' op streams and netlink batches exist at a time
    * (all of a created 10k × 10 table's at once were ~20 MB).
    */
   private async commitDelta(nft: NftablesApi, delta: NftDelta): Promise<Committed> {
     const units = this.opts.createInTransactionsOf;
-    const maxOps = this.opts.maxOpsPerTransaction;
     const ops = delta.ops;
-    const pieces = (indexes: number[]) => (maxOps ? inTransactionsOf(ops, indexes, maxOps) : [{ ops: indexes.map((i) => ops[i]!), owner: indexes }]);
-    let groups: Array<{ ops: NftOp[]; owner: number[] }>;
-    if (delta.created && units) {
-      const body: number[] = [];
-      const rules: number[] = [];
-      ops.forEach((o, i) => (o.kind === 'rule' ? rules : body).push(i));
-      groups = [...inTransactionsOf(ops, body, units), ...pieces(rules)];
-    } else if (maxOps) groups = pieces(ops.map((_, i) => i));
-    else return committed(nft, queued(ops), ops.length);
+    if (!delta.created || !units) return committed(nft, queued(ops), ops.length);
+    const body: number[] = [];
+    const rules: number[] = [];
+    ops.forEach((o, i) => (o.kind === 'rule' ? rules : body).push(i));
+    const groups = [...inTransactionsOf(ops, body, units), { ops: rules.map((i) => ops[i]!), owner: rules }];
     const ok = new Uint8Array(ops.length).fill(1);
     const errors: NetlinkError[] = [];
     const transactions: Array<{ committed: boolean }> = [];

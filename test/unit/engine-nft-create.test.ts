@@ -160,23 +160,3 @@ test('the proxier creates its glue this way (GLUE_CREATE_TRANSACTION_UNITS), and
   assert.ok(r.calls.length <= 1);
   for (const c of r.calls) assert.deepEqual(c.opts, {});
 });
-
-test('maxNftOpsPerTransaction: any delta in commits of at most that much work, in order; the tables as one transaction makes them', async () => {
-  const r = recording();
-  const e = new Engine(r.k, { maxNftOpsPerTransaction: 150 });
-  assert.deepEqual((await e.sync(want(table(300)))).errors, []);
-  assert.ok(r.calls.length > 1);
-  for (const c of r.calls) {
-    assert.ok(units(c.ops) <= 150, `${units(c.ops)} units`);
-    assert.deepEqual(c.opts, {});
-  }
-  assert.equal(r.calls.reduce((n, c) => n + units(c.ops), 0), 1 + 2 + 2 + 600 + 2);
-  // a change of existing tables too
-  r.calls.length = 0;
-  assert.deepEqual((await e.sync(want(table(600)))).errors, []);
-  assert.deepEqual(r.calls.map((c) => units(c.ops)), [150, 150, 150, 150]);
-  const one = recording();
-  await new Engine(one.k).sync(want(table(600)));
-  const strip = (x: Awaited<ReturnType<typeof r.k.nft.list>>) => JSON.parse(JSON.stringify({ ...x, genId: 0 }, (k, v) => (k === 'handle' ? undefined : v)));
-  assert.deepEqual(strip(await r.k.nft.list()), strip(await one.k.nft.list()));
-});
