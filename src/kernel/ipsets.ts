@@ -189,31 +189,11 @@ export class IpSets implements IpSetsApi {
         if (typeof op.op !== 'string') throw NetlinkError.invalid(`op ${i}`, 'op must be a string', { index: i });
         switch (op.op) {
           case 'create':
-            view.set(op.name, shapeOf(op));
-            out.push(op);
-            break;
-          case 'rename': {
-            const s = view.get(op.name);
-            view.delete(op.name);
-            if (s) view.set(op.to, s);
-            out.push(op);
-            break;
-          }
-          case 'swap': {
-            const a = view.get(op.name);
-            const b = view.get(op.with);
-            if (a && b) {
-              view.set(op.name, b);
-              view.set(op.with, a);
-            }
-            out.push(op);
-            break;
-          }
+          case 'rename':
+          case 'swap':
           case 'destroy':
-            view.delete(op.name);
-            out.push(op);
-            break;
           case 'flush':
+            replay(view, op);
             out.push(op);
             break;
           case 'add':
@@ -238,22 +218,37 @@ export class IpSets implements IpSetsApi {
 
   private learn(ops: IpSetOp[], result: ApplyResult): void {
     ops.forEach((op, i) => {
-      if (result.status(i) !== 'ok') return;
-      if (op.op === 'create') this.shapes.set(op.name, shapeOf(op));
-      else if (op.op === 'destroy') this.shapes.delete(op.name);
-      else if (op.op === 'rename') {
-        const s = this.shapes.get(op.name);
-        this.shapes.delete(op.name);
-        if (s) this.shapes.set(op.to, s);
-      } else if (op.op === 'swap') {
-        const a = this.shapes.get(op.name);
-        const b = this.shapes.get(op.with);
-        if (a && b) {
-          this.shapes.set(op.name, b);
-          this.shapes.set(op.with, a);
-        }
-      }
+      if (result.status(i) === 'ok') replay(this.shapes, op);
     });
+  }
+}
+
+/** What one op does to the shapes of the sets by name (create, rename, swap and destroy change
+ *  them; add, del and flush do not): resolve replays a batch over a copy, learn the ops the
+ *  kernel took over the known shapes. */
+function replay(shapes: Map<string, SetShape>, op: IpSetOp): void {
+  switch (op.op) {
+    case 'create':
+      shapes.set(op.name, shapeOf(op));
+      break;
+    case 'rename': {
+      const s = shapes.get(op.name);
+      shapes.delete(op.name);
+      if (s) shapes.set(op.to, s);
+      break;
+    }
+    case 'swap': {
+      const a = shapes.get(op.name);
+      const b = shapes.get(op.with);
+      if (a && b) {
+        shapes.set(op.name, b);
+        shapes.set(op.with, a);
+      }
+      break;
+    }
+    case 'destroy':
+      shapes.delete(op.name);
+      break;
   }
 }
 
