@@ -11,7 +11,7 @@ import {
   LABEL_SERVICE_PROXY_NAME,
 } from './types.js';
 import { compareText } from '../util/sorted.js';
-import { endpointAddress, slimService, slimSlice } from './slim.js';
+import { endpointAddress, pick, slimService, slimSlice } from './slim.js';
 import { arr, field, member, str } from './fields.js';
 
 interface Meta {
@@ -193,15 +193,6 @@ class GroupTracker<T extends Meta> {
     const now = this.members(group);
     this.pending.set(group, this.empty(now) ? '' : this.fingerprint(now));
   }
-}
-
-function pick(m: unknown, keys: readonly string[]): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const k of keys) {
-    const v = member(m, k);
-    if (v !== undefined) out[k] = v;
-  }
-  return out;
 }
 
 /** What translate() reads from a Service; nothing else can change what is programmed. Every

@@ -34,8 +34,9 @@ function sharedConditions(c: unknown): Conditions | undefined {
   return (conditionsCache[i] ??= Object.freeze({ ready: c.ready, serving: c.serving, terminating: c.terminating }) as Conditions);
 }
 
-/** The members `keys` of a label or annotation map; undefined when it has none of them. */
-function pick(m: unknown, keys: readonly string[]): Record<string, string> | undefined {
+/** The members `keys` of a label or annotation map, as they came; undefined when it has none
+ *  of them. */
+export function pick(m: unknown, keys: readonly string[]): Record<string, string> | undefined {
   let out: Record<string, string> | undefined;
   for (const k of keys) {
     const v = member(m, k);
