@@ -524,8 +524,8 @@ const setKey = (s: SetSpec) => `${s.family}\0${s.table}\0${s.name}`;
 
 /**
  * An op stream being written, op by op: what a transaction is queued into (so its ops are
- * validated and encoded as they are queued and the objects they came from can be collected),
- * and what writeOps writes an op list with. Set ids (NFTA_SET_ID, for elements and lookups in
+ * validated and encoded as they are queued and the objects they came from can be collected).
+ * Set ids (NFTA_SET_ID, for elements and lookups in
  * the same batch) are numbered in the order sets are added.
  */
 export class OpStreamWriter {
@@ -674,17 +674,4 @@ export class OpStreamWriter {
         throw invalid(this.count, `unknown kind ${(op as { kind: unknown }).kind}`);
     }
   }
-}
-
-/** Writes the ops as one op stream. `lowerInterval(set, elements, verb)` lowers an interval
- *  set's elements (start/end elements, see lowerElements in nftables.ts). */
-export function writeOps(
-  ops: readonly NftOp[],
-  lowerInterval: (s: SetSpec, elements: SetElement[], verb: string) => LoweredElement[],
-): Uint8Array {
-  if (!Array.isArray(ops)) throw NetlinkError.invalid('nftables', 'expected an array of ops');
-  // ~130 bytes per rule of a proxy table; the writer grows if that is short.
-  const out = new OpStreamWriter(256 + ops.length * 160, lowerInterval);
-  for (let i = 0; i < ops.length; i++) out.write(ops[i]!);
-  return out.result();
 }

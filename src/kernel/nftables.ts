@@ -15,7 +15,7 @@ import {
   type NativeNftWireEncoder,
   type SocketStats,
 } from '../native.js';
-import { freeNow, OpStreamWriter, writeOps, type LoweredElement } from './nft-wire.js';
+import { freeNow, OpStreamWriter, type LoweredElement } from './nft-wire.js';
 import { canonicalExpr, renderExpr, type Expr, type Verdict } from './nft-expr.js';
 import {
   DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, cidrRange, decodeKey, encodeKey, familyName, keyTypesFromId,
@@ -232,8 +232,8 @@ export class NftTransaction {
     return this;
   }
 
-  /** Queues an op given as data (what a plan holds, or an op list's element): the same checks
-   *  and encoding as an op list handed to commit. A large transaction can be queued op by op
+  /** Queues an op given as data (what a plan holds): the op stream's checks and encoding, as
+   *  for the typed calls. A large transaction can be queued op by op
    *  with the event loop let in between (its encoding is pipelined, see feed()). */
   queue(op: NftOp): this {
     return this.push(op);
@@ -385,12 +385,7 @@ export class NftTransaction {
   }
 }
 
-/** The op stream of a transaction (native/nftables/wire.h): what commit hands the addon. */
-export function encodeOps(tx: NftTransaction | readonly NftOp[]): Uint8Array {
-  return tx instanceof NftTransaction ? tx.encoded() : writeOps(tx, lowerInterval);
-}
-
-/** Checks ops one at a time as encodeOps writes them (throwing what it throws), each written
+/** Checks ops one at a time as a transaction queues them (throwing what it throws), each written
  *  into the same buffer and taken out again: checking many ops allocates no stream per op. */
 export function opChecker(): (op: NftOp) => void {
   const w = new OpStreamWriter(512, lowerInterval);
@@ -735,7 +730,7 @@ export interface ListOptions {
 
 /** The calls an engine needs; the kernel implementation is Nftables, a test double can be another. */
 export interface NftablesApi {
-  commit(tx: NftTransaction | readonly NftOp[], opts?: CommitOptions): Promise<NftCommitResult>;
+  commit(tx: NftTransaction, opts?: CommitOptions): Promise<NftCommitResult>;
   list(opts?: ListOptions): Promise<NftRuleset>;
   /** One set's elements as listed (one dump, redone if interrupted): not tied to a generation,
    *  read genId around such dumps. A set that is not there: ENOENT. */
@@ -753,23 +748,18 @@ export class Nftables implements NftablesApi {
     return n;
   }
 
-  /** A new empty transaction. */
-  transaction(): NftTransaction {
-    return new NftTransaction();
-  }
-
   /**
    * Sends the ops as one nfnetlink batch in one sendmsg (or several batches with
    * maxOpsPerTransaction). Never throws for a kernel rejection: the result says which op
    * failed (index, errno name, extack) and that the others were rolled back.
    */
-  async commit(tx: NftTransaction | readonly NftOp[], opts: CommitOptions = {}): Promise<NftCommitResult> {
-    const stream = encodeOps(tx);
+  async commit(tx: NftTransaction, opts: CommitOptions = {}): Promise<NftCommitResult> {
+    const stream = tx.encoded();
     const native: NativeNftCommitOptions = { ackMode: opts.acks === true ? 'all' : opts.acks === false ? 'none' : 'last' };
     if (opts.maxOpsPerTransaction !== undefined) native.maxOpsPerTransaction = opts.maxOpsPerTransaction;
     if (opts.genId !== undefined) native.genId = opts.genId;
     const defaults = opts.acks === undefined && opts.maxOpsPerTransaction === undefined && opts.genId === undefined;
-    const encoder = defaults && tx instanceof NftTransaction ? tx.takeEncoder() : undefined;
+    const encoder = defaults ? tx.takeEncoder() : undefined;
     const raw = await this.h.commitWire(stream, native, encoder);
     return new NftCommitResult(raw);
   }

@@ -6,6 +6,7 @@ import type { EngineKernel } from '../engine/engine.js';
 import { keyToId, serviceKey } from '../engine/ipvs-model.js';
 import { readRecord, recordedKeys } from '../engine/ownership.js';
 import type { IpSetsApi } from '../kernel/ipsets.js';
+import { NftTransaction } from '../kernel/nftables.js';
 import { IPVSYNC_ADDRESS_PROTOCOL, IPVSYNC_LINK_ALIAS, type LinksApi } from '../kernel/links.js';
 import { IPVSYNC_ROUTE_PROTOCOL, type RoutesApi } from '../kernel/routes.js';
 import { GLUE_TABLE } from './ipvs/glue.js';
@@ -56,7 +57,9 @@ export async function removeOwned(k: CleanupKernel, vipLink: string, opts: { ips
     try {
       const have = (await k.nft.list({ elements: false })).tables.filter((t) => t.name === GLUE_TABLE && (t.family === 'ip' || t.family === 'ip6'));
       if (have.length) {
-        (await k.nft.commit(have.map((t) => ({ verb: 'delete' as const, kind: 'table' as const, table: { family: t.family, name: t.name } })))).orThrow();
+        const tx = new NftTransaction();
+        for (const t of have) tx.deleteTable({ family: t.family, name: t.name });
+        (await k.nft.commit(tx)).orThrow();
         tables = have.length;
       }
     } catch (e) {

@@ -397,8 +397,8 @@ export class FakeNftables implements NftablesApi {
     return PackedElements.of(set, structuredClone(s.elements));
   }
 
-  async commit(tx: NftTransaction | readonly NftOp[], opts: CommitOptions = {}): Promise<NftCommitResult> {
-    const ops = tx instanceof NftTransaction ? tx.keptOps('FakeNftables') : [...tx];
+  async commit(tx: NftTransaction, opts: CommitOptions = {}): Promise<NftCommitResult> {
+    const ops = tx.keptOps('FakeNftables');
     this.log.push(structuredClone(ops));
     const work = structuredClone(this.rs);
     const statuses = new Uint8Array(ops.length);

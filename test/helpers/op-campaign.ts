@@ -5,6 +5,7 @@
 // over the real handles.
 import assert from 'node:assert/strict';
 import { NetlinkError } from '../../src/errors.js';
+import { NftTransaction, type NftOp } from '../../src/kernel/nftables.js';
 import { prng } from './bytes.js';
 
 const throwing = Object.defineProperty({}, 'x', { enumerable: true, get: () => { throw new Error('getter'); } });
@@ -87,6 +88,15 @@ export async function campaign(
   }
   assert.deepEqual(bad, [], `${bad.length} bad outcomes`);
   assert.ok(ok > 0 && refused > 0, `${ok} ok, ${refused} refused: the campaign reaches both outcomes`);
+}
+
+/** A mutated nftables op list queued op by op into a transaction (a bad op throws from
+ *  queue); undefined when the list itself is no list (a transaction is built from ops). */
+export function queued(ops: unknown): NftTransaction | undefined {
+  if (!Array.isArray(ops)) return undefined;
+  const tx = new NftTransaction();
+  for (const op of ops) tx.queue(op as NftOp);
+  return tx;
 }
 
 const T = { family: 'ip', name: 't' } as const;

@@ -15,7 +15,7 @@ import { IpSets } from '../../src/kernel/ipsets.js';
 import { Links } from '../../src/kernel/links.js';
 import { Nftables, NftTransaction, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
 import { Routes } from '../../src/kernel/routes.js';
-import { campaign, NFT_OPS } from '../helpers/op-campaign.js';
+import { campaign, NFT_OPS, queued } from '../helpers/op-campaign.js';
 
 // The tests' own namespace: what the campaigns happen to create stays out of the suite's.
 const NS = 'ipvsync-api-errors';
@@ -54,8 +54,8 @@ test('malformed ops reject as invalid naming the op and member, for every handle
   await assert.rejects(routes.apply([{ op: 'addRoute', dst: '10.0.0.0/8', type: 'blackhole' }, { op: 'addRoute', dst: 5 as never }]), invalid(1));
   await assert.rejects(ct.delete(null as never), invalid(undefined));
   await assert.rejects(ct.delete({ proto: {} as never }), invalid(undefined));
-  await assert.rejects(nft.commit([null as never]), invalid(0));
-  await assert.rejects(nft.commit([NFT_OPS[0] as NftOp, { verb: 'add', kind: 'table', table: null } as never]), invalid(1));
+  assert.throws(() => new NftTransaction().queue(null as never), invalid(0));
+  assert.throws(() => new NftTransaction().queue(NFT_OPS[0] as NftOp).queue({ verb: 'add', kind: 'table', table: null } as never), invalid(1));
   const set: SetSpec = { family: 'ip', table: 't', name: 's', key: ['ipv4_addr'] };
   assert.throws(() => new NftTransaction().addTable({ family: 'ip', name: 't' }).addSet(set).addElements(set, [{ key: ['10.0.0.1'] }, null as never]), invalid(2, 1));
   // nothing was sent: the namespace has no set and no table
@@ -82,7 +82,10 @@ test('seeded mutation campaign against the real handles: no raw JavaScript error
     { op: 'addRoute', dst: '10.97.0.0/16', type: 'blackhole', exist: true },
     { op: 'delRoute', dst: '10.97.0.0/16', type: 'blackhole' },
   ], (ops) => routes.apply(ops as never, { stopOnError: false }), [], 300);
-  await campaign(14, NFT_OPS, (ops) => nft.commit(ops as never), ['elements'], 300);
+  await campaign(14, NFT_OPS, (ops) => {
+    const tx = queued(ops);
+    return tx && nft.commit(tx);
+  }, ['elements'], 300);
 });
 
 test('kernel errors resolve inside the result (index, member); orThrow() throws the first', async () => {

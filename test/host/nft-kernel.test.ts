@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { Nftables, NftTransaction, encodeOps, type NftablesApi, type SetSpec, type ChainSpec, type RuleSpec } from '../../src/kernel/nftables.js';
+import { Nftables, NftTransaction, type NftablesApi, type SetSpec, type ChainSpec, type RuleSpec } from '../../src/kernel/nftables.js';
 import { Engine, type Plan } from '../../src/engine/engine.js';
 import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
 import { canonicalExprs, type Expr } from '../../src/kernel/nft-expr.js';
@@ -438,14 +438,12 @@ test('invalid input is rejected before anything is sent', async () => {
   assert.throws(() => tx.addTable({ family: 'arp' as 'ip', name: 'x' }), /family/);
   assert.throws(() => tx.replaceRule(ruleIn('c', [R.accept()])), /handle/);
   const before = nft.socketStats().sendmsgCalls;
-  await assert.rejects(
-    nft.commit([{ verb: 'add', kind: 'rule', rule: ruleIn('c', [{ type: 'cmp', sreg: 1, op: 'eq', data: 'zz' } as Expr]) }]),
+  assert.throws(
+    () => tx.addRule(ruleIn('c', [{ type: 'cmp', sreg: 1, op: 'eq', data: 'zz' } as Expr])),
     (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid' && /hex/.test(e.message),
   );
-  await assert.rejects(
-    nft.commit([{ verb: 'add', kind: 'rule', rule: ruleIn('c', [{ type: 'meta', key: 'bogus', dreg: 1 } as unknown as Expr]) }]),
-    /unknown value bogus/,
-  );
+  assert.throws(() => tx.addRule(ruleIn('c', [{ type: 'meta', key: 'bogus', dreg: 1 } as unknown as Expr])), /unknown value bogus/);
+  assert.equal(tx.size, 0, 'nothing queued');
   assert.equal(nft.socketStats().sendmsgCalls, before, 'nothing sent');
 });
 
@@ -469,7 +467,7 @@ test('a large transaction commits through the pipelined encoder: the ruleset nft
   const nft = await fresh();
   const piped = serviceTable(2500, false);
   assert.equal(piped.ops.length, 0);
-  assert.ok(encodeOps(piped).length > 3 * 256 * 1024, 'several pieces were fed while it was queued');
+  assert.ok(piped.encoded().length > 3 * 256 * 1024, 'several pieces were fed while it was queued');
   const res = await nft.commit(piped);
   assert.ok(res.ok, res.errors.map((e) => e.message).join('; '));
   assert.equal(res.sendmsgCalls, 1);
@@ -478,9 +476,12 @@ test('a large transaction commits through the pipelined encoder: the ruleset nft
   assert.equal(objects(j, 'rule').length, 2 * 2500 + 1);
   assert.equal(objects(j, 'chain').length, 2500 + 1);
 
-  // The same ops as a plain op list (no pipelined encoder): the same ruleset, handles aside.
+  // The same ops encoded at commit in one go (its pipelined encoder dropped): the same ruleset,
+  // handles aside.
   const nft2 = await fresh();
-  const res2 = await nft2.commit(serviceTable(2500, true).ops);
+  const whole = serviceTable(2500, true);
+  assert.ok(whole.takeEncoder(), 'it had fed a pipelined encoder');
+  const res2 = await nft2.commit(whole);
   assert.ok(res2.ok);
   assert.equal(withoutHandles(ruleset()), withoutHandles(j));
 

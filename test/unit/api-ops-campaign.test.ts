@@ -16,12 +16,12 @@ import { IpSets } from '../../src/kernel/ipsets.js';
 import { Ipvs } from '../../src/kernel/ipvs.js';
 import { Links } from '../../src/kernel/links.js';
 import { Routes } from '../../src/kernel/routes.js';
-import { Nftables, NftTransaction, type NftOp } from '../../src/kernel/nftables.js';
+import { Nftables } from '../../src/kernel/nftables.js';
 import { native } from '../../src/native.js';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fromHex, prng } from '../helpers/bytes.js';
-import { campaign, mutate, NFT_OPS } from '../helpers/op-campaign.js';
+import { campaign, mutate, NFT_OPS, queued } from '../helpers/op-campaign.js';
 
 const allOk = (n: number) => ({ statuses: new Uint8Array(n).fill(1), errors: [], sendmsgCalls: 1 });
 /** A handle class over a stand-in for its addon handle (the constructor is private to callers). */
@@ -126,14 +126,15 @@ test('Nftables.commit: every mutated op list commits or is refused as invalid na
       return { statuses: new Uint8Array(0), errors: [], transactions: [], sendmsgCalls: 1 };
     },
   });
-  await campaign(6, NFT_OPS, (ops) => nft.commit(ops as never), ['elements']);
+  await campaign(6, NFT_OPS, (ops) => {
+    const tx = queued(ops);
+    return tx && nft.commit(tx);
+  }, ['elements']);
 });
 
 test('NftTransaction.queue: a mutated op throws (synchronously) as invalid naming its position', async () => {
   await campaign(7, NFT_OPS, (ops) => {
-    if (!Array.isArray(ops)) return;
-    const tx = new NftTransaction();
-    for (const op of ops) tx.queue(op as NftOp);
-    native().codec.nftables.encodeWire(tx.encoded());
+    const tx = queued(ops);
+    if (tx) native().codec.nftables.encodeWire(tx.encoded());
   }, ['elements']);
 });

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { changesOf, Engine, NFT_ELEMENTS_PIECE, planWrites, type DesiredState } from '../../src/engine/engine.js';
 import { NetlinkError } from '../../src/errors.js';
-import { NftCommitResult } from '../../src/kernel/nftables.js';
+import { NftCommitResult, NftTransaction } from '../../src/kernel/nftables.js';
 import type { DesiredService } from '../../src/engine/ipvs-model.js';
 import { elementChanges, type DesiredNftTable } from '../../src/engine/nft-diff.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
@@ -106,7 +106,7 @@ test('plan() is a dry run: it writes nothing', async () => {
 test('foreign sets, tables, addresses elsewhere and on our link survive; its own stray address goes', async () => {
   const k = fakeKernel();
   await k.ipsets.apply([{ op: 'create', name: 'KUBE-CLUSTER-IP', type: 'hash:ip,port', family: 'inet' }, { op: 'create', name: 'IPVSYNC-OLD', type: 'hash:ip', family: 'inet' }]);
-  await k.nft.commit([{ verb: 'add', kind: 'table', table: { family: 'inet', name: 'firewalld' } }]);
+  await k.nft.commit(new NftTransaction().addTable({ family: 'inet', name: 'firewalld' }));
   await k.links.apply([{ op: 'addLink', name: 'eth0', kind: 'dummy' }, { op: 'addAddr', link: 'eth0', address: '192.168.1.5/24' }]);
   await k.links.apply([
     { op: 'addLink', name: 'kube-ipvs0', kind: 'dummy' },
@@ -312,7 +312,7 @@ test('incremental plans with element changes write them on the last clean apply,
   // next incremental plan lists the kernel again and rebuilds.
   const e2 = new Engine(k, { ipsetPrefix: 'IPVSYNC-', managedCidrs: ['10.96.0.0/12'] });
   assert.deepEqual((await e2.sync(s)).errors, []);
-  await k.nft.commit([{ verb: 'delete', kind: 'table', table: { family: 'ip', name: 'ipvsync' } }]);
+  await k.nft.commit(new NftTransaction().deleteTable({ family: 'ip', name: 'ipvsync' }));
   const s3 = state(10);
   s3.nft.sets[0]!.elements = s.nft.sets[0]!.elements.concat([{ key: ['10.96.0.88', 'tcp', 80] }]);
   const r3 = await e2.sync(s3, changes(s, s3));
@@ -399,7 +399,7 @@ test('a full plan takes the element changes on the last clean apply while the nf
 
   // Another tool deletes one of the engine's elements (a commit: the generation moves). The
   // next full plan lists the table and puts it back; then it trusts the generation again.
-  await k.nft.commit([{ verb: 'delete', kind: 'elements', set: { family: 'ip', table: 'ipvsync', name: 'services', key: ['ipv4_addr', 'inet_proto', 'inet_service'] }, elements: [{ key: ['10.96.0.3', 'tcp', 80] }] }]);
+  await k.nft.commit(new NftTransaction().deleteElements({ family: 'ip', table: 'ipvsync', name: 'services', key: ['ipv4_addr', 'inet_proto', 'inet_service'] }, [{ key: ['10.96.0.3', 'tcp', 80] }]));
   const p3 = await e.plan(s2, none);
   assert.equal(k.nft.dumps, d + 1, 'listed');
   assert.equal(p3.nft?.fromLast, undefined);
@@ -411,7 +411,7 @@ test('a full plan takes the element changes on the last clean apply while the nf
 
   // A commit to a table the engine does not own moves the generation too: listed once (found
   // as wanted, nothing to write), then trusted at the listing's generation.
-  await k.nft.commit([{ verb: 'add', kind: 'table', table: { family: 'ip', name: 'foreign' } }]);
+  await k.nft.commit(new NftTransaction().addTable({ family: 'ip', name: 'foreign' }));
   const p4 = await e.plan(s2, none);
   assert.equal(k.nft.dumps, d + 1);
   assert.deepEqual(p4.nft?.ops, []);
@@ -422,11 +422,11 @@ test('a full plan takes the element changes on the last clean apply while the nf
 
   // A commit between a plan and its apply: the plan's view was not exact when it committed, so
   // the generation is not trusted and the next full plan lists.
-  await k.nft.commit([{ verb: 'delete', kind: 'elements', set: { family: 'ip', table: 'ipvsync', name: 'services', key: ['ipv4_addr', 'inet_proto', 'inet_service'] }, elements: [{ key: ['10.96.0.4', 'tcp', 80] }] }]);
+  await k.nft.commit(new NftTransaction().deleteElements({ family: 'ip', table: 'ipvsync', name: 'services', key: ['ipv4_addr', 'inet_proto', 'inet_service'] }, [{ key: ['10.96.0.4', 'tcp', 80] }]));
   const p5 = await e.plan(s2, none);
   assert.equal(p5.nft!.ops.length, 1);
   const g = await gen();
-  await k.nft.commit([{ verb: 'delete', kind: 'table', table: { family: 'ip', name: 'foreign' } }]);
+  await k.nft.commit(new NftTransaction().deleteTable({ family: 'ip', name: 'foreign' }));
   assert.deepEqual((await e.apply(p5)).errors, []);
   assert.equal(await gen(), g + 2);
   d = k.nft.dumps;
@@ -440,7 +440,7 @@ test('a full plan takes the element changes on the last clean apply while the nf
   const list = k2.nft.list.bind(k2.nft);
   let calls = 0;
   k2.nft.list = async (o) => {
-    if (++calls === 1) await k2.nft.commit([{ verb: 'add', kind: 'table', table: { family: 'ip', name: 'foreign' } }]).then(() => undefined);
+    if (++calls === 1) await k2.nft.commit(new NftTransaction().addTable({ family: 'ip', name: 'foreign' })).then(() => undefined);
     return list(o);
   };
   const gen2 = k2.nft.genId.bind(k2.nft);
@@ -448,7 +448,7 @@ test('a full plan takes the element changes on the last clean apply while the nf
   k2.nft.genId = async () => {
     const g = await gen2();
     // a commit lands right after the first generation read
-    if (++reads === 1) await k2.nft.commit([{ verb: 'delete', kind: 'table', table: { family: 'ip', name: 'foreign' } }]);
+    if (++reads === 1) await k2.nft.commit(new NftTransaction().deleteTable({ family: 'ip', name: 'foreign' }));
     return g;
   };
   assert.deepEqual((await e3.sync(state(10))).errors, []);
@@ -457,7 +457,7 @@ test('a full plan takes the element changes on the last clean apply while the nf
   assert.ok(k2.nft.dumps > d2, 'not known: listed');
 
   // A failed commit forgets the generation (and the clean state) as well.
-  await k.nft.commit([{ verb: 'delete', kind: 'table', table: { family: 'ip', name: 'ipvsync' } }]);
+  await k.nft.commit(new NftTransaction().deleteTable({ family: 'ip', name: 'ipvsync' }));
   const r6 = await e.sync(state(12), { services: new Map(), nft: elementChanges([s2.nft], [state(12).nft]) });
   assert.equal(r6.nft.errors[0]?.code, 'ENOENT');
   d = k.nft.dumps;

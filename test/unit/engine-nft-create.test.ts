@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { Engine, type DesiredState } from '../../src/engine/engine.js';
 import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
 import { NetlinkError } from '../../src/errors.js';
-import { NftCommitResult, NftTransaction, type CommitOptions, type NftOp } from '../../src/kernel/nftables.js';
+import { NftCommitResult, type CommitOptions, type NftOp } from '../../src/kernel/nftables.js';
 import * as R from '../../src/kernel/nft-rules.js';
 import { GLUE_CREATE_TRANSACTION_UNITS, Proxier } from '../../src/proxy/proxier.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
@@ -39,9 +39,9 @@ function recording() {
   const orig = k.nft.commit.bind(k.nft);
   let fail: ((call: number, ops: NftOp[]) => NftCommitResult | undefined) | undefined;
   k.nft.commit = async (tx, opts = {}) => {
-    const ops = [...(tx instanceof NftTransaction ? tx.keptOps('test') : tx)];
+    const ops = [...tx.keptOps('test')];
     calls.push({ ops, opts });
-    return fail?.(calls.length - 1, ops) ?? orig(ops, opts);
+    return fail?.(calls.length - 1, ops) ?? orig(tx, opts);
   };
   return { k, calls, failWith: (f: typeof fail) => (fail = f) };
 }

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine, type Plan } from '../../src/engine/engine.js';
 import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
-import { PackedElements, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
+import { NftTransaction, PackedElements, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
 import { FakeNftables } from '../../src/testing/fake-kernel.js';
 
 /** n addresses 10.at.x.y, one element each */
@@ -73,12 +73,12 @@ test('a restart lists the static part once and each set when the diff reaches it
 test('a restart with elements changed, gone and added by someone else repairs them with exactly those writes', async () => {
   const nft = await programmed();
   const spec = (name: string): SetSpec => ({ family: 'ip', table: 'ipvsync', name, key: ['ipv4_addr'] });
-  await nft.commit([
-    { verb: 'delete', kind: 'elements', set: spec('a'), elements: [{ key: ['10.1.0.5'] }] },
-    { verb: 'add', kind: 'elements', set: spec('b'), elements: [{ key: ['10.9.9.9'] }] },
-    { verb: 'delete', kind: 'elements', set: { ...spec('c'), key: ['ipv4_addr', 'inet_proto', 'inet_service'], map: 'verdict' }, elements: [{ key: ['10.3.0.1', 'tcp', 80] }] },
-    { verb: 'add', kind: 'elements', set: { ...spec('c'), key: ['ipv4_addr', 'inet_proto', 'inet_service'], map: 'verdict' }, elements: [{ key: ['10.3.0.1', 'tcp', 80], verdict: { code: 'drop' } }] },
-  ]);
+  const c: SetSpec = { ...spec('c'), key: ['ipv4_addr', 'inet_proto', 'inet_service'], map: 'verdict' };
+  await nft.commit(new NftTransaction()
+    .deleteElements(spec('a'), [{ key: ['10.1.0.5'] }])
+    .addElements(spec('b'), [{ key: ['10.9.9.9'] }])
+    .deleteElements(c, [{ key: ['10.3.0.1', 'tcp', 80] }])
+    .addElements(c, [{ key: ['10.3.0.1', 'tcp', 80], verdict: { code: 'drop' } }]));
   const e = new Engine({ nft }, {});
   const p = await e.plan({ services: [], nft: table() });
   assert.deepEqual(text(p.nft?.ops), ['add a 10.1.0.5', 'delete b 10.9.9.9', 'delete c 10.3.0.1 tcp 80', 'add c 10.3.0.1 tcp 80']);
@@ -89,7 +89,7 @@ test('a restart with elements changed, gone and added by someone else repairs th
 test('a commit landing between two set dumps leaves the plan\'s base unknown: the next full plan lists again and repairs what it changed in a set already dumped', async () => {
   const nft = await programmed();
   nft.before = async (i) => {
-    if (i === 1) await nft.commit([{ verb: 'delete', kind: 'elements', set: { family: 'ip', table: 'ipvsync', name: 'a', key: ['ipv4_addr'] }, elements: [{ key: ['10.1.0.7'] }] }]);
+    if (i === 1) await nft.commit(new NftTransaction().deleteElements({ family: 'ip', table: 'ipvsync', name: 'a', key: ['ipv4_addr'] }, [{ key: ['10.1.0.7'] }]));
   };
   const e = new Engine({ nft }, {});
   const p = await e.plan({ services: [], nft: table() });
@@ -110,7 +110,7 @@ test('a commit landing between two set dumps leaves the plan\'s base unknown: th
 test('a set deleted between the static listing and its dump lists as empty with the base unknown; the failed write makes the next sync list and rebuild', async () => {
   const nft = await programmed();
   nft.before = async (i) => {
-    if (i === 1) await nft.commit([{ verb: 'delete', kind: 'set', set: { family: 'ip', table: 'ipvsync', name: 'b', key: ['ipv4_addr'] } }]);
+    if (i === 1) await nft.commit(new NftTransaction().deleteSet({ family: 'ip', table: 'ipvsync', name: 'b', key: ['ipv4_addr'] }));
   };
   const e = new Engine({ nft }, {});
   const p = await e.plan({ services: [], nft: table() });
@@ -147,7 +147,7 @@ test('a set listed while the kernel resized its hash table (a key repeated, anot
   const nft = new Resizing('b', 1);
   assert.deepEqual((await new Engine({ nft }, {}).sync({ services: [], nft: table() })).errors, []);
   // someone's element in b: the missed one must be found and deleted
-  await nft.commit([{ verb: 'add', kind: 'elements', set: { family: 'ip', table: 'ipvsync', name: 'b', key: ['ipv4_addr'] }, elements: [{ key: ['10.9.9.9'] }] }]);
+  await nft.commit(new NftTransaction().addElements({ family: 'ip', table: 'ipvsync', name: 'b', key: ['ipv4_addr'] }, [{ key: ['10.9.9.9'] }]));
   const dumps = nft.elementDumps;
   const e = new Engine({ nft }, {});
   const p = await e.plan({ services: [], nft: table() });

@@ -15,6 +15,7 @@ import { Proxier, type ProxierOptions } from '../../src/proxy/proxier.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
+import { NftTransaction } from '../../src/kernel/nftables.js';
 
 const NODE = '192.168.77.1';
 type Kernel = ReturnType<typeof fakeKernel>;
@@ -53,11 +54,10 @@ async function plant(k: Kernel): Promise<void> {
       { op: 'create', name: 'ipvsync', type: 'hash:ip', family: 'inet' },
     ])).ok,
   );
-  (await k.nft.commit([
-    { verb: 'add', kind: 'table', table: { family: 'inet', name: 'ipvsync' } },
-    { verb: 'add', kind: 'table', table: { family: 'ip', name: 'ipvsync-old' } },
-    { verb: 'add', kind: 'table', table: { family: 'ip6', name: 'ipvsyncx' } },
-  ])).orThrow();
+  (await k.nft.commit(new NftTransaction()
+    .addTable({ family: 'inet', name: 'ipvsync' })
+    .addTable({ family: 'ip', name: 'ipvsync-old' })
+    .addTable({ family: 'ip6', name: 'ipvsyncx' }))).orThrow();
 }
 
 async function ipvsKeys(k: Kernel): Promise<string[]> {

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { native } from '../../src/native.js';
 import { NetlinkError } from '../../src/errors.js';
-import { NftTransaction, PackedElements, encodeOps, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
+import { NftTransaction, PackedElements, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
 import { canonicalExprs, renderData, type Expr } from '../../src/kernel/nft-expr.js';
 import * as R from '../../src/kernel/nft-rules.js';
 import {
@@ -27,7 +27,7 @@ function split(batch: Buffer): Buffer[] {
 }
 
 /** The batches commit sends for these ops, every op acked. */
-const encode = (tx: NftTransaction | NftOp[], opts: object = {}) => codec.encodeWire(encodeOps(tx), { ackMode: 'all', ...opts });
+const encode = (tx: NftTransaction, opts: object = {}) => codec.encodeWire(tx.encoded(), { ackMode: 'all', ...opts });
 
 const EVERY: Expr[] = [
   ...R.inSet([F.ipDaddr, F.l4proto, F.thDport], 's', { invert: true }),
@@ -74,7 +74,7 @@ test('an unknown expression from a dump is kept verbatim and re-encodes to the s
   const msg = nlmsg((10 << 8) | 6, 0, 0, 0, payload);
   const rule = codec.decodeRule(msg);
   assert.deepEqual(rule.exprs, [{ type: 'quota', unknown: [{ attr: 1, hex: '00000000000003e8' }, { attr: 2, hex: '00000001' }] }]);
-  const [batch] = encode([{ verb: 'add', kind: 'rule', rule: { family: 'ip', table: 't', chain: 'c', exprs: rule.exprs as Expr[] } }]);
+  const [batch] = encode(new NftTransaction().addRule({ family: 'ip', table: 't', chain: 'c', exprs: rule.exprs as Expr[] }));
   const ours = split(batch!)[1]!;
   assert.equal(ours.subarray(20).toString('hex'), payload.subarray(4).toString('hex'));
 });
@@ -150,7 +150,7 @@ test('bad ops are rejected before anything is encoded', () => {
   ];
   for (const [why, op] of bad)
     assert.throws(
-      () => encode([op as NftOp]),
+      () => encode(new NftTransaction().queue(op as NftOp)),
       (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid',
       why,
     );

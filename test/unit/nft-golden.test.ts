@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { native } from '../../src/native.js';
-import { NftTransaction, encodeOps, type NftOp, type SetSpec, type ChainSpec } from '../../src/kernel/nftables.js';
+import { NftTransaction, type NftOp, type SetSpec, type ChainSpec } from '../../src/kernel/nftables.js';
 import { canonicalExpr, canonicalExprs, renderExpr, type Expr } from '../../src/kernel/nft-expr.js';
 import * as R from '../../src/kernel/nft-rules.js';
 import type { NftFamily } from '../../src/kernel/nft-types.js';
@@ -198,7 +198,7 @@ for (const c of golden.cases) {
         exprs: built.map((e, i) => ((e.type === 'lookup' || e.type === 'dynset') && decoded[i]?.setId !== undefined ? { ...e, setId: decoded[i]!.setId as number } : e)),
       };
     }
-    const batches = codec.nftables.encodeWire(encodeOps([op]), { ackMode: 'all' });
+    const batches = codec.nftables.encodeWire(new NftTransaction().queue(op).encoded(), { ackMode: 'all' });
     assert.equal(batches.length, 1);
     const msgs = split(batches[0]!);
     assert.equal(msgs.length, 3, 'BATCH_BEGIN, the op, BATCH_END');

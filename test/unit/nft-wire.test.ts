@@ -11,10 +11,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { native } from '../../src/native.js';
 import { NetlinkError } from '../../src/errors.js';
-import { NftTransaction, encodeOps, opChecker, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
+import { NftTransaction, opChecker, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
 import type { Expr } from '../../src/kernel/nft-expr.js';
 import * as R from '../../src/kernel/nft-rules.js';
-import { OpStreamWriter, writeOps } from '../../src/kernel/nft-wire.js';
+import { OpStreamWriter } from '../../src/kernel/nft-wire.js';
 import { prng } from '../helpers/bytes.js';
 
 const codec = native().codec.nftables;
@@ -30,6 +30,13 @@ function digest(batches: Buffer[]): Captured {
 const F = R.F;
 const T = 'ipvsync';
 const NLM_F_ACK = 4;
+
+/** The op stream of these ops queued one by one into a new transaction. */
+function streamOf(ops: NftOp[]): Uint8Array {
+  const tx = new NftTransaction();
+  for (const op of ops) tx.queue(op);
+  return tx.encoded();
+}
 
 function split(batch: Buffer): Buffer[] {
   const out: Buffer[] = [];
@@ -104,14 +111,13 @@ function everything(): NftTransaction {
 test('the op stream encodes every op kind, verb, expression and element form to the captured batches', () => {
   const tx = everything();
   for (const opts of [{}, { maxOpsPerTransaction: 5 }, { maxOpsPerTransaction: 1 }, { genId: 5 }])
-    assert.deepEqual(digest(codec.encodeWire(encodeOps(tx), { ...opts, ackMode: 'all' })), captured.everything[JSON.stringify(opts)], JSON.stringify(opts));
-  // raw op arrays (no NftTransaction: elements are encoded at commit) and expressions kept
-  // verbatim from a dump
+    assert.deepEqual(digest(codec.encodeWire(tx.encoded(), { ...opts, ackMode: 'all' })), captured.everything[JSON.stringify(opts)], JSON.stringify(opts));
+  // ops queued as data (as a plan holds them) and expressions kept verbatim from a dump
   const ops: NftOp[] = [
     ...tx.ops,
     { verb: 'add', kind: 'rule', rule: ruleIn('c', [{ type: 'foo', unknown: [{ attr: 1, hex: '0001' }, { attr: 2, hex: '' }] } as unknown as Expr, { type: 'cmp', sreg: 1, op: 'eq', data: '01', unknown: [{ attr: 9, hex: 'ab' }] } as unknown as Expr]) },
   ];
-  assert.deepEqual(digest(codec.encodeWire(encodeOps(ops), { ackMode: 'all' })), captured.rawOps);
+  assert.deepEqual(digest(codec.encodeWire(streamOf(ops), { ackMode: 'all' })), captured.rawOps);
 });
 
 test('100k elements and a 30k-rule table: the captured bytes', () => {
@@ -123,12 +129,12 @@ test('100k elements and a 30k-rule table: the captured bytes', () => {
     tx.addRule(ruleIn(`c${i}`, R.rule(R.match(F.ipSaddr, '10.244.0.0/16', 'neq'), R.setMarkBits(0x4000))))
       .addRule(ruleIn(`c${i}`, R.rule(R.counter(), R.match(F.l4proto, 'tcp'), R.dnat('ip', `10.244.${i >> 8}.${i & 255}`, 8080))))
       .addRule(ruleIn(`c${i}`, [R.drop()]));
-  assert.deepEqual(digest(codec.encodeWire(encodeOps(tx), { ackMode: 'all' })), captured.big);
+  assert.deepEqual(digest(codec.encodeWire(tx.encoded(), { ackMode: 'all' })), captured.big);
 });
 
 test('a set created in the transaction is named by its id too; an existing one by name only', () => {
   const s: SetSpec = { family: 'ip', table: T, name: 'fresh', key: ['ipv4_addr'] };
-  const msgs = split(codec.encodeWire(encodeOps(new NftTransaction().addSet(s).addElements(s, [{ key: ['10.0.0.1'] }]).addElements(svc4, [{ key: ['10.0.0.1', 'tcp', 80] }])))[0]!);
+  const msgs = split(codec.encodeWire(new NftTransaction().addSet(s).addElements(s, [{ key: ['10.0.0.1'] }]).addElements(svc4, [{ key: ['10.0.0.1', 'tcp', 80] }]).encoded())[0]!);
   const attr = (m: Buffer, type: number) => native().codec.parseAttributes(m.subarray(20)).find((a) => a.type === type)?.data.readUInt32BE(0);
   assert.equal(attr(msgs[1]!, 10), 1, 'NFTA_SET_ID of the new set');
   assert.equal(attr(msgs[2]!, 4), 1, 'its elements: NFTA_SET_ELEM_LIST_SET_ID');
@@ -138,16 +144,16 @@ test('a set created in the transaction is named by its id too; an existing one b
 test("ackMode: an ack on every op, on each transaction's last op only, or none", () => {
   const tx = everything();
   const flags = (opts: object) =>
-    codec.encodeWire(encodeOps(tx), opts).map((b) => split(b).map((m) => (m.readUInt16LE(6) & NLM_F_ACK) !== 0));
+    codec.encodeWire(tx.encoded(), opts).map((b) => split(b).map((m) => (m.readUInt16LE(6) & NLM_F_ACK) !== 0));
   for (const batch of flags({ ackMode: 'all' })) assert.deepEqual(batch, batch.map((_, i) => i > 0 && i < batch.length - 1));
   for (const batch of flags({ ackMode: 'none' })) assert.ok(batch.every((x) => !x));
   const last = flags({ ackMode: 'last', maxOpsPerTransaction: 7 });
   assert.ok(last.length > 1);
   for (const batch of last) assert.deepEqual(batch, batch.map((_, i) => i === batch.length - 2), 'only the message before BATCH_END');
-  assert.throws(() => codec.encodeWire(encodeOps(tx), { ackMode: 'some' as 'all' }), /ackMode/);
+  assert.throws(() => codec.encodeWire(tx.encoded(), { ackMode: 'some' as 'all' }), /ackMode/);
 });
 
-test('opChecker throws what encodeOps throws for an op, and a checked op leaves nothing behind', () => {
+test('opChecker throws what queueing an op throws, and a checked op leaves nothing behind', () => {
   const check = opChecker();
   const s: SetSpec = { family: 'ip', table: T, name: 'fresh', key: ['ipv4_addr'] };
   const ops: NftOp[] = [
@@ -162,7 +168,7 @@ test('opChecker throws what encodeOps throws for an op, and a checked op leaves 
   for (const op of ops) {
     let want: unknown;
     try {
-      encodeOps([op]);
+      new NftTransaction().queue(op);
     } catch (e) {
       want = e;
     }
@@ -194,7 +200,7 @@ test('OpStreamWriter.check: the stream after it is as if the op had not been wri
   w.write(elements);
   assert.equal(w.count, 2);
   // had the set stayed, its elements would name it by its id
-  assert.deepEqual(Buffer.from(w.result()), Buffer.from(writeOps([table, elements], noLowering)));
+  assert.deepEqual(Buffer.from(w.result()), Buffer.from(streamOf([table, elements])));
 });
 
 test('bad input through the op stream: typed errors naming the op and the field', () => {
@@ -218,7 +224,7 @@ test('bad input through the op stream: typed errors naming the op and the field'
   for (const [exprs, why] of bad) {
     const ops: NftOp[] = [{ verb: 'add', kind: 'rule', rule: ruleIn('c', exprs) }];
     assert.throws(
-      () => codec.encodeWire(encodeOps(ops)),
+      () => codec.encodeWire(streamOf(ops)),
       (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid' && e.message === `nftables op 0: ${why}`,
       JSON.stringify(exprs),
     );
@@ -232,22 +238,22 @@ test('bad input through the op stream: typed errors naming the op and the field'
     [{ verb: 'add', kind: 'rule', rule: { ...ruleIn('c', [R.accept()]), comment: 'x'.repeat(200) } }],
   ];
   for (const ops of badOps)
-    assert.throws(() => codec.encodeWire(encodeOps(ops)), (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid', JSON.stringify(ops).slice(0, 80));
+    assert.throws(() => codec.encodeWire(streamOf(ops)), (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid', JSON.stringify(ops).slice(0, 80));
 });
 
 test('a rule whose expressions pass 65535 bytes is refused, naming the op: never sent with a cut length', () => {
   // expressions kept verbatim from a dump carry raw attributes of up to 4096 bytes each
   const raw = (n: number) => ({ type: 'foo', unknown: Array.from({ length: n }, (_, i) => ({ attr: i + 1, hex: 'ab'.repeat(4000) })) }) as unknown as Expr;
   const ops = (n: number): NftOp[] => [{ verb: 'add', kind: 'table', table: { family: 'ip', name: T } }, { verb: 'add', kind: 'rule', rule: ruleIn('c', [raw(n)]) }];
-  assert.equal(codec.encodeWire(encodeOps(ops(15))).length, 1, '15 × 4 KB fits');
+  assert.equal(codec.encodeWire(streamOf(ops(15))).length, 1, '15 × 4 KB fits');
   assert.throws(
-    () => codec.encodeWire(encodeOps(ops(17))),
+    () => codec.encodeWire(streamOf(ops(17))),
     (e: unknown) => e instanceof NetlinkError && e.kind === 'invalid' && e.op === 'nftables op 1' && /more than a netlink attribute holds \(65535\)/.test(e.message),
   );
 });
 
 test('mutated op streams are rejected as invalid or encode; never a crash', () => {
-  const stream = Buffer.from(encodeOps(everything()));
+  const stream = Buffer.from(everything().encoded());
   const rnd = prng(5);
   let rejected = 0;
   let encoded = 0;
@@ -283,13 +289,13 @@ function bigTable(n: number, opts: { keepOps?: boolean } = {}, bad?: Expr): NftT
   return tx;
 }
 
-test('a transaction encodes its ops as they are queued: the same stream as the op list, the same batches pipelined or not', () => {
+test('a transaction encodes its ops as they are queued: the same stream as its op list queued again, the same batches pipelined or not', () => {
   const kept = bigTable(3000);
   const streamed = bigTable(3000, { keepOps: false });
-  const stream = encodeOps(streamed);
+  const stream = streamed.encoded();
   assert.ok(stream.length > 4 * 256 * 1024, `stream of ${stream.length} bytes`);
-  assert.ok(Buffer.from(stream).equals(Buffer.from(encodeOps(kept.ops))), 'queued-as-you-go stream = the op list written at once');
-  assert.ok(Buffer.from(encodeOps(kept)).equals(Buffer.from(stream)));
+  assert.ok(Buffer.from(stream).equals(Buffer.from(streamOf(kept.ops))), 'queued-as-you-go stream = its op list queued again at once');
+  assert.ok(Buffer.from(kept.encoded()).equals(Buffer.from(stream)));
   const oneShot = codec.encodeWire(stream, { ackMode: 'last' });
   const enc = streamed.takeEncoder();
   assert.ok(enc, 'a large transaction fed the pipelined encoder');
@@ -316,7 +322,7 @@ test('pieces fed while earlier ones are being encoded (the event loop let in bet
       if (i % (round * 500) === 0) await new Promise((r) => setImmediate(r));
       if (i % (round * 1700) === 0) await new Promise((r) => setTimeout(r, 2));
     }
-    const stream = encodeOps(tx);
+    const stream = tx.encoded();
     const enc = tx.takeEncoder();
     assert.ok(enc && enc.fed() >= 4 * 256 * 1024, `fed ${enc?.fed()} bytes in pieces`);
     const piped = codec.encodeWire(stream, { ackMode: 'last' }, enc);
@@ -330,7 +336,7 @@ test('a bad op in a piece the encoder was fed early rejects at commit, named as 
   // Range checks are the addon's: this op is written to the stream and fed with the first piece.
   const bad = { type: 'payload', base: 'network', offset: 2 ** 32, len: 1, dreg: 1 } as Expr;
   const tx = bigTable(3000, { keepOps: false }, bad);
-  const stream = encodeOps(tx);
+  const stream = tx.encoded();
   const enc = tx.takeEncoder();
   assert.ok(enc && enc.fed() > 0);
   let oneShot: unknown;
@@ -363,7 +369,7 @@ test('keepOps: false keeps no op objects; a failed queue call leaves the transac
     const b = new NftTransaction().addTable({ family: 'ip', name: T }).addSet(svc4).addSet(vmap4)
       .addElements(vmap4, [{ key: ['10.96.0.1', 'tcp', 80], verdict: { code: 'accept' } }]).addRule(ruleIn('c', [R.accept()]));
     assert.equal(a.size, 5);
-    assert.ok(Buffer.from(encodeOps(a)).equals(Buffer.from(encodeOps(b))), `keepOps ${keepOps}: stream without the failed ops`);
+    assert.ok(Buffer.from(a.encoded()).equals(Buffer.from(b.encoded())), `keepOps ${keepOps}: stream without the failed ops`);
     assert.equal(a.ops.length, keepOps ? 5 : 0);
   }
 });

@@ -14,6 +14,7 @@ import { serviceKey, type DesiredService } from '../../src/engine/ipvs-model.js'
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { FakeLinks, FakeNftables } from '../../src/testing/fake-kernel.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
+import { NftTransaction } from '../../src/kernel/nftables.js';
 
 const NODE = { name: 'node-a', addresses: ['10.0.0.11', '2001:db8::11'] };
 const CONFIG = { scheduler: 'rr', clusterCIDRs: ['10.244.0.0/16'] };
@@ -105,7 +106,7 @@ test('a node-local endpoint moving: the proxier hands the engine the moved virtu
   assert.equal(again.report.nft.writes, 0);
   assert.equal(kernel.nft.dumps, dumps, 'no listing');
   // someone else commits: the next resync lists and finds the glue as wanted
-  await kernel.nft.commit([{ verb: 'add', kind: 'table', table: { family: 'ip', name: 'foreign' } }]);
+  await kernel.nft.commit(new NftTransaction().addTable({ family: 'ip', name: 'foreign' }));
   const relisted = await p.sync(true);
   assert.ok(kernel.nft.dumps > dumps, 'listed');
   assert.equal(relisted.report.nft.writes, 0);

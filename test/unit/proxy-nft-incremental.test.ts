@@ -10,6 +10,7 @@ import { fakeKernel } from '../../src/testing/fake-kernel.js';
 import type { EngineKernel } from '../../src/engine/engine.js';
 import { SHARDS } from '../../src/proxy/nftables/table.js';
 import { logicalElements } from '../helpers/nft-shards.js';
+import { NftTransaction } from '../../src/kernel/nftables.js';
 
 const node = { name: 'node-a', addresses: ['10.0.0.11'] };
 const config = { clusterCIDRs: ['10.244.0.0/16'] };
@@ -183,7 +184,7 @@ test('a sync that fails leaves nothing half-known: the next one builds from noth
   feed(p, 10);
   await p.sync(true);
   // someone deletes the table; the next incremental commit fails
-  await k.nft.commit([{ verb: 'delete', kind: 'table', table: { family: 'ip', name: 'ipvsync' } }]);
+  await k.nft.commit(new NftTransaction().deleteTable({ family: 'ip', name: 'ipvsync' }));
   p.onSliceUpdate(slice('s1', 's1-1', [{ name: 'http', port: 8080 }], eps(2, '10.244.1.')));
   const failed = await p.sync(false);
   assert.ok(failed.report.errors.length > 0);

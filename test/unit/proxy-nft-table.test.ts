@@ -14,6 +14,7 @@ import * as R from '../../src/kernel/nft-rules.js';
 import { PROXY_TABLE_OWNED } from '../../src/proxy/nft-sets.js';
 import { SHARDS } from '../../src/proxy/nftables/table.js';
 import { logicalElements, logicalName } from '../helpers/nft-shards.js';
+import { NftTransaction } from '../../src/kernel/nftables.js';
 
 const ctx = modelContext({ name: 'node-a', addresses: ['10.0.0.11', '127.0.0.1', '2001:db8::11'] }, { clusterCIDRs: ['10.244.0.0/16', 'fd00:244::/48'] });
 const eps = (n: number, base: string, node = 'node-b') => Array.from({ length: n }, (_, i) => ({ ip: `${base}${i + 2}`, node }));
@@ -186,12 +187,11 @@ test("someone else's chain and set in the proxy's table survive resyncs, a rebui
   assert.deepEqual((await nftMode.sync(true)).report.errors, []);
   // theirs: a chain with a rule using their set, in ipvsync's table
   const theirSet = { family: 'ip' as const, table: 'ipvsync', name: 'their-set', key: ['ipv4_addr' as const] };
-  const planted = await k.nft.commit([
-    { verb: 'add', kind: 'chain', chain: { family: 'ip', table: 'ipvsync', name: 'theirs' } },
-    { verb: 'add', kind: 'set', set: theirSet },
-    { verb: 'add', kind: 'elements', set: theirSet, elements: [{ key: ['192.0.2.7'] }] },
-    { verb: 'add', kind: 'rule', rule: { family: 'ip', table: 'ipvsync', chain: 'theirs', exprs: R.rule(R.inSet([R.F.ipSaddr], 'their-set'), R.drop()) } },
-  ]);
+  const planted = await k.nft.commit(new NftTransaction()
+    .addChain({ family: 'ip', table: 'ipvsync', name: 'theirs' })
+    .addSet(theirSet)
+    .addElements(theirSet, [{ key: ['192.0.2.7'] }])
+    .addRule({ family: 'ip', table: 'ipvsync', chain: 'theirs', exprs: R.rule(R.inSet([R.F.ipSaddr], 'their-set'), R.drop()) }));
   assert.ok(planted.ok);
   const theirs = async () => {
     const l = await k.nft.list({ table: 'ipvsync' });
