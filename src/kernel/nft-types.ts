@@ -187,6 +187,19 @@ export function decodeValue(t: DataType, b: Buffer, off: number): KeyValue {
   }
 }
 
+/** A data map's value types: one, or the parts of a concatenation. */
+export function mapTypes(map: DataType | DataType[]): DataType[] {
+  return Array.isArray(map) ? map : [map];
+}
+
+/** An element's data as one value per part of the map's type (a concatenation's values are
+ *  a list; a single type's, the value itself). */
+export function dataValues(map: DataType | DataType[], data: KeyValue | KeyValue[]): KeyValue[] {
+  if (Array.isArray(map) !== Array.isArray(data))
+    throw NetlinkError.invalid('nftables', `map data ${JSON.stringify(data)} does not match the map's type ${mapTypes(map).join(' . ')}`);
+  return Array.isArray(data) ? data : [data];
+}
+
 /** A concatenated key: every field padded to 4 bytes (a single field is not padded). */
 export function encodeKey(types: readonly DataType[], values: readonly KeyValue[]): Buffer {
   const out = Buffer.alloc(keyLength(types));

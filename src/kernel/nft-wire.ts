@@ -8,7 +8,9 @@ import { NetlinkError } from '../errors.js';
 import { native } from '../native.js';
 import type { Expr, Verdict } from './nft-expr.js';
 import type { NftOp, RuleSpec, SetElement, SetSpec } from './nft-model.js';
-import { DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, encodeValue, keyLength, keyTypeId, type KeyValue } from './nft-types.js';
+import {
+  DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, cidrRange, dataValues, encodeKey, encodeValue, keyLength, keyTypeId, mapTypes, type KeyValue,
+} from './nft-types.js';
 
 const MAGIC = 0x3157464e; // "NFW1"
 const KIND = { table: 0, chain: 1, set: 2, elements: 3, rule: 4 } as const;
@@ -396,11 +398,12 @@ function writeSet(w: WireWriter, verb: string, s: SetSpec, id: number): void {
   w.str(s.comment || undefined, 'comment');
 }
 
-/** Elements written as the addon's element list (u32 count + elements). Interval sets take
- *  pre-lowered tuples (start/end elements, see lowerElements in nftables.ts). */
-export type LoweredElement = [Buffer, number | undefined, string | undefined, string | undefined, Buffer | undefined, number | undefined, string | undefined, Buffer | undefined];
+/** An element lowered for the op stream: key, flags, verdict code and chain, data, timeout,
+ *  comment, key end. */
+type LoweredElement = [Buffer, number | undefined, string | undefined, string | undefined, Buffer | undefined, number | undefined, string | undefined, Buffer | undefined];
 
-export function writeLoweredElements(w: WireWriter, els: readonly LoweredElement[]): void {
+/** Elements written as the addon's element list (u32 count + elements). */
+function writeLoweredElements(w: WireWriter, els: readonly LoweredElement[]): void {
   w.u32(els.length);
   for (const [key, flags, code, chain, data, timeout, comment, keyEnd] of els) {
     let m = 0;
@@ -421,8 +424,7 @@ export function writeLoweredElements(w: WireWriter, els: readonly LoweredElement
   }
 }
 
-/** A plain (non-interval) set's elements, keys encoded straight into the stream. Validates
- *  what lowerElements validates, with the same messages. */
+/** A plain (non-interval) set's elements, keys encoded straight into the stream. */
 export function writeElements(w: WireWriter, s: SetSpec, elements: readonly SetElement[], verb: string): void {
   const adding = verb === 'add' || verb === 'create';
   const types = s.key;
@@ -500,6 +502,75 @@ export function writeElements(w: WireWriter, s: SetSpec, elements: readonly SetE
   }
 }
 
+/** NFT_SET_ELEM_INTERVAL_END: the element ends a range. */
+export const INTERVAL_END = 1;
+
+/** An interval set's elements as the kernel wants them: each CIDR becomes a start element and
+ *  an end element (flag INTERVAL_END) at the first address past it, sorted, with a leading zero
+ *  END element when the lowest range does not start at zero — as nft does. Checks each element
+ *  as writeElements checks a plain set's. */
+function lowerInterval(s: SetSpec, elements: SetElement[], verb: string): LoweredElement[] {
+  const adding = verb === 'add' || verb === 'create';
+  const tuple = (key: Buffer, e: SetElement | undefined, flags?: number): LoweredElement => {
+    let code: string | undefined;
+    let chain: string | undefined;
+    let data: Buffer | undefined;
+    let timeout: number | undefined;
+    let comment: string | undefined;
+    if (e) {
+      if (s.map === 'verdict') {
+        if (e.verdict) {
+          code = e.verdict.code;
+          chain = e.verdict.chain;
+          // Checked here as the addon checks them: it reads the lowered elements, which are
+          // not the caller's (an error must name the caller's element).
+          if (chain !== undefined && (typeof chain !== 'string' || chain.length === 0 || chain.includes('\0') || Buffer.byteLength(chain) > 255))
+            throw NetlinkError.invalid('nftables', `map ${s.name}: verdict chain must be a name`);
+        } else if (adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${e.key.join(' . ')} needs a verdict`);
+      } else if (s.map) {
+        if (e.data !== undefined) data = encodeKey(mapTypes(s.map), dataValues(s.map, e.data));
+        else if (adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${e.key.join(' . ')} needs data`);
+      } else if (e.verdict || e.data !== undefined) {
+        throw NetlinkError.invalid('nftables', `set ${s.name} is not a map`);
+      }
+      if (e.timeout !== undefined) {
+        if (!s.timeout && !s.timeoutFlag) throw NetlinkError.invalid('nftables', `set ${s.name} has no timeout flag`);
+        if (!Number.isSafeInteger(e.timeout) || e.timeout <= 0) throw NetlinkError.invalid('nftables', 'timeout must be a positive integer (ms)');
+        timeout = e.timeout;
+      }
+      if (e.comment !== undefined) {
+        if (typeof e.comment !== 'string' || e.comment.includes('\0')) throw NetlinkError.invalid('nftables', 'comment must be a string without NUL');
+        if (Buffer.byteLength(e.comment) > 127) throw NetlinkError.invalid('nftables', 'comment longer than 127 bytes');
+        comment = e.comment;
+      }
+    }
+    return [key, flags, code, chain, data, timeout, comment, undefined];
+  };
+  // An error names the element it is about (`member`, its index in `elements`).
+  const at = <T>(member: number, f: () => T): T => {
+    try {
+      return f();
+    } catch (err) {
+      throw NetlinkError.atOp(err, { member });
+    }
+  };
+  const t = s.key[0] as 'ipv4_addr' | 'ipv6_addr';
+  const ranges = elements.map((e, j) => at(j, () => {
+    if (!e || !Array.isArray(e.key)) throw NetlinkError.invalid('nftables', `set ${s.name}: element key must be an array of values`);
+    if (e.key.length !== 1) throw NetlinkError.invalid('nftables', `set ${s.name}: an interval element has one key value`);
+    return { e, j, ...cidrRange(t, e.key[0]!) };
+  }));
+  ranges.sort((a, b) => Buffer.compare(a.start, b.start));
+  const out: LoweredElement[] = [];
+  if (adding && ranges.length && ranges[0]!.start.some((x) => x !== 0))
+    out.push(tuple(Buffer.alloc(ranges[0]!.start.length), undefined, INTERVAL_END));
+  for (const r of ranges) {
+    out.push(at(r.j, () => tuple(r.start, r.e)));
+    if (r.end) out.push(tuple(r.end, undefined, INTERVAL_END));
+  }
+  return out;
+}
+
 function writeRule(w: WireWriter, verb: string, r: RuleSpec, position: number | undefined): void {
   head(w, KIND.rule, verb, r.family);
   w.str(r.table, 'table');
@@ -535,10 +606,7 @@ export class OpStreamWriter {
   /** Ops written. */
   count = 0;
 
-  constructor(
-    sizeHint: number,
-    private readonly lowerInterval: (s: SetSpec, elements: SetElement[], verb: string) => LoweredElement[],
-  ) {
+  constructor(sizeHint: number) {
     this.w = new WireWriter(Math.max(64, Math.min(1 << 24, sizeHint)));
     this.w.u32(MAGIC);
   }
@@ -663,7 +731,7 @@ export class OpStreamWriter {
         w.str(s.table, 'table');
         w.str(s.name, 'set');
         w.num(this.setIds.get(setKey(s)), 'setId');
-        if (s.interval) writeLoweredElements(w, this.lowerInterval(s, op.elements, op.verb));
+        if (s.interval) writeLoweredElements(w, lowerInterval(s, op.elements, op.verb));
         else writeElements(w, s, op.elements, op.verb);
         break;
       }

@@ -15,13 +15,14 @@ import {
   type NativeNftWireEncoder,
   type SocketStats,
 } from '../native.js';
-import { freeNow, OpStreamWriter, type LoweredElement } from './nft-wire.js';
+import { freeNow, INTERVAL_END, OpStreamWriter } from './nft-wire.js';
 import { canonicalExpr, renderExpr, type Expr, type Verdict } from './nft-expr.js';
 import {
-  DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, cidrRange, decodeKey, encodeKey, familyName, keyTypesFromId,
-  rangeToText, type DataType, type KeyValue, type NftFamily,
+  DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, decodeKey, familyName, keyTypesFromId, mapTypes, rangeToText,
+  type KeyValue, type NftFamily,
 } from './nft-types.js';
 
+export { dataValues, mapTypes } from './nft-types.js';
 export type { NftFamily, DataType, KeyValue } from './nft-types.js';
 export type { ChainSpec, HookName, NftOp, NftVerb, RuleSpec, SetElement, SetSpec, TableSpec } from './nft-model.js';
 import type { ChainSpec, HookName, NftOp, NftVerb, RuleSpec, SetElement, SetSpec, TableSpec } from './nft-model.js';
@@ -93,19 +94,6 @@ function checkName(what: string, s: string, max = 255): void {
 
 function checkFamily(f: string): void {
   if (!(f in FAMILY_NUMBER)) throw NetlinkError.invalid('nftables', `family must be ip, ip6 or inet (got ${f})`);
-}
-
-/** A data map's value types: one, or the parts of a concatenation. */
-export function mapTypes(map: DataType | DataType[]): DataType[] {
-  return Array.isArray(map) ? map : [map];
-}
-
-/** An element's data as one value per part of the map's type (a concatenation's values are
- *  a list; a single type's, the value itself). */
-export function dataValues(map: DataType | DataType[], data: KeyValue | KeyValue[]): KeyValue[] {
-  if (Array.isArray(map) !== Array.isArray(data))
-    throw NetlinkError.invalid('nftables', `map data ${JSON.stringify(data)} does not match the map's type ${mapTypes(map).join(' . ')}`);
-  return Array.isArray(data) ? data : [data];
 }
 
 function validateSet(s: SetSpec): void {
@@ -188,10 +176,6 @@ export interface NftTransactionOptions {
   keepOps?: boolean;
 }
 
-/** An interval set's elements, lowered to start/end elements for the op stream. */
-const lowerInterval = (s: SetSpec, els: SetElement[], verb: string): LoweredElement[] =>
-  lowerElements(s as SetSpec, els as SetElement[], verb);
-
 /** Stream bytes per piece handed to the pipelined encoder (~2,000 rules); smaller
  *  transactions are encoded at commit in one go. */
 const FEED_BYTES = 256 << 10;
@@ -206,7 +190,7 @@ const PIPELINE_OPTIONS: NativeNftCommitOptions = { ackMode: 'last' };
 export class NftTransaction {
   readonly ops: NftOp[] = [];
   // Small to start (a one-element update allocates little); it grows x2, x4 past 1 MiB.
-  private readonly stream = new OpStreamWriter(512, lowerInterval);
+  private readonly stream = new OpStreamWriter(512);
   private readonly keep: boolean;
   /** The addon's encoder of the stream's first `fedTo` bytes (pipelined, see feed()). */
   private encoder: NativeNftWireEncoder | undefined;
@@ -388,91 +372,8 @@ export class NftTransaction {
 /** Checks ops one at a time as a transaction queues them (throwing what it throws), each written
  *  into the same buffer and taken out again: checking many ops allocates no stream per op. */
 export function opChecker(): (op: NftOp) => void {
-  const w = new OpStreamWriter(512, lowerInterval);
+  const w = new OpStreamWriter(512);
   return (op) => w.check(op);
-}
-
-// ---- interval set elements ----------------------------------------------------------------
-
-const END = 1; // NFT_SET_ELEM_INTERVAL_END
-
-/** Elements as the kernel wants them: keys as bytes; an interval set's CIDR becomes a start
- *  element and an end element (flag INTERVAL_END) at the first address past it, sorted, with a
- *  leading zero END element when the lowest range does not start at zero — as nft does. */
-export function lowerElements(s: SetSpec, elements: SetElement[], verb: string): LoweredElement[] {
-  const adding = verb === 'add' || verb === 'create';
-  const tuple = (key: Buffer, e: SetElement | undefined, flags?: number): LoweredElement => {
-    let code: string | undefined;
-    let chain: string | undefined;
-    let data: Buffer | undefined;
-    let timeout: number | undefined;
-    let comment: string | undefined;
-    if (e) {
-      if (s.map === 'verdict') {
-        if (e.verdict) {
-          code = e.verdict.code;
-          chain = e.verdict.chain;
-          // Checked here as the addon checks them: it reads the lowered elements, which are
-          // not the caller's (an error must name the caller's element).
-          if (chain !== undefined && (typeof chain !== 'string' || chain.length === 0 || chain.includes('\0') || Buffer.byteLength(chain) > 255))
-            throw NetlinkError.invalid('nftables', `map ${s.name}: verdict chain must be a name`);
-        } else if (adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${renderKey(e)} needs a verdict`);
-      } else if (s.map) {
-        if (e.data !== undefined) data = encodeKey(mapTypes(s.map), dataValues(s.map, e.data));
-        else if (adding) throw NetlinkError.invalid('nftables', `map ${s.name}: element ${renderKey(e)} needs data`);
-      } else if (e.verdict || e.data !== undefined) {
-        throw NetlinkError.invalid('nftables', `set ${s.name} is not a map`);
-      }
-      if (e.timeout !== undefined) {
-        if (!s.timeout && !s.timeoutFlag) throw NetlinkError.invalid('nftables', `set ${s.name} has no timeout flag`);
-        if (!Number.isSafeInteger(e.timeout) || e.timeout <= 0) throw NetlinkError.invalid('nftables', 'timeout must be a positive integer (ms)');
-        timeout = e.timeout;
-      }
-      if (e.comment !== undefined) {
-        if (typeof e.comment !== 'string' || e.comment.includes('\0')) throw NetlinkError.invalid('nftables', 'comment must be a string without NUL');
-        if (Buffer.byteLength(e.comment) > 127) throw NetlinkError.invalid('nftables', 'comment longer than 127 bytes');
-        comment = e.comment;
-      }
-    }
-    return [key, flags, code, chain, data, timeout, comment, undefined];
-  };
-  const one = (e: SetElement): SetElement => {
-    if (!e || !Array.isArray(e.key)) throw NetlinkError.invalid('nftables', `set ${s.name}: element key must be an array of values`);
-    return e;
-  };
-  // An error names the element it is about (`member`, its index in `elements`).
-  const at = <T>(member: number, f: () => T): T => {
-    try {
-      return f();
-    } catch (err) {
-      throw NetlinkError.atOp(err, { member });
-    }
-  };
-  if (!s.interval) {
-    const out = new Array<LoweredElement>(elements.length);
-    for (let i = 0; i < elements.length; i++) {
-      out[i] = at(i, () => {
-        const e = one(elements[i]!);
-        return tuple(encodeKey(s.key, e.key), e);
-      });
-    }
-    return out;
-  }
-  const t = s.key[0] as 'ipv4_addr' | 'ipv6_addr';
-  const ranges = elements.map((e, j) => at(j, () => {
-    one(e);
-    if (e.key.length !== 1) throw NetlinkError.invalid('nftables', `set ${s.name}: an interval element has one key value`);
-    return { e, j, ...cidrRange(t, e.key[0]!) };
-  }));
-  ranges.sort((a, b) => Buffer.compare(a.start, b.start));
-  const out: LoweredElement[] = [];
-  if (adding && ranges.length && ranges[0]!.start.some((x) => x !== 0))
-    out.push(tuple(Buffer.alloc(ranges[0]!.start.length), undefined, END));
-  for (const r of ranges) {
-    out.push(at(r.j, () => tuple(r.start, r.e)));
-    if (r.end) out.push(tuple(r.end, undefined, END));
-  }
-  return out;
 }
 
 // ---- listing -------------------------------------------------------------------------------
@@ -553,32 +454,36 @@ export class PackedElements {
     this.extras = new Map(raw.extras.map((x) => [x.index, x]));
   }
 
-  /** The elements as the kernel would list them after adding these (a test double's listing),
-   *  laid out as the addon lays them out. */
+  /** The elements as the kernel would list them after adding these (a test double's listing):
+   *  the NEWSETELEM messages a transaction adding them sends, read by the addon's decoder of a
+   *  listing. */
   static of(set: SetSpec, elements: SetElement[]): PackedElements {
-    const lowered = lowerElements(set, elements, 'add');
-    const parts: Buffer[] = [];
-    const spans = new Uint32Array(lowered.length * 6);
+    const NFT_MSG_NEWSETELEM = (10 << 8) | 12;
+    const codec = native().codec.nftables;
+    const stream = new NftTransaction({ keepOps: false }).addElements(set, elements).encoded();
+    const parts: NativeNftElements[] = [];
+    for (const batch of codec.encodeWire(stream, { ackMode: 'none' })) {
+      for (let at = 0; at < batch.length; at += (batch.readUInt32LE(at) + 3) & ~3) {
+        const msg = batch.subarray(at, at + batch.readUInt32LE(at));
+        if (msg.readUInt16LE(4) === NFT_MSG_NEWSETELEM) parts.push(codec.decodeElements(msg).elements);
+      }
+    }
+    if (parts.length === 1) return new PackedElements(set, parts[0]!);
+    // Past one message's worth: the parts back to back, each element placed by spans.
+    const count = parts.reduce((n, p) => n + p.count, 0);
+    const spans = new Uint32Array(count * 6);
     const extras: NativeNftElementExtra[] = [];
-    let off = 0;
-    lowered.forEach(([key, flags, code, chain, data, timeout, comment, keyEnd], i) => {
-      [key, keyEnd, data].forEach((b, k) => {
-        spans[i * 6 + k * 2] = off;
-        spans[i * 6 + k * 2 + 1] = b?.length ?? 0;
-        if (b) parts.push(b);
-        off += b?.length ?? 0;
-      });
-      const x: NativeNftElementExtra = { index: i };
-      if (flags !== undefined) x.flags = flags;
-      if (code !== undefined) x.verdict = { code, ...(chain !== undefined ? { chain } : {}) };
-      if (timeout !== undefined) x.timeout = timeout;
-      if (comment !== undefined) x.comment = comment;
-      if (Object.keys(x).length > 1) extras.push(x);
-    });
-    const widths: [number, number, number] = lowered.length ? [spans[1]!, spans[3]!, spans[5]!] : [0, 0, 0];
-    const uniform = lowered.every((_, i) => spans[i * 6 + 1] === widths[0] && spans[i * 6 + 3] === widths[1] && spans[i * 6 + 5] === widths[2]);
-    const bytes = Buffer.concat(parts);
-    return new PackedElements(set, { count: lowered.length, bytes, ...(uniform ? { widths } : { spans }), extras });
+    let n = 0;
+    let base = 0;
+    for (const raw of parts) {
+      const p = new PackedElements(set, raw);
+      // no key ends: an interval set's ranges are start and end elements
+      for (let i = 0; i < p.count; i++) spans.set([base + p.keyAt(i), p.keyLength(i), 0, 0, base + p.dataAt(i), p.dataLength(i)], (n + i) * 6);
+      for (const x of raw.extras) extras.push({ ...x, index: n + x.index });
+      n += p.count;
+      base += raw.bytes.length;
+    }
+    return new PackedElements(set, { count, bytes: Buffer.concat(parts.map((p) => p.bytes)), spans, extras });
   }
 
   /** Where element i's key starts in `bytes`. */
@@ -689,7 +594,7 @@ export class PackedElements {
     }
     const t = set.key[0] as 'ipv4_addr' | 'ipv6_addr';
     const keyOf = (i: number) => bytes.subarray(this.keyAt(i), this.keyAt(i) + this.keyLength(i));
-    const isEnd = (i: number) => ((this.extras.get(i)?.flags ?? 0) & END) !== 0;
+    const isEnd = (i: number) => ((this.extras.get(i)?.flags ?? 0) & INTERVAL_END) !== 0;
     // Adjacent ranges share a key: the first one's end and the next one's start. The end goes
     // first (the kernel lists the two in either order), else the first range would run on.
     const sorted = Array.from({ length: this.count }, (_, i) => i).sort((a, b) => Buffer.compare(keyOf(a), keyOf(b)) || Number(isEnd(b)) - Number(isEnd(a)));

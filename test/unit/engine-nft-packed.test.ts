@@ -197,7 +197,15 @@ test('release frees a listing that owns its memory (it reads as empty after) and
   assert.equal(big.bytes.length, 8000);
   big.release();
   assert.equal(big.bytes.length, 0);
-  const small = PackedElements.of(spec, [{ key: ['10.0.0.1'] }]);
+  // a small Buffer is a slice of Node's shared pool
+  const small = new PackedElements(spec, { count: 1, bytes: Buffer.from([10, 0, 0, 1]), widths: [4, 0, 0], extras: [] });
+  assert.notEqual(small.bytes.byteLength, small.bytes.buffer.byteLength, 'pooled');
   small.release();
   assert.deepEqual(small.decode(), [{ key: ['10.0.0.1'] }]);
+});
+
+test('PackedElements.of past one message\'s worth of elements: every one, as given', () => {
+  const spec: SetSpec = { family: 'ip', table: 't', name: 'big', key: ['ipv4_addr', 'inet_proto', 'inet_service'], map: 'verdict' };
+  const els = Array.from({ length: 20_000 }, (_, i) => ({ key: [`10.0.${i >> 8}.${i & 255}`, 'tcp', 80], verdict: { code: 'goto' as const, chain: `c${i % 7}` } }));
+  assert.deepEqual(PackedElements.of(spec, els).decode(), els);
 });
