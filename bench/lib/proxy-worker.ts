@@ -148,7 +148,8 @@ const proxierOptions: ProxierOptions = {
 const threaded = o['sync-thread']
   ? await ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue: true }, kernelModule: new URL(`./bench-kernel.js${o['fake-ipvs'] ? '?fake-ipvs=1' : ''}`, import.meta.url).href })
   : undefined;
-const proxier = threaded ?? new Proxier(kernel!, proxierOptions);
+const local = threaded ? undefined : new Proxier(kernel!, proxierOptions);
+const proxier = threaded ?? local!;
 let S: number;
 if (threaded) {
   // Read and taken in by the thread before the clock starts, as the in-process proxier has them.
@@ -159,8 +160,8 @@ if (threaded) {
   memoryPressure('critical');
 } else {
   S = manifests!.services.length;
-  for (const s of manifests!.services) proxier.onServiceUpdate(s);
-  for (const s of manifests!.endpointSlices) proxier.onSliceUpdate(s);
+  for (const s of manifests!.services) local!.onServiceUpdate(s);
+  for (const s of manifests!.endpointSlices) local!.onSliceUpdate(s);
   manifests = undefined;
 }
 const beforeFull = status();

@@ -128,14 +128,6 @@ async function watchKube(m: Extract<ToThread, { t: 'watchKube' }>): Promise<void
 }
 port.on('message', (m: ToThread) => {
   switch (m.t) {
-    case 'service':
-      return proxier.onServiceUpdate(m.obj);
-    case 'serviceDelete':
-      return proxier.onServiceDelete(m.key);
-    case 'slice':
-      return proxier.onSliceUpdate(m.obj);
-    case 'sliceDelete':
-      return proxier.onSliceDelete(m.key);
     case 'flush':
       return send({ t: 'flushed', id: m.id, pending: proxier.pendingChanges });
     case 'watchKube':

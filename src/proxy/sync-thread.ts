@@ -9,7 +9,7 @@
 // back (memoryPressure). Messages keep their order: objects posted before a sync request are in
 // that sync.
 import { Worker } from 'node:worker_threads';
-import type { V1EndpointSlice, V1Node, V1Service } from '../kube/api-types.js';
+import type { V1Node } from '../kube/api-types.js';
 import type { SyncReport } from '../engine/engine.js';
 import { NetlinkError, type NetlinkErrorFields } from '../errors.js';
 import type { InformerError, InformerErrorReason, InformerOptions, ResourceName } from '../kube/informers.js';
@@ -75,10 +75,6 @@ export interface WireError {
 }
 
 export type ToThread =
-  | { t: 'service'; obj: V1Service }
-  | { t: 'serviceDelete'; key: string }
-  | { t: 'slice'; obj: V1EndpointSlice }
-  | { t: 'sliceDelete'; key: string }
   | { t: 'loadManifests'; id: number; dir: string }
   | { t: 'sync'; id: number; full: boolean }
   | { t: 'flush'; id: number }
@@ -206,8 +202,8 @@ export class SyncThreadError extends Error {
 }
 
 /**
- * A Proxier on its own thread, with the handlers of a Proxier (onServiceUpdate, …) and a sync
- * that resolves with the report and a summary of the model. `start()` resolves once the thread
+ * A Proxier on its own thread, fed by a manifests folder (loadManifests) or the API server
+ * (watchKube) that the thread reads itself, with a sync that resolves with the report and a summary of the model. `start()` resolves once the thread
  * has opened its kernel handles (or rejects with the reason it could not).
  */
 export class ThreadedProxier {
@@ -271,19 +267,6 @@ export class ThreadedProxier {
     this.worker.postMessage(m);
   }
 
-  onServiceUpdate(s: V1Service): void {
-    this.post({ t: 'service', obj: s });
-  }
-  onServiceDelete(key: string): void {
-    this.post({ t: 'serviceDelete', key });
-  }
-  onSliceUpdate(s: V1EndpointSlice): void {
-    this.post({ t: 'slice', obj: s });
-  }
-  onSliceDelete(key: string): void {
-    this.post({ t: 'sliceDelete', key });
-  }
-
   /** Plans and applies on the thread (`full`: compare every IPVS service, as Proxier.sync). */
   sync(full: boolean): Promise<ThreadSyncResult> {
     return this.request((id) => ({ t: 'sync', id, full }));
@@ -300,7 +283,8 @@ export class ThreadedProxier {
     return this.request((id) => ({ t: 'loadManifests', id, dir }));
   }
 
-  /** Resolves once the thread has taken in every object posted before (no sync). */
+  /** Resolves once the thread has handled every message sent to it before, with its pending
+   *  changes as it then holds them (no sync). */
   flush(): Promise<void> {
     return this.request((id) => ({ t: 'flush', id }));
   }

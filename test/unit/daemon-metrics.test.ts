@@ -7,7 +7,8 @@
 // IPVS traffic counters from one kernel dump per scrape — and the /metrics server on 127.0.0.1.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { V1Service as ClientService } from '@kubernetes/client-node';
@@ -457,9 +458,16 @@ test('sync thread: the pending changes and trigger times cross as plain data', a
   t.after(() => tp.close());
   const m = new ProxyMetrics({ pending: () => tp.pendingChanges });
   const ports = [{ name: 'http', port: 8080 }];
-  tp.onServiceUpdate(svc('a', { clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] }));
-  tp.onSliceUpdate(slice('a', 'a-0', ports, [{ ip: '10.244.0.1', node: 'node-a' }]));
-  await tp.flush();
+  // the thread reads the objects from a manifests folder (JSON is YAML)
+  const dir = mkdtempSync(join(tmpdir(), 'ipvsync-metrics-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const service = svc('a', { clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] });
+  const load = async (s: object) => {
+    writeFileSync(join(dir, 'a.json'), `${JSON.stringify(service)}\n---\n${JSON.stringify(s)}`);
+    await tp.loadManifests(dir);
+    await tp.flush();
+  };
+  await load(slice('a', 'a-0', ports, [{ ip: '10.244.0.1', node: 'node-a' }]));
   assert.deepEqual(tp.pendingChanges, { services: 1, endpoints: 1 });
   assert.equal(sample(await m.render(), 'kubeproxy_sync_proxy_rules_endpoint_changes_pending'), 1);
   const first = await tp.sync(false);
@@ -467,8 +475,7 @@ test('sync thread: the pending changes and trigger times cross as plain data', a
   assert.equal(sample(await m.render(), 'kubeproxy_sync_proxy_rules_endpoint_changes_pending'), 0);
   const annotated = slice('a', 'a-0', ports, [{ ip: '10.244.0.2', node: 'node-a' }]);
   annotated.metadata!.annotations = { [ANNOTATION_LAST_CHANGE_TRIGGER_TIME]: '2024-05-01T10:00:00Z' };
-  tp.onSliceUpdate(annotated);
-  await tp.flush();
+  await load(annotated);
   assert.deepEqual(tp.pendingChanges, { services: 0, endpoints: 1 });
   const second = await tp.sync(false);
   assert.deepEqual(second.triggerTimes, [Date.parse('2024-05-01T10:00:00Z')]);

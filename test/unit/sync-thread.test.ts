@@ -30,6 +30,21 @@ function start(fail?: string, nice?: number): Promise<ThreadedProxier> {
   return ThreadedProxier.start({ proxier: proxierOptions, kernel: { glue: true }, kernelModule: fail ? `${KERNEL}?fail=${fail}` : KERNEL, ...(nice !== undefined ? { nice } : {}) });
 }
 
+/** A temp folder of manifests (the example folder's when `example`), removed after the test. */
+function manifests(t: { after: (f: () => void) => void }, example = false): string {
+  const dir = mkdtempSync(join(tmpdir(), 'ipvsync-thread-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  if (example) cpSync(EXAMPLE, dir, { recursive: true });
+  return dir;
+}
+
+/** Writes objects into the folder as one manifest file (JSON is YAML). */
+function put(dir: string, file: string, objects: object[]): void {
+  writeFileSync(join(dir, file), objects.map((o) => JSON.stringify(o)).join('\n---\n'));
+}
+
+const WEB = svc('web', { clusterIP: '10.96.0.1', ports: [{ port: 80 }] });
+
 /** A thread's nice value, from /proc/self/task/<tid>/stat (field 19). */
 function niceOf(tid: number | string): number {
   const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
@@ -41,8 +56,10 @@ test('sync thread: the same writes, report and model summary as an in-process pr
   const local = new Proxier(fakeKernel(), proxierOptions);
   const remote = await start();
   t.after(() => remote.close());
-  for (const s of set.services) local.onServiceUpdate(s), remote.onServiceUpdate(s);
-  for (const s of set.endpointSlices) local.onSliceUpdate(s), remote.onSliceUpdate(s);
+  for (const s of set.services) local.onServiceUpdate(s);
+  for (const s of set.endpointSlices) local.onSliceUpdate(s);
+  const dir = manifests(t, true);
+  await remote.loadManifests(dir);
 
   const a = await local.sync(true);
   const b = await remote.sync(true);
@@ -65,15 +82,15 @@ test('sync thread: the same writes, report and model summary as an in-process pr
   const again = await remote.sync(true);
   assert.equal(again.report.ipvs.writes + again.report.addresses.writes + again.report.nft.writes, 0);
 
-  // posted just before the request: in that sync (messages keep their order)
-  const extra = svc('extra', { clusterIP: '10.96.7.7', ports: [{ port: 80 }] });
-  remote.onServiceUpdate(extra), local.onServiceUpdate(extra);
-  remote.onSliceUpdate(slice('extra', 'extra-1', [{ port: 8080 }], [{ ip: '10.244.9.9' }]));
+  // loaded without waiting just before the request: in that sync (requests keep their order)
+  put(dir, 'extra.json', [svc('extra', { clusterIP: '10.96.7.7', ports: [{ port: 80 }] }), slice('extra', 'extra-1', [{ port: 8080 }], [{ ip: '10.244.9.9' }])]);
+  void remote.loadManifests(dir);
   const added = await remote.sync(false);
   assert.equal(added.report.mode, 'incremental');
   assert.deepEqual(added.report.ipvs.ops, { addService: 1, addDestination: 1 });
   assert.equal(added.summary.services, a.model!.services.length + 1);
-  remote.onServiceDelete('default/extra');
+  rmSync(join(dir, 'extra.json'));
+  await remote.loadManifests(dir);
   const removed = await remote.sync(false);
   assert.deepEqual(removed.report.ipvs.ops, { deleteService: 1 });
   assert.equal(removed.summary.services, a.model!.services.length);
@@ -86,8 +103,9 @@ test('sync thread: a failed write comes back as the NetlinkError the engine repo
   const local = new Proxier(kernel, proxierOptions);
   const remote = await start('ipvs');
   t.after(() => remote.close());
-  for (const s of set.services) local.onServiceUpdate(s), remote.onServiceUpdate(s);
-  for (const s of set.endpointSlices) local.onSliceUpdate(s), remote.onSliceUpdate(s);
+  for (const s of set.services) local.onServiceUpdate(s);
+  for (const s of set.endpointSlices) local.onSliceUpdate(s);
+  await remote.loadManifests(EXAMPLE);
   const a = await local.sync(true);
   const r = await remote.sync(true);
   assert.ok(a.report.errors.length > 0);
@@ -108,7 +126,7 @@ test('sync thread: a kernel that cannot be opened rejects start() with its typed
 test('sync thread: a thread that dies fails the sync in flight and every later one', async (t) => {
   const remote = await start('exit');
   t.after(() => remote.close());
-  remote.onServiceUpdate(svc('web', { clusterIP: '10.96.0.1', ports: [{ port: 80 }] }));
+  await remote.loadManifests(EXAMPLE);
   await assert.rejects(remote.sync(true), (e: unknown) => e instanceof SyncThreadError && /exited \(code 3\)/.test(e.message));
   await assert.rejects(remote.sync(true), SyncThreadError);
   await assert.rejects(remote.flush(), SyncThreadError);
@@ -127,11 +145,16 @@ test('sync thread: close() stops it without reporting it exited', async () => {
   await assert.rejects(remote.sync(true), /closed/);
 });
 
-test('sync thread: flush() resolves once the objects posted before are taken in, without a sync', async (t) => {
+test('sync thread: flush() resolves with the changes the thread holds, without a sync', async (t) => {
   const remote = await start();
   t.after(() => remote.close());
-  remote.onServiceUpdate(svc('web', { clusterIP: '10.96.0.1', ports: [{ port: 80 }] }));
+  const dir = manifests(t);
+  put(dir, 'web.json', [WEB]);
+  await remote.loadManifests(dir);
+  // forget what the load reported: flush reports it again, from the thread
+  remote.pendingChanges = { services: 0, endpoints: 0 };
   await remote.flush();
+  assert.deepEqual(remote.pendingChanges, { services: 1, endpoints: 0 });
   // taken in, not synced: the next sync is the one that programs it
   const r = await remote.sync(false);
   assert.deepEqual(r.report.ipvs.ops, { addService: 1 });
@@ -198,7 +221,9 @@ test('sync thread: the thread runs at a lower priority than the daemon thread (i
   t.after(() => zero.close());
   assert.equal(niceOf(zero.threadId), mainNice);
   // and it still syncs
-  seven.onServiceUpdate(svc('web', { clusterIP: '10.96.0.1', ports: [{ port: 80 }] }));
+  const dir = manifests(t);
+  put(dir, 'web.json', [WEB]);
+  await seven.loadManifests(dir);
   assert.deepEqual((await seven.sync(false)).report.ipvs.ops, { addService: 1 });
   assert.equal(niceOf(process.pid), mainNice);
 });
