@@ -75,4 +75,31 @@ Napi::Value SocketStats(Napi::Env env, Channel& ch);
 Napi::Value ReadyChannel(Napi::Env env, const std::shared_ptr<Channel>& ch);
 Napi::Value CloseChannel(Napi::Env env, const std::shared_ptr<Channel>& ch);
 
+// The base of every handle class (class T : public ChannelHandle<T>): its channel, opened in the
+// namespace of the constructor's { netns } option, and stats(), ready() and close(), registered
+// after T's own methods by Define. A T that reports more defines its own Stats (and befriends
+// ChannelHandle<T>, which registers it).
+template <class T>
+class ChannelHandle : public Wrapped<T> {
+ protected:
+  ChannelHandle(const Napi::CallbackInfo& info, int protocol)
+      : Wrapped<T>(info), ch_(std::make_shared<Channel>(protocol, NetnsOption(info, 0))) {}
+
+  static void Define(Napi::Env env, Napi::Object exports, const char* name,
+                     std::vector<Napi::ClassPropertyDescriptor<T>> methods) {
+    methods.push_back(Wrapped<T>::template Method<&T::Stats>("stats"));
+    methods.push_back(Wrapped<T>::template Method<&ChannelHandle::Ready>("ready"));
+    methods.push_back(Wrapped<T>::template Method<&ChannelHandle::Close>("close"));
+    exports.Set(name, Wrapped<T>::DefineClass(env, name, methods));
+  }
+
+  Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
+
+  std::shared_ptr<Channel> ch_;
+
+ private:
+  Napi::Value Ready(const Napi::CallbackInfo& info) { return ReadyChannel(info.Env(), ch_); }
+  Napi::Value Close(const Napi::CallbackInfo& info) { return CloseChannel(info.Env(), ch_); }
+};
+
 }  // namespace addon

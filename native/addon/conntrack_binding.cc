@@ -151,21 +151,15 @@ struct DeleteResult {
   nl::TransactResult res;
 };
 
-class ConntrackHandle : public Wrapped<ConntrackHandle> {
+class ConntrackHandle : public ChannelHandle<ConntrackHandle> {
  public:
   static void Init(Napi::Env env, Napi::Object exports) {
-    exports.Set("ConntrackHandle", DefineClass(env, "ConntrackHandle",
-                                               {
-                                                   Method<&ConntrackHandle::List>("list"),
-                                                   Method<&ConntrackHandle::Count>("count"),
-                                                   Method<&ConntrackHandle::Delete>("delete"),
-                                                   Method<&ConntrackHandle::Stats>("stats"), Method<&ConntrackHandle::Ready>("ready"), Method<&ConntrackHandle::Close>("close"),
-                                               }));
+    Define(env, exports, "ConntrackHandle",
+           {Method<&ConntrackHandle::List>("list"), Method<&ConntrackHandle::Count>("count"),
+            Method<&ConntrackHandle::Delete>("delete")});
   }
 
-  explicit ConntrackHandle(const Napi::CallbackInfo& info) : Wrapped<ConntrackHandle>(info) {
-    ch_ = std::make_shared<Channel>(NETLINK_NETFILTER, NetnsOption(info, 0));
-  }
+  explicit ConntrackHandle(const Napi::CallbackInfo& info) : ChannelHandle(info, NETLINK_NETFILTER) {}
 
  private:
   Napi::Value List(const Napi::CallbackInfo& info) {
@@ -234,13 +228,6 @@ class ConntrackHandle : public Wrapped<ConntrackHandle> {
           return o;
         });
   }
-
-  Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
-
-  Napi::Value Ready(const Napi::CallbackInfo& info) { return ReadyChannel(info.Env(), ch_); }
-  Napi::Value Close(const Napi::CallbackInfo& info) { return CloseChannel(info.Env(), ch_); }
-
-  std::shared_ptr<Channel> ch_;
 };
 
 Napi::Value DecodeFlowHook(const Napi::CallbackInfo& info) {

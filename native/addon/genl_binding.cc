@@ -19,18 +19,13 @@ struct FamiliesResult {
   std::vector<nl::GenlFamily> families;  // one per request; id 0 where it failed
 };
 
-class GenlHandle : public Wrapped<GenlHandle> {
+class GenlHandle : public ChannelHandle<GenlHandle> {
  public:
   static void Init(Napi::Env env, Napi::Object exports) {
-    exports.Set("GenlHandle", DefineClass(env, "GenlHandle",
-                                          {
-                                              Method<&GenlHandle::Families>("families"),
-                                              Method<&GenlHandle::Stats>("stats"), Method<&GenlHandle::Ready>("ready"), Method<&GenlHandle::Close>("close"),
-                                          }));
+    Define(env, exports, "GenlHandle", {Method<&GenlHandle::Families>("families")});
   }
 
-  explicit GenlHandle(const Napi::CallbackInfo& info) : Wrapped<GenlHandle>(info) {
-    ch_ = std::make_shared<Channel>(NETLINK_GENERIC, NetnsOption(info, 0));
+  explicit GenlHandle(const Napi::CallbackInfo& info) : ChannelHandle(info, NETLINK_GENERIC) {
     ch_->rcvbuf_bytes = static_cast<int>(UIntOpt(info.Env(), info[0], "rcvbufBytes", INT32_MAX, 0, "open"));
   }
 
@@ -91,13 +86,6 @@ class GenlHandle : public Wrapped<GenlHandle> {
           return o;
         });
   }
-
-  Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
-
-  Napi::Value Ready(const Napi::CallbackInfo& info) { return ReadyChannel(info.Env(), ch_); }
-  Napi::Value Close(const Napi::CallbackInfo& info) { return CloseChannel(info.Env(), ch_); }
-
-  std::shared_ptr<Channel> ch_;
 };
 
 }  // namespace

@@ -650,23 +650,15 @@ Napi::Value ApplyToJs(Napi::Env env, ApplyWork& w) {
   return o;
 }
 
-class IpsetHandle : public Wrapped<IpsetHandle> {
+class IpsetHandle : public ChannelHandle<IpsetHandle> {
  public:
   static void Init(Napi::Env env, Napi::Object exports) {
-    exports.Set("IpsetHandle", DefineClass(env, "IpsetHandle",
-                                           {
-                                               Method<&IpsetHandle::Protocol>("protocol"),
-                                               Method<&IpsetHandle::Apply>("apply"),
-                                               Method<&IpsetHandle::List>("list"),
-                                               Method<&IpsetHandle::Test>("test"),
-                                               Method<&IpsetHandle::Stats>("stats"), Method<&IpsetHandle::Ready>("ready"), Method<&IpsetHandle::Close>("close"),
-                                           }));
+    Define(env, exports, "IpsetHandle",
+           {Method<&IpsetHandle::Protocol>("protocol"), Method<&IpsetHandle::Apply>("apply"),
+            Method<&IpsetHandle::List>("list"), Method<&IpsetHandle::Test>("test")});
   }
 
-  explicit IpsetHandle(const Napi::CallbackInfo& info) : Wrapped<IpsetHandle>(info) {
-    ch_ = std::make_shared<Channel>(NETLINK_NETFILTER, NetnsOption(info, 0));
-    st_ = std::make_shared<IpsetState>();
-  }
+  explicit IpsetHandle(const Napi::CallbackInfo& info) : ChannelHandle(info, NETLINK_NETFILTER) {}
 
  private:
   Napi::Value Protocol(const Napi::CallbackInfo& info) {
@@ -782,13 +774,7 @@ class IpsetHandle : public Wrapped<IpsetHandle> {
         });
   }
 
-  Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
-
-  Napi::Value Ready(const Napi::CallbackInfo& info) { return ReadyChannel(info.Env(), ch_); }
-  Napi::Value Close(const Napi::CallbackInfo& info) { return CloseChannel(info.Env(), ch_); }
-
-  std::shared_ptr<Channel> ch_;
-  std::shared_ptr<IpsetState> st_;
+  std::shared_ptr<IpsetState> st_ = std::make_shared<IpsetState>();
 };
 
 // ---- codec hooks (golden bytes, fuzzing) -------------------------------------------------------

@@ -399,25 +399,18 @@ Napi::Array ListingToJs(Napi::Env env, const Listing& l, const ListOptions& o) {
   return arr;
 }
 
-class IpvsHandle : public Wrapped<IpvsHandle> {
+class IpvsHandle : public ChannelHandle<IpvsHandle> {
  public:
   static void Init(Napi::Env env, Napi::Object exports) {
-    exports.Set("IpvsHandle", DefineClass(env, "IpvsHandle",
-                                          {
-                                              Method<&IpvsHandle::Info>("info"),
-                                              Method<&IpvsHandle::Apply>("apply"),
-                                              Method<&IpvsHandle::Services>("services"),
-                                              Method<&IpvsHandle::Service>("service"),
-                                              Method<&IpvsHandle::Destinations>("destinations"),
-                                              Method<&IpvsHandle::DestinationsMany>("destinationsMany"),
-                                              Method<&IpvsHandle::Timeouts>("timeouts"),
-                                              Method<&IpvsHandle::Daemons>("daemons"),
-                                              Method<&IpvsHandle::Stats>("stats"), Method<&IpvsHandle::Ready>("ready"), Method<&IpvsHandle::Close>("close"),
-                                          }));
+    Define(env, exports, "IpvsHandle",
+           {Method<&IpvsHandle::Info>("info"), Method<&IpvsHandle::Apply>("apply"),
+            Method<&IpvsHandle::Services>("services"), Method<&IpvsHandle::Service>("service"),
+            Method<&IpvsHandle::Destinations>("destinations"),
+            Method<&IpvsHandle::DestinationsMany>("destinationsMany"), Method<&IpvsHandle::Timeouts>("timeouts"),
+            Method<&IpvsHandle::Daemons>("daemons")});
   }
 
-  explicit IpvsHandle(const Napi::CallbackInfo& info) : Wrapped<IpvsHandle>(info) {
-    ch_ = std::make_shared<Channel>(NETLINK_GENERIC, NetnsOption(info, 0));
+  explicit IpvsHandle(const Napi::CallbackInfo& info) : ChannelHandle(info, NETLINK_GENERIC) {
     ch_->rcvbuf_bytes = static_cast<int>(UIntOpt(info.Env(), info[0], "rcvbufBytes", INT32_MAX, 0, "open"));
     // dumpSockets: sockets for parallel destination dumps over io_uring (0 = one dump at a
     // time on the handle's socket, as without io_uring).
@@ -425,6 +418,8 @@ class IpvsHandle : public Wrapped<IpvsHandle> {
   }
 
  private:
+  friend class ChannelHandle<IpvsHandle>;  // registers Stats
+
   Napi::Value Info(const Napi::CallbackInfo& info) {
     return OnChannel<ipvs::Info>(
         info.Env(), ch_,
@@ -689,10 +684,6 @@ class IpvsHandle : public Wrapped<IpvsHandle> {
     return o;
   }
 
-  Napi::Value Ready(const Napi::CallbackInfo& info) { return ReadyChannel(info.Env(), ch_); }
-  Napi::Value Close(const Napi::CallbackInfo& info) { return CloseChannel(info.Env(), ch_); }
-
-  std::shared_ptr<Channel> ch_;
   std::shared_ptr<ListingPool> listings_ = std::make_shared<ListingPool>();
 };
 

@@ -52,8 +52,8 @@ Napi::Function Function(Napi::Env env, const char* name) {
   return Napi::Function::New(env, GuardedCall<F>, name);
 }
 
-// The base of every handle class (class T : public Wrapped<T>): its methods are registered with
-// Method<&T::M>("name") in DefineClass.
+// The base of every wrapped class (class T : public Wrapped<T>): its methods are registered with
+// Method<&T::M>("name") in DefineClass; M may be a member of a base of T (ChannelHandle's).
 template <class T>
 class Wrapped : public Napi::ObjectWrap<T> {
  public:
@@ -62,13 +62,13 @@ class Wrapped : public Napi::ObjectWrap<T> {
  protected:
   using Member = Napi::Value (T::*)(const Napi::CallbackInfo&);
 
-  template <Member M>
+  template <auto M>
   static Napi::ClassPropertyDescriptor<T> Method(const char* name) {
     return Napi::ObjectWrap<T>::InstanceMethod(name, static_cast<Member>(&Wrapped::template Call<M>));
   }
 
  private:
-  template <Member M>
+  template <auto M>
   Napi::Value Call(const Napi::CallbackInfo& info) {
     return Guarded(info, [&] { return (static_cast<T*>(this)->*M)(info); });
   }

@@ -736,22 +736,15 @@ std::vector<nft::TxBatch> BuildFromStream(const uint8_t* data, size_t len, const
 
 // ---- the handle ----------------------------------------------------------------------------
 
-class NftHandle : public Wrapped<NftHandle> {
+class NftHandle : public ChannelHandle<NftHandle> {
  public:
   static void Init(Napi::Env env, Napi::Object exports) {
-    exports.Set("NftHandle", DefineClass(env, "NftHandle",
-                                         {
-                                             Method<&NftHandle::CommitWire>("commitWire"),
-                                             Method<&NftHandle::List>("list"),
-                                             Method<&NftHandle::ListElements>("listElements"),
-                                             Method<&NftHandle::GenId>("genId"),
-                                             Method<&NftHandle::Stats>("stats"), Method<&NftHandle::Ready>("ready"), Method<&NftHandle::Close>("close"),
-                                         }));
+    Define(env, exports, "NftHandle",
+           {Method<&NftHandle::CommitWire>("commitWire"), Method<&NftHandle::List>("list"),
+            Method<&NftHandle::ListElements>("listElements"), Method<&NftHandle::GenId>("genId")});
   }
 
-  explicit NftHandle(const Napi::CallbackInfo& info) : Wrapped<NftHandle>(info) {
-    ch_ = std::make_shared<Channel>(NETLINK_NETFILTER, NetnsOption(info, 0));
-  }
+  explicit NftHandle(const Napi::CallbackInfo& info) : ChannelHandle(info, NETLINK_NETFILTER) {}
 
  private:
   // commitWire(stream: Uint8Array, opts?, encoder?) -> { statuses, errors, transactions, sendmsgCalls }. The op stream (nftables/wire.h) is
@@ -831,13 +824,6 @@ class NftHandle : public Wrapped<NftHandle> {
         [](Channel& ch) { return GetGen(ch.Sock()); },
         [](Napi::Env env, uint32_t& g) -> Napi::Value { return Napi::Number::New(env, g); });
   }
-
-  Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
-
-  Napi::Value Ready(const Napi::CallbackInfo& info) { return ReadyChannel(info.Env(), ch_); }
-  Napi::Value Close(const Napi::CallbackInfo& info) { return CloseChannel(info.Env(), ch_); }
-
-  std::shared_ptr<Channel> ch_;
 };
 
 // ---- codec hooks ---------------------------------------------------------------------------

@@ -514,23 +514,16 @@ struct AddrList {
   std::map<int32_t, std::string> names;
 };
 
-class RtnlHandle : public Wrapped<RtnlHandle> {
+class RtnlHandle : public ChannelHandle<RtnlHandle> {
  public:
   static void Init(Napi::Env env, Napi::Object exports) {
-    exports.Set("RtnlHandle", DefineClass(env, "RtnlHandle",
-                                          {
-                                              Method<&RtnlHandle::Links>("links"),
-                                              Method<&RtnlHandle::GetLink>("link"),
-                                              Method<&RtnlHandle::Addresses>("addresses"),
-                                              Method<&RtnlHandle::Routes>("routes"),
-                                              Method<&RtnlHandle::Apply>("apply"),
-                                              Method<&RtnlHandle::Stats>("stats"), Method<&RtnlHandle::Ready>("ready"), Method<&RtnlHandle::Close>("close"),
-                                          }));
+    Define(env, exports, "RtnlHandle",
+           {Method<&RtnlHandle::Links>("links"), Method<&RtnlHandle::GetLink>("link"),
+            Method<&RtnlHandle::Addresses>("addresses"), Method<&RtnlHandle::Routes>("routes"),
+            Method<&RtnlHandle::Apply>("apply")});
   }
 
-  explicit RtnlHandle(const Napi::CallbackInfo& info) : Wrapped<RtnlHandle>(info) {
-    ch_ = std::make_shared<Channel>(NETLINK_ROUTE, NetnsOption(info, 0));
-  }
+  explicit RtnlHandle(const Napi::CallbackInfo& info) : ChannelHandle(info, NETLINK_ROUTE) {}
 
  private:
   Napi::Value Links(const Napi::CallbackInfo& info) {
@@ -729,13 +722,6 @@ class RtnlHandle : public Wrapped<RtnlHandle> {
         },
         [](Napi::Env env, std::shared_ptr<ApplyWork>& w) { return BatchOutcomeToJs(env, w->outcome); });
   }
-
-  Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
-
-  Napi::Value Ready(const Napi::CallbackInfo& info) { return ReadyChannel(info.Env(), ch_); }
-  Napi::Value Close(const Napi::CallbackInfo& info) { return CloseChannel(info.Env(), ch_); }
-
-  std::shared_ptr<Channel> ch_;
 };
 
 Napi::Value DecodeLink(const Napi::CallbackInfo& info) {
