@@ -37,9 +37,7 @@ class PromiseWorker : public Napi::AsyncWorker {
       error_ = e.error();
     } catch (const std::exception& e) {
       failed_ = true;
-      error_.kind = nl::ErrorKind::kSystem;
-      error_.code = "EFAULT";
-      error_.message = e.what();
+      error_ = nl::Error(nl::ErrorKind::kSystem, 0, "EFAULT", "", e.what());
     }
   }
 

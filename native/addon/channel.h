@@ -87,13 +87,7 @@ struct Channel {
     s = Sockets{};
   }
   [[noreturn]] static void ThrowClosed() {
-    nl::Error e;
-    e.kind = nl::ErrorKind::kInvalid;
-    e.errnum = EBADF;
-    e.code = "EBADF";
-    e.op = "handle";
-    e.message = "handle: closed (close() was called)";
-    throw nl::Exception(std::move(e));
+    throw nl::Exception(nl::Error(nl::ErrorKind::kInvalid, EBADF, "EBADF", "handle", "handle: closed (close() was called)"));
   }
 
   // Turns: a ticket taken on the main thread when a request is made (TakeTicket), waited for on

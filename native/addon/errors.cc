@@ -40,13 +40,7 @@ Napi::Value MakeError(Napi::Env env, const nl::Error& e) {
 }
 
 void ThrowInvalid(Napi::Env env, const std::string& op, const std::string& why) {
-  nl::Error e;
-  e.kind = nl::ErrorKind::kInvalid;
-  e.errnum = EINVAL;
-  e.code = "EINVAL";
-  e.op = op;
-  e.message = op + ": " + why;
-  throw Napi::Error(env, MakeError(env, e));
+  throw Napi::Error(env, MakeError(env, nl::Error(nl::ErrorKind::kInvalid, EINVAL, "EINVAL", op, op + ": " + why)));
 }
 
 void RethrowAtOp(Napi::Env env, const Napi::Error& e, int64_t index, int64_t member) {
@@ -59,27 +53,21 @@ void RethrowAtOp(Napi::Env env, const Napi::Error& e, int64_t index, int64_t mem
     if (member >= 0 && o.Get("member").IsUndefined()) o.Set("member", static_cast<double>(member));
     throw Napi::Error(env, v);
   }
-  nl::Error err;
-  err.kind = nl::ErrorKind::kInvalid;
-  err.errnum = EINVAL;
-  err.code = "EINVAL";
-  err.op = index < 0 ? "arguments" : "op " + std::to_string(index) + (member >= 0 ? " member " + std::to_string(member) : "");
+  const std::string op =
+      index < 0 ? "arguments" : "op " + std::to_string(index) + (member >= 0 ? " member " + std::to_string(member) : "");
+  nl::Error err(nl::ErrorKind::kInvalid, EINVAL, "EINVAL", op, op + ": malformed (" + e.Message() + ")");
   err.index = index;
   err.member = member;
-  err.message = err.op + ": malformed (" + e.Message() + ")";
   throw Napi::Error(env, MakeError(env, err));
 }
 
 nl::Error KernelError(const std::string& op, int64_t index, const nl::Status& st) {
-  nl::Error e;
-  e.kind = st.error == ENOBUFS ? nl::ErrorKind::kNoBuffers : nl::ErrorKind::kKernel;
-  e.errnum = st.error;
-  e.code = nl::ErrnoName(st.error);
-  e.op = op;
+  const std::string code = nl::ErrnoName(st.error);
+  nl::Error e(st.error == ENOBUFS ? nl::ErrorKind::kNoBuffers : nl::ErrorKind::kKernel, st.error, code, op,
+              op + ": " + code + " (" + nl::ErrnoText(st.error) + ")");
   e.index = index;
   e.extack = st.extack;
   e.extack_offset = st.extack_offset;
-  e.message = op + ": " + e.code + " (" + nl::ErrnoText(st.error) + ")";
   if (!st.extack.empty()) e.message += ": " + st.extack;
   if (st.error == EPERM) e.message += " (CAP_NET_ADMIN required)";
   return e;

@@ -498,15 +498,10 @@ uint8_t EnsureProtocol(Channel& ch, IpsetState& st) {
   // Like libipset: speak the newest version both sides know.
   const uint8_t use = max < ipset::kProtocol ? max : ipset::kProtocol;
   if (use < ipset::kProtocolMin || min > ipset::kProtocol) {
-    nl::Error e;
-    e.kind = nl::ErrorKind::kUnsupported;
-    e.errnum = EPROTONOSUPPORT;
-    e.code = "EPROTONOSUPPORT";
-    e.op = "IPSET_CMD_PROTOCOL";
-    e.message = "IPSET_CMD_PROTOCOL: the kernel speaks ipset protocol " + std::to_string(min) + "-" +
-                std::to_string(max) + ", ipvsync " + std::to_string(ipset::kProtocolMin) + "-" +
-                std::to_string(ipset::kProtocol);
-    throw nl::Exception(std::move(e));
+    throw nl::Exception(nl::Error(nl::ErrorKind::kUnsupported, EPROTONOSUPPORT, "EPROTONOSUPPORT", "IPSET_CMD_PROTOCOL",
+                                  "IPSET_CMD_PROTOCOL: the kernel speaks ipset protocol " + std::to_string(min) + "-" +
+                                      std::to_string(max) + ", ipvsync " + std::to_string(ipset::kProtocolMin) + "-" +
+                                      std::to_string(ipset::kProtocol)));
   }
   st.protocol = use;
   return use;

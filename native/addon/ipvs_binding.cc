@@ -59,13 +59,9 @@ class JsValue {
 using ipvs::Problem;
 
 [[noreturn]] void ThrowInvalidAt(Napi::Env env, const std::string& op, int64_t index, const std::string& why) {
-  nl::Error e;
-  e.kind = nl::ErrorKind::kInvalid;
-  e.errnum = EINVAL;
-  e.code = "EINVAL";
-  e.op = op;
+  nl::Error e(nl::ErrorKind::kInvalid, EINVAL, "EINVAL", op,
+              (index >= 0 ? "op " + std::to_string(index) + " (" + op + "): " : op + ": ") + why);
   e.index = index;
-  e.message = (index >= 0 ? "op " + std::to_string(index) + " (" + op + "): " : op + ": ") + why;
   throw Napi::Error(env, MakeError(env, e));
 }
 

@@ -33,11 +33,7 @@ Napi::Value Guarded(const Napi::CallbackInfo& info, F&& f) {
   } catch (const nl::Exception& e) {
     throw Napi::Error(info.Env(), MakeError(info.Env(), e.error()));
   } catch (const std::exception& e) {
-    nl::Error err;
-    err.kind = nl::ErrorKind::kSystem;
-    err.code = "EFAULT";
-    err.message = e.what();
-    throw Napi::Error(info.Env(), MakeError(info.Env(), err));
+    throw Napi::Error(info.Env(), MakeError(info.Env(), nl::Error(nl::ErrorKind::kSystem, 0, "EFAULT", "", e.what())));
   }
 }
 

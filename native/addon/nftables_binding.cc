@@ -429,13 +429,8 @@ Listing RunList(nl::Socket& sock, uint8_t family, const std::string& table, bool
       continue;
     }
     if (attempt >= 4) {
-      nl::Error e;
-      e.kind = nl::ErrorKind::kDumpInterrupted;
-      e.errnum = EINTR;
-      e.code = "DUMP_INTR";
-      e.op = "nftables list";
-      e.message = "nftables list: the ruleset kept changing (generation id moved on every attempt)";
-      throw nl::Exception(std::move(e));
+      throw nl::Exception(nl::Error(nl::ErrorKind::kDumpInterrupted, EINTR, "DUMP_INTR", "nftables list",
+                                    "nftables list: the ruleset kept changing (generation id moved on every attempt)"));
     }
   }
 }

@@ -31,35 +31,19 @@ std::string ErrnoText(int e) {
 }
 
 void ThrowSystem(const std::string& op, int err) {
-  Error e;
-  e.kind = ErrorKind::kSystem;
-  e.errnum = err;
-  e.code = ErrnoName(err);
-  e.op = op;
-  e.message = op + ": " + ErrnoText(err);
+  Error e(ErrorKind::kSystem, err, ErrnoName(err), op, op + ": " + ErrnoText(err));
   if (err == EPERM || err == EACCES) e.message += " (CAP_NET_ADMIN required)";
   throw Exception(std::move(e));
 }
 
 void ThrowDecode(const std::string& op, const std::string& why) {
-  Error e;
-  e.kind = ErrorKind::kDecode;
-  e.errnum = EPROTO;
-  e.code = "EPROTO";
-  e.op = op;
-  e.message = op + ": malformed reply: " + why;
-  throw Exception(std::move(e));
+  throw Exception(Error(ErrorKind::kDecode, EPROTO, "EPROTO", op, op + ": malformed reply: " + why));
 }
 
 void ThrowInvalid(const std::string& op, const std::string& why, int64_t index, int64_t member) {
-  Error e;
+  Error e(ErrorKind::kInvalid, EINVAL, "EINVAL", op, op + ": " + why);
   e.index = index;
   e.member = member;
-  e.kind = ErrorKind::kInvalid;
-  e.errnum = EINVAL;
-  e.code = "EINVAL";
-  e.op = op;
-  e.message = op + ": " + why;
   throw Exception(std::move(e));
 }
 

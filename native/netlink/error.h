@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <utility>
 
 namespace nl {
 
@@ -24,6 +25,11 @@ std::string ErrnoName(int e);
 std::string ErrnoText(int e);
 
 struct Error {
+  Error() = default;
+  // What every error says; extack, index and member are set where they apply.
+  Error(ErrorKind kind, int errnum, std::string code, std::string op, std::string message)
+      : kind(kind), errnum(errnum), code(std::move(code)), op(std::move(op)), message(std::move(message)) {}
+
   ErrorKind kind = ErrorKind::kKernel;
   int errnum = 0;        // positive errno, or a family-specific code (ipset >= 4096)
   std::string code;      // "EEXIST", "IPSET_ERR_EXIST", "DUMP_INTR" ...

@@ -37,18 +37,14 @@ const GenlFamily& GenlResolver::Resolve(Socket& sock, const std::string& name, c
   TransactResult res = sock.Transact(b, TransactOptions{});
   const RequestResult& rr = res.results[0];
   if (rr.outcome == Outcome::kError) {
-    Error e;
-    e.errnum = rr.status.error;
-    e.code = ErrnoName(rr.status.error);
-    e.op = "CTRL_CMD_GETFAMILY " + name;
+    const int err = rr.status.error;
+    const std::string op = "CTRL_CMD_GETFAMILY " + name;
+    Error e(ErrorKind::kKernel, err, ErrnoName(err), op, op + ": " + ErrnoText(err));
     e.extack = rr.status.extack;
-    if (rr.status.error == ENOENT) {
+    if (err == ENOENT) {
       e.kind = ErrorKind::kUnsupported;
       e.message = "the kernel has no generic netlink family " + name +
                   (module.empty() ? "" : " (kernel module " + module + " is not loaded)");
-    } else {
-      e.kind = ErrorKind::kKernel;
-      e.message = e.op + ": " + ErrnoText(rr.status.error);
     }
     throw Exception(std::move(e));
   }

@@ -53,12 +53,8 @@ int OpenIn(int protocol, const std::string& netns, int* err) {
   });
   t.join();
   if (fd < 0 && !failed_op.empty() && failed_op != "socket") {
-    Error e;
-    e.kind = ErrorKind::kSystem;
-    e.errnum = *err;
-    e.code = ErrnoName(*err);
-    e.op = failed_op;
-    e.message = "cannot enter network namespace " + netns + ": " + failed_op + ": " + ErrnoText(*err);
+    Error e(ErrorKind::kSystem, *err, ErrnoName(*err), failed_op,
+            "cannot enter network namespace " + netns + ": " + failed_op + ": " + ErrnoText(*err));
     if (*err == EPERM) e.message += " (CAP_SYS_ADMIN required)";
     throw Exception(std::move(e));
   }
@@ -328,13 +324,8 @@ TransactResult Socket::Transact(Batch& batch, const TransactOptions& opt) {
 }
 
 void DumpReader::ThrowNoBuffers(const std::string& op) {
-  Error e;
-  e.kind = ErrorKind::kNoBuffers;
-  e.errnum = ENOBUFS;
-  e.code = "ENOBUFS";
-  e.op = op;
-  e.message = op + ": dump replies were dropped (receive buffer overflow); retry the dump";
-  throw Exception(std::move(e));
+  throw Exception(Error(ErrorKind::kNoBuffers, ENOBUFS, "ENOBUFS", op,
+                        op + ": dump replies were dropped (receive buffer overflow); retry the dump"));
 }
 
 bool DumpReader::Feed(const uint8_t* data, size_t len) {
@@ -348,13 +339,8 @@ bool DumpReader::Feed(const uint8_t* data, size_t len) {
         int err;
         std::memcpy(&err, NLMSG_DATA(m), sizeof err);
         if (err < 0) {
-          Error e;
-          e.kind = ErrorKind::kKernel;
-          e.errnum = ErrorFromWire(err);
-          e.code = ErrnoName(e.errnum);
-          e.op = op_;
-          e.message = op_ + ": " + ErrnoText(e.errnum);
-          throw Exception(std::move(e));
+          const int errnum = ErrorFromWire(err);
+          throw Exception(Error(ErrorKind::kKernel, errnum, ErrnoName(errnum), op_, op_ + ": " + ErrnoText(errnum)));
         }
       }
       done = true;
@@ -368,14 +354,10 @@ bool DumpReader::Feed(const uint8_t* data, size_t len) {
         done = true;
         return false;
       }
-      Error e;
-      e.kind = ErrorKind::kKernel;
-      e.errnum = st.error;
-      e.code = ErrnoName(st.error);
-      e.op = op_;
+      Error e(ErrorKind::kKernel, st.error, ErrnoName(st.error), op_,
+              op_ + ": " + ErrnoText(st.error) + (st.extack.empty() ? "" : " (" + st.extack + ")"));
       e.extack = st.extack;
       e.extack_offset = st.extack_offset;
-      e.message = op_ + ": " + ErrnoText(st.error) + (st.extack.empty() ? "" : " (" + st.extack + ")");
       throw Exception(std::move(e));
     }
     if (m->nlmsg_type == NLMSG_NOOP || m->nlmsg_type == NLMSG_OVERRUN) return true;
@@ -395,13 +377,8 @@ bool DumpReader::Feed(const uint8_t* data, size_t len) {
 void DumpReader::Finish() {
   if (failed_) std::rethrow_exception(failed_);
   if (interrupted_) {
-    Error e;
-    e.kind = ErrorKind::kDumpInterrupted;
-    e.errnum = EINTR;
-    e.code = "DUMP_INTR";
-    e.op = op_;
-    e.message = op_ + ": the kernel's object set changed during the dump (NLM_F_DUMP_INTR); redo it";
-    throw Exception(std::move(e));
+    throw Exception(Error(ErrorKind::kDumpInterrupted, EINTR, "DUMP_INTR", op_,
+                          op_ + ": the kernel's object set changed during the dump (NLM_F_DUMP_INTR); redo it"));
   }
 }
 
