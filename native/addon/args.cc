@@ -1,5 +1,7 @@
 #include "addon/args.h"
 
+#include <sys/socket.h>
+
 #include <cmath>
 
 #include "addon/errors.h"
@@ -51,6 +53,28 @@ std::string NameOpt(Napi::Env env, const Napi::Value& opts, const char* key, siz
 bool BoolOpt(const Napi::Value& opts, const char* key, bool dflt) {
   const Napi::Value v = Opt(opts, key);
   return v.IsBoolean() ? v.As<Napi::Boolean>().Value() : dflt;
+}
+
+bool BoolArg(Napi::Env env, const Napi::Value& v, bool dflt, const std::string& op, const std::string& what) {
+  if (!IsSet(v)) return dflt;
+  if (!v.IsBoolean()) ThrowInvalid(env, op, what + " must be a boolean");
+  return v.As<Napi::Boolean>().Value();
+}
+
+uint8_t InetFamilyArg(Napi::Env env, const Napi::Value& v, const std::string& op) {
+  const std::string s = v.IsString() ? v.As<Napi::String>().Utf8Value() : "";
+  if (s == "inet") return AF_INET;
+  if (s == "inet6") return AF_INET6;
+  ThrowInvalid(env, op, "family must be 'inet' or 'inet6'");
+}
+
+Napi::Array ArrayArg(Napi::Env env, const Napi::Value& v, const std::string& op, const char* why) {
+  if (!v.IsArray()) ThrowInvalid(env, op, why);
+  return v.As<Napi::Array>();
+}
+
+uint32_t NumberOr(const Napi::Value& v, uint32_t dflt) {
+  return v.IsNumber() ? v.As<Napi::Number>().Uint32Value() : dflt;
 }
 
 std::string NetnsOption(const Napi::CallbackInfo& info, size_t arg) {

@@ -32,6 +32,14 @@ std::string StrArg(Napi::Env env, const Napi::Value& v, const std::string& op, c
 std::string NameOpt(Napi::Env env, const Napi::Value& opts, const char* key, size_t max, const std::string& op);
 // opts[key] when it is a boolean, else `dflt`.
 bool BoolOpt(const Napi::Value& opts, const char* key, bool dflt);
+// A boolean: "<what> must be a boolean"; `dflt` when unset.
+bool BoolArg(Napi::Env env, const Napi::Value& v, bool dflt, const std::string& op, const std::string& what);
+// 'inet' or 'inet6' as AF_INET or AF_INET6: "family must be 'inet' or 'inet6'".
+uint8_t InetFamilyArg(Napi::Env env, const Napi::Value& v, const std::string& op);
+// An array: "<op>: <why>" otherwise.
+Napi::Array ArrayArg(Napi::Env env, const Napi::Value& v, const std::string& op, const char* why);
+// As codec hooks read their optional numbers: v's uint32 value when it is a number, else `dflt`.
+uint32_t NumberOr(const Napi::Value& v, uint32_t dflt);
 
 // The optional { netns } option of a handle constructor (argument `arg`): a namespace path, or
 // "" for the caller's.

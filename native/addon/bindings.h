@@ -33,6 +33,65 @@ void InitCpu(Napi::Env env, Napi::Object exports);
 Napi::Object CodecNamespace(Napi::Env env, Napi::Object exports, const char* family);
 Napi::Buffer<uint8_t> ToBuffer(Napi::Env env, const std::vector<uint8_t>& v);
 
+// A name where there is one, else the number (a protocol, scope or type no table names).
+inline Napi::Value NameOr(Napi::Env env, const char* name, double number) {
+  return name ? Napi::Value(Napi::String::New(env, name)) : Napi::Number::New(env, number);
+}
+
+// to_js(item) for every item of `items`, as an array.
+template <class Items, class ToJs>
+Napi::Array ArrayOf(Napi::Env env, Items& items, ToJs&& to_js) {
+  Napi::Array a = Napi::Array::New(env, items.size());
+  for (size_t i = 0; i < items.size(); i++) a.Set(i, to_js(items[i]));
+  return a;
+}
+
+// Argument `v` as an array of ops, each read by read(value, i) inside AtOp (an error it throws
+// names op i).
+template <class Read>
+auto OpsArg(Napi::Env env, const Napi::Value& v, const char* op, Read&& read) {
+  Napi::Array arr = ArrayArg(env, v, op, "expected an array of ops");
+  std::vector<decltype(read(arr.Get(0u), 0u))> out;
+  out.reserve(arr.Length());
+  for (uint32_t i = 0; i < arr.Length(); i++) out.push_back(AtOp(env, i, -1, [&] { return read(arr.Get(i), i); }));
+  return out;
+}
+
+// A reply's bytes as the message they hold.
+inline const nlmsghdr* Msg(const std::vector<uint8_t>& bytes) { return reinterpret_cast<const nlmsghdr*>(bytes.data()); }
+
+// A reply message as a pure decoder `decode(h, out..., &why)` reads it; one it rejects is a
+// decode error of `op` (a string made only then: this runs once per message of a dump).
+template <class Op, class Decode, class... Out>
+void DecodeReply(const nlmsghdr* h, const Op& op, Decode&& decode, Out*... out) {
+  std::string why;
+  if (!decode(h, out..., &why)) nl::ThrowDecode(op, why);
+}
+
+// The same for a decoder of one object: that object.
+template <class T, class Op>
+T Decoded(const nlmsghdr* h, bool (*decode)(const nlmsghdr*, T*, std::string*), const Op& op) {
+  T out;
+  DecodeReply(h, op, decode, &out);
+  return out;
+}
+
+// A dump of `request` whose every message is read by Decoded, each handed to keep(T&&).
+template <class T, class Keep>
+void DumpDecoded(nl::Socket& sock, nl::Batch& request, const std::string& op,
+                 bool (*decode)(const nlmsghdr*, T*, std::string*), Keep&& keep) {
+  sock.Dump(request, op, [&](const nlmsghdr* h) { keep(Decoded(h, decode, op)); });
+}
+
+// The same, every object kept.
+template <class T>
+std::vector<T> DumpAll(nl::Socket& sock, nl::Batch& request, const std::string& op,
+                       bool (*decode)(const nlmsghdr*, T*, std::string*)) {
+  std::vector<T> out;
+  DumpDecoded(sock, request, op, decode, [&](T&& x) { out.push_back(std::move(x)); });
+  return out;
+}
+
 // A decode hook's input: argument 0 as one netlink message (MessageArg), read by a pure decoder
 // `decode(h, out..., &why)`; a message it rejects throws the kInvalid error named after the
 // hook (`op`) with the decoder's reason.
@@ -94,6 +153,12 @@ class ChannelHandle : public Wrapped<T> {
   }
 
   Napi::Value Stats(const Napi::CallbackInfo& info) { return SocketStats(info.Env(), *ch_); }
+
+  // OnChannel (channel.h) on this handle's channel.
+  template <class Result, class Work>
+  Napi::Promise OnChannel(Napi::Env env, Work work, typename PromiseWorker<Result>::Done done) {
+    return addon::OnChannel<Result>(env, ch_, std::move(work), std::move(done));
+  }
 
   std::shared_ptr<Channel> ch_;
 

@@ -72,12 +72,7 @@ ct::Filter FilterArg(Napi::Env env, const Napi::Value& v, const std::string& op)
   if (!v.IsObject()) ThrowInvalid(env, op, "filter must be an object");
   Napi::Object o = v.As<Napi::Object>();
   const Napi::Value fam = o.Get("family");
-  if (IsSet(fam)) {
-    const std::string s = fam.IsString() ? fam.As<Napi::String>().Utf8Value() : "";
-    if (s == "inet") f.family = AF_INET;
-    else if (s == "inet6") f.family = AF_INET6;
-    else ThrowInvalid(env, op, "family must be 'inet' or 'inet6'");
-  }
+  if (IsSet(fam)) f.family = InetFamilyArg(env, fam, op);
   if (IsSet(o.Get("proto"))) f.proto = ProtoArg(env, o.Get("proto"), op);
   AddrField(env, o, "origSrc", &f.has_orig_src, &f.orig_src, &f.family, op);
   AddrField(env, o, "origDst", &f.has_orig_dst, &f.orig_dst, &f.family, op);
@@ -108,11 +103,7 @@ Napi::Object TupleToJs(Napi::Env env, const ct::Tuple& t) {
 Napi::Object FlowToJs(Napi::Env env, const ct::Flow& f) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("family", f.family == AF_INET6 ? "inet6" : "inet");
-  const char* pn = ProtoName(f.orig.proto);
-  if (pn)
-    o.Set("proto", pn);
-  else
-    o.Set("proto", f.orig.proto);
+  o.Set("proto", NameOr(env, ProtoName(f.orig.proto), f.orig.proto));
   o.Set("orig", TupleToJs(env, f.orig));
   o.Set("reply", TupleToJs(env, f.reply));
   o.Set("status", f.status);
@@ -137,10 +128,7 @@ std::vector<ct::Flow> DumpMatching(nl::Socket& sock, const ct::Filter& f) {
   nl::Batch b;
   ct::EncodeDump(b, f.family);
   std::vector<ct::Flow> out;
-  sock.Dump(b, "IPCTNL_MSG_CT_GET", [&](const nlmsghdr* h) {
-    ct::Flow flow;
-    std::string why;
-    if (!ct::DecodeFlow(h, &flow, &why)) nl::ThrowDecode("IPCTNL_MSG_CT_GET", why);
+  DumpDecoded(sock, b, "IPCTNL_MSG_CT_GET", ct::DecodeFlow, [&](ct::Flow&& flow) {
     if (ct::Matches(flow, f)) out.push_back(std::move(flow));
   });
   return out;
@@ -164,21 +152,15 @@ class ConntrackHandle : public ChannelHandle<ConntrackHandle> {
  private:
   Napi::Value List(const Napi::CallbackInfo& info) {
     const ct::Filter f = FilterArg(info.Env(), info[0], "IPCTNL_MSG_CT_GET");
-    return OnChannel<std::vector<ct::Flow>>(
-        info.Env(), ch_,
-        [f](Channel& ch) { return DumpMatching(ch.Sock(), f); },
+    return OnChannel<std::vector<ct::Flow>>(info.Env(), [f](Channel& ch) { return DumpMatching(ch.Sock(), f); },
         [](Napi::Env env, std::vector<ct::Flow>& flows) -> Napi::Value {
-          Napi::Array a = Napi::Array::New(env, flows.size());
-          for (size_t i = 0; i < flows.size(); i++) a.Set(i, FlowToJs(env, flows[i]));
-          return a;
+          return ArrayOf(env, flows, [&](const ct::Flow& flow) { return FlowToJs(env, flow); });
         });
   }
 
   Napi::Value Count(const Napi::CallbackInfo& info) {
     const ct::Filter f = FilterArg(info.Env(), info[0], "IPCTNL_MSG_CT_GET");
-    return OnChannel<size_t>(
-        info.Env(), ch_,
-        [f](Channel& ch) { return DumpMatching(ch.Sock(), f).size(); },
+    return OnChannel<size_t>(info.Env(), [f](Channel& ch) { return DumpMatching(ch.Sock(), f).size(); },
         [](Napi::Env env, size_t& n) -> Napi::Value { return Napi::Number::New(env, static_cast<double>(n)); });
   }
 
@@ -192,9 +174,7 @@ class ConntrackHandle : public ChannelHandle<ConntrackHandle> {
     const ct::Filter f = FilterArg(env, info[0], "IPCTNL_MSG_CT_DELETE");
     nl::TransactOptions opts = BatchOptions(info[1]);
     opts.stop_on_error = false;
-    return OnChannel<std::shared_ptr<DeleteResult>>(
-        env, ch_,
-        [f, opts](Channel& ch) {
+    return OnChannel<std::shared_ptr<DeleteResult>>(env, [f, opts](Channel& ch) {
           auto r = std::make_shared<DeleteResult>();
           r->matched = DumpMatching(ch.Sock(), f);
           nl::Batch b;
@@ -247,7 +227,7 @@ Napi::Value EncodeDeleteHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeDumpHook(const Napi::CallbackInfo& info) {
-  const auto family = static_cast<uint8_t>(info[0].IsNumber() ? info[0].As<Napi::Number>().Uint32Value() : 0);
+  const auto family = static_cast<uint8_t>(NumberOr(info[0], 0));
   return EncodedBytes(info.Env(), [&](nl::Batch& b) { ct::EncodeDump(b, family); });
 }
 

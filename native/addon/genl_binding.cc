@@ -33,8 +33,7 @@ class GenlHandle : public ChannelHandle<GenlHandle> {
   // families(names: string[], opts?) -> { statuses, errors, sendmsgCalls, families }
   Napi::Value Families(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    if (!info[0].IsArray()) ThrowInvalid(env, "families", "expected an array of family names");
-    Napi::Array names = info[0].As<Napi::Array>();
+    Napi::Array names = ArrayArg(env, info[0], "families", "expected an array of family names");
     auto batch = std::make_shared<nl::Batch>();
     std::vector<std::string> ops;
     for (uint32_t i = 0; i < names.Length(); i++) {
@@ -51,19 +50,13 @@ class GenlHandle : public ChannelHandle<GenlHandle> {
     // Lookups are independent: unlike writes, they continue past a failure unless asked not to.
     nl::TransactOptions opts = BatchOptions(info[1]);
     opts.stop_on_error = BoolOpt(info[1], "stopOnError", false);
-    return OnChannel<FamiliesResult>(
-        env, ch_,
-        [batch, ops, opts](Channel& ch) {
+    return OnChannel<FamiliesResult>(env, [batch, ops, opts](Channel& ch) {
           FamiliesResult r;
           r.outcome.res = ch.Sock().Transact(*batch, opts);
           r.outcome.op_names = ops;
           r.families.resize(batch->size());
-          for (const nl::DataReply& d : r.outcome.res.data) {
-            std::string why;
-            if (!nl::GenlResolver::ParseFamily(reinterpret_cast<const nlmsghdr*>(d.bytes.data()),
-                                               &r.families[d.index], &why))
-              nl::ThrowDecode("CTRL_CMD_GETFAMILY", why);
-          }
+          for (const nl::DataReply& d : r.outcome.res.data)
+            r.families[d.index] = Decoded(Msg(d.bytes), nl::GenlResolver::ParseFamily, "CTRL_CMD_GETFAMILY");
           return r;
         },
         [](Napi::Env env, FamiliesResult& r) -> Napi::Value {

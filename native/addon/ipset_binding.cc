@@ -195,13 +195,9 @@ ipset::Member MemberArg(Napi::Env env, const Napi::Value& v, const ipset::TypeIn
     if (m.comment.find('"') != std::string::npos) ThrowInvalid(env, where, "comment must not contain '\"'");
     m.has_comment = true;
   }
-  const Napi::Value nomatch = get(Keys::kNomatch);
-  if (IsSet(nomatch)) {
-    if (!nomatch.IsBoolean()) ThrowInvalid(env, where, "nomatch must be a boolean");
-    m.nomatch = nomatch.As<Napi::Boolean>().Value();
-    if (m.nomatch && !ipset::HasDim(t, ipset::Dim::kNet))
-      ThrowInvalid(env, where, std::string("nomatch needs a net component; ") + t.name + " has none");
-  }
+  m.nomatch = BoolArg(env, get(Keys::kNomatch), m.nomatch, where, "nomatch");
+  if (m.nomatch && !ipset::HasDim(t, ipset::Dim::kNet))
+    ThrowInvalid(env, where, std::string("nomatch needs a net component; ") + t.name + " has none");
   const Napi::Value skbmark = get(Keys::kSkbmark);
   if (IsSet(skbmark)) {
     m.skbmark = static_cast<uint32_t>(UIntArg(env, skbmark, UINT32_MAX, where, "skbmark"));
@@ -259,11 +255,7 @@ PlannedOp OpArg(Napi::Env env, const Napi::Value& v, size_t i, const Keys& keys)
   p.name = StrArg(env, o.Get("name"), at + " (" + kind + ")", "name");
   const std::string where = at + " (" + kind + " " + p.name + ")";
   CheckName(env, p.name, where);
-  const Napi::Value exist = o.Get("exist");
-  if (IsSet(exist)) {
-    if (!exist.IsBoolean()) ThrowInvalid(env, where, "exist must be a boolean");
-    p.exist = exist.As<Napi::Boolean>().Value();
-  }
+  p.exist = BoolArg(env, o.Get("exist"), false, where, "exist");
   if (kind == "create") {
     p.kind = OpKind::kCreate;
     p.cmd = IPSET_CMD_CREATE;
@@ -299,12 +291,7 @@ PlannedOp OpArg(Napi::Env env, const Napi::Value& v, size_t i, const Keys& keys)
       if (h.netmask == 0) ThrowInvalid(env, where, "netmask is out of range 1-" + std::to_string(max));
       h.has_netmask = true;
     }
-    auto flag = [&](const char* key, bool* out) {
-      const Napi::Value x = o.Get(key);
-      if (!IsSet(x)) return;
-      if (!x.IsBoolean()) ThrowInvalid(env, where, std::string(key) + " must be a boolean");
-      *out = x.As<Napi::Boolean>().Value();
-    };
+    auto flag = [&](const char* key, bool* out) { *out = BoolArg(env, o.Get(key), *out, where, key); };
     flag("counters", &h.counters);
     flag("comment", &h.comment);
     flag("skbinfo", &h.skbinfo);
@@ -381,13 +368,7 @@ Napi::Object MemberToJs(Napi::Env env, const ipset::Member& m, const Keys& keys)
   if (m.ip.family) o.Set(keys.k[Keys::kIp], inet::Format(m.ip));
   if (m.cidr) o.Set(keys.k[Keys::kCidr], m.cidr);
   if (m.has_port) {
-    if (m.proto) {
-      const char* pn = ProtoName(m.proto);
-      if (pn)
-        o.Set(keys.k[Keys::kProto], pn);
-      else
-        o.Set(keys.k[Keys::kProto], m.proto);
-    }
+    if (m.proto) o.Set(keys.k[Keys::kProto], NameOr(env, ProtoName(m.proto), m.proto));
     o.Set(keys.k[Keys::kPort], m.port);
   }
   if (m.ip2.family) o.Set(keys.k[Keys::kIp2], inet::Format(m.ip2));
@@ -443,11 +424,8 @@ Napi::Value SetsToJs(Napi::Env env, std::vector<ipset::ListedSet>& sets, bool wi
   Napi::Array a = Napi::Array::New(env, sets.size());
   for (size_t i = 0; i < sets.size(); i++) {
     Napi::Object o = HeaderToJs(env, sets[i].header);
-    if (with_members) {
-      Napi::Array ms = Napi::Array::New(env, sets[i].members.size());
-      for (size_t j = 0; j < sets[i].members.size(); j++) ms.Set(j, MemberToJs(env, sets[i].members[j], keys));
-      o.Set("members", ms);
-    }
+    if (with_members)
+      o.Set("members", ArrayOf(env, sets[i].members, [&](const ipset::Member& m) { return MemberToJs(env, m, keys); }));
     a.Set(i, o);
   }
   return a;
@@ -492,9 +470,7 @@ uint8_t EnsureProtocol(Channel& ch, IpsetState& st) {
   ipset::EncodeProtocol(b);
   std::vector<uint8_t> reply = Ask(ch, b, IPSET_CMD_PROTOCOL, "IPSET_CMD_PROTOCOL");
   uint8_t max = 0, min = 0;
-  std::string why;
-  if (!ipset::DecodeProtocol(reinterpret_cast<const nlmsghdr*>(reply.data()), &max, &min, &why))
-    nl::ThrowDecode("IPSET_CMD_PROTOCOL", why);
+  DecodeReply(Msg(reply), "IPSET_CMD_PROTOCOL", ipset::DecodeProtocol, &max, &min);
   // Like libipset: speak the newest version both sides know.
   const uint8_t use = max < ipset::kProtocol ? max : ipset::kProtocol;
   if (use < ipset::kProtocolMin || min > ipset::kProtocol) {
@@ -516,9 +492,7 @@ uint8_t EnsureRevision(Channel& ch, IpsetState& st, const std::string& type, uin
   const std::string op = "IPSET_CMD_TYPE " + type;
   std::vector<uint8_t> reply = Ask(ch, b, IPSET_CMD_TYPE, op);
   uint8_t max = 0, min = 0;
-  std::string why;
-  if (!ipset::DecodeType(reinterpret_cast<const nlmsghdr*>(reply.data()), &max, &min, &why))
-    nl::ThrowDecode(op, why);
+  DecodeReply(Msg(reply), op, ipset::DecodeType, &max, &min);
   st.revisions[key] = max;
   return max;
 }
@@ -658,28 +632,21 @@ class IpsetHandle : public ChannelHandle<IpsetHandle> {
  private:
   Napi::Value Protocol(const Napi::CallbackInfo& info) {
     auto st = st_;
-    return OnChannel<uint8_t>(
-        info.Env(), ch_,
-        [st](Channel& ch) { return EnsureProtocol(ch, *st); },
+    return OnChannel<uint8_t>(info.Env(), [st](Channel& ch) { return EnsureProtocol(ch, *st); },
         [](Napi::Env env, uint8_t& v) -> Napi::Value { return Napi::Number::New(env, v); });
   }
 
   // apply(ops, { stopOnError?, maxBatchMessages? }) -> { statuses (per op), errors, sendmsgCalls, messages }
   Napi::Value Apply(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    if (!info[0].IsArray()) ThrowInvalid(env, "ipset apply", "expected an array of ops");
-    Napi::Array arr = info[0].As<Napi::Array>();
     auto work = std::make_shared<ApplyWork>();
     Keys keys(env);
-    work->ops.reserve(arr.Length());
-    for (uint32_t i = 0; i < arr.Length(); i++) work->ops.push_back(AtOp(env, i, -1, [&] { return OpArg(env, arr.Get(i), i, keys); }));
+    work->ops = OpsArg(env, info[0], "ipset apply", [&](const Napi::Value& v, uint32_t i) { return OpArg(env, v, i, keys); });
     work->opts = BatchOptions(info[1]);
     // ADT messages are up to 32 KiB: let a sendmsg carry 1 MiB of them.
     work->opts.max_chunk_bytes = 1 << 20;
     auto st = st_;
-    return OnChannel<std::shared_ptr<ApplyWork>>(
-        env, ch_,
-        [st, work](Channel& ch) {
+    return OnChannel<std::shared_ptr<ApplyWork>>(env, [st, work](Channel& ch) {
           RunApply(ch, *st, *work);
           return work;
         },
@@ -696,9 +663,7 @@ class IpsetHandle : public ChannelHandle<IpsetHandle> {
     }
     const bool headers_only = BoolOpt(info[1], "headersOnly", false);
     auto st = st_;
-    return OnChannel<std::vector<ipset::ListedSet>>(
-        env, ch_,
-        [st, name, headers_only](Channel& ch) {
+    return OnChannel<std::vector<ipset::ListedSet>>(env, [st, name, headers_only](Channel& ch) {
           const uint8_t proto = EnsureProtocol(ch, *st);
           nl::Batch b;
           ipset::EncodeList(b, proto, name);
@@ -732,17 +697,14 @@ class IpsetHandle : public ChannelHandle<IpsetHandle> {
     CheckName(env, name, where);
     const ipset::TypeInfo& t = TypeArg(env, info[1], where);
     const uint8_t family = FamilyArg(env, info[2], t, where);
-    if (!info[3].IsArray()) ThrowInvalid(env, where, "members must be an array");
-    Napi::Array arr = info[3].As<Napi::Array>();
+    Napi::Array arr = ArrayArg(env, info[3], where, "members must be an array");
     Keys keys(env);
     auto members = std::make_shared<std::vector<ipset::Member>>();
     for (uint32_t j = 0; j < arr.Length(); j++)
       members->push_back(MemberArg(env, arr.Get(j), t, family, keys, where + " member " + std::to_string(j)));
     auto st = st_;
     const ipset::TypeInfo* tp = &t;
-    return OnChannel<std::vector<uint8_t>>(
-        env, ch_,
-        [st, members, tp, name, where](Channel& ch) {
+    return OnChannel<std::vector<uint8_t>>(env, [st, members, tp, name, where](Channel& ch) {
           const uint8_t proto = EnsureProtocol(ch, *st);
           nl::Batch b;
           for (const ipset::Member& m : *members) ipset::EncodeTest(b, proto, name, *tp, m);
@@ -775,24 +737,17 @@ class IpsetHandle : public ChannelHandle<IpsetHandle> {
 // ---- codec hooks (golden bytes, fuzzing) -------------------------------------------------------
 
 uint8_t ProtoOpt(const Napi::CallbackInfo& info, size_t i) {
-  if (info.Length() > i && info[i].IsNumber()) return static_cast<uint8_t>(info[i].As<Napi::Number>().Uint32Value());
-  return ipset::kProtocol;
+  return static_cast<uint8_t>(NumberOr(info[i], ipset::kProtocol));
 }
 
 // encodeOps(ops, { protocol?, revision? }) -> Buffer with every request the ops become.
 Napi::Value EncodeOps(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (!info[0].IsArray()) ThrowInvalid(env, "encodeOps", "expected an array of ops");
-  Napi::Array arr = info[0].As<Napi::Array>();
+  Napi::Array arr = ArrayArg(env, info[0], "encodeOps", "expected an array of ops");
   Keys keys(env);
-  uint8_t proto = ipset::kProtocol, revision = 0;
-  size_t max_bytes = ipset::kMaxAdtBytes;
-  if (info[1].IsObject()) {
-    Napi::Object o = info[1].As<Napi::Object>();
-    if (o.Get("protocol").IsNumber()) proto = static_cast<uint8_t>(o.Get("protocol").As<Napi::Number>().Uint32Value());
-    if (o.Get("revision").IsNumber()) revision = static_cast<uint8_t>(o.Get("revision").As<Napi::Number>().Uint32Value());
-    if (o.Get("maxMessageBytes").IsNumber()) max_bytes = o.Get("maxMessageBytes").As<Napi::Number>().Uint32Value();
-  }
+  const uint8_t proto = static_cast<uint8_t>(NumberOr(Opt(info[1], "protocol"), ipset::kProtocol));
+  const uint8_t revision = static_cast<uint8_t>(NumberOr(Opt(info[1], "revision"), 0));
+  const size_t max_bytes = NumberOr(Opt(info[1], "maxMessageBytes"), ipset::kMaxAdtBytes);
   return EncodedBytes(env, [&](nl::Batch& b) {
     for (uint32_t i = 0; i < arr.Length(); i++) {
       PlannedOp p = AtOp(env, i, -1, [&] { return OpArg(env, arr.Get(i), i, keys); });

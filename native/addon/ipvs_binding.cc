@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "addon/async.h"
@@ -326,17 +327,24 @@ class ListingPool : public std::enable_shared_from_this<ListingPool> {
   std::unique_ptr<Listing> spare_;
 };
 
-const nlmsghdr* Msg(const std::vector<uint8_t>& bytes) { return reinterpret_cast<const nlmsghdr*>(bytes.data()); }
+// The reply to the one request of `b`, a GET answered by one data message, decoded; nothing
+// when the kernel answered `absent` (ESRCH: no such service). Another failure throws its
+// KernelError (with `index`).
+template <class T>
+std::optional<T> Get(Channel& ch, nl::Batch& b, const std::string& op, int64_t index,
+                     bool (*decode)(const nlmsghdr*, T*, std::string*), int absent = 0) {
+  nl::TransactResult res = ch.Sock().Transact(b, nl::TransactOptions{});
+  const nl::RequestResult& rr = res.results[0];
+  if (absent && rr.outcome == nl::Outcome::kError && rr.status.error == absent) return std::nullopt;
+  if (rr.outcome != nl::Outcome::kOk) throw nl::Exception(KernelError(op, index, rr.status));
+  if (res.data.empty()) nl::ThrowDecode(op, "no reply message");
+  return Decoded(Msg(res.data[0].bytes), decode, op);
+}
 
 void DumpDests(Channel& ch, uint16_t fam, const ipvs::ServiceKey& k, std::vector<ipvs::Dest>* out) {
   nl::Batch req;
   ipvs::EncodeGetDests(req, fam, k);
-  ch.Sock().Dump(req, "IPVS_CMD_GET_DEST", [&](const nlmsghdr* h) {
-    ipvs::Dest d;
-    std::string why;
-    if (!ipvs::DecodeDest(h, &d, &why)) nl::ThrowDecode("IPVS_CMD_GET_DEST", why);
-    out->push_back(d);
-  });
+  DumpDecoded(ch.Sock(), req, "IPVS_CMD_GET_DEST", ipvs::DecodeDest, [&](ipvs::Dest&& d) { out->push_back(d); });
 }
 
 // Every listed service's destinations. With io_uring, many GET_DEST dumps run at once over a
@@ -353,12 +361,7 @@ void DumpAllDests(Channel& ch, uint16_t fam, Listing* l) {
     try {
       m->Run(
           n, kOp, [&](size_t i, nl::Batch& b) { ipvs::EncodeGetDests(b, fam, l->services[i].key); },
-          [&](size_t i, const nlmsghdr* h) {
-            ipvs::Dest d;
-            std::string why;
-            if (!ipvs::DecodeDest(h, &d, &why)) nl::ThrowDecode(kOp, why);
-            l->dests[i].push_back(d);
-          });
+          [&](size_t i, const nlmsghdr* h) { l->dests[i].push_back(Decoded(h, ipvs::DecodeDest, kOp)); });
       return;
     } catch (const nl::Exception& e) {
       if (m->healthy()) throw;
@@ -417,20 +420,11 @@ class IpvsHandle : public ChannelHandle<IpvsHandle> {
   friend class ChannelHandle<IpvsHandle>;  // registers Stats
 
   Napi::Value Info(const Napi::CallbackInfo& info) {
-    return OnChannel<ipvs::Info>(
-        info.Env(), ch_,
-        [](Channel& ch) {
+    return OnChannel<ipvs::Info>(info.Env(), [](Channel& ch) {
           const nl::GenlFamily& fam = IpvsFamily(ch);
           nl::Batch b;
           ipvs::EncodeGetInfo(b, fam.id);
-          nl::TransactResult res = ch.Sock().Transact(b, nl::TransactOptions{});
-          if (res.results[0].outcome != nl::Outcome::kOk)
-            throw nl::Exception(KernelError("IPVS_CMD_GET_INFO", 0, res.results[0].status));
-          if (res.data.empty()) nl::ThrowDecode("IPVS_CMD_GET_INFO", "no reply message");
-          ipvs::Info out;
-          std::string why;
-          if (!ipvs::DecodeInfo(Msg(res.data[0].bytes), &out, &why)) nl::ThrowDecode("IPVS_CMD_GET_INFO", why);
-          return out;
+          return *Get(ch, b, "IPVS_CMD_GET_INFO", 0, ipvs::DecodeInfo);
         },
         [](Napi::Env env, ipvs::Info& r) -> Napi::Value {
           Napi::Object o = Napi::Object::New(env);
@@ -506,20 +500,14 @@ class IpvsHandle : public ChannelHandle<IpvsHandle> {
   Napi::Value Services(const Napi::CallbackInfo& info) {
     const ListOptions o = ListOpts(info[0]);
     auto pool = listings_;
-    return OnChannel<std::shared_ptr<Listing>>(
-        info.Env(), ch_,
-        [o, pool](Channel& ch) {
+    return OnChannel<std::shared_ptr<Listing>>(info.Env(), [o, pool](Channel& ch) {
           const nl::GenlFamily& fam = IpvsFamily(ch);
           std::shared_ptr<Listing> lp = pool->Take();
           Listing& l = *lp;
           nl::Batch req;
           ipvs::EncodeGetServices(req, fam.id);
-          ch.Sock().Dump(req, "IPVS_CMD_GET_SERVICE", [&](const nlmsghdr* h) {
-            ipvs::Service s;
-            std::string why;
-            if (!ipvs::DecodeService(h, &s, &why)) nl::ThrowDecode("IPVS_CMD_GET_SERVICE", why);
-            l.services.push_back(std::move(s));
-          });
+          DumpDecoded(ch.Sock(), req, "IPVS_CMD_GET_SERVICE", ipvs::DecodeService,
+                      [&](ipvs::Service&& s) { l.services.push_back(std::move(s)); });
           if (o.with_dests) DumpAllDests(ch, fam.id, &l);
           return lp;
         },
@@ -534,26 +522,18 @@ class IpvsHandle : public ChannelHandle<IpvsHandle> {
   Napi::Value Service(const Napi::CallbackInfo& info) {
     const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "service");
     const ListOptions o = ListOpts(info[1]);
-    return OnChannel<Listing>(
-        info.Env(), ch_,
-        [k, o](Channel& ch) {
+    return OnChannel<Listing>(info.Env(), [k, o](Channel& ch) {
           const nl::GenlFamily& fam = IpvsFamily(ch);
           Listing l;
           nl::Batch b;
           ipvs::EncodeGetService(b, fam.id, k);
-          const std::string op = "IPVS_CMD_GET_SERVICE " + ipvs::DescribeService(k);
-          nl::TransactResult res = ch.Sock().Transact(b, nl::TransactOptions{});
-          const nl::RequestResult& rr = res.results[0];
-          if (rr.outcome == nl::Outcome::kError && rr.status.error == ESRCH) {
+          std::optional<ipvs::Service> s =
+              Get(ch, b, "IPVS_CMD_GET_SERVICE " + ipvs::DescribeService(k), -1, ipvs::DecodeService, ESRCH);
+          if (!s) {
             l.found = false;
             return l;
           }
-          if (rr.outcome != nl::Outcome::kOk) throw nl::Exception(KernelError(op, -1, rr.status));
-          if (res.data.empty()) nl::ThrowDecode(op, "no reply message");
-          ipvs::Service s;
-          std::string why;
-          if (!ipvs::DecodeService(Msg(res.data[0].bytes), &s, &why)) nl::ThrowDecode(op, why);
-          l.services.push_back(std::move(s));
+          l.services.push_back(std::move(*s));
           if (o.with_dests) {
             l.dests.resize(1);
             DumpDests(ch, fam.id, k, &l.dests[0]);
@@ -570,9 +550,7 @@ class IpvsHandle : public ChannelHandle<IpvsHandle> {
   Napi::Value Destinations(const Napi::CallbackInfo& info) {
     const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "destinations");
     const ListOptions o = ListOpts(info[1]);
-    return OnChannel<std::vector<ipvs::Dest>>(
-        info.Env(), ch_,
-        [k](Channel& ch) {
+    return OnChannel<std::vector<ipvs::Dest>>(info.Env(), [k](Channel& ch) {
           const nl::GenlFamily& fam = IpvsFamily(ch);
           std::vector<ipvs::Dest> out;
           DumpDests(ch, fam.id, k, &out);
@@ -590,15 +568,12 @@ class IpvsHandle : public ChannelHandle<IpvsHandle> {
   // (the engine's full sync) holds one slice's destinations, not the table's.
   Napi::Value DestinationsMany(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    if (!info[0].IsArray()) ThrowInvalid(env, "destinationsMany", "expected an array of services");
-    Napi::Array arr = info[0].As<Napi::Array>();
+    Napi::Array arr = ArrayArg(env, info[0], "destinationsMany", "expected an array of services");
     auto l = std::make_shared<Listing>();
     l->services.resize(arr.Length());
     for (uint32_t i = 0; i < arr.Length(); i++) l->services[i].key = KeyArg(env, arr.Get(i), "destinationsMany");
     const ListOptions o = ListOpts(info[1]);
-    return OnChannel<std::shared_ptr<Listing>>(
-        env, ch_,
-        [l](Channel& ch) {
+    return OnChannel<std::shared_ptr<Listing>>(env, [l](Channel& ch) {
           const nl::GenlFamily& fam = IpvsFamily(ch);
           DumpAllDests(ch, fam.id, l.get());
           return l;
@@ -617,45 +592,25 @@ class IpvsHandle : public ChannelHandle<IpvsHandle> {
 
   // timeouts() -> { tcp, tcpFin, udp }
   Napi::Value Timeouts(const Napi::CallbackInfo& info) {
-    return OnChannel<ipvs::Timeouts>(
-        info.Env(), ch_,
-        [](Channel& ch) {
+    return OnChannel<ipvs::Timeouts>(info.Env(), [](Channel& ch) {
           const nl::GenlFamily& fam = IpvsFamily(ch);
           nl::Batch b;
           ipvs::EncodeGetConfig(b, fam.id);
-          nl::TransactResult res = ch.Sock().Transact(b, nl::TransactOptions{});
-          if (res.results[0].outcome != nl::Outcome::kOk)
-            throw nl::Exception(KernelError("IPVS_CMD_GET_CONFIG", -1, res.results[0].status));
-          if (res.data.empty()) nl::ThrowDecode("IPVS_CMD_GET_CONFIG", "no reply message");
-          ipvs::Timeouts t;
-          std::string why;
-          if (!ipvs::DecodeConfig(Msg(res.data[0].bytes), &t, &why)) nl::ThrowDecode("IPVS_CMD_GET_CONFIG", why);
-          return t;
+          return *Get(ch, b, "IPVS_CMD_GET_CONFIG", -1, ipvs::DecodeConfig);
         },
         [](Napi::Env env, ipvs::Timeouts& t) -> Napi::Value { return TimeoutsToJs(env, t); });
   }
 
   // daemons() -> Daemon[] (master and/or backup)
   Napi::Value Daemons(const Napi::CallbackInfo& info) {
-    return OnChannel<std::vector<ipvs::Daemon>>(
-        info.Env(), ch_,
-        [](Channel& ch) {
+    return OnChannel<std::vector<ipvs::Daemon>>(info.Env(), [](Channel& ch) {
           const nl::GenlFamily& fam = IpvsFamily(ch);
-          std::vector<ipvs::Daemon> out;
           nl::Batch req;
           ipvs::EncodeGetDaemons(req, fam.id);
-          ch.Sock().Dump(req, "IPVS_CMD_GET_DAEMON", [&](const nlmsghdr* h) {
-            ipvs::Daemon d;
-            std::string why;
-            if (!ipvs::DecodeDaemon(h, &d, &why)) nl::ThrowDecode("IPVS_CMD_GET_DAEMON", why);
-            out.push_back(d);
-          });
-          return out;
+          return DumpAll(ch.Sock(), req, "IPVS_CMD_GET_DAEMON", ipvs::DecodeDaemon);
         },
         [](Napi::Env env, std::vector<ipvs::Daemon>& ds) -> Napi::Value {
-          Napi::Array a = Napi::Array::New(env, ds.size());
-          for (size_t i = 0; i < ds.size(); i++) a.Set(i, DaemonToJs(env, ds[i]));
-          return a;
+          return ArrayOf(env, ds, [&](const ipvs::Daemon& d) { return DaemonToJs(env, d); });
         });
   }
 

@@ -43,9 +43,7 @@ std::string Hex(const std::vector<uint8_t>& b) {
 
 Napi::Value VerdictToJs(Napi::Env env, const nft::Verdict& v) {
   Napi::Object o = Napi::Object::New(env);
-  const char* n = nft::EnumName(nft::VerdictNames(), v.code);
-  if (n) o.Set("code", n);
-  else o.Set("code", v.code);
+  o.Set("code", NameOr(env, nft::EnumName(nft::VerdictNames(), v.code), v.code));
   if (!v.chain.empty()) o.Set("chain", v.chain);
   return o;
 }
@@ -78,8 +76,7 @@ Napi::Value ExprToJs(Napi::Env env, const nft::Expr& e) {
           break;
         }
         const char* n = f->enums ? nft::EnumName(f->enums, static_cast<int64_t>(a.num)) : nullptr;
-        if (n) o.Set(f->js, n);
-        else o.Set(f->js, static_cast<double>(a.num));
+        o.Set(f->js, NameOr(env, n, static_cast<double>(a.num)));
       }
     }
   }
@@ -191,19 +188,15 @@ Napi::Value CommitResultToJs(Napi::Env env, CommitResult& r) {
   Napi::Uint8Array st = Napi::Uint8Array::New(env, r.statuses.size());
   for (size_t i = 0; i < r.statuses.size(); i++) st[i] = r.statuses[i];
   o.Set("statuses", st);
-  Napi::Array errs = Napi::Array::New(env, r.errors.size());
-  for (size_t i = 0; i < r.errors.size(); i++) errs.Set(i, MakeError(env, r.errors[i]));
-  o.Set("errors", errs);
-  Napi::Array txs = Napi::Array::New(env, r.txs.size());
-  for (size_t i = 0; i < r.txs.size(); i++) {
-    Napi::Object t = Napi::Object::New(env);
-    t.Set("firstOp", static_cast<double>(r.txs[i].first_op));
-    t.Set("endOp", static_cast<double>(r.txs[i].end_op));
-    t.Set("sent", r.txs[i].sent);
-    t.Set("committed", r.txs[i].committed);
-    txs.Set(i, t);
-  }
-  o.Set("transactions", txs);
+  o.Set("errors", ArrayOf(env, r.errors, [&](const nl::Error& e) { return MakeError(env, e); }));
+  o.Set("transactions", ArrayOf(env, r.txs, [&](const TxReport& tx) {
+          Napi::Object t = Napi::Object::New(env);
+          t.Set("firstOp", static_cast<double>(tx.first_op));
+          t.Set("endOp", static_cast<double>(tx.end_op));
+          t.Set("sent", tx.sent);
+          t.Set("committed", tx.committed);
+          return t;
+        }));
   o.Set("sendmsgCalls", static_cast<double>(r.sendmsg_calls));
   return o;
 }
@@ -357,27 +350,16 @@ uint32_t GetGen(nl::Socket& sock) {
     }
     throw nl::Exception(std::move(e));
   }
-  for (const nl::DataReply& d : res.data) {
-    uint32_t id = 0;
-    std::string why;
-    if (!nft::DecodeGen(reinterpret_cast<const nlmsghdr*>(d.bytes.data()), &id, &why))
-      nl::ThrowDecode("NFT_MSG_GETGEN", why);
-    return id;
-  }
+  if (!res.data.empty()) return Decoded(Msg(res.data[0].bytes), nft::DecodeGen, "NFT_MSG_GETGEN");
   nl::ThrowDecode("NFT_MSG_GETGEN", "no generation in the reply");
 }
 
-template <class T, class Decode>
-void DumpKind(nl::Socket& sock, uint16_t msg, uint8_t family, const std::string& table, std::vector<T>* out,
-              Decode decode) {
+template <class T>
+std::vector<T> DumpKind(nl::Socket& sock, uint16_t msg, uint8_t family, const std::string& table,
+                        bool (*decode)(const nlmsghdr*, T*, std::string*)) {
   nl::Batch b;
   nft::EncodeDump(b, msg, family, table);
-  sock.Dump(b, nft::MsgName(static_cast<uint16_t>(msg)), [&](const nlmsghdr* h) {
-    T x;
-    std::string why;
-    if (!decode(h, &x, &why)) nl::ThrowDecode(nft::MsgName(msg), why);
-    out->push_back(std::move(x));
-  });
+  return DumpAll(sock, b, nft::MsgName(msg), decode);
 }
 
 // One set's elements (one NFT_MSG_GETSETELEM dump), packed as each message is decoded.
@@ -387,8 +369,7 @@ void DumpElements(nl::Socket& sock, uint8_t family, const std::string& table, co
   std::vector<nft::Element> decoded;
   sock.Dump(b, "NFT_MSG_GETSETELEM", [&](const nlmsghdr* h) {
     nft::ElementsRef ref;
-    std::string why;
-    if (!nft::DecodeElements(h, &ref, &decoded, &why)) nl::ThrowDecode("NFT_MSG_GETSETELEM", why);
+    DecodeReply(h, "NFT_MSG_GETSETELEM", nft::DecodeElements, &ref, &decoded);
     out->AppendAll(decoded);
   });
 }
@@ -398,18 +379,17 @@ Listing RunList(nl::Socket& sock, uint8_t family, const std::string& table, bool
     Listing l;
     try {
       l.gen_id = GetGen(sock);
-      DumpKind(sock, NFT_MSG_GETTABLE, family, "", &l.tables, nft::DecodeTable);
+      l.tables = DumpKind(sock, NFT_MSG_GETTABLE, family, "", nft::DecodeTable);
       if (!table.empty()) {
         std::vector<nft::Table> keep;
         for (auto& t : l.tables)
           if (t.name == table) keep.push_back(std::move(t));
         l.tables.swap(keep);
       }
-      DumpKind(sock, NFT_MSG_GETCHAIN, family, table, &l.chains, nft::DecodeChain);
-      std::vector<nft::Set> sets;
+      l.chains = DumpKind(sock, NFT_MSG_GETCHAIN, family, table, nft::DecodeChain);
       // A GETSET dump resolves its table filter by (family, name): without a family it fails
       // with ENOENT, so filter by name here instead.
-      DumpKind(sock, NFT_MSG_GETSET, family, family ? table : "", &sets, nft::DecodeSet);
+      std::vector<nft::Set> sets = DumpKind(sock, NFT_MSG_GETSET, family, family ? table : "", nft::DecodeSet);
       if (!table.empty() && !family) {
         std::vector<nft::Set> keep;
         for (auto& s : sets)
@@ -422,7 +402,7 @@ Listing RunList(nl::Socket& sock, uint8_t family, const std::string& table, bool
         if (elements) DumpElements(sock, sw.set.family, sw.set.table, sw.set.name, &sw.elements);
         l.sets.push_back(std::move(sw));
       }
-      DumpKind(sock, NFT_MSG_GETRULE, family, table, &l.rules, nft::DecodeRule);
+      l.rules = DumpKind(sock, NFT_MSG_GETRULE, family, table, nft::DecodeRule);
       if (GetGen(sock) == l.gen_id) return l;
     } catch (const nl::Exception& e) {
       if (e.error().kind != nl::ErrorKind::kDumpInterrupted || attempt >= 4) throw;
@@ -481,9 +461,7 @@ Napi::Value ElementsToJs(Napi::Env env, PackedElements& p) {
     p.spans.MoveTo(spans.Data());
     o.Set("spans", spans);
   }
-  Napi::Array extras = Napi::Array::New(env, p.extras.size());
-  for (size_t i = 0; i < p.extras.size(); i++) {
-    const ElementExtra& e = p.extras[i];
+  Napi::Array extras = ArrayOf(env, p.extras, [&](const ElementExtra& e) {
     Napi::Object o = Napi::Object::New(env);
     o.Set("index", static_cast<double>(e.index));
     if (e.has_flags) o.Set("flags", e.flags);
@@ -491,8 +469,8 @@ Napi::Value ElementsToJs(Napi::Env env, PackedElements& p) {
     if (e.timeout_ms) o.Set("timeout", static_cast<double>(e.timeout_ms));
     if (e.expiration_ms) o.Set("expiration", static_cast<double>(e.expiration_ms));
     if (!e.comment.empty()) o.Set("comment", e.comment);
-    extras.Set(i, o);
-  }
+    return o;
+  });
   o.Set("count", static_cast<double>(p.count));
   o.Set("bytes", bytes);
   o.Set("extras", extras);
@@ -515,11 +493,7 @@ Napi::Value SetToJs(Napi::Env env, const nft::Set& s, PackedElements* elems) {
   if (s.timeout_ms) o.Set("timeout", static_cast<double>(s.timeout_ms));
   if (s.gc_interval_ms) o.Set("gcInterval", s.gc_interval_ms);
   if (s.size) o.Set("size", s.size);
-  if (!s.concat_lens.empty()) {
-    Napi::Array a = Napi::Array::New(env, s.concat_lens.size());
-    for (size_t i = 0; i < s.concat_lens.size(); i++) a.Set(i, s.concat_lens[i]);
-    o.Set("concat", a);
-  }
+  if (!s.concat_lens.empty()) o.Set("concat", ArrayOf(env, s.concat_lens, [&](uint32_t n) { return Napi::Number::New(env, n); }));
   const std::string comment = nft::UdataGetStr(s.userdata, nft::kUdataSetComment);
   if (!comment.empty()) o.Set("comment", comment);
   if (elems) o.Set("elements", ElementsToJs(env, *elems));
@@ -533,9 +507,7 @@ Napi::Value RuleToJs(Napi::Env env, const nft::Rule& r) {
   o.Set("chain", r.chain);
   o.Set("handle", static_cast<double>(r.handle));
   if (r.position) o.Set("position", static_cast<double>(r.position));
-  Napi::Array a = Napi::Array::New(env, r.exprs.size());
-  for (size_t i = 0; i < r.exprs.size(); i++) a.Set(i, ExprToJs(env, r.exprs[i]));
-  o.Set("exprs", a);
+  o.Set("exprs", ArrayOf(env, r.exprs, [&](const nft::Expr& e) { return ExprToJs(env, e); }));
   if (!r.comment.empty()) o.Set("comment", r.comment);
   return o;
 }
@@ -543,18 +515,15 @@ Napi::Value RuleToJs(Napi::Env env, const nft::Rule& r) {
 Napi::Value ListingToJs(Napi::Env env, Listing& l) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("genId", l.gen_id);
-  Napi::Array t = Napi::Array::New(env, l.tables.size());
-  for (size_t i = 0; i < l.tables.size(); i++) t.Set(i, TableToJs(env, l.tables[i]));
-  Napi::Array c = Napi::Array::New(env, l.chains.size());
-  for (size_t i = 0; i < l.chains.size(); i++) c.Set(i, ChainToJs(env, l.chains[i]));
+  Napi::Array t = ArrayOf(env, l.tables, [&](const nft::Table& x) { return TableToJs(env, x); });
+  Napi::Array c = ArrayOf(env, l.chains, [&](const nft::Chain& x) { return ChainToJs(env, x); });
   Napi::Array s = Napi::Array::New(env, l.sets.size());
   for (size_t i = 0; i < l.sets.size(); i++) {
     // handed over set by set: one set's elements in both places at a time
     s.Set(i, SetToJs(env, l.sets[i].set, l.want_elements ? &l.sets[i].elements : nullptr));
     l.sets[i].elements = PackedElements();
   }
-  Napi::Array r = Napi::Array::New(env, l.rules.size());
-  for (size_t i = 0; i < l.rules.size(); i++) r.Set(i, RuleToJs(env, l.rules[i]));
+  Napi::Array r = ArrayOf(env, l.rules, [&](const nft::Rule& x) { return RuleToJs(env, x); });
   o.Set("tables", t);
   o.Set("chains", c);
   o.Set("sets", s);
@@ -783,9 +752,7 @@ class NftHandle : public ChannelHandle<NftHandle> {
     const uint8_t family = static_cast<uint8_t>(UIntOpt(env, info[0], "family", 255, 0, op));
     const std::string table = NameOpt(env, info[0], "table", NFT_TABLE_MAXNAMELEN - 1, op);
     const bool elements = BoolOpt(info[0], "elements", true);
-    return OnChannel<Listing>(
-        env, ch_,
-        [family, table, elements](Channel& ch) {
+    return OnChannel<Listing>(env, [family, table, elements](Channel& ch) {
           Listing l = RunList(ch.Sock(), family, table, elements);
           l.want_elements = elements;
           return l;
@@ -803,9 +770,7 @@ class NftHandle : public ChannelHandle<NftHandle> {
     const std::string table = NameOpt(env, info[0], "table", NFT_TABLE_MAXNAMELEN - 1, op);
     const std::string set = NameOpt(env, info[0], "set", NFT_SET_MAXNAMELEN - 1, op);
     if (!family || table.empty() || set.empty()) ThrowInvalid(env, op, "family, table and set are required");
-    return OnChannel<PackedElements>(
-        env, ch_,
-        [family, table, set](Channel& ch) {
+    return OnChannel<PackedElements>(env, [family, table, set](Channel& ch) {
           PackedElements p;
           DumpElements(ch.Sock(), family, table, set, &p);
           return p;
@@ -814,9 +779,7 @@ class NftHandle : public ChannelHandle<NftHandle> {
   }
 
   Napi::Value GenId(const Napi::CallbackInfo& info) {
-    return OnChannel<uint32_t>(
-        info.Env(), ch_,
-        [](Channel& ch) { return GetGen(ch.Sock()); },
+    return OnChannel<uint32_t>(info.Env(), [](Channel& ch) { return GetGen(ch.Sock()); },
         [](Napi::Env env, uint32_t& g) -> Napi::Value { return Napi::Number::New(env, g); });
   }
 };
@@ -833,9 +796,7 @@ Napi::Value EncodeWire(const Napi::CallbackInfo& info) {
   std::shared_ptr<EncoderState> enc = TakeEncoder(env, info[2], a.ByteLength());
   std::vector<size_t> offsets;
   std::vector<nft::TxBatch> txs = BuildFromStream(a.Data(), a.ByteLength(), opt, enc.get(), &offsets);
-  Napi::Array out = Napi::Array::New(env, txs.size());
-  for (size_t i = 0; i < txs.size(); i++) out.Set(i, ToBuffer(env, txs[i].batch.buffer()));
-  return out;
+  return ArrayOf(env, txs, [&](nft::TxBatch& t) { return ToBuffer(env, t.batch.buffer()); });
 }
 
 Napi::Value DecodeRuleJs(const Napi::CallbackInfo& info) {

@@ -55,11 +55,7 @@ Napi::Value AddressToJs(Napi::Env env, const rtnl::Address& a, const std::string
   o.Set("family", a.local.family == inet::kV6 ? "inet6" : "inet");
   o.Set("address", inet::Format(a.local));
   o.Set("prefixlen", a.prefixlen);
-  const char* scope = ScopeName(a.scope);
-  if (scope)
-    o.Set("scope", scope);
-  else
-    o.Set("scope", a.scope);
+  o.Set("scope", NameOr(env, ScopeName(a.scope), a.scope));
   o.Set("flags", a.flags);
   if (a.peer.family) o.Set("peer", inet::Format(a.peer));
   if (!a.label.empty()) o.Set("label", a.label);
@@ -95,8 +91,7 @@ bool IsRouteOp(const RtOp& op) { return op.kind == Kind::kAddRoute || op.kind ==
 bool NeedsIndex(const RtOp& op) { return op.index == 0 && (IsAddrOp(op) || (IsRouteOp(op) && !op.name.empty())); }
 
 std::string LinkNameArg(Napi::Env env, const Napi::Value& v, const std::string& where) {
-  if (!v.IsString()) ThrowInvalid(env, where, "link name must be a string");
-  std::string n = v.As<Napi::String>().Utf8Value();
+  std::string n = StrArg(env, v, where, "link name");
   if (n.empty()) ThrowInvalid(env, where, "link name is empty");
   if (n.size() > rtnl::kMaxLinkName)
     ThrowInvalid(env, where, "link name '" + n + "' is " + std::to_string(n.size()) + " bytes; at most 15");
@@ -280,18 +275,10 @@ Napi::Value RouteToJs(Napi::Env env, const rtnl::Route& r, const std::string& de
   Napi::Object o = Napi::Object::New(env);
   o.Set("family", r.family == AF_INET6 ? "inet6" : "inet");
   o.Set("dst", inet::Format(r.dst) + "/" + std::to_string(r.dst_len));
-  const char* type = NameOf(kRouteTypes, r.type);
-  if (type)
-    o.Set("type", type);
-  else
-    o.Set("type", r.type);
+  o.Set("type", NameOr(env, NameOf(kRouteTypes, r.type), r.type));
   o.Set("table", r.table);
   o.Set("protocol", r.protocol);
-  const char* scope = ScopeName(r.scope);
-  if (scope)
-    o.Set("scope", scope);
-  else
-    o.Set("scope", r.scope);
+  o.Set("scope", NameOr(env, ScopeName(r.scope), r.scope));
   if (r.oif) {
     o.Set("index", r.oif);
     if (!dev.empty()) o.Set("dev", dev);
@@ -313,29 +300,18 @@ struct RouteFilter {
   }
 };
 
-struct RouteList {
-  std::vector<rtnl::Route> routes;
-  std::map<int32_t, std::string> names;
-};
-
 RtOp OpArg(Napi::Env env, const Napi::Value& v, size_t i) {
   const std::string at = "op " + std::to_string(i);
   if (!v.IsObject()) ThrowInvalid(env, at, "must be an object");
   Napi::Object o = v.As<Napi::Object>();
-  if (!o.Get("op").IsString()) ThrowInvalid(env, at, "op must be a string");
-  const std::string kind = o.Get("op").As<Napi::String>().Utf8Value();
+  const std::string kind = StrArg(env, o.Get("op"), at, "op");
   const std::string where = at + " (" + kind + ")";
   RtOp op;
-  const Napi::Value exist = o.Get("exist");
-  if (IsSet(exist)) {
-    if (!exist.IsBoolean()) ThrowInvalid(env, where, "exist must be a boolean");
-    op.exist = exist.As<Napi::Boolean>().Value();
-  }
+  op.exist = BoolArg(env, o.Get("exist"), false, where, "exist");
   if (kind == "addLink") {
     op.kind = Kind::kAddLink;
     op.name = LinkNameArg(env, o.Get("name"), where);
-    if (!o.Get("kind").IsString()) ThrowInvalid(env, where, "kind must be a string");
-    op.link_kind = o.Get("kind").As<Napi::String>().Utf8Value();
+    op.link_kind = StrArg(env, o.Get("kind"), where, "kind");
     if (op.link_kind != "dummy" && op.link_kind != "bridge")
       ThrowInvalid(env, where, "link kind '" + op.link_kind + "' is not supported (dummy, bridge)");
     const Napi::Value mtu = o.Get("mtu");
@@ -350,14 +326,10 @@ RtOp OpArg(Napi::Env env, const Napi::Value& v, size_t i) {
     TargetArg(env, o, &op, where, "name");
     if (op.kind == Kind::kSetLink) {
       const Napi::Value up = o.Get("up");
-      if (IsSet(up)) {
-        if (!up.IsBoolean()) ThrowInvalid(env, where, "up must be a boolean");
-        op.up = up.As<Napi::Boolean>().Value() ? 1 : 0;
-      }
+      if (IsSet(up)) op.up = BoolArg(env, up, false, where, "up") ? 1 : 0;
       const Napi::Value alias = o.Get("alias");
       if (IsSet(alias)) {
-        if (!alias.IsString()) ThrowInvalid(env, where, "alias must be a string");
-        op.alias = alias.As<Napi::String>().Utf8Value();
+        op.alias = StrArg(env, alias, where, "alias");
         if (op.alias.empty() || op.alias.size() > rtnl::kMaxLinkAlias || op.alias.find('\0') != std::string::npos)
           ThrowInvalid(env, where, "alias must be 1-255 bytes without NUL");
       }
@@ -423,12 +395,7 @@ std::map<std::string, int32_t> LinkIndexes(nl::Socket& sock) {
   nl::Batch b;
   rtnl::EncodeDumpLinks(b);
   std::map<std::string, int32_t> out;
-  sock.Dump(b, "RTM_GETLINK", [&](const nlmsghdr* h) {
-    rtnl::Link l;
-    std::string why;
-    if (!rtnl::DecodeLink(h, &l, &why)) nl::ThrowDecode("RTM_GETLINK", why);
-    out[l.name] = l.index;
-  });
+  DumpDecoded(sock, b, "RTM_GETLINK", rtnl::DecodeLink, [&](rtnl::Link&& l) { out[l.name] = l.index; });
   return out;
 }
 
@@ -509,9 +476,20 @@ void RunApply(nl::Socket& sock, ApplyWork& w) {
   for (const RtOp& op : w.ops) w.outcome.op_names.push_back(OpName(op));
 }
 
-struct AddrList {
-  std::vector<rtnl::Address> addrs;
+// A listing of objects that refer to links by index, with the links' names (one link dump).
+template <class T>
+struct WithLinkNames {
+  std::vector<T> items;
   std::map<int32_t, std::string> names;
+
+  void ReadNames(nl::Socket& sock) {
+    for (const auto& [name, index] : LinkIndexes(sock)) names[index] = name;
+  }
+  const std::string& Name(int32_t index) const {
+    static const std::string none;
+    auto it = names.find(index);
+    return it == names.end() ? none : it->second;
+  }
 };
 
 class RtnlHandle : public ChannelHandle<RtnlHandle> {
@@ -527,33 +505,20 @@ class RtnlHandle : public ChannelHandle<RtnlHandle> {
 
  private:
   Napi::Value Links(const Napi::CallbackInfo& info) {
-    return OnChannel<std::vector<rtnl::Link>>(
-        info.Env(), ch_,
-        [](Channel& ch) {
+    return OnChannel<std::vector<rtnl::Link>>(info.Env(), [](Channel& ch) {
           nl::Batch b;
           rtnl::EncodeDumpLinks(b);
-          std::vector<rtnl::Link> links;
-          ch.Sock().Dump(b, "RTM_GETLINK", [&](const nlmsghdr* h) {
-            rtnl::Link l;
-            std::string why;
-            if (!rtnl::DecodeLink(h, &l, &why)) nl::ThrowDecode("RTM_GETLINK", why);
-            links.push_back(std::move(l));
-          });
-          return links;
+          return DumpAll(ch.Sock(), b, "RTM_GETLINK", rtnl::DecodeLink);
         },
         [](Napi::Env env, std::vector<rtnl::Link>& links) -> Napi::Value {
-          Napi::Array a = Napi::Array::New(env, links.size());
-          for (size_t i = 0; i < links.size(); i++) a.Set(i, LinkToJs(env, links[i]));
-          return a;
+          return ArrayOf(env, links, [&](const rtnl::Link& l) { return LinkToJs(env, l); });
         });
   }
 
   // link(name) -> Link | null
   Napi::Value GetLink(const Napi::CallbackInfo& info) {
     const std::string name = LinkNameArg(info.Env(), info[0], "RTM_GETLINK");
-    return OnChannel<std::vector<rtnl::Link>>(
-        info.Env(), ch_,
-        [name](Channel& ch) {
+    return OnChannel<std::vector<rtnl::Link>>(info.Env(), [name](Channel& ch) {
           nl::Batch b;
           rtnl::EncodeGetLink(b, name);
           nl::TransactResult r = ch.Sock().Transact(b, nl::TransactOptions{});
@@ -561,13 +526,7 @@ class RtnlHandle : public ChannelHandle<RtnlHandle> {
           const nl::RequestResult& rr = r.results[0];
           if (rr.outcome == nl::Outcome::kError && rr.status.error == ENODEV) return out;
           if (rr.outcome != nl::Outcome::kOk) throw nl::Exception(KernelError("RTM_GETLINK " + name, -1, rr.status));
-          for (const nl::DataReply& d : r.data) {
-            rtnl::Link l;
-            std::string why;
-            if (!rtnl::DecodeLink(reinterpret_cast<const nlmsghdr*>(d.bytes.data()), &l, &why))
-              nl::ThrowDecode("RTM_GETLINK", why);
-            out.push_back(std::move(l));
-          }
+          for (const nl::DataReply& d : r.data) out.push_back(Decoded(Msg(d.bytes), rtnl::DecodeLink, "RTM_GETLINK"));
           return out;
         },
         [](Napi::Env env, std::vector<rtnl::Link>& l) -> Napi::Value {
@@ -581,22 +540,13 @@ class RtnlHandle : public ChannelHandle<RtnlHandle> {
     Napi::Env env = info.Env();
     uint8_t family = AF_UNSPEC;
     std::string link;
-    if (info.Length() > 0 && info[0].IsObject()) {
-      Napi::Object o = info[0].As<Napi::Object>();
-      const Napi::Value f = o.Get("family");
-      if (IsSet(f)) {
-        const std::string fs = f.IsString() ? f.As<Napi::String>().Utf8Value() : "";
-        if (fs == "inet") family = AF_INET;
-        else if (fs == "inet6") family = AF_INET6;
-        else ThrowInvalid(env, "RTM_GETADDR", "family must be 'inet' or 'inet6'");
-      }
-      if (IsSet(o.Get("link"))) link = LinkNameArg(env, o.Get("link"), "RTM_GETADDR");
-    }
-    return OnChannel<AddrList>(
-        env, ch_,
-        [family, link](Channel& ch) {
-          AddrList out;
-          for (const auto& [name, index] : LinkIndexes(ch.Sock())) out.names[index] = name;
+    const Napi::Value f = Opt(info[0], "family");
+    if (IsSet(f)) family = InetFamilyArg(env, f, "RTM_GETADDR");
+    const Napi::Value l = Opt(info[0], "link");
+    if (IsSet(l)) link = LinkNameArg(env, l, "RTM_GETADDR");
+    return OnChannel<WithLinkNames<rtnl::Address>>(env, [family, link](Channel& ch) {
+          WithLinkNames<rtnl::Address> out;
+          out.ReadNames(ch.Sock());
           int32_t want = 0;
           if (!link.empty()) {
             for (const auto& [index, name] : out.names)
@@ -610,22 +560,14 @@ class RtnlHandle : public ChannelHandle<RtnlHandle> {
           }
           nl::Batch b;
           rtnl::EncodeDumpAddrs(b, family);
-          ch.Sock().Dump(b, "RTM_GETADDR", [&](const nlmsghdr* h) {
-            rtnl::Address a;
-            std::string why;
-            if (!rtnl::DecodeAddr(h, &a, &why)) nl::ThrowDecode("RTM_GETADDR", why);
+          DumpDecoded(ch.Sock(), b, "RTM_GETADDR", rtnl::DecodeAddr, [&](rtnl::Address&& a) {
             if (want && a.index != want) return;  // filtered here: no strict dump checking needed
-            out.addrs.push_back(std::move(a));
+            out.items.push_back(std::move(a));
           });
           return out;
         },
-        [](Napi::Env env, AddrList& l) -> Napi::Value {
-          Napi::Array a = Napi::Array::New(env, l.addrs.size());
-          for (size_t i = 0; i < l.addrs.size(); i++) {
-            auto it = l.names.find(l.addrs[i].index);
-            a.Set(i, AddressToJs(env, l.addrs[i], it == l.names.end() ? "" : it->second));
-          }
-          return a;
+        [](Napi::Env env, WithLinkNames<rtnl::Address>& l) -> Napi::Value {
+          return ArrayOf(env, l.items, [&](const rtnl::Address& a) { return AddressToJs(env, a, l.Name(a.index)); });
         });
   }
 
@@ -637,33 +579,23 @@ class RtnlHandle : public ChannelHandle<RtnlHandle> {
   Napi::Value Routes(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     RouteFilter f;
-    if (info.Length() > 0 && info[0].IsObject()) {
-      Napi::Object o = info[0].As<Napi::Object>();
-      const Napi::Value fam = o.Get("family");
-      if (IsSet(fam)) {
-        const std::string fs = fam.IsString() ? fam.As<Napi::String>().Utf8Value() : "";
-        if (fs == "inet") f.family = AF_INET;
-        else if (fs == "inet6") f.family = AF_INET6;
-        else ThrowInvalid(env, "RTM_GETROUTE", "family must be 'inet' or 'inet6'");
-      }
-      if (IsSet(o.Get("table"))) {
-        f.by_table = true;
-        f.table = NamedArg(env, o.Get("table"), kTables, 0, 4294967295.0, "RTM_GETROUTE", "table");
-      }
-      if (IsSet(o.Get("protocol"))) {
-        f.by_protocol = true;
-        f.protocol = static_cast<uint8_t>(NamedArg(env, o.Get("protocol"), kProtocols, 0, 255, "RTM_GETROUTE", "protocol"));
-      }
-      if (IsSet(o.Get("type"))) {
-        f.by_type = true;
-        f.type = static_cast<uint8_t>(NamedArg(env, o.Get("type"), kRouteTypes, 0, 0, "RTM_GETROUTE", "route type"));
-      }
+    const Napi::Value fam = Opt(info[0], "family");
+    if (IsSet(fam)) f.family = InetFamilyArg(env, fam, "RTM_GETROUTE");
+    if (IsSet(Opt(info[0], "table"))) {
+      f.by_table = true;
+      f.table = NamedArg(env, Opt(info[0], "table"), kTables, 0, 4294967295.0, "RTM_GETROUTE", "table");
     }
-    return OnChannel<RouteList>(
-        env, ch_,
-        [f](Channel& ch) {
-          RouteList out;
-          for (const auto& [name, index] : LinkIndexes(ch.Sock())) out.names[index] = name;
+    if (IsSet(Opt(info[0], "protocol"))) {
+      f.by_protocol = true;
+      f.protocol = static_cast<uint8_t>(NamedArg(env, Opt(info[0], "protocol"), kProtocols, 0, 255, "RTM_GETROUTE", "protocol"));
+    }
+    if (IsSet(Opt(info[0], "type"))) {
+      f.by_type = true;
+      f.type = static_cast<uint8_t>(NamedArg(env, Opt(info[0], "type"), kRouteTypes, 0, 0, "RTM_GETROUTE", "route type"));
+    }
+    return OnChannel<WithLinkNames<rtnl::Route>>(env, [f](Channel& ch) {
+          WithLinkNames<rtnl::Route> out;
+          out.ReadNames(ch.Sock());
           if (!ch.strict_check_tried) {
             ch.strict_check_tried = true;
             ch.strict_check = ch.Sock().EnableStrictCheck();
@@ -684,10 +616,8 @@ class RtnlHandle : public ChannelHandle<RtnlHandle> {
               const uint8_t fam = static_cast<const rtmsg*>(NLMSG_DATA(h))->rtm_family;
               if (fam != AF_INET && fam != AF_INET6) return;
             }
-            rtnl::Route r;
-            std::string why;
-            if (!rtnl::DecodeRoute(h, &r, &why)) nl::ThrowDecode("RTM_GETROUTE", why);
-            if (f.Keeps(r)) out.routes.push_back(r);
+            const rtnl::Route r = Decoded(h, rtnl::DecodeRoute, "RTM_GETROUTE");
+            if (f.Keeps(r)) out.items.push_back(r);
             });
           } catch (const nl::Exception& e) {
             // A single-family dump filtered by a table that does not exist: no routes.
@@ -695,28 +625,18 @@ class RtnlHandle : public ChannelHandle<RtnlHandle> {
           }
           return out;
         },
-        [](Napi::Env env, RouteList& l) -> Napi::Value {
-          Napi::Array a = Napi::Array::New(env, l.routes.size());
-          for (size_t i = 0; i < l.routes.size(); i++) {
-            auto it = l.names.find(l.routes[i].oif);
-            a.Set(i, RouteToJs(env, l.routes[i], it == l.names.end() ? "" : it->second));
-          }
-          return a;
+        [](Napi::Env env, WithLinkNames<rtnl::Route>& l) -> Napi::Value {
+          return ArrayOf(env, l.items, [&](const rtnl::Route& r) { return RouteToJs(env, r, l.Name(r.oif)); });
         });
   }
 
   // apply(ops, opts) -> { statuses, errors, sendmsgCalls }
   Napi::Value Apply(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    if (!info[0].IsArray()) ThrowInvalid(env, "rtnl apply", "expected an array of ops");
-    Napi::Array arr = info[0].As<Napi::Array>();
     auto w = std::make_shared<ApplyWork>();
-    w->ops.reserve(arr.Length());
-    for (uint32_t i = 0; i < arr.Length(); i++) w->ops.push_back(AtOp(env, i, -1, [&] { return OpArg(env, arr.Get(i), i); }));
+    w->ops = OpsArg(env, info[0], "rtnl apply", [&](const Napi::Value& v, uint32_t i) { return OpArg(env, v, i); });
     w->opts = BatchOptions(info[1]);
-    return OnChannel<std::shared_ptr<ApplyWork>>(
-        env, ch_,
-        [w](Channel& ch) {
+    return OnChannel<std::shared_ptr<ApplyWork>>(env, [w](Channel& ch) {
           RunApply(ch.Sock(), *w);
           return w;
         },
@@ -735,8 +655,7 @@ Napi::Value DecodeAddrHook(const Napi::CallbackInfo& info) {
 // encodeOps(ops) -> the requests as sent (golden form); address ops need an explicit index.
 Napi::Value EncodeOpsHook(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (!info[0].IsArray()) ThrowInvalid(env, "encodeOps", "expected an array of ops");
-  Napi::Array arr = info[0].As<Napi::Array>();
+  Napi::Array arr = ArrayArg(env, info[0], "encodeOps", "expected an array of ops");
   return EncodedBytes(env, [&](nl::Batch& b) {
     for (uint32_t i = 0; i < arr.Length(); i++) {
       RtOp op = AtOp(env, i, -1, [&] { return OpArg(env, arr.Get(i), i); });
@@ -747,7 +666,7 @@ Napi::Value EncodeOpsHook(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EncodeDumpAddrsHook(const Napi::CallbackInfo& info) {
-  const auto family = static_cast<uint8_t>(info[0].IsNumber() ? info[0].As<Napi::Number>().Uint32Value() : 0);
+  const auto family = static_cast<uint8_t>(NumberOr(info[0], 0));
   return EncodedBytes(info.Env(), [&](nl::Batch& b) { rtnl::EncodeDumpAddrs(b, family); });
 }
 
@@ -758,14 +677,11 @@ Napi::Value DecodeRouteHook(const Napi::CallbackInfo& info) {
 Napi::Value EncodeDumpRoutesHook(const Napi::CallbackInfo& info) {
   // encodeDumpRoutes({ family?, table?, protocol?, type? } as numbers)
   rtnl::RouteDumpFilter f;
-  if (info.Length() > 0 && info[0].IsObject()) {
-    Napi::Object o = info[0].As<Napi::Object>();
-    auto num = [&](const char* k) { return o.Get(k).IsNumber() ? o.Get(k).As<Napi::Number>().Uint32Value() : 0u; };
-    f.family = static_cast<uint8_t>(num("family"));
-    f.table = num("table");
-    f.protocol = static_cast<uint8_t>(num("protocol"));
-    f.type = static_cast<uint8_t>(num("type"));
-  }
+  auto num = [&](const char* k) { return NumberOr(Opt(info[0], k), 0); };
+  f.family = static_cast<uint8_t>(num("family"));
+  f.table = num("table");
+  f.protocol = static_cast<uint8_t>(num("protocol"));
+  f.type = static_cast<uint8_t>(num("type"));
   return EncodedBytes(info.Env(), [&](nl::Batch& b) { rtnl::EncodeDumpRoutes(b, f); });
 }
 
