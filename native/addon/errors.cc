@@ -39,8 +39,11 @@ Napi::Value MakeError(Napi::Env env, const nl::Error& e) {
   return o;
 }
 
-void ThrowInvalid(Napi::Env env, const std::string& op, const std::string& why) {
-  throw Napi::Error(env, MakeError(env, nl::Error(nl::ErrorKind::kInvalid, EINVAL, "EINVAL", op, op + ": " + why)));
+void ThrowInvalid(Napi::Env env, const std::string& op, const std::string& why, int64_t index) {
+  nl::Error e(nl::ErrorKind::kInvalid, EINVAL, "EINVAL", op,
+              (index >= 0 ? "op " + std::to_string(index) + " (" + op + "): " : op + ": ") + why);
+  e.index = index;
+  throw Napi::Error(env, MakeError(env, e));
 }
 
 void RethrowAtOp(Napi::Env env, const Napi::Error& e, int64_t index, int64_t member) {

@@ -11,8 +11,9 @@ namespace addon {
 
 void InitErrors(Napi::Env env, Napi::Object exports);
 Napi::Value MakeError(Napi::Env env, const nl::Error& e);
-// Throws a kInvalid error synchronously (input rejected before anything was sent).
-[[noreturn]] void ThrowInvalid(Napi::Env env, const std::string& op, const std::string& why);
+// Throws a kInvalid error synchronously (input rejected before anything was sent); with `index`,
+// the error of op `index` of a batch ("op 3 (<op>): <why>").
+[[noreturn]] void ThrowInvalid(Napi::Env env, const std::string& op, const std::string& why, int64_t index = -1);
 // Runs f(), which reads op `index` of a batch (its member `member` when >= 0): the error it
 // throws leaves with `index` (and `member`) set, and a JS error that is not a NetlinkError (a
 // value N-API could not read as the expected type, a throwing getter) becomes a kInvalid one

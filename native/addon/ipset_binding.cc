@@ -136,13 +136,11 @@ ipset::Member MemberArg(Napi::Env env, const Napi::Value& v, const ipset::TypeIn
   ipset::Member m;
   auto get = [&](int k) { return o.Get(keys.k[k]); };
   const ipset::Dim d0 = t.dims[0];
-  int addr_dims = 0;
   if (d0 == ipset::Dim::kIp || d0 == ipset::Dim::kNet) {
     const Napi::Value ip = get(Keys::kIp);
     if (!IsSet(ip)) ThrowInvalid(env, where, std::string(t.name) + " members need ip");
     AddrArg(env, ip, get(Keys::kCidr), d0 == ipset::Dim::kNet, family, &m.ip, &m.cidr, where, "ip");
     if (d0 == ipset::Dim::kIp) m.cidr = 0;
-    addr_dims++;
   } else if (IsSet(get(Keys::kIp))) {
     ThrowInvalid(env, where, std::string(t.name) + " members take no ip");
   }
@@ -217,7 +215,6 @@ ipset::Member MemberArg(Napi::Env env, const Napi::Value& v, const ipset::TypeIn
   }
   const Napi::Value line = get(Keys::kLine);
   if (IsSet(line)) m.lineno = static_cast<uint32_t>(UIntArg(env, line, UINT32_MAX, where, "line"));
-  (void)addr_dims;
   return m;
 }
 
@@ -631,8 +628,7 @@ class IpsetHandle : public ChannelHandle<IpsetHandle> {
 
  private:
   Napi::Value Protocol(const Napi::CallbackInfo& info) {
-    auto st = st_;
-    return OnChannel<uint8_t>(info.Env(), [st](Channel& ch) { return EnsureProtocol(ch, *st); },
+    return OnChannel<uint8_t>(info.Env(), [st = st_](Channel& ch) { return EnsureProtocol(ch, *st); },
         [](Napi::Env env, uint8_t& v) -> Napi::Value { return Napi::Number::New(env, v); });
   }
 
@@ -645,8 +641,7 @@ class IpsetHandle : public ChannelHandle<IpsetHandle> {
     work->opts = BatchOptions(info[1]);
     // ADT messages are up to 32 KiB: let a sendmsg carry 1 MiB of them.
     work->opts.max_chunk_bytes = 1 << 20;
-    auto st = st_;
-    return OnChannel<std::shared_ptr<ApplyWork>>(env, [st, work](Channel& ch) {
+    return OnChannel<std::shared_ptr<ApplyWork>>(env, [st = st_, work](Channel& ch) {
           RunApply(ch, *st, *work);
           return work;
         },
@@ -662,8 +657,7 @@ class IpsetHandle : public ChannelHandle<IpsetHandle> {
       CheckName(env, name, "IPSET_CMD_LIST");
     }
     const bool headers_only = BoolOpt(info[1], "headersOnly", false);
-    auto st = st_;
-    return OnChannel<std::vector<ipset::ListedSet>>(env, [st, name, headers_only](Channel& ch) {
+    return OnChannel<std::vector<ipset::ListedSet>>(env, [st = st_, name, headers_only](Channel& ch) {
           const uint8_t proto = EnsureProtocol(ch, *st);
           nl::Batch b;
           ipset::EncodeList(b, proto, name);
@@ -702,9 +696,8 @@ class IpsetHandle : public ChannelHandle<IpsetHandle> {
     auto members = std::make_shared<std::vector<ipset::Member>>();
     for (uint32_t j = 0; j < arr.Length(); j++)
       members->push_back(MemberArg(env, arr.Get(j), t, family, keys, where + " member " + std::to_string(j)));
-    auto st = st_;
     const ipset::TypeInfo* tp = &t;
-    return OnChannel<std::vector<uint8_t>>(env, [st, members, tp, name, where](Channel& ch) {
+    return OnChannel<std::vector<uint8_t>>(env, [st = st_, members, tp, name, where](Channel& ch) {
           const uint8_t proto = EnsureProtocol(ch, *st);
           nl::Batch b;
           for (const ipset::Member& m : *members) ipset::EncodeTest(b, proto, name, *tp, m);

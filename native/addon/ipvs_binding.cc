@@ -59,13 +59,6 @@ class JsValue {
 
 using ipvs::Problem;
 
-[[noreturn]] void ThrowInvalidAt(Napi::Env env, const std::string& op, int64_t index, const std::string& why) {
-  nl::Error e(nl::ErrorKind::kInvalid, EINVAL, "EINVAL", op,
-              (index >= 0 ? "op " + std::to_string(index) + " (" + op + "): " : op + ": ") + why);
-  e.index = index;
-  throw Napi::Error(env, MakeError(env, e));
-}
-
 // What an op's error names it: the command and its service / destination.
 std::string OpName(const ipvs::Op& op) {
   std::string d = ipvs::CommandName(op.kind);
@@ -110,12 +103,12 @@ void BuildBatch(Napi::Env env, const Napi::Value& v, uint16_t family_id, nl::Bat
     try {
       op = ipvs::ParseOp(packed.op(i), &memo);
     } catch (const Problem& p) {
-      ThrowInvalidAt(env, ipvs::OpNameOf(packed.op(i)), static_cast<int64_t>(i), p.why);
+      ThrowInvalid(env, ipvs::OpNameOf(packed.op(i)), p.why, static_cast<int64_t>(i));
     }
     try {
       ipvs::EncodeOp(*b, family_id, op);
     } catch (const nl::Exception& e) {  // an attribute too long for netlink (AttrWriter)
-      ThrowInvalidAt(env, ipvs::OpNameOf(packed.op(i)), static_cast<int64_t>(i), e.error().message);
+      ThrowInvalid(env, ipvs::OpNameOf(packed.op(i)), e.error().message, static_cast<int64_t>(i));
     }
     if (ops) ops->push_back(std::move(op));
   }
@@ -499,8 +492,7 @@ class IpvsHandle : public ChannelHandle<IpvsHandle> {
   // service (the kernel has no all-destinations dump), all in one worker job.
   Napi::Value Services(const Napi::CallbackInfo& info) {
     const ListOptions o = ListOpts(info[0]);
-    auto pool = listings_;
-    return OnChannel<std::shared_ptr<Listing>>(info.Env(), [o, pool](Channel& ch) {
+    return OnChannel<std::shared_ptr<Listing>>(info.Env(), [o, pool = listings_](Channel& ch) {
           const nl::GenlFamily& fam = IpvsFamily(ch);
           std::shared_ptr<Listing> lp = pool->Take();
           Listing& l = *lp;
@@ -645,9 +637,11 @@ uint16_t FamilyIdArg(const Napi::CallbackInfo& info, size_t i) {
   return static_cast<uint16_t>(info[i].As<Napi::Number>().Uint32Value());
 }
 
-// A message as a request batch would send it (seq and pid zero): the golden-byte form.
-Napi::Value EncodeGetInfo(const Napi::CallbackInfo& info) {
-  return EncodedBytes(info.Env(), [&](nl::Batch& b) { ipvs::EncodeGetInfo(b, FamilyIdArg(info, 0)); });
+// A request that takes only the family id (argument 0) as a request batch would send it (seq
+// and pid zero): the golden-byte form; Flags NLM_F_DUMP for a dump.
+template <void (*Encode)(nl::Batch&, uint16_t), uint16_t Flags = 0>
+Napi::Value EncodeByFamilyId(const Napi::CallbackInfo& info) {
+  return EncodedBytes(info.Env(), [&](nl::Batch& b) { Encode(b, FamilyIdArg(info, 0)); }, Flags);
 }
 
 // encodeOps(packed, familyId, { ack }?): every request apply() would send, back to back; 'each'
@@ -671,10 +665,6 @@ Napi::Value ConvertOps(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(b.buffer().size()));
 }
 
-Napi::Value EncodeGetServices(const Napi::CallbackInfo& info) {
-  return EncodedBytes(info.Env(), [&](nl::Batch& b) { ipvs::EncodeGetServices(b, FamilyIdArg(info, 0)); }, NLM_F_DUMP);
-}
-
 Napi::Value EncodeGetService(const Napi::CallbackInfo& info) {
   const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "encodeGetService");
   return EncodedBytes(info.Env(), [&](nl::Batch& b) { ipvs::EncodeGetService(b, FamilyIdArg(info, 1), k); });
@@ -683,14 +673,6 @@ Napi::Value EncodeGetService(const Napi::CallbackInfo& info) {
 Napi::Value EncodeGetDests(const Napi::CallbackInfo& info) {
   const ipvs::ServiceKey k = KeyArg(info.Env(), info[0], "encodeGetDests");
   return EncodedBytes(info.Env(), [&](nl::Batch& b) { ipvs::EncodeGetDests(b, FamilyIdArg(info, 1), k); }, NLM_F_DUMP);
-}
-
-Napi::Value EncodeGetConfig(const Napi::CallbackInfo& info) {
-  return EncodedBytes(info.Env(), [&](nl::Batch& b) { ipvs::EncodeGetConfig(b, FamilyIdArg(info, 0)); });
-}
-
-Napi::Value EncodeGetDaemons(const Napi::CallbackInfo& info) {
-  return EncodedBytes(info.Env(), [&](nl::Batch& b) { ipvs::EncodeGetDaemons(b, FamilyIdArg(info, 0)); }, NLM_F_DUMP);
 }
 
 Napi::Value DecodeInfo(const Napi::CallbackInfo& info) {
@@ -734,17 +716,17 @@ Napi::Value DecodeDaemon(const Napi::CallbackInfo& info) {
 void InitIpvs(Napi::Env env, Napi::Object exports) {
   IpvsHandle::Init(env, exports);
   Napi::Object codec = CodecNamespace(env, exports, "ipvs");
-  codec.Set("encodeGetInfo", Function<EncodeGetInfo>(env, "encodeGetInfo"));
+  codec.Set("encodeGetInfo", Function<EncodeByFamilyId<ipvs::EncodeGetInfo>>(env, "encodeGetInfo"));
   codec.Set("encodeOps", Function<EncodeOps>(env, "encodeOps"));
   codec.Set("convertOps", Function<ConvertOps>(env, "convertOps"));
   Napi::Array keys = Napi::Array::New(env, ipvs::kKeyCount);
   for (size_t i = 0; i < ipvs::kKeyCount; i++) keys.Set(static_cast<uint32_t>(i), ipvs::kKeyNames[i]);
   codec.Set("packedKeys", keys);
-  codec.Set("encodeGetServices", Function<EncodeGetServices>(env, "encodeGetServices"));
+  codec.Set("encodeGetServices", Function<EncodeByFamilyId<ipvs::EncodeGetServices, NLM_F_DUMP>>(env, "encodeGetServices"));
   codec.Set("encodeGetService", Function<EncodeGetService>(env, "encodeGetService"));
   codec.Set("encodeGetDests", Function<EncodeGetDests>(env, "encodeGetDests"));
-  codec.Set("encodeGetConfig", Function<EncodeGetConfig>(env, "encodeGetConfig"));
-  codec.Set("encodeGetDaemons", Function<EncodeGetDaemons>(env, "encodeGetDaemons"));
+  codec.Set("encodeGetConfig", Function<EncodeByFamilyId<ipvs::EncodeGetConfig>>(env, "encodeGetConfig"));
+  codec.Set("encodeGetDaemons", Function<EncodeByFamilyId<ipvs::EncodeGetDaemons, NLM_F_DUMP>>(env, "encodeGetDaemons"));
   codec.Set("decodeInfo", Function<DecodeInfo>(env, "decodeInfo"));
   codec.Set("decodeService", Function<DecodeService>(env, "decodeService"));
   codec.Set("decodeDest", Function<DecodeDest>(env, "decodeDest"));

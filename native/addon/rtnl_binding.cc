@@ -37,15 +37,26 @@ Napi::Value LinkToJs(Napi::Env env, const rtnl::Link& l) {
 
 namespace {
 
-const char* ScopeName(uint8_t s) {
-  switch (s) {
-    case RT_SCOPE_UNIVERSE: return "global";
-    case RT_SCOPE_SITE: return "site";
-    case RT_SCOPE_LINK: return "link";
-    case RT_SCOPE_HOST: return "host";
-    case RT_SCOPE_NOWHERE: return "nowhere";
-    default: return nullptr;
-  }
+// Names of route types, tables, scopes and protocols, as iproute2 spells them.
+struct NameNum {
+  const char* name;
+  uint32_t value;
+};
+constexpr NameNum kRouteTypes[] = {{"unicast", RTN_UNICAST},     {"local", RTN_LOCAL},         {"broadcast", RTN_BROADCAST},
+                                   {"anycast", RTN_ANYCAST},     {"multicast", RTN_MULTICAST}, {"blackhole", RTN_BLACKHOLE},
+                                   {"unreachable", RTN_UNREACHABLE}, {"prohibit", RTN_PROHIBIT}, {"throw", RTN_THROW},
+                                   {"nat", RTN_NAT}};
+constexpr NameNum kTables[] = {{"local", RT_TABLE_LOCAL}, {"main", RT_TABLE_MAIN}, {"default", RT_TABLE_DEFAULT}};
+constexpr NameNum kScopes[] = {{"global", RT_SCOPE_UNIVERSE}, {"site", RT_SCOPE_SITE}, {"link", RT_SCOPE_LINK},
+                               {"host", RT_SCOPE_HOST},       {"nowhere", RT_SCOPE_NOWHERE}};
+constexpr NameNum kProtocols[] = {{"kernel", RTPROT_KERNEL}, {"boot", RTPROT_BOOT}, {"static", RTPROT_STATIC},
+                                  {"ipvsync", rtnl::kIpvsyncProtocol}};
+
+template <size_t N>
+const char* NameOf(const NameNum (&t)[N], uint32_t v) {
+  for (const NameNum& x : t)
+    if (x.value == v) return x.name;
+  return nullptr;
 }
 
 Napi::Value AddressToJs(Napi::Env env, const rtnl::Address& a, const std::string& link) {
@@ -55,7 +66,7 @@ Napi::Value AddressToJs(Napi::Env env, const rtnl::Address& a, const std::string
   o.Set("family", a.local.family == inet::kV6 ? "inet6" : "inet");
   o.Set("address", inet::Format(a.local));
   o.Set("prefixlen", a.prefixlen);
-  o.Set("scope", NameOr(env, ScopeName(a.scope), a.scope));
+  o.Set("scope", NameOr(env, NameOf(kScopes, a.scope), a.scope));
   o.Set("flags", a.flags);
   if (a.peer.family) o.Set("peer", inet::Format(a.peer));
   if (!a.label.empty()) o.Set("label", a.label);
@@ -140,27 +151,6 @@ void AddressArg(Napi::Env env, const Napi::Value& v, RtOp* op, const std::string
 
 
 // ---- routes ------------------------------------------------------------------------------------
-
-struct NameNum {
-  const char* name;
-  uint32_t value;
-};
-constexpr NameNum kRouteTypes[] = {{"unicast", RTN_UNICAST},     {"local", RTN_LOCAL},         {"broadcast", RTN_BROADCAST},
-                                   {"anycast", RTN_ANYCAST},     {"multicast", RTN_MULTICAST}, {"blackhole", RTN_BLACKHOLE},
-                                   {"unreachable", RTN_UNREACHABLE}, {"prohibit", RTN_PROHIBIT}, {"throw", RTN_THROW},
-                                   {"nat", RTN_NAT}};
-constexpr NameNum kTables[] = {{"local", RT_TABLE_LOCAL}, {"main", RT_TABLE_MAIN}, {"default", RT_TABLE_DEFAULT}};
-constexpr NameNum kScopes[] = {{"global", RT_SCOPE_UNIVERSE}, {"site", RT_SCOPE_SITE}, {"link", RT_SCOPE_LINK},
-                               {"host", RT_SCOPE_HOST},       {"nowhere", RT_SCOPE_NOWHERE}};
-constexpr NameNum kProtocols[] = {{"kernel", RTPROT_KERNEL}, {"boot", RTPROT_BOOT}, {"static", RTPROT_STATIC},
-                                  {"ipvsync", rtnl::kIpvsyncProtocol}};
-
-template <size_t N>
-const char* NameOf(const NameNum (&t)[N], uint32_t v) {
-  for (const NameNum& x : t)
-    if (x.value == v) return x.name;
-  return nullptr;
-}
 
 template <size_t N>
 std::string Names(const NameNum (&t)[N]) {
@@ -278,7 +268,7 @@ Napi::Value RouteToJs(Napi::Env env, const rtnl::Route& r, const std::string& de
   o.Set("type", NameOr(env, NameOf(kRouteTypes, r.type), r.type));
   o.Set("table", r.table);
   o.Set("protocol", r.protocol);
-  o.Set("scope", NameOr(env, ScopeName(r.scope), r.scope));
+  o.Set("scope", NameOr(env, NameOf(kScopes, r.scope), r.scope));
   if (r.oif) {
     o.Set("index", r.oif);
     if (!dev.empty()) o.Set("dev", dev);
