@@ -208,6 +208,30 @@ bool CheckType(const nlmsghdr* h, uint8_t cmd, std::string* why) {
   return true;
 }
 
+// A PROTOCOL or TYPE reply: the highest version (`max_attr`, which it must hold) and the lowest
+// (`min_attr`, 0 when absent).
+bool DecodeVersions(const nlmsghdr* h, uint8_t cmd, uint16_t max_attr, uint16_t min_attr, const char* missing,
+                    uint8_t* max, uint8_t* min, std::string* why) {
+  if (!CheckType(h, cmd, why)) return false;
+  nl::AttrReader r = nl::Attributes(h, sizeof(nfgenmsg));
+  bool got = false;
+  *min = 0;
+  while (r.Next()) {
+    if (r.type() == max_attr) {
+      *max = r.U8();
+      got = true;
+    } else if (r.type() == min_attr) {
+      *min = r.U8();
+    }
+  }
+  if (!r.ok(why)) return false;
+  if (!got) {
+    *why = missing;
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 const TypeInfo* FindType(const std::string& name) {
@@ -318,46 +342,16 @@ void EncodeList(nl::Batch& b, uint8_t proto, const std::string& name) {
 }
 
 bool DecodeProtocol(const nlmsghdr* h, uint8_t* max, uint8_t* min, std::string* why) {
-  if (!CheckType(h, IPSET_CMD_PROTOCOL, why)) return false;
-  nl::AttrReader r = nl::Attributes(h, sizeof(nfgenmsg));
-  bool got = false;
-  *min = 0;
-  while (r.Next()) {
-    if (r.type() == IPSET_ATTR_PROTOCOL) {
-      *max = r.U8();
-      got = true;
-    } else if (r.type() == IPSET_ATTR_PROTOCOL_MIN) {
-      *min = r.U8();
-    }
-  }
-  if (!r.ok(why)) return false;
-  if (!got) {
-    *why = "PROTOCOL reply without ATTR_PROTOCOL";
+  if (!DecodeVersions(h, IPSET_CMD_PROTOCOL, IPSET_ATTR_PROTOCOL, IPSET_ATTR_PROTOCOL_MIN,
+                      "PROTOCOL reply without ATTR_PROTOCOL", max, min, why))
     return false;
-  }
   if (*min == 0) *min = *max;  // kernels before protocol 7 do not send a minimum
   return true;
 }
 
 bool DecodeType(const nlmsghdr* h, uint8_t* rev_max, uint8_t* rev_min, std::string* why) {
-  if (!CheckType(h, IPSET_CMD_TYPE, why)) return false;
-  nl::AttrReader r = nl::Attributes(h, sizeof(nfgenmsg));
-  bool got = false;
-  *rev_min = 0;
-  while (r.Next()) {
-    if (r.type() == IPSET_ATTR_REVISION) {
-      *rev_max = r.U8();
-      got = true;
-    } else if (r.type() == IPSET_ATTR_REVISION_MIN) {
-      *rev_min = r.U8();
-    }
-  }
-  if (!r.ok(why)) return false;
-  if (!got) {
-    *why = "TYPE reply without ATTR_REVISION";
-    return false;
-  }
-  return true;
+  return DecodeVersions(h, IPSET_CMD_TYPE, IPSET_ATTR_REVISION, IPSET_ATTR_REVISION_MIN, "TYPE reply without ATTR_REVISION",
+                        rev_max, rev_min, why);
 }
 
 bool DecodeList(const nlmsghdr* h, SetHeader* header, bool* has_header, std::vector<Member>* members,
