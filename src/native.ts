@@ -426,8 +426,7 @@ export interface NativeNftCommitOptions {
   maxOpsPerTransaction?: number;
   maxMessageBytes?: number;
   genId?: number;
-  acks?: boolean;
-  /** Overrides acks: NLM_F_ACK on every op, on the last op of each transaction, or none. */
+  /** NLM_F_ACK on every op, on the last op of each transaction, or none. */
   ackMode?: 'all' | 'last' | 'none';
 }
 

@@ -90,11 +90,8 @@ nft::TxOptions TxOptionsFromJs(Napi::Env env, Napi::Value v) {
   t.max_weight = UIntOpt(env, v, "maxOpsPerTransaction", 1u << 30, 0, kOp);
   t.max_elem_bytes = UIntOpt(env, v, "maxMessageBytes", 60000, 60000, kOp);
   if (t.max_elem_bytes < 256) ThrowInvalid(env, kOp, "maxMessageBytes must be at least 256");
-  // acks: false -> only failures are answered (nfnetlink reports every failed message whether
-  // or not it asked for an ack), saving one reply per op on huge loads.
-  const Napi::Value acks = Opt(v, "acks");
-  if (acks.IsBoolean()) t.ack_mode = acks.As<Napi::Boolean>().Value() ? nft::AckMode::kAll : nft::AckMode::kNone;
-  // ackMode: 'all' | 'last' | 'none' (src/kernel/nftables.ts passes this one).
+  // ackMode: 'all' | 'last' | 'none'. 'none': only failures are answered (nfnetlink reports
+  // every failed message whether or not it asked for an ack), saving one reply per op.
   const Napi::Value am = Opt(v, "ackMode");
   if (!am.IsUndefined()) {
     const std::string m = am.IsString() ? am.As<Napi::String>().Utf8Value() : "";
