@@ -7,7 +7,6 @@ import { encodeKeyInto, keyLength, type NftFamily } from '../kernel/nft-types.js
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { canonicalAddress } from '../net/address.js';
 import { samePlain } from './ipvs-model.js';
-import type { NftElementChange } from './types.js';
 
 type Local<T> = Omit<T, 'family' | 'table'>;
 type DesiredSet = DesiredNftTable['sets'][number];
@@ -43,6 +42,15 @@ export function ownsName(desired: DesiredNftTable): (name: string) => boolean {
   if (!o) return () => true;
   const names = new Set([...o.names, ...desired.chains.map((c) => c.name), ...desired.sets.map((s) => s.name)]);
   return (name) => names.has(name) || o.prefixes.some((p) => name.startsWith(p));
+}
+
+/** Elements added to and deleted from one set of an owned nftables table. */
+export interface NftElementChange {
+  family: NftFamily;
+  table: string;
+  set: string;
+  add: readonly SetElement[];
+  delete: readonly SetElement[];
 }
 
 export interface NftDelta {

@@ -3,15 +3,15 @@
 // report). The reconcilers and the checks take them from here, not from engine.ts (no import
 // cycle between the engine and its parts).
 import type { NetlinkError } from '../errors.js';
-import type { NftFamily } from '../kernel/nft-types.js';
-import type { SetElement } from '../kernel/nftables.js';
 import type { AddressesDelta, DesiredVips } from './addresses-diff.js';
 import type { KindReport } from './apply-batch.js';
 import type { DesiredIpSet, IpSetsDelta } from './ipsets-diff.js';
 import type { IpvsDelta } from './ipvs-diff.js';
 import type { DesiredService } from './ipvs-model.js';
-import type { DesiredNftTable, NftDelta } from './nft-diff.js';
+import type { DesiredNftTable, NftDelta, NftElementChange } from './nft-diff.js';
 import type { DesiredRoutes, RoutesDelta } from './routes-diff.js';
+
+export type { NftElementChange };
 
 /**
  * A desired object the kernel layer would refuse (Plan.invalid, SyncReport.invalid): left out
@@ -64,15 +64,6 @@ export interface DesiredChanges {
    * the tables are listed and compared. The engine keeps no element of a base.
    */
   nft?: readonly NftElementChange[];
-}
-
-/** Elements added to and deleted from one set of an owned nftables table. */
-export interface NftElementChange {
-  family: NftFamily;
-  table: string;
-  set: string;
-  add: readonly SetElement[];
-  delete: readonly SetElement[];
 }
 
 /**
