@@ -596,8 +596,8 @@ const setKey = (s: SetSpec) => `${s.family}\0${s.table}\0${s.name}`;
 /**
  * An op stream being written, op by op: what a transaction is queued into (so its ops are
  * validated and encoded as they are queued and the objects they came from can be collected).
- * Set ids (NFTA_SET_ID, for elements and lookups in
- * the same batch) are numbered in the order sets are added.
+ * Set ids (NFTA_SET_ID, for elements and lookups in the same batch) are numbered in the order
+ * sets are added.
  */
 export class OpStreamWriter {
   private readonly w: WireWriter;

@@ -1,5 +1,6 @@
 // The sync thread's side of ThreadedProxier (sync-thread.ts): opens the kernel handles, keeps a
-// Proxier, applies the posted objects in order and answers each sync request.
+// Proxier fed by the manifests folder or the API informers it runs, and answers each request in
+// order.
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';

@@ -1,12 +1,12 @@
 // The proxier on a thread of its own (a worker_threads Worker with its own V8 heap), as the
-// daemon always runs it: the daemon's thread keeps the API watches, /healthz and /metrics, and
-// only posts the objects it receives and asks for syncs. A full sync at 10k services is seconds
+// daemon always runs it: the daemon's thread keeps /healthz and /metrics and asks for syncs;
+// the thread reads the API or the manifests folder itself. A full sync at 10k services is seconds
 // of JavaScript and garbage collection; run to the end on the sync thread (its computations are
 // plain functions), it blocks only the sync.
 //
 // The thread opens its own kernel handles (the addon keeps its state per thread), translates,
 // diffs and applies as Proxier does, and after a full sync tells its V8 heap to give the memory
-// back (memoryPressure). Messages keep their order: objects posted before a sync request are in
+// back (memoryPressure). Messages keep their order: a folder loaded before a sync request is in
 // that sync.
 import { Worker } from 'node:worker_threads';
 import type { V1Node } from '../kube/api-types.js';
@@ -203,8 +203,9 @@ export class SyncThreadError extends Error {
 
 /**
  * A Proxier on its own thread, fed by a manifests folder (loadManifests) or the API server
- * (watchKube) that the thread reads itself, with a sync that resolves with the report and a summary of the model. `start()` resolves once the thread
- * has opened its kernel handles (or rejects with the reason it could not).
+ * (watchKube) that the thread reads itself, with a sync that resolves with the report and a
+ * summary of the model. `start()` resolves once the thread has opened its kernel handles (or
+ * rejects with the reason it could not).
  */
 export class ThreadedProxier {
   private nextId = 1;
@@ -283,8 +284,8 @@ export class ThreadedProxier {
     return this.request((id) => ({ t: 'loadManifests', id, dir }));
   }
 
-  /** Resolves once the thread has handled every message sent to it before, with its pending
-   *  changes as it then holds them (no sync). */
+  /** Resolves once the thread has handled every message sent to it before (no sync);
+   *  pendingChanges is then what the thread holds. */
   flush(): Promise<void> {
     return this.request((id) => ({ t: 'flush', id }));
   }
