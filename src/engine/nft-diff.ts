@@ -18,7 +18,8 @@ export interface DesiredNftTable {
   chains: Array<Local<ChainSpec>>;
   sets: Array<
     Local<SetSpec> & {
-      elements: SetElement[];
+      /** As objects, or as the bytes the kernel holds (a plain set's, PackedElements.fixed). */
+      elements: SetElement[] | PackedElements;
       /** The elements are unique by canonical key already (a builder that keeps them so): a
        *  table created from nothing is written without checking. */
       unique?: boolean;
@@ -128,7 +129,7 @@ function full<T extends object>(t: TableSpec, x: T): T & TableRef {
 type TableRef = { family: NftFamily; table: string };
 
 /** A set without its elements. */
-export function declOf(set: DesiredSet | (Local<SetSpec> & { elements: readonly SetElement[] })): SetDecl {
+export function declOf(set: DesiredSet | (Local<SetSpec> & { elements: readonly SetElement[] | PackedElements })): SetDecl {
   const { elements: _, unique: _u, ...decl } = set as DesiredSet;
   return decl;
 }
@@ -139,7 +140,7 @@ function build(t: TableSpec, d: DesiredNftTable): NftOp[] {
   for (const c of d.chains) ops.push({ verb: 'add', kind: 'chain', chain: full(t, c) });
   for (const set of d.sets) {
     const s = declOf(set);
-    const elements = set.unique ? set.elements : uniqueElements(s, set.elements);
+    const elements = set.unique || set.elements instanceof PackedElements ? set.elements : uniqueElements(s, set.elements);
     ops.push({ verb: 'add', kind: 'set', set: full(t, s) });
     if (elements.length) ops.push({ verb: 'add', kind: 'elements', set: full(t, s), elements });
   }
@@ -260,7 +261,11 @@ export function elementChanges(before: readonly DesiredNftTable[], after: readon
       if (set.dynamic) continue;
       const add: SetElement[] = [];
       const del: SetElement[] = [];
-      diffByKey(set.elements, had.get(set.name) ?? [], keyAsGiven, false, del, add);
+      const was = had.get(set.name) ?? [];
+      if (set.elements instanceof PackedElements && was instanceof PackedElements) {
+        const added = bytesDiff(set.elements, was, del);
+        add.push(...(added.length === set.elements.length ? set.elements.decode() : added.map((i) => elementAt(set.elements as PackedElements, i))));
+      } else diffByKey(decoded(set.elements), decoded(was), keyAsGiven, false, del, add);
       if (add.length || del.length) out.push({ family: t.family, table: t.name, set: set.name, add, delete: del });
     }
   }
@@ -389,10 +394,15 @@ function spec(t: TableSpec, set: DesiredSet): SetSpec {
  */
 function setElementOps(spec: SetSpec, set: DesiredSet, listed: ListedElements, interval: boolean): NftOp[] {
   const s = declOf(set);
-  const add: SetElement[] = [];
+  let add: SetElement[] | PackedElements = [];
   const del: SetElement[] = [];
-  if (listed instanceof PackedElements && !interval) packedDiff(s, set.elements, !set.unique, listed, del, add);
-  else diffByKey(set.elements, decoded(listed), (e) => elementKey(s, e), !set.unique, del, add);
+  const want = set.elements;
+  if (want instanceof PackedElements && listed instanceof PackedElements && !interval) {
+    const added = bytesDiff(want, listed, del);
+    // all of them (a set someone emptied): as they are
+    add = added.length === want.length ? want : added.map((i) => elementAt(want, i));
+  } else if (listed instanceof PackedElements && !interval) packedDiff(s, decoded(want), !set.unique, listed, del, add);
+  else diffByKey(decoded(want), decoded(listed), (e) => elementKey(s, e), !set.unique, del, add);
   const ops: NftOp[] = [];
   if (del.length) ops.push({ verb: 'delete', kind: 'elements', set: spec, elements: del.map(({ key }) => ({ key })) });
   if (add.length) ops.push({ verb: 'add', kind: 'elements', set: spec, elements: add });
@@ -454,6 +464,41 @@ function packedDiff(s: SetDecl, want: readonly SetElement[], dedupe: boolean, ha
     }
   }
   for (let i = 0; i < count; i++) if (!matched[i]) del.push({ key: have.key(i) });
+}
+
+/**
+ * Elements as bytes against a packed `have` (a listing, or the last step's bytes), by the bytes
+ * of their keys: the indexes of `want`'s elements whose key `have` lacks or holds with another
+ * value (that one goes to `del`), and `have`'s elements whose key `want` lacks into `del`. No
+ * object per element: only what changed is decoded.
+ */
+function bytesDiff(want: PackedElements, have: PackedElements, del: SetElement[]): number[] {
+  const added: number[] = [];
+  const matched = new Uint8Array(have.count);
+  // a key listed twice is the kernel's one element: the first listing of it is compared
+  for (const i of have.repeatedKeys()) matched[i] = 1;
+  const wb = want.bytes;
+  for (let i = 0; i < want.count; i++) {
+    const j = have.indexOfKey(wb, want.keyAt(i), want.keyLength(i));
+    if (j < 0) {
+      added.push(i);
+      continue;
+    }
+    if (matched[j]) continue;
+    matched[j] = 1;
+    const n = want.dataLength(i);
+    if (n !== have.dataLength(j) || have.verdict(j) !== undefined || !sameBytes(wb, want.dataAt(i), have.bytes, have.dataAt(j), n)) {
+      del.push({ key: have.key(j) });
+      added.push(i);
+    }
+  }
+  for (let j = 0; j < have.count; j++) if (!matched[j]) del.push({ key: have.key(j) });
+  return added;
+}
+
+/** Element i of packed elements, decoded. */
+function elementAt(p: PackedElements, i: number): SetElement {
+  return p.slice(i, i + 1).decode()[0]!;
 }
 
 /** The table's own identity, for cleanup. */

@@ -369,7 +369,8 @@ function keepNftElements(delta: NftDelta, droppedChains: ReadonlyMap<string, Rea
   for (const verb of ['add', 'delete'] as const) {
     for (let i = 0; i < out.length; i++) {
       const o = out[i];
-      if (o?.kind !== 'elements' || o.verb !== verb) continue;
+      // elements as bytes were encoded by their builder: nothing the façade would refuse
+      if (o?.kind !== 'elements' || o.verb !== verb || !Array.isArray(o.elements)) continue;
       const t = { family: o.set.family, name: o.set.table };
       const r = checkNftElements(t, o.set, o.elements, verb, droppedChains.get(`${t.family} ${t.name}`));
       const keep = verb === 'delete' ? kept.get(setKey(o.set)) : undefined;

@@ -71,5 +71,23 @@ export type NftOp =
   | { verb: NftVerb; kind: 'table'; table: TableSpec }
   | { verb: NftVerb; kind: 'chain'; chain: ChainSpec }
   | { verb: NftVerb; kind: 'set'; set: SetSpec }
-  | { verb: 'add' | 'create' | 'delete' | 'destroy'; kind: 'elements'; set: SetSpec; elements: SetElement[] }
+  | { verb: 'add' | 'create' | 'delete' | 'destroy'; kind: 'elements'; set: SetSpec; elements: SetElement[] | ElementBytes }
   | { verb: 'add' | 'insert' | 'replace' | 'delete' | 'destroy'; kind: 'rule'; rule: RuleSpec; position?: number };
+
+/**
+ * A plain set's elements as the bytes the kernel holds (PackedElements): element i's key and
+ * value (a data map's) are `keyLength(i)` and `dataLength(i)` bytes of `bytes`. What a builder
+ * that encodes its elements once keeps instead of an object per element; written as they are.
+ */
+export interface ElementBytes {
+  readonly length: number;
+  readonly bytes: Uint8Array;
+  keyAt(i: number): number;
+  keyLength(i: number): number;
+  dataAt(i: number): number;
+  dataLength(i: number): number;
+  /** Elements start to end (exclusive), sharing these bytes. */
+  slice(start: number, end: number): ElementBytes;
+  /** The elements as objects. */
+  decode(): SetElement[];
+}

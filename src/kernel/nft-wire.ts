@@ -7,7 +7,7 @@
 import { NetlinkError } from '../errors.js';
 import { native } from '../native.js';
 import type { Expr, Verdict } from './nft-expr.js';
-import type { NftOp, RuleSpec, SetElement, SetSpec } from './nft-model.js';
+import type { ElementBytes, NftOp, RuleSpec, SetElement, SetSpec } from './nft-model.js';
 import {
   DATATYPES, FAMILY_NUMBER, VERDICT_DATATYPE, cidrRange, dataValues, encodeKey, encodeValue, keyLength, keyTypeId, mapTypes, type KeyValue,
 } from './nft-types.js';
@@ -502,6 +502,42 @@ export function writeElements(w: WireWriter, s: SetSpec, elements: readonly SetE
   }
 }
 
+/** A plain set's elements as bytes already (ElementBytes): each key (and an add's value) copied
+ *  as it is, once its width is the set's. */
+function writeElementBytes(w: WireWriter, s: SetSpec, els: ElementBytes, verb: string): void {
+  if (s.interval) throw NetlinkError.invalid('nftables', `set ${s.name}: an interval set's elements are not written as bytes`);
+  const adding = verb === 'add' || verb === 'create';
+  const klen = keyLength(s.key);
+  const dlen = s.map && s.map !== 'verdict' ? keyLength(mapTypes(s.map)) : 0;
+  const src = els.bytes;
+  w.u32(els.length);
+  for (let i = 0; i < els.length; i++) {
+    w.member = i;
+    const kl = els.keyLength(i);
+    const dl = els.dataLength(i);
+    if (kl !== klen || (adding && dl !== dlen)) throw NetlinkError.invalid('nftables', `set ${s.name}: element bytes of ${kl}/${dl} bytes, the set's key and value are ${klen}/${dlen}`);
+    const m = adding && dl ? 4 : 0;
+    w.ensure(3 + kl + (m ? 2 + dl : 0));
+    const b = w.buf;
+    let o = w.off;
+    b[o] = m;
+    b[o + 1] = kl & 0xff;
+    b[o + 2] = kl >>> 8;
+    o += 3;
+    const k = els.keyAt(i);
+    for (let j = 0; j < kl; j++) b[o + j] = src[k + j]!;
+    o += kl;
+    if (m) {
+      b[o] = dl & 0xff;
+      b[o + 1] = dl >>> 8;
+      const d = els.dataAt(i);
+      for (let j = 0; j < dl; j++) b[o + 2 + j] = src[d + j]!;
+      o += 2 + dl;
+    }
+    w.off = o;
+  }
+}
+
 /** NFT_SET_ELEM_INTERVAL_END: the element ends a range. */
 export const INTERVAL_END = 1;
 
@@ -731,7 +767,8 @@ export class OpStreamWriter {
         w.str(s.table, 'table');
         w.str(s.name, 'set');
         w.num(this.setIds.get(setKey(s)), 'setId');
-        if (s.interval) writeLoweredElements(w, lowerInterval(s, op.elements, op.verb));
+        if (!Array.isArray(op.elements)) writeElementBytes(w, s, op.elements as ElementBytes, op.verb);
+        else if (s.interval) writeLoweredElements(w, lowerInterval(s, op.elements, op.verb));
         else writeElements(w, s, op.elements, op.verb);
         break;
       }

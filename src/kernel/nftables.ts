@@ -24,8 +24,8 @@ import {
 
 export { dataValues, mapTypes } from './nft-types.js';
 export type { NftFamily, DataType, KeyValue } from './nft-types.js';
-export type { ChainSpec, HookName, NftOp, NftVerb, RuleSpec, SetElement, SetSpec, TableSpec } from './nft-model.js';
-import type { ChainSpec, HookName, NftOp, NftVerb, RuleSpec, SetElement, SetSpec, TableSpec } from './nft-model.js';
+export type { ChainSpec, ElementBytes, HookName, NftOp, NftVerb, RuleSpec, SetElement, SetSpec, TableSpec } from './nft-model.js';
+import type { ChainSpec, ElementBytes, HookName, NftOp, NftVerb, RuleSpec, SetElement, SetSpec, TableSpec } from './nft-model.js';
 
 const HOOKS: HookName[] = ['prerouting', 'input', 'forward', 'output', 'postrouting'];
 /** nft's named priorities (ip/ip6/inet). */
@@ -144,7 +144,7 @@ export function renderOp(op: NftOp): string {
       return `${op.verb} ${s.map ? 'map' : 'set'} ${s.family} ${s.table} ${s.name}${attrs}`;
     }
     case 'elements': {
-      const els = op.elements.map((e) => {
+      const els = elementList(op.elements).map((e) => {
         let t = renderKey(e);
         if (e.timeout) t += ` timeout ${e.timeout}ms`;
         if (e.comment) t += ` comment "${e.comment}"`;
@@ -426,13 +426,17 @@ function setFromNative(s: NativeNftSet): SetInfo {
   return info;
 }
 
+/** What reading a set's elements takes of its declaration. */
+type ElementTypes = Readonly<Pick<SetSpec, 'key' | 'map' | 'interval'>>;
+
 /**
  * A set's elements as the kernel lists them, not decoded: the bytes of every key, key end and
  * value back to back (where each element's are: keyAt, keyLength, dataAt, dataLength), and the
  * rarer parts of the elements that have any. An interval set's CIDRs are start and end
- * elements here, as in the kernel.
+ * elements here, as in the kernel. Also a plain set's elements as a builder encoded them
+ * (PackedElements.fixed): what a commit writes as it is (ElementBytes).
  */
-export class PackedElements {
+export class PackedElements implements ElementBytes {
   readonly count: number;
   readonly bytes: Buffer;
   /** Per element, the offset and length of its key, key end and value (NativeNftElements):
@@ -445,13 +449,36 @@ export class PackedElements {
   /** keyTable's, made when first asked for. */
   private keys: { slots: Int32Array; mask: number; repeats: number[] } | undefined;
 
-  constructor(readonly set: Readonly<SetSpec>, raw: NativeNftElements) {
+  constructor(readonly set: ElementTypes, raw: NativeNftElements) {
     this.count = raw.count;
     this.bytes = raw.bytes;
     this.spans = raw.spans;
     this.widths = raw.widths ?? [0, 0, 0];
     this.stride = this.widths[0] + this.widths[1] + this.widths[2];
     this.extras = new Map(raw.extras.map((x) => [x.index, x]));
+  }
+
+  /** `count` elements of a plain set, each a key of `keyWidth` bytes and a value of
+   *  `dataWidth` (0: none) back to back in `bytes` (shared, not copied). */
+  static fixed(set: ElementTypes, bytes: Buffer, count: number, keyWidth: number, dataWidth: number): PackedElements {
+    return new PackedElements(set, { count, bytes, widths: [keyWidth, 0, dataWidth], extras: [] });
+  }
+
+  get length(): number {
+    return this.count;
+  }
+
+  /** Elements start to end (exclusive) of a set without extras (a fixed one's): their bytes shared. */
+  slice(start: number, end: number): PackedElements {
+    if (this.spans || this.extras.size) throw new Error('PackedElements.slice: only a fixed-width set without extras is sliced');
+    const from = Math.max(0, Math.min(start, this.count));
+    const to = Math.max(from, Math.min(end, this.count));
+    return PackedElements.fixed(this.set, this.bytes.subarray(from * this.stride, to * this.stride), to - from, this.widths[0], this.widths[2]);
+  }
+
+  /** As JSON (a plan's ops printed): the elements decoded. */
+  toJSON(): SetElement[] {
+    return this.decode();
   }
 
   /** The elements as the kernel would list them after adding these (a test double's listing):
@@ -610,11 +637,20 @@ export class PackedElements {
   }
 }
 
-/** FNV-1a of a byte range. */
-function hashBytes(b: Uint8Array, start: number, len: number): number {
+/** Elements as objects: bytes decoded. */
+export function elementList(elements: readonly SetElement[] | ElementBytes): readonly SetElement[] {
+  return Array.isArray(elements) ? elements : (elements as ElementBytes).decode();
+}
+
+/** FNV-1a of a byte range, its bits mixed at the end (MurmurHash3's finalizer): a table indexed
+ *  by its low bits gets them all (FNV's low bits depend on its input's low bits only, so a key
+ *  whose bytes come in pairs, a hairpin element's address twice, leaves most slots unused). */
+export function hashBytes(b: Uint8Array, start: number, len: number): number {
   let h = 0x811c9dc5;
   for (let k = start; k < start + len; k++) h = Math.imul(h ^ b[k]!, 0x01000193);
-  return h >>> 0;
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
 }
 
 /** Whether `len` bytes of `a` from `ao` are those of `b` from `bo`. */

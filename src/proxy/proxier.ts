@@ -16,6 +16,7 @@ import { StaleFlows } from '../kernel/conntrack.js';
 import { serviceCIDRsOf } from '../kube/service-model.js';
 import { compareText } from '../util/sorted.js';
 import type { NftOp } from '../kernel/nft-model.js';
+import { elementList } from '../kernel/nftables.js';
 import type { Verdict } from '../kernel/nft-expr.js';
 import { KUBE_IPSET_PREFIX } from './ipvs/kube-ipsets.js';
 
@@ -281,7 +282,7 @@ function nftText(o: NftOp): string {
       return `${o.verb} ${s.map ? 'map' : 'set'} ${s.family} ${s.table}/${s.name} (key ${s.key.join(' . ')}${value}${flags.length ? `, ${flags.join(', ')}` : ''})`;
     }
     case 'elements': {
-      const el = o.elements.map((e) => {
+      const el = elementList(o.elements).map((e) => {
         const data = e.data === undefined ? (e.verdict ? ` : ${verdictText(e.verdict)}` : '') : ` : ${Array.isArray(e.data) ? e.data.join(' . ') : e.data}`;
         return `${e.key.join(' . ')}${data}`;
       });

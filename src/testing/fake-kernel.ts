@@ -9,7 +9,7 @@ import type { IpSet, IpSetMember, IpSetOp, IpSetsApi, IpSetSpec } from '../kerne
 import type { Address, Link, LinkOp, LinksApi } from '../kernel/links.js';
 import type { Route, RouteFilter, RouteOp, RoutesApi } from '../kernel/routes.js';
 import { canonicalAddress, familyOf, parseCidr, networkText } from '../net/address.js';
-import { NftCommitResult, NftTransaction, PackedElements, type CommitOptions, type NftablesApi, type NftOp, type NftRuleset, type ListOptions, type SetElement, type SetSpec } from '../kernel/nftables.js';
+import { elementList, NftCommitResult, NftTransaction, PackedElements, type CommitOptions, type NftablesApi, type NftOp, type NftRuleset, type ListOptions, type SetElement, type SetSpec } from '../kernel/nftables.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { memberKey } from '../engine/ipsets-diff.js';
 import { elementKey, stableStringify } from '../engine/nft-diff.js';
@@ -484,7 +484,7 @@ export class FakeNftables implements NftablesApi {
         // by key, in the set's order (adds at the end); a failure rolls the whole commit back
         const have = new Map<string, SetElement>();
         for (const x of s.elements) have.set(elementKey(s, x), x);
-        for (const e of op.elements) {
+        for (const e of elementList(op.elements)) {
           const k = elementKey(s, e);
           const x = have.get(k);
           if (op.verb === 'add' || op.verb === 'create') {

@@ -12,6 +12,7 @@ import type { DesiredIpSet } from '../../src/engine/ipsets-diff.js';
 import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
 import type { IpSetMember } from '../../src/kernel/ipsets.js';
 import type { SetElement } from '../../src/kernel/nftables.js';
+import { elementList } from '../../src/kernel/nftables.js';
 import * as R from '../../src/kernel/nft-rules.js';
 import type { Expr } from '../../src/kernel/nft-expr.js';
 
@@ -403,7 +404,7 @@ export function expectedNftLines(t: DesiredNftTable): string[] {
   const out: string[] = [];
   for (const c of t.chains) out.push(`chain ${c.name}`);
   for (const c of t.chains) out.push(`rules ${c.name} ${t.rules.filter((x) => x.chain === c.name).map((x) => x.comment).join(',')}`);
-  for (const s of t.sets) for (const e of s.elements) out.push(`elem ${s.name} ${elementText(e)}`);
+  for (const s of t.sets) for (const e of elementList(s.elements)) out.push(`elem ${s.name} ${elementText(e)}`);
   for (const s of t.sets) out.push(`set ${s.name}`);
   return out.sort();
 }
@@ -453,7 +454,7 @@ export function nftDifference(a: DesiredNftTable | undefined, b: DesiredNftTable
   let n = 0;
   for (const s of b.sets) {
     const old = a.sets.find((x) => x.name === s.name)!;
-    n += setDifference(old.elements.map(elementText), s.elements.map(elementText));
+    n += setDifference(elementList(old.elements).map(elementText), elementList(s.elements).map(elementText));
   }
   for (const c of b.chains) {
     const ra = a.rules.filter((x) => x.chain === c.name).map((x) => x.comment);

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { Engine, type InvalidObject } from '../../src/engine/engine.js';
 import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
-import { Nftables } from '../../src/kernel/nftables.js';
+import { type SetElement, Nftables } from '../../src/kernel/nftables.js';
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import * as R from '../../src/kernel/nft-rules.js';
 
@@ -60,8 +60,8 @@ test('a desired table with bad elements among good ones commits the good ones an
   const e = new Engine({ ipvs: new FakeIpvs(), nft });
   const services: Array<[string, number]> = Array.from({ length: 50 }, (_, i) => [`10.96.0.${i + 1}`, 80 + (i % 3)]);
   const desired = table(services, ['10.244.0.0/16', '10.250.0.0/24'], [['10.96.0.1', { code: 'accept' }], ['10.96.0.2', { code: 'jump', chain: 'mark' }]]);
-  desired.sets[0]!.elements.splice(20, 0, { key: ['10.96.1.1', 'tcp'] }, { key: ['10.96.1.2', 'tcp', 65536] });
-  desired.sets[1]!.elements.splice(1, 0, { key: ['10.245.1.5/16'] });
+  (desired.sets[0]!.elements as SetElement[]).splice(20, 0, { key: ['10.96.1.1', 'tcp'] }, { key: ['10.96.1.2', 'tcp', 65536] });
+  (desired.sets[1]!.elements as SetElement[]).splice(1, 0, { key: ['10.245.1.5/16'] });
   const r = await e.sync({ services: [], nft: desired });
   assert.deepEqual(r.errors, []);
   assert.deepEqual(named(r.invalid), [

@@ -68,7 +68,7 @@ test('nftables element changes given: written as given (deletes, then adds) with
   next.push(el(5000));
   const read = new Set<number>();
   const t = table(next);
-  t.sets[0]!.elements = counted(t.sets[0]!.elements, read);
+  t.sets[0]!.elements = counted(t.sets[0]!.elements as SetElement[], read);
   const change: NftElementChange = { family: 'ip', table: 'ipvsync', set: 'hairpin', add: [el(5000)], delete: [el(10), el(20)] };
   const desired: DesiredState = { services: [], nft: t };
   const plan = await e.plan(desired, { services: new Map(), nft: [change] });

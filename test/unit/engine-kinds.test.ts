@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { changesOf, Engine, NFT_ELEMENTS_PIECE, planWrites, type DesiredState } from '../../src/engine/engine.js';
 import { NetlinkError } from '../../src/errors.js';
-import { NftCommitResult, NftTransaction } from '../../src/kernel/nftables.js';
+import { type SetElement, elementList, NftCommitResult, NftTransaction } from '../../src/kernel/nftables.js';
 import type { DesiredService } from '../../src/engine/ipvs-model.js';
 import { elementChanges, type DesiredNftTable } from '../../src/engine/nft-diff.js';
 import { fakeKernel } from '../../src/testing/fake-kernel.js';
@@ -196,8 +196,8 @@ test('several owned nftables tables (ip and ip6) change in one transaction', asy
   };
   await e.sync({ services: [], nft: [v4, v6] });
   assert.deepEqual((await k.nft.list()).tables.map((t) => `${t.family} ${t.name}`).sort(), ['ip ipvsync', 'ip6 ipvsync']);
-  v6.sets[0]!.elements.push({ key: ['fd00::2', 'tcp', 80] });
-  v4.sets[0]!.elements.push({ key: ['10.96.0.2', 'tcp', 80] });
+  (v6.sets[0]!.elements as SetElement[]).push({ key: ['fd00::2', 'tcp', 80] });
+  (v4.sets[0]!.elements as SetElement[]).push({ key: ['10.96.0.2', 'tcp', 80] });
   const before = k.nft.log.length;
   const p = await e.plan({ services: [], nft: [v4, v6] });
   assert.deepEqual(p.nft!.ops.map((o) => `${o.verb}-${o.kind} ${'set' in o ? o.set.family : ''}`), ['add-elements ip', 'add-elements ip6']);
@@ -275,12 +275,12 @@ test('incremental plans with element changes write them on the last clean apply,
 
   // One element in, one out (a service replaced by another in the glue's set).
   const s = state(10);
-  s.nft.sets[0]!.elements = s.nft.sets[0]!.elements.filter((x) => x.key[0] !== '10.96.0.2').concat([{ key: ['10.96.0.77', 'tcp', 80] }]);
+  s.nft.sets[0]!.elements = (s.nft.sets[0]!.elements as SetElement[]).filter((x) => x.key[0] !== '10.96.0.2').concat([{ key: ['10.96.0.77', 'tcp', 80] }]);
   const p = await e.plan(s, changes(s0, s));
   assert.equal(p.nft?.fromLast, true);
   assert.equal(k.nft.dumps, nftDumps, 'no nftables listing');
   assert.deepEqual(
-    p.nft!.ops.map((o) => (o.kind === 'elements' ? `${o.verb} ${o.elements.map((x) => x.key[0]).join(',')}` : o.kind)),
+    p.nft!.ops.map((o) => (o.kind === 'elements' ? `${o.verb} ${elementList(o.elements).map((x) => x.key[0]).join(',')}` : o.kind)),
     ['delete 10.96.0.2', 'add 10.96.0.77'],
   );
   assert.deepEqual((await e.apply(p)).errors, []);
@@ -314,7 +314,7 @@ test('incremental plans with element changes write them on the last clean apply,
   assert.deepEqual((await e2.sync(s)).errors, []);
   await k.nft.commit(new NftTransaction().deleteTable({ family: 'ip', name: 'ipvsync' }));
   const s3 = state(10);
-  s3.nft.sets[0]!.elements = s.nft.sets[0]!.elements.concat([{ key: ['10.96.0.88', 'tcp', 80] }]);
+  s3.nft.sets[0]!.elements = (s.nft.sets[0]!.elements as SetElement[]).concat([{ key: ['10.96.0.88', 'tcp', 80] }]);
   const r3 = await e2.sync(s3, changes(s, s3));
   assert.equal(r3.nft.errors[0]?.code, 'ENOENT');
   const d = k.nft.dumps;
@@ -339,9 +339,9 @@ test('chains and sets added and gone since the last clean apply are written from
     sets: [t.sets[0]!, { name: 'firewall', key: ['ipv4_addr', 'inet_proto', 'inet_service'], map: 'verdict', elements: [] }],
     rules: [...t.rules, { chain: 'prerouting', exprs: [...R.vmap([R.F.ipDaddr, R.F.l4proto, R.F.thDport], 'firewall')] }, { chain: 'fw-1', exprs: [R.drop()] }],
   };
-  t.sets[0]!.elements.push({ key: ['10.96.0.9', 'tcp', 80] });
+  (t.sets[0]!.elements as SetElement[]).push({ key: ['10.96.0.9', 'tcp', 80] });
   const jump = { key: ['10.96.0.9', 'tcp', 80], verdict: { code: 'jump' as const, chain: 'fw-1' } };
-  next.sets[1]!.elements.push(jump);
+  (next.sets[1]!.elements as SetElement[]).push(jump);
   const nft = [
     { family: 'ip' as const, table: 'ipvsync', set: 'services', add: [{ key: ['10.96.0.9', 'tcp', 80] }], delete: [] },
     { family: 'ip' as const, table: 'ipvsync', set: 'firewall', add: [jump], delete: [] },
@@ -359,7 +359,7 @@ test('chains and sets added and gone since the last clean apply are written from
   assert.ok(k.nft.dumps > dumps, 'listed');
 
   // And back: the chain goes after the element that jumped to it.
-  next.sets[1]!.elements.length = 0;
+  next.sets[1]!.elements = [];
   const back = await e.plan({ ...s, nft: { ...t, chains: t.chains, sets: [t.sets[0]!, next.sets[1]!], rules: t.rules } }, { services: new Map(), nft: [{ family: 'ip', table: 'ipvsync', set: 'firewall', add: [], delete: [jump] }] });
   assert.deepEqual(back.nft!.ops.map((o) => `${o.verb} ${o.kind}`), ['flush chain', 'add rule', 'delete elements', 'flush chain', 'delete chain']);
   assert.deepEqual((await e.apply(back)).errors, []);
@@ -388,7 +388,7 @@ test('a full plan takes the element changes on the last clean apply while the nf
   const p2 = await e.plan(s2, { nft: elementChanges([state(10).nft], [s2.nft]) });
   assert.equal(k.nft.dumps, d);
   assert.equal(p2.nft?.fromLast, true);
-  assert.deepEqual(p2.nft!.ops.map((o) => (o.kind === 'elements' ? `${o.verb} ${o.elements.map((x) => x.key[0]).join(',')}` : o.kind)), ['add 10.96.0.11']);
+  assert.deepEqual(p2.nft!.ops.map((o) => (o.kind === 'elements' ? `${o.verb} ${elementList(o.elements).map((x) => x.key[0]).join(',')}` : o.kind)), ['add 10.96.0.11']);
   assert.deepEqual((await e.apply(p2)).errors, []);
   assert.deepEqual((await e.plan(s2, none)).nft, { ops: [], fromLast: true });
   assert.equal(k.nft.dumps, d);
@@ -403,7 +403,7 @@ test('a full plan takes the element changes on the last clean apply while the nf
   const p3 = await e.plan(s2, none);
   assert.equal(k.nft.dumps, d + 1, 'listed');
   assert.equal(p3.nft?.fromLast, undefined);
-  assert.deepEqual(p3.nft!.ops.map((o) => (o.kind === 'elements' ? `${o.verb} ${o.elements.map((x) => x.key[0]).join(',')}` : o.kind)), ['add 10.96.0.3']);
+  assert.deepEqual(p3.nft!.ops.map((o) => (o.kind === 'elements' ? `${o.verb} ${elementList(o.elements).map((x) => x.key[0]).join(',')}` : o.kind)), ['add 10.96.0.3']);
   assert.deepEqual((await e.apply(p3)).errors, []);
   d = k.nft.dumps;
   assert.deepEqual((await e.plan(s2, none)).nft, { ops: [], fromLast: true });

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 import { elementChanges, type DesiredNftTable } from '../../src/engine/nft-diff.js';
 import { diffNft } from '../helpers/nft-diff.js';
-import { PackedElements, type NftOp, type SetElement } from '../../src/kernel/nftables.js';
+import { elementList, PackedElements, type NftOp, type SetElement } from '../../src/kernel/nftables.js';
 import { prng } from '../helpers/bytes.js';
 import type { NftElementChange } from '../../src/engine/types.js';
 
@@ -35,7 +35,7 @@ function applyOps(before: SetElement[], ops: NftOp[], set: string): Map<string, 
   const m = new Map(before.map((e) => [text(e), JSON.stringify(e.verdict ?? null)]));
   for (const o of ops) {
     if (o.kind !== 'elements' || o.set.name !== set) continue;
-    for (const e of o.elements) {
+    for (const e of elementList(o.elements)) {
       if (o.verb === 'delete') {
         assert.ok(m.delete(text(e)), `deletes an element that is there: ${text(e)}`);
       } else {
@@ -58,7 +58,7 @@ const asOps = (changes: NftElementChange[]): NftOp[] =>
   });
 
 const contents = (els: SetElement[]) => new Map(els.map((e) => [text(e), JSON.stringify(e.verdict ?? null)]));
-const norm = (ops: NftOp[]) => ops.flatMap((o) => (o.kind === 'elements' ? o.elements.map((e) => `${o.verb} ${o.set.name} ${text(e)}`) : [])).sort();
+const norm = (ops: NftOp[]) => ops.flatMap((o) => (o.kind === 'elements' ? elementList(o.elements).map((e) => `${o.verb} ${o.set.name} ${text(e)}`) : [])).sort();
 
 /** Seeded random elements of the two sets: hairpin-like (address, protocol, port, address) and
  *  NodePort-like (protocol . port -> goto a chain). */
@@ -174,7 +174,7 @@ test('a full diff of sets declared unique against a listing as the kernel sends 
     assert.deepEqual(applyOps(h0, fast.ops, 'hairpin'), contents(h1));
     assert.deepEqual(applyOps(p0, fast.ops, 'ports'), contents(p1));
     const withValues = (ops: NftOp[]) =>
-      ops.flatMap((o) => (o.kind === 'elements' ? o.elements.map((e) => `${o.verb} ${o.set.name} ${text(e)} ${JSON.stringify(e.verdict ?? null)}`) : [])).sort();
+      ops.flatMap((o) => (o.kind === 'elements' ? elementList(o.elements).map((e) => `${o.verb} ${o.set.name} ${text(e)} ${JSON.stringify(e.verdict ?? null)}`) : [])).sort();
     // declared unique: the diff without its duplicate check writes the same
     assert.deepEqual(withValues(fast.ops), withValues(general.ops));
     // the diff leaves the listing as the kernel gave it
@@ -197,7 +197,7 @@ test('by-key diff of a set not declared unique: of two desired elements with one
     rules: [],
     sets: d.sets.map((s, i) => ({ ...s, family: 'ip' as const, table: 't', handle: 10 + i, elements: i === 1 ? [{ key: ['tcp', 30001], verdict: goto('b'), flags: 0 }, { key: ['tcp', 30003], verdict: goto('d'), flags: 0 }] : [] })),
   };
-  const ops = diffNft(d, observed).ops.map((o) => (o.kind === 'elements' ? [o.verb, o.elements.map((e) => `${text(e)} ${e.verdict?.chain ?? ''}`)] : []));
+  const ops = diffNft(d, observed).ops.map((o) => (o.kind === 'elements' ? [o.verb, elementList(o.elements).map((e) => `${text(e)} ${e.verdict?.chain ?? ''}`)] : []));
   assert.deepEqual(ops, [
     ['delete', ['tcp\u000030001 ', 'tcp\u000030003 ']],
     ['add', ['tcp\u000030001 a', 'tcp\u000030002 c']],

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine, type Plan } from '../../src/engine/engine.js';
 import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
-import { NftTransaction, PackedElements, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
+import { elementList, NftTransaction, PackedElements, type NftOp, type SetSpec } from '../../src/kernel/nftables.js';
 import { FakeNftables } from '../../src/testing/fake-kernel.js';
 
 /** n addresses 10.at.x.y, one element each */
@@ -47,7 +47,7 @@ function nftBase(e: Engine, p: Plan): number | undefined {
   return [...planned].find(([k]) => k.kind === 'nft')![1].base;
 }
 
-const text = (ops: readonly NftOp[] | undefined) => (ops ?? []).map((o) => (o.kind === 'elements' ? `${o.verb} ${o.set.name} ${o.elements.map((e) => e.key.join(' ')).join(',')}` : `${o.verb} ${o.kind}`));
+const text = (ops: readonly NftOp[] | undefined) => (ops ?? []).map((o) => (o.kind === 'elements' ? `${o.verb} ${o.set.name} ${elementList(o.elements).map((e) => e.key.join(' ')).join(',')}` : `${o.verb} ${o.kind}`));
 
 async function programmed(): Promise<DumpHook> {
   const nft = new DumpHook();

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 import type { DesiredNftTable } from '../../src/engine/nft-diff.js';
 import { diffNft, type ListingWithElements } from '../helpers/nft-diff.js';
-import { PackedElements, type NftOp, type SetElement, type SetSpec } from '../../src/kernel/nftables.js';
+import { elementList, PackedElements, type NftOp, type SetElement, type SetSpec } from '../../src/kernel/nftables.js';
 import { prng } from '../helpers/bytes.js';
 
 type Sets = Record<'plain' | 'vmap' | 'one' | 'concat' | 'cidrs', SetElement[]>;
@@ -42,7 +42,7 @@ function listing(s: Sets, packed: boolean): ListingWithElements {
     chains: [{ family: 'ip', table: 't', name: 'c', handle: 2 }],
     rules: [],
     sets: d.sets.map(({ elements, unique: _u, ...spec }, i) => {
-      const p = PackedElements.of({ ...spec, family: 'ip', table: 't' }, elements);
+      const p = PackedElements.of({ ...spec, family: 'ip', table: 't' }, elements as SetElement[]);
       return { ...spec, family: 'ip', table: 't', handle: 10 + i, elements: packed ? [] : p.decode(), ...(packed ? { packed: p } : {}) };
     }),
   };
@@ -53,7 +53,7 @@ function applyOps(before: SetElement[], ops: NftOp[], set: string): Map<string, 
   const m = new Map(before.map((e) => [text(e), value(e)]));
   for (const o of ops) {
     if (o.kind !== 'elements' || o.set.name !== set) continue;
-    for (const e of o.elements) {
+    for (const e of elementList(o.elements)) {
       if (o.verb === 'delete') assert.ok(m.delete(text(e)), `${set}: deletes an element that is there: ${text(e)}`);
       else {
         assert.ok(!m.has(text(e)), `${set}: adds an element that is not there: ${text(e)}`);
@@ -69,7 +69,7 @@ const contents = (els: SetElement[]) => {
   for (const e of els) if (!m.has(text(e))) m.set(text(e), value(e));
   return m;
 };
-const norm = (ops: NftOp[]) => ops.flatMap((o) => (o.kind === 'elements' ? o.elements.map((e) => `${o.verb} ${o.set.name} ${text(e)} ${value(e)}`) : [])).sort();
+const norm = (ops: NftOp[]) => ops.flatMap((o) => (o.kind === 'elements' ? elementList(o.elements).map((e) => `${o.verb} ${o.set.name} ${text(e)} ${value(e)}`) : [])).sort();
 
 function random(seed: number) {
   const rnd = prng(seed);

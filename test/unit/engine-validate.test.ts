@@ -3,6 +3,7 @@
 // rest exactly as if the object had not been there. Engine.plan() lists the same. The
 // kernel layer's checks ported to TypeScript (src/kernel/op-checks.ts) agree with the addon's.
 import { test } from 'node:test';
+import type { SetElement } from '../../src/kernel/nftables.js';
 import assert from 'node:assert/strict';
 import { Engine, type DesiredState, type InvalidObject } from '../../src/engine/engine.js';
 import { serviceKey, type DesiredService } from '../../src/engine/ipvs-model.js';
@@ -330,10 +331,10 @@ test('nft: an element with host bits or a key of the wrong length is left out an
   // more elements than one block the check takes at a time, bad ones in the first and the last
   const good = { services: Array.from({ length: 600 }, (_, i): [string, number] => [`10.96.${i >> 8}.${i & 255}`, 80]), cluster: ['10.244.0.0/16', '10.245.0.0/16'], dispatch: [['10.96.0.1', 'accept'], ['10.96.0.2', 'mark']] as Array<[string, string]> };
   const withBad = table(good);
-  withBad.sets[0]!.elements.splice(7, 0, { key: ['10.96.1.1', 'tcp'] });
-  withBad.sets[0]!.elements.splice(555, 0, { key: ['10.96.9.300', 'tcp', 80] });
-  withBad.sets[1]!.elements.push({ key: ['10.246.1.5/24'] });
-  withBad.sets[0]!.elements.push({ key: ['10.96.1.2', 'tcp', 70000] });
+  (withBad.sets[0]!.elements as SetElement[]).splice(7, 0, { key: ['10.96.1.1', 'tcp'] });
+  (withBad.sets[0]!.elements as SetElement[]).splice(555, 0, { key: ['10.96.9.300', 'tcp', 80] });
+  (withBad.sets[1]!.elements as SetElement[]).push({ key: ['10.246.1.5/24'] });
+  (withBad.sets[0]!.elements as SetElement[]).push({ key: ['10.96.1.2', 'tcp', 70000] });
   const base = kernel();
   await new Engine(base, OPTS).sync({ services: [], nft: table(good) });
   {

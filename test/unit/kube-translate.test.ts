@@ -1,6 +1,7 @@
 // Table-driven semantics tests: Services + EndpointSlices + node → exactly the IPVS table, VIPs
 // and glue kube-proxy's IPVS mode would program.
 import { test } from 'node:test';
+import { elementList } from '../../src/kernel/nftables.js';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { translate } from '../../src/proxy/ipvs/plane.js';
@@ -603,7 +604,7 @@ test("the glue and kube-proxy's ipsets as kube-proxy's IPVS mode has them: other
   const m = translate({ services, endpointSlices: [], node });
   assert.deepEqual(m.vips.sort(), ['10.96.0.80', '10.96.0.81', '10.96.0.82', '10.96.0.83', '203.0.113.80', '203.0.113.81']);
   const [ip] = glueTables(m.glue);
-  const elements = (name: string) => ip!.sets.find((s) => s.name === name)!.elements.map((e) => e.key.join(' '));
+  const elements = (name: string) => elementList(ip!.sets.find((s) => s.name === name)!.elements).map((e) => e.key.join(' '));
   assert.ok(!elements('vips').includes('10.0.0.11'), "the node's address is no VIP: its other ports are not refused");
   assert.ok(elements('vip-ports').includes('10.0.0.11 tcp 8080'));
   const sets = new Map(kubeProxyIpSets(m.glue).map((s) => [s.name, s.members.map((x) => Object.values(x).join(','))]));

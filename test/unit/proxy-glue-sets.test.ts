@@ -2,6 +2,7 @@
 // translate's lists come sorted and unique (the sets are then the lists as they are, checked in
 // one pass), a hand-made spec may not (sorted, repeats dropped). Both give the same tables.
 import { test } from 'node:test';
+import { elementList } from '../../src/kernel/nftables.js';
 import assert from 'node:assert/strict';
 import { glueTables } from '../../src/proxy/ipvs/glue.js';
 import { compareAddressProtoPort } from '../../src/kube/address.js';
@@ -23,7 +24,7 @@ function spec(vips: GlueVip[], hairpin: GlueHairpin[]): GlueSpec {
 }
 
 /** Each set's element keys, in the order the set holds them. */
-const setsOf = (g: GlueSpec) => glueTables(g).flatMap((t) => t.sets.map((s) => [`${t.family} ${s.name}`, s.elements.map((e) => JSON.stringify(e.key))] as const));
+const setsOf = (g: GlueSpec) => glueTables(g).flatMap((t) => t.sets.map((s) => [`${t.family} ${s.name}`, elementList(s.elements).map((e) => JSON.stringify(e.key))] as const));
 const sorted = (sets: ReturnType<typeof setsOf>) => sets.map(([name, keys]) => [name, [...keys].sort()] as const);
 
 test('glue sets: one element per key, and the same elements from shuffled lists with repeats', () => {

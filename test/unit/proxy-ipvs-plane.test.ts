@@ -2,6 +2,7 @@
 // (translate(), its desired state), after any sequence of changes; the changes it names, made to
 // the last step's desired state, give the new one; and a step takes only the services changed.
 import { test } from 'node:test';
+import { elementList } from '../../src/kernel/nftables.js';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { IpvsPlane } from '../../src/proxy/ipvs/plane.js';
@@ -74,7 +75,7 @@ function normal(d: DesiredState) {
     services: [...d.services].sort((a, b) => (serviceKey(a) < serviceKey(b) ? -1 : 1)),
     vips: [...(d.vips?.addresses ?? [])].sort(),
     routes: d.routes,
-    nft: [d.nft ?? []].flat().map((t) => ({ ...t, sets: t.sets.map((s) => ({ ...s, elements: [...s.elements].sort((a, b) => (keyText(a) < keyText(b) ? -1 : 1)) })) })),
+    nft: [d.nft ?? []].flat().map((t) => ({ ...t, sets: t.sets.map((s) => ({ ...s, elements: [...elementList(s.elements)].sort((a, b) => (keyText(a) < keyText(b) ? -1 : 1)) })) })),
     ipsets: d.ipsets,
   };
 }
@@ -93,12 +94,12 @@ class Applied {
         for (const e of x.delete) m.delete(keyText(e));
         for (const e of x.add) m.set(keyText(e), e);
       }
-    else this.sets = new Map([d.nft ?? []].flat().flatMap((t) => t.sets.map((s) => [`${t.family} ${s.name}`, new Map(s.elements.map((e) => [keyText(e), e]))] as const)));
+    else this.sets = new Map([d.nft ?? []].flat().flatMap((t) => t.sets.map((s) => [`${t.family} ${s.name}`, new Map(elementList(s.elements).map((e) => [keyText(e), e]))] as const)));
   }
   check(d: DesiredState, what: string): void {
     assert.deepStrictEqual(new Map([...this.services].sort()), new Map(d.services.map((s) => [serviceKey(s), s] as const).sort()), `${what}: virtual servers`);
     for (const t of [d.nft ?? []].flat())
-      for (const s of t.sets) assert.deepStrictEqual([...this.sets.get(`${t.family} ${s.name}`)!.keys()].sort(), s.elements.map(keyText).sort(), `${what}: ${t.family} ${s.name}`);
+      for (const s of t.sets) assert.deepStrictEqual([...this.sets.get(`${t.family} ${s.name}`)!.keys()].sort(), elementList(s.elements).map(keyText).sort(), `${what}: ${t.family} ${s.name}`);
   }
 }
 

@@ -4,35 +4,37 @@
 // changed services removes their old elements and adds their new ones: the work and the
 // element changes it hands the engine grow with those services, not with the table.
 import { elementChanges, type DesiredNftTable } from '../../engine/nft-diff.js';
-import { ElementStore, keyText } from '../element-store.js';
+import { ElementStore, keyText, PackedStore } from '../element-store.js';
 import type { NftElementChange } from '../../engine/engine.js';
 import type { FlowFilter } from '../../kernel/conntrack.js';
 import type { SetElement } from '../../kernel/nftables.js';
-import type { KeyValue } from '../../kernel/nft-types.js';
 import { modelContext, serviceModel, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
 import type { ServiceSummary } from '../../kube/types.js';
 import { ServiceRegistry, type Made } from '../service-registry.js';
 import type { Fam } from '../nft-sets.js';
 import type { DataPlane, PlaneSources, PlaneStep } from '../data-plane.js';
 import {
-  addressShard, affinityTimeoutSet, endpointsMap, FIXED_SETS, hairpinElement, hairpinSet, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, SHARDS, staticElements,
+  affinityTimeoutSet, endpointsMap, FIXED_SETS, hairpinOf, hairpinSet, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, SHARDS, staticElements,
   type Firewall, type FrontendPart, type ServiceParts, type SetDecl, type TableShape,
 } from './table.js';
 
-/** The sets whose keys two services (or two ports of one) can both put: a hairpin endpoint, a
- *  cluster IP, the configuration's, keyed by text (a hairpin element's is its address: both
- *  parts are, no new text for ~100k of them at 10k services × 10). Every other set is keyed by
- *  a frontend, which one service owns, with unique endpoints behind it: its keys are unique
- *  without checking. */
+/** The sets whose keys two services (or two ports of one) can both put: a cluster IP, the
+ *  configuration's, keyed by text. Every other set is keyed by a frontend, which one service
+ *  owns, with unique endpoints behind it: its keys are unique without checking. */
 const SHARED_KEYS: ReadonlySet<string> = new Set(['cluster-addrs', 'service-protocols', 'cluster-cidrs', 'service-cidrs', 'service-shards', 'hairpin-shards']);
 const isHairpin = (name: string) => name.startsWith('hairpin-') && name !== 'hairpin-shards';
-const byAddress = (e: SetElement) => e.key[0] as string;
 
-/** A set's store: its declaration's set with the elements given. */
-function store(family: Fam, decl: SetDecl, elements: readonly SetElement[] = []): ElementStore {
-  const keyOf = isHairpin(decl.name) ? byAddress : SHARED_KEYS.has(decl.name) ? keyText : undefined;
-  return new ElementStore(family, { ...decl, elements: [...elements], unique: true }, keyOf);
+/** A set's store: its declaration's set with the elements given. The sets that grow with the
+ *  endpoints keep bytes: an endpoint map a block per frontend, a hairpin set an element per
+ *  endpoint address (keyed by it: two services can both have it). */
+function store(family: Fam, decl: SetDecl, elements: readonly SetElement[] = []): Store {
+  if (decl.name.startsWith('endpoints-') || isHairpin(decl.name)) return new PackedStore(family, decl, isHairpin(decl.name));
+  return new ElementStore(family, { ...decl, elements: [...elements], unique: true }, SHARED_KEYS.has(decl.name) ? keyText : undefined);
 }
+type Store = ElementStore | PackedStore;
+
+/** A hairpin element's bytes, made in place. */
+const HAIRPIN = Buffer.alloc(32);
 
 /** What a rebuild or a patch hands the engine, and the conntrack flows to delete once it applied. */
 export interface ElementStep {
@@ -47,7 +49,7 @@ export interface ElementStep {
 
 interface Family {
   family: Fam;
-  sets: Map<string, ElementStore>;
+  sets: Map<string, Store>;
   sizes: number[];
   shortCircuitSizes: number[];
   affinityTimeouts: number[];
@@ -147,7 +149,7 @@ export class NftablesPlane implements DataPlane {
     const fams = {} as Record<Fam, Family>;
     for (const f of FAMS) {
       const fixed = staticElements(f, ctx);
-      const sets = new Map<string, ElementStore>(FIXED_SETS.map((n) => [n, store(f, setDecl(f, n), fixed[n])]));
+      const sets = new Map<string, Store>(FIXED_SETS.map((n) => [n, store(f, setDecl(f, n), fixed[n])]));
       const fam: Family = { family: f, sets, sizes: [], shortCircuitSizes: [], affinityTimeouts: [], firewalls: new Map(), table: undefined };
       for (const n of last?.[f].sizes ?? []) this.addSize(fam, n);
       fam.shortCircuitSizes.push(...(last?.[f].shortCircuitSizes ?? []));
@@ -201,7 +203,9 @@ export class NftablesPlane implements DataPlane {
   tables(): DesiredNftTable[] {
     return FAMS.map((f) => {
       const fam = this.families![f];
-      fam.table ??= proxyTable(f, shapeOf(fam), this.ctx!, [...fam.sets.values()].map((s) => s.set));
+      // each time: a packed store's set holds its bytes as they are now
+      const sets = [...fam.sets.values()].map((s) => s.set);
+      fam.table ??= proxyTable(f, shapeOf(fam), this.ctx!, sets);
       return fam.table;
     });
   }
@@ -212,11 +216,11 @@ export class NftablesPlane implements DataPlane {
 
   /** A service's cluster IPs, and its owned frontends' elements and endpoints. */
   private put(parts: ServiceParts, owned: readonly FrontendPart[]): void {
-    for (const e of parts.clusterAddrs) this.families![e.family].sets.get(e.set)!.add(e.element);
+    for (const e of parts.clusterAddrs) this.elements(this.families![e.family], e.set).add(e.element);
     for (const fe of owned) {
       const fam = this.families![fe.family];
       if (fe.endpointCount && !fam.sets.has(endpointsMap(fe.endpointCount, 0))) this.addSize(fam, fe.endpointCount);
-      const m = fe.shortCircuit?.length;
+      const m = fe.shortCircuit?.count;
       if (m && !fam.sets.has(endpointsMap(m, 0))) this.addSize(fam, m);
       if (m && !fam.shortCircuitSizes.includes(m)) {
         fam.shortCircuitSizes.push(m);
@@ -227,25 +231,25 @@ export class NftablesPlane implements DataPlane {
         fam.firewalls.set(fe.firewall.chain, fe.firewall);
         fam.table = undefined;
       }
-      for (let i = 0; i < fe.elements.length; i++) fam.sets.get(fe.sets[i]!)!.add(fe.elements[i]!);
-      for (const block of [fe.endpointElements, fe.shortCircuit]) {
-        if (!block?.length) continue;
-        fam.sets.get(endpointsMap(block.length, fe.shard))!.addBlock(block);
+      for (let i = 0; i < fe.elements.length; i++) this.elements(fam, fe.sets[i]!).add(fe.elements[i]!);
+      for (const block of [fe.endpointBlock, fe.shortCircuit]) {
+        if (!block) continue;
+        this.packed(fam, endpointsMap(block.count, fe.shard)).addBlock(block.bytes);
         // the hairpin set's elements derive from the blocks, not kept (one per endpoint)
-        for (const e of block) this.hairpin(fam, e).add(hairpinElement(e));
+        for (let i = 0; i < block.count; i++) this.packed(fam, hairpinSet(hairpinOf(fam.family, block, i, HAIRPIN))).put(HAIRPIN, 0);
       }
     }
   }
 
   private take(parts: ServiceParts, owned: readonly FrontendPart[]): void {
-    for (const e of parts.clusterAddrs) this.families![e.family].sets.get(e.set)!.remove(e.element);
+    for (const e of parts.clusterAddrs) this.elements(this.families![e.family], e.set).remove(e.element);
     for (const fe of owned) {
       const fam = this.families![fe.family];
-      for (let i = 0; i < fe.elements.length; i++) fam.sets.get(fe.sets[i]!)!.remove(fe.elements[i]!);
-      for (const block of [fe.endpointElements, fe.shortCircuit]) {
-        if (!block?.length) continue;
-        fam.sets.get(endpointsMap(block.length, fe.shard))!.removeBlock(block);
-        for (const e of block) this.hairpin(fam, e).remove(hairpinElement(e));
+      for (let i = 0; i < fe.elements.length; i++) this.elements(fam, fe.sets[i]!).remove(fe.elements[i]!);
+      for (const block of [fe.endpointBlock, fe.shortCircuit]) {
+        if (!block) continue;
+        this.packed(fam, endpointsMap(block.count, fe.shard)).removeBlock(block.bytes);
+        for (let i = 0; i < block.count; i++) this.packed(fam, hairpinSet(hairpinOf(fam.family, block, i, HAIRPIN))).take(HAIRPIN, 0);
       }
       if (fe.firewall) {
         fam.firewalls.delete(fe.firewall.chain);
@@ -254,9 +258,14 @@ export class NftablesPlane implements DataPlane {
     }
   }
 
-  /** The hairpin set of an endpoint map element's endpoint. */
-  private hairpin(fam: Family, e: SetElement): ElementStore {
-    return fam.sets.get(hairpinSet(addressShard((e.data as KeyValue[])[0] as string)))!;
+  /** A set of the family's kept as objects. */
+  private elements(fam: Family, set: string): ElementStore {
+    return fam.sets.get(set) as ElementStore;
+  }
+
+  /** A set of the family's kept as bytes (an endpoint map, a hairpin set). */
+  private packed(fam: Family, set: string): PackedStore {
+    return fam.sets.get(set) as PackedStore;
   }
 
   private addSize(fam: Family, n: number): void {

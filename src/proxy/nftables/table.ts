@@ -50,7 +50,7 @@ import type { Expr } from '../../kernel/nft-expr.js';
 import * as R from '../../kernel/nft-rules.js';
 import type { IpvsProtocol } from '../../kernel/ipvs.js';
 import { jhash, scale } from '../../kernel/jhash.js';
-import { ipv4ToU32, type KeyValue } from '../../kernel/nft-types.js';
+import { encodeKeyInto, ipv4ToU32, keyLength, mapTypes, type DataType, type KeyValue } from '../../kernel/nft-types.js';
 import type { SetElement } from '../../kernel/nftables.js';
 import { frontendEndpoints, frontends, shortCircuitEndpoints, type FrontendKind, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
 import type { FrontendClaim } from '../service-registry.js';
@@ -104,10 +104,10 @@ export interface FrontendPart extends FrontendClaim {
    *  their stale flows. */
   endpoints?: Array<readonly [string, number]>;
   /** Its endpoint map's elements (the map `endpointsMap(endpointCount)`), by endpoint index. */
-  endpointElements: SetElement[];
+  endpointBlock?: EndpointBlock;
   /** An external frontend of a Local policy: the elements pods and the node reach (in the map
-   *  `endpointsMap(shortCircuit.length)`), keyed SHORT_CIRCUIT + index. */
-  shortCircuit?: SetElement[];
+   *  `endpointsMap(shortCircuit.count)`), keyed SHORT_CIRCUIT + index. */
+  shortCircuit?: EndpointBlock;
   /** What else it puts into its family's table: `elements[i]` into the set named `sets[i]`
    *  (two arrays, not an object per element). */
   sets: string[];
@@ -115,6 +115,48 @@ export interface FrontendPart extends FrontendClaim {
   firewall?: Firewall;
   /** sessionAffinity ClientIP with endpoints: its timeout in seconds. */
   affinity?: number;
+}
+
+/** A frontend's elements in an endpoint map, as the bytes the kernel holds (PackedStore): one
+ *  object per frontend, not three per endpoint. */
+export interface EndpointBlock {
+  /** The elements' bytes, key and value each, by index. */
+  bytes: Buffer;
+  /** How many endpoints. */
+  count: number;
+}
+
+/** The endpoint maps' key and value types, and an element's width in bytes, by family. */
+const ENDPOINT_TYPES: Partial<Record<Fam, { key: DataType[]; value: DataType[]; keyWidth: number; width: number }>> = {};
+function endpointTypes(f: Fam) {
+  return (ENDPOINT_TYPES[f] ??= (() => {
+    const d = setDecl(f, endpointsMap(1, 0));
+    const value = mapTypes(d.map as DataType[]);
+    return { key: d.key, value, keyWidth: keyLength(d.key), width: keyLength(d.key) + keyLength(value) };
+  })());
+}
+
+/** A frontend's endpoints' elements, index `base` + i each. */
+function endpointBlock(family: Fam, tuple: readonly [string, IpvsProtocol, number], eps: ReadonlyArray<{ address: string; port: number }>, base: number): EndpointBlock | undefined {
+  if (!eps.length) return undefined;
+  const t = endpointTypes(family);
+  const bytes = Buffer.alloc(eps.length * t.width);
+  eps.forEach((ep, i) => {
+    encodeKeyInto(t.key, [tuple[0], tuple[1], tuple[2], base + i], bytes, i * t.width);
+    encodeKeyInto(t.value, [ep.address, ep.port], bytes, i * t.width + t.keyWidth);
+  });
+  return { bytes, count: eps.length };
+}
+
+/** The hairpin sets' element of endpoint i of a block: its address twice (daddr . saddr of a
+ *  packet DNATed back to where it came from), written into `out` from the block's bytes; its
+ *  hairpin shard (addressShard). */
+export function hairpinOf(family: Fam, block: EndpointBlock, i: number, out: Buffer): number {
+  const t = endpointTypes(family);
+  const at = i * t.width + t.keyWidth;
+  const n = family === 'ip' ? 4 : 16;
+  for (let k = 0; k < n; k++) out[k] = out[n + k] = block.bytes[at + k]!;
+  return scale(jhash(out, 0, n), SHARDS);
 }
 
 /** What one service puts into the tables: per frontend, and its cluster IPs. */
@@ -143,11 +185,8 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
       else if (scEps.length) put('external-local', { key: tuple });
       // No endpoint at all: refused at once. Endpoints elsewhere but a Local policy: dropped.
       if (eps.length === 0) put(p.cluster.length === 0 && p.local.length === 0 ? 'reject-services' : 'drop-services', { key: tuple });
-      const endpointElements = new Array<SetElement>(eps.length);
-      eps.forEach((ep, i) => {
-        endpointElements[i] = { key: [fe.address, p.protocol, fe.port, i], data: [ep.address, ep.port] };
-      });
-      const shortCircuit = scEps.map((ep, i): SetElement => ({ key: [fe.address, p.protocol, fe.port, SHORT_CIRCUIT + i], data: [ep.address, ep.port] }));
+      const endpoints = endpointBlock(family, [fe.address, p.protocol, fe.port], eps, 0);
+      const shortCircuit = endpointBlock(family, [fe.address, p.protocol, fe.port], scEps, SHORT_CIRCUIT);
       // every endpoint a client of the frontend can be sent to (the short-circuit's are the
       // Cluster policy's: a superset of the local ones but for serving-terminating fallbacks)
       const reached = scEps.length ? uniqEndpoints([...eps, ...scEps]) : eps;
@@ -171,8 +210,8 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         port: fe.port,
         shard: frontendShard(fe.address, fe.port),
         endpointCount: eps.length,
-        endpointElements,
-        ...(shortCircuit.length ? { shortCircuit } : {}),
+        ...(endpoints ? { endpointBlock: endpoints } : {}),
+        ...(shortCircuit ? { shortCircuit } : {}),
         ...(p.protocol !== 'tcp' ? { endpoints: reached.map((ep) => [ep.address, ep.port] as const) } : {}),
         // exact-size copies (pushed-to arrays keep room for 17; the plane keeps ~11k of each)
         sets: sets.slice(),
@@ -193,13 +232,6 @@ function uniqEndpoints<T extends { address: string; port: number }>(eps: readonl
     const k = `${ep.address} ${ep.port}`;
     return !seen.has(k) && (seen.add(k), true);
   });
-}
-
-/** The hairpin sets' element of an endpoint: its address twice (daddr . saddr of a packet
- *  DNATed back to where it came from), from an endpoint map element's data. */
-export function hairpinElement(endpoint: SetElement): SetElement {
-  const address = (endpoint.data as KeyValue[])[0]!;
-  return { key: [address, address] };
 }
 
 /** How many sets each set that grows with the endpoints is split into. */
