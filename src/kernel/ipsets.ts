@@ -11,9 +11,8 @@ import {
   type NativeIpSetOp,
   type NativeIpSetOptions,
   type NativeIpsetHandle,
-  type SocketStats,
 } from '../native.js';
-import { ApplyResult, checkOpList, redoInterrupted, type BatchOptions } from './batch.js';
+import { ApplyResult, HandleFacade, checkOpList, redoInterrupted, type BatchOptions } from './batch.js';
 
 export type { IpSetFamily, IpSetProto };
 
@@ -113,11 +112,9 @@ function shapeOf(h: { type: string; family?: IpSetFamily }): SetShape {
 }
 
 /** ipset over nfnetlink. One handle owns one netlink socket (per network namespace). */
-export class IpSets implements IpSetsApi {
+export class IpSets extends HandleFacade<NativeIpsetHandle> implements IpSetsApi {
   /** name -> type/family, learned from creates and dumps, so add/del need no extra request. */
   private readonly shapes = new Map<string, SetShape>();
-
-  private constructor(private readonly h: NativeIpsetHandle) {}
 
   /** Opens a handle and negotiates the protocol (throws `unsupported` without ip_set). */
   static async open(opts: HandleOptions = {}): Promise<IpSets> {
@@ -168,15 +165,6 @@ export class IpSets implements IpSetsApi {
     return [...present].map((x) => x === 1);
   }
 
-  /** Closes the handle's socket(s) once the calls made before it are done; every later call
-   *  rejects with a NetlinkError of kind 'invalid', code 'EBADF'. */
-  close(): Promise<void> {
-    return this.h.close();
-  }
-
-  socketStats(): SocketStats {
-    return this.h.stats();
-  }
 
   /** Fills type/family of add/del ops by replaying the batch's creates/renames/swaps over the
    *  known shapes. Returns undefined when a set is unknown and `final` is false. */
