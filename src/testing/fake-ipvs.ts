@@ -23,7 +23,7 @@ import {
 } from '../kernel/ipvs.js';
 import { packIpvsOps } from '../kernel/ipvs-pack.js';
 import { native } from '../native.js';
-import { destKey, destShape, serviceKey, serviceShape } from '../engine/ipvs-model.js';
+import { destKey, serviceKey, serviceShape } from '../engine/ipvs-model.js';
 import { canonicalAddress, familyOf } from '../net/address.js';
 
 const ERRNO = { EEXIST: 17, ESRCH: 3, ENOENT: 2, EINVAL: 22 } as const;
@@ -359,17 +359,17 @@ function materialize(c: ServiceConfig): Service {
 }
 
 function materializeDest(d: DestinationConfig): Destination {
-  const shape = destShape(d);
   const address = canonicalAddress(d.address);
+  const forward = d.forward ?? 'droute';
   return {
     family: d.family ?? familyOf(address),
     address,
     port: d.port,
-    forward: shape.forward,
-    weight: shape.weight,
-    upperThreshold: shape.upperThreshold,
-    lowerThreshold: shape.lowerThreshold,
-    ...(shape.forward === 'tunnel' && d.tunnel ? { tunnel: d.tunnel } : {}),
+    forward,
+    weight: d.weight ?? 1,
+    upperThreshold: d.upperThreshold ?? 0,
+    lowerThreshold: d.lowerThreshold ?? 0,
+    ...(forward === 'tunnel' && d.tunnel ? { tunnel: d.tunnel } : {}),
     activeConns: 0,
     inactiveConns: 0,
     persistentConns: 0,
