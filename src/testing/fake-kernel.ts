@@ -3,7 +3,7 @@
 // with a log of the writes it received — so engine and proxy tests assert exact, minimal deltas.
 // FakeIpvs (fake-ipvs.ts) is the IPVS part.
 import { NetlinkError } from '../errors.js';
-import { ApplyResult, type BatchOptions } from '../kernel/batch.js';
+import type { ApplyResult, BatchOptions } from '../kernel/batch.js';
 import type { ConntrackApi, DeleteFlowsResult, Flow, FlowFilter } from '../kernel/conntrack.js';
 import type { IpSet, IpSetMember, IpSetOp, IpSetsApi, IpSetSpec } from '../kernel/ipsets.js';
 import type { Address, Link, LinkOp, LinksApi } from '../kernel/links.js';
@@ -13,28 +13,8 @@ import { NftCommitResult, NftTransaction, PackedElements, type CommitOptions, ty
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { memberKey } from '../engine/ipsets-diff.js';
 import { elementKey, stableStringify } from '../engine/nft-diff.js';
+import { err, runBatch } from './fake-batch.js';
 import { FakeIpvs } from './fake-ipvs.js';
-
-const ERRNO: Record<string, number> = { EEXIST: 17, ENOENT: 2, ENODEV: 19, EBUSY: 16, EINVAL: 22, ESRCH: 3, ENETUNREACH: 101 };
-
-function err(code: string, op: string, index: number): NetlinkError {
-  return new NetlinkError({ message: `${op}: ${code}`, code, errno: ERRNO[code] ?? 4100, kind: 'kernel', op, index });
-}
-
-/** Runs ops one by one with the kernel's per-op outcome; continues or stops like the real batch. */
-function runBatch<Op>(ops: Op[], opts: BatchOptions, one: (op: Op) => string | undefined, name: (op: Op) => string): ApplyResult {
-  const statuses = new Uint8Array(ops.length);
-  const errors: NetlinkError[] = [];
-  for (let i = 0; i < ops.length; i++) {
-    const code = one(ops[i]!);
-    if (code) {
-      statuses[i] = 2;
-      errors.push(err(code, name(ops[i]!), i));
-      if (opts.stopOnError ?? true) break;
-    } else statuses[i] = 1;
-  }
-  return new ApplyResult({ statuses, errors, sendmsgCalls: ops.length ? 1 : 0 });
-}
 
 // ---- links -----------------------------------------------------------------------------------
 
@@ -272,8 +252,7 @@ export class FakeIpSets implements IpSetsApi {
     this.log.push(structuredClone(ops));
     const inject = this.failNext;
     this.failNext = undefined;
-    let i = 0;
-    return runBatch(ops, opts, (op) => (inject && inject.index === i++ ? inject.code : this.one(op)), (op) => `ipset ${op.op} ${op.name}`);
+    return runBatch(ops, opts, (op, i) => (inject && inject.index === i ? inject.code : this.one(op)), (op) => `ipset ${op.op} ${op.name}`);
   }
 
   private one(op: IpSetOp): string | undefined {
