@@ -49,18 +49,23 @@ export class Routes extends HandleFacade<NativeRtnlHandle> implements RoutesApi 
   }
 
   async apply(ops: RouteOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
-    checkOpList(ops, 'routes apply');
-    ops.forEach((o, i) => {
-      // The shared rtnetlink handle takes link ops too: keep this surface to routes.
-      let op: unknown;
-      try {
-        op = (o as { op?: unknown }).op;
-      } catch (e) {
-        throw NetlinkError.atOp(e, { index: i });
-      }
-      if (op !== 'addRoute' && op !== 'delRoute')
-        throw NetlinkError.invalid(`op ${i}`, `not a route op (${typeof op === 'string' ? JSON.stringify(op) : typeof op})`, { index: i });
-    });
+    checkRouteOps(ops);
     return new ApplyResult(await this.h.apply(ops, opts));
   }
+}
+
+/** The ops of a routes apply: a list of route ops. The rtnetlink handle takes link ops too, so
+ *  this surface refuses them (a NetlinkError of kind 'invalid' naming the op). */
+export function checkRouteOps(ops: unknown): asserts ops is RouteOp[] {
+  checkOpList(ops, 'routes apply');
+  ops.forEach((o, i) => {
+    let op: unknown;
+    try {
+      op = (o as { op?: unknown }).op;
+    } catch (e) {
+      throw NetlinkError.atOp(e, { index: i });
+    }
+    if (op !== 'addRoute' && op !== 'delRoute')
+      throw NetlinkError.invalid(`op ${i}`, `not a route op (${typeof op === 'string' ? JSON.stringify(op) : typeof op})`, { index: i });
+  });
 }
