@@ -101,20 +101,21 @@ export interface IpSetsApi {
   test(name: string, members: IpSetMember[]): Promise<boolean[]>;
 }
 
-interface SetShape {
+/** What add/del ops and a listing need to know of a set by its name. */
+export interface IpSetShape {
   type: IpSetType;
-  family: IpSetFamily | undefined;
+  family?: IpSetFamily;
 }
 
 // A type that is not a string is carried as it is, for the addon to refuse with the op's index.
-function shapeOf(h: { type: string; family?: IpSetFamily }): SetShape {
+function shapeOf(h: { type: string; family?: IpSetFamily }): IpSetShape {
   return { type: h.type as IpSetType, family: typeof h.type === 'string' && h.type.startsWith('bitmap:') ? undefined : (h.family ?? 'inet') };
 }
 
 /** ipset over nfnetlink. One handle owns one netlink socket (per network namespace). */
 export class IpSets extends HandleFacade<NativeIpsetHandle> implements IpSetsApi {
   /** name -> type/family, learned from creates and dumps, so add/del need no extra request. */
-  private readonly shapes = new Map<string, SetShape>();
+  private readonly shapes = new Map<string, IpSetShape>();
 
   /** Opens a handle and negotiates the protocol (throws `unsupported` without ip_set). */
   static async open(opts: HandleOptions = {}): Promise<IpSets> {
@@ -181,12 +182,12 @@ export class IpSets extends HandleFacade<NativeIpsetHandle> implements IpSetsApi
           case 'swap':
           case 'destroy':
           case 'flush':
-            replay(view, op);
+            replayShapes(view, op);
             out.push(op);
             break;
           case 'add':
           case 'del': {
-            let shape: SetShape | undefined = op.type ? shapeOf({ type: op.type, family: op.family }) : view.get(op.name);
+            let shape: IpSetShape | undefined = op.type ? shapeOf({ type: op.type, family: op.family }) : view.get(op.name);
             if (!shape) {
               if (!final) return undefined;
               throw unknownSet(`op ${i} (${op.op} ${String(op.name)})`, String(op.name), i);
@@ -206,15 +207,15 @@ export class IpSets extends HandleFacade<NativeIpsetHandle> implements IpSetsApi
 
   private learn(ops: IpSetOp[], result: ApplyResult): void {
     ops.forEach((op, i) => {
-      if (result.status(i) === 'ok') replay(this.shapes, op);
+      if (result.status(i) === 'ok') replayShapes(this.shapes, op);
     });
   }
 }
 
 /** What one op does to the shapes of the sets by name (create, rename, swap and destroy change
  *  them; add, del and flush do not): resolve replays a batch over a copy, learn the ops the
- *  kernel took over the known shapes. */
-function replay(shapes: Map<string, SetShape>, op: IpSetOp): void {
+ *  kernel took over the known shapes, and a restore's parser its input. */
+export function replayShapes(shapes: Map<string, IpSetShape>, op: IpSetOp): void {
   switch (op.op) {
     case 'create':
       shapes.set(op.name, shapeOf(op));
