@@ -68,10 +68,6 @@ export function drainKey(svc: string, dest: string): string {
   return `${svc}/${dest}`;
 }
 
-function idOf(s: Service | DesiredService): ServiceId {
-  return serviceId(s);
-}
-
 /** The destination as an op carries it: canonical address; `d` itself when it is already
  *  (ops hold desired objects where they can: at 10k services × 10, 110k objects fewer in a
  *  full plan than copies; a plan's caller changes no desired object before it applied it). */
@@ -219,7 +215,7 @@ export function diffWanted(
         else bits |= 1 << j;
         if (sameDestShape(d, hd)) continue;
       }
-      destOps.push(destOp(d, hd, (id ??= idOf(want))));
+      destOps.push(destOp(d, hd, (id ??= serviceId(want))));
     }
     for (let j = 0; j < haveList.length; j++)
       if (!isMatched(bits, bytes, j)) removeDestination(input, key, (haveId ??= keyToId(key)), haveList[j]!, destOps, draining, flushFlows);
