@@ -228,13 +228,11 @@ export class FakeIpvs implements IpvsApi {
   }
 
   async startDaemon(d: DaemonConfig): Promise<void> {
-    const r = await this.apply([{ op: 'startDaemon', daemon: d }]);
-    if (r.errors[0]) throw r.errors[0];
+    (await this.apply([{ op: 'startDaemon', daemon: d }])).orThrow();
   }
 
   async stopDaemon(state: 'master' | 'backup'): Promise<void> {
-    const r = await this.apply([{ op: 'stopDaemon', daemon: { state } }]);
-    if (r.errors[0]) throw r.errors[0];
+    (await this.apply([{ op: 'stopDaemon', daemon: { state } }])).orThrow();
   }
 
   /** Test hook: set a destination's connection counts (as traffic would). */
