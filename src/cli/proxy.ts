@@ -4,6 +4,7 @@ import { NetlinkError, errorJson } from '../errors.js';
 import { Ipvs } from '../kernel/ipvs.js';
 import { Links } from '../kernel/links.js';
 import type { ManifestSet, ManifestWarning } from '../kube/manifests.js';
+import type { ModelWarning } from '../kube/types.js';
 import type { HandleOptions } from '../native.js';
 import { nodeAddresses } from '../proxy/node-addresses.js';
 import { applySysctls, proxySysctls } from '../proxy/sysctl.js';
@@ -93,8 +94,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
           console.log(PLAN_SUMMARY_HEADER);
           for (const l of lines) console.log(l);
           console.log(`# ${lines.length} write(s) planned; nothing changed`);
-          printManifestWarnings(manifestWarnings);
-          for (const w of summary.warnings) console.error(`warning: ${JSON.stringify(w)}`);
+          printWarnings(manifestWarnings, summary.warnings);
         }
         return;
       }
@@ -105,8 +105,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       } catch (e) {
         // The sync stopped before it had a model to report: the translation's warnings may say
         // which object it was (a value it let through that the kernel layer refused).
-        printManifestWarnings(manifestWarnings);
-        for (const w of proxier.warnings()) console.error(`warning: ${JSON.stringify(w)}`);
+        printWarnings(manifestWarnings, proxier.warnings());
         throw e;
       }
       const { report, summary, model } = synced;
@@ -120,8 +119,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
             ` (${report.durations.totalMs.toFixed(1)} ms)`,
         );
         for (const s of sysctls.filter((x) => !x.ok)) console.error(`warning: sysctl ${s.name}=${s.value}: ${s.error}`);
-        printManifestWarnings(manifestWarnings);
-        for (const w of summary.warnings) console.error(`warning: ${JSON.stringify(w)}`);
+        printWarnings(manifestWarnings, summary.warnings);
         for (const i of report.invalid) console.error(`refused: ${JSON.stringify(i)}`);
         for (const e of report.errors) console.error(`error: ${e.message}`);
       }
@@ -156,9 +154,11 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
     });
 }
 
-/** Manifest objects skipped for their shape (the rest was read and is programmed). */
-function printManifestWarnings(ws: readonly ManifestWarning[]): void {
-  for (const w of ws) console.error(`warning: skipped ${w.source}: ${w.message}`);
+/** Manifest objects skipped for their shape (the rest was read and is programmed), then what
+ *  the translation warned of. */
+function printWarnings(manifest: readonly ManifestWarning[], model: readonly ModelWarning[]): void {
+  for (const w of manifest) console.error(`warning: skipped ${w.source}: ${w.message}`);
+  for (const w of model) console.error(`warning: ${JSON.stringify(w)}`);
 }
 
 /** Removes what ipvsync owns, by the rule `sync` and `proxy` follow (README "Ownership"), and

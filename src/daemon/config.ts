@@ -13,6 +13,7 @@ import { parseYamlDocuments, renderYaml, YamlSyntaxError } from '../yaml.js';
 import { cidrText, parseCidr, validIp } from '../net/address.js';
 import { isKnownScheduler } from '../proxy/ipvs/scheduler.js';
 import type { Scheduler } from '../kernel/ipvs.js';
+import { isMapping } from '../kube/fields.js';
 import { LABEL_TOPOLOGY_ZONE, type ProxyConfig } from '../kube/types.js';
 import type { ProxierOptions } from '../proxy/proxier.js';
 
@@ -160,10 +161,6 @@ export function formatDuration(ms: number): string {
 
 type Raw = Record<string, unknown>;
 
-function isObject(v: unknown): v is Raw {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
 function describe(v: unknown): string {
   if (Array.isArray(v)) return 'a list';
   if (v === null) return 'null';
@@ -173,14 +170,14 @@ function describe(v: unknown): string {
 
 /** The value at a dotted path ("ipvs.syncPeriod"); undefined where a step is not a mapping. */
 function getAt(obj: unknown, path: string): unknown {
-  return path.split('.').reduce<unknown>((o, k) => (isObject(o) ? o[k] : undefined), obj);
+  return path.split('.').reduce<unknown>((o, k) => (isMapping(o) ? o[k] : undefined), obj);
 }
 
 /** Sets a dotted path, making (or replacing by) mappings on the way. */
 function setAt(obj: object, path: string, value: unknown): void {
   const parts = path.split('.');
   let node = obj as Raw;
-  for (const p of parts.slice(0, -1)) node = (isObject(node[p]) ? node[p] : (node[p] = {})) as Raw;
+  for (const p of parts.slice(0, -1)) node = (isMapping(node[p]) ? node[p] : (node[p] = {})) as Raw;
   node[parts.at(-1)!] = value;
 }
 
@@ -313,7 +310,7 @@ const labels: Kind<Record<string, string>> = {
   render: (v) => v,
   read(c, v, path) {
     const pairs: Array<[string, unknown]> = [];
-    if (isObject(v)) pairs.push(...Object.entries(v));
+    if (isMapping(v)) pairs.push(...Object.entries(v));
     else {
       const list = items(v);
       if (!list) return c.bad(path, `must be a mapping of labels or KEY=VALUE items, not ${describe(v)}`);
@@ -598,7 +595,7 @@ function combineDocuments(docs: readonly unknown[], c: Checker, source?: string)
   const seen = new Set<string>();
   for (const raw of docs) {
     if (raw === undefined || raw === null) continue;
-    if (!isObject(raw)) throw new ConfigError([{ path: '(document)', message: `must be a mapping, not ${describe(raw)}` }], source);
+    if (!isMapping(raw)) throw new ConfigError([{ path: '(document)', message: `must be a mapping, not ${describe(raw)}` }], source);
     const type = documentType(raw, c);
     if (!type) continue;
     if (seen.has(type.kind)) c.bad('kind', `a second ${type.kind} document`);
@@ -611,7 +608,7 @@ function combineDocuments(docs: readonly unknown[], c: Checker, source?: string)
     for (const section of known.keys()) {
       const obj = section ? kept[section] : kept;
       if (obj === undefined || obj === null) continue;
-      if (!isObject(obj)) {
+      if (!isMapping(obj)) {
         c.bad(section, `must be a mapping, not ${describe(obj)}`);
         continue;
       }
@@ -627,7 +624,7 @@ function combineDocuments(docs: readonly unknown[], c: Checker, source?: string)
     }
     for (const [k, v] of Object.entries(kept)) {
       if (k === 'apiVersion' || k === 'kind') continue;
-      out[k] = isObject(v) && isObject(out[k]) ? { ...(out[k] as Raw), ...v } : v;
+      out[k] = isMapping(v) && isMapping(out[k]) ? { ...(out[k] as Raw), ...v } : v;
     }
   }
   return out;
@@ -702,7 +699,7 @@ export const COMMAND_FLAGS = CONFIG_FLAGS.filter((f) => BY_FLAG.get(f.flag)![0] 
  * ignored with a note (kube-proxy ignores it silently).
  */
 export function mergeFlags(doc: unknown, flags: Record<string, unknown>): { doc: Raw; flagPaths: Map<string, string>; notes: string[] } {
-  const out: Raw = isObject(doc) ? structuredClone(doc) : {};
+  const out: Raw = isMapping(doc) ? structuredClone(doc) : {};
   const flagPaths = new Map<string, string>();
   const notes: string[] = [];
   const modeFlag = flags['proxy-mode'] ?? flags.proxyMode ?? out.mode;

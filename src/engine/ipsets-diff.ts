@@ -17,26 +17,21 @@ const NET_TYPES = /net/;
 
 /** Canonical member text: the fields that make a member's identity in its set. */
 export function memberKey(type: string, m: IpSetMember): string {
-  const net = NET_TYPES.test(type);
-  const net2 = /net$/.test(type);
-  let ip = m.ip ? canonicalAddress(m.ip) : '';
-  const host = ip.includes(':') ? 128 : 32;
-  // The kernel stores a net member's network address (10.1.2.3/16 is 10.1.0.0/16).
-  if (m.ip && net) ip = masked(ip, m.cidr ?? host);
-  const cidr = m.ip && net ? `/${m.cidr ?? host}` : '';
-  let ip2 = m.ip2 ? canonicalAddress(m.ip2) : '';
-  const host2 = ip2.includes(':') ? 128 : 32;
-  if (m.ip2 && net2) ip2 = masked(ip2, m.cidr2 ?? host2);
-  const cidr2 = m.ip2 && net2 ? `/${m.cidr2 ?? host2}` : '';
   const proto = m.proto === undefined ? '' : String(m.proto);
-  return [ip + cidr, proto, m.port ?? '', ip2 + cidr2].join(',');
+  return [memberAddress(m.ip, m.cidr, NET_TYPES.test(type)), proto, m.port ?? '', memberAddress(m.ip2, m.cidr2, /net$/.test(type))].join(',');
 }
 
-function masked(ip: string, len: number): string {
+/** One address of a member: canonical; of a net dimension, as the network the kernel stores
+ *  (10.1.2.3/16 is 10.1.0.0/16) with its length. */
+function memberAddress(ip: string | undefined, len: number | undefined, net: boolean): string {
+  if (!ip) return '';
+  const a = canonicalAddress(ip);
+  if (!net) return a;
+  const bits = len ?? (a.includes(':') ? 128 : 32);
   try {
-    return networkText(parseCidr(`${ip}/${len}`));
+    return `${networkText(parseCidr(`${a}/${bits}`))}/${bits}`;
   } catch {
-    return ip; // not an address: the handle rejects it (typed) when the op is built
+    return `${a}/${bits}`; // not an address: the handle rejects it (typed) when the op is built
   }
 }
 

@@ -68,10 +68,6 @@ export function drainKey(svc: string, dest: string): string {
   return `${svc}/${dest}`;
 }
 
-function idOf(s: Service | DesiredService): ServiceId {
-  return serviceId(s);
-}
-
 /** The destination as an op carries it: canonical address; `d` itself when it is already
  *  (ops hold desired objects where they can: at 10k services × 10, 110k objects fewer in a
  *  full plan than copies; a plan's caller changes no desired object before it applied it). */
@@ -189,48 +185,40 @@ export function diffWanted(
     // service (its key's id) for the removals.
     let id: ServiceId | undefined;
     let haveId: KernelServiceId | undefined;
-    if (wantList.length <= pairwise && haveList.length <= pairwise) {
-      // Short lists (nearly every service) pair up directly: no key text, Map or Set per
-      // destination (at 10k services x 10, ~110k key texts and 22k collections per full plan).
-      // which of haveList are matched: bit j of a number (up to 31 of them), else a byte each
-      let bits = 0;
-      const bytes = haveList.length > 31 ? new Uint8Array(haveList.length) : undefined;
-      next: for (let i = 0; i < wantList.length; i++) {
-        const d = wantList[i]!;
+    // Destinations pair up by address and port. Short lists (nearly every service) are
+    // searched directly: no key text, Map or Set per destination (at 10k services x 10, ~110k
+    // key texts and 22k collections per full plan); longer ones through their key texts.
+    const keyed = wantList.length > pairwise || haveList.length > pairwise;
+    const haveAt = keyed ? new Map(haveList.map((d, j) => [destKey(d), j])) : undefined;
+    const seen = keyed ? new Set<string>() : undefined;
+    // which of haveList are matched: bit j of a number (up to 31 of them), else a byte each
+    let bits = 0;
+    const bytes = haveList.length > 31 ? new Uint8Array(haveList.length) : undefined;
+    next: for (let i = 0; i < wantList.length; i++) {
+      const d = wantList[i]!;
+      let j = -1;
+      // a destination listed twice is one destination (adding it twice is EEXIST)
+      if (keyed) {
+        const dk = destKey(d);
+        if (seen!.has(dk)) continue;
+        seen!.add(dk);
+        j = haveAt!.get(dk) ?? -1;
+      } else {
         const a = canonicalAddress(d.address);
-        // a destination listed twice is one destination (adding it twice is EEXIST)
-        for (let j = 0; j < i; j++) if (wantList[j]!.port === d.port && canonicalAddress(wantList[j]!.address) === a) continue next;
-        let hd: Destination | undefined;
-        for (let j = 0; j < haveList.length; j++) {
-          if (!isMatched(bits, bytes, j) && haveList[j]!.port === d.port && canonicalAddress(haveList[j]!.address) === a) {
-            hd = haveList[j];
-            if (bytes) bytes[j] = 1;
-            else bits |= 1 << j;
-            break;
-          }
-        }
-        if (hd && sameDestShape(d, hd)) continue;
-        destOps.push(destOp(d, hd, (id ??= idOf(want))));
+        for (let k = 0; k < i; k++) if (wantList[k]!.port === d.port && canonicalAddress(wantList[k]!.address) === a) continue next;
+        for (let k = 0; k < haveList.length && j < 0; k++)
+          if (!isMatched(bits, bytes, k) && haveList[k]!.port === d.port && canonicalAddress(haveList[k]!.address) === a) j = k;
       }
-      for (let j = 0; j < haveList.length; j++)
-        if (!isMatched(bits, bytes, j)) removeDestination(input, key, (haveId ??= keyToId(key)), haveList[j]!, destOps, draining, flushFlows);
-      continue;
+      const hd = haveList[j];
+      if (hd) {
+        if (bytes) bytes[j] = 1;
+        else bits |= 1 << j;
+        if (sameDestShape(d, hd)) continue;
+      }
+      destOps.push(destOp(d, hd, (id ??= serviceId(want))));
     }
-    const haveDests = new Map<string, Destination>();
-    for (const d of haveList) haveDests.set(destKey(d), d);
-    const wantDests = new Set<string>();
-    for (const d of wantList) {
-      const dk = destKey(d);
-      if (wantDests.has(dk)) continue;
-      wantDests.add(dk);
-      const hd = haveDests.get(dk);
-      if (hd && sameDestShape(d, hd)) continue;
-      destOps.push(destOp(d, hd, (id ??= idOf(want))));
-    }
-    for (const [dk, hd] of haveDests) {
-      if (wantDests.has(dk)) continue;
-      removeDestination(input, key, (haveId ??= keyToId(key)), hd, destOps, draining, flushFlows);
-    }
+    for (let j = 0; j < haveList.length; j++)
+      if (!isMatched(bits, bytes, j)) removeDestination(input, key, (haveId ??= keyToId(key)), haveList[j]!, destOps, draining, flushFlows);
   }
 }
 

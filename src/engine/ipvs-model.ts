@@ -85,33 +85,13 @@ export function serviceShape(s: ServiceConfig | Service): ServiceShape {
   };
 }
 
-export interface DestShape {
-  forward: ForwardMethod;
-  weight: number;
-  upperThreshold: number;
-  lowerThreshold: number;
-  tunnel: string;
-}
-
 function tunnelText(forward: ForwardMethod, t: TunnelOptions | undefined): string {
   if (forward !== 'tunnel' || !t) return '';
   return `${t.type}|${t.port ?? 0}|${t.checksum ?? 'none'}`;
 }
 
-/** The options that SET_DEST can change, with defaults filled in. */
-export function destShape(d: DestinationConfig | Destination): DestShape {
-  const forward = d.forward ?? 'droute';
-  return {
-    forward,
-    weight: d.weight ?? 1,
-    upperThreshold: d.upperThreshold ?? 0,
-    lowerThreshold: d.lowerThreshold ?? 0,
-    tunnel: tunnelText(forward, d.tunnel),
-  };
-}
-
-/** sameShape(destShape(a), destShape(b)) without the two objects (it runs for every
- *  destination of a full plan). */
+/** Whether SET_DEST would change nothing between a and b: the options it can change, with
+ *  defaults filled in (forwarding droute, weight 1, thresholds 0), compare equal. */
 export function sameDestShape(a: DestinationConfig | Destination, b: DestinationConfig | Destination): boolean {
   const forward = a.forward ?? 'droute';
   return (

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { excerpt, NetlinkError } from '../errors.js';
 import type { IpSet, IpSetFamily, IpSetMember, IpSetOp, IpSetSpec, IpSetType } from '../kernel/ipsets.js';
-import { IPSET_TYPES, typeDims } from '../kernel/ipsets.js';
+import { IPSET_TYPES, replayShapes, typeDims, type IpSetShape } from '../kernel/ipsets.js';
 
 // libipset's ICMP/ICMPv6 type/code names (lib/icmp.c, lib/icmpv6.c): what `ipset save` prints.
 const ICMP: Record<string, string> = {
@@ -384,7 +384,7 @@ export interface RestorePlan {
  */
 export function parseRestore(
   text: string,
-  known: Map<string, { type: IpSetType; family?: IpSetFamily }>,
+  known: ReadonlyMap<string, IpSetShape>,
   opts: { exist?: boolean } = {},
 ): RestorePlan {
   const shapes = new Map(known);
@@ -415,8 +415,8 @@ export function parseRestore(
       case 'n':
       case 'N': {
         checkName(name);
-        const op = parseCreate(w, line, exist) as IpSetOp & { op: 'create' };
-        shapes.set(op.name, { type: op.type, family: op.family ?? (op.type.startsWith('bitmap:') ? undefined : 'inet') });
+        const op = parseCreate(w, line, exist);
+        replayShapes(shapes, op);
         ops.push(op);
         lines.push([line]);
         break;
@@ -450,9 +450,10 @@ export function parseRestore(
         if (w.length === 1) throw new RestoreSyntaxError(line, `${verb} of every set is not supported in restore; name the set`);
         need(2, 'exactly one set name');
         checkName(name);
-        ops.push({ op: verb, name: name! });
+        const op: IpSetOp = { op: verb, name: name! };
+        replayShapes(shapes, op);
+        ops.push(op);
         lines.push([line]);
-        if (verb === 'destroy') shapes.delete(name!);
         break;
       }
       case 'rename':
@@ -462,20 +463,9 @@ export function parseRestore(
         need(3, 'two set names');
         checkName(name);
         checkName(w[2]);
-        if (cmd === 'rename' || cmd === 'e') {
-          const s = shapes.get(name!);
-          shapes.delete(name!);
-          if (s) shapes.set(w[2]!, s);
-          ops.push({ op: 'rename', name: name!, to: w[2]! });
-        } else {
-          const a = shapes.get(name!);
-          const b = shapes.get(w[2]!);
-          if (a && b) {
-            shapes.set(name!, b);
-            shapes.set(w[2]!, a);
-          }
-          ops.push({ op: 'swap', name: name!, with: w[2]! });
-        }
+        const op: IpSetOp = cmd === 'rename' || cmd === 'e' ? { op: 'rename', name: name!, to: w[2]! } : { op: 'swap', name: name!, with: w[2]! };
+        replayShapes(shapes, op);
+        ops.push(op);
         lines.push([line]);
         break;
       }

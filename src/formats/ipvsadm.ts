@@ -19,6 +19,7 @@ import type {
   ServiceFlag,
   ServiceId,
 } from '../kernel/ipvs.js';
+import { formatInfo } from '../kernel/ipvs.js';
 
 // ---------------------------------------------------------------------------------------------
 // Parsing (ipvsadm -R input)
@@ -580,7 +581,7 @@ function largenum(n: number): string {
 
 export function formatList(info: IpvsInfo | null, services: Service[], resolver: NameResolver = numeric, format: ListFormat = 'default'): string {
   const out: string[] = [];
-  if (info) out.push(`IP Virtual Server version ${info.version} (size=${info.connTableSize})`);
+  if (info) out.push(formatInfo(info));
   switch (format) {
     case 'stats':
       out.push('Prot LocalAddress:Port               Conns   InPkts  OutPkts  InBytes OutBytes', '  -> RemoteAddress:Port');

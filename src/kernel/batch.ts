@@ -1,5 +1,5 @@
 import { NetlinkError } from '../errors.js';
-import type { NativeBatchOutcome } from '../native.js';
+import type { NativeBatchOutcome, SocketStats } from '../native.js';
 
 export type OpStatus = 'ok' | 'error' | 'not-sent' | 'unknown';
 const STATUS: readonly OpStatus[] = ['not-sent', 'ok', 'error', 'unknown'];
@@ -105,5 +105,21 @@ export class ApplyResult extends OpStatuses<OpStatus> {
   /** True when every op was applied. */
   get ok(): boolean {
     return this.count('ok') === this.size;
+  }
+}
+
+/** A kernel façade over one addon handle, which owns its netlink socket(s) (per namespace). */
+export abstract class HandleFacade<H extends { close(): Promise<void>; stats(): S }, S = SocketStats> {
+  protected constructor(protected readonly h: H) {}
+
+  /** Closes the handle's socket(s) once the calls made before it are done; every later call
+   *  rejects with a NetlinkError of kind 'invalid', code 'EBADF'. */
+  close(): Promise<void> {
+    return this.h.close();
+  }
+
+  /** Counters of this handle's socket(s): how many syscalls and messages it has cost. */
+  socketStats(): S {
+    return this.h.stats();
   }
 }

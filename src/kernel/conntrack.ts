@@ -7,9 +7,8 @@ import {
   type NativeConntrackHandle,
   type NativeFlow,
   type NativeFlowFilter,
-  type SocketStats,
 } from '../native.js';
-import { redoInterrupted } from './batch.js';
+import { HandleFacade, redoInterrupted } from './batch.js';
 
 export type Flow = NativeFlow;
 export type FlowFilter = NativeFlowFilter;
@@ -74,9 +73,7 @@ export class StaleFlows {
  * Flows are dumped per family (the kernel filters by family) and matched in C++ against the
  * rest of the filter, as conntrack-tools does; only matching flows cross into JS.
  */
-export class Conntrack implements ConntrackApi {
-  private constructor(private readonly h: NativeConntrackHandle) {}
-
+export class Conntrack extends HandleFacade<NativeConntrackHandle> implements ConntrackApi {
   /** Opens a handle: its socket is opened now, in `opts.netns` (a missing namespace or
    *  missing permission rejects here). */
   static async open(opts: HandleOptions = {}): Promise<Conntrack> {
@@ -107,15 +104,5 @@ export class Conntrack implements ConntrackApi {
   /** Flows to a service address (ClusterIP, NodePort address …) of `proto`. */
   flushService(address: string, port: number | undefined, proto: FlowFilter['proto'] = 'udp'): Promise<DeleteFlowsResult> {
     return this.delete({ proto, origDst: address, ...(port === undefined ? {} : { origDport: port }) });
-  }
-
-  /** Closes the handle's socket(s) once the calls made before it are done; every later call
-   *  rejects with a NetlinkError of kind 'invalid', code 'EBADF'. */
-  close(): Promise<void> {
-    return this.h.close();
-  }
-
-  socketStats(): SocketStats {
-    return this.h.stats();
   }
 }

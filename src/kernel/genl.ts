@@ -1,5 +1,5 @@
-import { native, type HandleOptions, type NativeGenlHandle, type SocketStats } from '../native.js';
-import { ApplyResult, type BatchOptions } from './batch.js';
+import { native, type HandleOptions, type NativeGenlHandle } from '../native.js';
+import { ApplyResult, HandleFacade, type BatchOptions } from './batch.js';
 
 export interface GenlFamily {
   name: string;
@@ -14,9 +14,7 @@ export interface GenlOptions extends HandleOptions {
 }
 
 /** Generic netlink control (nlctrl): which families the kernel has. */
-export class Genl {
-  private constructor(private readonly h: NativeGenlHandle) {}
-
+export class Genl extends HandleFacade<NativeGenlHandle> {
   static async open(opts: GenlOptions = {}): Promise<Genl> {
     const h = new (native().GenlHandle)(opts);
     await h.ready();
@@ -34,15 +32,5 @@ export class Genl {
     const { result, families } = await this.families([name]);
     if (result.status(0) === 'error' && result.errors[0]?.code !== 'ENOENT') throw result.errors[0];
     return families[0] ?? null;
-  }
-
-  /** Closes the handle's socket(s) once the calls made before it are done; every later call
-   *  rejects with a NetlinkError of kind 'invalid', code 'EBADF'. */
-  close(): Promise<void> {
-    return this.h.close();
-  }
-
-  socketStats(): SocketStats {
-    return this.h.stats();
   }
 }

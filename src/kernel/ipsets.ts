@@ -11,9 +11,8 @@ import {
   type NativeIpSetOp,
   type NativeIpSetOptions,
   type NativeIpsetHandle,
-  type SocketStats,
 } from '../native.js';
-import { ApplyResult, checkOpList, redoInterrupted, type BatchOptions } from './batch.js';
+import { ApplyResult, HandleFacade, checkOpList, redoInterrupted, type BatchOptions } from './batch.js';
 
 export type { IpSetFamily, IpSetProto };
 
@@ -102,22 +101,21 @@ export interface IpSetsApi {
   test(name: string, members: IpSetMember[]): Promise<boolean[]>;
 }
 
-interface SetShape {
+/** What add/del ops and a listing need to know of a set by its name. */
+export interface IpSetShape {
   type: IpSetType;
-  family: IpSetFamily | undefined;
+  family?: IpSetFamily;
 }
 
 // A type that is not a string is carried as it is, for the addon to refuse with the op's index.
-function shapeOf(h: { type: string; family?: IpSetFamily }): SetShape {
+function shapeOf(h: { type: string; family?: IpSetFamily }): IpSetShape {
   return { type: h.type as IpSetType, family: typeof h.type === 'string' && h.type.startsWith('bitmap:') ? undefined : (h.family ?? 'inet') };
 }
 
 /** ipset over nfnetlink. One handle owns one netlink socket (per network namespace). */
-export class IpSets implements IpSetsApi {
+export class IpSets extends HandleFacade<NativeIpsetHandle> implements IpSetsApi {
   /** name -> type/family, learned from creates and dumps, so add/del need no extra request. */
-  private readonly shapes = new Map<string, SetShape>();
-
-  private constructor(private readonly h: NativeIpsetHandle) {}
+  private readonly shapes = new Map<string, IpSetShape>();
 
   /** Opens a handle and negotiates the protocol (throws `unsupported` without ip_set). */
   static async open(opts: HandleOptions = {}): Promise<IpSets> {
@@ -168,15 +166,6 @@ export class IpSets implements IpSetsApi {
     return [...present].map((x) => x === 1);
   }
 
-  /** Closes the handle's socket(s) once the calls made before it are done; every later call
-   *  rejects with a NetlinkError of kind 'invalid', code 'EBADF'. */
-  close(): Promise<void> {
-    return this.h.close();
-  }
-
-  socketStats(): SocketStats {
-    return this.h.stats();
-  }
 
   /** Fills type/family of add/del ops by replaying the batch's creates/renames/swaps over the
    *  known shapes. Returns undefined when a set is unknown and `final` is false. */
@@ -193,12 +182,12 @@ export class IpSets implements IpSetsApi {
           case 'swap':
           case 'destroy':
           case 'flush':
-            replay(view, op);
+            replayShapes(view, op);
             out.push(op);
             break;
           case 'add':
           case 'del': {
-            let shape: SetShape | undefined = op.type ? shapeOf({ type: op.type, family: op.family }) : view.get(op.name);
+            let shape: IpSetShape | undefined = op.type ? shapeOf({ type: op.type, family: op.family }) : view.get(op.name);
             if (!shape) {
               if (!final) return undefined;
               throw unknownSet(`op ${i} (${op.op} ${String(op.name)})`, String(op.name), i);
@@ -218,15 +207,15 @@ export class IpSets implements IpSetsApi {
 
   private learn(ops: IpSetOp[], result: ApplyResult): void {
     ops.forEach((op, i) => {
-      if (result.status(i) === 'ok') replay(this.shapes, op);
+      if (result.status(i) === 'ok') replayShapes(this.shapes, op);
     });
   }
 }
 
 /** What one op does to the shapes of the sets by name (create, rename, swap and destroy change
  *  them; add, del and flush do not): resolve replays a batch over a copy, learn the ops the
- *  kernel took over the known shapes. */
-function replay(shapes: Map<string, SetShape>, op: IpSetOp): void {
+ *  kernel took over the known shapes, and a restore's parser its input. */
+export function replayShapes(shapes: Map<string, IpSetShape>, op: IpSetOp): void {
   switch (op.op) {
     case 'create':
       shapes.set(op.name, shapeOf(op));

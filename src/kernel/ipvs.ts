@@ -1,7 +1,7 @@
 // IPVS over generic netlink: the typed model, the IpvsApi interface (which an in-memory test
 // double can implement) and its real implementation over the addon.
 import { native, type HandleOptions, type NativeIpvsHandle, type IpvsSocketStats } from '../native.js';
-import { ApplyResult, checkOpList, redoInterrupted, type BatchOptions } from './batch.js';
+import { ApplyResult, HandleFacade, checkOpList, redoInterrupted, type BatchOptions } from './batch.js';
 import { packIpvsOps } from './ipvs-pack.js';
 import type { AddressFamily } from '../net/address.js';
 
@@ -233,9 +233,7 @@ export interface IpvsOptions extends HandleOptions {
 }
 
 /** IPVS over generic netlink. One handle owns one netlink socket (per network namespace). */
-export class Ipvs implements IpvsApi {
-  private constructor(private readonly h: NativeIpvsHandle) {}
-
+export class Ipvs extends HandleFacade<NativeIpvsHandle, IpvsSocketStats> implements IpvsApi {
   /** Opens a handle and checks that the kernel has IPVS (throws `unsupported` naming ip_vs). */
   static async open(opts: IpvsOptions = {}): Promise<Ipvs> {
     const ioUring = opts.ioUring ?? process.env.IPVSYNC_IO_URING !== '0';
@@ -310,17 +308,6 @@ export class Ipvs implements IpvsApi {
   /** One op whose kernel error is thrown (the one-call helpers above). */
   private async applyOne(ops: IpvsOp[]): Promise<void> {
     (await this.apply(ops)).orThrow();
-  }
-
-  /** Closes the handle's socket(s) once the calls made before it are done; every later call
-   *  rejects with a NetlinkError of kind 'invalid', code 'EBADF'. */
-  close(): Promise<void> {
-    return this.h.close();
-  }
-
-  /** Counters of this handle's socket (and its io_uring dump pool): how many syscalls and messages it has cost. */
-  socketStats(): IpvsSocketStats {
-    return this.h.stats();
   }
 }
 

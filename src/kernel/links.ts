@@ -8,9 +8,8 @@ import {
   type NativeRtnlHandle,
   type NativeRouteOp,
   type NativeRtnlOp,
-  type SocketStats,
 } from '../native.js';
-import { ApplyResult, checkOpList, redoInterrupted, type BatchOptions } from './batch.js';
+import { ApplyResult, HandleFacade, checkOpList, redoInterrupted, type BatchOptions } from './batch.js';
 
 export type Link = NativeLink;
 export type Address = NativeAddress;
@@ -41,9 +40,7 @@ export interface LinksApi {
 }
 
 /** Links and addresses over rtnetlink. One handle owns one netlink socket (per namespace). */
-export class Links implements LinksApi {
-  private constructor(private readonly h: NativeRtnlHandle) {}
-
+export class Links extends HandleFacade<NativeRtnlHandle> implements LinksApi {
   /** Opens a handle: its socket is opened now, in `opts.netns` (a missing namespace or
    *  missing permission rejects here). */
   static async open(opts: HandleOptions = {}): Promise<Links> {
@@ -68,15 +65,5 @@ export class Links implements LinksApi {
   async apply(ops: LinkOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
     checkOpList(ops, 'links apply');
     return new ApplyResult(await this.h.apply(ops, opts));
-  }
-
-  /** Closes the handle's socket(s) once the calls made before it are done; every later call
-   *  rejects with a NetlinkError of kind 'invalid', code 'EBADF'. */
-  close(): Promise<void> {
-    return this.h.close();
-  }
-
-  socketStats(): SocketStats {
-    return this.h.stats();
   }
 }

@@ -10,10 +10,9 @@ import {
   type NativeRouteFilter,
   type NativeRouteOp,
   type NativeRtnlHandle,
-  type SocketStats,
 } from '../native.js';
 import { NetlinkError } from '../errors.js';
-import { ApplyResult, checkOpList, redoInterrupted, type BatchOptions } from './batch.js';
+import { ApplyResult, HandleFacade, checkOpList, redoInterrupted, type BatchOptions } from './batch.js';
 
 export type Route = NativeRoute;
 export type RouteOp = NativeRouteOp;
@@ -36,9 +35,7 @@ export interface RoutesApi {
 }
 
 /** Routes over rtnetlink. One handle owns one netlink socket (per namespace). */
-export class Routes implements RoutesApi {
-  private constructor(private readonly h: NativeRtnlHandle) {}
-
+export class Routes extends HandleFacade<NativeRtnlHandle> implements RoutesApi {
   /** Opens a handle: its socket is opened now, in `opts.netns` (a missing namespace or
    *  missing permission rejects here). */
   static async open(opts: HandleOptions = {}): Promise<Routes> {
@@ -52,28 +49,23 @@ export class Routes implements RoutesApi {
   }
 
   async apply(ops: RouteOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
-    checkOpList(ops, 'routes apply');
-    ops.forEach((o, i) => {
-      // The shared rtnetlink handle takes link ops too: keep this surface to routes.
-      let op: unknown;
-      try {
-        op = (o as { op?: unknown }).op;
-      } catch (e) {
-        throw NetlinkError.atOp(e, { index: i });
-      }
-      if (op !== 'addRoute' && op !== 'delRoute')
-        throw NetlinkError.invalid(`op ${i}`, `not a route op (${typeof op === 'string' ? JSON.stringify(op) : typeof op})`, { index: i });
-    });
+    checkRouteOps(ops);
     return new ApplyResult(await this.h.apply(ops, opts));
   }
+}
 
-  /** Closes the handle's socket(s) once the calls made before it are done; every later call
-   *  rejects with a NetlinkError of kind 'invalid', code 'EBADF'. */
-  close(): Promise<void> {
-    return this.h.close();
-  }
-
-  socketStats(): SocketStats {
-    return this.h.stats();
-  }
+/** The ops of a routes apply: a list of route ops. The rtnetlink handle takes link ops too, so
+ *  this surface refuses them (a NetlinkError of kind 'invalid' naming the op). */
+export function checkRouteOps(ops: unknown): asserts ops is RouteOp[] {
+  checkOpList(ops, 'routes apply');
+  ops.forEach((o, i) => {
+    let op: unknown;
+    try {
+      op = (o as { op?: unknown }).op;
+    } catch (e) {
+      throw NetlinkError.atOp(e, { index: i });
+    }
+    if (op !== 'addRoute' && op !== 'delRoute')
+      throw NetlinkError.invalid(`op ${i}`, `not a route op (${typeof op === 'string' ? JSON.stringify(op) : typeof op})`, { index: i });
+  });
 }

@@ -3,7 +3,7 @@
 // destination or an unknown scheduler; connection counts a test can set; a log of every call,
 // so engine tests can assert the exact, minimal delta.
 import { NetlinkError } from '../errors.js';
-import { ApplyResult, type BatchOptions } from '../kernel/batch.js';
+import type { ApplyResult, BatchOptions } from '../kernel/batch.js';
 import {
   SCHEDULERS,
   type Daemon,
@@ -23,10 +23,12 @@ import {
 } from '../kernel/ipvs.js';
 import { packIpvsOps } from '../kernel/ipvs-pack.js';
 import { native } from '../native.js';
-import { destKey, destShape, serviceKey, serviceShape } from '../engine/ipvs-model.js';
+import { destKey, serviceKey, serviceShape } from '../engine/ipvs-model.js';
 import { canonicalAddress, familyOf } from '../net/address.js';
+import { runBatch } from './fake-batch.js';
 
-const ERRNO = { EEXIST: 17, ESRCH: 3, ENOENT: 2, EINVAL: 22 } as const;
+/** The kernel's errors this double answers with. */
+type IpvsErrno = 'EEXIST' | 'ESRCH' | 'ENOENT' | 'EINVAL';
 
 interface Counts {
   activeConns: number;
@@ -71,7 +73,7 @@ export class FakeIpvs implements IpvsApi {
   /** Dumps served (services()). */
   dumps = 0;
   /** Fail the next apply's op at this index with this code (one shot), for failure tests. */
-  failNext: { index: number; code: keyof typeof ERRNO } | undefined;
+  failNext: { index: number; code: IpvsErrno } | undefined;
   /** Simulates the process dying mid-apply: the next apply performs this many ops, then throws. */
   crashAfter: number | undefined;
   /** GETs of single services served (service()). */
@@ -100,25 +102,16 @@ export class FakeIpvs implements IpvsApi {
     await new Promise<void>((resolve) => setImmediate(resolve));
     if (this.record) this.log.push(ops.map((o) => structuredClone(o)));
     this.written += ops.length;
-    const stop = opts.stopOnError ?? true;
-    const statuses = new Uint8Array(ops.length);
-    const errors: NetlinkError[] = [];
     this.lastId = undefined;
-    for (let i = 0; i < ops.length; i++) {
-      if (crash !== undefined && i === crash) throw new Error(`simulated crash after ${crash} ops`);
-      const op = ops[i]!;
-      const code = inject && inject.index === i ? inject.code : this.applyOne(op);
-      if (code) {
-        statuses[i] = 2;
-        errors.push(
-          new NetlinkError({ message: `${op.op}: ${code}`, code, errno: ERRNO[code], kind: 'kernel', op: op.op, index: i }),
-        );
-        if (stop) break;
-      } else {
-        statuses[i] = 1;
-      }
-    }
-    return new ApplyResult({ statuses, errors, sendmsgCalls: ops.length ? 1 : 0 });
+    return runBatch(
+      ops,
+      opts,
+      (op, i) => {
+        if (crash !== undefined && i === crash) throw new Error(`simulated crash after ${crash} ops`);
+        return inject && inject.index === i ? inject.code : this.applyOne(op);
+      },
+      (op) => op.op,
+    );
   }
 
   /** Within one apply: the service id of the last destination op and its entry (a service's
@@ -134,7 +127,7 @@ export class FakeIpvs implements IpvsApi {
     return e;
   }
 
-  private applyOne(op: IpvsOp): keyof typeof ERRNO | undefined {
+  private applyOne(op: IpvsOp): IpvsErrno | undefined {
     switch (op.op) {
       case 'addService': {
         const k = serviceKey(op.service);
@@ -235,13 +228,11 @@ export class FakeIpvs implements IpvsApi {
   }
 
   async startDaemon(d: DaemonConfig): Promise<void> {
-    const r = await this.apply([{ op: 'startDaemon', daemon: d }]);
-    if (r.errors[0]) throw r.errors[0];
+    (await this.apply([{ op: 'startDaemon', daemon: d }])).orThrow();
   }
 
   async stopDaemon(state: 'master' | 'backup'): Promise<void> {
-    const r = await this.apply([{ op: 'stopDaemon', daemon: { state } }]);
-    if (r.errors[0]) throw r.errors[0];
+    (await this.apply([{ op: 'stopDaemon', daemon: { state } }])).orThrow();
   }
 
   /** Test hook: set a destination's connection counts (as traffic would). */
@@ -359,17 +350,17 @@ function materialize(c: ServiceConfig): Service {
 }
 
 function materializeDest(d: DestinationConfig): Destination {
-  const shape = destShape(d);
   const address = canonicalAddress(d.address);
+  const forward = d.forward ?? 'droute';
   return {
     family: d.family ?? familyOf(address),
     address,
     port: d.port,
-    forward: shape.forward,
-    weight: shape.weight,
-    upperThreshold: shape.upperThreshold,
-    lowerThreshold: shape.lowerThreshold,
-    ...(shape.forward === 'tunnel' && d.tunnel ? { tunnel: d.tunnel } : {}),
+    forward,
+    weight: d.weight ?? 1,
+    upperThreshold: d.upperThreshold ?? 0,
+    lowerThreshold: d.lowerThreshold ?? 0,
+    ...(forward === 'tunnel' && d.tunnel ? { tunnel: d.tunnel } : {}),
     activeConns: 0,
     inactiveConns: 0,
     persistentConns: 0,

@@ -3,38 +3,19 @@
 // with a log of the writes it received — so engine and proxy tests assert exact, minimal deltas.
 // FakeIpvs (fake-ipvs.ts) is the IPVS part.
 import { NetlinkError } from '../errors.js';
-import { ApplyResult, type BatchOptions } from '../kernel/batch.js';
+import type { ApplyResult, BatchOptions } from '../kernel/batch.js';
 import type { ConntrackApi, DeleteFlowsResult, Flow, FlowFilter } from '../kernel/conntrack.js';
 import type { IpSet, IpSetMember, IpSetOp, IpSetsApi, IpSetSpec } from '../kernel/ipsets.js';
 import type { Address, Link, LinkOp, LinksApi } from '../kernel/links.js';
-import type { Route, RouteFilter, RouteOp, RoutesApi } from '../kernel/routes.js';
+import { checkRouteOps, type Route, type RouteFilter, type RouteOp, type RoutesApi } from '../kernel/routes.js';
+import { native } from '../native.js';
 import { canonicalAddress, familyOf, parseCidr, networkText } from '../net/address.js';
 import { elementList, NftCommitResult, NftTransaction, PackedElements, type CommitOptions, type NftablesApi, type NftOp, type NftRuleset, type ListOptions, type SetElement, type SetSpec } from '../kernel/nftables.js';
 import { canonicalExprs } from '../kernel/nft-expr.js';
 import { memberKey } from '../engine/ipsets-diff.js';
 import { elementKey, stableStringify } from '../engine/nft-diff.js';
+import { err, runBatch } from './fake-batch.js';
 import { FakeIpvs } from './fake-ipvs.js';
-
-const ERRNO: Record<string, number> = { EEXIST: 17, ENOENT: 2, ENODEV: 19, EBUSY: 16, EINVAL: 22, ESRCH: 3, ENETUNREACH: 101 };
-
-function err(code: string, op: string, index: number): NetlinkError {
-  return new NetlinkError({ message: `${op}: ${code}`, code, errno: ERRNO[code] ?? 4100, kind: 'kernel', op, index });
-}
-
-/** Runs ops one by one with the kernel's per-op outcome; continues or stops like the real batch. */
-function runBatch<Op>(ops: Op[], opts: BatchOptions, one: (op: Op) => string | undefined, name: (op: Op) => string): ApplyResult {
-  const statuses = new Uint8Array(ops.length);
-  const errors: NetlinkError[] = [];
-  for (let i = 0; i < ops.length; i++) {
-    const code = one(ops[i]!);
-    if (code) {
-      statuses[i] = 2;
-      errors.push(err(code, name(ops[i]!), i));
-      if (opts.stopOnError ?? true) break;
-    } else statuses[i] = 1;
-  }
-  return new ApplyResult({ statuses, errors, sendmsgCalls: ops.length ? 1 : 0 });
-}
 
 // ---- links -----------------------------------------------------------------------------------
 
@@ -181,27 +162,11 @@ export class FakeRoutes implements RoutesApi {
   }
 
   async apply(ops: RouteOp[], opts: BatchOptions = {}): Promise<ApplyResult> {
-    ops.forEach((o, i) => this.validate(o, i));
+    checkRouteOps(ops);
+    // The addon's checks of every op, as the real handle's (its encoder takes a link by index).
+    native().codec.rtnl.encodeOps(ops.map(({ dev, ...o }) => (dev === undefined ? o : { ...o, index: 1 })));
     this.log.push(structuredClone(ops));
     return runBatch(ops, opts, (op) => this.one(op), (op) => `${op.op === 'addRoute' ? 'RTM_NEWROUTE' : 'RTM_DELROUTE'} ${op.dst}`);
-  }
-
-  private validate(o: RouteOp, i: number): void {
-    const bad = (why: string) => {
-      throw new NetlinkError({ message: `op ${i} (${o.op}): ${why}`, code: 'EINVAL', errno: 22, kind: 'invalid', op: `op ${i} (${o.op})` });
-    };
-    if (o.op !== 'addRoute' && o.op !== 'delRoute') bad(`unknown op '${String((o as { op: unknown }).op)}'`);
-    let c;
-    try {
-      c = parseCidr(o.dst);
-    } catch (e) {
-      bad((e as Error).message);
-    }
-    if (`${networkText(c!)}/${c!.bits}` !== `${canonicalAddress(o.dst.split('/')[0]!)}/${c!.bits}`) bad(`dst '${o.dst}' has host bits set`);
-    for (const k of ['prefsrc', 'gateway'] as const) {
-      const v = o[k];
-      if (v !== undefined && familyOf(v) !== (c!.family === 6 ? 'inet6' : 'inet')) bad(`${k} '${v}' is not of the family of dst (mixed IPv4 and IPv6)`);
-    }
   }
 
   private linkIndex(o: RouteOp): { index?: number; dev?: string } | 'ENODEV' {
@@ -272,8 +237,7 @@ export class FakeIpSets implements IpSetsApi {
     this.log.push(structuredClone(ops));
     const inject = this.failNext;
     this.failNext = undefined;
-    let i = 0;
-    return runBatch(ops, opts, (op) => (inject && inject.index === i++ ? inject.code : this.one(op)), (op) => `ipset ${op.op} ${op.name}`);
+    return runBatch(ops, opts, (op, i) => (inject && inject.index === i ? inject.code : this.one(op)), (op) => `ipset ${op.op} ${op.name}`);
   }
 
   private one(op: IpSetOp): string | undefined {
