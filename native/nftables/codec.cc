@@ -268,12 +268,6 @@ std::vector<TxBatch> TxBuilder::Finish() {
   return std::move(out_);
 }
 
-std::vector<TxBatch> BuildTransactions(const std::vector<Op>& ops, const TxOptions& opt) {
-  TxBuilder tb(opt);
-  for (size_t i = 0; i < ops.size(); i++) tb.Add(ops[i], i);
-  return tb.Finish();
-}
-
 void TxBuilder::Add(const Op& op, size_t i) {
   const TxOptions& opt = opt_;
   auto room = [this](size_t o, size_t w) { Room(o, w); };

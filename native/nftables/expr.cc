@@ -125,15 +125,6 @@ const ExprSchema* FindExprSchema(const std::string& name) {
 
 const EnumEntry* VerdictNames() { return kVerdicts; }
 
-bool EnumValue(const EnumEntry* t, const std::string& name, int64_t* out) {
-  for (; t && t->name; t++)
-    if (name == t->name) {
-      *out = t->value;
-      return true;
-    }
-  return false;
-}
-
 const char* EnumName(const EnumEntry* t, int64_t v) {
   for (; t && t->name; t++)
     if (t->value == v) return t->name;
