@@ -197,14 +197,9 @@ bool ReadHeaderData(nl::AttrReader r, SetHeader* h) {
 }
 
 bool CheckType(const nlmsghdr* h, uint8_t cmd, std::string* why) {
-  if (h->nlmsg_type != MsgType(cmd)) {
-    *why = std::string("not an ipset ") + CommandName(cmd) + " message";
-    return false;
-  }
-  if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) {
-    *why = "message shorter than its nfgenmsg header";
-    return false;
-  }
+  if (h->nlmsg_type != MsgType(cmd))
+    return nl::Refuse(why, std::string("not an ipset ") + CommandName(cmd) + " message");
+  if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) return nl::Refuse(why, "message shorter than its nfgenmsg header");
   return true;
 }
 
@@ -225,10 +220,7 @@ bool DecodeVersions(const nlmsghdr* h, uint8_t cmd, uint16_t max_attr, uint16_t 
     }
   }
   if (!r.ok(why)) return false;
-  if (!got) {
-    *why = missing;
-    return false;
-  }
+  if (!got) return nl::Refuse(why, missing);
   return true;
 }
 
@@ -357,14 +349,9 @@ bool DecodeType(const nlmsghdr* h, uint8_t* rev_max, uint8_t* rev_min, std::stri
 bool DecodeList(const nlmsghdr* h, SetHeader* header, bool* has_header, std::vector<Member>* members,
                 std::string* why) {
   if (h->nlmsg_type != MsgType(IPSET_CMD_LIST) && h->nlmsg_type != MsgType(IPSET_CMD_SAVE) &&
-      h->nlmsg_type != MsgType(IPSET_CMD_HEADER)) {
-    *why = "not an ipset LIST message";
-    return false;
-  }
-  if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) {
-    *why = "message shorter than its nfgenmsg header";
-    return false;
-  }
+      h->nlmsg_type != MsgType(IPSET_CMD_HEADER))
+    return nl::Refuse(why, "not an ipset LIST message");
+  if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) return nl::Refuse(why, "message shorter than its nfgenmsg header");
   *has_header = false;
   bool named = false;
   nl::AttrReader r = nl::Attributes(h, sizeof(nfgenmsg));
@@ -399,10 +386,7 @@ bool DecodeList(const nlmsghdr* h, SetHeader* header, bool* has_header, std::vec
     }
   }
   if (!r.ok(why)) return false;
-  if (!named) {
-    *why = "LIST message without ATTR_SETNAME";
-    return false;
-  }
+  if (!named) return nl::Refuse(why, "LIST message without ATTR_SETNAME");
   return true;
 }
 
@@ -412,10 +396,7 @@ bool ListAccumulator::Add(const nlmsghdr* h, std::string* why) {
   std::vector<Member> members;
   if (!DecodeList(h, &hdr, &has_header, &members, why)) return false;
   if (has_header || sets_.empty() || sets_.back().header.name != hdr.name) {
-    if (!has_header) {
-      *why = "members of set " + hdr.name + " arrived before its header";
-      return false;
-    }
+    if (!has_header) return nl::Refuse(why, "members of set " + hdr.name + " arrived before its header");
     sets_.push_back(ListedSet{std::move(hdr), {}});
   }
   std::vector<Member>& dst = sets_.back().members;

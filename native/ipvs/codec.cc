@@ -132,98 +132,51 @@ bool TopNest(const nlmsghdr* h, uint16_t type, nl::AttrReader* out, std::string*
     }
   }
   if (!r.ok(why)) return false;
-  if (!found) {
-    *why = std::string("no ") + what + " attribute";
-    return false;
-  }
+  if (!found) return nl::Refuse(why, std::string("no ") + what + " attribute");
   return true;
 }
 
 bool ValidName(const std::string& s) { return !s.empty() && s.size() < IP_VS_SCHEDNAME_MAXLEN; }
 
 bool ValidateKey(const ServiceKey& k, std::string* why) {
-  if (k.af != kAfInet && k.af != kAfInet6) {
-    *why = "address family must be inet or inet6";
-    return false;
-  }
-  if (k.fwmark == 0 && k.protocol != IPPROTO_TCP && k.protocol != IPPROTO_UDP && k.protocol != IPPROTO_SCTP) {
-    *why = "protocol must be tcp, udp or sctp (or give a non-zero fwmark)";
-    return false;
-  }
+  if (k.af != kAfInet && k.af != kAfInet6) return nl::Refuse(why, "address family must be inet or inet6");
+  if (k.fwmark == 0 && k.protocol != IPPROTO_TCP && k.protocol != IPPROTO_UDP && k.protocol != IPPROTO_SCTP)
+    return nl::Refuse(why, "protocol must be tcp, udp or sctp (or give a non-zero fwmark)");
   return true;
 }
 
 bool ValidateService(const Service& s, std::string* why) {
   if (!ValidateKey(s.key, why)) return false;
-  if (!ValidName(s.sched)) {
-    *why = "scheduler name must be 1-15 characters, got '" + s.sched + "'";
-    return false;
-  }
-  if (!s.pe.empty() && s.pe.size() >= IP_VS_PENAME_MAXLEN) {
-    *why = "persistence engine name must be at most 15 characters";
-    return false;
-  }
-  if (s.key.af == kAfInet6 && (s.netmask < 1 || s.netmask > 128)) {
-    *why = "IPv6 netmask must be a prefix length 1-128, got " + std::to_string(s.netmask);
-    return false;
-  }
+  if (!ValidName(s.sched)) return nl::Refuse(why, "scheduler name must be 1-15 characters, got '" + s.sched + "'");
+  if (!s.pe.empty() && s.pe.size() >= IP_VS_PENAME_MAXLEN)
+    return nl::Refuse(why, "persistence engine name must be at most 15 characters");
+  if (s.key.af == kAfInet6 && (s.netmask < 1 || s.netmask > 128))
+    return nl::Refuse(why, "IPv6 netmask must be a prefix length 1-128, got " + std::to_string(s.netmask));
   return true;
 }
 
 bool ValidateDest(const ServiceKey& k, const Dest& d, bool full, std::string* why) {
   const uint16_t af = DestAf(k, d);
-  if (af != kAfInet && af != kAfInet6) {
-    *why = "destination address family must be inet or inet6";
-    return false;
-  }
+  if (af != kAfInet && af != kAfInet6) return nl::Refuse(why, "destination address family must be inet or inet6");
   if (!full) return true;
-  if (af != k.af && d.fwd != kTunnel) {
-    *why = "mixed address families: an " + std::string(IsV4(af) ? "IPv4" : "IPv6") +
-           " destination in an " + (IsV4(k.af) ? "IPv4" : "IPv6") +
-           " service needs the tunnel forwarding method";
-    return false;
-  }
-  if (d.fwd > kDroute) {
-    *why = "unknown forwarding method";
-    return false;
-  }
-  if (d.weight < 0 || d.weight > 0x7fffffff) {
-    *why = "weight must be 0-2147483647, got " + std::to_string(d.weight);
-    return false;
-  }
+  if (af != k.af && d.fwd != kTunnel)
+    return nl::Refuse(why, "mixed address families: an " + std::string(IsV4(af) ? "IPv4" : "IPv6") +
+                               " destination in an " + (IsV4(k.af) ? "IPv4" : "IPv6") +
+                               " service needs the tunnel forwarding method");
+  if (d.fwd > kDroute) return nl::Refuse(why, "unknown forwarding method");
+  if (d.weight < 0 || d.weight > 0x7fffffff)
+    return nl::Refuse(why, "weight must be 0-2147483647, got " + std::to_string(d.weight));
   const bool tun_attrs = d.tun_type != kIpip || d.tun_port != 0 || d.tun_flags != 0;
-  if (d.fwd != kTunnel && tun_attrs) {
-    *why = "tunnel type, port and checksum options need the tunnel forwarding method";
-    return false;
-  }
-  if (d.tun_type > kGre) {
-    *why = "tunnel type must be ipip, gue or gre";
-    return false;
-  }
-  if (d.tun_flags & ~(kTunCsum | kTunRemCsum)) {
-    *why = "unknown tunnel flags";
-    return false;
-  }
-  if (d.tun_type == kGue && d.tun_port == 0) {
-    *why = "a gue tunnel needs a tunnel port (1-65535)";
-    return false;
-  }
-  if (d.tun_type != kGue && d.tun_port != 0) {
-    *why = "only gue tunnels take a tunnel port";
-    return false;
-  }
-  if (d.tun_type == kIpip && d.tun_flags != 0) {
-    *why = "ipip tunnels take no checksum option";
-    return false;
-  }
-  if (d.tun_type == kGre && (d.tun_flags & kTunRemCsum)) {
-    *why = "gre tunnels do not support remote checksum offload";
-    return false;
-  }
-  if ((d.tun_flags & kTunCsum) && (d.tun_flags & kTunRemCsum)) {
-    *why = "choose one of csum and remcsum";
-    return false;
-  }
+  if (d.fwd != kTunnel && tun_attrs)
+    return nl::Refuse(why, "tunnel type, port and checksum options need the tunnel forwarding method");
+  if (d.tun_type > kGre) return nl::Refuse(why, "tunnel type must be ipip, gue or gre");
+  if (d.tun_flags & ~(kTunCsum | kTunRemCsum)) return nl::Refuse(why, "unknown tunnel flags");
+  if (d.tun_type == kGue && d.tun_port == 0) return nl::Refuse(why, "a gue tunnel needs a tunnel port (1-65535)");
+  if (d.tun_type != kGue && d.tun_port != 0) return nl::Refuse(why, "only gue tunnels take a tunnel port");
+  if (d.tun_type == kIpip && d.tun_flags != 0) return nl::Refuse(why, "ipip tunnels take no checksum option");
+  if (d.tun_type == kGre && (d.tun_flags & kTunRemCsum))
+    return nl::Refuse(why, "gre tunnels do not support remote checksum offload");
+  if ((d.tun_flags & kTunCsum) && (d.tun_flags & kTunRemCsum)) return nl::Refuse(why, "choose one of csum and remcsum");
   return true;
 }
 
@@ -250,10 +203,7 @@ bool DecodeInfo(const nlmsghdr* h, Info* out, std::string* why) {
     }
   }
   if (!r.ok(why)) return false;
-  if (!have_version) {
-    *why = "no IPVS_INFO_ATTR_VERSION";
-    return false;
-  }
+  if (!have_version) return nl::Refuse(why, "no IPVS_INFO_ATTR_VERSION");
   return true;
 }
 
@@ -276,24 +226,17 @@ bool Validate(const Op& op, std::string* why) {
     case OpKind::kFlush:
     case OpKind::kSetTimeouts: return true;
     case OpKind::kStartDaemon:
-      if (op.daemon.state != kStateMaster && op.daemon.state != kStateBackup) {
-        *why = "daemon state must be master or backup";
-        return false;
-      }
-      if (op.daemon.mcast_ifn.empty() || op.daemon.mcast_ifn.size() >= IP_VS_IFNAME_MAXLEN) {
-        *why = "multicast interface name must be 1-15 characters";
-        return false;
-      }
+      if (op.daemon.state != kStateMaster && op.daemon.state != kStateBackup)
+        return nl::Refuse(why, "daemon state must be master or backup");
+      if (op.daemon.mcast_ifn.empty() || op.daemon.mcast_ifn.size() >= IP_VS_IFNAME_MAXLEN)
+        return nl::Refuse(why, "multicast interface name must be 1-15 characters");
       return true;
     case OpKind::kStopDaemon:
-      if (op.daemon.state != kStateMaster && op.daemon.state != kStateBackup) {
-        *why = "daemon state must be master or backup";
-        return false;
-      }
+      if (op.daemon.state != kStateMaster && op.daemon.state != kStateBackup)
+        return nl::Refuse(why, "daemon state must be master or backup");
       return true;
   }
-  *why = "unknown op";
-  return false;
+  return nl::Refuse(why, "unknown op");
 }
 
 const char* CommandName(OpKind k) {
@@ -448,18 +391,11 @@ bool DecodeService(const nlmsghdr* h, Service* out, std::string* why) {
     }
   }
   if (!r.ok(why)) return false;
-  if (!have_af || (out->key.af != kAfInet && out->key.af != kAfInet6)) {
-    *why = "service without a valid IPVS_SVC_ATTR_AF";
-    return false;
-  }
-  if (out->key.fwmark == 0 && !(have_proto && have_addr && have_port)) {
-    *why = "service has neither a fwmark nor protocol, address and port";
-    return false;
-  }
-  if (!have_sched) {
-    *why = "service without IPVS_SVC_ATTR_SCHED_NAME";
-    return false;
-  }
+  if (!have_af || (out->key.af != kAfInet && out->key.af != kAfInet6))
+    return nl::Refuse(why, "service without a valid IPVS_SVC_ATTR_AF");
+  if (out->key.fwmark == 0 && !(have_proto && have_addr && have_port))
+    return nl::Refuse(why, "service has neither a fwmark nor protocol, address and port");
+  if (!have_sched) return nl::Refuse(why, "service without IPVS_SVC_ATTR_SCHED_NAME");
   stats.Into(out);
   return true;
 }
@@ -500,14 +436,9 @@ bool DecodeDest(const nlmsghdr* h, Dest* out, std::string* why) {
     }
   }
   if (!r.ok(why)) return false;
-  if (!have_addr || !have_port) {
-    *why = "destination without address or port";
-    return false;
-  }
-  if (out->af != 0 && out->af != kAfInet && out->af != kAfInet6) {
-    *why = "destination with an unknown address family " + std::to_string(out->af);
-    return false;
-  }
+  if (!have_addr || !have_port) return nl::Refuse(why, "destination without address or port");
+  if (out->af != 0 && out->af != kAfInet && out->af != kAfInet6)
+    return nl::Refuse(why, "destination with an unknown address family " + std::to_string(out->af));
   stats.Into(out);
   return true;
 }
@@ -525,10 +456,7 @@ bool DecodeConfig(const nlmsghdr* h, Timeouts* out, std::string* why) {
     }
   }
   if (!r.ok(why)) return false;
-  if (seen == 0) {
-    *why = "no timeout attributes";
-    return false;
-  }
+  if (seen == 0) return nl::Refuse(why, "no timeout attributes");
   return true;
 }
 
@@ -558,10 +486,7 @@ bool DecodeDaemon(const nlmsghdr* h, Daemon* out, std::string* why) {
     }
   }
   if (!r.ok(why)) return false;
-  if (!have_state) {
-    *why = "daemon without IPVS_DAEMON_ATTR_STATE";
-    return false;
-  }
+  if (!have_state) return nl::Refuse(why, "daemon without IPVS_DAEMON_ATTR_STATE");
   return true;
 }
 

@@ -379,10 +379,7 @@ void TxBuilder::Add(const Op& op, size_t i) {
 void EncodeGetGen(nl::Batch& b) { Begin(b, NFT_MSG_GETGEN, 0, AF_UNSPEC); }
 
 bool DecodeGen(const nlmsghdr* h, uint32_t* gen_id, std::string* why) {
-  if (h->nlmsg_type != MsgType(NFT_MSG_NEWGEN)) {
-    *why = "not an NFT_MSG_NEWGEN message";
-    return false;
-  }
+  if (h->nlmsg_type != MsgType(NFT_MSG_NEWGEN)) return nl::Refuse(why, "not an NFT_MSG_NEWGEN message");
   nl::AttrReader r = nl::Attributes(h, sizeof(nfgenmsg));
   bool found = false;
   while (r.Next())
@@ -408,14 +405,8 @@ void EncodeDumpElements(nl::Batch& b, uint8_t family, const std::string& table, 
 namespace {
 
 bool Header(const nlmsghdr* h, uint16_t msg, uint8_t* family, std::string* why) {
-  if (h->nlmsg_type != MsgType(msg)) {
-    *why = std::string("expected ") + MsgName(msg);
-    return false;
-  }
-  if (h->nlmsg_len < NLMSG_HDRLEN + sizeof(nfgenmsg)) {
-    *why = "message shorter than nfgenmsg";
-    return false;
-  }
+  if (h->nlmsg_type != MsgType(msg)) return nl::Refuse(why, std::string("expected ") + MsgName(msg));
+  if (h->nlmsg_len < NLMSG_HDRLEN + sizeof(nfgenmsg)) return nl::Refuse(why, "message shorter than nfgenmsg");
   *family = reinterpret_cast<const nfgenmsg*>(NLMSG_DATA(h))->nfgen_family;
   return true;
 }

@@ -203,10 +203,7 @@ bool DecodeExpr(nl::AttrReader r, Expr* e, std::string* why) {
     }
   }
   if (!r.ok(why)) return false;
-  if (e->name.empty()) {
-    *why = "expression without a name";
-    return false;
-  }
+  if (e->name.empty()) return nl::Refuse(why, "expression without a name");
   if (!have_data) return true;
   const ExprSchema* s = FindExprSchema(e->name);
   while (data.Next()) {
@@ -242,10 +239,7 @@ bool DecodeExpr(nl::AttrReader r, Expr* e, std::string* why) {
     }
     e->attrs.push_back(std::move(a));
   }
-  if (!data.ok()) {
-    *why = e->name + ": " + data.error();
-    return false;
-  }
+  if (!data.ok()) return nl::Refuse(why, e->name + ": " + data.error());
   return true;
 }
 
