@@ -79,19 +79,10 @@ bool ReadTuple(nl::AttrReader r, uint8_t family, Tuple* t) {
       while (p.Next()) {
         switch (p.type()) {
           case CTA_PROTO_NUM: t->proto = p.U8(); break;
-          case CTA_PROTO_SRC_PORT:
-            t->sport = p.Be16();
-            t->has_ports = true;
-            break;
-          case CTA_PROTO_DST_PORT:
-            t->dport = p.Be16();
-            t->has_ports = true;
-            break;
+          case CTA_PROTO_SRC_PORT: nl::Store(&t->sport, p.Be16(), &t->has_ports); break;
+          case CTA_PROTO_DST_PORT: nl::Store(&t->dport, p.Be16(), &t->has_ports); break;
           case CTA_PROTO_ICMP_ID:
-          case CTA_PROTO_ICMPV6_ID:
-            t->icmp_id = p.Be16();
-            t->has_icmp = true;
-            break;
+          case CTA_PROTO_ICMPV6_ID: nl::Store(&t->icmp_id, p.Be16(), &t->has_icmp); break;
           case CTA_PROTO_ICMP_TYPE:
           case CTA_PROTO_ICMPV6_TYPE: t->icmp_type = p.U8(); break;
           case CTA_PROTO_ICMP_CODE:
@@ -164,10 +155,7 @@ bool DecodeFlow(const nlmsghdr* h, Flow* out, std::string* why) {
           if (pi.type() != CTA_PROTOINFO_TCP) continue;
           nl::AttrReader tcp = pi.Nested();
           while (tcp.Next())
-            if (tcp.type() == CTA_PROTOINFO_TCP_STATE) {
-              out->tcp_state = tcp.U8();
-              out->has_tcp_state = true;
-            }
+            if (tcp.type() == CTA_PROTOINFO_TCP_STATE) nl::Store(&out->tcp_state, tcp.U8(), &out->has_tcp_state);
         }
         break;
       }

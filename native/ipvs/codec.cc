@@ -194,10 +194,7 @@ bool DecodeInfo(const nlmsghdr* h, Info* out, std::string* why) {
   bool have_version = false;
   while (r.Next()) {
     switch (r.type()) {
-      case IPVS_INFO_ATTR_VERSION:
-        out->version = r.U32();
-        have_version = true;
-        break;
+      case IPVS_INFO_ATTR_VERSION: nl::Store(&out->version, r.U32(), &have_version); break;
       case IPVS_INFO_ATTR_CONN_TAB_SIZE: out->conn_table_size = r.U32(); break;
       default: break;
     }
@@ -356,27 +353,15 @@ bool DecodeService(const nlmsghdr* h, Service* out, std::string* why) {
   StatsAttrs stats;
   while (r.Next()) {
     switch (r.type()) {
-      case IPVS_SVC_ATTR_AF:
-        out->key.af = r.U16();
-        have_af = true;
-        break;
-      case IPVS_SVC_ATTR_PROTOCOL:
-        out->key.protocol = r.U16();
-        have_proto = true;
-        break;
+      case IPVS_SVC_ATTR_AF: nl::Store(&out->key.af, r.U16(), &have_af); break;
+      case IPVS_SVC_ATTR_PROTOCOL: nl::Store(&out->key.protocol, r.U16(), &have_proto); break;
       case IPVS_SVC_ATTR_ADDR:
         r.AtMost(out->key.addr, sizeof out->key.addr);
         have_addr = true;
         break;
-      case IPVS_SVC_ATTR_PORT:
-        out->key.port = r.Be16();
-        have_port = true;
-        break;
+      case IPVS_SVC_ATTR_PORT: nl::Store(&out->key.port, r.Be16(), &have_port); break;
       case IPVS_SVC_ATTR_FWMARK: out->key.fwmark = r.U32(); break;
-      case IPVS_SVC_ATTR_SCHED_NAME:
-        out->sched = r.Str();
-        have_sched = true;
-        break;
+      case IPVS_SVC_ATTR_SCHED_NAME: nl::Store(&out->sched, r.Str(), &have_sched); break;
       case IPVS_SVC_ATTR_PE_NAME: out->pe = r.Str(); break;
       case IPVS_SVC_ATTR_FLAGS: {
         ip_vs_flags f{};
@@ -412,10 +397,7 @@ bool DecodeDest(const nlmsghdr* h, Dest* out, std::string* why) {
         r.AtMost(out->addr, sizeof out->addr);
         have_addr = true;
         break;
-      case IPVS_DEST_ATTR_PORT:
-        out->port = r.Be16();
-        have_port = true;
-        break;
+      case IPVS_DEST_ATTR_PORT: nl::Store(&out->port, r.Be16(), &have_port); break;
       case IPVS_DEST_ATTR_FWD_METHOD: out->fwd = r.U32() & IP_VS_CONN_F_FWD_MASK; break;
       case IPVS_DEST_ATTR_WEIGHT: out->weight = static_cast<int32_t>(r.U32()); break;
       case IPVS_DEST_ATTR_U_THRESH: out->u_thresh = r.U32(); break;
@@ -424,10 +406,7 @@ bool DecodeDest(const nlmsghdr* h, Dest* out, std::string* why) {
       case IPVS_DEST_ATTR_INACT_CONNS: out->inact_conns = r.U32(); break;
       case IPVS_DEST_ATTR_PERSIST_CONNS: out->persist_conns = r.U32(); break;
       case IPVS_DEST_ATTR_ADDR_FAMILY: out->af = r.U16(); break;
-      case IPVS_DEST_ATTR_TUN_TYPE:
-        out->tun_type = r.U8();
-        out->have_tun = true;
-        break;
+      case IPVS_DEST_ATTR_TUN_TYPE: nl::Store(&out->tun_type, r.U8(), &out->have_tun); break;
       case IPVS_DEST_ATTR_TUN_PORT: out->tun_port = r.Be16(); break;
       case IPVS_DEST_ATTR_TUN_FLAGS: out->tun_flags = r.U16(); break;
       case IPVS_DEST_ATTR_STATS: stats.Read32(r.Nested()); break;
@@ -467,10 +446,7 @@ bool DecodeDaemon(const nlmsghdr* h, Daemon* out, std::string* why) {
   bool have_state = false;
   while (r.Next()) {
     switch (r.type()) {
-      case IPVS_DAEMON_ATTR_STATE:
-        out->state = r.U32();
-        have_state = true;
-        break;
+      case IPVS_DAEMON_ATTR_STATE: nl::Store(&out->state, r.U32(), &have_state); break;
       case IPVS_DAEMON_ATTR_MCAST_IFN: out->mcast_ifn = r.Str(); break;
       case IPVS_DAEMON_ATTR_SYNC_ID: out->sync_id = r.U32(); break;
       case IPVS_DAEMON_ATTR_SYNC_MAXLEN: out->sync_maxlen = r.U16(); break;

@@ -383,13 +383,10 @@ bool DecodeGen(const nlmsghdr* h, uint32_t* gen_id, std::string* why) {
   nl::AttrReader r = nl::Attributes(h, sizeof(nfgenmsg));
   bool found = false;
   while (r.Next())
-    if (r.type() == NFTA_GEN_ID) {
-      *gen_id = r.Be32();
-      found = true;
-    }
-  if (!r.ok()) *why = r.error();
-  else if (!found) *why = "no NFTA_GEN_ID";
-  return r.ok() && found;
+    if (r.type() == NFTA_GEN_ID) nl::Store(gen_id, r.Be32(), &found);
+  if (!r.ok(why)) return false;
+  if (!found) return nl::Refuse(why, "no NFTA_GEN_ID");
+  return true;
 }
 
 void EncodeDump(nl::Batch& b, uint16_t msg, uint8_t family, const std::string& table) {
@@ -446,10 +443,7 @@ bool DecodeChain(const nlmsghdr* h, Chain* c, std::string* why) {
         }
         break;
       }
-      case NFTA_CHAIN_POLICY:
-        c->has_policy = true;
-        c->policy = r.Be32();
-        break;
+      case NFTA_CHAIN_POLICY: nl::Store(&c->policy, r.Be32(), &c->has_policy); break;
       case NFTA_CHAIN_USE: c->use = r.Be32(); break;
       case NFTA_CHAIN_TYPE: c->type = r.Str(); break;
       case NFTA_CHAIN_FLAGS: c->flags = r.Be32(); break;
@@ -469,10 +463,7 @@ bool DecodeSet(const nlmsghdr* h, Set* s, std::string* why) {
       case NFTA_SET_FLAGS: s->flags = r.Be32(); break;
       case NFTA_SET_KEY_TYPE: s->key_type = r.Be32(); break;
       case NFTA_SET_KEY_LEN: s->key_len = r.Be32(); break;
-      case NFTA_SET_DATA_TYPE:
-        s->has_data = true;
-        s->data_type = r.Be32();
-        break;
+      case NFTA_SET_DATA_TYPE: nl::Store(&s->data_type, r.Be32(), &s->has_data); break;
       case NFTA_SET_DATA_LEN: s->data_len = r.Be32(); break;
       case NFTA_SET_ID: s->id = r.Be32(); break;
       case NFTA_SET_TIMEOUT: s->timeout_ms = r.Be64(); break;
@@ -520,10 +511,7 @@ bool DecodeElements(const nlmsghdr* h, ElementsRef* ref, std::vector<Element>* o
                 DecodeData(a.Nested(), &e.data, &e.verdict, &is_verdict);
                 e.has_verdict = is_verdict;
                 break;
-              case NFTA_SET_ELEM_FLAGS:
-                e.flags = a.Be32();
-                e.has_flags = true;
-                break;
+              case NFTA_SET_ELEM_FLAGS: nl::Store(&e.flags, a.Be32(), &e.has_flags); break;
               case NFTA_SET_ELEM_TIMEOUT: e.timeout_ms = a.Be64(); break;
               case NFTA_SET_ELEM_EXPIRATION: e.expiration_ms = a.Be64(); break;
               case NFTA_SET_ELEM_USERDATA: e.comment = UdataGetStr(a.Bytes(), kUdataElemComment); break;

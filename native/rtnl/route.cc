@@ -80,10 +80,7 @@ bool DecodeRoute(const nlmsghdr* h, Route* out, std::string* why) {
       case RTA_PREFSRC: ReadAddr(r, rtm->rtm_family, &out->prefsrc); break;
       case RTA_GATEWAY: ReadAddr(r, rtm->rtm_family, &out->gateway); break;
       case RTA_OIF: out->oif = static_cast<int32_t>(r.U32()); break;
-      case RTA_PRIORITY:
-        out->priority = r.U32();
-        out->has_priority = true;
-        break;
+      case RTA_PRIORITY: nl::Store(&out->priority, r.U32(), &out->has_priority); break;
       case RTA_TABLE: out->table = r.U32(); break;
       default: break;
     }
