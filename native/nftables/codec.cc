@@ -269,110 +269,93 @@ std::vector<TxBatch> TxBuilder::Finish() {
 }
 
 void TxBuilder::Add(const Op& op, size_t i) {
-  const TxOptions& opt = opt_;
-  auto room = [this](size_t o, size_t w) { Room(o, w); };
-  std::vector<TxBatch>& out = out_;
-  size_t& weight = weight_;
-  const uint16_t ack = opt.ack_mode == AckMode::kAll ? NLM_F_ACK : 0;
-  {
-    const bool excl = op.verb == Verb::kCreate;
-    switch (op.kind) {
-      case Kind::kTable: {
-        room(i, 1);
-        nl::Batch& b = out.back().batch;
-        if (op.verb == Verb::kFlush) {
-          Rule r;
-          r.family = op.table.family;
-          r.table = op.table.name;
-          EncodeRuleMsg(b, NFT_MSG_DELRULE, ack, r, false);
-        } else {
-          // nft sends NEWTABLE without NLM_F_CREATE; the kernel creates or updates either way.
-          const uint16_t f = excl ? NLM_F_CREATE | NLM_F_EXCL : 0;
-          EncodeTableMsg(b, MsgFor(op.kind, op.verb), static_cast<uint16_t>(ack | f), op.table);
+  const uint16_t ack = opt_.ack_mode == AckMode::kAll ? NLM_F_ACK : 0;
+  const bool excl = op.verb == Verb::kCreate;
+  // What a chain, set or elements op asks of an existing object: add updates it, create refuses.
+  const uint16_t create = op.verb == Verb::kAdd ? NLM_F_CREATE : excl ? NLM_F_CREATE | NLM_F_EXCL : 0;
+  if (op.kind == Kind::kElements) {
+    const uint16_t msg = MsgFor(op.kind, op.verb);
+    const bool adding = msg == NFT_MSG_NEWSETELEM;
+    const uint16_t f = static_cast<uint16_t>(ack | create);
+    size_t e = 0;
+    do {  // one message per ~max_elem_bytes of elements (an empty op still sends one)
+      Room(i, 1);  // a message weighs 1 + one per element beyond the first
+      nl::Batch& b = out_.back().batch;
+      nl::AttrWriter w = BeginElements(b, msg, f, op.ref.family, op.ref.table, op.ref.set);
+      if (adding && op.ref.set_id) w.Be32(NFTA_SET_ELEM_LIST_SET_ID, op.ref.set_id);
+      const size_t list = w.Begin(NFTA_SET_ELEM_LIST_ELEMENTS | nl::kNested);
+      size_t bytes = 0;
+      uint16_t idx = 0;
+      while (e < op.elements.size()) {
+        // weight already counts this message as 1: it holds 1 + (idx) elements' worth
+        if (opt_.max_weight && idx > 0 && weight_ - 1 + idx >= opt_.max_weight) break;
+        const size_t mark = b.buffer().size();
+        const size_t n = EncodeElement(w, static_cast<uint16_t>(idx + 1), op.elements[e], adding);
+        if (idx > 0 && bytes + n > opt_.max_elem_bytes) {
+          b.buffer().resize(mark);  // does not fit: it opens the next message
+          break;
         }
-        break;
+        bytes += n;
+        idx++;
+        e++;
       }
-      case Kind::kChain: {
-        room(i, 1);
-        nl::Batch& b = out.back().batch;
-        if (op.verb == Verb::kFlush) {
-          Rule r;
-          r.family = op.chain.family;
-          r.table = op.chain.table;
-          r.chain = op.chain.name;
-          EncodeRuleMsg(b, NFT_MSG_DELRULE, ack, r, false);
-        } else {
-          const uint16_t f = op.verb == Verb::kAdd ? NLM_F_CREATE : excl ? NLM_F_CREATE | NLM_F_EXCL : 0;
-          EncodeChainMsg(b, MsgFor(op.kind, op.verb), static_cast<uint16_t>(ack | f), op.chain);
-        }
-        break;
+      w.End(list);
+      weight_ += idx > 0 ? idx - 1 : 0;
+    } while (e < op.elements.size());
+    return;
+  }
+  Room(i, 1);
+  nl::Batch& b = out_.back().batch;
+  switch (op.kind) {
+    case Kind::kTable:
+      if (op.verb == Verb::kFlush) {
+        Rule r;
+        r.family = op.table.family;
+        r.table = op.table.name;
+        EncodeRuleMsg(b, NFT_MSG_DELRULE, ack, r, false);
+      } else {
+        // nft sends NEWTABLE without NLM_F_CREATE; the kernel creates or updates either way.
+        const uint16_t f = excl ? NLM_F_CREATE | NLM_F_EXCL : 0;
+        EncodeTableMsg(b, MsgFor(op.kind, op.verb), static_cast<uint16_t>(ack | f), op.table);
       }
-      case Kind::kSet: {
-        room(i, 1);
-        nl::Batch& b = out.back().batch;
-        if (op.verb == Verb::kFlush) {
-          BeginElements(b, NFT_MSG_DELSETELEM, ack, op.set.family, op.set.table, op.set.name);
-        } else {
-          const uint16_t f = op.verb == Verb::kAdd ? NLM_F_CREATE : excl ? NLM_F_CREATE | NLM_F_EXCL : 0;
-          EncodeSetMsg(b, MsgFor(op.kind, op.verb), static_cast<uint16_t>(ack | f), op.set);
-        }
-        break;
+      break;
+    case Kind::kChain:
+      if (op.verb == Verb::kFlush) {
+        Rule r;
+        r.family = op.chain.family;
+        r.table = op.chain.table;
+        r.chain = op.chain.name;
+        EncodeRuleMsg(b, NFT_MSG_DELRULE, ack, r, false);
+      } else {
+        EncodeChainMsg(b, MsgFor(op.kind, op.verb), static_cast<uint16_t>(ack | create), op.chain);
       }
-      case Kind::kElements: {
-        const uint16_t msg = MsgFor(op.kind, op.verb);
-        const bool adding = msg == NFT_MSG_NEWSETELEM;
-        const uint16_t f = static_cast<uint16_t>(
-            ack | (op.verb == Verb::kAdd ? NLM_F_CREATE : excl ? NLM_F_CREATE | NLM_F_EXCL : 0));
-        size_t e = 0;
-        do {  // one message per ~max_elem_bytes of elements (an empty op still sends one)
-          room(i, 1);  // a message weighs 1 + one per element beyond the first
-          nl::Batch& b = out.back().batch;
-          nl::AttrWriter w = BeginElements(b, msg, f, op.ref.family, op.ref.table, op.ref.set);
-          if (adding && op.ref.set_id) w.Be32(NFTA_SET_ELEM_LIST_SET_ID, op.ref.set_id);
-          const size_t list = w.Begin(NFTA_SET_ELEM_LIST_ELEMENTS | nl::kNested);
-          size_t bytes = 0;
-          uint16_t idx = 0;
-          while (e < op.elements.size()) {
-            // weight already counts this message as 1: it holds 1 + (idx) elements' worth
-            if (opt.max_weight && idx > 0 && weight - 1 + idx >= opt.max_weight) break;
-            const size_t mark = b.buffer().size();
-            const size_t n = EncodeElement(w, static_cast<uint16_t>(idx + 1), op.elements[e], adding);
-            if (idx > 0 && bytes + n > opt.max_elem_bytes) {
-              b.buffer().resize(mark);  // does not fit: it opens the next message
-              break;
-            }
-            bytes += n;
-            idx++;
-            e++;
-          }
-          w.End(list);
-          weight += idx > 0 ? idx - 1 : 0;
-        } while (e < op.elements.size());
-        break;
+      break;
+    case Kind::kSet:
+      if (op.verb == Verb::kFlush)
+        BeginElements(b, NFT_MSG_DELSETELEM, ack, op.set.family, op.set.table, op.set.name);
+      else
+        EncodeSetMsg(b, MsgFor(op.kind, op.verb), static_cast<uint16_t>(ack | create), op.set);
+      break;
+    case Kind::kElements: break;  // above
+    case Kind::kRule:
+      switch (op.verb) {
+        case Verb::kAdd:
+        case Verb::kCreate:
+          EncodeRuleMsg(b, NFT_MSG_NEWRULE, static_cast<uint16_t>(ack | NLM_F_CREATE | NLM_F_APPEND), op.rule, true);
+          break;
+        case Verb::kInsert:
+          EncodeRuleMsg(b, NFT_MSG_NEWRULE, static_cast<uint16_t>(ack | NLM_F_CREATE), op.rule, true);
+          break;
+        case Verb::kReplace:
+          EncodeRuleMsg(b, NFT_MSG_NEWRULE, static_cast<uint16_t>(ack | NLM_F_REPLACE), op.rule, true);
+          break;
+        case Verb::kDelete:
+        case Verb::kDestroy:
+        case Verb::kFlush:
+          EncodeRuleMsg(b, op.verb == Verb::kDestroy ? kMsgDestroyRule : static_cast<uint16_t>(NFT_MSG_DELRULE), ack, op.rule, false);
+          break;
       }
-      case Kind::kRule: {
-        room(i, 1);
-        nl::Batch& b = out.back().batch;
-        switch (op.verb) {
-          case Verb::kAdd:
-          case Verb::kCreate:
-            EncodeRuleMsg(b, NFT_MSG_NEWRULE, static_cast<uint16_t>(ack | NLM_F_CREATE | NLM_F_APPEND), op.rule, true);
-            break;
-          case Verb::kInsert:
-            EncodeRuleMsg(b, NFT_MSG_NEWRULE, static_cast<uint16_t>(ack | NLM_F_CREATE), op.rule, true);
-            break;
-          case Verb::kReplace:
-            EncodeRuleMsg(b, NFT_MSG_NEWRULE, static_cast<uint16_t>(ack | NLM_F_REPLACE), op.rule, true);
-            break;
-          case Verb::kDelete:
-          case Verb::kDestroy:
-          case Verb::kFlush:
-            EncodeRuleMsg(b, op.verb == Verb::kDestroy ? kMsgDestroyRule : static_cast<uint16_t>(NFT_MSG_DELRULE), ack, op.rule, false);
-            break;
-        }
-        break;
-      }
-    }
+      break;
   }
 }
 
