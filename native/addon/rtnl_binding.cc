@@ -655,11 +655,6 @@ Napi::Value EncodeOpsHook(const Napi::CallbackInfo& info) {
   });
 }
 
-Napi::Value EncodeDumpAddrsHook(const Napi::CallbackInfo& info) {
-  const auto family = static_cast<uint8_t>(NumberOr(info[0], 0));
-  return EncodedBytes(info.Env(), [&](nl::Batch& b) { rtnl::EncodeDumpAddrs(b, family); });
-}
-
 Napi::Value DecodeRouteHook(const Napi::CallbackInfo& info) {
   return RouteToJs(info.Env(), DecodedArg(info, "decodeRoute", rtnl::DecodeRoute), "");
 }
@@ -683,7 +678,6 @@ void InitRtnl(Napi::Env env, Napi::Object exports) {
   codec.Set("decodeLink", Function<DecodeLink>(env, "decodeLink"));
   codec.Set("decodeAddr", Function<DecodeAddrHook>(env, "decodeAddr"));
   codec.Set("encodeOps", Function<EncodeOpsHook>(env, "encodeOps"));
-  codec.Set("encodeDumpAddrs", Function<EncodeDumpAddrsHook>(env, "encodeDumpAddrs"));
   codec.Set("decodeRoute", Function<DecodeRouteHook>(env, "decodeRoute"));
   codec.Set("encodeDumpRoutes", Function<EncodeDumpRoutesHook>(env, "encodeDumpRoutes"));
 }

@@ -79,19 +79,10 @@ bool ReadTuple(nl::AttrReader r, uint8_t family, Tuple* t) {
       while (p.Next()) {
         switch (p.type()) {
           case CTA_PROTO_NUM: t->proto = p.U8(); break;
-          case CTA_PROTO_SRC_PORT:
-            t->sport = p.Be16();
-            t->has_ports = true;
-            break;
-          case CTA_PROTO_DST_PORT:
-            t->dport = p.Be16();
-            t->has_ports = true;
-            break;
+          case CTA_PROTO_SRC_PORT: nl::Store(&t->sport, p.Be16(), &t->has_ports); break;
+          case CTA_PROTO_DST_PORT: nl::Store(&t->dport, p.Be16(), &t->has_ports); break;
           case CTA_PROTO_ICMP_ID:
-          case CTA_PROTO_ICMPV6_ID:
-            t->icmp_id = p.Be16();
-            t->has_icmp = true;
-            break;
+          case CTA_PROTO_ICMPV6_ID: nl::Store(&t->icmp_id, p.Be16(), &t->has_icmp); break;
           case CTA_PROTO_ICMP_TYPE:
           case CTA_PROTO_ICMPV6_TYPE: t->icmp_type = p.U8(); break;
           case CTA_PROTO_ICMP_CODE:
@@ -139,19 +130,12 @@ void EncodeDelete(nl::Batch& b, const Flow& f) {
 }
 
 bool DecodeFlow(const nlmsghdr* h, Flow* out, std::string* why) {
-  if (h->nlmsg_type != MsgType(IPCTNL_MSG_CT_NEW) && h->nlmsg_type != MsgType(IPCTNL_MSG_CT_DELETE)) {
-    *why = "not a ctnetlink conntrack message";
-    return false;
-  }
-  if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) {
-    *why = "message shorter than its nfgenmsg header";
-    return false;
-  }
+  if (h->nlmsg_type != MsgType(IPCTNL_MSG_CT_NEW) && h->nlmsg_type != MsgType(IPCTNL_MSG_CT_DELETE))
+    return nl::Refuse(why, "not a ctnetlink conntrack message");
+  if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) return nl::Refuse(why, "message shorter than its nfgenmsg header");
   const auto* g = static_cast<const nfgenmsg*>(NLMSG_DATA(h));
-  if (g->nfgen_family != AF_INET && g->nfgen_family != AF_INET6) {
-    *why = "conntrack family " + std::to_string(g->nfgen_family) + " is neither AF_INET nor AF_INET6";
-    return false;
-  }
+  if (g->nfgen_family != AF_INET && g->nfgen_family != AF_INET6)
+    return nl::Refuse(why, "conntrack family " + std::to_string(g->nfgen_family) + " is neither AF_INET nor AF_INET6");
   out->family = g->nfgen_family;
   bool has_orig = false;
   nl::AttrReader r = nl::Attributes(h, sizeof(nfgenmsg));
@@ -171,10 +155,7 @@ bool DecodeFlow(const nlmsghdr* h, Flow* out, std::string* why) {
           if (pi.type() != CTA_PROTOINFO_TCP) continue;
           nl::AttrReader tcp = pi.Nested();
           while (tcp.Next())
-            if (tcp.type() == CTA_PROTOINFO_TCP_STATE) {
-              out->tcp_state = tcp.U8();
-              out->has_tcp_state = true;
-            }
+            if (tcp.type() == CTA_PROTOINFO_TCP_STATE) nl::Store(&out->tcp_state, tcp.U8(), &out->has_tcp_state);
         }
         break;
       }
@@ -190,10 +171,8 @@ bool DecodeFlow(const nlmsghdr* h, Flow* out, std::string* why) {
     }
   }
   if (!r.ok(why)) return false;
-  if (!has_orig || !out->orig.src.family || !out->orig.dst.family) {
-    *why = "conntrack entry without a complete original tuple";
-    return false;
-  }
+  if (!has_orig || !out->orig.src.family || !out->orig.dst.family)
+    return nl::Refuse(why, "conntrack entry without a complete original tuple");
   out->orig.has_ports = out->orig.has_ports && PortProto(out->orig.proto);
   out->reply.has_ports = out->reply.has_ports && PortProto(out->reply.proto);
   return true;

@@ -45,7 +45,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     op.rule = r;
     op.rule.table = "t";
     op.rule.chain = "c";
-    nft::BuildTransactions({op}, nft::TxOptions{});
+    nft::TxBuilder tb(nft::TxOptions{});
+    tb.Add(op, 0);
+    tb.Finish();
   }
   return 0;
 }

@@ -98,30 +98,15 @@ bool ReadMember(nl::AttrReader r, Member* m) {
     switch (r.type()) {
       case IPSET_ATTR_IP: ReadAddr(r.Nested(), &m->ip); break;
       case IPSET_ATTR_CIDR: m->cidr = r.U8(); break;
-      case IPSET_ATTR_PORT:
-        m->port = r.Be16();
-        m->has_port = true;
-        break;
+      case IPSET_ATTR_PORT: nl::Store(&m->port, r.Be16(), &m->has_port); break;
       case IPSET_ATTR_PROTO: m->proto = r.U8(); break;
-      case IPSET_ATTR_TIMEOUT:
-        m->timeout = r.Be32();
-        m->has_timeout = true;
-        break;
+      case IPSET_ATTR_TIMEOUT: nl::Store(&m->timeout, r.Be32(), &m->has_timeout); break;
       case IPSET_ATTR_CADT_FLAGS: m->nomatch = (r.Be32() & IPSET_FLAG_NOMATCH) != 0; break;
       case IPSET_ATTR_IP2: ReadAddr(r.Nested(), &m->ip2); break;
       case IPSET_ATTR_CIDR2: m->cidr2 = r.U8(); break;
-      case IPSET_ATTR_BYTES:
-        m->bytes = r.Be64();
-        m->has_counters = true;
-        break;
-      case IPSET_ATTR_PACKETS:
-        m->packets = r.Be64();
-        m->has_counters = true;
-        break;
-      case IPSET_ATTR_COMMENT:
-        m->comment = r.Str();
-        m->has_comment = true;
-        break;
+      case IPSET_ATTR_BYTES: nl::Store(&m->bytes, r.Be64(), &m->has_counters); break;
+      case IPSET_ATTR_PACKETS: nl::Store(&m->packets, r.Be64(), &m->has_counters); break;
+      case IPSET_ATTR_COMMENT: nl::Store(&m->comment, r.Str(), &m->has_comment); break;
       case IPSET_ATTR_SKBMARK: {
         const uint64_t v = r.Be64();
         m->skbmark = static_cast<uint32_t>(v >> 32);
@@ -129,14 +114,8 @@ bool ReadMember(nl::AttrReader r, Member* m) {
         m->has_skbmark = true;
         break;
       }
-      case IPSET_ATTR_SKBPRIO:
-        m->skbprio = r.Be32();
-        m->has_skbprio = true;
-        break;
-      case IPSET_ATTR_SKBQUEUE:
-        m->skbqueue = r.Be16();
-        m->has_skbqueue = true;
-        break;
+      case IPSET_ATTR_SKBPRIO: nl::Store(&m->skbprio, r.Be32(), &m->has_skbprio); break;
+      case IPSET_ATTR_SKBQUEUE: nl::Store(&m->skbqueue, r.Be16(), &m->has_skbqueue); break;
       case IPSET_ATTR_CADT_LINENO: m->lineno = r.Be32(); break;
       default: break;  // IPSET_ATTR_PAD and attributes of types we do not model
     }
@@ -147,30 +126,12 @@ bool ReadMember(nl::AttrReader r, Member* m) {
 bool ReadHeaderData(nl::AttrReader r, SetHeader* h) {
   while (r.Next()) {
     switch (r.type()) {
-      case IPSET_ATTR_HASHSIZE:
-        h->hashsize = r.Be32();
-        h->has_hashsize = true;
-        break;
-      case IPSET_ATTR_MAXELEM:
-        h->maxelem = r.Be32();
-        h->has_maxelem = true;
-        break;
-      case IPSET_ATTR_NETMASK:
-        h->netmask = r.U8();
-        h->has_netmask = true;
-        break;
-      case IPSET_ATTR_BUCKETSIZE:
-        h->bucketsize = r.U8();
-        h->has_bucketsize = true;
-        break;
-      case IPSET_ATTR_INITVAL:
-        h->initval = r.Be32();
-        h->has_initval = true;
-        break;
-      case IPSET_ATTR_TIMEOUT:
-        h->timeout = r.Be32();
-        h->has_timeout = true;
-        break;
+      case IPSET_ATTR_HASHSIZE: nl::Store(&h->hashsize, r.Be32(), &h->has_hashsize); break;
+      case IPSET_ATTR_MAXELEM: nl::Store(&h->maxelem, r.Be32(), &h->has_maxelem); break;
+      case IPSET_ATTR_NETMASK: nl::Store(&h->netmask, r.U8(), &h->has_netmask); break;
+      case IPSET_ATTR_BUCKETSIZE: nl::Store(&h->bucketsize, r.U8(), &h->has_bucketsize); break;
+      case IPSET_ATTR_INITVAL: nl::Store(&h->initval, r.Be32(), &h->has_initval); break;
+      case IPSET_ATTR_TIMEOUT: nl::Store(&h->timeout, r.Be32(), &h->has_timeout); break;
       case IPSET_ATTR_CADT_FLAGS: {
         const uint32_t f = r.Be32();
         h->counters = f & IPSET_FLAG_WITH_COUNTERS;
@@ -179,14 +140,8 @@ bool ReadHeaderData(nl::AttrReader r, SetHeader* h) {
         h->forceadd = f & IPSET_FLAG_WITH_FORCEADD;
         break;
       }
-      case IPSET_ATTR_PORT:
-        h->port_from = r.Be16();
-        h->has_range = true;
-        break;
-      case IPSET_ATTR_PORT_TO:
-        h->port_to = r.Be16();
-        h->has_range = true;
-        break;
+      case IPSET_ATTR_PORT: nl::Store(&h->port_from, r.Be16(), &h->has_range); break;
+      case IPSET_ATTR_PORT_TO: nl::Store(&h->port_to, r.Be16(), &h->has_range); break;
       case IPSET_ATTR_REFERENCES: h->references = r.Be32(); break;
       case IPSET_ATTR_MEMSIZE: h->memsize = r.Be32(); break;
       case IPSET_ATTR_ELEMENTS: h->elements = r.Be32(); break;
@@ -197,14 +152,9 @@ bool ReadHeaderData(nl::AttrReader r, SetHeader* h) {
 }
 
 bool CheckType(const nlmsghdr* h, uint8_t cmd, std::string* why) {
-  if (h->nlmsg_type != MsgType(cmd)) {
-    *why = std::string("not an ipset ") + CommandName(cmd) + " message";
-    return false;
-  }
-  if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) {
-    *why = "message shorter than its nfgenmsg header";
-    return false;
-  }
+  if (h->nlmsg_type != MsgType(cmd))
+    return nl::Refuse(why, std::string("not an ipset ") + CommandName(cmd) + " message");
+  if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) return nl::Refuse(why, "message shorter than its nfgenmsg header");
   return true;
 }
 
@@ -217,18 +167,11 @@ bool DecodeVersions(const nlmsghdr* h, uint8_t cmd, uint16_t max_attr, uint16_t 
   bool got = false;
   *min = 0;
   while (r.Next()) {
-    if (r.type() == max_attr) {
-      *max = r.U8();
-      got = true;
-    } else if (r.type() == min_attr) {
-      *min = r.U8();
-    }
+    if (r.type() == max_attr) nl::Store(max, r.U8(), &got);
+    else if (r.type() == min_attr) *min = r.U8();
   }
   if (!r.ok(why)) return false;
-  if (!got) {
-    *why = missing;
-    return false;
-  }
+  if (!got) return nl::Refuse(why, missing);
   return true;
 }
 
@@ -357,27 +300,16 @@ bool DecodeType(const nlmsghdr* h, uint8_t* rev_max, uint8_t* rev_min, std::stri
 bool DecodeList(const nlmsghdr* h, SetHeader* header, bool* has_header, std::vector<Member>* members,
                 std::string* why) {
   if (h->nlmsg_type != MsgType(IPSET_CMD_LIST) && h->nlmsg_type != MsgType(IPSET_CMD_SAVE) &&
-      h->nlmsg_type != MsgType(IPSET_CMD_HEADER)) {
-    *why = "not an ipset LIST message";
-    return false;
-  }
-  if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) {
-    *why = "message shorter than its nfgenmsg header";
-    return false;
-  }
+      h->nlmsg_type != MsgType(IPSET_CMD_HEADER))
+    return nl::Refuse(why, "not an ipset LIST message");
+  if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) return nl::Refuse(why, "message shorter than its nfgenmsg header");
   *has_header = false;
   bool named = false;
   nl::AttrReader r = nl::Attributes(h, sizeof(nfgenmsg));
   while (r.Next()) {
     switch (r.type()) {
-      case IPSET_ATTR_SETNAME:
-        header->name = r.Str();
-        named = true;
-        break;
-      case IPSET_ATTR_TYPENAME:
-        header->type = r.Str();
-        *has_header = true;
-        break;
+      case IPSET_ATTR_SETNAME: nl::Store(&header->name, r.Str(), &named); break;
+      case IPSET_ATTR_TYPENAME: nl::Store(&header->type, r.Str(), has_header); break;
       case IPSET_ATTR_FAMILY: header->family = r.U8(); break;
       case IPSET_ATTR_REVISION: header->revision = r.U8(); break;
       case IPSET_ATTR_INDEX: header->index = r.Be16(); break;
@@ -399,10 +331,7 @@ bool DecodeList(const nlmsghdr* h, SetHeader* header, bool* has_header, std::vec
     }
   }
   if (!r.ok(why)) return false;
-  if (!named) {
-    *why = "LIST message without ATTR_SETNAME";
-    return false;
-  }
+  if (!named) return nl::Refuse(why, "LIST message without ATTR_SETNAME");
   return true;
 }
 
@@ -412,10 +341,7 @@ bool ListAccumulator::Add(const nlmsghdr* h, std::string* why) {
   std::vector<Member> members;
   if (!DecodeList(h, &hdr, &has_header, &members, why)) return false;
   if (has_header || sets_.empty() || sets_.back().header.name != hdr.name) {
-    if (!has_header) {
-      *why = "members of set " + hdr.name + " arrived before its header";
-      return false;
-    }
+    if (!has_header) return nl::Refuse(why, "members of set " + hdr.name + " arrived before its header");
     sets_.push_back(ListedSet{std::move(hdr), {}});
   }
   std::vector<Member>& dst = sets_.back().members;

@@ -132,98 +132,51 @@ bool TopNest(const nlmsghdr* h, uint16_t type, nl::AttrReader* out, std::string*
     }
   }
   if (!r.ok(why)) return false;
-  if (!found) {
-    *why = std::string("no ") + what + " attribute";
-    return false;
-  }
+  if (!found) return nl::Refuse(why, std::string("no ") + what + " attribute");
   return true;
 }
 
 bool ValidName(const std::string& s) { return !s.empty() && s.size() < IP_VS_SCHEDNAME_MAXLEN; }
 
 bool ValidateKey(const ServiceKey& k, std::string* why) {
-  if (k.af != kAfInet && k.af != kAfInet6) {
-    *why = "address family must be inet or inet6";
-    return false;
-  }
-  if (k.fwmark == 0 && k.protocol != IPPROTO_TCP && k.protocol != IPPROTO_UDP && k.protocol != IPPROTO_SCTP) {
-    *why = "protocol must be tcp, udp or sctp (or give a non-zero fwmark)";
-    return false;
-  }
+  if (k.af != kAfInet && k.af != kAfInet6) return nl::Refuse(why, "address family must be inet or inet6");
+  if (k.fwmark == 0 && k.protocol != IPPROTO_TCP && k.protocol != IPPROTO_UDP && k.protocol != IPPROTO_SCTP)
+    return nl::Refuse(why, "protocol must be tcp, udp or sctp (or give a non-zero fwmark)");
   return true;
 }
 
 bool ValidateService(const Service& s, std::string* why) {
   if (!ValidateKey(s.key, why)) return false;
-  if (!ValidName(s.sched)) {
-    *why = "scheduler name must be 1-15 characters, got '" + s.sched + "'";
-    return false;
-  }
-  if (!s.pe.empty() && s.pe.size() >= IP_VS_PENAME_MAXLEN) {
-    *why = "persistence engine name must be at most 15 characters";
-    return false;
-  }
-  if (s.key.af == kAfInet6 && (s.netmask < 1 || s.netmask > 128)) {
-    *why = "IPv6 netmask must be a prefix length 1-128, got " + std::to_string(s.netmask);
-    return false;
-  }
+  if (!ValidName(s.sched)) return nl::Refuse(why, "scheduler name must be 1-15 characters, got '" + s.sched + "'");
+  if (!s.pe.empty() && s.pe.size() >= IP_VS_PENAME_MAXLEN)
+    return nl::Refuse(why, "persistence engine name must be at most 15 characters");
+  if (s.key.af == kAfInet6 && (s.netmask < 1 || s.netmask > 128))
+    return nl::Refuse(why, "IPv6 netmask must be a prefix length 1-128, got " + std::to_string(s.netmask));
   return true;
 }
 
 bool ValidateDest(const ServiceKey& k, const Dest& d, bool full, std::string* why) {
   const uint16_t af = DestAf(k, d);
-  if (af != kAfInet && af != kAfInet6) {
-    *why = "destination address family must be inet or inet6";
-    return false;
-  }
+  if (af != kAfInet && af != kAfInet6) return nl::Refuse(why, "destination address family must be inet or inet6");
   if (!full) return true;
-  if (af != k.af && d.fwd != kTunnel) {
-    *why = "mixed address families: an " + std::string(IsV4(af) ? "IPv4" : "IPv6") +
-           " destination in an " + (IsV4(k.af) ? "IPv4" : "IPv6") +
-           " service needs the tunnel forwarding method";
-    return false;
-  }
-  if (d.fwd > kDroute) {
-    *why = "unknown forwarding method";
-    return false;
-  }
-  if (d.weight < 0 || d.weight > 0x7fffffff) {
-    *why = "weight must be 0-2147483647, got " + std::to_string(d.weight);
-    return false;
-  }
+  if (af != k.af && d.fwd != kTunnel)
+    return nl::Refuse(why, "mixed address families: an " + std::string(IsV4(af) ? "IPv4" : "IPv6") +
+                               " destination in an " + (IsV4(k.af) ? "IPv4" : "IPv6") +
+                               " service needs the tunnel forwarding method");
+  if (d.fwd > kDroute) return nl::Refuse(why, "unknown forwarding method");
+  if (d.weight < 0 || d.weight > 0x7fffffff)
+    return nl::Refuse(why, "weight must be 0-2147483647, got " + std::to_string(d.weight));
   const bool tun_attrs = d.tun_type != kIpip || d.tun_port != 0 || d.tun_flags != 0;
-  if (d.fwd != kTunnel && tun_attrs) {
-    *why = "tunnel type, port and checksum options need the tunnel forwarding method";
-    return false;
-  }
-  if (d.tun_type > kGre) {
-    *why = "tunnel type must be ipip, gue or gre";
-    return false;
-  }
-  if (d.tun_flags & ~(kTunCsum | kTunRemCsum)) {
-    *why = "unknown tunnel flags";
-    return false;
-  }
-  if (d.tun_type == kGue && d.tun_port == 0) {
-    *why = "a gue tunnel needs a tunnel port (1-65535)";
-    return false;
-  }
-  if (d.tun_type != kGue && d.tun_port != 0) {
-    *why = "only gue tunnels take a tunnel port";
-    return false;
-  }
-  if (d.tun_type == kIpip && d.tun_flags != 0) {
-    *why = "ipip tunnels take no checksum option";
-    return false;
-  }
-  if (d.tun_type == kGre && (d.tun_flags & kTunRemCsum)) {
-    *why = "gre tunnels do not support remote checksum offload";
-    return false;
-  }
-  if ((d.tun_flags & kTunCsum) && (d.tun_flags & kTunRemCsum)) {
-    *why = "choose one of csum and remcsum";
-    return false;
-  }
+  if (d.fwd != kTunnel && tun_attrs)
+    return nl::Refuse(why, "tunnel type, port and checksum options need the tunnel forwarding method");
+  if (d.tun_type > kGre) return nl::Refuse(why, "tunnel type must be ipip, gue or gre");
+  if (d.tun_flags & ~(kTunCsum | kTunRemCsum)) return nl::Refuse(why, "unknown tunnel flags");
+  if (d.tun_type == kGue && d.tun_port == 0) return nl::Refuse(why, "a gue tunnel needs a tunnel port (1-65535)");
+  if (d.tun_type != kGue && d.tun_port != 0) return nl::Refuse(why, "only gue tunnels take a tunnel port");
+  if (d.tun_type == kIpip && d.tun_flags != 0) return nl::Refuse(why, "ipip tunnels take no checksum option");
+  if (d.tun_type == kGre && (d.tun_flags & kTunRemCsum))
+    return nl::Refuse(why, "gre tunnels do not support remote checksum offload");
+  if ((d.tun_flags & kTunCsum) && (d.tun_flags & kTunRemCsum)) return nl::Refuse(why, "choose one of csum and remcsum");
   return true;
 }
 
@@ -241,19 +194,13 @@ bool DecodeInfo(const nlmsghdr* h, Info* out, std::string* why) {
   bool have_version = false;
   while (r.Next()) {
     switch (r.type()) {
-      case IPVS_INFO_ATTR_VERSION:
-        out->version = r.U32();
-        have_version = true;
-        break;
+      case IPVS_INFO_ATTR_VERSION: nl::Store(&out->version, r.U32(), &have_version); break;
       case IPVS_INFO_ATTR_CONN_TAB_SIZE: out->conn_table_size = r.U32(); break;
       default: break;
     }
   }
   if (!r.ok(why)) return false;
-  if (!have_version) {
-    *why = "no IPVS_INFO_ATTR_VERSION";
-    return false;
-  }
+  if (!have_version) return nl::Refuse(why, "no IPVS_INFO_ATTR_VERSION");
   return true;
 }
 
@@ -276,24 +223,17 @@ bool Validate(const Op& op, std::string* why) {
     case OpKind::kFlush:
     case OpKind::kSetTimeouts: return true;
     case OpKind::kStartDaemon:
-      if (op.daemon.state != kStateMaster && op.daemon.state != kStateBackup) {
-        *why = "daemon state must be master or backup";
-        return false;
-      }
-      if (op.daemon.mcast_ifn.empty() || op.daemon.mcast_ifn.size() >= IP_VS_IFNAME_MAXLEN) {
-        *why = "multicast interface name must be 1-15 characters";
-        return false;
-      }
+      if (op.daemon.state != kStateMaster && op.daemon.state != kStateBackup)
+        return nl::Refuse(why, "daemon state must be master or backup");
+      if (op.daemon.mcast_ifn.empty() || op.daemon.mcast_ifn.size() >= IP_VS_IFNAME_MAXLEN)
+        return nl::Refuse(why, "multicast interface name must be 1-15 characters");
       return true;
     case OpKind::kStopDaemon:
-      if (op.daemon.state != kStateMaster && op.daemon.state != kStateBackup) {
-        *why = "daemon state must be master or backup";
-        return false;
-      }
+      if (op.daemon.state != kStateMaster && op.daemon.state != kStateBackup)
+        return nl::Refuse(why, "daemon state must be master or backup");
       return true;
   }
-  *why = "unknown op";
-  return false;
+  return nl::Refuse(why, "unknown op");
 }
 
 const char* CommandName(OpKind k) {
@@ -413,27 +353,15 @@ bool DecodeService(const nlmsghdr* h, Service* out, std::string* why) {
   StatsAttrs stats;
   while (r.Next()) {
     switch (r.type()) {
-      case IPVS_SVC_ATTR_AF:
-        out->key.af = r.U16();
-        have_af = true;
-        break;
-      case IPVS_SVC_ATTR_PROTOCOL:
-        out->key.protocol = r.U16();
-        have_proto = true;
-        break;
+      case IPVS_SVC_ATTR_AF: nl::Store(&out->key.af, r.U16(), &have_af); break;
+      case IPVS_SVC_ATTR_PROTOCOL: nl::Store(&out->key.protocol, r.U16(), &have_proto); break;
       case IPVS_SVC_ATTR_ADDR:
         r.AtMost(out->key.addr, sizeof out->key.addr);
         have_addr = true;
         break;
-      case IPVS_SVC_ATTR_PORT:
-        out->key.port = r.Be16();
-        have_port = true;
-        break;
+      case IPVS_SVC_ATTR_PORT: nl::Store(&out->key.port, r.Be16(), &have_port); break;
       case IPVS_SVC_ATTR_FWMARK: out->key.fwmark = r.U32(); break;
-      case IPVS_SVC_ATTR_SCHED_NAME:
-        out->sched = r.Str();
-        have_sched = true;
-        break;
+      case IPVS_SVC_ATTR_SCHED_NAME: nl::Store(&out->sched, r.Str(), &have_sched); break;
       case IPVS_SVC_ATTR_PE_NAME: out->pe = r.Str(); break;
       case IPVS_SVC_ATTR_FLAGS: {
         ip_vs_flags f{};
@@ -448,18 +376,11 @@ bool DecodeService(const nlmsghdr* h, Service* out, std::string* why) {
     }
   }
   if (!r.ok(why)) return false;
-  if (!have_af || (out->key.af != kAfInet && out->key.af != kAfInet6)) {
-    *why = "service without a valid IPVS_SVC_ATTR_AF";
-    return false;
-  }
-  if (out->key.fwmark == 0 && !(have_proto && have_addr && have_port)) {
-    *why = "service has neither a fwmark nor protocol, address and port";
-    return false;
-  }
-  if (!have_sched) {
-    *why = "service without IPVS_SVC_ATTR_SCHED_NAME";
-    return false;
-  }
+  if (!have_af || (out->key.af != kAfInet && out->key.af != kAfInet6))
+    return nl::Refuse(why, "service without a valid IPVS_SVC_ATTR_AF");
+  if (out->key.fwmark == 0 && !(have_proto && have_addr && have_port))
+    return nl::Refuse(why, "service has neither a fwmark nor protocol, address and port");
+  if (!have_sched) return nl::Refuse(why, "service without IPVS_SVC_ATTR_SCHED_NAME");
   stats.Into(out);
   return true;
 }
@@ -476,10 +397,7 @@ bool DecodeDest(const nlmsghdr* h, Dest* out, std::string* why) {
         r.AtMost(out->addr, sizeof out->addr);
         have_addr = true;
         break;
-      case IPVS_DEST_ATTR_PORT:
-        out->port = r.Be16();
-        have_port = true;
-        break;
+      case IPVS_DEST_ATTR_PORT: nl::Store(&out->port, r.Be16(), &have_port); break;
       case IPVS_DEST_ATTR_FWD_METHOD: out->fwd = r.U32() & IP_VS_CONN_F_FWD_MASK; break;
       case IPVS_DEST_ATTR_WEIGHT: out->weight = static_cast<int32_t>(r.U32()); break;
       case IPVS_DEST_ATTR_U_THRESH: out->u_thresh = r.U32(); break;
@@ -488,10 +406,7 @@ bool DecodeDest(const nlmsghdr* h, Dest* out, std::string* why) {
       case IPVS_DEST_ATTR_INACT_CONNS: out->inact_conns = r.U32(); break;
       case IPVS_DEST_ATTR_PERSIST_CONNS: out->persist_conns = r.U32(); break;
       case IPVS_DEST_ATTR_ADDR_FAMILY: out->af = r.U16(); break;
-      case IPVS_DEST_ATTR_TUN_TYPE:
-        out->tun_type = r.U8();
-        out->have_tun = true;
-        break;
+      case IPVS_DEST_ATTR_TUN_TYPE: nl::Store(&out->tun_type, r.U8(), &out->have_tun); break;
       case IPVS_DEST_ATTR_TUN_PORT: out->tun_port = r.Be16(); break;
       case IPVS_DEST_ATTR_TUN_FLAGS: out->tun_flags = r.U16(); break;
       case IPVS_DEST_ATTR_STATS: stats.Read32(r.Nested()); break;
@@ -500,14 +415,9 @@ bool DecodeDest(const nlmsghdr* h, Dest* out, std::string* why) {
     }
   }
   if (!r.ok(why)) return false;
-  if (!have_addr || !have_port) {
-    *why = "destination without address or port";
-    return false;
-  }
-  if (out->af != 0 && out->af != kAfInet && out->af != kAfInet6) {
-    *why = "destination with an unknown address family " + std::to_string(out->af);
-    return false;
-  }
+  if (!have_addr || !have_port) return nl::Refuse(why, "destination without address or port");
+  if (out->af != 0 && out->af != kAfInet && out->af != kAfInet6)
+    return nl::Refuse(why, "destination with an unknown address family " + std::to_string(out->af));
   stats.Into(out);
   return true;
 }
@@ -525,10 +435,7 @@ bool DecodeConfig(const nlmsghdr* h, Timeouts* out, std::string* why) {
     }
   }
   if (!r.ok(why)) return false;
-  if (seen == 0) {
-    *why = "no timeout attributes";
-    return false;
-  }
+  if (seen == 0) return nl::Refuse(why, "no timeout attributes");
   return true;
 }
 
@@ -539,10 +446,7 @@ bool DecodeDaemon(const nlmsghdr* h, Daemon* out, std::string* why) {
   bool have_state = false;
   while (r.Next()) {
     switch (r.type()) {
-      case IPVS_DAEMON_ATTR_STATE:
-        out->state = r.U32();
-        have_state = true;
-        break;
+      case IPVS_DAEMON_ATTR_STATE: nl::Store(&out->state, r.U32(), &have_state); break;
       case IPVS_DAEMON_ATTR_MCAST_IFN: out->mcast_ifn = r.Str(); break;
       case IPVS_DAEMON_ATTR_SYNC_ID: out->sync_id = r.U32(); break;
       case IPVS_DAEMON_ATTR_SYNC_MAXLEN: out->sync_maxlen = r.U16(); break;
@@ -558,10 +462,7 @@ bool DecodeDaemon(const nlmsghdr* h, Daemon* out, std::string* why) {
     }
   }
   if (!r.ok(why)) return false;
-  if (!have_state) {
-    *why = "daemon without IPVS_DAEMON_ATTR_STATE";
-    return false;
-  }
+  if (!have_state) return nl::Refuse(why, "daemon without IPVS_DAEMON_ATTR_STATE");
   return true;
 }
 

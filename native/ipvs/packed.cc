@@ -61,10 +61,7 @@ bool PackedOps::Decode(const uint8_t* data, size_t size, std::string* why) {
   while (pos < size) {
     this_service_ = -1;
     const int32_t n = Value(&pos, 0, false);
-    if (n < 0) {
-      *why = "malformed packed ops at byte " + std::to_string(pos) + ": " + why_;
-      return false;
-    }
+    if (n < 0) return nl::Refuse(why, "malformed packed ops at byte " + std::to_string(pos) + ": " + why_);
     roots_.push_back(static_cast<uint32_t>(n));
     if (this_service_ >= 0) prev_service_ = this_service_;
   }

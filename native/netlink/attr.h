@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace nl {
@@ -105,5 +106,18 @@ class AttrReader {
   uint16_t type_ = 0;
   std::shared_ptr<std::string> err_;
 };
+
+// An optional field read from its attribute: the value, and that the attribute came.
+template <class T, class V>
+void Store(T* field, V&& value, bool* came) {
+  *field = std::forward<V>(value);
+  *came = true;
+}
+
+// How a decoder or validator says no: `reason` into *why, and false, its return value.
+inline bool Refuse(std::string* why, std::string reason) {
+  *why = std::move(reason);
+  return false;
+}
 
 }  // namespace nl

@@ -5,10 +5,7 @@
 namespace nl {
 
 bool GenlResolver::ParseFamily(const nlmsghdr* h, GenlFamily* out, std::string* why) {
-  if (h->nlmsg_type != GENL_ID_CTRL) {
-    *why = "reply is not from nlctrl";
-    return false;
-  }
+  if (h->nlmsg_type != GENL_ID_CTRL) return nl::Refuse(why, "reply is not from nlctrl");
   AttrReader r = Attributes(h, GENL_HDRLEN);
   while (r.Next()) {
     switch (r.type()) {
@@ -20,10 +17,7 @@ bool GenlResolver::ParseFamily(const nlmsghdr* h, GenlFamily* out, std::string* 
     }
   }
   if (!r.ok(why)) return false;
-  if (out->id == 0) {
-    *why = "no CTRL_ATTR_FAMILY_ID";
-    return false;
-  }
+  if (out->id == 0) return nl::Refuse(why, "no CTRL_ATTR_FAMILY_ID");
   return true;
 }
 

@@ -27,13 +27,15 @@ int SysRegister(int fd, unsigned op, void* arg, unsigned n) {
 }  // namespace
 
 std::unique_ptr<Uring> Uring::Open(unsigned entries, const uint8_t* need_ops, int* err, std::string* why) {
+  // A failed syscall: its errno, and what failed.
+  auto failed = [&](const char* what) {
+    *err = errno;
+    *why = std::string(what) + ": " + strerror(*err);
+    return std::unique_ptr<Uring>();
+  };
   io_uring_params p{};
   const int fd = SysSetup(entries, &p);
-  if (fd < 0) {
-    *err = errno;
-    *why = std::string("io_uring_setup: ") + strerror(*err);
-    return nullptr;
-  }
+  if (fd < 0) return failed("io_uring_setup");
   std::unique_ptr<Uring> u(new Uring());
   u->fd_ = fd;
   if (need_ops && need_ops[0]) {
@@ -41,11 +43,7 @@ std::unique_ptr<Uring> Uring::Open(unsigned entries, const uint8_t* need_ops, in
     const unsigned n = 256;
     std::vector<uint8_t> mem(sizeof(io_uring_probe) + n * sizeof(io_uring_probe_op), 0);
     auto* probe = reinterpret_cast<io_uring_probe*>(mem.data());
-    if (SysRegister(fd, IORING_REGISTER_PROBE, probe, n) < 0) {
-      *err = errno;
-      *why = std::string("IORING_REGISTER_PROBE: ") + strerror(*err);
-      return nullptr;
-    }
+    if (SysRegister(fd, IORING_REGISTER_PROBE, probe, n) < 0) return failed("IORING_REGISTER_PROBE");
     for (const uint8_t* op = need_ops; *op; op++) {
       if (*op > probe->last_op || !(probe->ops[*op].flags & IO_URING_OP_SUPPORTED)) {
         *err = EOPNOTSUPP;
@@ -59,30 +57,18 @@ std::unique_ptr<Uring> Uring::Open(unsigned entries, const uint8_t* need_ops, in
   const bool single = p.features & IORING_FEAT_SINGLE_MMAP;
   if (single && u->cq_ring_len_ > u->sq_ring_len_) u->sq_ring_len_ = u->cq_ring_len_;
   void* sq = mmap(nullptr, u->sq_ring_len_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_SQ_RING);
-  if (sq == MAP_FAILED) {
-    *err = errno;
-    *why = std::string("mmap(io_uring SQ): ") + strerror(*err);
-    return nullptr;
-  }
+  if (sq == MAP_FAILED) return failed("mmap(io_uring SQ)");
   u->sq_ring_ = sq;
   if (single) {
     u->cq_ring_ = sq;
   } else {
     void* cq = mmap(nullptr, u->cq_ring_len_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_CQ_RING);
-    if (cq == MAP_FAILED) {
-      *err = errno;
-      *why = std::string("mmap(io_uring CQ): ") + strerror(*err);
-      return nullptr;
-    }
+    if (cq == MAP_FAILED) return failed("mmap(io_uring CQ)");
     u->cq_ring_ = cq;
   }
   u->sqes_len_ = p.sq_entries * sizeof(io_uring_sqe);
   void* sqes = mmap(nullptr, u->sqes_len_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_SQES);
-  if (sqes == MAP_FAILED) {
-    *err = errno;
-    *why = std::string("mmap(io_uring SQEs): ") + strerror(*err);
-    return nullptr;
-  }
+  if (sqes == MAP_FAILED) return failed("mmap(io_uring SQEs)");
   u->sqes_ = static_cast<io_uring_sqe*>(sqes);
   auto* sqb = static_cast<uint8_t*>(u->sq_ring_);
   auto* cqb = static_cast<uint8_t*>(u->cq_ring_);

@@ -268,137 +268,108 @@ std::vector<TxBatch> TxBuilder::Finish() {
   return std::move(out_);
 }
 
-std::vector<TxBatch> BuildTransactions(const std::vector<Op>& ops, const TxOptions& opt) {
-  TxBuilder tb(opt);
-  for (size_t i = 0; i < ops.size(); i++) tb.Add(ops[i], i);
-  return tb.Finish();
-}
-
 void TxBuilder::Add(const Op& op, size_t i) {
-  const TxOptions& opt = opt_;
-  auto room = [this](size_t o, size_t w) { Room(o, w); };
-  std::vector<TxBatch>& out = out_;
-  size_t& weight = weight_;
-  const uint16_t ack = opt.ack_mode == AckMode::kAll ? NLM_F_ACK : 0;
-  {
-    const bool excl = op.verb == Verb::kCreate;
-    switch (op.kind) {
-      case Kind::kTable: {
-        room(i, 1);
-        nl::Batch& b = out.back().batch;
-        if (op.verb == Verb::kFlush) {
-          Rule r;
-          r.family = op.table.family;
-          r.table = op.table.name;
-          EncodeRuleMsg(b, NFT_MSG_DELRULE, ack, r, false);
-        } else {
-          // nft sends NEWTABLE without NLM_F_CREATE; the kernel creates or updates either way.
-          const uint16_t f = excl ? NLM_F_CREATE | NLM_F_EXCL : 0;
-          EncodeTableMsg(b, MsgFor(op.kind, op.verb), static_cast<uint16_t>(ack | f), op.table);
+  const uint16_t ack = opt_.ack_mode == AckMode::kAll ? NLM_F_ACK : 0;
+  const bool excl = op.verb == Verb::kCreate;
+  // What a chain, set or elements op asks of an existing object: add updates it, create refuses.
+  const uint16_t create = op.verb == Verb::kAdd ? NLM_F_CREATE : excl ? NLM_F_CREATE | NLM_F_EXCL : 0;
+  if (op.kind == Kind::kElements) {
+    const uint16_t msg = MsgFor(op.kind, op.verb);
+    const bool adding = msg == NFT_MSG_NEWSETELEM;
+    const uint16_t f = static_cast<uint16_t>(ack | create);
+    size_t e = 0;
+    do {  // one message per ~max_elem_bytes of elements (an empty op still sends one)
+      Room(i, 1);  // a message weighs 1 + one per element beyond the first
+      nl::Batch& b = out_.back().batch;
+      nl::AttrWriter w = BeginElements(b, msg, f, op.ref.family, op.ref.table, op.ref.set);
+      if (adding && op.ref.set_id) w.Be32(NFTA_SET_ELEM_LIST_SET_ID, op.ref.set_id);
+      const size_t list = w.Begin(NFTA_SET_ELEM_LIST_ELEMENTS | nl::kNested);
+      size_t bytes = 0;
+      uint16_t idx = 0;
+      while (e < op.elements.size()) {
+        // weight already counts this message as 1: it holds 1 + (idx) elements' worth
+        if (opt_.max_weight && idx > 0 && weight_ - 1 + idx >= opt_.max_weight) break;
+        const size_t mark = b.buffer().size();
+        const size_t n = EncodeElement(w, static_cast<uint16_t>(idx + 1), op.elements[e], adding);
+        if (idx > 0 && bytes + n > opt_.max_elem_bytes) {
+          b.buffer().resize(mark);  // does not fit: it opens the next message
+          break;
         }
-        break;
+        bytes += n;
+        idx++;
+        e++;
       }
-      case Kind::kChain: {
-        room(i, 1);
-        nl::Batch& b = out.back().batch;
-        if (op.verb == Verb::kFlush) {
-          Rule r;
-          r.family = op.chain.family;
-          r.table = op.chain.table;
-          r.chain = op.chain.name;
-          EncodeRuleMsg(b, NFT_MSG_DELRULE, ack, r, false);
-        } else {
-          const uint16_t f = op.verb == Verb::kAdd ? NLM_F_CREATE : excl ? NLM_F_CREATE | NLM_F_EXCL : 0;
-          EncodeChainMsg(b, MsgFor(op.kind, op.verb), static_cast<uint16_t>(ack | f), op.chain);
-        }
-        break;
+      w.End(list);
+      weight_ += idx > 0 ? idx - 1 : 0;
+    } while (e < op.elements.size());
+    return;
+  }
+  Room(i, 1);
+  nl::Batch& b = out_.back().batch;
+  switch (op.kind) {
+    case Kind::kTable:
+      if (op.verb == Verb::kFlush) {
+        Rule r;
+        r.family = op.table.family;
+        r.table = op.table.name;
+        EncodeRuleMsg(b, NFT_MSG_DELRULE, ack, r, false);
+      } else {
+        // nft sends NEWTABLE without NLM_F_CREATE; the kernel creates or updates either way.
+        const uint16_t f = excl ? NLM_F_CREATE | NLM_F_EXCL : 0;
+        EncodeTableMsg(b, MsgFor(op.kind, op.verb), static_cast<uint16_t>(ack | f), op.table);
       }
-      case Kind::kSet: {
-        room(i, 1);
-        nl::Batch& b = out.back().batch;
-        if (op.verb == Verb::kFlush) {
-          BeginElements(b, NFT_MSG_DELSETELEM, ack, op.set.family, op.set.table, op.set.name);
-        } else {
-          const uint16_t f = op.verb == Verb::kAdd ? NLM_F_CREATE : excl ? NLM_F_CREATE | NLM_F_EXCL : 0;
-          EncodeSetMsg(b, MsgFor(op.kind, op.verb), static_cast<uint16_t>(ack | f), op.set);
-        }
-        break;
+      break;
+    case Kind::kChain:
+      if (op.verb == Verb::kFlush) {
+        Rule r;
+        r.family = op.chain.family;
+        r.table = op.chain.table;
+        r.chain = op.chain.name;
+        EncodeRuleMsg(b, NFT_MSG_DELRULE, ack, r, false);
+      } else {
+        EncodeChainMsg(b, MsgFor(op.kind, op.verb), static_cast<uint16_t>(ack | create), op.chain);
       }
-      case Kind::kElements: {
-        const uint16_t msg = MsgFor(op.kind, op.verb);
-        const bool adding = msg == NFT_MSG_NEWSETELEM;
-        const uint16_t f = static_cast<uint16_t>(
-            ack | (op.verb == Verb::kAdd ? NLM_F_CREATE : excl ? NLM_F_CREATE | NLM_F_EXCL : 0));
-        size_t e = 0;
-        do {  // one message per ~max_elem_bytes of elements (an empty op still sends one)
-          room(i, 1);  // a message weighs 1 + one per element beyond the first
-          nl::Batch& b = out.back().batch;
-          nl::AttrWriter w = BeginElements(b, msg, f, op.ref.family, op.ref.table, op.ref.set);
-          if (adding && op.ref.set_id) w.Be32(NFTA_SET_ELEM_LIST_SET_ID, op.ref.set_id);
-          const size_t list = w.Begin(NFTA_SET_ELEM_LIST_ELEMENTS | nl::kNested);
-          size_t bytes = 0;
-          uint16_t idx = 0;
-          while (e < op.elements.size()) {
-            // weight already counts this message as 1: it holds 1 + (idx) elements' worth
-            if (opt.max_weight && idx > 0 && weight - 1 + idx >= opt.max_weight) break;
-            const size_t mark = b.buffer().size();
-            const size_t n = EncodeElement(w, static_cast<uint16_t>(idx + 1), op.elements[e], adding);
-            if (idx > 0 && bytes + n > opt.max_elem_bytes) {
-              b.buffer().resize(mark);  // does not fit: it opens the next message
-              break;
-            }
-            bytes += n;
-            idx++;
-            e++;
-          }
-          w.End(list);
-          weight += idx > 0 ? idx - 1 : 0;
-        } while (e < op.elements.size());
-        break;
+      break;
+    case Kind::kSet:
+      if (op.verb == Verb::kFlush)
+        BeginElements(b, NFT_MSG_DELSETELEM, ack, op.set.family, op.set.table, op.set.name);
+      else
+        EncodeSetMsg(b, MsgFor(op.kind, op.verb), static_cast<uint16_t>(ack | create), op.set);
+      break;
+    case Kind::kElements: break;  // above
+    case Kind::kRule:
+      switch (op.verb) {
+        case Verb::kAdd:
+        case Verb::kCreate:
+          EncodeRuleMsg(b, NFT_MSG_NEWRULE, static_cast<uint16_t>(ack | NLM_F_CREATE | NLM_F_APPEND), op.rule, true);
+          break;
+        case Verb::kInsert:
+          EncodeRuleMsg(b, NFT_MSG_NEWRULE, static_cast<uint16_t>(ack | NLM_F_CREATE), op.rule, true);
+          break;
+        case Verb::kReplace:
+          EncodeRuleMsg(b, NFT_MSG_NEWRULE, static_cast<uint16_t>(ack | NLM_F_REPLACE), op.rule, true);
+          break;
+        case Verb::kDelete:
+        case Verb::kDestroy:
+        case Verb::kFlush:
+          EncodeRuleMsg(b, op.verb == Verb::kDestroy ? kMsgDestroyRule : static_cast<uint16_t>(NFT_MSG_DELRULE), ack, op.rule, false);
+          break;
       }
-      case Kind::kRule: {
-        room(i, 1);
-        nl::Batch& b = out.back().batch;
-        switch (op.verb) {
-          case Verb::kAdd:
-          case Verb::kCreate:
-            EncodeRuleMsg(b, NFT_MSG_NEWRULE, static_cast<uint16_t>(ack | NLM_F_CREATE | NLM_F_APPEND), op.rule, true);
-            break;
-          case Verb::kInsert:
-            EncodeRuleMsg(b, NFT_MSG_NEWRULE, static_cast<uint16_t>(ack | NLM_F_CREATE), op.rule, true);
-            break;
-          case Verb::kReplace:
-            EncodeRuleMsg(b, NFT_MSG_NEWRULE, static_cast<uint16_t>(ack | NLM_F_REPLACE), op.rule, true);
-            break;
-          case Verb::kDelete:
-          case Verb::kDestroy:
-          case Verb::kFlush:
-            EncodeRuleMsg(b, op.verb == Verb::kDestroy ? kMsgDestroyRule : static_cast<uint16_t>(NFT_MSG_DELRULE), ack, op.rule, false);
-            break;
-        }
-        break;
-      }
-    }
+      break;
   }
 }
 
 void EncodeGetGen(nl::Batch& b) { Begin(b, NFT_MSG_GETGEN, 0, AF_UNSPEC); }
 
 bool DecodeGen(const nlmsghdr* h, uint32_t* gen_id, std::string* why) {
-  if (h->nlmsg_type != MsgType(NFT_MSG_NEWGEN)) {
-    *why = "not an NFT_MSG_NEWGEN message";
-    return false;
-  }
+  if (h->nlmsg_type != MsgType(NFT_MSG_NEWGEN)) return nl::Refuse(why, "not an NFT_MSG_NEWGEN message");
   nl::AttrReader r = nl::Attributes(h, sizeof(nfgenmsg));
   bool found = false;
   while (r.Next())
-    if (r.type() == NFTA_GEN_ID) {
-      *gen_id = r.Be32();
-      found = true;
-    }
-  if (!r.ok()) *why = r.error();
-  else if (!found) *why = "no NFTA_GEN_ID";
-  return r.ok() && found;
+    if (r.type() == NFTA_GEN_ID) nl::Store(gen_id, r.Be32(), &found);
+  if (!r.ok(why)) return false;
+  if (!found) return nl::Refuse(why, "no NFTA_GEN_ID");
+  return true;
 }
 
 void EncodeDump(nl::Batch& b, uint16_t msg, uint8_t family, const std::string& table) {
@@ -414,14 +385,8 @@ void EncodeDumpElements(nl::Batch& b, uint8_t family, const std::string& table, 
 namespace {
 
 bool Header(const nlmsghdr* h, uint16_t msg, uint8_t* family, std::string* why) {
-  if (h->nlmsg_type != MsgType(msg)) {
-    *why = std::string("expected ") + MsgName(msg);
-    return false;
-  }
-  if (h->nlmsg_len < NLMSG_HDRLEN + sizeof(nfgenmsg)) {
-    *why = "message shorter than nfgenmsg";
-    return false;
-  }
+  if (h->nlmsg_type != MsgType(msg)) return nl::Refuse(why, std::string("expected ") + MsgName(msg));
+  if (h->nlmsg_len < NLMSG_HDRLEN + sizeof(nfgenmsg)) return nl::Refuse(why, "message shorter than nfgenmsg");
   *family = reinterpret_cast<const nfgenmsg*>(NLMSG_DATA(h))->nfgen_family;
   return true;
 }
@@ -461,10 +426,7 @@ bool DecodeChain(const nlmsghdr* h, Chain* c, std::string* why) {
         }
         break;
       }
-      case NFTA_CHAIN_POLICY:
-        c->has_policy = true;
-        c->policy = r.Be32();
-        break;
+      case NFTA_CHAIN_POLICY: nl::Store(&c->policy, r.Be32(), &c->has_policy); break;
       case NFTA_CHAIN_USE: c->use = r.Be32(); break;
       case NFTA_CHAIN_TYPE: c->type = r.Str(); break;
       case NFTA_CHAIN_FLAGS: c->flags = r.Be32(); break;
@@ -484,10 +446,7 @@ bool DecodeSet(const nlmsghdr* h, Set* s, std::string* why) {
       case NFTA_SET_FLAGS: s->flags = r.Be32(); break;
       case NFTA_SET_KEY_TYPE: s->key_type = r.Be32(); break;
       case NFTA_SET_KEY_LEN: s->key_len = r.Be32(); break;
-      case NFTA_SET_DATA_TYPE:
-        s->has_data = true;
-        s->data_type = r.Be32();
-        break;
+      case NFTA_SET_DATA_TYPE: nl::Store(&s->data_type, r.Be32(), &s->has_data); break;
       case NFTA_SET_DATA_LEN: s->data_len = r.Be32(); break;
       case NFTA_SET_ID: s->id = r.Be32(); break;
       case NFTA_SET_TIMEOUT: s->timeout_ms = r.Be64(); break;
@@ -535,10 +494,7 @@ bool DecodeElements(const nlmsghdr* h, ElementsRef* ref, std::vector<Element>* o
                 DecodeData(a.Nested(), &e.data, &e.verdict, &is_verdict);
                 e.has_verdict = is_verdict;
                 break;
-              case NFTA_SET_ELEM_FLAGS:
-                e.flags = a.Be32();
-                e.has_flags = true;
-                break;
+              case NFTA_SET_ELEM_FLAGS: nl::Store(&e.flags, a.Be32(), &e.has_flags); break;
               case NFTA_SET_ELEM_TIMEOUT: e.timeout_ms = a.Be64(); break;
               case NFTA_SET_ELEM_EXPIRATION: e.expiration_ms = a.Be64(); break;
               case NFTA_SET_ELEM_USERDATA: e.comment = UdataGetStr(a.Bytes(), kUdataElemComment); break;

@@ -81,8 +81,6 @@ struct ExprSchema {
 const ExprSchema* FindExprSchema(const std::string& name);
 const std::vector<ExprSchema>& ExprSchemas();
 const EnumEntry* VerdictNames();
-// Looks a name up in an enum table; false if absent.
-bool EnumValue(const EnumEntry* t, const std::string& name, int64_t* out);
 const char* EnumName(const EnumEntry* t, int64_t v);  // null if absent
 
 void EncodeExprs(nl::AttrWriter& w, uint16_t list_attr, const std::vector<Expr>& exprs);
@@ -229,8 +227,6 @@ class TxBuilder {
   std::vector<TxBatch> out_;
 };
 
-// Lays the ops out as one or more batches (one per transaction).
-std::vector<TxBatch> BuildTransactions(const std::vector<Op>& ops, const TxOptions& opt);
 // The op's readable name for errors: "NFT_MSG_NEWRULE ip filter input".
 std::string OpName(const Op& op, uint16_t msg);
 

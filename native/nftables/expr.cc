@@ -125,15 +125,6 @@ const ExprSchema* FindExprSchema(const std::string& name) {
 
 const EnumEntry* VerdictNames() { return kVerdicts; }
 
-bool EnumValue(const EnumEntry* t, const std::string& name, int64_t* out) {
-  for (; t && t->name; t++)
-    if (name == t->name) {
-      *out = t->value;
-      return true;
-    }
-  return false;
-}
-
 const char* EnumName(const EnumEntry* t, int64_t v) {
   for (; t && t->name; t++)
     if (t->value == v) return t->name;
@@ -212,10 +203,7 @@ bool DecodeExpr(nl::AttrReader r, Expr* e, std::string* why) {
     }
   }
   if (!r.ok(why)) return false;
-  if (e->name.empty()) {
-    *why = "expression without a name";
-    return false;
-  }
+  if (e->name.empty()) return nl::Refuse(why, "expression without a name");
   if (!have_data) return true;
   const ExprSchema* s = FindExprSchema(e->name);
   while (data.Next()) {
@@ -251,10 +239,7 @@ bool DecodeExpr(nl::AttrReader r, Expr* e, std::string* why) {
     }
     e->attrs.push_back(std::move(a));
   }
-  if (!data.ok()) {
-    *why = e->name + ": " + data.error();
-    return false;
-  }
+  if (!data.ok()) return nl::Refuse(why, e->name + ": " + data.error());
   return true;
 }
 

@@ -50,15 +50,11 @@ void EncodeDumpAddrs(nl::Batch& b, uint8_t family) {
 }
 
 bool DecodeAddr(const nlmsghdr* h, Address* out, std::string* why) {
-  if (h->nlmsg_type != RTM_NEWADDR || h->nlmsg_len < NLMSG_LENGTH(sizeof(ifaddrmsg))) {
-    *why = "not an RTM_NEWADDR message";
-    return false;
-  }
+  if (h->nlmsg_type != RTM_NEWADDR || h->nlmsg_len < NLMSG_LENGTH(sizeof(ifaddrmsg)))
+    return nl::Refuse(why, "not an RTM_NEWADDR message");
   const auto* ifa = static_cast<const ifaddrmsg*>(NLMSG_DATA(h));
-  if (ifa->ifa_family != AF_INET && ifa->ifa_family != AF_INET6) {
-    *why = "address family " + std::to_string(ifa->ifa_family) + " is neither AF_INET nor AF_INET6";
-    return false;
-  }
+  if (ifa->ifa_family != AF_INET && ifa->ifa_family != AF_INET6)
+    return nl::Refuse(why, "address family " + std::to_string(ifa->ifa_family) + " is neither AF_INET nor AF_INET6");
   out->index = static_cast<int32_t>(ifa->ifa_index);
   out->prefixlen = ifa->ifa_prefixlen;
   out->scope = ifa->ifa_scope;
@@ -85,10 +81,7 @@ bool DecodeAddr(const nlmsghdr* h, Address* out, std::string* why) {
     }
   }
   if (!r.ok(why)) return false;
-  if (!has_local && !has_address) {
-    *why = "RTM_NEWADDR without IFA_LOCAL or IFA_ADDRESS";
-    return false;
-  }
+  if (!has_local && !has_address) return nl::Refuse(why, "RTM_NEWADDR without IFA_LOCAL or IFA_ADDRESS");
   if (!has_local) {
     out->local = address;
   } else if (has_address && std::memcmp(address.bytes, out->local.bytes, 16) != 0) {

@@ -19,10 +19,8 @@ void EncodeDumpLinks(nl::Batch& b) {
 }
 
 bool DecodeLink(const nlmsghdr* h, Link* out, std::string* why) {
-  if (h->nlmsg_type != RTM_NEWLINK || h->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg))) {
-    *why = "not an RTM_NEWLINK message";
-    return false;
-  }
+  if (h->nlmsg_type != RTM_NEWLINK || h->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg)))
+    return nl::Refuse(why, "not an RTM_NEWLINK message");
   const auto* ifi = static_cast<const ifinfomsg*>(NLMSG_DATA(h));
   out->index = ifi->ifi_index;
   out->flags = ifi->ifi_flags;
@@ -53,8 +51,7 @@ bool DecodeLink(const nlmsghdr* h, Link* out, std::string* why) {
       default: break;
     }
   }
-  if (!r.ok(why)) return false;
-  return true;
+  return r.ok(why);
 }
 
 }  // namespace rtnl

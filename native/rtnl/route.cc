@@ -54,20 +54,15 @@ void EncodeDumpRoutes(nl::Batch& b, const RouteDumpFilter& f) {
 }
 
 bool DecodeRoute(const nlmsghdr* h, Route* out, std::string* why) {
-  if (h->nlmsg_type != RTM_NEWROUTE || h->nlmsg_len < NLMSG_LENGTH(sizeof(rtmsg))) {
-    *why = "not an RTM_NEWROUTE message";
-    return false;
-  }
+  if (h->nlmsg_type != RTM_NEWROUTE || h->nlmsg_len < NLMSG_LENGTH(sizeof(rtmsg)))
+    return nl::Refuse(why, "not an RTM_NEWROUTE message");
   const auto* rtm = static_cast<const rtmsg*>(NLMSG_DATA(h));
-  if (rtm->rtm_family != AF_INET && rtm->rtm_family != AF_INET6) {
-    *why = "route family " + std::to_string(rtm->rtm_family) + " is neither AF_INET nor AF_INET6";
-    return false;
-  }
+  if (rtm->rtm_family != AF_INET && rtm->rtm_family != AF_INET6)
+    return nl::Refuse(why, "route family " + std::to_string(rtm->rtm_family) + " is neither AF_INET nor AF_INET6");
   const uint8_t max = rtm->rtm_family == AF_INET6 ? 128 : 32;
-  if (rtm->rtm_dst_len > max) {
-    *why = "destination length " + std::to_string(rtm->rtm_dst_len) + " is out of range 0-" + std::to_string(max);
-    return false;
-  }
+  if (rtm->rtm_dst_len > max)
+    return nl::Refuse(why, "destination length " + std::to_string(rtm->rtm_dst_len) + " is out of range 0-" +
+                               std::to_string(max));
   *out = Route{};
   out->family = rtm->rtm_family;
   out->dst.family = rtm->rtm_family;
@@ -85,19 +80,14 @@ bool DecodeRoute(const nlmsghdr* h, Route* out, std::string* why) {
       case RTA_PREFSRC: ReadAddr(r, rtm->rtm_family, &out->prefsrc); break;
       case RTA_GATEWAY: ReadAddr(r, rtm->rtm_family, &out->gateway); break;
       case RTA_OIF: out->oif = static_cast<int32_t>(r.U32()); break;
-      case RTA_PRIORITY:
-        out->priority = r.U32();
-        out->has_priority = true;
-        break;
+      case RTA_PRIORITY: nl::Store(&out->priority, r.U32(), &out->has_priority); break;
       case RTA_TABLE: out->table = r.U32(); break;
       default: break;
     }
   }
   if (!r.ok(why)) return false;
-  if (!has_dst && out->dst_len != 0) {
-    *why = "RTM_NEWROUTE /" + std::to_string(out->dst_len) + " without RTA_DST";
-    return false;
-  }
+  if (!has_dst && out->dst_len != 0)
+    return nl::Refuse(why, "RTM_NEWROUTE /" + std::to_string(out->dst_len) + " without RTA_DST");
   return true;
 }
 
