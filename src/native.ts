@@ -541,7 +541,6 @@ export interface NativeCodec {
     decodeLink(msg: Buffer): NativeLink;
     decodeAddr(msg: Buffer): NativeAddress;
     encodeOps(ops: NativeRtnlOp[]): Buffer;
-    encodeDumpAddrs(family?: number): Buffer;
     decodeRoute(msg: Buffer): NativeRoute;
     encodeDumpRoutes(filter?: { family?: number; table?: number; protocol?: number; type?: number }): Buffer;
   };
