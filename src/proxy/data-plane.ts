@@ -40,9 +40,10 @@ export interface PlaneStep {
 }
 
 export interface DataPlane {
-  /** A full sync collects garbage before the engine applies too, not only before it plans
-   *  (ProxierOptions.collectGarbage): worth it where planning leaves much garbage. */
-  readonly collectBeforeApply: boolean;
+  /** A full sync collects garbage once the step built its state from nothing and again before
+   *  the engine applies (ProxierOptions.collectGarbage): worth it where a step and a plan
+   *  leave much garbage. */
+  readonly collectsGarbage: boolean;
   /** The step for the services named in `changed` (full: every service compared). */
   step(full: boolean, changed: ReadonlySet<string>, src: PlaneSources): PlaneStep;
   /** The engine applied the last step; `clean`: without an error (the base of the next). */

@@ -46,7 +46,8 @@ export interface ProxierOptions {
    * heap, its garbage gone before the next phase allocates. The sync thread collects its heap
    * there (`memoryPressure('critical')`: a lower peak, the sync no slower;
    * docs/performance.md); in process each collection would hold the event loop. Not called in
-   * an incremental sync.
+   * an incremental sync, nor by a data plane whose steps leave little garbage
+   * (DataPlane.collectsGarbage: the IPVS plane's do).
    */
   collectGarbage?: () => void;
 }
@@ -203,7 +204,7 @@ export class Proxier {
     const step = this.plane.step(full, new Set([...serviceChanged, ...endpointsChanged]), this.sources());
     this.stepped = step.summary;
     // A full step built from nothing: its garbage goes before the diff allocates.
-    if (!step.changes?.services) this.opts.collectGarbage?.();
+    if (!step.changes?.services && this.plane.collectsGarbage) this.opts.collectGarbage?.();
     const plan = await this.engine.plan(step.desired, step.changes);
     const model = step.model ? { model: step.model } : {};
     return { planned: { plan, summary: step.summary, ...model, serviceChanges: serviceChanged.size, endpointChanges: endpointsChanged.size, triggerTimes }, staleFlows: step.staleFlows };
@@ -220,7 +221,7 @@ export class Proxier {
       const { planned, staleFlows } = await this.planStep(full);
       const { plan, ...result } = planned;
       this.staleFlows.add(staleFlows);
-      if (plan.mode === 'full' && this.plane.collectBeforeApply) this.opts.collectGarbage?.();
+      if (plan.mode === 'full' && this.plane.collectsGarbage) this.opts.collectGarbage?.();
       const report = await this.engine.apply(plan);
       const clean = !report.errors.length;
       this.plane.applied(clean);

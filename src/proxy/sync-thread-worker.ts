@@ -44,8 +44,8 @@ try {
   // nothing else to do: the daemon's thread terminates this one
   await new Promise(() => {});
 }
-// A full sync collects this thread's heap before its diff and before its apply (the option's
-// comment): a lower peak; the collections hold only this thread.
+// A full sync of the IPVS data plane collects this thread's heap before its diff and before its
+// apply (the option's comment): a lower peak; the collections hold only this thread.
 const proxier = new Proxier(kernel!, { ...opts.proxier, collectGarbage: () => memoryPressure('critical') });
 
 // One sync or folder load at a time, in the order requested (the daemon's runner never

@@ -55,7 +55,7 @@ const vipList = () => new KeyedArray<string, string>([], (a) => a);
 
 export class IpvsPlane implements DataPlane {
   /** Building every service's parts leaves its garbage behind the plan (docs/performance.md). */
-  readonly collectBeforeApply = true;
+  readonly collectsGarbage = true;
   private registry: ServiceRegistry<IpvsFrontend, IpvsParts> | undefined;
   private ctx: ModelContext | undefined;
   private ctxKey: string | undefined;

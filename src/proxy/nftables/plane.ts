@@ -71,9 +71,10 @@ export interface NftablesPlaneOptions {
 export type ModelOrError = ServiceModel | { error: unknown };
 
 export class NftablesPlane implements DataPlane {
-  /** Once, when the tables were built from nothing, before the diff: the plan leaves little
-   *  garbage (a listing's buffers are released set by set). */
-  readonly collectBeforeApply = false;
+  /** No: the step leaves little garbage since the sets that grow with the endpoints are bytes
+   *  (the collection took ~60 ms of a cold sync at 10k and lowered no peak), and so does the
+   *  plan (a listing's buffers are released set by set). */
+  readonly collectsGarbage = false;
   private registry: ServiceRegistry<FrontendPart, ServiceParts> | undefined;
   private families: Record<Fam, Family> | undefined;
   private ctxKey: string | undefined;
