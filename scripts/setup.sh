@@ -48,3 +48,26 @@ echo "setup: building the addon"
 echo "setup: compiling TypeScript"
 ./node_modules/.bin/tsc -p tsconfig.json
 chmod +x dist/src/cli/main.js
+
+# test/host/package.test.ts installs the packed tarball with the Kubernetes client at the lowest
+# and highest versions of its peer range, in a network namespace without a network: what those
+# installs resolve (ipvsync's dependencies by their ranges, each client's tree, the types 2.x
+# needs) and the Node.js 22.19 it runs 2.x on must be in npm's cache. Filled here, where the
+# network is (quick once it is there); without a network the test says what it missed.
+fill_npm_cache() {
+  local dir=$1 client=$2 extra=$3
+  mkdir -p "$dir"
+  node -e '
+    const [dir, client, extra] = process.argv.slice(1);
+    const m = require(process.cwd() + "/package.json");
+    const deps = { ...m.dependencies, "@kubernetes/client-node": client, ...(extra ? { [extra.split("@^")[0]]: "^" + extra.split("@^")[1] } : {}) };
+    require("fs").writeFileSync(dir + "/package.json", JSON.stringify({ name: "cache-fill", private: true, dependencies: deps }));
+  ' "$dir" "$client" "$extra"
+  (cd "$dir" && npm install --prefer-offline --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+}
+cache_dir=$(mktemp -d)
+if ! { fill_npm_cache "$cache_dir/c1" 1.0.0 "" && fill_npm_cache "$cache_dir/c2" 2.0.1 "@types/ws@^8.18.1" &&
+  (cd "$cache_dir" && npm pack --prefer-offline --loglevel=error "node-linux-$(node -p process.arch)@22.19.0" >/dev/null); }; then
+  echo "setup: npm's cache could not be filled for the package test (no network?)" >&2
+fi
+rm -rf "$cache_dir"
