@@ -136,17 +136,33 @@ function endpointTypes(f: Fam) {
   })());
 }
 
-/** A frontend's endpoints' elements, index `base` + i each. */
-function endpointBlock(family: Fam, tuple: readonly [string, IpvsProtocol, number], eps: ReadonlyArray<{ address: string; port: number }>, base: number): EndpointBlock | undefined {
+/** A frontend's endpoints' elements, index `base` + i each: the key's frontend part written
+ *  once and copied, each value written in place (a pooled buffer, every byte of it written). */
+function endpointBlock(family: Fam, tuple: readonly KeyValue[], eps: ReadonlyArray<{ address: string; port: number }>, base: number): EndpointBlock | undefined {
   if (!eps.length) return undefined;
   const t = endpointTypes(family);
-  const bytes = Buffer.alloc(eps.length * t.width);
-  eps.forEach((ep, i) => {
-    encodeKeyInto(t.key, [tuple[0], tuple[1], tuple[2], base + i], bytes, i * t.width);
-    encodeKeyInto(t.value, [ep.address, ep.port], bytes, i * t.width + t.keyWidth);
-  });
+  const bytes = Buffer.allocUnsafe(eps.length * t.width);
+  const index = t.keyWidth - 4;
+  KEY_VALUES[0] = tuple[0]!;
+  KEY_VALUES[1] = tuple[1]!;
+  KEY_VALUES[2] = tuple[2]!;
+  KEY_VALUES[3] = base;
+  encodeKeyInto(t.key, KEY_VALUES, bytes, 0);
+  for (let i = 0; i < eps.length; i++) {
+    const at = i * t.width;
+    if (i > 0) {
+      bytes.copy(bytes, at, 0, index);
+      bytes.writeUInt32LE(base + i, at + index);
+    }
+    VALUE[0] = eps[i]!.address;
+    VALUE[1] = eps[i]!.port;
+    encodeKeyInto(t.value, VALUE, bytes, at + t.keyWidth);
+  }
   return { bytes, count: eps.length };
 }
+/** endpointBlock's scratch values (a key's, a value's): no array per endpoint. */
+const KEY_VALUES: KeyValue[] = [0, 0, 0, 0];
+const VALUE: KeyValue[] = [0, 0];
 
 /** The hairpin sets' element of endpoint i of a block: its address twice (daddr . saddr of a
  *  packet DNATed back to where it came from), written into `out` from the block's bytes; its
@@ -177,16 +193,15 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
       const tuple: KeyValue[] = [fe.address, p.protocol, fe.port];
       const eps = frontendEndpoints(p, fe);
       const scEps = shortCircuitEndpoints(p, fe);
-      const sets: string[] = [];
-      const elements: SetElement[] = [];
+      const sets = SETS;
+      const elements = ELEMENTS;
+      sets.length = elements.length = 0;
       const put = (set: string, element: SetElement) => (sets.push(set), elements.push(element));
       if (fe.kind === 'clusterIP') put('cluster-ips', { key: tuple });
       else if (!p.externalLocal) put('external-ips', { key: tuple });
       else if (scEps.length) put('external-local', { key: tuple });
       // No endpoint at all: refused at once. Endpoints elsewhere but a Local policy: dropped.
       if (eps.length === 0) put(p.cluster.length === 0 && p.local.length === 0 ? 'reject-services' : 'drop-services', { key: tuple });
-      const endpoints = endpointBlock(family, [fe.address, p.protocol, fe.port], eps, 0);
-      const shortCircuit = endpointBlock(family, [fe.address, p.protocol, fe.port], scEps, SHORT_CIRCUIT);
       // every endpoint a client of the frontend can be sent to (the short-circuit's are the
       // Cluster policy's: a superset of the local ones but for serving-terminating fallbacks)
       const reached = scEps.length ? uniqEndpoints([...eps, ...scEps]) : eps;
@@ -198,6 +213,8 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
       }
       const firewall = fe.kind === 'loadBalancer' && p.sourceRanges.cidrs.length ? firewallChain(fe.address, p.protocol, fe.port) : undefined;
       if (firewall) put('firewall', { key: tuple, verdict: { code: 'jump', chain: firewall } });
+      // one object of one shape: the optional members assigned, not spread in (a temporary
+      // object each)
       const part: FrontendPart = {
         // joined, not a template: a flat string (a template's is a chain of four concatenations, ~100 bytes more, ×11k kept)
         key: [fe.address, p.protocol, fe.port].join(' '),
@@ -210,20 +227,26 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         port: fe.port,
         shard: frontendShard(fe.address, fe.port),
         endpointCount: eps.length,
-        ...(endpoints ? { endpointBlock: endpoints } : {}),
-        ...(shortCircuit ? { shortCircuit } : {}),
-        ...(p.protocol !== 'tcp' ? { endpoints: reached.map((ep) => [ep.address, ep.port] as const) } : {}),
-        // exact-size copies (pushed-to arrays keep room for 17; the plane keeps ~11k of each)
+        // exact-size copies of the scratch lists (the plane keeps ~11k of each)
         sets: sets.slice(),
         elements: elements.slice(),
-        ...(affinity ? { affinity } : {}),
       };
+      const endpoints = endpointBlock(family, tuple, eps, 0);
+      if (endpoints) part.endpointBlock = endpoints;
+      const shortCircuit = endpointBlock(family, tuple, scEps, SHORT_CIRCUIT);
+      if (shortCircuit) part.shortCircuit = shortCircuit;
+      if (p.protocol !== 'tcp') part.endpoints = reached.map((ep) => [ep.address, ep.port] as const);
+      if (affinity) part.affinity = affinity;
       if (firewall) part.firewall = { chain: firewall, address: fe.address, cidrs: [...p.sourceRanges.texts].sort(), allowFromNode: [...ctx.nodeAddresses].some((a) => !isLoopback(a) && inAny(p.sourceRanges, a)) };
       out.frontends.push(part);
     }
   }
   return out;
 }
+
+/** serviceParts' scratch lists of a frontend's sets and elements. */
+const SETS: string[] = [];
+const ELEMENTS: SetElement[] = [];
 
 /** Endpoints once each, by address and port, in their first order. */
 function uniqEndpoints<T extends { address: string; port: number }>(eps: readonly T[]): T[] {
