@@ -277,3 +277,20 @@ test('service CIDRs: an address in them no Service holds is dropped after the cl
   assert.deepEqual((await q.sync(true)).report.errors, []);
   assert.deepEqual((await bare.nft!.list()).sets.filter((s) => s.name === 'service-cidrs').map((s) => s.elements?.length ?? 0), [0, 0]);
 });
+
+test("stale UDP flows: a frontend's first endpoints flush its address's flows, a removed endpoint its own, a service gone every endpoint's; TCP's stay", () => {
+  const udp = { ports: [{ name: 'http', port: 53, protocol: 'UDP' }] };
+  const dns = (endpoints: ReturnType<typeof eps>) => serviceModel(svc('dns', { clusterIP: '10.96.0.53', ...udp }), [slice('dns', 'dns-1', [{ name: 'http', port: 5353, protocol: 'UDP' }], endpoints)], ctx);
+  const web = model('web', '10.96.0.10', eps(2, '10.244.1.'));
+  const plane = new NftablesPlane();
+  const name = dns([]).name;
+  const first = plane.rebuild([name, web.name], (n) => (n === name ? dns(eps(2, '10.244.5.')) : web), ctx, '');
+  const flow = (replySrc: string, replySport?: number) => ({ family: 'inet', proto: 'udp', origDst: '10.96.0.53', origDport: 53, replySrc, ...(replySport ? { replySport } : {}) });
+  assert.deepEqual(first.staleFlows, [flow('10.96.0.53')], 'a first step: the flows to the UDP frontend with endpoints, none for TCP');
+  const fewer = plane.patch([[name, dns(eps(1, '10.244.5.'))]]);
+  assert.deepEqual(fewer.staleFlows, [flow('10.244.5.3', 5353)]);
+  const gone = plane.patch([[name, undefined]]);
+  assert.deepEqual(gone.staleFlows, [flow('10.244.5.2', 5353)]);
+  const back = plane.patch([[name, dns(eps(1, '10.244.6.'))]]);
+  assert.deepEqual(back.staleFlows, [flow('10.96.0.53')], 'a service new to the plane in a patch: as in a first step');
+});

@@ -309,7 +309,12 @@ function flowsGone(was: readonly FrontendPart[] | undefined, now: readonly Front
   const to = (fe: FrontendPart, replySrc: string, replySport?: number): FlowFilter => ({
     family: fe.family === 'ip' ? 'inet' : 'inet6', proto: fe.protocol, origDst: fe.address, origDport: fe.port, replySrc, ...(replySport !== undefined ? { replySport } : {}),
   });
-  const before = new Map((was ?? []).filter((fe) => fe.protocol !== 'tcp').map((fe) => [fe.key, fe]));
+  if (!was) {
+    // a service new to the plane: the flows to its frontends with endpoints (a first sync's)
+    for (const fe of now) if (fe.protocol !== 'tcp' && fe.endpointCount > 0) out.push(to(fe, fe.address));
+    return out;
+  }
+  const before = new Map(was.filter((fe) => fe.protocol !== 'tcp').map((fe) => [fe.key, fe]));
   for (const fe of now) {
     if (fe.protocol === 'tcp') continue;
     const b = before.get(fe.key);
