@@ -66,7 +66,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       // cleared, with a warning) and refused before anything is read or opened.
       const { config: cfg, warnings } = loadConfig({ flags: { ...o } });
       for (const w of warnings) console.error(`warning: ${w}`);
-      const [{ loadManifests }, { openKernel }, { Proxier, describePlan, PLAN_SUMMARY_HEADER }, { planWrites }] = await Promise.all([
+      const [{ loadManifests }, { openKernel }, { Proxier, describePlan, PLAN_SUMMARY_HEADER }, { planWrites, REPORT_KINDS }] = await Promise.all([
         import('../kube/manifests.js'),
         import('../proxy/kernel.js'),
         proxierModule(),
@@ -112,7 +112,7 @@ export function registerProxy(program: Command, handleOptions: () => HandleOptio
       if (o.json) {
         console.log(JSON.stringify({ report: { ...report, errors: report.errors.map(errorJson) }, sysctls, warnings: summary.warnings, manifestWarnings }, null, 2));
       } else {
-        const kinds = (['addresses', 'routes', 'ipsets', 'nft', 'ipvs'] as const).filter((k) => report[k].writes > 0);
+        const kinds = REPORT_KINDS.filter((k) => report[k].writes > 0);
         console.log(
           (model ? `synced ${model.services.length} virtual services, ${model.vips.length} VIPs: ` : `synced ${proxier.services.size} services (nftables data plane): `) +
             (kinds.length ? kinds.map((k) => `${k} ${JSON.stringify(report[k].ops)}`).join(', ') : 'nothing to change') +

@@ -3,6 +3,7 @@
 // of kernel programming, which is the sync thread's.
 import { readdirSync, statSync } from 'node:fs';
 import { BadInputError } from '../errors.js';
+import { REPORT_KINDS, reportWrites } from '../engine/types.js';
 import { anyContains, parseCidr } from '../net/address.js';
 import { Ipvs } from '../kernel/ipvs.js';
 import { Links } from '../kernel/links.js';
@@ -121,10 +122,10 @@ export async function runProxy(o: Record<string, unknown>, h: HandleOptions): Pr
       metrics.recordSyncResult(r);
       notices.update(r.summary.warnings, r.report.invalid);
       await serviceHealth.sync(r.summary.healthChecks);
-      const writes = r.report.ipvs.writes + r.report.addresses.writes + r.report.routes.writes + r.report.nft.writes + r.report.ipsets.writes;
+      const writes = reportWrites(r.report);
       log.info('sync', { trigger, mode: r.report.mode, writes, errors: r.report.errors.length, ms });
       if (log.enabled('debug')) {
-        const ops = Object.fromEntries((['ipvs', 'addresses', 'routes', 'nft', 'ipsets'] as const).filter((k) => r.report[k].writes).map((k) => [k, r.report[k].ops]));
+        const ops = Object.fromEntries(REPORT_KINDS.filter((k) => r.report[k].writes).map((k) => [k, r.report[k].ops]));
         log.debug('sync details', { trigger, full: fullSync(trigger), serviceChanges: r.serviceChanges, endpointChanges: r.endpointChanges, ops });
       }
       // logged by the runner's listener (logSyncFailure), with the retry

@@ -7,6 +7,7 @@
 // bad value ignored) and the objects the engine refused are logged once when they appear, not
 // at every resync.
 import type { InvalidObject, KindReport, SyncReport } from '../engine/engine.js';
+import { REPORT_KINDS } from '../engine/types.js';
 import type { SyncRecord } from './runner.js';
 import { NetlinkError } from '../errors.js';
 import type { ManifestWarning } from '../kube/manifests.js';
@@ -17,8 +18,6 @@ import { toLogValue, type Fields, type Logger } from './log.js';
 export const MAX_OP_ERROR_LINES = 10;
 /** New warnings logged per sync, at most (the rest are counted). */
 export const MAX_WARNING_LINES = 20;
-
-const KINDS = ['addresses', 'routes', 'ipsets', 'nft', 'ipvs'] as const;
 
 /** A sync that completed with per-op errors: what the daemon's sync throws, so that its runner
  *  counts the failure and retries. The report stays with it for the log. */
@@ -54,7 +53,7 @@ function unprogrammedOf(r: SyncReport): Fields {
   const failed: Record<string, number> = {};
   const applied: Record<string, number> = {};
   let perKind = 0;
-  for (const k of KINDS) {
+  for (const k of REPORT_KINDS) {
     const kr: KindReport = r[k];
     if (kr.errors.length) failed[k] = kr.errors.length;
     if (kr.writes) applied[k] = kr.writes;

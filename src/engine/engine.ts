@@ -24,7 +24,8 @@ export { keyToId } from './ipvs-model.js';
 export { IPVS_APPLY_CHUNK } from './ipvs-reconciler.js';
 export { NFT_ELEMENTS_PIECE } from './nft-reconciler.js';
 export type { KindReport } from './apply-batch.js';
-export type { DesiredChanges, DesiredState, InvalidObject, NftElementChange, Ownership, Plan, SyncReport } from './types.js';
+export type { DesiredChanges, DesiredState, InvalidObject, NftElementChange, Ownership, Plan, ReportKind, SyncReport } from './types.js';
+export { REPORT_KINDS, reportWrites } from './types.js';
 import type { DesiredChanges, DesiredState, Ownership, Plan, SyncReport } from './types.js';
 
 /** Changes naming these service keys, each with the service `services` has under it (a scan

@@ -104,6 +104,15 @@ export interface Plan {
   invalid?: InvalidObject[];
 }
 
+/** A sync report's kinds (in the order its texts list them). */
+export const REPORT_KINDS = ['addresses', 'routes', 'ipsets', 'nft', 'ipvs'] as const;
+export type ReportKind = (typeof REPORT_KINDS)[number];
+
+/** Every kind's writes of a sync. */
+export function reportWrites(r: Pick<SyncReport, ReportKind>): number {
+  return REPORT_KINDS.reduce((n, k) => n + r[k].writes, 0);
+}
+
 export interface SyncReport {
   mode: 'full' | 'incremental';
   ipvs: KindReport;

@@ -10,7 +10,7 @@
 // that sync.
 import { Worker } from 'node:worker_threads';
 import type { V1Node } from '../kube/api-types.js';
-import type { SyncReport } from '../engine/engine.js';
+import { REPORT_KINDS, type ReportKind, type SyncReport } from '../engine/types.js';
 import { NetlinkError, type NetlinkErrorFields } from '../errors.js';
 import type { InformerError, InformerErrorReason, InformerOptions, ResourceName } from '../kube/informers.js';
 import type { KubeConfigSource } from '../kube/kubeconfig.js';
@@ -139,13 +139,10 @@ export interface ThreadKube {
   stop(): Promise<void>;
 }
 
-type KindName = 'ipvs' | 'addresses' | 'routes' | 'ipsets' | 'nft';
-const KINDS: KindName[] = ['ipvs', 'addresses', 'routes', 'ipsets', 'nft'];
-
 /** A SyncReport with its errors as WireErrors; a kind's error that is also in `errors` (all of
  *  them, as the engine reports) goes as its index there. */
-export type WireReport = Omit<SyncReport, 'errors' | KindName> & { errors: WireError[] } & {
-  [K in KindName]: Omit<SyncReport[K], 'errors'> & { errors: Array<number | WireError> };
+export type WireReport = Omit<SyncReport, 'errors' | ReportKind> & { errors: WireError[] } & {
+  [K in ReportKind]: Omit<SyncReport[K], 'errors'> & { errors: Array<number | WireError> };
 };
 
 export function toWireError(e: unknown, depth = 0): WireError {
@@ -184,7 +181,7 @@ export function fromWireError(w: WireError): Error {
 export function toWireReport(r: SyncReport): WireReport {
   const index = new Map(r.errors.map((e, i) => [e, i]));
   const out = { ...r, errors: r.errors.map(toWireError) } as unknown as WireReport;
-  for (const k of KINDS) out[k] = { ...r[k], errors: r[k].errors.map((e) => index.get(e) ?? toWireError(e)) };
+  for (const k of REPORT_KINDS) out[k] = { ...r[k], errors: r[k].errors.map((e) => index.get(e) ?? toWireError(e)) };
   return out;
 }
 
@@ -193,7 +190,7 @@ export function toWireReport(r: SyncReport): WireReport {
 export function fromWireReport(w: WireReport): SyncReport {
   const all = w.errors.map(fromWireError) as NetlinkError[];
   const out = { ...w, errors: all } as unknown as SyncReport;
-  for (const k of KINDS) out[k] = { ...w[k], errors: w[k].errors.map((e) => (typeof e === 'number' ? all[e]! : (fromWireError(e) as NetlinkError))) };
+  for (const k of REPORT_KINDS) out[k] = { ...w[k], errors: w[k].errors.map((e) => (typeof e === 'number' ? all[e]! : (fromWireError(e) as NetlinkError))) };
   return out;
 }
 
