@@ -124,8 +124,9 @@ function renderVerdict(v: Verdict): string {
   return v.chain !== undefined ? `${v.code} ${v.chain}` : v.code;
 }
 
-/** Renders one op as nft-like text plus the expressions, for readable test diffs. */
-export function renderOp(op: NftOp): string {
+/** Renders one op as nft-like text plus the expressions, for readable test diffs (`exprs`
+ *  false: a rule's expressions counted, on its one line). */
+export function renderOp(op: NftOp, exprs = true): string {
   switch (op.kind) {
     case 'table':
       return `${op.verb} table ${op.table.family} ${op.table.name}`;
@@ -138,8 +139,9 @@ export function renderOp(op: NftOp): string {
     }
     case 'set': {
       const s = op.set;
+      const flags = [s.interval && 'interval', s.dynamic && 'dynamic', (s.timeout || s.timeoutFlag) && 'timeout'].filter(Boolean);
       const attrs = op.verb === 'add' || op.verb === 'create'
-        ? ` { type ${renderSetType(s)};${s.interval ? ' flags interval;' : ''}${s.timeout ? ` timeout ${s.timeout}ms;` : ''}${s.comment ? ` comment "${s.comment}";` : ''} }`
+        ? ` { type ${renderSetType(s)};${flags.length ? ` flags ${flags.join(',')};` : ''}${s.timeout ? ` timeout ${s.timeout}ms;` : ''}${s.comment ? ` comment "${s.comment}";` : ''} }`
         : '';
       return `${op.verb} ${s.map ? 'map' : 'set'} ${s.family} ${s.table} ${s.name}${attrs}`;
     }
@@ -159,6 +161,7 @@ export function renderOp(op: NftOp): string {
       const where = r.handle !== undefined ? ` handle ${r.handle}` : op.position !== undefined ? ` position ${op.position}` : '';
       const head = `${op.verb} rule ${r.family} ${r.table} ${r.chain}${where}${r.comment ? ` comment "${r.comment}"` : ''}`;
       if (op.verb === 'delete' || op.verb === 'destroy') return head;
+      if (!exprs) return `${head} (${r.exprs.length} expressions)`;
       return [head, ...r.exprs.map((e) => `  ${renderExpr(e)}`)].join('\n');
     }
   }
@@ -365,7 +368,7 @@ export class NftTransaction {
   /** nft-like text, one op per line (rules followed by their expressions). */
   toString(): string {
     if (!this.keep) return `(${this.size} ops, built with keepOps: false)`;
-    return this.ops.map(renderOp).join('\n');
+    return this.ops.map((op) => renderOp(op)).join('\n');
   }
 }
 

@@ -15,9 +15,7 @@ import type { DataPlane, PlaneSources } from './data-plane.js';
 import { StaleFlows } from '../kernel/conntrack.js';
 import { serviceCIDRsOf } from '../kube/service-model.js';
 import { compareText } from '../util/sorted.js';
-import type { NftOp } from '../kernel/nft-model.js';
-import { elementList } from '../kernel/nftables.js';
-import type { Verdict } from '../kernel/nft-expr.js';
+import { renderOp } from '../kernel/nftables.js';
 import { KUBE_IPSET_PREFIX } from './ipvs/kube-ipsets.js';
 
 /** Work per transaction (an op or a set element) when the glue is created from nothing: the
@@ -244,7 +242,7 @@ export class Proxier {
 export const PLAN_SUMMARY_HEADER = '# the writes a sync would make, one per line: a summary (not nft, ipvsadm or ip input; --json has every field)';
 
 /** One line per kernel write, for `--dry-run`: its kind, verb and object, and what identifies it
- *  (a base chain's hook, a set's key, a map's value, elements with their values, a rule's size). */
+ *  (nftables ops as renderOp has them, a rule with its expressions counted). */
 export function describePlan(plan: Plan): string[] {
   return planWrites(plan).map((w) => {
     switch (w.kind) {
@@ -263,39 +261,9 @@ export function describePlan(plan: Plan): string[] {
       case 'ipset':
         return `ipset: ${w.op.op} ${w.op.name}${'members' in w.op ? ` (${w.op.members.length} members)` : ''}`;
       case 'nft':
-        return `nftables: ${nftText(w.op)}`;
+        return `nftables: ${renderOp(w.op, false)}`;
     }
   });
-}
-
-function nftText(o: NftOp): string {
-  switch (o.kind) {
-    case 'table':
-      return `${o.verb} table ${o.table.family} ${o.table.name}`;
-    case 'chain': {
-      const h = o.chain.hook;
-      return `${o.verb} chain ${o.chain.family} ${o.chain.table}/${o.chain.name}${h ? ` (type ${h.type} hook ${h.hook} priority ${h.priority}${h.policy ? ` policy ${h.policy}` : ''})` : ''}`;
-    }
-    case 'set': {
-      const s = o.set;
-      const value = s.map === undefined ? '' : ` : ${Array.isArray(s.map) ? s.map.join(' . ') : s.map}`;
-      const flags = [s.interval && 'interval', s.dynamic && 'dynamic', (s.timeout || s.timeoutFlag) && 'timeout'].filter(Boolean);
-      return `${o.verb} ${s.map ? 'map' : 'set'} ${s.family} ${s.table}/${s.name} (key ${s.key.join(' . ')}${value}${flags.length ? `, ${flags.join(', ')}` : ''})`;
-    }
-    case 'elements': {
-      const el = elementList(o.elements).map((e) => {
-        const data = e.data === undefined ? (e.verdict ? ` : ${verdictText(e.verdict)}` : '') : ` : ${Array.isArray(e.data) ? e.data.join(' . ') : e.data}`;
-        return `${e.key.join(' . ')}${data}`;
-      });
-      return `${o.verb} ${o.elements.length} element(s) of ${o.set.family} ${o.set.table}/${o.set.name}: ${el.join(', ')}`;
-    }
-    case 'rule':
-      return `${o.verb} rule in ${o.rule.family} ${o.rule.table}/${o.rule.chain} (${o.rule.exprs.length} expressions${o.rule.comment ? `, comment ${JSON.stringify(o.rule.comment)}` : ''})`;
-  }
-}
-
-function verdictText(v: Verdict): string {
-  return v.chain ? `${v.code} ${v.chain}` : v.code;
 }
 
 function svcText(s: Partial<DesiredService> & { fwmark?: number }): string {

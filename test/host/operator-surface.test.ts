@@ -146,9 +146,10 @@ test("sync --dry-run prints a summary of the writes that does not pass for nft i
   assert.match(lines[0]!, /^# the writes a sync would make, one per line: a summary \(not nft, ipvsadm or ip input/);
   assert.match(lines.at(-1)!, /^# \d+ write\(s\) planned; nothing changed$/);
   assert.ok(!lines.some((l) => /^nft /.test(l)), 'no line reads as an nft command');
-  assert.ok(lines.includes('nftables: add chain ip ipvsync/prerouting (type nat hook prerouting priority -100 policy accept)'), r.stdout);
-  assert.ok(lines.includes('nftables: add set ip ipvsync/cluster-ips (key ipv4_addr . inet_proto . inet_service)'), r.stdout);
-  assert.ok(lines.includes('nftables: add 1 element(s) of ip ipvsync/cluster-ips: 10.96.0.10 . tcp . 80'), r.stdout);
-  assert.ok(lines.some((l) => /^nftables: add rule in ip ipvsync\/services \(\d+ expressions\)$/.test(l)), r.stdout);
+  assert.ok(lines.includes('nftables: add chain ip ipvsync prerouting { type nat hook prerouting priority -100; policy accept; }'), r.stdout);
+  assert.ok(lines.includes('nftables: add set ip ipvsync cluster-ips { type ipv4_addr . inet_proto . inet_service; }'), r.stdout);
+  assert.ok(lines.includes('nftables: add map ip ipvsync affinity { type ipv4_addr . ipv4_addr . inet_proto . inet_service : ipv4_addr . inet_service; flags dynamic,timeout; }'), r.stdout);
+  assert.ok(lines.includes('nftables: add element ip ipvsync cluster-ips { 10.96.0.10 . tcp . 80 }'), r.stdout);
+  assert.ok(lines.some((l) => /^nftables: add rule ip ipvsync services \(\d+ expressions\)$/.test(l)), r.stdout);
   assert.deepEqual(tables(), [], 'nothing written');
 });
