@@ -69,18 +69,12 @@ export class KeyedArray<K, T> {
   }
 }
 
-/**
- * A set's elements: an array in no particular order (the last element fills a removed one's
- * place) with every element's index in it. A store with `keyOf` indexes its elements by that
- * key's text and counts the owners of a key put twice (keys two owners can both put: a cluster
- * IP); without it, by the element objects themselves (a frontend's keys, which one owner puts:
- * no text per element).
- */
 /** A store's record of a step: what it did to each key, from record() to changes(). */
 abstract class Recorded {
   protected touched: Map<string, Touch> | undefined;
   abstract readonly family: NftFamily;
-  abstract readonly set: DesiredSet;
+  /** The set's name. */
+  abstract readonly name: string;
 
   /** Starts this step's record. */
   record(): void {
@@ -101,10 +95,17 @@ abstract class Recorded {
       if (was) del.push(was);
       if (now) add.push(now);
     }
-    return add.length || del.length ? { family: this.family, table, set: this.set.name, add, delete: del } : undefined;
+    return add.length || del.length ? { family: this.family, table, set: this.name, add, delete: del } : undefined;
   }
 }
 
+/**
+ * A set's elements: an array in no particular order (the last element fills a removed one's
+ * place) with every element's index in it. A store with `keyOf` indexes its elements by that
+ * key's text and counts the owners of a key put twice (keys two owners can both put: a cluster
+ * IP); without it, by the element objects themselves (a frontend's keys, which one owner puts:
+ * no text per element).
+ */
 export class ElementStore extends Recorded {
   /** The elements by key text (a keyed store), or by the element objects themselves. */
   private readonly byKey: KeyedArray<string, SetElement> | undefined;
@@ -121,6 +122,10 @@ export class ElementStore extends Recorded {
     if (keyOf) this.byKey = new KeyedArray(elements, keyOf);
     else this.byElement = new KeyedArray(elements, (e) => e);
     for (const e of given) this.add(e);
+  }
+
+  get name(): string {
+    return this.set.name;
   }
 
   /** The element's key as this step's record and a keyed store know it. */
@@ -213,6 +218,10 @@ export class PackedStore extends Recorded {
     return this.desired;
   }
 
+  get name(): string {
+    return this.desired.name;
+  }
+
   /** How many bytes an element takes: its key's, then its value's. */
   get width(): number {
     return this.stride;
@@ -226,7 +235,7 @@ export class PackedStore extends Recorded {
     this.room(n);
     this.bytes.set(block, this.count * this.stride);
     this.count += n;
-    if (this.touched) for (let i = 0; i < n; i++) this.touch(block, i * this.stride, false).now = this.element(block, i * this.stride);
+    if (this.touched) for (let i = 0; i < n; i++) this.touch(block, i * this.stride, false, true);
   }
 
   /** A block goes; the last block takes its place. */
@@ -234,7 +243,7 @@ export class PackedStore extends Recorded {
     const b = this.blockOf.get(block);
     if (b === undefined) return;
     const n = block.length / this.stride;
-    if (this.touched) for (let i = 0; i < n; i++) this.touch(block, i * this.stride, true).now = undefined;
+    if (this.touched) for (let i = 0; i < n; i++) this.touch(block, i * this.stride, true, false);
     this.blockOf.delete(block);
     const last = this.blocks.pop()!;
     if (last !== block) {
@@ -254,7 +263,7 @@ export class PackedStore extends Recorded {
       this.owners[i]!++;
       return;
     }
-    const t = this.touched && this.touch(from, offset, false);
+    if (this.touched) this.touch(from, offset, false, true);
     this.room(1);
     const b = this.bytes;
     const at = this.count * this.stride;
@@ -264,7 +273,6 @@ export class PackedStore extends Recorded {
       this.count++;
       this.reindex();
     } else this.slots[h] = this.count++;
-    if (t) t.now = this.element(b, at);
   }
 
   /** One owner of the key of the element at `offset` of `from` fewer; with none left, the
@@ -273,7 +281,7 @@ export class PackedStore extends Recorded {
     let h = this.find(from, offset);
     const i = this.slots[h]!;
     if (i < 0 || --this.owners[i]! > 0) return;
-    if (this.touched) this.touch(from, offset, true).now = undefined;
+    if (this.touched) this.touch(from, offset, true, false);
     this.unslot(h);
     const last = --this.count;
     if (i < last) {
@@ -348,8 +356,8 @@ export class PackedStore extends Recorded {
 
   /** The record of the key of the element at `offset` of `b`, made at its first touch with the
    *  element there before (a block's: the one taken, or none before an add; a keyed one's: the
-   *  store's of that key). */
-  private touch(b: Uint8Array, offset: number, taking: boolean): Touch {
+   *  store's of that key), and the element there after: this one (`present`), or none. */
+  private touch(b: Uint8Array, offset: number, taking: boolean, present: boolean): void {
     const e = this.element(b, offset);
     const k = keyText(e);
     let t = this.touched!.get(k);
@@ -361,6 +369,6 @@ export class PackedStore extends Recorded {
       }
       this.touched!.set(k, (t = { was, now: undefined }));
     }
-    return t;
+    t.now = present ? e : undefined;
   }
 }
