@@ -14,7 +14,8 @@ import { ServiceRegistry, type Made } from '../service-registry.js';
 import type { Fam } from '../nft-sets.js';
 import type { DataPlane, PlaneSources, PlaneStep } from '../data-plane.js';
 import {
-  affinityTimeoutSet, endpointsMap, FIXED_SETS, hairpinOf, hairpinSet, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, SHARDS, staticElements,
+  affinityTimeoutSet,
+  blockCount, endpointsMap, FIXED_SETS, hairpinOf, hairpinSet, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, SHARDS, staticElements,
   type Firewall, type FrontendPart, type ServiceParts, type SetDecl, type TableShape,
 } from './table.js';
 
@@ -217,11 +218,11 @@ export class NftablesPlane implements DataPlane {
 
   /** A service's cluster IPs, and its owned frontends' elements and endpoints. */
   private put(parts: ServiceParts, owned: readonly FrontendPart[]): void {
-    for (const e of parts.clusterAddrs) this.elements(this.families![e.family], e.set).add(e.element);
+    for (const e of parts.clusterAddrs) this.clusterAddrs(e).add(e);
     for (const fe of owned) {
       const fam = this.families![fe.family];
       if (fe.endpointCount && !fam.sets.has(endpointsMap(fe.endpointCount, 0))) this.addSize(fam, fe.endpointCount);
-      const m = fe.shortCircuit?.count;
+      const m = fe.shortCircuit && blockCount(fam.family, fe.shortCircuit);
       if (m && !fam.sets.has(endpointsMap(m, 0))) this.addSize(fam, m);
       if (m && !fam.shortCircuitSizes.includes(m)) {
         fam.shortCircuitSizes.push(m);
@@ -233,30 +234,42 @@ export class NftablesPlane implements DataPlane {
         fam.table = undefined;
       }
       for (let i = 0; i < fe.elements.length; i++) this.elements(fam, fe.sets[i]!).add(fe.elements[i]!);
-      for (const block of [fe.endpointBlock, fe.shortCircuit]) {
-        if (!block) continue;
-        this.packed(fam, endpointsMap(block.count, fe.shard)).addBlock(block.bytes);
-        // the hairpin set's elements derive from the blocks, not kept (one per endpoint)
-        for (let i = 0; i < block.count; i++) this.packed(fam, hairpinSet(hairpinOf(fam.family, block, i, HAIRPIN))).put(HAIRPIN, 0);
-      }
+      if (fe.endpointBlock) this.putBlock(fam, fe.shard, fe.endpointBlock);
+      if (fe.shortCircuit) this.putBlock(fam, fe.shard, fe.shortCircuit);
     }
   }
 
   private take(parts: ServiceParts, owned: readonly FrontendPart[]): void {
-    for (const e of parts.clusterAddrs) this.elements(this.families![e.family], e.set).remove(e.element);
+    for (const e of parts.clusterAddrs) this.clusterAddrs(e).remove(e);
     for (const fe of owned) {
       const fam = this.families![fe.family];
       for (let i = 0; i < fe.elements.length; i++) this.elements(fam, fe.sets[i]!).remove(fe.elements[i]!);
-      for (const block of [fe.endpointBlock, fe.shortCircuit]) {
-        if (!block) continue;
-        this.packed(fam, endpointsMap(block.count, fe.shard)).removeBlock(block.bytes);
-        for (let i = 0; i < block.count; i++) this.packed(fam, hairpinSet(hairpinOf(fam.family, block, i, HAIRPIN))).take(HAIRPIN, 0);
-      }
+      if (fe.endpointBlock) this.takeBlock(fam, fe.shard, fe.endpointBlock);
+      if (fe.shortCircuit) this.takeBlock(fam, fe.shard, fe.shortCircuit);
       if (fe.firewall) {
         fam.firewalls.delete(fe.firewall.chain);
         fam.table = undefined;
       }
     }
+  }
+
+  /** A frontend's block of endpoints into its endpoint map, and their hairpin elements (which
+   *  derive from the block, not kept: one per endpoint). */
+  private putBlock(fam: Family, shard: number, block: Buffer): void {
+    const n = blockCount(fam.family, block);
+    this.packed(fam, endpointsMap(n, shard)).addBlock(block);
+    for (let i = 0; i < n; i++) this.packed(fam, hairpinSet(hairpinOf(fam.family, block, i, HAIRPIN))).put(HAIRPIN, 0);
+  }
+
+  private takeBlock(fam: Family, shard: number, block: Buffer): void {
+    const n = blockCount(fam.family, block);
+    this.packed(fam, endpointsMap(n, shard)).removeBlock(block);
+    for (let i = 0; i < n; i++) this.packed(fam, hairpinSet(hairpinOf(fam.family, block, i, HAIRPIN))).take(HAIRPIN, 0);
+  }
+
+  /** The family's `cluster-addrs` set of a cluster IP's element. */
+  private clusterAddrs(e: SetElement): ElementStore {
+    return this.elements(this.families![String(e.key[0]).includes(':') ? 'ip6' : 'ip'], 'cluster-addrs');
   }
 
   /** A set of the family's kept as objects. */

@@ -67,13 +67,6 @@ type DesiredSet = DesiredNftTable['sets'][number];
 /** A set of the table without its elements. */
 export type SetDecl = Omit<DesiredSet, 'elements' | 'order'>;
 
-/** One element a service puts into a family's table. */
-export interface ServiceElement {
-  family: Fam;
-  set: string;
-  element: SetElement;
-}
-
 /** A load-balancer frontend's source-range firewall: its own chain. */
 export interface Firewall {
   chain: string;
@@ -103,27 +96,20 @@ export interface FrontendPart extends FrontendClaim {
   /** UDP and SCTP: the endpoints behind it (and its short-circuit's), as (address, port), for
    *  their stale flows. */
   endpoints?: Array<readonly [string, number]>;
-  /** Its endpoint map's elements (the map `endpointsMap(endpointCount)`), by endpoint index. */
-  endpointBlock?: EndpointBlock;
+  /** Its endpoint map's elements (the map `endpointsMap(endpointCount)`), by endpoint index,
+   *  as the bytes the kernel holds (PackedStore: one buffer per frontend, not three objects per
+   *  endpoint; blockCount() of them). */
+  endpointBlock?: Buffer;
   /** An external frontend of a Local policy: the elements pods and the node reach (in the map
-   *  `endpointsMap(shortCircuit.count)`), keyed SHORT_CIRCUIT + index. */
-  shortCircuit?: EndpointBlock;
+   *  `endpointsMap(blockCount(shortCircuit))`), keyed SHORT_CIRCUIT + index. */
+  shortCircuit?: Buffer;
   /** What else it puts into its family's table: `elements[i]` into the set named `sets[i]`
    *  (two arrays, not an object per element). */
-  sets: string[];
+  sets: readonly string[];
   elements: SetElement[];
   firewall?: Firewall;
   /** sessionAffinity ClientIP with endpoints: its timeout in seconds. */
   affinity?: number;
-}
-
-/** A frontend's elements in an endpoint map, as the bytes the kernel holds (PackedStore): one
- *  object per frontend, not three per endpoint. */
-export interface EndpointBlock {
-  /** The elements' bytes, key and value each, by index. */
-  bytes: Buffer;
-  /** How many endpoints. */
-  count: number;
 }
 
 /** The endpoint maps' key and value types, and an element's width in bytes, by family. */
@@ -138,7 +124,7 @@ function endpointTypes(f: Fam) {
 
 /** A frontend's endpoints' elements, index `base` + i each: the key's frontend part written
  *  once and copied, each value written in place (a pooled buffer, every byte of it written). */
-function endpointBlock(family: Fam, tuple: readonly KeyValue[], eps: ReadonlyArray<{ address: string; port: number }>, base: number): EndpointBlock | undefined {
+function endpointBlock(family: Fam, tuple: readonly KeyValue[], eps: ReadonlyArray<{ address: string; port: number }>, base: number): Buffer | undefined {
   if (!eps.length) return undefined;
   const t = endpointTypes(family);
   const bytes = Buffer.allocUnsafe(eps.length * t.width);
@@ -158,7 +144,12 @@ function endpointBlock(family: Fam, tuple: readonly KeyValue[], eps: ReadonlyArr
     VALUE[1] = eps[i]!.port;
     encodeKeyInto(t.value, VALUE, bytes, at + t.keyWidth);
   }
-  return { bytes, count: eps.length };
+  return bytes;
+}
+
+/** How many elements a block of the family's endpoint map holds. */
+export function blockCount(family: Fam, block: Buffer): number {
+  return block.length / endpointTypes(family).width;
 }
 /** endpointBlock's scratch values (a key's, a value's): no array per endpoint. */
 const KEY_VALUES: KeyValue[] = [0, 0, 0, 0];
@@ -167,24 +158,25 @@ const VALUE: KeyValue[] = [0, 0];
 /** The hairpin sets' element of endpoint i of a block: its address twice (daddr . saddr of a
  *  packet DNATed back to where it came from), written into `out` from the block's bytes; its
  *  hairpin shard (addressShard). */
-export function hairpinOf(family: Fam, block: EndpointBlock, i: number, out: Buffer): number {
+export function hairpinOf(family: Fam, block: Buffer, i: number, out: Buffer): number {
   const t = endpointTypes(family);
   const at = i * t.width + t.keyWidth;
   const n = family === 'ip' ? 4 : 16;
-  for (let k = 0; k < n; k++) out[k] = out[n + k] = block.bytes[at + k]!;
+  for (let k = 0; k < n; k++) out[k] = out[n + k] = block[at + k]!;
   return scale(jhash(out, 0, n), SHARDS);
 }
 
 /** What one service puts into the tables: per frontend, and its cluster IPs. */
 export interface ServiceParts {
   frontends: FrontendPart[];
-  clusterAddrs: ServiceElement[];
+  /** Its cluster IPs' elements of the set `cluster-addrs` (the family's by the address). */
+  clusterAddrs: SetElement[];
 }
 
 /** A service's frontends and elements under this node and configuration. */
 export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
   const famOf = (p: ServiceModel['ports'][number]) => (p.family === 'inet' ? 'ip' : 'ip6');
-  const out: ServiceParts = { frontends: [], clusterAddrs: m.ports.map((p) => ({ family: famOf(p), set: 'cluster-addrs', element: { key: [p.clusterIP] } })) };
+  const out: ServiceParts = { frontends: [], clusterAddrs: m.ports.map((p) => ({ key: [p.clusterIP] })) };
   for (const p of m.ports) {
     const family = famOf(p);
     for (const fe of frontends(p, ctx)) {
@@ -227,8 +219,9 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         port: fe.port,
         shard: frontendShard(fe.address, fe.port),
         endpointCount: eps.length,
-        // exact-size copies of the scratch lists (the plane keeps ~11k of each)
-        sets: sets.slice(),
+        // the set names shared by every frontend that puts the same ones, the elements an
+        // exact-size copy of the scratch list (the plane keeps ~11k of each)
+        sets: setNames(sets),
         elements: elements.slice(),
       };
       const endpoints = endpointBlock(family, tuple, eps, 0);
@@ -247,6 +240,15 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
 /** serviceParts' scratch lists of a frontend's sets and elements. */
 const SETS: string[] = [];
 const ELEMENTS: SetElement[] = [];
+
+/** One frozen list per combination of set names (a handful in use). */
+function setNames(sets: readonly string[]): readonly string[] {
+  const k = sets.join(' ');
+  let v = SET_NAMES.get(k);
+  if (!v) SET_NAMES.set(k, (v = Object.freeze(sets.slice())));
+  return v;
+}
+const SET_NAMES = new Map<string, readonly string[]>();
 
 /** Endpoints once each, by address and port, in their first order. */
 function uniqEndpoints<T extends { address: string; port: number }>(eps: readonly T[]): T[] {
