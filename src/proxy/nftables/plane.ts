@@ -15,7 +15,7 @@ import type { Fam } from '../nft-sets.js';
 import type { DataPlane, PlaneSources, PlaneStep } from '../data-plane.js';
 import {
   affinityTimeoutSet,
-  blockCount, endpointsMap, FIXED_SETS, hairpinOf, hairpinSet, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, SHARDS, staticElements,
+  blockCount, endpointsMap, isFrontendSet, FIXED_SETS, hairpinOf, hairpinSet, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, SHARDS, staticElements,
   type Firewall, type FrontendPart, type ServiceParts, type SetDecl, type TableShape,
 } from './table.js';
 
@@ -29,7 +29,8 @@ const isHairpin = (name: string) => name.startsWith('hairpin-') && name !== 'hai
  *  endpoints keep bytes: an endpoint map a block per frontend, a hairpin set an element per
  *  endpoint address (keyed by it: two services can both have it). */
 function store(family: Fam, decl: SetDecl, elements: readonly SetElement[] = []): Store {
-  if (decl.name.startsWith('endpoints-') || isHairpin(decl.name)) return new PackedStore(family, decl, isHairpin(decl.name));
+  const keyed = isHairpin(decl.name) || isFrontendSet(decl.name);
+  if (keyed || decl.name.startsWith('endpoints-')) return new PackedStore(family, decl, keyed);
   return new ElementStore(family, { ...decl, elements: [...elements], unique: true }, SHARED_KEYS.has(decl.name) ? keyText : undefined);
 }
 type Store = ElementStore | PackedStore;
@@ -233,6 +234,7 @@ export class NftablesPlane implements DataPlane {
         fam.firewalls.set(fe.firewall.chain, fe.firewall);
         fam.table = undefined;
       }
+      for (const set of fe.keyed) this.packed(fam, set).put(fe.keyBytes, 0);
       for (let i = 0; i < fe.elements.length; i++) this.elements(fam, fe.sets[i]!).add(fe.elements[i]!);
       if (fe.endpointBlock) this.putBlock(fam, fe.shard, fe.endpointBlock);
       if (fe.shortCircuit) this.putBlock(fam, fe.shard, fe.shortCircuit);
@@ -243,6 +245,7 @@ export class NftablesPlane implements DataPlane {
     for (const e of parts.clusterAddrs) this.clusterAddrs(e).remove(e);
     for (const fe of owned) {
       const fam = this.families![fe.family];
+      for (const set of fe.keyed) this.packed(fam, set).take(fe.keyBytes, 0);
       for (let i = 0; i < fe.elements.length; i++) this.elements(fam, fe.sets[i]!).remove(fe.elements[i]!);
       if (fe.endpointBlock) this.takeBlock(fam, fe.shard, fe.endpointBlock);
       if (fe.shortCircuit) this.takeBlock(fam, fe.shard, fe.shortCircuit);

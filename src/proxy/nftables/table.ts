@@ -59,6 +59,11 @@ import { ipv6Words, isLoopback } from '../../net/address.js';
 import { firewallChain } from '../ipvs/glue.js';
 import { FIELDS, fam, MASQ_MARK, natBase, PROXY_TABLE_OWNED, uniqText, type Fam } from '../nft-sets.js';
 
+/** The sets whose elements are their frontends' keys (and the affinity timeouts' sets,
+ *  affinityTimeoutSet): kept as bytes (PackedStore), a frontend's key put into each of its own. */
+export const isFrontendSet = (name: string): boolean => FRONTEND_SETS.has(name) || /^affinity-\d+s$/.test(name);
+const FRONTEND_SETS: ReadonlySet<string> = new Set(['cluster-ips', 'external-ips', 'external-local', 'reject-services', 'drop-services', 'affinity-services']);
+
 /** The table of each family (the IPVS glue's name: a switch of data plane replaces one table
  *  with the other, and the ownership rule stays one name per family). */
 export const NFT_PROXY_TABLE = 'ipvsync';
@@ -103,6 +108,10 @@ export interface FrontendPart extends FrontendClaim {
   /** An external frontend of a Local policy: the elements pods and the node reach (in the map
    *  `endpointsMap(blockCount(shortCircuit))`), keyed SHORT_CIRCUIT + index. */
   shortCircuit?: Buffer;
+  /** The sets that hold its key (FRONTEND_SETS), and that key's bytes from the start of
+   *  `keyBytes` (its endpoint block when it has one: each element of it starts with the key). */
+  keyed: readonly string[];
+  keyBytes: Buffer;
   /** What else it puts into its family's table: `elements[i]` into the set named `sets[i]`
    *  (two arrays, not an object per element). */
   sets: readonly string[];
@@ -185,22 +194,22 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
       const tuple: KeyValue[] = [fe.address, p.protocol, fe.port];
       const eps = frontendEndpoints(p, fe);
       const scEps = shortCircuitEndpoints(p, fe);
+      const keyed = KEYED;
       const sets = SETS;
       const elements = ELEMENTS;
-      sets.length = elements.length = 0;
+      keyed.length = sets.length = elements.length = 0;
       const put = (set: string, element: SetElement) => (sets.push(set), elements.push(element));
-      if (fe.kind === 'clusterIP') put('cluster-ips', { key: tuple });
-      else if (!p.externalLocal) put('external-ips', { key: tuple });
-      else if (scEps.length) put('external-local', { key: tuple });
+      if (fe.kind === 'clusterIP') keyed.push('cluster-ips');
+      else if (!p.externalLocal) keyed.push('external-ips');
+      else if (scEps.length) keyed.push('external-local');
       // No endpoint at all: refused at once. Endpoints elsewhere but a Local policy: dropped.
-      if (eps.length === 0) put(p.cluster.length === 0 && p.local.length === 0 ? 'reject-services' : 'drop-services', { key: tuple });
+      if (eps.length === 0) keyed.push(p.cluster.length === 0 && p.local.length === 0 ? 'reject-services' : 'drop-services');
       // every endpoint a client of the frontend can be sent to (the short-circuit's are the
       // Cluster policy's: a superset of the local ones but for serving-terminating fallbacks)
       const reached = scEps.length ? uniqEndpoints([...eps, ...scEps]) : eps;
       const affinity = p.affinityTimeout > 0 && reached.length > 0 ? p.affinityTimeout : undefined;
       if (affinity) {
-        put('affinity-services', { key: tuple });
-        put(affinityTimeoutSet(affinity), { key: tuple });
+        keyed.push('affinity-services', affinityTimeoutSet(affinity));
         for (const ep of reached) put('affinity-endpoints', { key: [fe.address, p.protocol, fe.port, ep.address, ep.port] });
       }
       const firewall = fe.kind === 'loadBalancer' && p.sourceRanges.cidrs.length ? firewallChain(fe.address, p.protocol, fe.port) : undefined;
@@ -220,12 +229,16 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         shard: frontendShard(fe.address, fe.port),
         endpointCount: eps.length,
         // the set names shared by every frontend that puts the same ones, the elements an
-        // exact-size copy of the scratch list (the plane keeps ~11k of each)
+        // exact-size copy of the scratch list (none for most frontends)
+        keyed: setNames(keyed),
+        keyBytes: NO_BYTES,
         sets: setNames(sets),
-        elements: elements.slice(),
+        elements: elements.length ? elements.slice() : NO_ELEMENTS,
       };
       const endpoints = endpointBlock(family, tuple, eps, 0);
       if (endpoints) part.endpointBlock = endpoints;
+      // each element of the block starts with the frontend's key
+      part.keyBytes = endpoints ?? frontendKey(family, tuple);
       const shortCircuit = endpointBlock(family, tuple, scEps, SHORT_CIRCUIT);
       if (shortCircuit) part.shortCircuit = shortCircuit;
       if (p.protocol !== 'tcp') part.endpoints = reached.map((ep) => [ep.address, ep.port] as const);
@@ -237,9 +250,21 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
   return out;
 }
 
-/** serviceParts' scratch lists of a frontend's sets and elements. */
+/** serviceParts' scratch lists of a frontend's sets: those of its key, the others' and their
+ *  elements. */
+const KEYED: string[] = [];
 const SETS: string[] = [];
 const ELEMENTS: SetElement[] = [];
+const NO_ELEMENTS: SetElement[] = [];
+const NO_BYTES = Buffer.alloc(0);
+
+/** A frontend's key (address . protocol . port) as the sets of FRONTEND_SETS hold it. */
+function frontendKey(family: Fam, tuple: readonly KeyValue[]): Buffer {
+  const types = setDecl(family, 'cluster-ips').key;
+  const out = Buffer.allocUnsafe(keyLength(types));
+  encodeKeyInto(types, tuple, out, 0);
+  return out;
+}
 
 /** One frozen list per combination of set names (a handful in use). */
 function setNames(sets: readonly string[]): readonly string[] {
