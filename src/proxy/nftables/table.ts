@@ -146,7 +146,7 @@ function endpointBlock(family: Fam, tuple: readonly KeyValue[], eps: ReadonlyArr
   for (let i = 0; i < eps.length; i++) {
     const at = i * t.width;
     if (i > 0) {
-      bytes.copy(bytes, at, 0, index);
+      bytes.copyWithin(at, 0, index);
       bytes.writeUInt32LE(base + i, at + index);
     }
     VALUE[0] = eps[i]!.address;
