@@ -199,7 +199,8 @@ export class Proxier {
     const endpointsChanged = this.slices.drain();
     const triggerTimes = this.slices.lastTriggerTimes;
     this.stepped = undefined;
-    const step = this.plane.step(full, new Set([...serviceChanged, ...endpointsChanged]), this.sources());
+    // (a full step compares every service: the changed ones need no set of their own)
+    const step = this.plane.step(full, full ? NONE_CHANGED : new Set([...serviceChanged, ...endpointsChanged]), this.sources());
     this.stepped = step.summary;
     // A full step built from nothing: its garbage goes before the diff allocates.
     if (!step.changes?.services && this.plane.collectsGarbage) this.opts.collectGarbage?.();
@@ -237,6 +238,8 @@ export class Proxier {
     return this.stepped?.warnings ?? [];
   }
 }
+
+const NONE_CHANGED: ReadonlySet<string> = new Set();
 
 /** The first line of `--dry-run`'s text: what the lines after it are. */
 export const PLAN_SUMMARY_HEADER = '# the writes a sync would make, one per line: a summary (not nft, ipvsadm or ip input; --json has every field)';
