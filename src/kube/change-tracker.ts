@@ -131,10 +131,10 @@ class GroupTracker<T extends Meta> {
     this.differing = new Set();
     this.uncounted = new Set();
     const changed = new Set<string>();
-    for (const [group, before] of round) {
+    round.forEach((before, group) => {
       const now = this.members(group);
       if (before === '' ? !this.empty(now) : this.fingerprint(now) !== before) changed.add(group);
-    }
+    });
     return changed.size ? new Set([...changed].sort(compareText)) : changed;
   }
 

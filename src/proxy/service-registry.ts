@@ -166,9 +166,9 @@ export class ServiceRegistry<F extends FrontendClaim, P extends PlaneParts<F>> {
     return this.owners.get(key);
   }
 
-  /** Every service's owned frontends and parts, in no order. */
-  *entries(): IterableIterator<{ name: string; parts: P | undefined; owned: readonly F[] }> {
-    for (const [name, e] of this.services) yield { name, parts: e.parts, owned: e.owned };
+  /** Every service's name, owned frontends and parts, in no order. */
+  forEach(fn: (name: string, owned: readonly F[], parts: P | undefined) => void): void {
+    this.services.forEach((e, name) => fn(name, e.owned, e.parts));
   }
 
   /** The health checks, the Local policies without local endpoints and the warnings. */

@@ -172,7 +172,9 @@ export class IpvsPlane implements DataPlane {
     const sourceRanges: GlueSourceRange[] = [];
     const hairpin = new Map<string, GlueHairpin>();
     const localTraffic: string[] = [];
-    for (const { name, parts, owned } of [...this.registry!.entries()].sort((a, b) => compareText(a.name, b.name))) {
+    const services: Array<{ name: string; parts: IpvsParts | undefined; owned: readonly IpvsFrontend[] }> = [];
+    this.registry!.forEach((name, owned, parts) => services.push({ name, parts, owned }));
+    for (const { name, parts, owned } of services.sort((a, b) => compareText(a.name, b.name))) {
       for (const fe of owned) {
         const { kind, address, protocol, port, localOnly, portName: servicePort } = fe;
         if (kind !== 'nodePort') vips.push({ kind, address, protocol, port, localOnly, bound: fe.bind, servicePort });

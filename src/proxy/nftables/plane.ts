@@ -146,7 +146,7 @@ export class NftablesPlane implements DataPlane {
     const last = this.families;
     const lastTables = last && this.tables();
     const before = new Map<string, readonly FrontendPart[]>();
-    for (const e of this.registry?.entries() ?? []) before.set(e.name, e.owned);
+    this.registry?.forEach((name, owned) => before.set(name, owned));
     this.ctx = ctx;
     this.ctxKey = ctxKey;
     const fams = {} as Record<Fam, Family>;
@@ -163,10 +163,10 @@ export class NftablesPlane implements DataPlane {
     const registry = (this.registry = new ServiceRegistry(this.sink, ctx.warnings));
     registry.build(names, (n) => made(modelOf(n), ctx));
     const staleFlows: FlowFilter[] = [];
-    for (const e of registry.entries()) {
-      staleFlows.push(...flowsGone(before.get(e.name), e.owned));
-      before.delete(e.name);
-    }
+    registry.forEach((name, owned) => {
+      staleFlows.push(...flowsGone(before.get(name), owned));
+      before.delete(name);
+    });
     for (const was of before.values()) staleFlows.push(...flowsGone(was, []));
     return { changes: lastTables && elementChanges(lastTables, this.tables()), patched: false, staleFlows };
   }
