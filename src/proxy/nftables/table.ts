@@ -115,7 +115,7 @@ export interface FrontendPart extends FrontendClaim {
   /** What else it puts into its family's table: `elements[i]` into the set named `sets[i]`
    *  (two arrays, not an object per element). */
   sets: readonly string[];
-  elements: SetElement[];
+  elements: readonly SetElement[];
   firewall?: Firewall;
   /** sessionAffinity ClientIP with endpoints: its timeout in seconds. */
   affinity?: number;
@@ -214,6 +214,7 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
       }
       const firewall = fe.kind === 'loadBalancer' && p.sourceRanges.cidrs.length ? firewallChain(fe.address, p.protocol, fe.port) : undefined;
       if (firewall) put('firewall', { key: tuple, verdict: { code: 'jump', chain: firewall } });
+      const endpoints = endpointBlock(family, tuple, eps, 0);
       // one object of one shape: the optional members assigned, not spread in (a temporary
       // object each)
       const part: FrontendPart = {
@@ -231,14 +232,12 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
         // the set names shared by every frontend that puts the same ones, the elements an
         // exact-size copy of the scratch list (none for most frontends)
         keyed: setNames(keyed),
-        keyBytes: NO_BYTES,
+        // each element of the endpoint block starts with the frontend's key
+        keyBytes: endpoints ?? frontendKey(family, tuple),
         sets: setNames(sets),
         elements: elements.length ? elements.slice() : NO_ELEMENTS,
       };
-      const endpoints = endpointBlock(family, tuple, eps, 0);
       if (endpoints) part.endpointBlock = endpoints;
-      // each element of the block starts with the frontend's key
-      part.keyBytes = endpoints ?? frontendKey(family, tuple);
       const shortCircuit = endpointBlock(family, tuple, scEps, SHORT_CIRCUIT);
       if (shortCircuit) part.shortCircuit = shortCircuit;
       if (p.protocol !== 'tcp') part.endpoints = reached.map((ep) => [ep.address, ep.port] as const);
@@ -255,8 +254,7 @@ export function serviceParts(m: ServiceModel, ctx: ModelContext): ServiceParts {
 const KEYED: string[] = [];
 const SETS: string[] = [];
 const ELEMENTS: SetElement[] = [];
-const NO_ELEMENTS: SetElement[] = [];
-const NO_BYTES = Buffer.alloc(0);
+const NO_ELEMENTS: readonly SetElement[] = Object.freeze([]);
 
 /** A frontend's key (address . protocol . port) as the sets of FRONTEND_SETS hold it. */
 function frontendKey(family: Fam, tuple: readonly KeyValue[]): Buffer {
