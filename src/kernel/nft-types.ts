@@ -138,10 +138,16 @@ export function encodeValue(t: DataType, v: KeyValue, out: Buffer, off: number):
         out[off + 3] = x & 0xff;
       }
       return;
-    case 'ipv6_addr':
+    case 'ipv6_addr': {
       if (typeof v !== 'string') throw invalid(`ipv6_addr value must be a string: ${v}`);
-      parseIPv6(v).copy(out, off);
+      const w = ipv6Words(v);
+      if (!w) throw invalid(`not an IPv6 address: ${v}`);
+      for (let i = 0; i < 8; i++) {
+        out[off + 2 * i] = w[i]! >>> 8;
+        out[off + 2 * i + 1] = w[i]! & 0xff;
+      }
       return;
+    }
     case 'inet_proto': {
       const n = typeof v === 'string' ? PROTOS[v] : v;
       if (n === undefined || !Number.isInteger(n) || n < 0 || n > 255) throw invalid(`not an inet_proto: ${v}`);
@@ -214,9 +220,10 @@ export function encodeKeyInto(types: readonly DataType[], values: readonly KeyVa
   const start = off;
   for (let i = 0; i < types.length; i++) {
     const t = types[i]!;
-    const len = types.length === 1 ? DATATYPES[t].len : (DATATYPES[t].len + 3) & ~3;
-    out.fill(0, off, off + len);
+    const n = DATATYPES[t].len;
+    const len = types.length === 1 ? n : (n + 3) & ~3;
     encodeValue(t, values[i]!, out, off);
+    for (let k = off + n; k < off + len; k++) out[k] = 0;
     off += len;
   }
   return off - start;
