@@ -107,11 +107,19 @@ export function hexLe32(v: number): string {
 }
 
 export function parseIPv6(s: string): Buffer {
+  const b = Buffer.alloc(16);
+  writeIPv6(s, b, 0);
+  return b;
+}
+
+/** An IPv6 address's 16 bytes into `out` at `off`. */
+function writeIPv6(s: string, out: Uint8Array, off: number): void {
   const w = ipv6Words(s);
   if (!w) throw invalid(`not an IPv6 address: ${s}`);
-  const b = Buffer.alloc(16);
-  w.forEach((x, i) => b.writeUInt16BE(x, i * 2));
-  return b;
+  for (let i = 0; i < 8; i++) {
+    out[off + 2 * i] = w[i]! >>> 8;
+    out[off + 2 * i + 1] = w[i]! & 0xff;
+  }
 }
 
 export function formatIPv4(b: Buffer | Uint8Array, off = 0): string {
@@ -138,16 +146,10 @@ export function encodeValue(t: DataType, v: KeyValue, out: Buffer, off: number):
         out[off + 3] = x & 0xff;
       }
       return;
-    case 'ipv6_addr': {
+    case 'ipv6_addr':
       if (typeof v !== 'string') throw invalid(`ipv6_addr value must be a string: ${v}`);
-      const w = ipv6Words(v);
-      if (!w) throw invalid(`not an IPv6 address: ${v}`);
-      for (let i = 0; i < 8; i++) {
-        out[off + 2 * i] = w[i]! >>> 8;
-        out[off + 2 * i + 1] = w[i]! & 0xff;
-      }
+      writeIPv6(v, out, off);
       return;
-    }
     case 'inet_proto': {
       const n = typeof v === 'string' ? PROTOS[v] : v;
       if (n === undefined || !Number.isInteger(n) || n < 0 || n > 255) throw invalid(`not an inet_proto: ${v}`);
