@@ -11,11 +11,10 @@ import type { SetElement } from '../../kernel/nftables.js';
 import { modelContext, serviceModel, type ModelContext, type ServiceModel } from '../../kube/service-model.js';
 import type { ServiceSummary } from '../../kube/types.js';
 import { ServiceRegistry, type Made } from '../service-registry.js';
-import type { Fam } from '../nft-sets.js';
+import { fam, type Fam } from '../nft-sets.js';
 import type { DataPlane, PlaneSources, PlaneStep } from '../data-plane.js';
 import {
-  affinityTimeoutSet,
-  blockCount, endpointsMap, isFrontendSet, FIXED_SETS, hairpinOf, hairpinSet, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, SHARDS, staticElements,
+  affinityTimeoutSet, blockCount, endpointsMap, FIXED_SETS, hairpinOf, hairpinSet, isFrontendSet, NFT_PROXY_TABLE, proxyTable, serviceParts, setDecl, SHARDS, staticElements,
   type Firewall, type FrontendPart, type ServiceParts, type SetDecl, type TableShape,
 } from './table.js';
 
@@ -73,9 +72,9 @@ export interface NftablesPlaneOptions {
 export type ModelOrError = ServiceModel | { error: unknown };
 
 export class NftablesPlane implements DataPlane {
-  /** No: the step leaves little garbage since the sets that grow with the endpoints are bytes
-   *  (the collection took ~60 ms of a cold sync at 10k and lowered no peak), and so does the
-   *  plan (a listing's buffers are released set by set). */
+  /** No: the step leaves little garbage since the sets that grow with the endpoints are bytes,
+   *  and so does the plan (a listing's buffers are released set by set); a collection cost
+   *  more than it saved (docs/performance.md). */
   readonly collectsGarbage = false;
   private registry: ServiceRegistry<FrontendPart, ServiceParts> | undefined;
   private families: Record<Fam, Family> | undefined;
@@ -272,7 +271,7 @@ export class NftablesPlane implements DataPlane {
 
   /** The family's `cluster-addrs` set of a cluster IP's element. */
   private clusterAddrs(e: SetElement): ElementStore {
-    return this.elements(this.families![String(e.key[0]).includes(':') ? 'ip6' : 'ip'], 'cluster-addrs');
+    return this.elements(this.families![fam(String(e.key[0]))], 'cluster-addrs');
   }
 
   /** A set of the family's kept as objects. */
@@ -319,18 +318,18 @@ function shapeOf(fam: Family): TableShape {
   return { sizes: fam.sizes, shortCircuitSizes: fam.shortCircuitSizes, affinityTimeouts: fam.affinityTimeouts, firewalls: fam.firewalls };
 }
 
+/** No frontend (shared: flowsGone never adds to it). */
+const NO_FRONTENDS = new Map<string, FrontendPart>();
+
 /** The flows a frontend's change leaves stale (PlaneStep.staleFlows). TCP's are left alone. */
 function flowsGone(was: readonly FrontendPart[] | undefined, now: readonly FrontendPart[]): FlowFilter[] {
   const out: FlowFilter[] = [];
   const to = (fe: FrontendPart, replySrc: string, replySport?: number): FlowFilter => ({
     family: fe.family === 'ip' ? 'inet' : 'inet6', proto: fe.protocol, origDst: fe.address, origDport: fe.port, replySrc, ...(replySport !== undefined ? { replySport } : {}),
   });
-  if (!was) {
-    // a service new to the plane: the flows to its frontends with endpoints (a first sync's)
-    for (const fe of now) if (fe.protocol !== 'tcp' && fe.endpointCount > 0) out.push(to(fe, fe.address));
-    return out;
-  }
-  const before = new Map(was.filter((fe) => fe.protocol !== 'tcp').map((fe) => [fe.key, fe]));
+  // a service new to the plane, or without UDP or SCTP frontends: one shared empty map
+  const udp = was?.filter((fe) => fe.protocol !== 'tcp');
+  const before = udp?.length ? new Map(udp.map((fe) => [fe.key, fe])) : NO_FRONTENDS;
   for (const fe of now) {
     if (fe.protocol === 'tcp') continue;
     const b = before.get(fe.key);
