@@ -258,11 +258,13 @@ const NO_ELEMENTS: readonly SetElement[] = Object.freeze([]);
 
 /** A frontend's key (address . protocol . port) as the sets of FRONTEND_SETS hold it. */
 function frontendKey(family: Fam, tuple: readonly KeyValue[]): Buffer {
-  const types = setDecl(family, 'cluster-ips').key;
+  const types = (FRONTEND_KEY_TYPES[family] ??= setDecl(family, 'cluster-ips').key);
   const out = Buffer.allocUnsafe(keyLength(types));
   encodeKeyInto(types, tuple, out, 0);
   return out;
 }
+
+const FRONTEND_KEY_TYPES: Partial<Record<Fam, DataType[]>> = {};
 
 /** One frozen list per combination of set names (a handful in use). */
 function setNames(sets: readonly string[]): readonly string[] {
