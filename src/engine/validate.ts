@@ -105,20 +105,6 @@ export function checkService(s: DesiredService): ServiceVerdict | undefined {
 
 // ---- VIPs ------------------------------------------------------------------------------------
 
-/** The VIPs without those the kernel layer refuses (undefined: the link itself is invalid). */
-export function checkVips(vips: DesiredVips): { invalid: InvalidObject[]; valid: DesiredVips | undefined } {
-  const lp = vipLinkInvalid(vips);
-  if (lp) return { invalid: [lp], valid: undefined };
-  let out: InvalidObject[] | undefined;
-  const addresses = vips.addresses;
-  for (let i = 0; i < addresses.length; i++) {
-    const p = vipAddressProblem(addresses[i]);
-    if (p) (out ??= []).push(vipInvalid(vips.link, addresses[i], p));
-  }
-  if (!out) return { invalid: [], valid: vips };
-  return { invalid: out, valid: { ...vips, addresses: addresses.filter((a) => vipAddressProblem(a) === undefined) } };
-}
-
 /** The VIP link's name refused: nothing of the VIPs can be applied. */
 export function vipLinkInvalid(vips: DesiredVips): InvalidObject | undefined {
   const p = linkNameProblem('link', vips.link);
