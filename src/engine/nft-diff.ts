@@ -45,12 +45,13 @@ export function ownsName(desired: DesiredNftTable): (name: string) => boolean {
   return (name) => names.has(name) || o.prefixes.some((p) => name.startsWith(p));
 }
 
-/** Elements added to and deleted from one set of an owned nftables table. */
+/** Elements added to and deleted from one set of an owned nftables table; the added ones as
+ *  objects, or as the bytes the kernel holds (a plain set's, PackedElements.fixed). */
 export interface NftElementChange {
   family: NftFamily;
   table: string;
   set: string;
-  add: readonly SetElement[];
+  add: readonly SetElement[] | PackedElements;
   delete: readonly SetElement[];
 }
 

@@ -348,7 +348,7 @@ function elementDeltas(tables: readonly DesiredNftTable[], statics: readonly Sta
     if (!set) return undefined;
     const spec = { ...declOf(set), family: c.family, table: c.table };
     if (c.delete.length) elements[i]!.push({ verb: 'delete', kind: 'elements', set: spec, elements: c.delete.map(({ key }) => ({ key })) });
-    if (c.add.length) elements[i]!.push({ verb: 'add', kind: 'elements', set: spec, elements: [...c.add] });
+    if (c.add.length) elements[i]!.push({ verb: 'add', kind: 'elements', set: spec, elements: c.add instanceof PackedElements ? c.add : [...c.add] });
   }
   return statics.map((st, i) => ({ ops: [...st.pre, ...elements[i]!, ...st.post] }));
 }

@@ -196,6 +196,9 @@ export class PackedStore extends Recorded {
    *  linear probing; -1 empty), and each one's owners. */
   private slots = new Int32Array(0);
   private owners = new Uint32Array(0);
+  /** While a step records and has only added elements (new keys, after the others): where
+   *  they start, and they are its change as they are; -1 otherwise (touches record it). */
+  private addedFrom = -1;
 
   /** `keyed`: elements are put one at a time (put/take), else in blocks (addBlock/removeBlock). */
   constructor(
@@ -222,6 +225,34 @@ export class PackedStore extends Recorded {
     return this.desired.name;
   }
 
+  override record(): void {
+    this.touched = undefined;
+    this.addedFrom = this.count;
+  }
+
+  override changes(table: string): NftElementChange | undefined {
+    const from = this.addedFrom;
+    if (from < 0) return super.changes(table);
+    this.addedFrom = -1;
+    if (from === this.count) return undefined;
+    const bytes = Buffer.from(this.bytes.subarray(from * this.stride, this.count * this.stride));
+    const add = PackedElements.fixed(this.desired, bytes, this.count - from, this.keyWidth, this.stride - this.keyWidth);
+    return { family: this.family, table, set: this.name, add, delete: [] };
+  }
+
+  /** Before the step's first removal: what it added so far recorded as touches (new keys: none
+   *  was there before). */
+  private touching(): void {
+    const from = this.addedFrom;
+    if (from < 0) return;
+    this.addedFrom = -1;
+    const touched = (this.touched = new Map<string, Touch>());
+    for (let i = from; i < this.count; i++) {
+      const e = this.element(this.bytes, i * this.stride);
+      touched.set(keyText(e), { was: undefined, now: e });
+    }
+  }
+
   /** How many bytes an element takes: its key's, then its value's. */
   get width(): number {
     return this.stride;
@@ -243,6 +274,7 @@ export class PackedStore extends Recorded {
     const b = this.blockOf.get(block);
     if (b === undefined) return;
     const n = block.length / this.stride;
+    this.touching();
     if (this.touched) for (let i = 0; i < n; i++) this.touch(block, i * this.stride, true, false);
     this.blockOf.delete(block);
     const last = this.blocks.pop()!;
@@ -281,6 +313,7 @@ export class PackedStore extends Recorded {
     let h = this.find(from, offset);
     const i = this.slots[h]!;
     if (i < 0 || --this.owners[i]! > 0) return;
+    this.touching();
     if (this.touched) this.touch(from, offset, true, false);
     this.unslot(h);
     const last = --this.count;

@@ -16,7 +16,7 @@ const contents = (els: readonly SetElement[]) => els.map(text).sort();
 function applied(before: readonly SetElement[], c: ReturnType<ElementStore['changes']>): string[] {
   const m = new Map(before.map((e) => [e.key.join(' '), e]));
   for (const d of c?.delete ?? []) assert.ok(m.delete(d.key.join(' ')), `deletes what is there: ${text(d)}`);
-  for (const a of c?.add ?? []) {
+  for (const a of elementList(c?.add ?? [])) {
     assert.ok(!m.has(a.key.join(' ')), `adds what is not there: ${text(a)}`);
     m.set(a.key.join(' '), a);
   }
@@ -87,7 +87,7 @@ test('packed store, blocks: swap-removed; its bytes list what is live; the chang
     assert.deepEqual(applied(before, c), want);
     // only what differs: an endpoint that stayed is not written
     const same = new Set(before.map(text));
-    assert.ok((c?.add ?? []).every((e) => !same.has(text(e))));
+    assert.ok(elementList(c?.add ?? []).every((e) => !same.has(text(e))));
   }
 });
 
@@ -122,4 +122,58 @@ test('packed store, keyed: owners counted; a step\'s changes turn the elements b
   store.take(at(some), 0);
   put(some);
   assert.equal(store.changes('t'), undefined);
+});
+
+test('packed store: a step that only adds new keys hands them as the bytes it holds (a copy); one that also removes records every touch', () => {
+  const decl = { name: 'endpoints-2-0', key: ['ipv4_addr', 'inet_proto', 'inet_service', 'mark'] as DataType[], map: ['ipv4_addr', 'inet_service'] as DataType[] };
+  const store = new PackedStore('ip', decl);
+  const block = (fe: number) => {
+    const els: SetElement[] = [0, 1].map((i) => ({ key: [`10.96.0.${fe}`, 'tcp', 80, i], data: [`10.244.0.${fe}`, 8080 + i] }));
+    const bytes = Buffer.alloc(2 * store.width);
+    els.forEach((e, i) => encodeKeyInto(decl.map, e.data as KeyValue[], bytes, i * store.width + encodeKeyInto(decl.key, e.key, bytes, i * store.width)));
+    return { bytes, els };
+  };
+  const [a, b, c] = [block(1), block(2), block(3)];
+  store.record();
+  store.addBlock(a.bytes);
+  store.addBlock(b.bytes);
+  const added = store.changes('t')!;
+  assert.ok(added.add instanceof PackedElements, 'only adds: the bytes');
+  assert.deepEqual(added.delete, []);
+  assert.deepEqual(contents(elementList(added.add)), contents([...a.els, ...b.els]));
+  // adds, then a removal: the adds before it are recorded with it
+  store.record();
+  store.addBlock(c.bytes);
+  store.removeBlock(a.bytes);
+  const mixed = store.changes('t')!;
+  assert.ok(Array.isArray(mixed.add));
+  assert.deepEqual(contents(elementList(mixed.add)), contents(c.els));
+  assert.deepEqual(contents(mixed.delete.map((e) => ({ key: e.key, data: e.data }))), contents(a.els));
+  // the first change's bytes are its own: the removal moved the store's last block over a's
+  assert.deepEqual(contents(elementList(added.add)), contents([...a.els, ...b.els]));
+  store.record();
+  assert.equal(store.changes('t'), undefined, 'nothing done, no change');
+
+  const keyed = new PackedStore('ip', { name: 'hairpin-0', key: ['ipv4_addr', 'ipv4_addr'] }, true);
+  const at = (x: string) => {
+    const buf = Buffer.alloc(keyed.width);
+    encodeKeyInto(['ipv4_addr', 'ipv4_addr'], [x, x], buf, 0);
+    return buf;
+  };
+  keyed.record();
+  keyed.put(at('10.0.0.1'), 0);
+  keyed.put(at('10.0.0.1'), 0);
+  keyed.put(at('10.0.0.2'), 0);
+  const puts = keyed.changes('t')!;
+  assert.ok(puts.add instanceof PackedElements);
+  assert.deepEqual(elementList(puts.add).map((e) => e.key[0]).sort(), ['10.0.0.1', '10.0.0.2'], 'a key put twice is one element');
+  keyed.record();
+  keyed.put(at('10.0.0.3'), 0);
+  keyed.take(at('10.0.0.1'), 0); // one owner left: no change yet
+  assert.ok(keyed.changes('t')!.add instanceof PackedElements, 'a take that leaves an owner removes nothing');
+  keyed.record();
+  keyed.put(at('10.0.0.4'), 0);
+  keyed.take(at('10.0.0.2'), 0);
+  const both = keyed.changes('t')!;
+  assert.deepEqual([elementList(both.add).map((e) => e.key[0]), both.delete.map((e) => e.key[0])], [['10.0.0.4'], ['10.0.0.2']]);
 });

@@ -53,7 +53,7 @@ const asOps = (changes: NftElementChange[]): NftOp[] =>
     const set = { family: c.family, table: c.table, name: c.set, key: [] };
     return [
       ...(c.delete.length ? [{ verb: 'delete' as const, kind: 'elements' as const, set, elements: [...c.delete] }] : []),
-      ...(c.add.length ? [{ verb: 'add' as const, kind: 'elements' as const, set, elements: [...c.add] }] : []),
+      ...(c.add.length ? [{ verb: 'add' as const, kind: 'elements' as const, set, elements: [...elementList(c.add)] }] : []),
     ];
   });
 
@@ -115,7 +115,7 @@ test('elementChanges: identical contents in fresh objects change nothing; one ch
   assert.deepEqual(elementChanges([table(a, [])], [table(els(1000), [])]), []);
   const b = els(1000);
   b[500] = { key: ['10.0.1.244', 'tcp', 81, '10.0.1.244'] };
-  assert.deepEqual(elementChanges([table(a, [])], [table(b, [])]).map((c) => [c.set, c.delete.map(text), c.add.map(text)]), [['hairpin', [text(a[500]!)], ['10.0.1.244\u0000tcp\u000081\u000010.0.1.244']]]);
+  assert.deepEqual(elementChanges([table(a, [])], [table(b, [])]).map((c) => [c.set, c.delete.map(text), elementList(c.add).map(text)]), [['hairpin', [text(a[500]!)], ['10.0.1.244\u0000tcp\u000081\u000010.0.1.244']]]);
   // a set new in `after`: all its elements added; a dynamic set's elements are the packet path's
   const after = table([], [{ key: ['tcp', 30000], verdict: { code: 'accept' } }]);
   after.sets.push({ name: 'dyn', key: ['ipv4_addr'], dynamic: true, elements: [{ key: ['10.0.0.1'] }] });

@@ -14,7 +14,7 @@ import { serviceKey, type DesiredService } from '../../src/engine/ipvs-model.js'
 import { FakeIpvs } from '../../src/testing/fake-ipvs.js';
 import { FakeLinks, FakeNftables } from '../../src/testing/fake-kernel.js';
 import { slice, svc } from '../fixtures/kube/builders.js';
-import { NftTransaction } from '../../src/kernel/nftables.js';
+import { elementList, NftTransaction } from '../../src/kernel/nftables.js';
 
 const NODE = { name: 'node-a', addresses: ['10.0.0.11', '2001:db8::11'] };
 const CONFIG = { scheduler: 'rr', clusterCIDRs: ['10.244.0.0/16'] };
@@ -76,7 +76,7 @@ test('a node-local endpoint moving: the proxier hands the engine the moved virtu
     const ch = given.at(-1)!;
     assert.deepEqual([...ch.services!.keys()].sort(), [`inet|tcp|10.96.0.${i}|80`, `inet|udp|10.96.0.${i}|53`], `sync ${k}: the services changed`);
     assert.deepEqual(
-      ch.nft?.map((x) => `${x.family} ${x.set} -${x.delete.map((e) => e.key[0]).join()} +${x.add.map((e) => e.key[0]).join()}`),
+      ch.nft?.map((x) => `${x.family} ${x.set} -${x.delete.map((e) => e.key[0]).join()} +${elementList(x.add).map((e) => e.key[0]).join()}`),
       [`ip hairpin -${was},${was} +10.250.0.${k + 1},10.250.0.${k + 1}`],
       `sync ${k}: the element changes`,
     );

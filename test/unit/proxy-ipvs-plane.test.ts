@@ -92,7 +92,7 @@ class Applied {
       for (const x of c.nft) {
         const m = this.sets.get(`${x.family} ${x.set}`)!;
         for (const e of x.delete) m.delete(keyText(e));
-        for (const e of x.add) m.set(keyText(e), e);
+        for (const e of elementList(x.add)) m.set(keyText(e), e);
       }
     else this.sets = new Map([d.nft ?? []].flat().flatMap((t) => t.sets.map((s) => [`${t.family} ${s.name}`, new Map(elementList(s.elements).map((e) => [keyText(e), e]))] as const)));
   }
