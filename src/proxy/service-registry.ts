@@ -127,11 +127,16 @@ export class ServiceRegistry<F extends FrontendClaim, P extends PlaneParts<F>> {
    * they were, with every service whose frontends they contend for taken out and put back too
    * (in name order), so that each frontend ends with the owner a build from nothing would give
    * it: a service that gives up a frontend hands it to the first that wanted it, and one that
-   * claims a frontend a later service owns takes it. Returns every service put back.
+   * claims a frontend a later service owns takes it. Each changed service is made when the
+   * registry takes it (`make`; undefined: gone), as in build. Returns every service put back.
    */
-  update(changed: ReadonlyMap<string, Made<P> | undefined>): Readded<F>[] {
-    const redo = new Map<string, Taken<P> | undefined>([...changed].map(([n, m]) => [n, m && take(m)]));
-    const queue = [...changed.keys()];
+  update(changed: Iterable<string>, make: (name: string) => Made<P> | undefined): Readded<F>[] {
+    const redo = new Map<string, Taken<P> | undefined>();
+    for (const n of changed) {
+      const m = make(n);
+      redo.set(n, m && take(m));
+    }
+    const queue = [...redo.keys()];
     const contend = (key: string) => {
       const owner = this.owners.get(key)?.service;
       for (const s of [...(owner !== undefined ? [owner] : []), ...(this.wanted.get(key) ?? [])]) {

@@ -61,7 +61,7 @@ test('updates with hand-overs both ways end where a build from nothing in name o
         const s = state.get(n);
         changed.set(n, s && made(n, s.keys, s.version));
       }
-      reg.update(changed);
+      reg.update(changed.keys(), (n) => changed.get(n));
       const fresh = sink();
       const ref = new ServiceRegistry(fresh);
       ref.build([...state.keys()].sort(), (n) => made(n, state.get(n)!.keys, state.get(n)!.version));
@@ -82,7 +82,7 @@ test('a conflict warns the service that lost, naming the frontend and its owner;
     { service: 'default/c', message: 'not programmed: boom' },
   ]);
   // a gives the frontend up: b, which wanted it, has it now
-  const readded = reg.update(new Map([['default/a', undefined]]));
+  const readded = reg.update(['default/a'], () => undefined);
   assert.deepEqual(readded.map((r) => r.name), ['default/a', 'default/b']);
   assert.deepEqual([...live.owned], [['10.0.0.1 tcp 80', 'default/b:p']]);
   assert.equal(reg.owner('10.0.0.1 tcp 80')?.service, 'default/b');

@@ -90,7 +90,7 @@ export class IpvsPlane implements DataPlane {
       this.touched = new Map();
       this.glue?.record();
       try {
-        this.registry.update(new Map([...changed].map((n) => [n, made(n)])));
+        this.registry.update(changed, made);
       } finally {
         const touched = this.touched;
         this.touched = undefined;

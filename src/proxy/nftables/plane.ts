@@ -110,7 +110,7 @@ export class NftablesPlane implements DataPlane {
       }
     };
     const step =
-      !full && this.canPatch(ctxKey) ? this.patch([...changed].map((n) => [n, modelOf(n)] as const)) : this.rebuild(src.names(), (n) => modelOf(n)!, ctx, ctxKey);
+      !full && this.canPatch(ctxKey) ? this.patch(changed, modelOf) : this.rebuild(src.names(), (n) => modelOf(n)!, ctx, ctxKey);
     const nft = this.tables();
     const summary = this.summary();
     if (step.patched) return { desired: { services: [], nft }, changes: { services: new Map(), nft: step.changes! }, summary, staleFlows: step.staleFlows };
@@ -170,16 +170,20 @@ export class NftablesPlane implements DataPlane {
     return { changes: lastTables && elementChanges(lastTables, this.tables()), patched: false, staleFlows };
   }
 
-  /** The changed services (their models now; undefined: gone) patched into the last step,
-   *  with the services whose frontends they contend for (ServiceRegistry.update). */
-  patch(changed: ReadonlyArray<readonly [string, ModelOrError | undefined]>): ElementStep {
+  /** The changed services (their models now, each made when the plane takes it; undefined:
+   *  gone) patched into the last step, with the services whose frontends they contend for
+   *  (ServiceRegistry.update). */
+  patch(changed: Iterable<string>, modelOf: (name: string) => ModelOrError | undefined): ElementStep {
     const ctx = this.ctx!;
     const stores = () => FAMS.flatMap((f) => [...this.families![f].sets.values()]);
     this.recording = true;
     let readded;
     try {
       for (const st of stores()) st.record();
-      readded = this.registry!.update(new Map(changed.map(([n, m]) => [n, m && made(m, ctx)])));
+      readded = this.registry!.update(changed, (n) => {
+        const m = modelOf(n);
+        return m && made(m, ctx);
+      });
     } finally {
       this.recording = false;
     }
