@@ -139,8 +139,8 @@ export class NftablesPlane implements DataPlane {
   /** Every service from nothing, in the order of `names` (the first of two claiming a frontend
    *  keeps it), each model made when the plane takes it and dropped after (all of them at
    *  once would be a second copy of every endpoint). The endpoint counts of the last tables
-   *  stay, in their order, so their rules do not move; the element changes are the new
-   *  tables' against the last ones, by key. */
+   *  stay (their maps and rules are not made and dropped as services scale); the element
+   *  changes are the new tables' against the last ones, by key. */
   rebuild(names: readonly string[], modelOf: (name: string) => ModelOrError, ctx: ModelContext, ctxKey: string): ElementStep {
     const last = this.families;
     const lastTables = last && this.tables();
@@ -154,7 +154,7 @@ export class NftablesPlane implements DataPlane {
       const sets = new Map<string, Store>(FIXED_SETS.map((n) => [n, store(f, setDecl(f, n), fixed[n])]));
       const fam: Family = { family: f, sets, sizes: [], shortCircuitSizes: [], affinityTimeouts: [], firewalls: new Map(), table: undefined };
       for (const n of last?.[f].sizes ?? []) this.addSize(fam, n);
-      fam.shortCircuitSizes.push(...(last?.[f].shortCircuitSizes ?? []));
+      for (const m of last?.[f].shortCircuitSizes ?? []) ascending(fam.shortCircuitSizes, m);
       for (const t of last?.[f].affinityTimeouts ?? []) this.addAffinityTimeout(fam, t);
       fams[f] = fam;
     }
@@ -229,7 +229,7 @@ export class NftablesPlane implements DataPlane {
       const m = fe.shortCircuit && blockCount(fam.family, fe.shortCircuit);
       if (m && !fam.sets.has(endpointsMap(m, 0))) this.addSize(fam, m);
       if (m && !fam.shortCircuitSizes.includes(m)) {
-        fam.shortCircuitSizes.push(m);
+        ascending(fam.shortCircuitSizes, m);
         fam.table = undefined;
       }
       if (fe.affinity && !fam.sets.has(affinityTimeoutSet(fe.affinity))) this.addAffinityTimeout(fam, fe.affinity);
@@ -298,7 +298,7 @@ export class NftablesPlane implements DataPlane {
 
   /** A new endpoint count or affinity timeout: its set, and the table's shape changes. */
   private grow(fam: Family, list: number[], n: number, ...sets: string[]): void {
-    list.push(n);
+    ascending(list, n);
     for (const set of sets) {
       const st = store(fam.family, setDecl(fam.family, set));
       if (this.recording) st.record();
@@ -306,6 +306,13 @@ export class NftablesPlane implements DataPlane {
     }
     fam.table = undefined;
   }
+}
+
+/** `n` into an ascending list, in its place. */
+function ascending(list: number[], n: number): void {
+  const at = list.findIndex((x) => x > n);
+  if (at < 0) list.push(n);
+  else list.splice(at, 0, n);
 }
 
 /** A service's model made into its parts (or what failed). */

@@ -332,11 +332,12 @@ export function affinityTimeoutSet(seconds: number): string {
 
 /** What a family's table is made of besides the services' elements. */
 export interface TableShape {
-  /** The endpoint counts with a map and a dnat rule, in the order their rules were made. */
+  /** The endpoint counts with a map and a dnat rule, ascending (each rule matches only its own
+   *  frontends: their order is the table's canonical one, whatever order the counts came in). */
   sizes: readonly number[];
-  /** The counts of short-circuit blocks, with their two dnat rules, in the order made. */
+  /** The counts of short-circuit blocks, with their two dnat rules, ascending. */
   shortCircuitSizes: readonly number[];
-  /** The session affinity timeouts (seconds) with a set and rules, in the order made. */
+  /** The session affinity timeouts (seconds) with a set and rules, ascending. */
   affinityTimeouts: readonly number[];
   /** The source-range firewalls, by chain. */
   firewalls: ReadonlyMap<string, Firewall>;
