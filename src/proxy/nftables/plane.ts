@@ -154,7 +154,7 @@ export class NftablesPlane implements DataPlane {
       const sets = new Map<string, Store>(FIXED_SETS.map((n) => [n, store(f, setDecl(f, n), fixed[n])]));
       const fam: Family = { family: f, sets, sizes: [], shortCircuitSizes: [], affinityTimeouts: [], firewalls: new Map(), table: undefined };
       for (const n of last?.[f].sizes ?? []) this.addSize(fam, n);
-      for (const m of last?.[f].shortCircuitSizes ?? []) ascending(fam.shortCircuitSizes, m);
+      fam.shortCircuitSizes.push(...(last?.[f].shortCircuitSizes ?? []));
       for (const t of last?.[f].affinityTimeouts ?? []) this.addAffinityTimeout(fam, t);
       fams[f] = fam;
     }
