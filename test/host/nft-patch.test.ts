@@ -55,14 +55,13 @@ function add(p: Proxier, from: number, upTo: number): void {
 function tables(): string[] {
   const out: string[] = [];
   for (const family of ['ip', 'ip6']) {
-    const listed = JSON.parse(execFileSync('nft', ['-j', 'list', 'table', family, 'ipvsync'], { encoding: 'utf8' })) as { nftables: Array<Record<string, any>> };
+    const text = execFileSync('nft', ['-j', 'list', 'table', family, 'ipvsync'], { encoding: 'utf8' });
+    const listed = JSON.parse(text, (k, v) => (k === 'handle' ? undefined : v)) as { nftables: Array<Record<string, any>> };
     for (const o of listed.nftables) {
       if (o.metainfo) continue;
-      const text = JSON.stringify(o, (k, v) => (k === 'handle' ? undefined : v));
-      const x = JSON.parse(text) as Record<string, any>;
-      const s = x.set ?? x.map;
+      const s = o.set ?? o.map;
       if (s?.elem) s.elem = (s.elem as unknown[]).map((e) => JSON.stringify(e)).sort();
-      out.push(JSON.stringify(x));
+      out.push(JSON.stringify(o));
     }
   }
   return out.sort();
